@@ -1,0 +1,530 @@
+//! Enumerations and their values: the ROCm 5.2 headers (`hsa.h`, `hsa_ext_amd.h`,
+//! `hsa_ven_amd_loader.h`) plus the ROCm 5.6+/6.x additions the project uses.
+//!
+//! C enumerations are `int`-sized; each is a `u32` alias here so values pass through the ABI
+//! unchanged. [`ROCM5_VALUES`] lists every value that the 5.2 headers define, so that
+//! `tests/header_layout.rs` can compare each one with the real headers; [`ROCM6_VALUES`] lists
+//! the later additions.
+
+/// One named value of a C enumeration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnumValue {
+    /// C type name, e.g. `"hsa_agent_info_t"`.
+    pub ty: &'static str,
+    /// C constant name, e.g. `"HSA_AGENT_INFO_NAME"`.
+    pub name: &'static str,
+    /// Its value.
+    pub value: u32,
+}
+
+macro_rules! hsa_enums {
+    (list = $list:ident; $($ty:ident { $($name:ident = $value:expr,)* })*) => {
+        $(
+            #[doc = concat!("C enum `", stringify!($ty), "` (`int`-sized).")]
+            pub type $ty = u32;
+            $(
+                #[doc = concat!("C `", stringify!($name), "` of `", stringify!($ty), "`.")]
+                pub const $name: $ty = $value;
+            )*
+        )*
+        #[doc = concat!("Every value of the enumerations in this group (`", stringify!($list), "`).")]
+        pub const $list: &[EnumValue] = &[
+            $($(EnumValue { ty: stringify!($ty), name: stringify!($name), value: $name },)*)*
+        ];
+    };
+}
+
+hsa_enums! {
+    list = ROCM5_VALUES;
+    hsa_status_t {
+        HSA_STATUS_SUCCESS = 0,
+        HSA_STATUS_INFO_BREAK = 1,
+        HSA_STATUS_ERROR = 0x1000,
+        HSA_STATUS_ERROR_INVALID_ARGUMENT = 0x1001,
+        HSA_STATUS_ERROR_INVALID_QUEUE_CREATION = 0x1002,
+        HSA_STATUS_ERROR_INVALID_ALLOCATION = 0x1003,
+        HSA_STATUS_ERROR_INVALID_AGENT = 0x1004,
+        HSA_STATUS_ERROR_INVALID_REGION = 0x1005,
+        HSA_STATUS_ERROR_INVALID_SIGNAL = 0x1006,
+        HSA_STATUS_ERROR_INVALID_QUEUE = 0x1007,
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES = 0x1008,
+        HSA_STATUS_ERROR_INVALID_PACKET_FORMAT = 0x1009,
+        HSA_STATUS_ERROR_RESOURCE_FREE = 0x100a,
+        HSA_STATUS_ERROR_NOT_INITIALIZED = 0x100b,
+        HSA_STATUS_ERROR_REFCOUNT_OVERFLOW = 0x100c,
+        HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS = 0x100d,
+        HSA_STATUS_ERROR_INVALID_INDEX = 0x100e,
+        HSA_STATUS_ERROR_INVALID_ISA = 0x100f,
+        HSA_STATUS_ERROR_INVALID_ISA_NAME = 0x1017,
+        HSA_STATUS_ERROR_INVALID_CODE_OBJECT = 0x1010,
+        HSA_STATUS_ERROR_INVALID_EXECUTABLE = 0x1011,
+        HSA_STATUS_ERROR_FROZEN_EXECUTABLE = 0x1012,
+        HSA_STATUS_ERROR_INVALID_SYMBOL_NAME = 0x1013,
+        HSA_STATUS_ERROR_VARIABLE_ALREADY_DEFINED = 0x1014,
+        HSA_STATUS_ERROR_VARIABLE_UNDEFINED = 0x1015,
+        HSA_STATUS_ERROR_EXCEPTION = 0x1016,
+        HSA_STATUS_ERROR_INVALID_CODE_SYMBOL = 0x1018,
+        HSA_STATUS_ERROR_INVALID_EXECUTABLE_SYMBOL = 0x1019,
+        HSA_STATUS_ERROR_INVALID_FILE = 0x1020,
+        HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER = 0x1021,
+        HSA_STATUS_ERROR_INVALID_CACHE = 0x1022,
+        HSA_STATUS_ERROR_INVALID_WAVEFRONT = 0x1023,
+        HSA_STATUS_ERROR_INVALID_SIGNAL_GROUP = 0x1024,
+        HSA_STATUS_ERROR_INVALID_RUNTIME_STATE = 0x1025,
+        HSA_STATUS_ERROR_FATAL = 0x1026,
+    }
+    hsa_access_permission_t {
+        HSA_ACCESS_PERMISSION_RO = 1,
+        HSA_ACCESS_PERMISSION_WO = 2,
+        HSA_ACCESS_PERMISSION_RW = 3,
+    }
+    hsa_endianness_t {
+        HSA_ENDIANNESS_LITTLE = 0,
+        HSA_ENDIANNESS_BIG = 1,
+    }
+    hsa_machine_model_t {
+        HSA_MACHINE_MODEL_SMALL = 0,
+        HSA_MACHINE_MODEL_LARGE = 1,
+    }
+    hsa_profile_t {
+        HSA_PROFILE_BASE = 0,
+        HSA_PROFILE_FULL = 1,
+    }
+    hsa_system_info_t {
+        HSA_SYSTEM_INFO_VERSION_MAJOR = 0,
+        HSA_SYSTEM_INFO_VERSION_MINOR = 1,
+        HSA_SYSTEM_INFO_TIMESTAMP = 2,
+        HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY = 3,
+        HSA_SYSTEM_INFO_SIGNAL_MAX_WAIT = 4,
+        HSA_SYSTEM_INFO_ENDIANNESS = 5,
+        HSA_SYSTEM_INFO_MACHINE_MODEL = 6,
+        HSA_SYSTEM_INFO_EXTENSIONS = 7,
+        HSA_AMD_SYSTEM_INFO_BUILD_VERSION = 0x200,
+        HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED = 0x201,
+        HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT = 0x202,
+    }
+    hsa_extension_t {
+        HSA_EXTENSION_FINALIZER = 0,
+        HSA_EXTENSION_IMAGES = 1,
+        HSA_EXTENSION_PERFORMANCE_COUNTERS = 2,
+        HSA_EXTENSION_PROFILING_EVENTS = 3,
+        HSA_EXTENSION_STD_LAST = 3,
+        HSA_AMD_FIRST_EXTENSION = 0x200,
+        HSA_EXTENSION_AMD_PROFILER = 0x200,
+        HSA_EXTENSION_AMD_LOADER = 0x201,
+        HSA_EXTENSION_AMD_AQLPROFILE = 0x202,
+        HSA_AMD_LAST_EXTENSION = 0x202,
+    }
+    hsa_agent_feature_t {
+        HSA_AGENT_FEATURE_KERNEL_DISPATCH = 1,
+        HSA_AGENT_FEATURE_AGENT_DISPATCH = 2,
+    }
+    hsa_device_type_t {
+        HSA_DEVICE_TYPE_CPU = 0,
+        HSA_DEVICE_TYPE_GPU = 1,
+        HSA_DEVICE_TYPE_DSP = 2,
+    }
+    hsa_default_float_rounding_mode_t {
+        HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT = 0,
+        HSA_DEFAULT_FLOAT_ROUNDING_MODE_ZERO = 1,
+        HSA_DEFAULT_FLOAT_ROUNDING_MODE_NEAR = 2,
+    }
+    hsa_agent_info_t {
+        HSA_AGENT_INFO_NAME = 0,
+        HSA_AGENT_INFO_VENDOR_NAME = 1,
+        HSA_AGENT_INFO_FEATURE = 2,
+        HSA_AGENT_INFO_MACHINE_MODEL = 3,
+        HSA_AGENT_INFO_PROFILE = 4,
+        HSA_AGENT_INFO_DEFAULT_FLOAT_ROUNDING_MODE = 5,
+        HSA_AGENT_INFO_BASE_PROFILE_DEFAULT_FLOAT_ROUNDING_MODES = 0x17,
+        HSA_AGENT_INFO_FAST_F16_OPERATION = 0x18,
+        HSA_AGENT_INFO_WAVEFRONT_SIZE = 6,
+        HSA_AGENT_INFO_WORKGROUP_MAX_DIM = 7,
+        HSA_AGENT_INFO_WORKGROUP_MAX_SIZE = 8,
+        HSA_AGENT_INFO_GRID_MAX_DIM = 9,
+        HSA_AGENT_INFO_GRID_MAX_SIZE = 0xa,
+        HSA_AGENT_INFO_FBARRIER_MAX_SIZE = 0xb,
+        HSA_AGENT_INFO_QUEUES_MAX = 0xc,
+        HSA_AGENT_INFO_QUEUE_MIN_SIZE = 0xd,
+        HSA_AGENT_INFO_QUEUE_MAX_SIZE = 0xe,
+        HSA_AGENT_INFO_QUEUE_TYPE = 0xf,
+        HSA_AGENT_INFO_NODE = 0x10,
+        HSA_AGENT_INFO_DEVICE = 0x11,
+        HSA_AGENT_INFO_CACHE_SIZE = 0x12,
+        HSA_AGENT_INFO_ISA = 0x13,
+        HSA_AGENT_INFO_EXTENSIONS = 0x14,
+        HSA_AGENT_INFO_VERSION_MAJOR = 0x15,
+        HSA_AGENT_INFO_VERSION_MINOR = 0x16,
+    }
+    hsa_exception_policy_t {
+        HSA_EXCEPTION_POLICY_BREAK = 1,
+        HSA_EXCEPTION_POLICY_DETECT = 2,
+    }
+    hsa_cache_info_t {
+        HSA_CACHE_INFO_NAME_LENGTH = 0,
+        HSA_CACHE_INFO_NAME = 1,
+        HSA_CACHE_INFO_LEVEL = 2,
+        HSA_CACHE_INFO_SIZE = 3,
+    }
+    hsa_signal_condition_t {
+        HSA_SIGNAL_CONDITION_EQ = 0,
+        HSA_SIGNAL_CONDITION_NE = 1,
+        HSA_SIGNAL_CONDITION_LT = 2,
+        HSA_SIGNAL_CONDITION_GTE = 3,
+    }
+    hsa_wait_state_t {
+        HSA_WAIT_STATE_BLOCKED = 0,
+        HSA_WAIT_STATE_ACTIVE = 1,
+    }
+    hsa_queue_type_t {
+        HSA_QUEUE_TYPE_MULTI = 0,
+        HSA_QUEUE_TYPE_SINGLE = 1,
+        HSA_QUEUE_TYPE_COOPERATIVE = 2,
+    }
+    hsa_queue_feature_t {
+        HSA_QUEUE_FEATURE_KERNEL_DISPATCH = 1,
+        HSA_QUEUE_FEATURE_AGENT_DISPATCH = 2,
+    }
+    hsa_packet_type_t {
+        HSA_PACKET_TYPE_VENDOR_SPECIFIC = 0,
+        HSA_PACKET_TYPE_INVALID = 1,
+        HSA_PACKET_TYPE_KERNEL_DISPATCH = 2,
+        HSA_PACKET_TYPE_BARRIER_AND = 3,
+        HSA_PACKET_TYPE_AGENT_DISPATCH = 4,
+        HSA_PACKET_TYPE_BARRIER_OR = 5,
+    }
+    hsa_fence_scope_t {
+        HSA_FENCE_SCOPE_NONE = 0,
+        HSA_FENCE_SCOPE_AGENT = 1,
+        HSA_FENCE_SCOPE_SYSTEM = 2,
+    }
+    hsa_packet_header_t {
+        HSA_PACKET_HEADER_TYPE = 0,
+        HSA_PACKET_HEADER_BARRIER = 8,
+        HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE = 9,
+        HSA_PACKET_HEADER_ACQUIRE_FENCE_SCOPE = 9,
+        HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE = 0xb,
+        HSA_PACKET_HEADER_RELEASE_FENCE_SCOPE = 0xb,
+    }
+    hsa_packet_header_width_t {
+        HSA_PACKET_HEADER_WIDTH_TYPE = 8,
+        HSA_PACKET_HEADER_WIDTH_BARRIER = 1,
+        HSA_PACKET_HEADER_WIDTH_SCACQUIRE_FENCE_SCOPE = 2,
+        HSA_PACKET_HEADER_WIDTH_ACQUIRE_FENCE_SCOPE = 2,
+        HSA_PACKET_HEADER_WIDTH_SCRELEASE_FENCE_SCOPE = 2,
+        HSA_PACKET_HEADER_WIDTH_RELEASE_FENCE_SCOPE = 2,
+    }
+    hsa_kernel_dispatch_packet_setup_t {
+        HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS = 0,
+    }
+    hsa_kernel_dispatch_packet_setup_width_t {
+        HSA_KERNEL_DISPATCH_PACKET_SETUP_WIDTH_DIMENSIONS = 2,
+    }
+    hsa_region_segment_t {
+        HSA_REGION_SEGMENT_GLOBAL = 0,
+        HSA_REGION_SEGMENT_READONLY = 1,
+        HSA_REGION_SEGMENT_PRIVATE = 2,
+        HSA_REGION_SEGMENT_GROUP = 3,
+        HSA_REGION_SEGMENT_KERNARG = 4,
+    }
+    hsa_region_global_flag_t {
+        HSA_REGION_GLOBAL_FLAG_KERNARG = 1,
+        HSA_REGION_GLOBAL_FLAG_FINE_GRAINED = 2,
+        HSA_REGION_GLOBAL_FLAG_COARSE_GRAINED = 4,
+    }
+    hsa_region_info_t {
+        HSA_REGION_INFO_SEGMENT = 0,
+        HSA_REGION_INFO_GLOBAL_FLAGS = 1,
+        HSA_REGION_INFO_SIZE = 2,
+        HSA_REGION_INFO_ALLOC_MAX_SIZE = 4,
+        HSA_REGION_INFO_ALLOC_MAX_PRIVATE_WORKGROUP_SIZE = 8,
+        HSA_REGION_INFO_RUNTIME_ALLOC_ALLOWED = 5,
+        HSA_REGION_INFO_RUNTIME_ALLOC_GRANULE = 6,
+        HSA_REGION_INFO_RUNTIME_ALLOC_ALIGNMENT = 7,
+    }
+    hsa_isa_info_t {
+        HSA_ISA_INFO_NAME_LENGTH = 0,
+        HSA_ISA_INFO_NAME = 1,
+        HSA_ISA_INFO_CALL_CONVENTION_COUNT = 2,
+        HSA_ISA_INFO_CALL_CONVENTION_INFO_WAVEFRONT_SIZE = 3,
+        HSA_ISA_INFO_CALL_CONVENTION_INFO_WAVEFRONTS_PER_COMPUTE_UNIT = 4,
+        HSA_ISA_INFO_MACHINE_MODELS = 5,
+        HSA_ISA_INFO_PROFILES = 6,
+        HSA_ISA_INFO_DEFAULT_FLOAT_ROUNDING_MODES = 7,
+        HSA_ISA_INFO_BASE_PROFILE_DEFAULT_FLOAT_ROUNDING_MODES = 8,
+        HSA_ISA_INFO_FAST_F16_OPERATION = 9,
+        HSA_ISA_INFO_WORKGROUP_MAX_DIM = 0xc,
+        HSA_ISA_INFO_WORKGROUP_MAX_SIZE = 0xd,
+        HSA_ISA_INFO_GRID_MAX_DIM = 0xe,
+        HSA_ISA_INFO_GRID_MAX_SIZE = 0x10,
+        HSA_ISA_INFO_FBARRIER_MAX_SIZE = 0x11,
+    }
+    hsa_fp_type_t {
+        HSA_FP_TYPE_16 = 1,
+        HSA_FP_TYPE_32 = 2,
+        HSA_FP_TYPE_64 = 4,
+    }
+    hsa_flush_mode_t {
+        HSA_FLUSH_MODE_FTZ = 1,
+        HSA_FLUSH_MODE_NON_FTZ = 2,
+    }
+    hsa_round_method_t {
+        HSA_ROUND_METHOD_SINGLE = 1,
+        HSA_ROUND_METHOD_DOUBLE = 2,
+    }
+    hsa_wavefront_info_t {
+        HSA_WAVEFRONT_INFO_SIZE = 0,
+    }
+    hsa_executable_state_t {
+        HSA_EXECUTABLE_STATE_UNFROZEN = 0,
+        HSA_EXECUTABLE_STATE_FROZEN = 1,
+    }
+    hsa_executable_info_t {
+        HSA_EXECUTABLE_INFO_PROFILE = 1,
+        HSA_EXECUTABLE_INFO_STATE = 2,
+        HSA_EXECUTABLE_INFO_DEFAULT_FLOAT_ROUNDING_MODE = 3,
+    }
+    hsa_symbol_kind_t {
+        HSA_SYMBOL_KIND_VARIABLE = 0,
+        HSA_SYMBOL_KIND_KERNEL = 1,
+        HSA_SYMBOL_KIND_INDIRECT_FUNCTION = 2,
+    }
+    hsa_symbol_linkage_t {
+        HSA_SYMBOL_LINKAGE_MODULE = 0,
+        HSA_SYMBOL_LINKAGE_PROGRAM = 1,
+    }
+    hsa_variable_allocation_t {
+        HSA_VARIABLE_ALLOCATION_AGENT = 0,
+        HSA_VARIABLE_ALLOCATION_PROGRAM = 1,
+    }
+    hsa_variable_segment_t {
+        HSA_VARIABLE_SEGMENT_GLOBAL = 0,
+        HSA_VARIABLE_SEGMENT_READONLY = 1,
+    }
+    hsa_executable_symbol_info_t {
+        HSA_EXECUTABLE_SYMBOL_INFO_TYPE = 0,
+        HSA_EXECUTABLE_SYMBOL_INFO_NAME_LENGTH = 1,
+        HSA_EXECUTABLE_SYMBOL_INFO_NAME = 2,
+        HSA_EXECUTABLE_SYMBOL_INFO_MODULE_NAME_LENGTH = 3,
+        HSA_EXECUTABLE_SYMBOL_INFO_MODULE_NAME = 4,
+        HSA_EXECUTABLE_SYMBOL_INFO_AGENT = 0x14,
+        HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS = 0x15,
+        HSA_EXECUTABLE_SYMBOL_INFO_LINKAGE = 5,
+        HSA_EXECUTABLE_SYMBOL_INFO_IS_DEFINITION = 0x11,
+        HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ALLOCATION = 6,
+        HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SEGMENT = 7,
+        HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ALIGNMENT = 8,
+        HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE = 9,
+        HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_IS_CONST = 0xa,
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT = 0x16,
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE = 0xb,
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT = 0xc,
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE = 0xd,
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE = 0xe,
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK = 0xf,
+        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_CALL_CONVENTION = 0x12,
+        HSA_EXECUTABLE_SYMBOL_INFO_INDIRECT_FUNCTION_OBJECT = 0x17,
+        HSA_EXECUTABLE_SYMBOL_INFO_INDIRECT_FUNCTION_CALL_CONVENTION = 0x10,
+    }
+    hsa_code_object_type_t {
+        HSA_CODE_OBJECT_TYPE_PROGRAM = 0,
+    }
+    hsa_code_object_info_t {
+        HSA_CODE_OBJECT_INFO_VERSION = 0,
+        HSA_CODE_OBJECT_INFO_TYPE = 1,
+        HSA_CODE_OBJECT_INFO_ISA = 2,
+        HSA_CODE_OBJECT_INFO_MACHINE_MODEL = 3,
+        HSA_CODE_OBJECT_INFO_PROFILE = 4,
+        HSA_CODE_OBJECT_INFO_DEFAULT_FLOAT_ROUNDING_MODE = 5,
+    }
+    hsa_code_symbol_info_t {
+        HSA_CODE_SYMBOL_INFO_TYPE = 0,
+        HSA_CODE_SYMBOL_INFO_NAME_LENGTH = 1,
+        HSA_CODE_SYMBOL_INFO_NAME = 2,
+        HSA_CODE_SYMBOL_INFO_MODULE_NAME_LENGTH = 3,
+        HSA_CODE_SYMBOL_INFO_MODULE_NAME = 4,
+        HSA_CODE_SYMBOL_INFO_LINKAGE = 5,
+        HSA_CODE_SYMBOL_INFO_IS_DEFINITION = 0x11,
+        HSA_CODE_SYMBOL_INFO_VARIABLE_ALLOCATION = 6,
+        HSA_CODE_SYMBOL_INFO_VARIABLE_SEGMENT = 7,
+        HSA_CODE_SYMBOL_INFO_VARIABLE_ALIGNMENT = 8,
+        HSA_CODE_SYMBOL_INFO_VARIABLE_SIZE = 9,
+        HSA_CODE_SYMBOL_INFO_VARIABLE_IS_CONST = 0xa,
+        HSA_CODE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE = 0xb,
+        HSA_CODE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT = 0xc,
+        HSA_CODE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE = 0xd,
+        HSA_CODE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE = 0xe,
+        HSA_CODE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK = 0xf,
+        HSA_CODE_SYMBOL_INFO_KERNEL_CALL_CONVENTION = 0x12,
+        HSA_CODE_SYMBOL_INFO_INDIRECT_FUNCTION_CALL_CONVENTION = 0x10,
+    }
+    hsa_amd_packet_type_t {
+        HSA_AMD_PACKET_TYPE_BARRIER_VALUE = 2,
+    }
+    hsa_amd_agent_info_t {
+        HSA_AMD_AGENT_INFO_CHIP_ID = 0xa000,
+        HSA_AMD_AGENT_INFO_CACHELINE_SIZE = 0xa001,
+        HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT = 0xa002,
+        HSA_AMD_AGENT_INFO_MAX_CLOCK_FREQUENCY = 0xa003,
+        HSA_AMD_AGENT_INFO_DRIVER_NODE_ID = 0xa004,
+        HSA_AMD_AGENT_INFO_MAX_ADDRESS_WATCH_POINTS = 0xa005,
+        HSA_AMD_AGENT_INFO_BDFID = 0xa006,
+        HSA_AMD_AGENT_INFO_MEMORY_WIDTH = 0xa007,
+        HSA_AMD_AGENT_INFO_MEMORY_MAX_FREQUENCY = 0xa008,
+        HSA_AMD_AGENT_INFO_PRODUCT_NAME = 0xa009,
+        HSA_AMD_AGENT_INFO_MAX_WAVES_PER_CU = 0xa00a,
+        HSA_AMD_AGENT_INFO_NUM_SIMDS_PER_CU = 0xa00b,
+        HSA_AMD_AGENT_INFO_NUM_SHADER_ENGINES = 0xa00c,
+        HSA_AMD_AGENT_INFO_NUM_SHADER_ARRAYS_PER_SE = 0xa00d,
+        HSA_AMD_AGENT_INFO_HDP_FLUSH = 0xa00e,
+        HSA_AMD_AGENT_INFO_DOMAIN = 0xa00f,
+        HSA_AMD_AGENT_INFO_COOPERATIVE_QUEUES = 0xa010,
+        HSA_AMD_AGENT_INFO_UUID = 0xa011,
+        HSA_AMD_AGENT_INFO_ASIC_REVISION = 0xa012,
+        HSA_AMD_AGENT_INFO_SVM_DIRECT_HOST_ACCESS = 0xa013,
+        HSA_AMD_AGENT_INFO_COOPERATIVE_COMPUTE_UNIT_COUNT = 0xa014,
+    }
+    hsa_amd_region_info_t {
+        HSA_AMD_REGION_INFO_HOST_ACCESSIBLE = 0xa000,
+        HSA_AMD_REGION_INFO_BASE = 0xa001,
+        HSA_AMD_REGION_INFO_BUS_WIDTH = 0xa002,
+        HSA_AMD_REGION_INFO_MAX_CLOCK_FREQUENCY = 0xa003,
+    }
+    hsa_amd_coherency_type_t {
+        HSA_AMD_COHERENCY_TYPE_COHERENT = 0,
+        HSA_AMD_COHERENCY_TYPE_NONCOHERENT = 1,
+    }
+    hsa_amd_signal_attribute_t {
+        HSA_AMD_SIGNAL_AMD_GPU_ONLY = 1,
+        HSA_AMD_SIGNAL_IPC = 2,
+    }
+    hsa_amd_segment_t {
+        HSA_AMD_SEGMENT_GLOBAL = 0,
+        HSA_AMD_SEGMENT_READONLY = 1,
+        HSA_AMD_SEGMENT_PRIVATE = 2,
+        HSA_AMD_SEGMENT_GROUP = 3,
+    }
+    hsa_amd_memory_pool_global_flag_t {
+        HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT = 1,
+        HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED = 2,
+        HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED = 4,
+    }
+    hsa_amd_memory_pool_info_t {
+        HSA_AMD_MEMORY_POOL_INFO_SEGMENT = 0,
+        HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS = 1,
+        HSA_AMD_MEMORY_POOL_INFO_SIZE = 2,
+        HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED = 5,
+        HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE = 6,
+        HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALIGNMENT = 7,
+        HSA_AMD_MEMORY_POOL_INFO_ACCESSIBLE_BY_ALL = 0xf,
+        HSA_AMD_MEMORY_POOL_INFO_ALLOC_MAX_SIZE = 0x10,
+    }
+    hsa_amd_copy_direction_t {
+        hsaHostToHost = 0,
+        hsaHostToDevice = 1,
+        hsaDeviceToHost = 2,
+        hsaDeviceToDevice = 3,
+    }
+    hsa_amd_memory_pool_access_t {
+        HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED = 0,
+        HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT = 1,
+        HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT = 2,
+    }
+    hsa_amd_link_info_type_t {
+        HSA_AMD_LINK_INFO_TYPE_HYPERTRANSPORT = 0,
+        HSA_AMD_LINK_INFO_TYPE_QPI = 1,
+        HSA_AMD_LINK_INFO_TYPE_PCIE = 2,
+        HSA_AMD_LINK_INFO_TYPE_INFINBAND = 3,
+        HSA_AMD_LINK_INFO_TYPE_XGMI = 4,
+    }
+    hsa_amd_agent_memory_pool_info_t {
+        HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS = 0,
+        HSA_AMD_AGENT_MEMORY_POOL_INFO_NUM_LINK_HOPS = 1,
+        HSA_AMD_AGENT_MEMORY_POOL_INFO_LINK_INFO = 2,
+    }
+    hsa_amd_pointer_type_t {
+        HSA_EXT_POINTER_TYPE_UNKNOWN = 0,
+        HSA_EXT_POINTER_TYPE_HSA = 1,
+        HSA_EXT_POINTER_TYPE_LOCKED = 2,
+        HSA_EXT_POINTER_TYPE_GRAPHICS = 3,
+        HSA_EXT_POINTER_TYPE_IPC = 4,
+    }
+    hsa_amd_event_type_t {
+        HSA_AMD_GPU_MEMORY_FAULT_EVENT = 0,
+    }
+    hsa_amd_memory_fault_reason_t {
+        HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT = 1,
+        HSA_AMD_MEMORY_FAULT_READ_ONLY = 2,
+        HSA_AMD_MEMORY_FAULT_NX = 4,
+        HSA_AMD_MEMORY_FAULT_HOST_ONLY = 8,
+        HSA_AMD_MEMORY_FAULT_DRAMECC = 0x10,
+        HSA_AMD_MEMORY_FAULT_IMPRECISE = 0x20,
+        HSA_AMD_MEMORY_FAULT_SRAMECC = 0x40,
+        HSA_AMD_MEMORY_FAULT_HANG = 0x80000000,
+    }
+    hsa_amd_queue_priority_t {
+        HSA_AMD_QUEUE_PRIORITY_LOW = 0,
+        HSA_AMD_QUEUE_PRIORITY_NORMAL = 1,
+        HSA_AMD_QUEUE_PRIORITY_HIGH = 2,
+    }
+    hsa_amd_svm_model_t {
+        HSA_AMD_SVM_GLOBAL_FLAG_FINE_GRAINED = 0,
+        HSA_AMD_SVM_GLOBAL_FLAG_COARSE_GRAINED = 1,
+        HSA_AMD_SVM_GLOBAL_FLAG_INDETERMINATE = 2,
+    }
+    hsa_amd_svm_attribute_t {
+        HSA_AMD_SVM_ATTRIB_GLOBAL_FLAG = 0,
+        HSA_AMD_SVM_ATTRIB_READ_ONLY = 1,
+        HSA_AMD_SVM_ATTRIB_HIVE_LOCAL = 2,
+        HSA_AMD_SVM_ATTRIB_MIGRATION_GRANULARITY = 3,
+        HSA_AMD_SVM_ATTRIB_PREFERRED_LOCATION = 4,
+        HSA_AMD_SVM_ATTRIB_PREFETCH_LOCATION = 5,
+        HSA_AMD_SVM_ATTRIB_READ_MOSTLY = 6,
+        HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE = 0x200,
+        HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE_IN_PLACE = 0x201,
+        HSA_AMD_SVM_ATTRIB_AGENT_NO_ACCESS = 0x202,
+        HSA_AMD_SVM_ATTRIB_ACCESS_QUERY = 0x203,
+    }
+    hsa_ven_amd_loader_code_object_storage_type_t {
+        HSA_VEN_AMD_LOADER_CODE_OBJECT_STORAGE_TYPE_NONE = 0,
+        HSA_VEN_AMD_LOADER_CODE_OBJECT_STORAGE_TYPE_FILE = 1,
+        HSA_VEN_AMD_LOADER_CODE_OBJECT_STORAGE_TYPE_MEMORY = 2,
+    }
+    hsa_ven_amd_loader_loaded_code_object_kind_t {
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_KIND_PROGRAM = 1,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_KIND_AGENT = 2,
+    }
+    hsa_ven_amd_loader_loaded_code_object_info_t {
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_EXECUTABLE = 1,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_KIND = 2,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_AGENT = 3,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_CODE_OBJECT_STORAGE_TYPE = 4,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_CODE_OBJECT_STORAGE_MEMORY_BASE = 5,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_CODE_OBJECT_STORAGE_MEMORY_SIZE = 6,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_CODE_OBJECT_STORAGE_FILE = 7,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_DELTA = 8,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE = 9,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE = 0xa,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH = 0xb,
+        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI = 0xc,
+    }
+}
+
+hsa_enums! {
+    list = ROCM6_VALUES;
+    hsa_amd_memory_type_t {
+        MEMORY_TYPE_NONE = 0,
+        MEMORY_TYPE_PINNED = 1,
+    }
+    hsa_amd_sdma_engine_id_t {
+        HSA_AMD_SDMA_ENGINE_0 = 0x1,
+        HSA_AMD_SDMA_ENGINE_1 = 0x2,
+    }
+    hsa_queue_info_attribute_t {
+        HSA_AMD_QUEUE_INFO_AGENT = 0,
+        HSA_AMD_QUEUE_INFO_DOORBELL_ID = 1,
+    }
+}
+
+/// C `HSA_EXT_POINTER_TYPE_RESERVED_ADDR` of `hsa_amd_pointer_type_t` (ROCm 6.x): a vmem reservation.
+pub const HSA_EXT_POINTER_TYPE_RESERVED_ADDR: hsa_amd_pointer_type_t = 5;
