@@ -1,0 +1,262 @@
+//! The runtime's own, live `HsaApiTable`: built once, patched by tools, used by every export.
+//!
+//! Each module fills the slots it implements through its `install` function; every slot left
+//! empty gets [`unimplemented_slot`], which returns `HSA_STATUS_ERROR`, so no slot is ever NULL.
+//! `HSA_EMU_ABI=5.2` presents the ROCm 5.2 tables (root major 1, 48 bytes; AMD extension major 1,
+//! 400 bytes); otherwise the newest layout (root major 3, 64 bytes; AMD extension major 2, 608).
+
+use std::ffi::c_void;
+use std::mem::size_of;
+use std::sync::OnceLock;
+
+use rocprof_replay_sys::*;
+
+/// The slots modules fill before the live table is laid out.
+pub(crate) struct Tables {
+    /// Core API.
+    pub(crate) core: CoreApiTable,
+    /// AMD extension, in the 6.x layout (copied into the 5.2 layout when that is presented).
+    pub(crate) amd: AmdExtTable,
+}
+
+/// Which table layout the runtime presents to tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AbiPresentation {
+    /// ROCm 6.2+ tables (default).
+    Newest,
+    /// ROCm 5.2 tables (`HSA_EMU_ABI=5.2`).
+    Rocm52,
+}
+
+impl AbiPresentation {
+    fn from_env() -> AbiPresentation {
+        match std::env::var("HSA_EMU_ABI").as_deref() {
+            Ok("5.2") => AbiPresentation::Rocm52,
+            Ok("") | Ok("6") | Ok("newest") | Err(_) => AbiPresentation::Newest,
+            Ok(other) => {
+                eprintln!("hsa-emu: HSA_EMU_ABI={other:?} is not 5.2 or newest; presenting the newest ABI");
+                AbiPresentation::Newest
+            }
+        }
+    }
+}
+
+/// The live tables, at fixed addresses for the life of the process.
+pub(crate) struct LiveTables {
+    pub(crate) root: HsaApiTable,
+    pub(crate) core: CoreApiTable,
+    pub(crate) amd6: AmdExtTable,
+    pub(crate) amd52: AmdExtTable52,
+    pub(crate) finalizer: FinalizerExtTable,
+    pub(crate) image: ImageExtTable,
+    pub(crate) tools: ToolsApiTable,
+    pub(crate) abi: AbiPresentation,
+}
+
+/// Stand-in for every function the emulator does not implement.
+///
+/// Stored in slots of other signatures: on x86-64 System V the caller owns the argument
+/// registers and stack, so ignoring arguments is sound, and the status lands in `eax`.
+unsafe extern "C" fn unimplemented_slot() -> hsa_status_t {
+    HSA_STATUS_ERROR
+}
+
+/// Fills every null slot after the header of a table of `size` bytes with the stub.
+///
+/// # Safety
+/// `table` must point at a writable table of `size` bytes whose slots are pointer-sized.
+unsafe fn fill_empty_slots(table: *mut u8, size: usize) {
+    let header = size_of::<ApiTableVersion>();
+    for offset in (header..size).step_by(size_of::<usize>()) {
+        // SAFETY: offset + 8 <= size, inside the table (caller contract).
+        let slot = unsafe { table.add(offset).cast::<*const c_void>() };
+        // SAFETY: as above.
+        if unsafe { slot.read() }.is_null() {
+            // SAFETY: as above.
+            unsafe { slot.write(unimplemented_slot as *const c_void) };
+        }
+    }
+}
+
+fn version(major: u32, size: usize, step: u32) -> ApiTableVersion {
+    ApiTableVersion { major_id: major, minor_id: size as u32, step_id: step, reserved: 0 }
+}
+
+/// Copies the slots the 5.2 layout has from a 6.x table.
+fn to_rocm52(amd: &AmdExtTable) -> AmdExtTable52 {
+    macro_rules! copy52 {
+        ($($f:ident),* $(,)?) => {
+            AmdExtTable52 { version: version(1, size_of::<AmdExtTable52>(), 0), $($f: amd.$f,)* }
+        };
+    }
+    copy52!(
+        hsa_amd_coherency_get_type_fn, hsa_amd_coherency_set_type_fn,
+        hsa_amd_profiling_set_profiler_enabled_fn, hsa_amd_profiling_async_copy_enable_fn,
+        hsa_amd_profiling_get_dispatch_time_fn, hsa_amd_profiling_get_async_copy_time_fn,
+        hsa_amd_profiling_convert_tick_to_system_domain_fn, hsa_amd_signal_async_handler_fn,
+        hsa_amd_async_function_fn, hsa_amd_signal_wait_any_fn, hsa_amd_queue_cu_set_mask_fn,
+        hsa_amd_memory_pool_get_info_fn, hsa_amd_agent_iterate_memory_pools_fn,
+        hsa_amd_memory_pool_allocate_fn, hsa_amd_memory_pool_free_fn,
+        hsa_amd_memory_async_copy_fn, hsa_amd_agent_memory_pool_get_info_fn,
+        hsa_amd_agents_allow_access_fn, hsa_amd_memory_pool_can_migrate_fn,
+        hsa_amd_memory_migrate_fn, hsa_amd_memory_lock_fn, hsa_amd_memory_unlock_fn,
+        hsa_amd_memory_fill_fn, hsa_amd_interop_map_buffer_fn, hsa_amd_interop_unmap_buffer_fn,
+        hsa_amd_image_create_fn, hsa_amd_pointer_info_fn, hsa_amd_pointer_info_set_userdata_fn,
+        hsa_amd_ipc_memory_create_fn, hsa_amd_ipc_memory_attach_fn,
+        hsa_amd_ipc_memory_detach_fn, hsa_amd_signal_create_fn, hsa_amd_ipc_signal_create_fn,
+        hsa_amd_ipc_signal_attach_fn, hsa_amd_register_system_event_handler_fn,
+        hsa_amd_queue_intercept_create_fn, hsa_amd_queue_intercept_register_fn,
+        hsa_amd_queue_set_priority_fn, hsa_amd_memory_async_copy_rect_fn,
+        hsa_amd_runtime_queue_create_register_fn, hsa_amd_memory_lock_to_pool_fn,
+        hsa_amd_register_deallocation_callback_fn, hsa_amd_deregister_deallocation_callback_fn,
+        hsa_amd_signal_value_pointer_fn, hsa_amd_svm_attributes_set_fn,
+        hsa_amd_svm_attributes_get_fn, hsa_amd_svm_prefetch_async_fn,
+        hsa_amd_queue_cu_get_mask_fn,
+    )
+}
+
+fn build() -> &'static mut LiveTables {
+    // SAFETY: every field of these tables is an integer or a nullable pointer: all-zero is valid.
+    let mut tables = Tables { core: unsafe { std::mem::zeroed() }, amd: unsafe { std::mem::zeroed() } };
+    crate::runtime::install(&mut tables);
+    crate::info::install(&mut tables);
+    crate::signals::install(&mut tables);
+    crate::memory::install(&mut tables);
+    crate::queues::install(&mut tables);
+    crate::loader::install(&mut tables);
+
+    tables.core.version = version(1, size_of::<CoreApiTable>(), 0);
+    tables.amd.version = version(2, size_of::<AmdExtTable>(), 7);
+    let abi = AbiPresentation::from_env();
+    let live = Box::leak(Box::new(LiveTables {
+        // SAFETY: all-zero is valid for these tables (integers and nullable pointers).
+        root: unsafe { std::mem::zeroed() },
+        core: tables.core,
+        amd52: to_rocm52(&tables.amd),
+        amd6: tables.amd,
+        // SAFETY: as above.
+        finalizer: unsafe { std::mem::zeroed() },
+        // SAFETY: as above.
+        image: unsafe { std::mem::zeroed() },
+        // SAFETY: as above.
+        tools: unsafe { std::mem::zeroed() },
+        abi,
+    }));
+    live.finalizer.version = version(1, size_of::<FinalizerExtTable>(), 0);
+    live.image.version = version(1, size_of::<ImageExtTable>(), 0);
+    live.tools.version = version(1, size_of::<ToolsApiTable>(), 0);
+    // SAFETY: each pointer is a live table of the given size owned by `live`.
+    unsafe {
+        fill_empty_slots((&mut live.core as *mut CoreApiTable).cast(), size_of::<CoreApiTable>());
+        fill_empty_slots((&mut live.amd6 as *mut AmdExtTable).cast(), size_of::<AmdExtTable>());
+        fill_empty_slots((&mut live.amd52 as *mut AmdExtTable52).cast(), size_of::<AmdExtTable52>());
+        fill_empty_slots(
+            (&mut live.finalizer as *mut FinalizerExtTable).cast(),
+            size_of::<FinalizerExtTable>(),
+        );
+        fill_empty_slots((&mut live.image as *mut ImageExtTable).cast(), size_of::<ImageExtTable>());
+    }
+    live.root.core_ = &mut live.core;
+    live.root.finalizer_ext_ = &mut live.finalizer;
+    live.root.image_ext_ = &mut live.image;
+    match abi {
+        AbiPresentation::Newest => {
+            live.root.version = version(3, size_of::<HsaApiTable>(), 1);
+            live.root.amd_ext_ = (&mut live.amd6 as *mut AmdExtTable).cast();
+            live.root.tools_ = &mut live.tools;
+            live.root.pc_sampling_ext_ = std::ptr::null_mut();
+        }
+        AbiPresentation::Rocm52 => {
+            live.root.version = version(1, HSA_API_TABLE_SIZE_V1 as usize, 0);
+            live.root.amd_ext_ = (&mut live.amd52 as *mut AmdExtTable52).cast();
+        }
+    }
+    live
+}
+
+struct LivePtr(*mut LiveTables);
+// SAFETY: the tables are leaked, so the pointer stays valid; tools mutate them only inside
+// OnLoad (on the thread running hsa_init) as with ROCr, and readers tolerate that.
+unsafe impl Send for LivePtr {}
+// SAFETY: as above.
+unsafe impl Sync for LivePtr {}
+
+static LIVE: OnceLock<LivePtr> = OnceLock::new();
+
+/// The live tables (built on first use).
+pub(crate) fn live() -> *mut LiveTables {
+    LIVE.get_or_init(|| LivePtr(build())).0
+}
+
+/// The live root table, as handed to tools.
+pub(crate) fn root() -> *mut HsaApiTable {
+    // SAFETY: `live()` is a leaked, valid allocation.
+    unsafe { &raw mut (*live()).root }
+}
+
+/// The live core table (stable layout in every presentation).
+#[inline]
+pub(crate) fn core() -> *const CoreApiTable {
+    // SAFETY: `live()` is a leaked, valid allocation.
+    unsafe { &raw const (*live()).core }
+}
+
+/// The live AMD extension table's header (its layout depends on the presentation).
+#[inline]
+pub(crate) fn amd_ext() -> *mut ApiTableVersion {
+    // SAFETY: `live()` is a leaked, valid allocation; root.amd_ext_ points into it.
+    unsafe { (*live()).root.amd_ext_ }
+}
+
+/// The presented ABI.
+pub(crate) fn abi() -> AbiPresentation {
+    // SAFETY: `live()` is a leaked, valid allocation.
+    unsafe { (*live()).abi }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_slot_is_null_in_any_table() {
+        let live = live();
+        // SAFETY: the live tables are valid for the whole process.
+        unsafe {
+            let check = |p: *const u8, size: usize| {
+                for off in (16..size).step_by(8) {
+                    assert!(!p.add(off).cast::<*const c_void>().read().is_null(), "slot {off} is null");
+                }
+            };
+            check((&raw const (*live).core).cast(), size_of::<CoreApiTable>());
+            check((&raw const (*live).amd6).cast(), size_of::<AmdExtTable>());
+            check((&raw const (*live).amd52).cast(), size_of::<AmdExtTable52>());
+        }
+    }
+
+    #[test]
+    fn rocm52_copy_keeps_each_function_in_its_own_slot() {
+        // SAFETY: all-zero is a valid table.
+        let mut amd: AmdExtTable = unsafe { std::mem::zeroed() };
+        amd.hsa_amd_pointer_info_fn = Some({
+            unsafe extern "C" fn f(
+                _: *const c_void,
+                _: *mut hsa_amd_pointer_info_t,
+                _: Option<unsafe extern "C" fn(usize) -> *mut c_void>,
+                _: *mut u32,
+                _: *mut *mut hsa_agent_t,
+            ) -> hsa_status_t {
+                7
+            }
+            f
+        });
+        let old = to_rocm52(&amd);
+        assert_eq!(old.version.minor_id, 400);
+        let header = &old.version as *const ApiTableVersion;
+        // SAFETY: `old` is a live 400-byte table.
+        let f = unsafe { slots::amd_ext::POINTER_INFO.read(header) }.unwrap().unwrap();
+        // SAFETY: the stub ignores its arguments.
+        let r = unsafe { f(std::ptr::null(), std::ptr::null_mut(), None, std::ptr::null_mut(), std::ptr::null_mut()) };
+        assert_eq!(r, 7);
+    }
+}
