@@ -1,6 +1,48 @@
-//! `hsa-emu-install [DIR]`: puts the emulator into DIR (default `target/hsa-emu`) as
-//! `libhsa-runtime64.so.1`, ready for `LD_LIBRARY_PATH=DIR`.
+//! `hsa-emu-install [DIR]`: puts the emulator into DIR as `libhsa-runtime64.so.1` (plus the
+//! `libhsa-runtime64.so` link name), ready for `LD_LIBRARY_PATH=DIR`.
+//!
+//! `cargo run -p hsa-emu --bin hsa-emu-install -- DIR` builds the library (Cargo builds the
+//! package's cdylib with the binary) and installs it. DIR defaults to `<target>/hsa-emu`.
 
-fn main() {
-    println!("todo");
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+fn run() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let profile_dir = exe.parent().ok_or("this program has no directory")?;
+    let built = profile_dir.join("libhsa_emu.so");
+    if !built.exists() {
+        return Err(format!(
+            "{} is missing: build it with `cargo build -p hsa-emu` (same profile)",
+            built.display()
+        ));
+    }
+    let dir = match std::env::args_os().nth(1) {
+        Some(d) => PathBuf::from(d),
+        None => profile_dir.parent().unwrap_or(profile_dir).join("hsa-emu"),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let lib = dir.join("libhsa-runtime64.so.1");
+    let tmp = dir.join(".libhsa-runtime64.so.1.tmp");
+    std::fs::copy(&built, &tmp).map_err(|e| format!("cannot copy to {}: {e}", tmp.display()))?;
+    // Rename over the old file so a process that has the old one mapped keeps it intact.
+    std::fs::rename(&tmp, &lib).map_err(|e| format!("cannot install {}: {e}", lib.display()))?;
+    let link = dir.join("libhsa-runtime64.so");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(Path::new("libhsa-runtime64.so.1"), &link)
+        .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+    Ok(dir)
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(dir) => {
+            println!("{}", dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hsa-emu-install: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,0 +1,155 @@
+//! Harness for the end-to-end tests: builds hsa-emu and the C sample applications once per
+//! test process, and runs applications as separate processes with a deadline.
+//!
+//! Every artefact lands under `<target>/e2e/`. Tests that need Debian's HSA headers (the C
+//! samples include `<hsa/hsa.h>`) call [`c_samples`], which returns `None` and prints why
+//! when the headers are missing; CI installs them and sets
+//! `ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1`, which turns that skip into a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").into()
+}
+
+/// `<target>/e2e`.
+pub fn e2e_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    target.join("e2e")
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+fn run_checked(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A directory holding hsa-emu as `libhsa-runtime64.so.1` (built once per test process).
+pub fn emu_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = e2e_dir().join("hsa-emu");
+        run_checked(
+            Command::new(cargo())
+                .current_dir(workspace_root())
+                .args(["run", "--quiet", "-p", "hsa-emu", "--bin", "hsa-emu-install", "--"])
+                .arg(&dir),
+            "building hsa-emu",
+        );
+        dir
+    })
+}
+
+/// Whether Debian's HSA headers are installed (needed by the C samples).
+pub fn hsa_headers_present() -> bool {
+    Path::new("/usr/include/hsa/hsa.h").exists()
+}
+
+/// The C sample applications and kernel library, built against Debian's headers and linked
+/// against hsa-emu; `None` (with a message) when the headers are missing.
+pub fn c_samples() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if !hsa_headers_present() {
+            let required = std::env::var("ROCPROF_REPLAY_REQUIRE_HSA_HEADERS").is_ok_and(|v| v == "1");
+            assert!(!required, "ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1 but /usr/include/hsa/hsa.h is missing");
+            eprintln!(
+                "SKIPPED: the C samples need Debian's HSA headers \
+                 (apt-get install -y libhsa-runtime-dev)"
+            );
+            return None;
+        }
+        let out = e2e_dir().join("apps");
+        let emu = emu_dir();
+        run_checked(
+            Command::new("bash")
+                .arg(workspace_root().join("examples/apps/build.sh"))
+                .arg(&out)
+                .env("LDFLAGS", format!("-L{}", emu.display())),
+            "building the C samples",
+        );
+        Some(out)
+    })
+    .as_deref()
+}
+
+/// The result of running an application under hsa-emu.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit status and captured output.
+    pub output: Output,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl Run {
+    /// Standard output as text.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    /// Standard error as text.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    /// Panics with both streams unless the process exited 0.
+    pub fn assert_success(&self) -> &Self {
+        assert!(
+            self.output.status.success(),
+            "exit {}:\n--- stdout\n{}\n--- stderr\n{}",
+            self.output.status,
+            self.stdout(),
+            self.stderr()
+        );
+        self
+    }
+}
+
+/// Runs `program args` with hsa-emu as the HSA runtime and `env` added; kills it after
+/// `deadline` and panics (a hang is a failure, never a stuck test run).
+pub fn run_on_emu(program: &Path, args: &[&str], env: &[(&str, &str)], deadline: Duration) -> Run {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", emu_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+    loop {
+        match child.try_wait().expect("waiting for the child") {
+            Some(_) => break,
+            None if start.elapsed() > deadline => {
+                let _ = child.kill();
+                let output = child.wait_with_output().expect("collecting output");
+                panic!(
+                    "{} ran past its {:?} deadline and was killed:\n{}\n{}",
+                    program.display(),
+                    deadline,
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    let output = child.wait_with_output().expect("collecting output");
+    Run { output, elapsed: start.elapsed() }
+}

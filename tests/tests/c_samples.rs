@@ -1,0 +1,46 @@
+//! The C sample applications (compiled against Debian's real HSA headers) run unchanged on
+//! hsa-emu, each as its own process, and check their own results.
+
+use std::time::Duration;
+
+use rocprof_replay_e2e::{c_samples, run_on_emu};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn run_sample(app: &str, env: &[(&str, &str)]) -> Option<String> {
+    let dir = c_samples()?;
+    let kernels = dir.join("libsample_kernels.so");
+    let run = run_on_emu(&dir.join(app), &[kernels.to_str().unwrap()], env, DEADLINE);
+    run.assert_success();
+    let out = run.stdout();
+    assert!(out.contains(&format!("RESULT {app} OK")), "{app} did not report OK:\n{out}");
+    Some(out)
+}
+
+#[test]
+fn vector_add_runs_on_the_emulator() {
+    run_sample("vector_add", &[]);
+}
+
+#[test]
+fn vector_add_with_a_partial_last_work_group() {
+    run_sample("vector_add", &[("SAMPLE_N", "1000")]);
+}
+
+#[test]
+fn in_place_kernel_bumps_the_module_counter_once_per_dispatch() {
+    let Some(out) = run_sample("inplace_counter", &[]) else { return };
+    assert!(out.contains("counter=1"), "{out}");
+    let Some(out) = run_sample("inplace_counter", &[("SAMPLE_DISPATCHES", "3")]) else { return };
+    assert!(out.contains("counter=3"), "{out}");
+}
+
+#[test]
+fn several_threads_on_several_queues_and_agents() {
+    run_sample("multi_queue", &[("HSA_EMU_GPUS", "2"), ("SAMPLE_THREADS", "4")]);
+}
+
+#[test]
+fn async_copies_honour_dependency_signals() {
+    run_sample("async_copy", &[]);
+}
