@@ -1,0 +1,121 @@
+//! Outcome records: one JSON object per dispatch (JSON Lines) appended to the file named by
+//! `ROCPROF_REPLAY_OUTPUT`.
+//!
+//! Records are formatted on the replaying thread (cheap) and handed to a writer thread over a
+//! channel, so file I/O stays off the submission path. [`flush`] waits (bounded) until every
+//! record handed over so far is on disk; the SDK calls it from `OnUnload` and from an
+//! `atexit` handler, so records are not lost when a process exits without `hsa_shut_down`.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use serde_json::json;
+
+use crate::dispatch::DispatchInfo;
+use crate::policy::Outcome;
+
+/// The record of one dispatch, as a JSON object with the fixed keys.
+pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
+    let pass_ns: Vec<Option<u64>> =
+        outcome.pass_times.iter().map(|t| t.map(|d| d.as_nanos() as u64)).collect();
+    json!({
+        "kernel": info.kernel(),
+        "dispatch_id": info.dispatch_id.0,
+        "agent": info.agent_index,
+        "outcome": outcome.kind.label(),
+        "reason": outcome.kind.reason().map(|r| r.code()),
+        "passes": outcome.passes,
+        "snapshot_bytes": outcome.snapshot_bytes,
+        "restored_bytes": outcome.restored_bytes,
+        "skipped_regions": outcome.skipped_regions,
+        "pass_ns": pass_ns,
+        "snapshot_ns": outcome.snapshot_time.as_nanos() as u64,
+        "restore_ns": outcome.restore_time.as_nanos() as u64,
+    })
+    .to_string()
+}
+
+struct Writer {
+    tx: Mutex<Sender<String>>,
+    /// (records sent, records written)
+    progress: Mutex<(u64, u64)>,
+    written: Condvar,
+}
+
+fn writer() -> Option<&'static Writer> {
+    static WRITER: OnceLock<Option<Writer>> = OnceLock::new();
+    WRITER
+        .get_or_init(|| {
+            let path = PathBuf::from(std::env::var_os("ROCPROF_REPLAY_OUTPUT")?);
+            let (tx, rx) = channel::<String>();
+            let w = Writer { tx: Mutex::new(tx), progress: Mutex::new((0, 0)), written: Condvar::new() };
+            std::thread::Builder::new()
+                .name("rocprof-replay-records".into())
+                .spawn(move || write_loop(path, rx))
+                .ok()?;
+            // SAFETY: registering a plain extern "C" function with no captured state.
+            unsafe { libc::atexit(flush_at_exit) };
+            Some(w)
+        })
+        .as_ref()
+}
+
+fn write_loop(path: PathBuf, rx: Receiver<String>) {
+    let mut file = match OpenOptions::new().create(true).append(true).open(&path) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::error!("cannot open ROCPROF_REPLAY_OUTPUT={}: {e}; records are dropped", path.display());
+            None
+        }
+    };
+    while let Ok(line) = rx.recv() {
+        if let Some(f) = file.as_mut() {
+            // One write per record: lines from concurrent processes never interleave mid-line.
+            if let Err(e) = f.write_all(format!("{line}\n").as_bytes()) {
+                tracing::error!("writing {}: {e}", path.display());
+            }
+        }
+        if let Some(w) = writer() {
+            let mut p = w.progress.lock();
+            p.1 += 1;
+            w.written.notify_all();
+        }
+    }
+}
+
+/// Hands a record to the writer (no-op without `ROCPROF_REPLAY_OUTPUT`).
+pub(crate) fn emit(info: &DispatchInfo, outcome: &Outcome) {
+    let Some(w) = writer() else { return };
+    let line = record_json(info, outcome);
+    let mut p = w.progress.lock();
+    if w.tx.lock().send(line).is_ok() {
+        p.0 += 1;
+    }
+}
+
+/// Waits up to `deadline` until every record emitted so far is written.
+pub(crate) fn flush(deadline: Duration) -> bool {
+    let Some(w) = writer() else { return true };
+    let mut p = w.progress.lock();
+    let target = p.0;
+    let until = std::time::Instant::now() + deadline;
+    while p.1 < target {
+        if w.written.wait_until(&mut p, until).timed_out() {
+            return false;
+        }
+    }
+    true
+}
+
+extern "C" fn flush_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if !flush(Duration::from_secs(5)) {
+            eprintln!("rocprof-replay: some outcome records could not be written before exit");
+        }
+    });
+}

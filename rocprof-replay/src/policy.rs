@@ -1,0 +1,282 @@
+//! The tool-facing contract: [`ReplayPolicy`] and the types its callbacks see.
+//!
+//! # How the reference semantics map to Rust
+//!
+//! | reference (rocprofiler-sdk) | rocprof-replay |
+//! |---|---|
+//! | `replay_pass_count` left NULL | [`ReplayPolicy::pass_count`] returns [`PassPlan::Skip`]: not replayed, no snapshot |
+//! | returns 1 | [`PassPlan::Exactly`] / [`PassPlan::UpTo`] with 1 pass: not replayed, no snapshot |
+//! | returns N > 1, no continue callback | [`PassPlan::Exactly`]`(N)`: exactly N passes |
+//! | returns N > 1 with a continue callback | [`PassPlan::UpTo`]`(N)`: up to N passes, [`ReplayPolicy::should_continue`] may stop early |
+//! | returns 0 with a continue callback | [`PassPlan::Until`] with [`ReplayPolicy::DECIDES_CONTINUE`] = true: until `should_continue` says stop, capped at [`MAX_OPEN_ENDED_PASSES`] |
+//! | returns 0 without one | [`PassPlan::Until`] with `DECIDES_CONTINUE` = false: a warning, not replayed (outcome `declined`, reason `open_ended_without_continue`) |
+//!
+//! User data: the reference copies a `user_data` union per pass. Here the per-dispatch state is
+//! the typed [`ReplayPolicy::State`], created by `pass_count` together with the plan:
+//!
+//! | observed from | reference value | rocprof-replay |
+//! |---|---|---|
+//! | `replay_pass_count` | the CONFIG ENTER value | the state does not exist yet: `pass_count` creates it |
+//! | PASS ENTER | the CONFIG value, every pass | `on_pass(&mut State, &mut PassState)`: the per-dispatch state as left by earlier callbacks, and a fresh `PassState::default()` |
+//! | PASS EXIT | what PASS ENTER of the same pass wrote | `on_pass_end(&mut State, &mut PassState)`: the same `PassState` value `on_pass` wrote |
+//! | `replay_continue` | the CONFIG value | `should_continue(&State)`: the per-dispatch state (mutations made in pass callbacks are visible, as through the reference's `ptr`) |
+//! | CONFIG EXIT | the CONFIG value | `on_end(State, &Outcome)`: the state by value, dropped afterwards |
+//!
+//! A pass's `PassState` is dropped when the pass ends, so nothing in it leaks into the next
+//! pass; anything that must influence `should_continue` belongs in `State`.
+
+use std::time::Duration;
+
+use crate::context::PassGuard;
+use crate::dispatch::DispatchInfo;
+
+/// Most passes an open-ended ([`PassPlan::Until`]) replay may run.
+pub const MAX_OPEN_ENDED_PASSES: u32 = 1000;
+
+/// How many times to run a dispatch, with the per-dispatch state that lives until the end.
+#[derive(Debug)]
+pub enum PassPlan<S> {
+    /// Do not replay: the dispatch runs once, the ordinary way, with no snapshot.
+    Skip,
+    /// Run exactly `passes` times (0 or 1 means: do not replay).
+    Exactly {
+        /// Number of passes.
+        passes: u32,
+        /// Per-dispatch state.
+        state: S,
+    },
+    /// Run at most `passes` times; [`ReplayPolicy::should_continue`] may stop earlier.
+    UpTo {
+        /// Upper bound on passes.
+        passes: u32,
+        /// Per-dispatch state.
+        state: S,
+    },
+    /// Run until [`ReplayPolicy::should_continue`] returns false, at most
+    /// [`MAX_OPEN_ENDED_PASSES`] times. Requires [`ReplayPolicy::DECIDES_CONTINUE`].
+    Until {
+        /// Per-dispatch state.
+        state: S,
+    },
+}
+
+impl<S> PassPlan<S> {
+    /// [`PassPlan::Skip`].
+    pub fn skip() -> Self {
+        PassPlan::Skip
+    }
+    /// [`PassPlan::Exactly`].
+    pub fn exactly(passes: u32, state: S) -> Self {
+        PassPlan::Exactly { passes, state }
+    }
+    /// [`PassPlan::UpTo`].
+    pub fn up_to(passes: u32, state: S) -> Self {
+        PassPlan::UpTo { passes, state }
+    }
+    /// [`PassPlan::Until`].
+    pub fn until(state: S) -> Self {
+        PassPlan::Until { state }
+    }
+}
+
+/// A kernel-replay policy: decides how often each dispatch runs and what happens per pass.
+///
+/// The engine calls every method on the thread that submitted the dispatch, inside the
+/// replay window, so keep them short; a panic in any of them is caught, reported, and ends
+/// replay of that dispatch safely (outcome `declined`, reason `policy_panicked`).
+pub trait ReplayPolicy: Send + Sync + 'static {
+    /// Per-dispatch state: created by [`pass_count`](Self::pass_count), visible to every
+    /// callback of the dispatch, handed to [`on_end`](Self::on_end) and dropped.
+    type State: Send + 'static;
+
+    /// Per-pass state: a fresh `Default` value at each pass start, seen by
+    /// [`on_pass`](Self::on_pass) and [`on_pass_end`](Self::on_pass_end) of that pass only.
+    type PassState: Default + Send + 'static;
+
+    /// Set to `true` when [`should_continue`](Self::should_continue) makes real decisions;
+    /// [`PassPlan::Until`] is refused without it.
+    const DECIDES_CONTINUE: bool = false;
+
+    /// Decides how this dispatch is replayed and creates its state.
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Self::State>;
+
+    /// Called after each completed pass of an [`PassPlan::UpTo`] or [`PassPlan::Until`]
+    /// replay (never after the last allowed pass): `false` stops the loop.
+    fn should_continue(&self, info: &DispatchInfo, state: &Self::State, completed_passes: u32) -> bool {
+        let _ = (info, state, completed_passes);
+        true
+    }
+
+    /// Called at the start of every pass, before the kernel runs.
+    fn on_pass(&self, pass: &mut Pass<'_>, state: &mut Self::State, scope: &mut Self::PassState) {
+        let _ = (pass, state, scope);
+    }
+
+    /// Called after every pass's kernel finished, with its measurements.
+    fn on_pass_end(&self, pass: &PassReport<'_>, state: &mut Self::State, scope: &mut Self::PassState) {
+        let _ = (pass, state, scope);
+    }
+
+    /// Called once per dispatch the policy created state for, after the last pass (or the
+    /// single ordinary run when replay was declined).
+    fn on_end(&self, info: &DispatchInfo, state: Self::State, outcome: &Outcome) {
+        let _ = (info, state, outcome);
+    }
+}
+
+/// A pass about to run.
+pub struct Pass<'a> {
+    pub(crate) index: u32,
+    pub(crate) total: Option<u32>,
+    pub(crate) info: &'a DispatchInfo,
+    pub(crate) contexts: &'a mut PassGuard,
+}
+
+impl<'a> Pass<'a> {
+    /// 0-based index of this pass.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+    /// Total passes when fixed in advance ([`PassPlan::Exactly`]); `None` otherwise.
+    pub fn total(&self) -> Option<u32> {
+        self.total
+    }
+    /// The dispatch.
+    pub fn info(&self) -> &DispatchInfo {
+        self.info
+    }
+    /// The localized-context scope of this replay loop: enable or disable contexts from this
+    /// pass on. Changes stay in force for later passes and are undone when the loop ends.
+    pub fn contexts(&mut self) -> &mut PassGuard {
+        self.contexts
+    }
+}
+
+/// What one pass measured.
+#[derive(Debug)]
+pub struct PassReport<'a> {
+    /// 0-based pass index.
+    pub index: u32,
+    /// Total passes when fixed in advance.
+    pub total: Option<u32>,
+    /// The dispatch.
+    pub info: &'a DispatchInfo,
+    /// Kernel time of this pass (start to end timestamp), when a context with
+    /// [`Service::DispatchTiming`](crate::Service::DispatchTiming) was active for it.
+    pub kernel_time: Option<Duration>,
+}
+
+/// Why a dispatch was not replayed; the dispatch then ran once, the ordinary way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeclineReason {
+    /// Host memory for the snapshot could not be allocated.
+    SnapshotAllocFailed,
+    /// A copy into or out of the snapshot failed.
+    CopyFailed,
+    /// Module-scope variables could not be enumerated.
+    SymbolsUnavailable,
+    /// The agent did not go idle before the deadline.
+    DrainTimeout,
+    /// A pass did not complete before the deadline.
+    PassTimeout,
+    /// A policy callback panicked.
+    PolicyPanicked,
+    /// The submission held more than one packet.
+    MultiPacket,
+    /// The snapshot would exceed the memory budget.
+    OverBudget,
+    /// [`PassPlan::Until`] from a policy without a continue decision.
+    OpenEndedWithoutContinue,
+    /// The pass could not be submitted.
+    SubmitFailed,
+}
+
+impl DeclineReason {
+    /// The stable reason code used in outcome records and logs.
+    pub fn code(self) -> &'static str {
+        match self {
+            DeclineReason::SnapshotAllocFailed => "snapshot_alloc_failed",
+            DeclineReason::CopyFailed => "copy_failed",
+            DeclineReason::SymbolsUnavailable => "symbols_unavailable",
+            DeclineReason::DrainTimeout => "drain_timeout",
+            DeclineReason::PassTimeout => "pass_timeout",
+            DeclineReason::PolicyPanicked => "policy_panicked",
+            DeclineReason::MultiPacket => "multi_packet",
+            DeclineReason::OverBudget => "over_budget",
+            DeclineReason::OpenEndedWithoutContinue => "open_ended_without_continue",
+            DeclineReason::SubmitFailed => "submit_failed",
+        }
+    }
+}
+
+impl std::fmt::Display for DeclineReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// How the dispatch went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutcomeKind {
+    /// Ran more than once with memory restored between passes.
+    Replayed,
+    /// The policy asked for no replay: it ran once, the ordinary way.
+    Skipped,
+    /// Replay was refused or abandoned for a reason; the application still saw one correct
+    /// execution.
+    Declined(DeclineReason),
+}
+
+impl OutcomeKind {
+    /// `"replayed"`, `"skipped"` or `"declined"`.
+    pub fn label(self) -> &'static str {
+        match self {
+            OutcomeKind::Replayed => "replayed",
+            OutcomeKind::Skipped => "skipped",
+            OutcomeKind::Declined(_) => "declined",
+        }
+    }
+    /// The decline reason, if any.
+    pub fn reason(self) -> Option<DeclineReason> {
+        match self {
+            OutcomeKind::Declined(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// The outcome of one dispatch.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// Replayed, skipped or declined.
+    pub kind: OutcomeKind,
+    /// Passes that ran (an ordinary run counts as 1).
+    pub passes: u32,
+    /// Kernel time of each pass, where timing was active.
+    pub pass_times: Vec<Option<Duration>>,
+    /// Bytes captured in the snapshot.
+    pub snapshot_bytes: u64,
+    /// Bytes written back by all restores together.
+    pub restored_bytes: u64,
+    /// Regions skipped at restore because they were freed or reallocated.
+    pub skipped_regions: u32,
+    /// Time spent capturing the snapshot.
+    pub snapshot_time: Duration,
+    /// Time spent restoring, all restores together.
+    pub restore_time: Duration,
+}
+
+impl Outcome {
+    pub(crate) fn ordinary(kind: OutcomeKind) -> Outcome {
+        Outcome {
+            kind,
+            passes: 1,
+            pass_times: Vec::new(),
+            snapshot_bytes: 0,
+            restored_bytes: 0,
+            skipped_regions: 0,
+            snapshot_time: Duration::ZERO,
+            restore_time: Duration::ZERO,
+        }
+    }
+}
