@@ -94,7 +94,13 @@ impl Context {
 }
 
 fn is_active(inner: &ContextInner) -> bool {
-    let local = OVERRIDES.with(|o| o.borrow().iter().rev().find(|(id, _)| *id == inner.id).map(|(_, on)| *on));
+    let local = OVERRIDES.with(|o| {
+        o.borrow()
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == inner.id)
+            .map(|(_, on)| *on)
+    });
     local.unwrap_or_else(|| inner.active.load(Ordering::Acquire))
 }
 
@@ -116,14 +122,18 @@ pub struct PassGuard {
 
 impl std::fmt::Debug for PassGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PassGuard").field("depth", &self.depth).finish()
+        f.debug_struct("PassGuard")
+            .field("depth", &self.depth)
+            .finish()
     }
 }
 
 impl PassGuard {
     /// Opens the scope for a replay loop on this thread.
     pub(crate) fn new() -> PassGuard {
-        PassGuard { depth: OVERRIDES.with(|o| o.borrow().len()) }
+        PassGuard {
+            depth: OVERRIDES.with(|o| o.borrow().len()),
+        }
     }
 
     /// Activates `context` for this and the following passes of the loop.
@@ -140,7 +150,10 @@ impl PassGuard {
         OVERRIDES.with(|o| {
             let mut o = o.borrow_mut();
             let depth = self.depth;
-            if let Some(entry) = o[depth..].iter_mut().find(|(id, _)| *id == context.inner.id) {
+            if let Some(entry) = o[depth..]
+                .iter_mut()
+                .find(|(id, _)| *id == context.inner.id)
+            {
                 entry.1 = on;
             } else {
                 o.push((context.inner.id, on));

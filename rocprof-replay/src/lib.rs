@@ -1,7 +1,95 @@
 //! Kernel replay for GPU profiling tools.
 //!
 //! A tool implements [`ReplayPolicy`]: for each kernel dispatch it decides how many passes to
-//! run ([`PassPlan`]) and does its per-pass work in [`on_pass`](ReplayPolicy::on_pass) /
+//! run ([`PassPlan`]) and does its per-pass work in [`on_pass`](ReplayPolicy::on_pass) and
 //! [`on_pass_end`](ReplayPolicy::on_pass_end). The engine snapshots the device memory the
 //! kernel may touch, runs the dispatch that many times restoring memory between passes, and
-//! lets the application see exactly one execution and one completion.
+//! lets the application see exactly one execution and one completion. Put
+//! [`#[rocprof_tool]`](rocprof_tool) on the type, build a `cdylib`, and run any HSA or HIP
+//! application with `LD_PRELOAD=libmytool.so` (or `HSA_TOOLS_LIB=libmytool.so`).
+//!
+//! ```
+//! use rocprof_replay::{Context, DispatchInfo, Pass, PassPlan, PassReport, ReplayPolicy, Service};
+//! use std::time::Duration;
+//!
+//! /// Times every kernel over 5 passes.
+//! pub struct Timer {
+//!     timing: Context,
+//! }
+//!
+//! impl Default for Timer {
+//!     fn default() -> Self {
+//!         let timing = Context::new("timing", &[Service::DispatchTiming]);
+//!         timing.start();
+//!         Timer { timing }
+//!     }
+//! }
+//!
+//! impl ReplayPolicy for Timer {
+//!     type State = Vec<Duration>; // per dispatch: the pass times
+//!     type PassState = ();
+//!
+//!     fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<Vec<Duration>> {
+//!         PassPlan::exactly(5, Vec::new())
+//!     }
+//!
+//!     fn on_pass_end(&self, pass: &PassReport<'_>, times: &mut Vec<Duration>, _: &mut ()) {
+//!         times.extend(pass.kernel_time);
+//!     }
+//! }
+//!
+//! // In a tool crate (crate-type = ["cdylib"]) one line exports it:
+//! // #[rocprof_replay::rocprof_tool] on the struct.
+//! let timer = Timer::default();
+//! # let info = DispatchInfo {
+//! #     agent: rocprof_replay::AgentId(1), agent_index: 0, queue: rocprof_replay::QueueId(0),
+//! #     dispatch_id: rocprof_replay::DispatchId(1), kernel_object: 0, kernel_name: None,
+//! #     grid: [1, 1, 1], workgroup: [1, 1, 1], group_segment_size: 0, private_segment_size: 0,
+//! # };
+//! assert!(matches!(timer.pass_count(&info), PassPlan::Exactly { passes: 5, .. }));
+//! ```
+//!
+//! # Modules
+//! | module | what it holds |
+//! |---|---|
+//! | [`policy`] | [`ReplayPolicy`], [`PassPlan`], [`Pass`], [`PassReport`], [`Outcome`], [`DeclineReason`], and how the reference semantics map to them |
+//! | [`context`] | [`Context`], [`Service`], [`PassGuard`]: localized per-pass contexts |
+//! | [`dispatch`] | [`DispatchInfo`] and identifiers |
+//! | [`error`] | [`Error`] |
+//! | `engine` | vendor-neutral: allocation inventory, snapshot, replay window, outcome records |
+//! | `hsa` | the HSA backend: table hooks, intercept queues, drains, allocation tracking |
+//!
+//! # Environment
+//! | variable | effect |
+//! |---|---|
+//! | `ROCPROF_REPLAY_LOG` | log level on stderr (`error` by default; `warn`, `info`, `debug`, `trace`, `off`) |
+//! | `ROCPROF_REPLAY_OUTPUT` | append one JSON object per dispatch (JSON Lines) to this file |
+//! | `ROCPROF_REPLAY_BUDGET_MB` | largest snapshot (default: half the available host memory) |
+//! | `ROCPROF_REPLAY_DRAIN_TIMEOUT_MS` | deadline for the agent to go idle (default 60000) |
+//! | `ROCPROF_REPLAY_PASS_TIMEOUT_MS` | deadline for one pass (default 120000) |
+//! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | deadline for the per-agent lock (default 60000) |
+
+pub mod context;
+pub mod dispatch;
+mod engine;
+pub mod error;
+mod hsa;
+mod log;
+pub mod policy;
+mod registration;
+
+pub use context::{Context, PassGuard, Service};
+pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId};
+pub use error::Error;
+pub use policy::{
+    DeclineReason, MAX_OPEN_ENDED_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport,
+    ReplayPolicy,
+};
+pub use rocprof_replay_macros::rocprof_tool;
+
+/// Support for the code `#[rocprof_tool]` generates. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::registration::{Claim, TOOL_PRIORITY, on_load, on_unload};
+    pub use rocprof_replay_sys::HsaApiTable;
+}

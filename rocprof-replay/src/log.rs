@@ -9,7 +9,10 @@ use tracing_subscriber::fmt;
 pub(crate) fn init() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let level = match std::env::var("ROCPROF_REPLAY_LOG").as_deref().map(str::trim) {
+        let level = match std::env::var("ROCPROF_REPLAY_LOG")
+            .as_deref()
+            .map(str::trim)
+        {
             Ok("trace") => Some(tracing::Level::TRACE),
             Ok("debug") => Some(tracing::Level::DEBUG),
             Ok("info") => Some(tracing::Level::INFO),

@@ -102,7 +102,12 @@ pub trait ReplayPolicy: Send + Sync + 'static {
 
     /// Called after each completed pass of an [`PassPlan::UpTo`] or [`PassPlan::Until`]
     /// replay (never after the last allowed pass): `false` stops the loop.
-    fn should_continue(&self, info: &DispatchInfo, state: &Self::State, completed_passes: u32) -> bool {
+    fn should_continue(
+        &self,
+        info: &DispatchInfo,
+        state: &Self::State,
+        completed_passes: u32,
+    ) -> bool {
         let _ = (info, state, completed_passes);
         true
     }
@@ -113,7 +118,12 @@ pub trait ReplayPolicy: Send + Sync + 'static {
     }
 
     /// Called after every pass's kernel finished, with its measurements.
-    fn on_pass_end(&self, pass: &PassReport<'_>, state: &mut Self::State, scope: &mut Self::PassState) {
+    fn on_pass_end(
+        &self,
+        pass: &PassReport<'_>,
+        state: &mut Self::State,
+        scope: &mut Self::PassState,
+    ) {
         let _ = (pass, state, scope);
     }
 

@@ -64,7 +64,16 @@ impl AllocationInventory {
     /// Records an allocation; replaces any stale record at the same base.
     pub(crate) fn record(&self, base: usize, size: usize, agent: AgentId, origin: Origin) -> u64 {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-        self.map.write().insert(base, Allocation { base, size, agent, generation, origin });
+        self.map.write().insert(
+            base,
+            Allocation {
+                base,
+                size,
+                agent,
+                generation,
+                origin,
+            },
+        );
         generation
     }
 
@@ -90,12 +99,19 @@ impl AllocationInventory {
 
     /// The allocations owned by `agent`, in address order.
     pub(crate) fn owned_by(&self, agent: AgentId) -> Vec<Allocation> {
-        self.map.read().values().filter(|a| a.agent == agent).copied().collect()
+        self.map
+            .read()
+            .values()
+            .filter(|a| a.agent == agent)
+            .copied()
+            .collect()
     }
 
     /// Holds the read lock while `f` runs: frees wait, so a region checked live stays live.
     pub(crate) fn read(&self) -> InventoryView<'_> {
-        InventoryView { map: self.map.read() }
+        InventoryView {
+            map: self.map.read(),
+        }
     }
 
     /// Number of live records.
@@ -114,7 +130,9 @@ impl InventoryView<'_> {
     /// Whether the allocation captured as (`base`, `size`, `generation`) is still that
     /// allocation.
     pub(crate) fn still_live(&self, base: usize, size: usize, generation: u64) -> bool {
-        self.map.get(&base).is_some_and(|a| a.generation == generation && a.size >= size)
+        self.map
+            .get(&base)
+            .is_some_and(|a| a.generation == generation && a.size >= size)
     }
 }
 
@@ -133,7 +151,10 @@ mod tests {
         assert_ne!(g1, g2);
         assert!(!inv.read().still_live(0x1000, 64, g1));
         assert!(inv.read().still_live(0x1000, 64, g2));
-        assert!(!inv.read().still_live(0x1000, 128, g2), "a smaller allocation is not the same");
+        assert!(
+            !inv.read().still_live(0x1000, 128, g2),
+            "a smaller allocation is not the same"
+        );
     }
 
     #[test]

@@ -21,8 +21,11 @@ use crate::policy::Outcome;
 
 /// The record of one dispatch, as a JSON object with the fixed keys.
 pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
-    let pass_ns: Vec<Option<u64>> =
-        outcome.pass_times.iter().map(|t| t.map(|d| d.as_nanos() as u64)).collect();
+    let pass_ns: Vec<Option<u64>> = outcome
+        .pass_times
+        .iter()
+        .map(|t| t.map(|d| d.as_nanos() as u64))
+        .collect();
     json!({
         "kernel": info.kernel(),
         "dispatch_id": info.dispatch_id.0,
@@ -53,7 +56,11 @@ fn writer() -> Option<&'static Writer> {
         .get_or_init(|| {
             let path = PathBuf::from(std::env::var_os("ROCPROF_REPLAY_OUTPUT")?);
             let (tx, rx) = channel::<String>();
-            let w = Writer { tx: Mutex::new(tx), progress: Mutex::new((0, 0)), written: Condvar::new() };
+            let w = Writer {
+                tx: Mutex::new(tx),
+                progress: Mutex::new((0, 0)),
+                written: Condvar::new(),
+            };
             std::thread::Builder::new()
                 .name("rocprof-replay-records".into())
                 .spawn(move || write_loop(path, rx))
@@ -69,7 +76,10 @@ fn write_loop(path: PathBuf, rx: Receiver<String>) {
     let mut file = match OpenOptions::new().create(true).append(true).open(&path) {
         Ok(f) => Some(f),
         Err(e) => {
-            tracing::error!("cannot open ROCPROF_REPLAY_OUTPUT={}: {e}; records are dropped", path.display());
+            tracing::error!(
+                "cannot open ROCPROF_REPLAY_OUTPUT={}: {e}; records are dropped",
+                path.display()
+            );
             None
         }
     };

@@ -56,13 +56,23 @@ impl SnapshotPlan {
         let mut regions: Vec<Region> = inventory
             .owned_by(agent)
             .into_iter()
-            .map(|a| Region { base: a.base, size: a.size, kind: RegionKind::Allocation { generation: a.generation } })
+            .map(|a| Region {
+                base: a.base,
+                size: a.size,
+                kind: RegionKind::Allocation {
+                    generation: a.generation,
+                },
+            })
             .collect();
         regions.extend(
             variables
                 .iter()
                 .filter(|(base, size)| *base != 0 && *size != 0)
-                .map(|&(base, size)| Region { base, size, kind: RegionKind::ModuleVariable }),
+                .map(|&(base, size)| Region {
+                    base,
+                    size,
+                    kind: RegionKind::ModuleVariable,
+                }),
         );
         let bytes = regions.iter().map(|r| r.size as u64).sum();
         if bytes > budget {
@@ -90,20 +100,30 @@ pub(crate) struct RestoreStats {
 
 impl Snapshot {
     /// Copies every planned region into host memory; any failure declines the whole snapshot.
-    pub(crate) fn capture(plan: SnapshotPlan, mem: &mut dyn DeviceMemory) -> Result<Snapshot, DeclineReason> {
+    pub(crate) fn capture(
+        plan: SnapshotPlan,
+        mem: &mut dyn DeviceMemory,
+    ) -> Result<Snapshot, DeclineReason> {
         let start = Instant::now();
         let mut regions = Vec::new();
-        regions.try_reserve_exact(plan.regions.len()).map_err(|_| DeclineReason::SnapshotAllocFailed)?;
+        regions
+            .try_reserve_exact(plan.regions.len())
+            .map_err(|_| DeclineReason::SnapshotAllocFailed)?;
         for region in plan.regions {
             let mut buf: Vec<u8> = Vec::new();
-            buf.try_reserve_exact(region.size).map_err(|_| DeclineReason::SnapshotAllocFailed)?;
+            buf.try_reserve_exact(region.size)
+                .map_err(|_| DeclineReason::SnapshotAllocFailed)?;
             buf.resize(region.size, 0);
             if !mem.read(region.base, &mut buf) {
                 return Err(DeclineReason::CopyFailed);
             }
             regions.push((region, buf));
         }
-        Ok(Snapshot { regions, bytes: plan.bytes, capture_time: start.elapsed() })
+        Ok(Snapshot {
+            regions,
+            bytes: plan.bytes,
+            capture_time: start.elapsed(),
+        })
     }
 
     /// Writes every region back; allocations freed or re-allocated since capture are skipped.
@@ -184,9 +204,13 @@ pub(crate) mod tests {
         let mut var = [7u8; 8];
         inv.record(a.as_ptr() as usize, a.len(), AgentId(1), Origin::Pool);
         let gb = inv.record(b.as_ptr() as usize, b.len(), AgentId(1), Origin::Pool);
-        let plan = SnapshotPlan::new(&inv, AgentId(1), &[(var.as_ptr() as usize, 8)], u64::MAX).unwrap();
+        let plan =
+            SnapshotPlan::new(&inv, AgentId(1), &[(var.as_ptr() as usize, 8)], u64::MAX).unwrap();
         assert_eq!(plan.bytes, 64 + 32 + 8);
-        let mut mem = HostMemory { fail_reads: false, fail_writes: false };
+        let mut mem = HostMemory {
+            fail_reads: false,
+            fail_writes: false,
+        };
         let snap = Snapshot::capture(plan, &mut mem).unwrap();
         assert_eq!(snap.len(), 3);
         a.fill(9);
@@ -200,7 +224,10 @@ pub(crate) mod tests {
         assert_eq!(stats.skipped, 1);
         assert_eq!(stats.bytes, 64 + 8);
         assert!(a.iter().all(|x| *x == 1));
-        assert!(b.iter().all(|x| *x == 9), "a reallocated region was written");
+        assert!(
+            b.iter().all(|x| *x == 9),
+            "a reallocated region was written"
+        );
         assert!(var.iter().all(|x| *x == 7));
     }
 
@@ -209,8 +236,17 @@ pub(crate) mod tests {
         let inv = AllocationInventory::new();
         inv.record(0x1000, 100, AgentId(1), Origin::Pool);
         inv.record(0x2000, 100, AgentId(2), Origin::Pool);
-        assert_eq!(SnapshotPlan::new(&inv, AgentId(1), &[], 1000).unwrap().regions.len(), 1);
-        assert_eq!(SnapshotPlan::new(&inv, AgentId(1), &[], 99).unwrap_err(), DeclineReason::OverBudget);
+        assert_eq!(
+            SnapshotPlan::new(&inv, AgentId(1), &[], 1000)
+                .unwrap()
+                .regions
+                .len(),
+            1
+        );
+        assert_eq!(
+            SnapshotPlan::new(&inv, AgentId(1), &[], 99).unwrap_err(),
+            DeclineReason::OverBudget
+        );
     }
 
     #[test]
@@ -219,7 +255,13 @@ pub(crate) mod tests {
         let a = vec![1u8; 16];
         inv.record(a.as_ptr() as usize, 16, AgentId(1), Origin::Pool);
         let plan = SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
-        let mut mem = HostMemory { fail_reads: true, fail_writes: false };
-        assert_eq!(Snapshot::capture(plan, &mut mem).unwrap_err(), DeclineReason::CopyFailed);
+        let mut mem = HostMemory {
+            fail_reads: true,
+            fail_writes: false,
+        };
+        assert_eq!(
+            Snapshot::capture(plan, &mut mem).unwrap_err(),
+            DeclineReason::CopyFailed
+        );
     }
 }

@@ -28,7 +28,8 @@ use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::snapshot::{DeviceMemory, Snapshot, SnapshotPlan};
 use crate::policy::{
-    DeclineReason, MAX_OPEN_ENDED_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy,
+    DeclineReason, MAX_OPEN_ENDED_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport,
+    ReplayPolicy,
 };
 
 /// The backend's handle on one intercepted dispatch.
@@ -105,7 +106,9 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             if !P::DECIDES_CONTINUE {
                 warn_open_ended_once();
                 target.run_once();
-                let outcome = Outcome::ordinary(OutcomeKind::Declined(DeclineReason::OpenEndedWithoutContinue));
+                let outcome = Outcome::ordinary(OutcomeKind::Declined(
+                    DeclineReason::OpenEndedWithoutContinue,
+                ));
                 call("on_end", info, || policy.on_end(info, state, &outcome));
                 return outcome;
             }
@@ -142,8 +145,17 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     let mut index = 0u32;
     loop {
         let mut scope = P::PassState::default();
-        let mut pass = Pass { index, total, info, contexts: &mut guard };
-        if call("on_pass", info, || policy.on_pass(&mut pass, &mut state, &mut scope)).is_none() {
+        let mut pass = Pass {
+            index,
+            total,
+            info,
+            contexts: &mut guard,
+        };
+        if call("on_pass", info, || {
+            policy.on_pass(&mut pass, &mut state, &mut scope)
+        })
+        .is_none()
+        {
             // Memory is in its captured state (pass 0, or just restored): one ordinary run.
             drop(guard);
             outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
@@ -157,8 +169,15 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             Ok(kernel_time) => {
                 outcome.passes += 1;
                 outcome.pass_times.push(kernel_time);
-                let report = PassReport { index, total, info, kernel_time };
-                let ended = call("on_pass_end", info, || policy.on_pass_end(&report, &mut state, &mut scope));
+                let report = PassReport {
+                    index,
+                    total,
+                    info,
+                    kernel_time,
+                };
+                let ended = call("on_pass_end", info, || {
+                    policy.on_pass_end(&report, &mut state, &mut scope)
+                });
                 if ended.is_none() {
                     // The pass ran from the snapshot: its result is one valid execution.
                     outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
@@ -167,7 +186,11 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             }
             Err(reason) => {
                 outcome.kind = OutcomeKind::Declined(reason);
-                tracing::error!(kernel = info.kernel(), reason = reason.code(), "a replay pass failed");
+                tracing::error!(
+                    kernel = info.kernel(),
+                    reason = reason.code(),
+                    "a replay pass failed"
+                );
                 // The failed pass may have touched memory: put the inputs back, run once.
                 let _ = snapshot.restore(inventory, target);
                 drop(guard);
@@ -183,7 +206,9 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             break;
         }
         if asks {
-            match call("should_continue", info, || policy.should_continue(info, &state, completed)) {
+            match call("should_continue", info, || {
+                policy.should_continue(info, &state, completed)
+            }) {
                 Some(true) => {}
                 Some(false) => break,
                 None => {

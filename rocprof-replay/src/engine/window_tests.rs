@@ -69,7 +69,11 @@ impl DeviceMemory for SimDevice {
 
 impl ReplayTarget for SimDevice {
     fn drain(&mut self) -> Result<(), DeclineReason> {
-        if self.fail_drain { Err(DeclineReason::DrainTimeout) } else { Ok(()) }
+        if self.fail_drain {
+            Err(DeclineReason::DrainTimeout)
+        } else {
+            Ok(())
+        }
     }
     fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
         Ok(vec![(self.counter_addr(), 4)])
@@ -113,14 +117,24 @@ fn run<P: ReplayPolicy>(policy: &P, setup: impl FnOnce(&mut SimDevice)) -> (SimD
     setup(&mut dev);
     let inv = AllocationInventory::new();
     inv.record(dev.base(), dev.data.len() * 4, AgentId(7), Origin::Pool);
-    let out = run_window(policy, &info(), &mut dev, &inv, WindowConfig { budget: u64::MAX });
+    let out = run_window(
+        policy,
+        &info(),
+        &mut dev,
+        &inv,
+        WindowConfig { budget: u64::MAX },
+    );
     (dev, out)
 }
 
 /// The application must see exactly one execution and one completion.
 fn assert_one_execution(dev: &SimDevice) {
     assert_eq!(dev.completions, 1, "completions");
-    assert_eq!(dev.data, (1..17).collect::<Vec<u32>>(), "memory shows one execution");
+    assert_eq!(
+        dev.data,
+        (1..17).collect::<Vec<u32>>(),
+        "memory shows one execution"
+    );
     assert_eq!(dev.counter, 1, "module counter shows one execution");
 }
 
@@ -133,7 +147,11 @@ struct Plan {
 
 impl Plan {
     fn new(plan: fn() -> PassPlan<Vec<String>>, stop_after: Option<u32>) -> Self {
-        Plan { plan, stop_after, ends: Mutex::new(Vec::new()) }
+        Plan {
+            plan,
+            stop_after,
+            ends: Mutex::new(Vec::new()),
+        }
     }
 }
 
@@ -145,7 +163,10 @@ impl ReplayPolicy for Plan {
         (self.plan)()
     }
     fn should_continue(&self, _: &DispatchInfo, state: &Vec<String>, completed: u32) -> bool {
-        assert!(state.iter().any(|s| s == &format!("end {}", completed - 1)), "continue sees pass-end writes");
+        assert!(
+            state.iter().any(|s| s == &format!("end {}", completed - 1)),
+            "continue sees pass-end writes"
+        );
         self.stop_after.is_none_or(|n| completed < n)
     }
     fn on_pass(&self, pass: &mut Pass<'_>, state: &mut Vec<String>, scope: &mut Option<u32>) {
@@ -154,7 +175,11 @@ impl ReplayPolicy for Plan {
         state.push(format!("pass {}", pass.index()));
     }
     fn on_pass_end(&self, pass: &PassReport<'_>, state: &mut Vec<String>, scope: &mut Option<u32>) {
-        assert_eq!(*scope, Some(pass.index), "pass end sees its own pass start's write");
+        assert_eq!(
+            *scope,
+            Some(pass.index),
+            "pass end sees its own pass start's write"
+        );
         state.push(format!("end {}", pass.index));
     }
     fn on_end(&self, _: &DispatchInfo, state: Vec<String>, outcome: &Outcome) {
@@ -176,7 +201,10 @@ impl ReplayPolicy for NoContinue {
 fn row_no_decision_is_not_replayed() {
     let (dev, out) = run(&NoContinue(PassPlan::skip), |_| {});
     assert_eq!(out.kind, OutcomeKind::Skipped);
-    assert_eq!((dev.passes, dev.ordinary_runs, out.snapshot_bytes), (0, 1, 0));
+    assert_eq!(
+        (dev.passes, dev.ordinary_runs, out.snapshot_bytes),
+        (0, 1, 0)
+    );
     assert_one_execution(&dev);
 }
 
@@ -194,8 +222,17 @@ fn row_n_passes_without_continue_runs_exactly_n() {
     assert_eq!(out.kind, OutcomeKind::Replayed);
     assert_eq!((out.passes, dev.passes, dev.ordinary_runs), (5, 5, 0));
     assert_eq!(out.snapshot_bytes, 16 * 4 + 4);
-    assert_eq!(out.restored_bytes, 4 * (16 * 4 + 4), "restored between passes, not after the last");
-    assert!(dev.inputs_seen.iter().all(|i| *i == (0..16).collect::<Vec<u32>>()), "every pass saw the same inputs");
+    assert_eq!(
+        out.restored_bytes,
+        4 * (16 * 4 + 4),
+        "restored between passes, not after the last"
+    );
+    assert!(
+        dev.inputs_seen
+            .iter()
+            .all(|i| *i == (0..16).collect::<Vec<u32>>()),
+        "every pass saw the same inputs"
+    );
     assert_one_execution(&dev);
 }
 
@@ -206,7 +243,10 @@ fn row_up_to_n_with_continue_may_stop_early() {
     assert_eq!((out.kind, out.passes), (OutcomeKind::Replayed, 3));
     assert_one_execution(&dev);
     let ends = p.ends.lock().unwrap();
-    assert_eq!(ends[0].0, ["pass 0", "end 0", "pass 1", "end 1", "pass 2", "end 2"]);
+    assert_eq!(
+        ends[0].0,
+        ["pass 0", "end 0", "pass 1", "end 1", "pass 2", "end 2"]
+    );
 }
 
 #[test]
@@ -236,21 +276,28 @@ fn row_open_ended_is_capped() {
 #[test]
 fn row_open_ended_without_continue_is_rejected() {
     let (dev, out) = run(&NoContinue(|| PassPlan::until(())), |_| {});
-    assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::OpenEndedWithoutContinue));
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::OpenEndedWithoutContinue)
+    );
     assert_eq!((dev.passes, dev.ordinary_runs), (0, 1));
     assert_one_execution(&dev);
 }
 
 #[test]
 fn drain_timeout_declines_and_runs_once() {
-    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(3, ())), |d| d.fail_drain = true);
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(3, ())), |d| {
+        d.fail_drain = true
+    });
     assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::DrainTimeout));
     assert_one_execution(&dev);
 }
 
 #[test]
 fn failed_capture_declines_and_runs_once() {
-    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(3, ())), |d| d.fail_reads = true);
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(3, ())), |d| {
+        d.fail_reads = true
+    });
     assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::CopyFailed));
     assert_eq!(dev.passes, 0);
     assert_one_execution(&dev);
@@ -261,14 +308,22 @@ fn over_budget_declines() {
     let mut dev = SimDevice::new();
     let inv = AllocationInventory::new();
     inv.record(dev.base(), 64, AgentId(7), Origin::Pool);
-    let out = run_window(&NoContinue(|| PassPlan::exactly(3, ())), &info(), &mut dev, &inv, WindowConfig { budget: 10 });
+    let out = run_window(
+        &NoContinue(|| PassPlan::exactly(3, ())),
+        &info(),
+        &mut dev,
+        &inv,
+        WindowConfig { budget: 10 },
+    );
     assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::OverBudget));
     assert_one_execution(&dev);
 }
 
 #[test]
 fn a_failing_pass_restores_and_runs_once() {
-    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(4, ())), |d| d.fail_pass = Some(2));
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(4, ())), |d| {
+        d.fail_pass = Some(2)
+    });
     assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::PassTimeout));
     assert_one_execution(&dev);
 }
@@ -303,9 +358,17 @@ impl ReplayPolicy for Panics {
 fn a_panicking_policy_leaves_one_correct_execution() {
     for at_pass in [0, 2] {
         for in_end in [false, true] {
-            let p = Panics { at_pass, in_end, ended: AtomicU32::new(0) };
+            let p = Panics {
+                at_pass,
+                in_end,
+                ended: AtomicU32::new(0),
+            };
             let (dev, out) = run(&p, |_| {});
-            assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::PolicyPanicked), "{at_pass} {in_end}");
+            assert_eq!(
+                out.kind,
+                OutcomeKind::Declined(DeclineReason::PolicyPanicked),
+                "{at_pass} {in_end}"
+            );
             assert_one_execution(&dev);
             assert_eq!(p.ended.load(Ordering::Relaxed), 1);
         }
@@ -344,7 +407,10 @@ fn a_context_enabled_on_pass_two_times_only_pass_two() {
     let (_, out) = run(&p, |_| {});
     let times = p.times.lock().unwrap().clone();
     assert!(times[2].is_some(), "{times:?}");
-    assert!(times[0].is_none() && times[1].is_none() && times[3].is_none(), "{times:?}");
+    assert!(
+        times[0].is_none() && times[1].is_none() && times[3].is_none(),
+        "{times:?}"
+    );
     assert!(!p.ctx.is_active(), "override leaked out of the loop");
     assert_eq!(out.pass_times, times);
 }

@@ -1,0 +1,148 @@
+//! `#[rocprof_tool]`: turns a [`ReplayPolicy`] type into an HSA tool library.
+//!
+//! ```ignore
+//! #[rocprof_replay::rocprof_tool]            // built with Default::default()
+//! #[derive(Default)]
+//! struct MyTool { /* ... */ }
+//!
+//! #[rocprof_replay::rocprof_tool(new = MyTool::from_env)]   // or a named constructor
+//! struct MyTool { /* ... */ }
+//! ```
+//!
+//! The attribute leaves the struct as written and adds
+//! `rocprof_replay::__export_tool!(MyTool, constructor)`, which emits `OnLoad`, `OnUnload` and
+//! `HSA_AMD_TOOL_PRIORITY`. All ABI details live in the SDK; this crate only parses. Parsing and
+//! expansion are ordinary functions ([`expand`]) so they are unit-tested without a compiler run.
+//!
+//! [`ReplayPolicy`]: https://docs.rs/rocprof-replay/latest/rocprof_replay/trait.ReplayPolicy.html
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::parse::{Parse, ParseStream};
+use syn::{Expr, Ident, ItemStruct, Token};
+
+/// Exports the annotated struct, which must implement `ReplayPolicy`, as the tool of this
+/// library. Optional argument: `new = path::to::constructor` (a `fn() -> Self`); without it the
+/// struct is built with `Default::default()`.
+#[proc_macro_attribute]
+pub fn rocprof_tool(
+    attr: proc_macro::TokenStream,
+    item: proc_macro::TokenStream,
+) -> proc_macro::TokenStream {
+    match expand(attr.into(), item.into()) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// Parsed attribute arguments.
+struct Args {
+    constructor: Option<Expr>,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.is_empty() {
+            return Ok(Args { constructor: None });
+        }
+        let key: Ident = input.parse()?;
+        if key != "new" {
+            return Err(syn::Error::new(
+                key.span(),
+                format!(
+                    "unknown argument `{key}`: the only argument is `new = path::to::constructor`"
+                ),
+            ));
+        }
+        input.parse::<Token![=]>()?;
+        let constructor: Expr = input.parse()?;
+        if !input.is_empty() {
+            return Err(input.error("expected nothing after `new = ...`"));
+        }
+        Ok(Args {
+            constructor: Some(constructor),
+        })
+    }
+}
+
+/// Expands `#[rocprof_tool(attr)] item`.
+fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let args: Args = syn::parse2(attr)?;
+    let strukt: ItemStruct = syn::parse2(item.clone()).map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "#[rocprof_tool] goes on a struct that implements rocprof_replay::ReplayPolicy",
+        )
+    })?;
+    if !strukt.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &strukt.generics,
+            "#[rocprof_tool] cannot export a generic struct: the library needs one concrete tool type",
+        ));
+    }
+    let name = &strukt.ident;
+    let constructor = match args.constructor {
+        Some(c) => quote!(#c),
+        None => quote!(<#name as ::core::default::Default>::default),
+    };
+    Ok(quote! {
+        #strukt
+        ::rocprof_replay::__export_tool!(#name, #constructor);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand_str(attr: &str, item: &str) -> Result<String, String> {
+        expand(attr.parse().unwrap(), item.parse().unwrap())
+            .map(|t| t.to_string())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn default_constructor_is_used_without_arguments() {
+        let out = expand_str("", "struct Tool { x: u32 }").unwrap();
+        assert!(out.contains("struct Tool"), "{out}");
+        assert!(out.contains(":: rocprof_replay :: __export_tool ! (Tool , < Tool as :: core :: default :: Default > :: default)"), "{out}");
+    }
+
+    #[test]
+    fn named_constructor_is_passed_through() {
+        let out = expand_str("new = Tool::from_env", "pub struct Tool;").unwrap();
+        assert!(
+            out.contains("__export_tool ! (Tool , Tool :: from_env)"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn misuse_is_a_clear_error() {
+        assert!(
+            expand_str("", "enum E { A }")
+                .unwrap_err()
+                .contains("goes on a struct")
+        );
+        assert!(
+            expand_str("", "fn f() {}")
+                .unwrap_err()
+                .contains("goes on a struct")
+        );
+        assert!(
+            expand_str("make = f", "struct T;")
+                .unwrap_err()
+                .contains("unknown argument `make`")
+        );
+        assert!(
+            expand_str("new = f, x", "struct T;")
+                .unwrap_err()
+                .contains("expected nothing")
+        );
+        assert!(
+            expand_str("", "struct T<P> { p: P }")
+                .unwrap_err()
+                .contains("generic")
+        );
+    }
+}

@@ -1,0 +1,490 @@
+//! Hooks installed into the live table: queue creation (intercept queues), allocation tracking,
+//! executable tracking (kernel names, module variables).
+//!
+//! Every hook calls the saved original first or last as the operation requires and never lets
+//! a panic out; after `OnUnload` (or before install completes) it only forwards.
+
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use rocprof_replay_sys::*;
+
+use super::{BACKEND, INVENTORY, QueueState, backend, intercept};
+use crate::dispatch::AgentId;
+use crate::engine::inventory::Origin;
+use crate::error::Error;
+
+/// Runs bookkeeping that must never unwind into the runtime.
+fn quietly(what: &str, f: impl FnOnce()) {
+    if catch_unwind(AssertUnwindSafe(f)).is_err() {
+        tracing::error!("internal error (panic) while {what}; continuing without it");
+    }
+}
+
+/// Writes our hooks into the live tables.
+///
+/// # Safety
+/// `core` and `amd` are the live tables; originals were saved first.
+pub(crate) unsafe fn install(
+    core: *mut ApiTableVersion,
+    amd: *mut ApiTableVersion,
+) -> Result<(), Error> {
+    use slots::amd_ext as a;
+    use slots::core as c;
+    // SAFETY: live tables (caller contract); each slot is checked against the layout.
+    unsafe {
+        c::QUEUE_CREATE.write(core, Some(queue_create))?;
+        c::QUEUE_DESTROY.write(core, Some(queue_destroy))?;
+        c::MEMORY_ALLOCATE.write(core, Some(memory_allocate))?;
+        c::MEMORY_FREE.write(core, Some(memory_free))?;
+        c::EXECUTABLE_FREEZE.write(core, Some(executable_freeze))?;
+        c::EXECUTABLE_DESTROY.write(core, Some(executable_destroy))?;
+        a::MEMORY_POOL_ALLOCATE.write(amd, Some(pool_allocate))?;
+        a::MEMORY_POOL_FREE.write(amd, Some(pool_free))?;
+        if a::VMEM_MAP.read(amd).is_ok() {
+            a::VMEM_HANDLE_CREATE.write(amd, Some(vmem_handle_create))?;
+            a::VMEM_HANDLE_RELEASE.write(amd, Some(vmem_handle_release))?;
+            a::VMEM_MAP.write(amd, Some(vmem_map))?;
+            a::VMEM_UNMAP.write(amd, Some(vmem_unmap))?;
+        }
+    }
+    Ok(())
+}
+
+// ---- queues --------------------------------------------------------------------------------
+
+unsafe extern "C" fn queue_create(
+    agent: hsa_agent_t,
+    size: u32,
+    type_: hsa_queue_type32_t,
+    callback: hsa_queue_error_callback_t,
+    data: *mut c_void,
+    private_segment_size: u32,
+    group_segment_size: u32,
+    queue: *mut *mut hsa_queue_t,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    let o = &be.orig;
+    if backend().is_none() || be.gpu(agent).is_none() {
+        // SAFETY: forwarding the caller's arguments unchanged.
+        return unsafe {
+            (o.queue_create)(
+                agent,
+                size,
+                type_,
+                callback,
+                data,
+                private_segment_size,
+                group_segment_size,
+                queue,
+            )
+        };
+    }
+    // SAFETY: same contract as hsa_queue_create.
+    let st = unsafe {
+        (o.intercept_create)(
+            agent,
+            size,
+            type_,
+            callback,
+            data,
+            private_segment_size,
+            group_segment_size,
+            queue,
+        )
+    };
+    if st != HSA_STATUS_SUCCESS || queue.is_null() {
+        tracing::warn!(status = %Status(st), "cannot create an intercept queue: this queue is not replayed");
+        // SAFETY: forwarding unchanged.
+        return unsafe {
+            (o.queue_create)(
+                agent,
+                size,
+                type_,
+                callback,
+                data,
+                private_segment_size,
+                group_segment_size,
+                queue,
+            )
+        };
+    }
+    // SAFETY: the runtime wrote a valid queue pointer.
+    let q = unsafe { *queue };
+    let state = Arc::new(QueueState { queue: q, agent });
+    let data_ptr = Arc::into_raw(state.clone()) as *mut c_void;
+    // SAFETY: registering our handler on the queue just created; `data_ptr` stays valid because
+    // the Arc it came from is never released (intentionally leaked, a few bytes per queue).
+    let st = unsafe { (o.intercept_register)(q, Some(intercept::handler), data_ptr) };
+    if st != HSA_STATUS_SUCCESS {
+        tracing::warn!(status = %Status(st), "cannot register the queue interceptor: this queue is not replayed");
+        return HSA_STATUS_SUCCESS;
+    }
+    // SAFETY: a live queue.
+    let st = unsafe { (o.profiler_enable)(q, 1) };
+    if st != HSA_STATUS_SUCCESS {
+        tracing::warn!(status = %Status(st), "cannot enable dispatch profiling: pass times are unavailable");
+    }
+    quietly("recording a queue", || {
+        be.queues.write().insert(q as usize, state);
+    });
+    HSA_STATUS_SUCCESS
+}
+
+unsafe extern "C" fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    quietly("forgetting a queue", || {
+        be.queues.write().remove(&(queue as usize));
+    });
+    // SAFETY: forwarding unchanged.
+    unsafe { (be.orig.queue_destroy)(queue) }
+}
+
+// ---- allocations ---------------------------------------------------------------------------
+
+/// Global flags of a pool (cached).
+fn pool_flags(pool: hsa_amd_memory_pool_t) -> Option<u32> {
+    let be = BACKEND.get()?;
+    if let Some(f) = be.pool_flags.read().get(&pool.handle) {
+        return Some(*f);
+    }
+    let mut flags = 0u32;
+    // SAFETY: GLOBAL_FLAGS writes a u32.
+    let st = unsafe {
+        (be.orig.pool_get_info)(
+            pool,
+            HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+            (&mut flags as *mut u32).cast(),
+        )
+    };
+    if st != HSA_STATUS_SUCCESS {
+        return None;
+    }
+    be.pool_flags.write().insert(pool.handle, flags);
+    Some(flags)
+}
+
+/// The owning GPU of an allocation, if the runtime knows the pointer and a GPU owns it.
+fn owner_gpu(ptr: *mut c_void) -> Option<(AgentId, u32)> {
+    let be = BACKEND.get()?;
+    let mut info = hsa_amd_pointer_info_t::default();
+    // SAFETY: `info.size` is set; no agent list requested.
+    let st = unsafe {
+        (be.orig.pointer_info)(
+            ptr,
+            &mut info,
+            None,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if st != HSA_STATUS_SUCCESS || info.type_ != HSA_EXT_POINTER_TYPE_HSA {
+        return None;
+    }
+    be.gpu(info.agentOwner)
+        .map(|g| (AgentId(g.agent.handle), info.global_flags))
+}
+
+/// Whether memory with these pool flags is snapshotted: coarse-grained, not kernarg.
+fn trackable(global_flags: u32) -> bool {
+    global_flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED != 0
+        && global_flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT == 0
+        && global_flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED == 0
+}
+
+/// `HSA_AMD_MEMORY_POOL_EXECUTABLE_FLAG`: HIP puts kernarg pools there; never snapshotted.
+const POOL_ALLOC_EXECUTABLE: u32 = 1 << 2;
+
+unsafe extern "C" fn pool_allocate(
+    pool: hsa_amd_memory_pool_t,
+    size: usize,
+    flags: u32,
+    ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { (be.orig.pool_allocate)(pool, size, flags, ptr) };
+    if st == HSA_STATUS_SUCCESS
+        && INVENTORY.is_tracking()
+        && backend().is_some()
+        && flags & POOL_ALLOC_EXECUTABLE == 0
+    {
+        quietly("recording an allocation", || {
+            // SAFETY: on success the runtime wrote the pointer.
+            let p = unsafe { *ptr };
+            if pool_flags(pool).is_some_and(trackable) {
+                if let Some((agent, _)) = owner_gpu(p) {
+                    INVENTORY.record(p as usize, size, agent, Origin::Pool);
+                }
+            }
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    if INVENTORY.is_tracking() {
+        // Removed under the write lock before the memory goes: a restore holding the read lock
+        // finishes first, and never writes this region afterwards.
+        quietly("forgetting an allocation", || {
+            INVENTORY.remove(ptr as usize);
+        });
+    }
+    // SAFETY: forwarding unchanged.
+    unsafe { (be.orig.pool_free)(ptr) }
+}
+
+unsafe extern "C" fn memory_allocate(
+    region: hsa_region_t,
+    size: usize,
+    ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { (be.orig.memory_allocate)(region, size, ptr) };
+    if st == HSA_STATUS_SUCCESS && INVENTORY.is_tracking() && backend().is_some() {
+        quietly("recording an allocation", || {
+            // SAFETY: on success the runtime wrote the pointer.
+            let p = unsafe { *ptr };
+            if let Some((agent, flags)) = owner_gpu(p) {
+                if trackable(flags) {
+                    INVENTORY.record(p as usize, size, agent, Origin::Region);
+                }
+            }
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn memory_free(ptr: *mut c_void) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    if INVENTORY.is_tracking() {
+        quietly("forgetting an allocation", || {
+            INVENTORY.remove(ptr as usize);
+        });
+    }
+    // SAFETY: forwarding unchanged.
+    unsafe { (be.orig.memory_free)(ptr) }
+}
+
+// ---- vmem (6.x) ----------------------------------------------------------------------------
+
+unsafe extern "C" fn vmem_handle_create(
+    pool: hsa_amd_memory_pool_t,
+    size: usize,
+    type_: hsa_amd_memory_type_t,
+    flags: u64,
+    handle: *mut hsa_amd_vmem_alloc_handle_t,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    let Some(f) = be.orig.vmem_handle_create else {
+        return HSA_STATUS_ERROR;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(pool, size, type_, flags, handle) };
+    if st == HSA_STATUS_SUCCESS {
+        quietly("recording a vmem handle", || {
+            // SAFETY: on success the runtime wrote the handle.
+            let h = unsafe { *handle };
+            // The owning agent is known once the memory is mapped (pointer info).
+            be.vmem_handles
+                .lock()
+                .insert(h.handle, pool_flags(pool).is_some_and(trackable));
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn vmem_handle_release(handle: hsa_amd_vmem_alloc_handle_t) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    let Some(f) = be.orig.vmem_handle_release else {
+        return HSA_STATUS_ERROR;
+    };
+    quietly("forgetting a vmem handle", || {
+        be.vmem_handles.lock().remove(&handle.handle);
+    });
+    // SAFETY: forwarding unchanged.
+    unsafe { f(handle) }
+}
+
+unsafe extern "C" fn vmem_map(
+    va: *mut c_void,
+    size: usize,
+    offset: usize,
+    handle: hsa_amd_vmem_alloc_handle_t,
+    flags: u64,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    let Some(f) = be.orig.vmem_map else {
+        return HSA_STATUS_ERROR;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(va, size, offset, handle, flags) };
+    if st == HSA_STATUS_SUCCESS && INVENTORY.is_tracking() && backend().is_some() {
+        quietly("recording a vmem mapping", || {
+            let coarse = be
+                .vmem_handles
+                .lock()
+                .get(&handle.handle)
+                .copied()
+                .unwrap_or(false);
+            if coarse {
+                if let Some((agent, _)) = owner_gpu(va) {
+                    INVENTORY.record(va as usize, size, agent, Origin::VmemMapping);
+                }
+            }
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    let Some(f) = be.orig.vmem_unmap else {
+        return HSA_STATUS_ERROR;
+    };
+    if INVENTORY.is_tracking() {
+        quietly("forgetting a vmem mapping", || {
+            INVENTORY.remove_range(va as usize, size);
+        });
+    }
+    // SAFETY: forwarding unchanged.
+    unsafe { f(va, size) }
+}
+
+// ---- executables ---------------------------------------------------------------------------
+
+unsafe extern "C" fn executable_freeze(
+    executable: hsa_executable_t,
+    options: *const std::ffi::c_char,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { (be.orig.executable_freeze)(executable, options) };
+    if st == HSA_STATUS_SUCCESS {
+        quietly("reading kernel names", || {
+            be.executables.lock().push(executable);
+            record_kernel_names(executable);
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn executable_destroy(executable: hsa_executable_t) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    quietly("forgetting an executable", || {
+        be.executables.lock().retain(|e| *e != executable);
+    });
+    // SAFETY: forwarding unchanged.
+    unsafe { (be.orig.executable_destroy)(executable) }
+}
+
+/// Reads a symbol's name.
+pub(crate) fn symbol_name(
+    orig: &super::Originals,
+    symbol: hsa_executable_symbol_t,
+) -> Option<String> {
+    let mut len = 0u32;
+    // SAFETY: NAME_LENGTH writes a u32.
+    let st = unsafe {
+        (orig.symbol_get_info)(
+            symbol,
+            HSA_EXECUTABLE_SYMBOL_INFO_NAME_LENGTH,
+            (&mut len as *mut u32).cast(),
+        )
+    };
+    if st != HSA_STATUS_SUCCESS || len > 1 << 16 {
+        return None;
+    }
+    let mut buf = vec![0u8; len as usize + 1];
+    // SAFETY: NAME writes `len` bytes (not NUL-terminated) into a buffer of len + 1.
+    let st = unsafe {
+        (orig.symbol_get_info)(
+            symbol,
+            HSA_EXECUTABLE_SYMBOL_INFO_NAME,
+            buf.as_mut_ptr().cast(),
+        )
+    };
+    if st != HSA_STATUS_SUCCESS {
+        return None;
+    }
+    buf.truncate(len as usize);
+    while buf.last() == Some(&0) {
+        buf.pop();
+    }
+    String::from_utf8(buf).ok()
+}
+
+fn record_kernel_names(executable: hsa_executable_t) {
+    let Some(be) = BACKEND.get() else { return };
+    unsafe extern "C" fn each(
+        _exe: hsa_executable_t,
+        symbol: hsa_executable_symbol_t,
+        _data: *mut c_void,
+    ) -> hsa_status_t {
+        let Some(be) = BACKEND.get() else {
+            return HSA_STATUS_SUCCESS;
+        };
+        let mut kind = 0u32;
+        // SAFETY: TYPE writes a 4-byte enum.
+        let st = unsafe {
+            (be.orig.symbol_get_info)(
+                symbol,
+                HSA_EXECUTABLE_SYMBOL_INFO_TYPE,
+                (&mut kind as *mut u32).cast(),
+            )
+        };
+        if st != HSA_STATUS_SUCCESS || kind != HSA_SYMBOL_KIND_KERNEL {
+            return HSA_STATUS_SUCCESS;
+        }
+        let mut object = 0u64;
+        // SAFETY: KERNEL_OBJECT writes a u64.
+        let st = unsafe {
+            (be.orig.symbol_get_info)(
+                symbol,
+                HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
+                (&mut object as *mut u64).cast(),
+            )
+        };
+        if st == HSA_STATUS_SUCCESS {
+            if let Some(name) = symbol_name(&be.orig, symbol) {
+                let name = name.strip_suffix(".kd").unwrap_or(&name);
+                be.kernel_names.write().insert(object, Arc::from(name));
+            }
+        }
+        HSA_STATUS_SUCCESS
+    }
+    // SAFETY: iterating a frozen executable with a callback that only reads symbols.
+    let st = unsafe {
+        (be.orig.executable_iterate_symbols)(executable, Some(each), std::ptr::null_mut())
+    };
+    if st != HSA_STATUS_SUCCESS {
+        tracing::warn!(status = %Status(st), "cannot list the kernels of an executable: their names are unknown");
+    }
+}

@@ -1,0 +1,258 @@
+//! The HSA backend: installs hooks into the runtime's live API table in `OnLoad`, tracks
+//! allocations and executables, turns application queues into intercept queues, and runs the
+//! replay window for intercepted kernel dispatches.
+
+mod hooks;
+mod intercept;
+mod originals;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use rocprof_replay_sys::*;
+
+use crate::dispatch::DispatchInfo;
+use crate::engine::inventory::AllocationInventory;
+use crate::engine::window::{ReplayTarget, WindowConfig, run_window};
+use crate::error::Error;
+use crate::policy::{Outcome, ReplayPolicy};
+
+pub(crate) use originals::Originals;
+
+/// A type-erased policy.
+pub(crate) trait Replayer: Send + Sync {
+    fn replay(
+        &self,
+        info: &DispatchInfo,
+        target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
+        config: WindowConfig,
+    ) -> Outcome;
+}
+
+impl<P: ReplayPolicy> Replayer for P {
+    fn replay(
+        &self,
+        info: &DispatchInfo,
+        target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
+        config: WindowConfig,
+    ) -> Outcome {
+        run_window(self, info, target, inventory, config)
+    }
+}
+
+/// Deadlines and budget, from the environment.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub(crate) drain: Duration,
+    pub(crate) pass: Duration,
+    pub(crate) lock: Duration,
+    pub(crate) budget: u64,
+}
+
+fn env_ms(name: &str, default_ms: u64) -> Duration {
+    Duration::from_millis(
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default_ms),
+    )
+}
+
+impl Limits {
+    fn from_env() -> Limits {
+        let budget = std::env::var("ROCPROF_REPLAY_BUDGET_MB")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|mb| mb << 20)
+            .unwrap_or_else(|| available_host_memory() / 2);
+        Limits {
+            drain: env_ms("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", 60_000),
+            pass: env_ms("ROCPROF_REPLAY_PASS_TIMEOUT_MS", 120_000),
+            lock: env_ms("ROCPROF_REPLAY_LOCK_TIMEOUT_MS", 60_000),
+            budget,
+        }
+    }
+}
+
+fn available_host_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_AVPHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && size > 0 {
+        pages as u64 * size as u64
+    } else {
+        1 << 30
+    }
+}
+
+/// One GPU agent.
+pub(crate) struct Gpu {
+    pub(crate) agent: hsa_agent_t,
+    pub(crate) index: u32,
+    /// Writer: a replay window; readers: ordinary submissions.
+    pub(crate) lock: RwLock<()>,
+}
+
+/// What the backend keeps about an intercept queue.
+pub(crate) struct QueueState {
+    pub(crate) queue: *mut hsa_queue_t,
+    pub(crate) agent: hsa_agent_t,
+}
+// SAFETY: the queue pointer is a runtime object valid until hsa_queue_destroy; we only use it
+// for AQL producer operations, which are thread-safe.
+unsafe impl Send for QueueState {}
+// SAFETY: as above.
+unsafe impl Sync for QueueState {}
+
+/// The backend's state, built in `OnLoad`.
+pub(crate) struct Backend {
+    pub(crate) orig: Originals,
+    pub(crate) replayer: Box<dyn Replayer>,
+    pub(crate) limits: Limits,
+    pub(crate) gpus: Vec<Gpu>,
+    pub(crate) ticks_per_second: u64,
+    pub(crate) kernel_names: RwLock<HashMap<u64, Arc<str>>>,
+    pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
+    pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
+    pub(crate) pool_flags: RwLock<HashMap<u64, u32>>,
+    /// vmem handle -> whether its pool is snapshotted.
+    pub(crate) vmem_handles: Mutex<HashMap<u64, bool>>,
+    pub(crate) next_dispatch: AtomicU64,
+}
+
+impl Backend {
+    pub(crate) fn gpu(&self, agent: hsa_agent_t) -> Option<&Gpu> {
+        self.gpus.iter().find(|g| g.agent == agent)
+    }
+}
+
+static BACKEND: OnceLock<Backend> = OnceLock::new();
+/// Fast-path switch: a policy is registered and the backend is live.
+pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// The process-wide allocation inventory.
+pub(crate) static INVENTORY: AllocationInventory = AllocationInventory::new();
+
+pub(crate) fn backend() -> Option<&'static Backend> {
+    if ACTIVE.load(Ordering::Relaxed) {
+        BACKEND.get()
+    } else {
+        None
+    }
+}
+
+/// Installs the backend into the live table handed to `OnLoad`.
+///
+/// # Safety
+/// `table` must be the live root table passed to `OnLoad`.
+pub(crate) unsafe fn install(
+    table: *mut HsaApiTable,
+    replayer: Box<dyn Replayer>,
+) -> Result<(), Error> {
+    // SAFETY: the caller passes the live root table.
+    let core = unsafe { slots::root::CORE.read(table) }?;
+    // SAFETY: as above.
+    let amd = unsafe { slots::root::AMD_EXT.read(table) }?;
+    // Refuse unknown layouts before touching anything.
+    // SAFETY: `core`/`amd` come from the live root table.
+    unsafe {
+        slots::core::QUEUE_CREATE.read(core)?;
+        slots::amd_ext::MEMORY_POOL_ALLOCATE.read(amd)?;
+    }
+    // SAFETY: live tables.
+    let orig = unsafe { Originals::read(core, amd) }?;
+    let gpus = enumerate_gpus(&orig)?;
+    let mut ticks_per_second = 0u64;
+    // SAFETY: the attribute writes a u64.
+    let st = unsafe {
+        (orig.system_get_info)(
+            HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY,
+            (&mut ticks_per_second as *mut u64).cast(),
+        )
+    };
+    if st != HSA_STATUS_SUCCESS || ticks_per_second == 0 {
+        ticks_per_second = 1_000_000_000;
+    }
+    let backend = Backend {
+        orig,
+        replayer,
+        limits: Limits::from_env(),
+        gpus,
+        ticks_per_second,
+        kernel_names: RwLock::new(HashMap::new()),
+        executables: Mutex::new(Vec::new()),
+        queues: RwLock::new(HashMap::new()),
+        pool_flags: RwLock::new(HashMap::new()),
+        vmem_handles: Mutex::new(HashMap::new()),
+        next_dispatch: AtomicU64::new(1),
+    };
+    if BACKEND.set(backend).is_err() {
+        return Err(Error::ServiceAlreadyConfigured {
+            owner: "this library (OnLoad ran twice)".into(),
+        });
+    }
+    INVENTORY.enable();
+    // SAFETY: live tables; the originals were saved above.
+    unsafe { hooks::install(core, amd) }?;
+    ACTIVE.store(true, Ordering::Release);
+    tracing::info!(
+        gpus = BACKEND.get().map_or(0, |b| b.gpus.len()),
+        "kernel replay installed"
+    );
+    Ok(())
+}
+
+/// Stops replay (OnUnload): hooks pass everything through from now on.
+pub(crate) fn shutdown() {
+    ACTIVE.store(false, Ordering::Release);
+}
+
+fn enumerate_gpus(orig: &Originals) -> Result<Vec<Gpu>, Error> {
+    struct Ctx<'a> {
+        orig: &'a Originals,
+        gpus: Vec<Gpu>,
+    }
+    unsafe extern "C" fn each(agent: hsa_agent_t, data: *mut std::ffi::c_void) -> hsa_status_t {
+        // SAFETY: `data` is the Ctx passed below.
+        let ctx = unsafe { &mut *data.cast::<Ctx<'_>>() };
+        let mut device: hsa_device_type_t = 0;
+        // SAFETY: HSA_AGENT_INFO_DEVICE writes a 4-byte enum.
+        let st = unsafe {
+            (ctx.orig.agent_get_info)(
+                agent,
+                HSA_AGENT_INFO_DEVICE,
+                (&mut device as *mut u32).cast(),
+            )
+        };
+        if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_GPU {
+            let index = ctx.gpus.len() as u32;
+            ctx.gpus.push(Gpu {
+                agent,
+                index,
+                lock: RwLock::new(()),
+            });
+        }
+        HSA_STATUS_SUCCESS
+    }
+    let mut ctx = Ctx {
+        orig,
+        gpus: Vec::new(),
+    };
+    // SAFETY: the callback only touches `ctx`, which outlives the call.
+    let st = unsafe { (orig.iterate_agents)(Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
+    if st != HSA_STATUS_SUCCESS {
+        return Err(Error::Runtime {
+            call: "hsa_iterate_agents",
+            status: Status(st),
+        });
+    }
+    Ok(ctx.gpus)
+}

@@ -1,0 +1,115 @@
+//! The runtime functions the engine calls, saved from the table before any hook is installed.
+
+use rocprof_replay_sys::*;
+
+use crate::error::Error;
+
+/// Runtime functions, read from the live table in `OnLoad` (originals, never our hooks).
+#[derive(Clone, Copy)]
+pub(crate) struct Originals {
+    pub(crate) iterate_agents: hsa_iterate_agents_fn_t,
+    pub(crate) agent_get_info: hsa_agent_get_info_fn_t,
+    pub(crate) system_get_info: hsa_system_get_info_fn_t,
+    pub(crate) queue_create: hsa_queue_create_fn_t,
+    pub(crate) queue_destroy: hsa_queue_destroy_fn_t,
+    pub(crate) queue_add_write_index: hsa_queue_add_write_index_scacq_screl_fn_t,
+    pub(crate) queue_load_read_index: hsa_queue_load_read_index_scacquire_fn_t,
+    pub(crate) signal_create: hsa_signal_create_fn_t,
+    pub(crate) signal_destroy: hsa_signal_destroy_fn_t,
+    pub(crate) signal_store: hsa_signal_store_screlease_fn_t,
+    pub(crate) signal_subtract: hsa_signal_subtract_screlease_fn_t,
+    pub(crate) signal_wait: hsa_signal_wait_scacquire_fn_t,
+    pub(crate) memory_allocate: hsa_memory_allocate_fn_t,
+    pub(crate) memory_free: hsa_memory_free_fn_t,
+    pub(crate) memory_copy: hsa_memory_copy_fn_t,
+    pub(crate) executable_freeze: hsa_executable_freeze_fn_t,
+    pub(crate) executable_destroy: hsa_executable_destroy_fn_t,
+    pub(crate) executable_iterate_agent_symbols: hsa_executable_iterate_agent_symbols_fn_t,
+    pub(crate) executable_iterate_symbols: hsa_executable_iterate_symbols_fn_t,
+    pub(crate) symbol_get_info: hsa_executable_symbol_get_info_fn_t,
+    pub(crate) pool_get_info: hsa_amd_memory_pool_get_info_fn_t,
+    pub(crate) pool_allocate: hsa_amd_memory_pool_allocate_fn_t,
+    pub(crate) pool_free: hsa_amd_memory_pool_free_fn_t,
+    pub(crate) pointer_info: hsa_amd_pointer_info_fn_t,
+    pub(crate) profiler_enable: hsa_amd_profiling_set_profiler_enabled_fn_t,
+    pub(crate) dispatch_time: hsa_amd_profiling_get_dispatch_time_fn_t,
+    pub(crate) intercept_create: hsa_amd_queue_intercept_create_fn_t,
+    pub(crate) intercept_register: hsa_amd_queue_intercept_register_fn_t,
+    /// vmem functions exist only in the 6.x table.
+    pub(crate) vmem_handle_create: Option<hsa_amd_vmem_handle_create_fn_t>,
+    pub(crate) vmem_handle_release: Option<hsa_amd_vmem_handle_release_fn_t>,
+    pub(crate) vmem_map: Option<hsa_amd_vmem_map_fn_t>,
+    pub(crate) vmem_unmap: Option<hsa_amd_vmem_unmap_fn_t>,
+}
+
+/// Reads a required slot.
+///
+/// # Safety
+/// `table` must be a live table of the slot's kind.
+unsafe fn required<F: Copy>(slot: Slot<F>, table: *const ApiTableVersion) -> Result<F, Error> {
+    // SAFETY: forwarded caller contract.
+    unsafe { slot.read(table) }?.ok_or(Error::MissingFunction(slot.name()))
+}
+
+/// Reads an optional slot (absent in older layouts).
+///
+/// # Safety
+/// As [`required`].
+unsafe fn optional<F: Copy>(slot: Slot<F>, table: *const ApiTableVersion) -> Option<F> {
+    // SAFETY: forwarded caller contract.
+    unsafe { slot.read(table) }.ok().flatten()
+}
+
+impl Originals {
+    /// Reads every function from the live tables.
+    ///
+    /// # Safety
+    /// `core` and `amd` must be the live tables handed to `OnLoad`.
+    pub(crate) unsafe fn read(
+        core: *const ApiTableVersion,
+        amd: *const ApiTableVersion,
+    ) -> Result<Originals, Error> {
+        use slots::amd_ext as a;
+        use slots::core as c;
+        // SAFETY: forwarded caller contract for every read below.
+        unsafe {
+            Ok(Originals {
+                iterate_agents: required(c::ITERATE_AGENTS, core)?,
+                agent_get_info: required(c::AGENT_GET_INFO, core)?,
+                system_get_info: required(c::SYSTEM_GET_INFO, core)?,
+                queue_create: required(c::QUEUE_CREATE, core)?,
+                queue_destroy: required(c::QUEUE_DESTROY, core)?,
+                queue_add_write_index: required(c::QUEUE_ADD_WRITE_INDEX_SCACQ_SCREL, core)?,
+                queue_load_read_index: required(c::QUEUE_LOAD_READ_INDEX_SCACQUIRE, core)?,
+                signal_create: required(c::SIGNAL_CREATE, core)?,
+                signal_destroy: required(c::SIGNAL_DESTROY, core)?,
+                signal_store: required(c::SIGNAL_STORE_SCRELEASE, core)?,
+                signal_subtract: required(c::SIGNAL_SUBTRACT_SCRELEASE, core)?,
+                signal_wait: required(c::SIGNAL_WAIT_SCACQUIRE, core)?,
+                memory_allocate: required(c::MEMORY_ALLOCATE, core)?,
+                memory_free: required(c::MEMORY_FREE, core)?,
+                memory_copy: required(c::MEMORY_COPY, core)?,
+                executable_freeze: required(c::EXECUTABLE_FREEZE, core)?,
+                executable_destroy: required(c::EXECUTABLE_DESTROY, core)?,
+                executable_iterate_agent_symbols: required(
+                    c::EXECUTABLE_ITERATE_AGENT_SYMBOLS,
+                    core,
+                )?,
+                executable_iterate_symbols: required(c::EXECUTABLE_ITERATE_SYMBOLS, core)?,
+                symbol_get_info: required(c::EXECUTABLE_SYMBOL_GET_INFO, core)?,
+                pool_get_info: required(a::MEMORY_POOL_GET_INFO, amd)?,
+                pool_allocate: required(a::MEMORY_POOL_ALLOCATE, amd)?,
+                pool_free: required(a::MEMORY_POOL_FREE, amd)?,
+                pointer_info: required(a::POINTER_INFO, amd)?,
+                profiler_enable: required(a::PROFILING_SET_PROFILER_ENABLED, amd)?,
+                dispatch_time: required(a::PROFILING_GET_DISPATCH_TIME, amd)?,
+                intercept_create: required(a::QUEUE_INTERCEPT_CREATE, amd)?,
+                intercept_register: required(a::QUEUE_INTERCEPT_REGISTER, amd)?,
+                vmem_handle_create: optional(a::VMEM_HANDLE_CREATE, amd),
+                vmem_handle_release: optional(a::VMEM_HANDLE_RELEASE, amd),
+                vmem_map: optional(a::VMEM_MAP, amd),
+                vmem_unmap: optional(a::VMEM_UNMAP, amd),
+            })
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Tool registration: what `#[rocprof_tool]` expands to calls into here.
+//!
+//! Kernel replay has a single subscriber per process. Every tool library built with this SDK
+//! exports a `ROCPROF_REPLAY_CLAIM` word; at `OnLoad` a tool finds the first loaded library that
+//! exports one (load order, so every tool picks the same word) and claims it with a
+//! compare-and-swap. A second tool finds the word taken and gets
+//! [`Error::ServiceAlreadyConfigured`]: it logs why and declines to load, and the application
+//! keeps running with the first tool.
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rocprof_replay_sys::HsaApiTable;
+
+use crate::error::Error;
+use crate::policy::ReplayPolicy;
+
+/// Priority exported as `HSA_AMD_TOOL_PRIORITY` (lower loads first among preloaded tools).
+pub const TOOL_PRIORITY: u32 = 25;
+
+/// The claim word a tool library exports as `ROCPROF_REPLAY_CLAIM`.
+#[repr(transparent)]
+pub struct Claim(AtomicUsize);
+
+impl Claim {
+    /// An unclaimed word.
+    pub const fn new() -> Self {
+        Claim(AtomicUsize::new(0))
+    }
+}
+
+impl Default for Claim {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The first loaded object exporting `ROCPROF_REPLAY_CLAIM` (its own definition).
+fn first_claim() -> Option<&'static Claim> {
+    let mut paths: Vec<CString> = Vec::new();
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
+        // SAFETY: dl_iterate_phdr passes a valid info and our `data`.
+        let (info, paths) = unsafe { (&*info, &mut *data.cast::<Vec<CString>>()) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: NUL-terminated object name.
+            paths.push(unsafe { CStr::from_ptr(info.dlpi_name) }.to_owned());
+        }
+        0
+    }
+    // SAFETY: the callback only pushes into `paths`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut paths as *mut Vec<CString>).cast()) };
+    for path in paths {
+        let handle = if path.as_bytes().is_empty() {
+            // SAFETY: dlopen(NULL) returns the main program.
+            unsafe { libc::dlopen(std::ptr::null(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) }
+        } else {
+            // SAFETY: NUL-terminated path of an already-loaded object.
+            unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) }
+        };
+        if handle.is_null() {
+            continue;
+        }
+        // SAFETY: live handle, NUL-terminated name.
+        let sym = unsafe { libc::dlsym(handle, c"ROCPROF_REPLAY_CLAIM".as_ptr()) };
+        if sym.is_null() {
+            continue;
+        }
+        // Only a definition in this very object counts (dlsym also searches dependencies).
+        if object_of(sym).is_some_and(|owner| path.as_bytes().is_empty() || owner == path) {
+            // SAFETY: the symbol is a `Claim` exported by a tool built with this SDK.
+            return Some(unsafe { &*sym.cast::<Claim>() });
+        }
+    }
+    None
+}
+
+/// The file of the object containing `addr`.
+fn object_of(addr: *const c_void) -> Option<CString> {
+    // SAFETY: zeroed Dl_info is a valid out-parameter.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: any address may be asked about.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: NUL-terminated file name.
+    Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_owned())
+}
+
+/// Claims kernel replay for the tool whose claim word is `mine`.
+fn claim(mine: &'static Claim) -> Result<(), Error> {
+    let id = mine as *const Claim as usize;
+    let word = first_claim().unwrap_or(mine);
+    match word
+        .0
+        .compare_exchange(0, id, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => Ok(()),
+        Err(owner) if owner == id => Ok(()),
+        Err(owner) => Err(Error::ServiceAlreadyConfigured {
+            owner: object_of(owner as *const c_void)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "another tool".into()),
+        }),
+    }
+}
+
+/// `OnLoad` of a tool: builds the policy, claims replay, installs the HSA backend.
+///
+/// # Safety
+/// Called by the runtime with its live table, as `OnLoad`.
+pub unsafe fn on_load<P: ReplayPolicy>(
+    table: *mut HsaApiTable,
+    runtime_version: u64,
+    _failed_tool_count: u64,
+    _failed_tool_names: *const *const c_char,
+    mine: &'static Claim,
+    make: impl FnOnce() -> P,
+) -> bool {
+    crate::log::init();
+    let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
+        claim(mine)?;
+        let policy = catch_unwind(AssertUnwindSafe(make)).map_err(|p| {
+            Error::ToolPanicked(
+                p.downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default(),
+            )
+        })?;
+        // SAFETY: the live table handed to OnLoad.
+        unsafe { crate::hsa::install(table, Box::new(policy)) }
+    }));
+    match result {
+        Ok(Ok(())) => {
+            tracing::info!(runtime_version, "rocprof-replay tool loaded");
+            true
+        }
+        Ok(Err(e)) => {
+            tracing::error!(
+                "rocprof-replay: {e}; this tool is not loaded and the application runs without it"
+            );
+            eprintln!(
+                "rocprof-replay: {e}; this tool is not loaded and the application runs without it"
+            );
+            false
+        }
+        Err(_) => {
+            eprintln!(
+                "rocprof-replay: internal error (panic) while loading; the application runs without this tool"
+            );
+            false
+        }
+    }
+}
+
+/// `OnUnload` of a tool: stops replay and writes out pending records.
+pub fn on_unload() {
+    let _ = catch_unwind(|| {
+        crate::hsa::shutdown();
+        crate::engine::records::flush(Duration::from_secs(5));
+    });
+}
+
+/// Emits the C entry points of a tool (`OnLoad`, `OnUnload`, `HSA_AMD_TOOL_PRIORITY`,
+/// `ROCPROF_REPLAY_CLAIM`). Used by `#[rocprof_tool]`; not meant to be called by hand.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_tool {
+    ($ty:ty, $make:expr) => {
+        /// Tool priority among preloaded HSA tools (read by the runtime).
+        #[unsafe(no_mangle)]
+        pub static HSA_AMD_TOOL_PRIORITY: u32 = $crate::__private::TOOL_PRIORITY;
+
+        /// This tool's kernel-replay claim word (single subscriber per process).
+        #[unsafe(no_mangle)]
+        pub static ROCPROF_REPLAY_CLAIM: $crate::__private::Claim = $crate::__private::Claim::new();
+
+        /// Called by the HSA runtime with its live API table.
+        ///
+        /// # Safety
+        /// Called by the runtime only.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn OnLoad(
+            table: *mut $crate::__private::HsaApiTable,
+            runtime_version: u64,
+            failed_tool_count: u64,
+            failed_tool_names: *const *const ::core::ffi::c_char,
+        ) -> bool {
+            // SAFETY: forwarded from the runtime.
+            unsafe {
+                $crate::__private::on_load::<$ty>(
+                    table,
+                    runtime_version,
+                    failed_tool_count,
+                    failed_tool_names,
+                    &ROCPROF_REPLAY_CLAIM,
+                    || ($make)(),
+                )
+            }
+        }
+
+        /// Called by the HSA runtime at its last `hsa_shut_down`.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn OnUnload() {
+            $crate::__private::on_unload()
+        }
+    };
+}
