@@ -28,7 +28,6 @@ pub(crate) fn install(t: &mut Tables) {
 
 /// A loaded tool library.
 struct Tool {
-    name: String,
     handle: *mut c_void,
     on_unload: Option<OnUnload_fn_t>,
 }
@@ -48,9 +47,12 @@ unsafe impl Send for StateCell {}
 // SAFETY: as above.
 unsafe impl Sync for StateCell {}
 
-static STATE: ReentrantMutex<StateCell> = ReentrantMutex::new(StateCell(std::cell::RefCell::new(
-    State { refcount: 0, tools: Vec::new(), pristine: None },
-)));
+static STATE: ReentrantMutex<StateCell> =
+    ReentrantMutex::new(StateCell(std::cell::RefCell::new(State {
+        refcount: 0,
+        tools: Vec::new(),
+        pristine: None,
+    })));
 
 /// Whether the runtime is initialised (reference count above zero).
 pub(crate) fn is_initialized() -> bool {
@@ -187,7 +189,8 @@ fn describe(code: hsa_status_t) -> &'static str {
 
 /// Stops the runtime's background threads (async handlers, copy engine) at the last shut down.
 fn stop_background_threads() {
-    // Filled in as the modules gain threads.
+    crate::signals::shutdown();
+    crate::memory::shutdown();
 }
 
 /// Splits `HSA_TOOLS_LIB` into library names: spaces separate, double quotes group, a
@@ -264,7 +267,9 @@ fn own_symbol(handle: *mut c_void, path: &CStr, name: &CStr) -> Option<*mut c_vo
 }
 
 fn same_file(a: &CStr, b: &CStr) -> bool {
-    let (Ok(a), Ok(b)) = (a.to_str(), b.to_str()) else { return false };
+    let (Ok(a), Ok(b)) = (a.to_str(), b.to_str()) else {
+        return false;
+    };
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
@@ -296,7 +301,7 @@ fn offer_table(
     // SAFETY: calling the tool's entry point with the live table, as ROCr does.
     let keep = unsafe { on_load(root, version, names.len() as u64, names.as_ptr()) };
     if keep {
-        tools.push(Tool { name, handle, on_unload });
+        tools.push(Tool { handle, on_unload });
     } else {
         report_failure(&format!("tool {name}: OnLoad returned false"));
         failed.push(CString::new(name).unwrap_or_default());
@@ -308,7 +313,9 @@ fn load_tools() -> Vec<Tool> {
     let mut failed: Vec<CString> = Vec::new();
     let list = std::env::var("HSA_TOOLS_LIB").unwrap_or_default();
     for name in split_tool_list(&list) {
-        let Ok(cname) = CString::new(name.clone()) else { continue };
+        let Ok(cname) = CString::new(name.clone()) else {
+            continue;
+        };
         // SAFETY: NUL-terminated name; RTLD_NOW resolves everything up front.
         let handle = unsafe { libc::dlopen(cname.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
         if handle.is_null() {
@@ -332,13 +339,24 @@ fn load_tools() -> Vec<Tool> {
 fn loaded_path(handle: *mut c_void) -> Option<CString> {
     let mut map: *mut libc::c_void = std::ptr::null_mut();
     // SAFETY: RTLD_DI_LINKMAP writes a `struct link_map*` into `map`.
-    if unsafe { libc::dlinfo(handle, libc::RTLD_DI_LINKMAP, (&mut map as *mut *mut c_void).cast()) } != 0
+    if unsafe {
+        libc::dlinfo(
+            handle,
+            libc::RTLD_DI_LINKMAP,
+            (&mut map as *mut *mut c_void).cast(),
+        )
+    } != 0
         || map.is_null()
     {
         return None;
     }
     // SAFETY: link_map starts with l_addr (usize) then l_name (char*).
-    let name = unsafe { *(map.cast::<u8>().add(std::mem::size_of::<usize>()).cast::<*const c_char>()) };
+    let name = unsafe {
+        *(map
+            .cast::<u8>()
+            .add(std::mem::size_of::<usize>())
+            .cast::<*const c_char>())
+    };
     if name.is_null() {
         return None;
     }
@@ -350,7 +368,11 @@ fn loaded_path(handle: *mut c_void) -> Option<CString> {
 /// `HSA_AMD_TOOL_PRIORITY`, with their priority.
 fn discover_priority_tools(already: &[Tool]) -> Vec<(u32, CString, *mut c_void)> {
     let mut paths: Vec<CString> = Vec::new();
-    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> i32 {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> i32 {
         // SAFETY: dl_iterate_phdr passes a valid info and our `data`.
         let (info, paths) = unsafe { (&*info, &mut *data.cast::<Vec<CString>>()) };
         if !info.dlpi_name.is_null() {
@@ -392,16 +414,13 @@ fn own_path() -> Option<CString> {
     // SAFETY: zeroed Dl_info is a valid out-parameter.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: the address of one of our functions; `info` is writable.
-    if unsafe { libc::dladdr(own_path as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+    if unsafe { libc::dladdr(own_path as *const c_void, &mut info) } == 0
+        || info.dli_fname.is_null()
+    {
         return None;
     }
     // SAFETY: NUL-terminated file name.
     Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_owned())
-}
-
-/// Names of the tools currently loaded, in load order (for diagnostics and tests).
-pub(crate) fn loaded_tool_names() -> Vec<String> {
-    STATE.lock().0.borrow().tools.iter().map(|t| t.name.clone()).collect()
 }
 
 #[cfg(test)]
@@ -412,7 +431,10 @@ mod tests {
     fn tool_list_splits_on_spaces_with_quotes_and_escapes() {
         assert_eq!(split_tool_list(""), Vec::<String>::new());
         assert_eq!(split_tool_list("  a.so   b.so "), vec!["a.so", "b.so"]);
-        assert_eq!(split_tool_list(r#""my tool.so" c.so"#), vec!["my tool.so", "c.so"]);
+        assert_eq!(
+            split_tool_list(r#""my tool.so" c.so"#),
+            vec!["my tool.so", "c.so"]
+        );
         assert_eq!(split_tool_list(r"a\ b.so"), vec!["a b.so"]);
         assert_eq!(split_tool_list(r#""""#), vec![""]);
     }

@@ -165,7 +165,9 @@ fn parse_env(name: &str, default: usize, min: usize, max: usize) -> Result<usize
         Err(_) => Ok(default),
         Ok(v) => match v.trim().parse::<usize>() {
             Ok(n) if (min..=max).contains(&n) => Ok(n),
-            _ => Err(ConfigError(format!("{name}={v:?}: expected an integer in {min}..={max}"))),
+            _ => Err(ConfigError(format!(
+                "{name}={v:?}: expected an integer in {min}..={max}"
+            ))),
         },
     }
 }
@@ -183,28 +185,33 @@ impl Topology {
         let host_bytes = host_memory_bytes();
         let mut agents = Vec::with_capacity(gpus + 1);
         let mut pools = Vec::new();
-        let mut add_agent = |kind: DeviceKind, gpu_index: Option<u32>, kinds: &[(PoolKind, usize)]| {
-            let index = agents.len();
-            let mut agent = Agent {
-                handle: hsa_agent_t { handle: AGENT_TAG | (index as u64 + 1) },
-                kind,
-                node: index as u32,
-                gpu_index,
-                pools: Vec::new(),
+        let mut add_agent =
+            |kind: DeviceKind, gpu_index: Option<u32>, kinds: &[(PoolKind, usize)]| {
+                let index = agents.len();
+                let mut agent = Agent {
+                    handle: hsa_agent_t {
+                        handle: AGENT_TAG | (index as u64 + 1),
+                    },
+                    kind,
+                    node: index as u32,
+                    gpu_index,
+                    pools: Vec::new(),
+                };
+                for &(pool_kind, size) in kinds {
+                    let p = pools.len();
+                    pools.push(Pool {
+                        handle: hsa_amd_memory_pool_t {
+                            handle: POOL_TAG | (p as u64 + 1),
+                        },
+                        owner: index,
+                        kind: pool_kind,
+                        size,
+                        used: AtomicUsize::new(0),
+                    });
+                    agent.pools.push(p);
+                }
+                agents.push(agent);
             };
-            for &(pool_kind, size) in kinds {
-                let p = pools.len();
-                pools.push(Pool {
-                    handle: hsa_amd_memory_pool_t { handle: POOL_TAG | (p as u64 + 1) },
-                    owner: index,
-                    kind: pool_kind,
-                    size,
-                    used: AtomicUsize::new(0),
-                });
-                agent.pools.push(p);
-            }
-            agents.push(agent);
-        };
         add_agent(
             DeviceKind::Cpu,
             None,
@@ -245,7 +252,9 @@ impl Topology {
 
     /// The pool behind a region handle (regions and pools are the same objects).
     pub(crate) fn region(&self, region: hsa_region_t) -> Option<&Pool> {
-        self.pool(hsa_amd_memory_pool_t { handle: region.handle })
+        self.pool(hsa_amd_memory_pool_t {
+            handle: region.handle,
+        })
     }
 
     /// The owning agent of a pool.
@@ -258,14 +267,13 @@ impl Topology {
         &self.agents[0]
     }
 
-    /// The GPU agents.
-    pub(crate) fn gpus(&self) -> impl Iterator<Item = &Agent> {
-        self.agents.iter().filter(|a| a.kind == DeviceKind::Gpu)
-    }
-
     /// The first pool of `agent` of the given kind.
     pub(crate) fn pool_of(&self, agent: &Agent, kind: PoolKind) -> Option<&Pool> {
-        agent.pools.iter().map(|&p| &self.pools[p]).find(|p| p.kind == kind)
+        agent
+            .pools
+            .iter()
+            .map(|&p| &self.pools[p])
+            .find(|p| p.kind == kind)
     }
 }
 
@@ -279,8 +287,17 @@ fn decode(handle: u64, tag: u64) -> Option<usize> {
 /// Physical memory of the host, the capacity reported for host pools.
 fn host_memory_bytes() -> usize {
     // SAFETY: sysconf has no preconditions.
-    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-    if pages > 0 && page > 0 { pages as usize * page as usize } else { 16 << 30 }
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page > 0 {
+        pages as usize * page as usize
+    } else {
+        16 << 30
+    }
 }
 
 /// The process's machine, built on first use. A bad environment falls back to the defaults
@@ -319,9 +336,24 @@ mod tests {
             assert!(std::ptr::eq(t.pool(p.handle).unwrap(), p));
         }
         assert!(t.agent(hsa_agent_t { handle: 0 }).is_none());
-        assert!(t.agent(hsa_agent_t { handle: AGENT_TAG | 99 }).is_none());
-        assert!(t.agent(hsa_agent_t { handle: t.pools[0].handle.handle }).is_none());
-        assert!(t.pool(hsa_amd_memory_pool_t { handle: t.agents[1].handle.handle }).is_none());
+        assert!(
+            t.agent(hsa_agent_t {
+                handle: AGENT_TAG | 99
+            })
+            .is_none()
+        );
+        assert!(
+            t.agent(hsa_agent_t {
+                handle: t.pools[0].handle.handle
+            })
+            .is_none()
+        );
+        assert!(
+            t.pool(hsa_amd_memory_pool_t {
+                handle: t.agents[1].handle.handle
+            })
+            .is_none()
+        );
     }
 
     #[test]
@@ -340,10 +372,16 @@ mod tests {
         let t = Topology::new(1, 1 << 20);
         let cpu = t.cpu();
         let kernarg = t.pool_of(cpu, PoolKind::Kernarg).unwrap();
-        assert_ne!(kernarg.global_flags() & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT, 0);
-        let gpu = t.gpus().next().unwrap();
+        assert_ne!(
+            kernarg.global_flags() & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT,
+            0
+        );
+        let gpu = &t.agents[1];
         let vram = t.pool_of(gpu, PoolKind::Vram).unwrap();
-        assert_eq!(vram.global_flags(), HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED);
+        assert_eq!(
+            vram.global_flags(),
+            HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED
+        );
         assert!(!t.pool_of(gpu, PoolKind::Group).unwrap().alloc_allowed());
     }
 }

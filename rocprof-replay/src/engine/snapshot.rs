@@ -18,6 +18,77 @@ pub(crate) trait DeviceMemory {
     fn read(&mut self, src: usize, dst: &mut [u8]) -> bool;
     /// Copies `src` to device address `dst`.
     fn write(&mut self, dst: usize, src: &[u8]) -> bool;
+    /// Host memory for `size` bytes of snapshot, or `None` when it cannot be had. Backends
+    /// return runtime-allocated (pinned) host memory; the default is the process heap.
+    fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
+        Staging::heap(size)
+    }
+}
+
+/// A host buffer holding one captured region.
+pub(crate) enum Staging {
+    /// Process heap.
+    Heap(Vec<u8>),
+    /// Memory from the runtime (pinned host memory), released with `free`.
+    Runtime {
+        ptr: std::ptr::NonNull<u8>,
+        len: usize,
+        free: unsafe fn(*mut u8),
+    },
+}
+
+// SAFETY: a runtime buffer is plain host memory owned exclusively by this value.
+unsafe impl Send for Staging {}
+
+impl std::fmt::Debug for Staging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Staging::Heap(v) => write!(f, "Staging::Heap({} bytes)", v.len()),
+            Staging::Runtime { len, .. } => write!(f, "Staging::Runtime({len} bytes)"),
+        }
+    }
+}
+
+impl Staging {
+    /// A zeroed heap buffer, or `None` when the allocator refuses.
+    pub(crate) fn heap(size: usize) -> Option<Staging> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(size).ok()?;
+        v.resize(size, 0);
+        Some(Staging::Heap(v))
+    }
+
+    /// The buffer's bytes.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Staging::Heap(v) => v,
+            // SAFETY: `ptr` is a live allocation of `len` bytes owned by this value.
+            Staging::Runtime { ptr, len, .. } => unsafe {
+                std::slice::from_raw_parts(ptr.as_ptr(), *len)
+            },
+        }
+    }
+
+    /// The buffer's bytes, writable.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            Staging::Heap(v) => v,
+            // SAFETY: as above, and `&mut self` makes the access exclusive.
+            Staging::Runtime { ptr, len, .. } => unsafe {
+                std::slice::from_raw_parts_mut(ptr.as_ptr(), *len)
+            },
+        }
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if let Staging::Runtime { ptr, free, .. } = self {
+            // SAFETY: the buffer came from the runtime allocator `free` belongs to and is
+            // released exactly once.
+            unsafe { free(ptr.as_ptr()) };
+        }
+    }
 }
 
 /// What a region is.
@@ -85,7 +156,7 @@ impl SnapshotPlan {
 /// Captured regions.
 #[derive(Debug)]
 pub(crate) struct Snapshot {
-    regions: Vec<(Region, Vec<u8>)>,
+    regions: Vec<(Region, Staging)>,
     pub(crate) bytes: u64,
     pub(crate) capture_time: Duration,
 }
@@ -110,11 +181,10 @@ impl Snapshot {
             .try_reserve_exact(plan.regions.len())
             .map_err(|_| DeclineReason::SnapshotAllocFailed)?;
         for region in plan.regions {
-            let mut buf: Vec<u8> = Vec::new();
-            buf.try_reserve_exact(region.size)
-                .map_err(|_| DeclineReason::SnapshotAllocFailed)?;
-            buf.resize(region.size, 0);
-            if !mem.read(region.base, &mut buf) {
+            let mut buf = mem
+                .alloc_staging(region.size)
+                .ok_or(DeclineReason::SnapshotAllocFailed)?;
+            if !mem.read(region.base, buf.as_mut_slice()) {
                 return Err(DeclineReason::CopyFailed);
             }
             regions.push((region, buf));
@@ -148,10 +218,10 @@ impl Snapshot {
                     continue;
                 }
             }
-            if !mem.write(region.base, data) {
+            if !mem.write(region.base, data.as_slice()) {
                 return Err(DeclineReason::CopyFailed);
             }
-            stats.bytes += data.len() as u64;
+            stats.bytes += region.size as u64;
         }
         drop(view);
         stats.time = start.elapsed();

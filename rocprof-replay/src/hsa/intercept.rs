@@ -16,7 +16,7 @@ use rocprof_replay_sys::*;
 use super::{ACTIVE, BACKEND, Backend, Gpu, INVENTORY, QueueState};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId};
 use crate::engine::records;
-use crate::engine::snapshot::DeviceMemory;
+use crate::engine::snapshot::{DeviceMemory, Staging};
 use crate::engine::window::{ReplayTarget, WindowConfig};
 use crate::policy::{DeclineReason, Outcome, OutcomeKind};
 
@@ -327,7 +327,31 @@ impl Drop for HsaTarget<'_> {
     }
 }
 
+/// Releases a snapshot buffer allocated from the staging pool.
+unsafe fn free_staging(ptr: *mut u8) {
+    if let Some(be) = BACKEND.get() {
+        // SAFETY: `ptr` came from the original pool allocator (caller contract).
+        unsafe { (be.orig.pool_free)(ptr.cast()) };
+    }
+}
+
 impl DeviceMemory for HsaTarget<'_> {
+    fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
+        let Some(pool) = self.be.staging_pool else {
+            return Staging::heap(size);
+        };
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: allocating from a host pool of the runtime with the original allocator (our
+        // own buffers are not recorded in the inventory).
+        let st = unsafe { (self.be.orig.pool_allocate)(pool, size.max(1), 0, &mut p) };
+        let ptr = std::ptr::NonNull::new(p.cast::<u8>()).filter(|_| st == HSA_STATUS_SUCCESS)?;
+        Some(Staging::Runtime {
+            ptr,
+            len: size,
+            free: free_staging,
+        })
+    }
+
     fn read(&mut self, src: usize, dst: &mut [u8]) -> bool {
         // SAFETY: `dst` is a host buffer of dst.len() bytes; `src` a region the inventory or
         // the executable reports as live.

@@ -120,6 +120,8 @@ pub(crate) struct Backend {
     pub(crate) limits: Limits,
     pub(crate) gpus: Vec<Gpu>,
     pub(crate) ticks_per_second: u64,
+    /// Host pool for snapshot buffers (pinned host memory), if the runtime has one.
+    pub(crate) staging_pool: Option<hsa_amd_memory_pool_t>,
     pub(crate) kernel_names: RwLock<HashMap<u64, Arc<str>>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
@@ -169,7 +171,8 @@ pub(crate) unsafe fn install(
     }
     // SAFETY: live tables.
     let orig = unsafe { Originals::read(core, amd) }?;
-    let gpus = enumerate_gpus(&orig)?;
+    let (gpus, cpus) = enumerate_agents(&orig)?;
+    let staging_pool = cpus.iter().find_map(|cpu| host_pool(&orig, *cpu));
     let mut ticks_per_second = 0u64;
     // SAFETY: the attribute writes a u64.
     let st = unsafe {
@@ -187,6 +190,7 @@ pub(crate) unsafe fn install(
         limits: Limits::from_env(),
         gpus,
         ticks_per_second,
+        staging_pool,
         kernel_names: RwLock::new(HashMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
@@ -215,10 +219,12 @@ pub(crate) fn shutdown() {
     ACTIVE.store(false, Ordering::Release);
 }
 
-fn enumerate_gpus(orig: &Originals) -> Result<Vec<Gpu>, Error> {
+/// The GPUs (with their locks) and the CPU agents.
+fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Error> {
     struct Ctx<'a> {
         orig: &'a Originals,
         gpus: Vec<Gpu>,
+        cpus: Vec<hsa_agent_t>,
     }
     unsafe extern "C" fn each(agent: hsa_agent_t, data: *mut std::ffi::c_void) -> hsa_status_t {
         // SAFETY: `data` is the Ctx passed below.
@@ -239,12 +245,15 @@ fn enumerate_gpus(orig: &Originals) -> Result<Vec<Gpu>, Error> {
                 index,
                 lock: RwLock::new(()),
             });
+        } else if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU {
+            ctx.cpus.push(agent);
         }
         HSA_STATUS_SUCCESS
     }
     let mut ctx = Ctx {
         orig,
         gpus: Vec::new(),
+        cpus: Vec::new(),
     };
     // SAFETY: the callback only touches `ctx`, which outlives the call.
     let st = unsafe { (orig.iterate_agents)(Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
@@ -254,5 +263,65 @@ fn enumerate_gpus(orig: &Originals) -> Result<Vec<Gpu>, Error> {
             status: Status(st),
         });
     }
-    Ok(ctx.gpus)
+    Ok((ctx.gpus, ctx.cpus))
+}
+
+/// A CPU pool the runtime allocates from: fine-grained (not kernarg) preferred, else
+/// coarse-grained.
+fn host_pool(orig: &Originals, cpu: hsa_agent_t) -> Option<hsa_amd_memory_pool_t> {
+    struct Ctx<'a> {
+        orig: &'a Originals,
+        fine: Option<hsa_amd_memory_pool_t>,
+        coarse: Option<hsa_amd_memory_pool_t>,
+    }
+    unsafe extern "C" fn each(
+        pool: hsa_amd_memory_pool_t,
+        data: *mut std::ffi::c_void,
+    ) -> hsa_status_t {
+        // SAFETY: `data` is the Ctx passed below.
+        let ctx = unsafe { &mut *data.cast::<Ctx<'_>>() };
+        let (mut segment, mut flags, mut allowed) = (0u32, 0u32, false);
+        // SAFETY: each attribute writes the documented type.
+        let ok = unsafe {
+            (ctx.orig.pool_get_info)(
+                pool,
+                HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+                (&mut segment as *mut u32).cast(),
+            ) == HSA_STATUS_SUCCESS
+                && (ctx.orig.pool_get_info)(
+                    pool,
+                    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+                    (&mut flags as *mut u32).cast(),
+                ) == HSA_STATUS_SUCCESS
+                && (ctx.orig.pool_get_info)(
+                    pool,
+                    HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+                    (&mut allowed as *mut bool).cast(),
+                ) == HSA_STATUS_SUCCESS
+        };
+        if ok
+            && allowed
+            && segment == HSA_AMD_SEGMENT_GLOBAL
+            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT == 0
+        {
+            if flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED != 0 {
+                ctx.fine.get_or_insert(pool);
+            } else if flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED != 0 {
+                ctx.coarse.get_or_insert(pool);
+            }
+        }
+        HSA_STATUS_SUCCESS
+    }
+    let mut ctx = Ctx {
+        orig,
+        fine: None,
+        coarse: None,
+    };
+    // SAFETY: the callback only touches `ctx`.
+    let st =
+        unsafe { (orig.agent_iterate_pools)(cpu, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
+    if st != HSA_STATUS_SUCCESS {
+        return None;
+    }
+    ctx.fine.or(ctx.coarse)
 }
