@@ -6,11 +6,14 @@
  *       -o libsample_kernels.so examples/kernels/sample_kernels.c
  *
  * Every kernel is 1-D. Symbols seen through the HSA executable:
- *   vector_add.kd, inc_in_place.kd, checksum_then_scribble.kd, empty_kernel.kd   (KERNEL)
+ *   vector_add.kd, inc_in_place.kd, checksum_then_scribble.kd, empty_kernel.kd,
+ *   sleep_kernel.kd                                                             (KERNEL)
  *   hit_counter   (VARIABLE, writable, initial 0)
  *   lookup_table  (VARIABLE, VARIABLE_IS_CONST, {1,2,3,4})
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
+#include <time.h>
 
 #include "hsa_emu_kernel.h"
 
@@ -94,4 +97,18 @@ typedef struct {
 
 HSA_EMU_KERNEL(empty_kernel, empty_kernel_args_t) {
     (void)wg;
+}
+
+/* ---- sleep_kernel: work-group 0 sleeps `ms` milliseconds (slow kernels for tests) ------- */
+typedef struct {
+    uint32_t ms;
+    uint32_t unused;
+} sleep_kernel_args_t;
+
+HSA_EMU_KERNEL(sleep_kernel, sleep_kernel_args_t) {
+    const sleep_kernel_args_t* args = (const sleep_kernel_args_t*)wg->kernarg;
+    if (wg->group_id[0] != 0) return;
+    struct timespec ts = {(time_t)(args->ms / 1000u), (long)(args->ms % 1000u) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
 }

@@ -34,7 +34,9 @@ impl AbiPresentation {
             Ok("5.2") => AbiPresentation::Rocm52,
             Ok("") | Ok("6") | Ok("newest") | Err(_) => AbiPresentation::Newest,
             Ok(other) => {
-                eprintln!("hsa-emu: HSA_EMU_ABI={other:?} is not 5.2 or newest; presenting the newest ABI");
+                eprintln!(
+                    "hsa-emu: HSA_EMU_ABI={other:?} is not 5.2 or newest; presenting the newest ABI"
+                );
                 AbiPresentation::Newest
             }
         }
@@ -79,7 +81,12 @@ unsafe fn fill_empty_slots(table: *mut u8, size: usize) {
 }
 
 fn version(major: u32, size: usize, step: u32) -> ApiTableVersion {
-    ApiTableVersion { major_id: major, minor_id: size as u32, step_id: step, reserved: 0 }
+    ApiTableVersion {
+        major_id: major,
+        minor_id: size as u32,
+        step_id: step,
+        reserved: 0,
+    }
 }
 
 /// Copies the slots the 5.2 layout has from a 6.x table.
@@ -90,34 +97,63 @@ fn to_rocm52(amd: &AmdExtTable) -> AmdExtTable52 {
         };
     }
     copy52!(
-        hsa_amd_coherency_get_type_fn, hsa_amd_coherency_set_type_fn,
-        hsa_amd_profiling_set_profiler_enabled_fn, hsa_amd_profiling_async_copy_enable_fn,
-        hsa_amd_profiling_get_dispatch_time_fn, hsa_amd_profiling_get_async_copy_time_fn,
-        hsa_amd_profiling_convert_tick_to_system_domain_fn, hsa_amd_signal_async_handler_fn,
-        hsa_amd_async_function_fn, hsa_amd_signal_wait_any_fn, hsa_amd_queue_cu_set_mask_fn,
-        hsa_amd_memory_pool_get_info_fn, hsa_amd_agent_iterate_memory_pools_fn,
-        hsa_amd_memory_pool_allocate_fn, hsa_amd_memory_pool_free_fn,
-        hsa_amd_memory_async_copy_fn, hsa_amd_agent_memory_pool_get_info_fn,
-        hsa_amd_agents_allow_access_fn, hsa_amd_memory_pool_can_migrate_fn,
-        hsa_amd_memory_migrate_fn, hsa_amd_memory_lock_fn, hsa_amd_memory_unlock_fn,
-        hsa_amd_memory_fill_fn, hsa_amd_interop_map_buffer_fn, hsa_amd_interop_unmap_buffer_fn,
-        hsa_amd_image_create_fn, hsa_amd_pointer_info_fn, hsa_amd_pointer_info_set_userdata_fn,
-        hsa_amd_ipc_memory_create_fn, hsa_amd_ipc_memory_attach_fn,
-        hsa_amd_ipc_memory_detach_fn, hsa_amd_signal_create_fn, hsa_amd_ipc_signal_create_fn,
-        hsa_amd_ipc_signal_attach_fn, hsa_amd_register_system_event_handler_fn,
-        hsa_amd_queue_intercept_create_fn, hsa_amd_queue_intercept_register_fn,
-        hsa_amd_queue_set_priority_fn, hsa_amd_memory_async_copy_rect_fn,
-        hsa_amd_runtime_queue_create_register_fn, hsa_amd_memory_lock_to_pool_fn,
-        hsa_amd_register_deallocation_callback_fn, hsa_amd_deregister_deallocation_callback_fn,
-        hsa_amd_signal_value_pointer_fn, hsa_amd_svm_attributes_set_fn,
-        hsa_amd_svm_attributes_get_fn, hsa_amd_svm_prefetch_async_fn,
+        hsa_amd_coherency_get_type_fn,
+        hsa_amd_coherency_set_type_fn,
+        hsa_amd_profiling_set_profiler_enabled_fn,
+        hsa_amd_profiling_async_copy_enable_fn,
+        hsa_amd_profiling_get_dispatch_time_fn,
+        hsa_amd_profiling_get_async_copy_time_fn,
+        hsa_amd_profiling_convert_tick_to_system_domain_fn,
+        hsa_amd_signal_async_handler_fn,
+        hsa_amd_async_function_fn,
+        hsa_amd_signal_wait_any_fn,
+        hsa_amd_queue_cu_set_mask_fn,
+        hsa_amd_memory_pool_get_info_fn,
+        hsa_amd_agent_iterate_memory_pools_fn,
+        hsa_amd_memory_pool_allocate_fn,
+        hsa_amd_memory_pool_free_fn,
+        hsa_amd_memory_async_copy_fn,
+        hsa_amd_agent_memory_pool_get_info_fn,
+        hsa_amd_agents_allow_access_fn,
+        hsa_amd_memory_pool_can_migrate_fn,
+        hsa_amd_memory_migrate_fn,
+        hsa_amd_memory_lock_fn,
+        hsa_amd_memory_unlock_fn,
+        hsa_amd_memory_fill_fn,
+        hsa_amd_interop_map_buffer_fn,
+        hsa_amd_interop_unmap_buffer_fn,
+        hsa_amd_image_create_fn,
+        hsa_amd_pointer_info_fn,
+        hsa_amd_pointer_info_set_userdata_fn,
+        hsa_amd_ipc_memory_create_fn,
+        hsa_amd_ipc_memory_attach_fn,
+        hsa_amd_ipc_memory_detach_fn,
+        hsa_amd_signal_create_fn,
+        hsa_amd_ipc_signal_create_fn,
+        hsa_amd_ipc_signal_attach_fn,
+        hsa_amd_register_system_event_handler_fn,
+        hsa_amd_queue_intercept_create_fn,
+        hsa_amd_queue_intercept_register_fn,
+        hsa_amd_queue_set_priority_fn,
+        hsa_amd_memory_async_copy_rect_fn,
+        hsa_amd_runtime_queue_create_register_fn,
+        hsa_amd_memory_lock_to_pool_fn,
+        hsa_amd_register_deallocation_callback_fn,
+        hsa_amd_deregister_deallocation_callback_fn,
+        hsa_amd_signal_value_pointer_fn,
+        hsa_amd_svm_attributes_set_fn,
+        hsa_amd_svm_attributes_get_fn,
+        hsa_amd_svm_prefetch_async_fn,
         hsa_amd_queue_cu_get_mask_fn,
     )
 }
 
 fn build() -> &'static mut LiveTables {
     // SAFETY: every field of these tables is an integer or a nullable pointer: all-zero is valid.
-    let mut tables = Tables { core: unsafe { std::mem::zeroed() }, amd: unsafe { std::mem::zeroed() } };
+    let mut tables = Tables {
+        core: unsafe { std::mem::zeroed() },
+        amd: unsafe { std::mem::zeroed() },
+    };
     crate::runtime::install(&mut tables);
     crate::info::install(&mut tables);
     crate::signals::install(&mut tables);
@@ -147,14 +183,30 @@ fn build() -> &'static mut LiveTables {
     live.tools.version = version(1, size_of::<ToolsApiTable>(), 0);
     // SAFETY: each pointer is a live table of the given size owned by `live`.
     unsafe {
-        fill_empty_slots((&mut live.core as *mut CoreApiTable).cast(), size_of::<CoreApiTable>());
-        fill_empty_slots((&mut live.amd6 as *mut AmdExtTable).cast(), size_of::<AmdExtTable>());
-        fill_empty_slots((&mut live.amd52 as *mut AmdExtTable52).cast(), size_of::<AmdExtTable52>());
+        fill_empty_slots(
+            (&mut live.core as *mut CoreApiTable).cast(),
+            size_of::<CoreApiTable>(),
+        );
+        fill_empty_slots(
+            (&mut live.amd6 as *mut AmdExtTable).cast(),
+            size_of::<AmdExtTable>(),
+        );
+        fill_empty_slots(
+            (&mut live.amd52 as *mut AmdExtTable52).cast(),
+            size_of::<AmdExtTable52>(),
+        );
         fill_empty_slots(
             (&mut live.finalizer as *mut FinalizerExtTable).cast(),
             size_of::<FinalizerExtTable>(),
         );
-        fill_empty_slots((&mut live.image as *mut ImageExtTable).cast(), size_of::<ImageExtTable>());
+        fill_empty_slots(
+            (&mut live.image as *mut ImageExtTable).cast(),
+            size_of::<ImageExtTable>(),
+        );
+    }
+    if let Some(major) = crate::faults::faults().amd_ext_major() {
+        live.amd6.version.major_id = major;
+        live.amd52.version.major_id = major;
     }
     live.root.core_ = &mut live.core;
     live.root.finalizer_ext_ = &mut live.finalizer;
@@ -225,12 +277,18 @@ mod tests {
         unsafe {
             let check = |p: *const u8, size: usize| {
                 for off in (16..size).step_by(8) {
-                    assert!(!p.add(off).cast::<*const c_void>().read().is_null(), "slot {off} is null");
+                    assert!(
+                        !p.add(off).cast::<*const c_void>().read().is_null(),
+                        "slot {off} is null"
+                    );
                 }
             };
             check((&raw const (*live).core).cast(), size_of::<CoreApiTable>());
             check((&raw const (*live).amd6).cast(), size_of::<AmdExtTable>());
-            check((&raw const (*live).amd52).cast(), size_of::<AmdExtTable52>());
+            check(
+                (&raw const (*live).amd52).cast(),
+                size_of::<AmdExtTable52>(),
+            );
         }
     }
 
@@ -254,9 +312,19 @@ mod tests {
         assert_eq!(old.version.minor_id, 400);
         let header = &old.version as *const ApiTableVersion;
         // SAFETY: `old` is a live 400-byte table.
-        let f = unsafe { slots::amd_ext::POINTER_INFO.read(header) }.unwrap().unwrap();
+        let f = unsafe { slots::amd_ext::POINTER_INFO.read(header) }
+            .unwrap()
+            .unwrap();
         // SAFETY: the stub ignores its arguments.
-        let r = unsafe { f(std::ptr::null(), std::ptr::null_mut(), None, std::ptr::null_mut(), std::ptr::null_mut()) };
+        let r = unsafe {
+            f(
+                std::ptr::null(),
+                std::ptr::null_mut(),
+                None,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
         assert_eq!(r, 7);
     }
 }
@@ -274,7 +342,12 @@ pub(crate) fn snapshot() -> LiveSnapshot {
     let live = live();
     // SAFETY: the live tables are valid for the process; plain copies of POD tables.
     unsafe {
-        LiveSnapshot { core: (*live).core, amd6: (*live).amd6, amd52: (*live).amd52, tools: (*live).tools }
+        LiveSnapshot {
+            core: (*live).core,
+            amd6: (*live).amd6,
+            amd52: (*live).amd52,
+            tools: (*live).tools,
+        }
     }
 }
 
@@ -287,5 +360,25 @@ pub(crate) fn restore(s: &LiveSnapshot) {
         (*live).amd6 = s.amd6;
         (*live).amd52 = s.amd52;
         (*live).tools = s.tools;
+    }
+}
+
+/// Reads an AMD extension slot at its offset in the presented layout (independent of the
+/// version the table header claims, which the fault knobs may falsify).
+#[inline]
+pub(crate) fn amd_slot<F: Copy>(slot: Slot<F>) -> Option<F> {
+    let layout = match abi() {
+        AbiPresentation::Newest => Layout::AmdExtRocm6,
+        AbiPresentation::Rocm52 => Layout::AmdExtRocm5,
+    };
+    let offset = slot.offset_in(layout)?;
+    // SAFETY: the live AMD table has this layout; `offset` lies inside it; slots hold
+    // `Option<F>` (a nullable function pointer).
+    unsafe {
+        amd_ext()
+            .cast::<u8>()
+            .add(offset)
+            .cast::<Option<F>>()
+            .read()
     }
 }

@@ -77,11 +77,10 @@ macro_rules! export_amd {
         /// The C API contract of the function.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            // SAFETY: the live AMD extension table is valid for the whole process.
-            match unsafe { slots::amd_ext::$slot.read(api::amd_ext()) } {
+            match api::amd_slot(slots::amd_ext::$slot) {
                 // SAFETY: the caller upholds the function's C contract.
-                Ok(Some(f)) => unsafe { f($($arg),*) },
-                _ => <$ret as Unreachable>::unreachable(),
+                Some(f) => unsafe { f($($arg),*) },
+                None => <$ret as Unreachable>::unreachable(),
             }
         }
         rocr_1!($name);

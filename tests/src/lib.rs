@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").into()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .into()
 }
 
 /// `<target>/e2e`.
@@ -29,7 +32,9 @@ fn cargo() -> String {
 }
 
 fn run_checked(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
     assert!(
         out.status.success(),
         "{what} failed ({}):\n{}\n{}",
@@ -47,7 +52,15 @@ pub fn emu_dir() -> &'static Path {
         run_checked(
             Command::new(cargo())
                 .current_dir(workspace_root())
-                .args(["run", "--quiet", "-p", "hsa-emu", "--bin", "hsa-emu-install", "--"])
+                .args([
+                    "run",
+                    "--quiet",
+                    "-p",
+                    "hsa-emu",
+                    "--bin",
+                    "hsa-emu-install",
+                    "--",
+                ])
                 .arg(&dir),
             "building hsa-emu",
         );
@@ -66,8 +79,12 @@ pub fn c_samples() -> Option<&'static Path> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         if !hsa_headers_present() {
-            let required = std::env::var("ROCPROF_REPLAY_REQUIRE_HSA_HEADERS").is_ok_and(|v| v == "1");
-            assert!(!required, "ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1 but /usr/include/hsa/hsa.h is missing");
+            let required =
+                std::env::var("ROCPROF_REPLAY_REQUIRE_HSA_HEADERS").is_ok_and(|v| v == "1");
+            assert!(
+                !required,
+                "ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1 but /usr/include/hsa/hsa.h is missing"
+            );
             eprintln!(
                 "SKIPPED: the C samples need Debian's HSA headers \
                  (apt-get install -y libhsa-runtime-dev)"
@@ -86,6 +103,60 @@ pub fn c_samples() -> Option<&'static Path> {
         Some(out)
     })
     .as_deref()
+}
+
+/// Packages of the tool libraries the end-to-end tests load.
+const TOOL_PACKAGES: &[&str] = &[
+    "e2e-plan-tool",
+    "e2e-open-ended-tool",
+    "rocprof-replay-example-pass-timer",
+    "rocprof-replay-example-adaptive-timer",
+    "rocprof-replay-example-selective",
+    "rocprof-replay-example-user-state",
+];
+
+/// `<target>/debug/lib<name>.so` of a tool library (all tools are built once per process).
+pub fn tool_lib(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let mut cmd = Command::new(cargo());
+        cmd.current_dir(workspace_root()).args(["build", "--quiet"]);
+        for p in TOOL_PACKAGES {
+            cmd.args(["-p", p]);
+        }
+        run_checked(&mut cmd, "building the tool libraries");
+        e2e_dir().parent().expect("target dir").join("debug")
+    });
+    let lib = dir.join(format!("lib{name}.so"));
+    assert!(lib.exists(), "{} was not built", lib.display());
+    lib
+}
+
+/// The replay probe application (`tests/fixtures/replay_probe.c`) and the sample kernels;
+/// `None` when the HSA headers are missing (see [`c_samples`]).
+pub fn replay_probe() -> Option<(PathBuf, PathBuf)> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let samples = c_samples()?;
+    let exe = BUILT
+        .get_or_init(|| {
+            let root = workspace_root();
+            let exe = samples.join("replay_probe");
+            run_checked(
+                Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+                    .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2"])
+                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
+                    .arg(format!("-I{}", root.join("examples/apps").display()))
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg(root.join("tests/fixtures/replay_probe.c"))
+                    .arg(format!("-L{}", emu_dir().display()))
+                    .args(["-lhsa-runtime64", "-lpthread"]),
+                "building replay_probe",
+            );
+            Some(exe)
+        })
+        .clone()?;
+    Some((exe, samples.join("libsample_kernels.so")))
 }
 
 /// The result of running an application under hsa-emu.
@@ -132,7 +203,9 @@ pub fn run_on_emu(program: &Path, args: &[&str], env: &[(&str, &str)], deadline:
         cmd.env(k, v);
     }
     let start = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
     loop {
         match child.try_wait().expect("waiting for the child") {
             Some(_) => break,
@@ -151,5 +224,8 @@ pub fn run_on_emu(program: &Path, args: &[&str], env: &[(&str, &str)], deadline:
         }
     }
     let output = child.wait_with_output().expect("collecting output");
-    Run { output, elapsed: start.elapsed() }
+    Run {
+        output,
+        elapsed: start.elapsed(),
+    }
 }

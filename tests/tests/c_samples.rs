@@ -13,7 +13,10 @@ fn run_sample(app: &str, env: &[(&str, &str)]) -> Option<String> {
     let run = run_on_emu(&dir.join(app), &[kernels.to_str().unwrap()], env, DEADLINE);
     run.assert_success();
     let out = run.stdout();
-    assert!(out.contains(&format!("RESULT {app} OK")), "{app} did not report OK:\n{out}");
+    assert!(
+        out.contains(&format!("RESULT {app} OK")),
+        "{app} did not report OK:\n{out}"
+    );
     Some(out)
 }
 
@@ -29,15 +32,22 @@ fn vector_add_with_a_partial_last_work_group() {
 
 #[test]
 fn in_place_kernel_bumps_the_module_counter_once_per_dispatch() {
-    let Some(out) = run_sample("inplace_counter", &[]) else { return };
+    let Some(out) = run_sample("inplace_counter", &[]) else {
+        return;
+    };
     assert!(out.contains("counter=1"), "{out}");
-    let Some(out) = run_sample("inplace_counter", &[("SAMPLE_DISPATCHES", "3")]) else { return };
+    let Some(out) = run_sample("inplace_counter", &[("SAMPLE_DISPATCHES", "3")]) else {
+        return;
+    };
     assert!(out.contains("counter=3"), "{out}");
 }
 
 #[test]
 fn several_threads_on_several_queues_and_agents() {
-    run_sample("multi_queue", &[("HSA_EMU_GPUS", "2"), ("SAMPLE_THREADS", "4")]);
+    run_sample(
+        "multi_queue",
+        &[("HSA_EMU_GPUS", "2"), ("SAMPLE_THREADS", "4")],
+    );
 }
 
 #[test]

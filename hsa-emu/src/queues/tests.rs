@@ -1,0 +1,874 @@
+//! Tests of the queues module: creation, indices, dispatch, barriers, profiling, interception.
+
+use std::sync::Mutex as StdMutex;
+use std::sync::atomic::AtomicUsize;
+use std::thread::ThreadId;
+
+/// What the test handlers record: (name, user_pkt_index, thread).
+type Log = Arc<StdMutex<Vec<(&'static str, u64, ThreadId)>>>;
+
+use super::intercept::{intercept_create, intercept_register, runtime_queue_create_register};
+use super::*;
+use crate::kernel_abi::{KERNEL_DESCRIPTOR_MAGIC, KernelDescriptor, hsa_emu_workgroup_t};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn gpu() -> hsa_agent_t {
+    topology()
+        .agents
+        .iter()
+        .find(|a| a.kind == DeviceKind::Gpu)
+        .expect("the default machine has a GPU")
+        .handle
+}
+
+fn create(size: u32) -> *mut hsa_queue_t {
+    let mut q = std::ptr::null_mut();
+    // SAFETY: valid out-pointer.
+    let st = unsafe {
+        queue_create(
+            gpu(),
+            size,
+            HSA_QUEUE_TYPE_MULTI,
+            None,
+            std::ptr::null_mut(),
+            0,
+            0,
+            &mut q,
+        )
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    q
+}
+
+fn create_intercept(size: u32) -> *mut hsa_queue_t {
+    let mut q = std::ptr::null_mut();
+    // SAFETY: valid out-pointer.
+    let st = unsafe {
+        intercept_create(
+            gpu(),
+            size,
+            HSA_QUEUE_TYPE_MULTI,
+            None,
+            std::ptr::null_mut(),
+            0,
+            0,
+            &mut q,
+        )
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    q
+}
+
+fn destroy(q: *mut hsa_queue_t) {
+    // SAFETY: a queue of this runtime.
+    assert_eq!(unsafe { queue_destroy(q) }, HSA_STATUS_SUCCESS);
+}
+
+fn signal(v: i64) -> hsa_signal_t {
+    crate::signals::create(v).expect("signal")
+}
+
+fn wait_zero(s: hsa_signal_t) -> i64 {
+    crate::signals::wait(s, HSA_SIGNAL_CONDITION_EQ, 0, Some(Instant::now() + WAIT))
+}
+
+/// What the test kernel records.
+struct Hits {
+    groups: [u32; 3],
+    hits: Vec<AtomicU32>,
+    items: AtomicU64,
+}
+
+impl Hits {
+    fn new(groups: [u32; 3]) -> Box<Hits> {
+        let n = groups.iter().product::<u32>() as usize;
+        Box::new(Hits {
+            groups,
+            hits: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            items: AtomicU64::new(0),
+        })
+    }
+    fn all_once(&self) -> bool {
+        self.hits.iter().all(|h| h.load(Ordering::Relaxed) == 1)
+    }
+    fn total(&self) -> u32 {
+        self.hits.iter().map(|h| h.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// Counts its work-group and the work-items of it that lie inside the grid.
+unsafe extern "C" fn count_kernel(wg: *const hsa_emu_workgroup_t) {
+    // SAFETY: the dispatcher passes a live record whose kernarg is a `Hits`.
+    let wg = unsafe { &*wg };
+    // SAFETY: as above.
+    let h = unsafe { &*wg.kernarg.cast::<Hits>() };
+    let [x, y, z] = wg.group_id;
+    h.hits[(x + h.groups[0] * (y + h.groups[1] * z)) as usize].fetch_add(1, Ordering::Relaxed);
+    let mut items = 1u64;
+    for d in 0..3 {
+        let start = wg.group_id[d] * wg.workgroup_size[d];
+        let end = (start + wg.workgroup_size[d]).min(wg.grid_size[d]);
+        items *= u64::from(end - start);
+    }
+    h.items.fetch_add(items, Ordering::Relaxed);
+}
+
+unsafe extern "C" fn empty_kernel(_wg: *const hsa_emu_workgroup_t) {}
+
+fn descriptor(entry: crate::kernel_abi::KernelEntry) -> Box<KernelDescriptor> {
+    Box::new(KernelDescriptor {
+        magic: KERNEL_DESCRIPTOR_MAGIC,
+        entry,
+        kernarg_size: 0,
+        kernarg_alignment: 8,
+        group_segment_size: 0,
+        private_segment_size: 0,
+        reserved: [0; 4],
+    })
+}
+
+fn dispatch_packet(
+    kd: &KernelDescriptor,
+    kernarg: *const c_void,
+    dims: u16,
+    wg: [u16; 3],
+    grid: [u32; 3],
+    completion: hsa_signal_t,
+) -> hsa_kernel_dispatch_packet_t {
+    hsa_kernel_dispatch_packet_t {
+        header: packet_header(
+            HSA_PACKET_TYPE_KERNEL_DISPATCH,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        ),
+        setup: dims,
+        workgroup_size_x: wg[0],
+        workgroup_size_y: wg[1],
+        workgroup_size_z: wg[2],
+        grid_size_x: grid[0],
+        grid_size_y: grid[1],
+        grid_size_z: grid[2],
+        kernel_object: kd as *const KernelDescriptor as u64,
+        kernarg_address: kernarg.cast_mut(),
+        completion_signal: completion,
+        ..Default::default()
+    }
+}
+
+fn barrier_and(deps: &[hsa_signal_t], completion: hsa_signal_t) -> hsa_barrier_and_packet_t {
+    let mut p = hsa_barrier_and_packet_t {
+        header: packet_header(
+            HSA_PACKET_TYPE_BARRIER_AND,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        ),
+        completion_signal: completion,
+        ..Default::default()
+    };
+    p.dep_signal[..deps.len()].copy_from_slice(deps);
+    p
+}
+
+/// Writes one packet the way applications do (reserve, wait for room, body, header last,
+/// doorbell) and returns its index.
+fn submit<T: Copy>(q: *mut hsa_queue_t, packet: &T) -> u64 {
+    assert_eq!(std::mem::size_of::<T>(), 64);
+    // SAFETY: `q` is a live queue of this runtime.
+    let (size, base, doorbell) = unsafe {
+        (
+            (*q).size as u64,
+            (*q).base_address.cast::<u8>(),
+            (*q).doorbell_signal,
+        )
+    };
+    // SAFETY: as above.
+    let index = unsafe { add_write_index_scacq_screl(q, 1) };
+    let deadline = Instant::now() + WAIT;
+    // SAFETY: as above.
+    while index - unsafe { load_read_index_scacquire(q) } >= size {
+        assert!(Instant::now() < deadline, "queue full");
+        std::thread::yield_now();
+    }
+    let src = (packet as *const T).cast::<u8>();
+    // SAFETY: the slot is inside the ring and reserved for us; header stored last (release).
+    unsafe {
+        let slot = base.add(((index & (size - 1)) * 64) as usize);
+        std::ptr::copy_nonoverlapping(src.add(4), slot.add(4), 60);
+        AtomicU32::from_ptr(slot.cast())
+            .store(src.cast::<u32>().read_unaligned(), Ordering::Release);
+    }
+    crate::signals::store(doorbell, index as i64);
+    index
+}
+
+#[test]
+fn create_validates_its_arguments() {
+    let mut q = std::ptr::null_mut();
+    let call = |agent, size, ty, out: *mut *mut hsa_queue_t| {
+        // SAFETY: `out` is null or valid.
+        unsafe { queue_create(agent, size, ty, None, std::ptr::null_mut(), 0, 0, out) }
+    };
+    for size in [0, 32, 63, 100, QUEUE_MAX_SIZE * 2] {
+        assert_eq!(
+            call(gpu(), size, HSA_QUEUE_TYPE_MULTI, &mut q),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT,
+            "{size}"
+        );
+    }
+    assert_eq!(
+        call(gpu(), 64, 7, &mut q),
+        HSA_STATUS_ERROR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        call(gpu(), 64, HSA_QUEUE_TYPE_MULTI, std::ptr::null_mut()),
+        HSA_STATUS_ERROR_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        call(topology().cpu().handle, 64, HSA_QUEUE_TYPE_MULTI, &mut q),
+        HSA_STATUS_ERROR_INVALID_QUEUE_CREATION
+    );
+    assert_eq!(
+        call(
+            hsa_agent_t { handle: 12345 },
+            64,
+            HSA_QUEUE_TYPE_MULTI,
+            &mut q
+        ),
+        HSA_STATUS_ERROR_INVALID_AGENT
+    );
+    assert!(q.is_null());
+    // SAFETY: null out-pointer is never written.
+    let soft = unsafe {
+        soft_queue_create(
+            hsa_region_t { handle: 1 },
+            64,
+            0,
+            1,
+            signal(0),
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(soft, HSA_STATUS_ERROR);
+}
+
+#[test]
+fn created_queue_has_the_amd_layout_and_an_invalid_ring() {
+    let a = create(128);
+    let b = create(64);
+    // SAFETY: live queues of this runtime.
+    let (qa, qb) = unsafe { (&*a, &*b) };
+    assert_eq!(a as usize % 64, 0);
+    assert_eq!(qa.base_address as usize % 64, 0);
+    assert_eq!(qa.size, 128);
+    assert_eq!(
+        qa.features,
+        HSA_QUEUE_FEATURE_KERNEL_DISPATCH | HSA_QUEUE_FEATURE_AGENT_DISPATCH
+    );
+    assert_eq!(qa.type_, HSA_QUEUE_TYPE_MULTI);
+    assert_ne!(qa.id, qb.id);
+    assert!(crate::signals::is_valid(qa.doorbell_signal));
+    for i in 0..128 {
+        // SAFETY: inside the ring.
+        let h = unsafe {
+            qa.base_address
+                .cast::<u8>()
+                .add(i * 64)
+                .cast::<u16>()
+                .read()
+        };
+        assert_eq!(h, HSA_PACKET_TYPE_INVALID as u16);
+    }
+    // SAFETY: `a` is an amd_queue_t.
+    let amd = unsafe { &*a.cast::<amd_queue_t>() };
+    assert_eq!(amd.read_dispatch_id_field_base_byte_offset, 128);
+    let mut agent = hsa_agent_t { handle: 0 };
+    assert_eq!(
+        // SAFETY: valid out-pointer.
+        unsafe {
+            queue_get_info(
+                a,
+                HSA_AMD_QUEUE_INFO_AGENT,
+                (&mut agent as *mut hsa_agent_t).cast(),
+            )
+        },
+        0
+    );
+    assert_eq!(agent.handle, gpu().handle);
+    destroy(a);
+    destroy(b);
+    // SAFETY: a stale pointer is only looked up, never dereferenced.
+    assert_eq!(unsafe { queue_destroy(a) }, HSA_STATUS_ERROR_INVALID_QUEUE);
+}
+
+#[test]
+fn index_functions_follow_the_atomic_semantics() {
+    let q = create(64);
+    // SAFETY: a live queue of this runtime (no packets are written, so the processor idles).
+    unsafe {
+        assert_eq!(add_write_index_relaxed(q, 3), 0);
+        assert_eq!(add_write_index_screlease(q, 2), 3);
+        assert_eq!(load_write_index_relaxed(q), 5);
+        assert_eq!(cas_write_index_scacq_screl(q, 4, 9), 5); // fails: returns the observed value
+        assert_eq!(load_write_index_scacquire(q), 5);
+        assert_eq!(cas_write_index_relaxed(q, 5, 9), 5);
+        assert_eq!(load_write_index_scacquire(q), 9);
+        store_write_index_screlease(q, 11);
+        assert_eq!((*q.cast::<amd_queue_t>()).write_dispatch_id, 11);
+        assert_eq!(load_read_index_relaxed(q), 0);
+        assert_eq!(load_index_null(), 0);
+    }
+    destroy(q);
+}
+
+fn load_index_null() -> u64 {
+    // SAFETY: null is handled.
+    unsafe {
+        load_read_index_scacquire(std::ptr::null()) + add_write_index_relaxed(std::ptr::null(), 1)
+    }
+}
+
+#[test]
+fn dispatch_runs_every_group_once_including_partial_and_2d_grids() {
+    let q = create(64);
+    let kd = descriptor(count_kernel);
+    // 1-D: 1000 items in groups of 64 -> 16 groups, the last one partial.
+    let one = Hits::new([16, 1, 1]);
+    // 2-D: 10 x 7 items in groups of 4 x 3 -> 3 x 3 groups.
+    let two = Hits::new([3, 3, 1]);
+    let done = signal(2);
+    submit(
+        q,
+        &dispatch_packet(
+            &kd,
+            (&*one as *const Hits).cast(),
+            1,
+            [64, 1, 1],
+            [1000, 1, 1],
+            done,
+        ),
+    );
+    // Unused dimensions are ignored even when the packet leaves garbage there.
+    submit(
+        q,
+        &dispatch_packet(
+            &kd,
+            (&*two as *const Hits).cast(),
+            2,
+            [4, 3, 9],
+            [10, 7, 5],
+            done,
+        ),
+    );
+    assert_eq!(wait_zero(done), 0);
+    assert!(one.all_once() && two.all_once());
+    assert_eq!(one.items.load(Ordering::Relaxed), 1000);
+    assert_eq!(two.items.load(Ordering::Relaxed), 70);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(crate::signals::load(done), 0, "one subtract per packet");
+    // SAFETY: live queue.
+    assert_eq!(unsafe { load_read_index_scacquire(q) }, 2);
+    // SAFETY: the slots are inside the ring.
+    let headers = unsafe {
+        [0, 1].map(|i| {
+            (*q).base_address
+                .cast::<u8>()
+                .add(i * 64)
+                .cast::<u16>()
+                .read_volatile()
+        })
+    };
+    assert_eq!(headers, [HSA_PACKET_TYPE_INVALID as u16; 2]);
+    destroy(q);
+}
+
+#[test]
+fn many_dispatches_wrap_the_ring_in_order() {
+    let q = create(64);
+    let kd = descriptor(count_kernel);
+    let hits = Hits::new([1, 1, 1]);
+    let done = signal(200);
+    for _ in 0..200 {
+        submit(
+            q,
+            &dispatch_packet(
+                &kd,
+                (&*hits as *const Hits).cast(),
+                1,
+                [1, 1, 1],
+                [1, 1, 1],
+                done,
+            ),
+        );
+    }
+    assert_eq!(wait_zero(done), 0);
+    assert_eq!(hits.total(), 200);
+    // SAFETY: live queue.
+    assert_eq!(unsafe { load_read_index_scacquire(q) }, 200);
+    destroy(q);
+}
+
+#[test]
+fn malformed_dispatch_still_completes() {
+    let q = create(64);
+    let kd = descriptor(empty_kernel);
+    let done = signal(3);
+    let bogus = Box::new([0u64; 8]); // not a descriptor (no magic)
+    let mut p = dispatch_packet(&kd, std::ptr::null(), 1, [1, 1, 1], [1, 1, 1], done);
+    p.kernel_object = bogus.as_ptr() as u64;
+    submit(q, &p);
+    p.kernel_object = 0x40; // unmapped
+    submit(q, &p);
+    let mut p = dispatch_packet(&kd, std::ptr::null(), 1, [0, 1, 1], [1, 1, 1], done);
+    p.workgroup_size_x = 0;
+    submit(q, &p);
+    assert_eq!(wait_zero(done), 0);
+    destroy(q);
+}
+
+#[test]
+fn barrier_and_waits_for_its_dependencies() {
+    let q = create(64);
+    let kd = descriptor(count_kernel);
+    let hits = Hits::new([1, 1, 1]);
+    let (dep1, dep2) = (signal(1), signal(1));
+    let barrier_done = signal(1);
+    let after = signal(1);
+    submit(
+        q,
+        &barrier_and(&[hsa_signal_t { handle: 0 }, dep1, dep2], barrier_done),
+    );
+    submit(
+        q,
+        &dispatch_packet(
+            &kd,
+            (&*hits as *const Hits).cast(),
+            1,
+            [1, 1, 1],
+            [1, 1, 1],
+            after,
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(crate::signals::load(barrier_done), 1);
+    crate::signals::store(dep1, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        crate::signals::load(barrier_done),
+        1,
+        "AND needs every dependency"
+    );
+    assert_eq!(hits.total(), 0, "packets behind the barrier wait");
+    crate::signals::store(dep2, 0);
+    assert_eq!(wait_zero(barrier_done), 0);
+    assert_eq!(wait_zero(after), 0);
+    assert_eq!(hits.total(), 1);
+    destroy(q);
+}
+
+#[test]
+fn barrier_or_resolves_on_any_dependency() {
+    let q = create(64);
+    let (dep1, dep2) = (signal(1), signal(1));
+    let done = signal(1);
+    let mut p = barrier_and(&[dep1, dep2], done);
+    p.header = packet_header(
+        HSA_PACKET_TYPE_BARRIER_OR,
+        true,
+        HSA_FENCE_SCOPE_SYSTEM,
+        HSA_FENCE_SCOPE_SYSTEM,
+    );
+    submit(q, &p);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(crate::signals::load(done), 1);
+    crate::signals::store(dep2, 0);
+    assert_eq!(wait_zero(done), 0);
+    destroy(q);
+}
+
+#[test]
+fn barrier_value_packet_waits_for_the_masked_condition() {
+    let q = create(64);
+    let watched = signal(0);
+    let done = signal(1);
+    let p = hsa_amd_barrier_value_packet_t {
+        header: hsa_amd_vendor_packet_header_t {
+            header: packet_header(HSA_PACKET_TYPE_VENDOR_SPECIFIC, true, 0, 0),
+            AmdFormat: HSA_AMD_PACKET_TYPE_BARRIER_VALUE as u8,
+            reserved: 0,
+        },
+        signal: watched,
+        value: 0x10,
+        mask: 0xF0,
+        cond: HSA_SIGNAL_CONDITION_EQ,
+        completion_signal: done,
+        ..Default::default()
+    };
+    submit(q, &p);
+    crate::signals::store(watched, 0x0F); // masked: 0x00
+    std::thread::sleep(Duration::from_millis(80));
+    assert_eq!(crate::signals::load(done), 1);
+    crate::signals::store(watched, 0x1F); // masked: 0x10
+    assert_eq!(wait_zero(done), 0);
+    destroy(q);
+}
+
+#[test]
+fn profiling_records_timestamps_only_when_enabled() {
+    let q = create(64);
+    let kd = descriptor(empty_kernel);
+    let plain = signal(1);
+    submit(
+        q,
+        &dispatch_packet(&kd, std::ptr::null(), 1, [1, 1, 1], [1, 1, 1], plain),
+    );
+    assert_eq!(wait_zero(plain), 0);
+    assert_eq!(crate::signals::timestamps(plain), (0, 0));
+
+    assert_eq!(
+        // SAFETY: live queue.
+        unsafe { profiling_set_profiler_enabled(q, 1) },
+        HSA_STATUS_SUCCESS
+    );
+    assert_ne!(
+        // SAFETY: live queue.
+        unsafe { (*q.cast::<amd_queue_t>()).queue_properties }
+            & AMD_QUEUE_PROPERTIES_ENABLE_PROFILING,
+        0
+    );
+    let before = crate::clock::now_ticks();
+    let timed = signal(1);
+    submit(
+        q,
+        &dispatch_packet(&kd, std::ptr::null(), 1, [1, 1, 1], [1, 1, 1], timed),
+    );
+    assert_eq!(wait_zero(timed), 0);
+    let mut t = hsa_amd_profiling_dispatch_time_t::default();
+    assert_eq!(
+        // SAFETY: valid out-pointer.
+        unsafe { profiling_get_dispatch_time(gpu(), timed, &mut t) },
+        HSA_STATUS_SUCCESS
+    );
+    assert!(
+        t.start >= before && t.start <= t.end && t.end <= crate::clock::now_ticks(),
+        "{t:?}"
+    );
+    // SAFETY: valid arguments / deliberately bad ones.
+    unsafe {
+        assert_eq!(
+            profiling_get_dispatch_time(gpu(), hsa_signal_t { handle: 8 }, &mut t),
+            HSA_STATUS_ERROR_INVALID_SIGNAL
+        );
+        assert_eq!(
+            profiling_get_dispatch_time(gpu(), timed, std::ptr::null_mut()),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
+        );
+        let mut out = 0;
+        assert_eq!(
+            profiling_convert_tick(gpu(), 1234, &mut out),
+            HSA_STATUS_SUCCESS
+        );
+        assert_eq!(out, 1234);
+        assert_eq!(profiling_set_profiler_enabled(q, 0), HSA_STATUS_SUCCESS);
+        assert!(!lookup(q).unwrap().profiling());
+        assert_eq!(
+            profiling_set_profiler_enabled(std::ptr::null_mut(), 1),
+            HSA_STATUS_ERROR_INVALID_QUEUE
+        );
+    }
+    destroy(q);
+}
+
+#[test]
+fn cu_mask_priority_and_info_are_accepted() {
+    let q = create(64);
+    let mut mask = [0u32; 2];
+    // SAFETY: valid pointers / deliberately bad ones.
+    unsafe {
+        assert_eq!(queue_cu_set_mask(q, 32, mask.as_ptr()), HSA_STATUS_SUCCESS);
+        assert_eq!(
+            queue_cu_get_mask(q, 40, mask.as_mut_ptr()),
+            HSA_STATUS_SUCCESS
+        );
+        assert_eq!(
+            queue_set_priority(q, HSA_AMD_QUEUE_PRIORITY_HIGH),
+            HSA_STATUS_SUCCESS
+        );
+        assert_eq!(queue_set_priority(q, 9), HSA_STATUS_ERROR_INVALID_ARGUMENT);
+        assert_eq!(
+            queue_set_priority(std::ptr::null_mut(), 0),
+            HSA_STATUS_ERROR_INVALID_QUEUE
+        );
+        let mut id = u64::MAX;
+        assert_eq!(
+            queue_get_info(
+                q,
+                HSA_AMD_QUEUE_INFO_DOORBELL_ID,
+                (&mut id as *mut u64).cast()
+            ),
+            0
+        );
+        assert_eq!(id, (*q).id);
+        assert_eq!(
+            queue_get_info(q, 77, (&mut id as *mut u64).cast()),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
+        );
+    }
+    assert_eq!(mask, [u32::MAX, 0xFF]);
+    destroy(q);
+}
+
+#[test]
+fn destroy_with_a_stuck_barrier_returns_promptly() {
+    let q = create(64);
+    let never = signal(1);
+    submit(q, &barrier_and(&[never], hsa_signal_t { handle: 0 }));
+    std::thread::sleep(Duration::from_millis(20));
+    let t = Instant::now();
+    destroy(q);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
+
+#[test]
+fn empty_dispatch_round_trip_is_fast() {
+    let q = create(64);
+    let kd = descriptor(empty_kernel);
+    let done = signal(1);
+    let rounds = 200u32;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        crate::signals::store(done, 1);
+        submit(
+            q,
+            &dispatch_packet(&kd, std::ptr::null(), 1, [1, 1, 1], [1, 1, 1], done),
+        );
+        assert_eq!(wait_zero(done), 0);
+    }
+    let per = t.elapsed() / rounds;
+    eprintln!("empty dispatch round trip: {per:?}");
+    // Loose bound (a loaded 2-core CI box): catches a wake path that sleeps a slice.
+    assert!(per < Duration::from_millis(5), "{per:?}");
+    destroy(q);
+}
+
+// ---- interception ----------------------------------------------------------------------------
+
+/// What a test handler does and records.
+struct HandlerCtx {
+    name: &'static str,
+    forward: bool,
+    log: Log,
+    /// If set, the first call submits one more packet (a copy) to this proxy from inside.
+    resubmit_to: AtomicUsize,
+}
+
+unsafe extern "C" fn test_handler(
+    pkts: *const c_void,
+    count: u64,
+    user_pkt_index: u64,
+    data: *mut c_void,
+    writer: hsa_amd_queue_intercept_packet_writer,
+) {
+    // SAFETY: `data` is the HandlerCtx registered with this handler.
+    let ctx = unsafe { &*data.cast::<HandlerCtx>() };
+    ctx.log
+        .lock()
+        .unwrap()
+        .push((ctx.name, user_pkt_index, std::thread::current().id()));
+    let target = ctx.resubmit_to.swap(0, Ordering::Relaxed);
+    if target != 0 {
+        // SAFETY: the proxy passed one 64-byte packet.
+        let copy = unsafe { pkts.cast::<hsa_kernel_dispatch_packet_t>().read() };
+        submit(target as *mut hsa_queue_t, &copy);
+    }
+    if ctx.forward {
+        // SAFETY: called inside the handler with the packets we got.
+        unsafe { writer.unwrap()(pkts, count) };
+    }
+}
+
+fn handler_ctx(name: &'static str, forward: bool, log: &Log) -> Box<HandlerCtx> {
+    Box::new(HandlerCtx {
+        name,
+        forward,
+        log: log.clone(),
+        resubmit_to: AtomicUsize::new(0),
+    })
+}
+
+fn register_handler(q: *mut hsa_queue_t, ctx: &HandlerCtx) {
+    // SAFETY: `ctx` outlives the queue in every test.
+    let st = unsafe {
+        intercept_register(
+            q,
+            Some(test_handler),
+            (ctx as *const HandlerCtx).cast_mut().cast(),
+        )
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+}
+
+#[test]
+fn intercept_calls_the_newest_handler_first_on_the_storing_thread() {
+    let q = create_intercept(64);
+    let log = Arc::new(StdMutex::new(Vec::new()));
+    let older = handler_ctx("older", true, &log);
+    let newer = handler_ctx("newer", true, &log);
+    register_handler(q, &older);
+    register_handler(q, &newer);
+    let kd = descriptor(count_kernel);
+    let hits = Hits::new([2, 1, 1]);
+    let done = signal(1);
+    let index = submit(
+        q,
+        &dispatch_packet(
+            &kd,
+            (&*hits as *const Hits).cast(),
+            1,
+            [4, 1, 1],
+            [8, 1, 1],
+            done,
+        ),
+    );
+    // The handlers ran synchronously inside the doorbell store.
+    let me = std::thread::current().id();
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![("newer", index, me), ("older", index, me)]
+    );
+    assert_eq!(
+        // SAFETY: live proxy.
+        unsafe { load_read_index_scacquire(q) },
+        index + 1,
+        "proxy read index = intercepted"
+    );
+    assert_eq!(wait_zero(done), 0);
+    assert!(hits.all_once());
+    destroy(q);
+}
+
+#[test]
+fn intercept_without_handlers_forwards_and_a_dropping_handler_drops() {
+    let q = create_intercept(64);
+    let kd = descriptor(count_kernel);
+    let hits = Hits::new([1, 1, 1]);
+    let done = signal(1);
+    submit(
+        q,
+        &dispatch_packet(
+            &kd,
+            (&*hits as *const Hits).cast(),
+            1,
+            [1, 1, 1],
+            [1, 1, 1],
+            done,
+        ),
+    );
+    assert_eq!(wait_zero(done), 0);
+    assert_eq!(hits.total(), 1);
+
+    let log = Arc::new(StdMutex::new(Vec::new()));
+    let dropper = handler_ctx("dropper", false, &log);
+    register_handler(q, &dropper);
+    let dropped = signal(1);
+    submit(
+        q,
+        &dispatch_packet(
+            &kd,
+            (&*hits as *const Hits).cast(),
+            1,
+            [1, 1, 1],
+            [1, 1, 1],
+            dropped,
+        ),
+    );
+    assert_eq!(log.lock().unwrap().len(), 1);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        crate::signals::load(dropped),
+        1,
+        "a dropped packet never runs"
+    );
+    assert_eq!(hits.total(), 1);
+    destroy(q);
+}
+
+#[test]
+fn intercept_handler_may_resubmit_to_its_own_queue() {
+    let q = create_intercept(64);
+    let log = Arc::new(StdMutex::new(Vec::new()));
+    let ctx = handler_ctx("h", true, &log);
+    ctx.resubmit_to.store(q as usize, Ordering::Relaxed);
+    register_handler(q, &ctx);
+    let kd = descriptor(count_kernel);
+    let hits = Hits::new([1, 1, 1]);
+    let done = signal(2);
+    submit(
+        q,
+        &dispatch_packet(
+            &kd,
+            (&*hits as *const Hits).cast(),
+            1,
+            [1, 1, 1],
+            [1, 1, 1],
+            done,
+        ),
+    );
+    assert_eq!(wait_zero(done), 0);
+    assert_eq!(hits.total(), 2);
+    let indices: Vec<u64> = log.lock().unwrap().iter().map(|e| e.1).collect();
+    assert_eq!(indices, vec![0, 1]);
+    destroy(q);
+}
+
+#[test]
+fn intercept_register_needs_an_intercept_queue() {
+    let q = create(64);
+    let log = Arc::new(StdMutex::new(Vec::new()));
+    let ctx = handler_ctx("h", true, &log);
+    // SAFETY: valid arguments except the queue kind / handler.
+    unsafe {
+        let data = (&*ctx as *const HandlerCtx).cast_mut().cast();
+        assert_eq!(
+            intercept_register(q, Some(test_handler), data),
+            HSA_STATUS_ERROR_INVALID_QUEUE
+        );
+        assert_eq!(
+            intercept_register(std::ptr::null_mut(), Some(test_handler), data),
+            HSA_STATUS_ERROR_INVALID_QUEUE
+        );
+        let p = create_intercept(64);
+        assert_eq!(
+            intercept_register(p, None, data),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
+        );
+        destroy(p);
+        assert_eq!(
+            runtime_queue_create_register(None, data),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
+        );
+    }
+    destroy(q);
+}
+
+#[test]
+fn intercept_profiling_reaches_the_hardware_queue() {
+    let q = create_intercept(64);
+    assert_eq!(
+        // SAFETY: live proxy.
+        unsafe { profiling_set_profiler_enabled(q, 1) },
+        HSA_STATUS_SUCCESS
+    );
+    let kd = descriptor(empty_kernel);
+    let done = signal(1);
+    submit(
+        q,
+        &dispatch_packet(&kd, std::ptr::null(), 1, [1, 1, 1], [1, 1, 1], done),
+    );
+    assert_eq!(wait_zero(done), 0);
+    let (start, end) = crate::signals::timestamps(done);
+    assert!(start != 0 && start <= end);
+    destroy(q);
+}

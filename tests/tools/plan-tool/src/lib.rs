@@ -1,0 +1,108 @@
+//! Test fixture for the end-to-end tests: a replay tool configured by environment variables.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `E2E_PLAN` | `skip`, `exactly:N`, `upto:N` or `until` (default `exactly:3`) |
+//! | `E2E_STOP_AFTER` | `should_continue` returns false once this many passes completed |
+//! | `E2E_KERNEL` | only kernels whose name contains this string are replayed |
+//! | `E2E_PANIC` | `pass_count`, `on_pass:K`, `on_pass_end:K` or `should_continue`: panic there |
+//!
+//! On every dispatch's end it prints `e2e_plan_tool: {json}` to stderr.
+
+use rocprof_replay::{
+    Context, DispatchInfo, Outcome, Pass, PassPlan, PassReport, ReplayPolicy, Service, rocprof_tool,
+};
+
+/// The fixture tool.
+#[rocprof_tool]
+pub struct PlanTool {
+    plan: String,
+    stop_after: Option<u32>,
+    kernel: Option<String>,
+    panic_at: Option<String>,
+    _timing: Context,
+}
+
+impl Default for PlanTool {
+    fn default() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let timing = Context::new("e2e-timing", &[Service::DispatchTiming]);
+        timing.start();
+        PlanTool {
+            plan: var("E2E_PLAN").unwrap_or_else(|| "exactly:3".into()),
+            stop_after: var("E2E_STOP_AFTER").and_then(|v| v.parse().ok()),
+            kernel: var("E2E_KERNEL"),
+            panic_at: var("E2E_PANIC"),
+            _timing: timing,
+        }
+    }
+}
+
+impl PlanTool {
+    fn panics_at(&self, what: &str) -> bool {
+        self.panic_at.as_deref() == Some(what)
+    }
+}
+
+/// Per-dispatch state: the callbacks seen, in order.
+pub struct Seen(Vec<String>);
+
+impl ReplayPolicy for PlanTool {
+    type State = Seen;
+    type PassState = Option<u32>;
+    const DECIDES_CONTINUE: bool = true;
+
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Seen> {
+        if self.panics_at("pass_count") {
+            panic!("E2E_PANIC=pass_count");
+        }
+        if let Some(k) = &self.kernel {
+            if !info.kernel().contains(k.as_str()) {
+                return PassPlan::skip();
+            }
+        }
+        let state = Seen(Vec::new());
+        let n = |s: &str| s.parse::<u32>().unwrap_or(3);
+        match self.plan.split_once(':') {
+            Some(("exactly", v)) => PassPlan::exactly(n(v), state),
+            Some(("upto", v)) => PassPlan::up_to(n(v), state),
+            _ if self.plan == "until" => PassPlan::until(state),
+            _ => PassPlan::skip(),
+        }
+    }
+
+    fn should_continue(&self, _: &DispatchInfo, _: &Seen, completed: u32) -> bool {
+        if self.panics_at("should_continue") {
+            panic!("E2E_PANIC=should_continue");
+        }
+        self.stop_after.is_none_or(|n| completed < n)
+    }
+
+    fn on_pass(&self, pass: &mut Pass<'_>, seen: &mut Seen, scope: &mut Option<u32>) {
+        if self.panics_at(&format!("on_pass:{}", pass.index())) {
+            panic!("E2E_PANIC=on_pass");
+        }
+        assert!(scope.is_none(), "per-pass state leaked");
+        *scope = Some(pass.index());
+        seen.0.push(format!("start {}", pass.index()));
+    }
+
+    fn on_pass_end(&self, pass: &PassReport<'_>, seen: &mut Seen, scope: &mut Option<u32>) {
+        if self.panics_at(&format!("on_pass_end:{}", pass.index)) {
+            panic!("E2E_PANIC=on_pass_end");
+        }
+        seen.0.push(format!("end {} scope={:?}", pass.index, scope));
+    }
+
+    fn on_end(&self, info: &DispatchInfo, seen: Seen, outcome: &Outcome) {
+        let line = serde_json::json!({
+            "kernel": info.kernel(),
+            "dispatch_id": info.dispatch_id.0,
+            "outcome": outcome.kind.label(),
+            "reason": outcome.kind.reason().map(|r| r.code()),
+            "passes": outcome.passes,
+            "seen": seen.0,
+        });
+        eprintln!("e2e_plan_tool: {line}");
+    }
+}
