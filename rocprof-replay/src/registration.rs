@@ -2,8 +2,8 @@
 //!
 //! Kernel replay has a single subscriber per process. Every tool library built with this SDK
 //! exports a `ROCPROF_REPLAY_CLAIM` word; at `OnLoad` a tool finds the first loaded library that
-//! exports one (load order, so every tool picks the same word) and claims it with a
-//! compare-and-swap. A second tool finds the word taken and gets
+//! exports one (load order, so every tool picks the same word) and writes its identity there
+//! with a compare-and-swap. A second tool finds the word taken and gets
 //! [`Error::ServiceAlreadyConfigured`]: it logs why and declines to load, and the application
 //! keeps running with the first tool.
 
@@ -88,10 +88,19 @@ fn object_of(addr: *const c_void) -> Option<CString> {
     Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_owned())
 }
 
-/// Claims kernel replay for the tool whose claim word is `mine`.
-fn claim(mine: &'static Claim) -> Result<(), Error> {
-    let id = mine as *const Claim as usize;
-    let word = first_claim().unwrap_or(mine);
+/// This library's identity: a private (never exported, so never interposed) static whose
+/// address is unique to each tool library that links this SDK.
+static IDENTITY: u8 = 0;
+
+/// Claims kernel replay for this library. The exported `ROCPROF_REPLAY_CLAIM` words are only
+/// the meeting place: an exported symbol may be interposed (every library's own reference can
+/// resolve to the first definition), so identity comes from [`IDENTITY`].
+fn claim() -> Result<(), Error> {
+    static FALLBACK: Claim = Claim::new();
+    let id = &IDENTITY as *const u8 as usize;
+    let first = first_claim();
+    tracing::debug!(identity = id, word = ?first.map(|c| c as *const Claim), "claiming kernel replay");
+    let word = first.unwrap_or(&FALLBACK);
     match word
         .0
         .compare_exchange(0, id, Ordering::AcqRel, Ordering::Acquire)
@@ -115,12 +124,11 @@ pub unsafe fn on_load<P: ReplayPolicy>(
     runtime_version: u64,
     _failed_tool_count: u64,
     _failed_tool_names: *const *const c_char,
-    mine: &'static Claim,
     make: impl FnOnce() -> P,
 ) -> bool {
     crate::log::init();
     let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
-        claim(mine)?;
+        claim()?;
         let policy = catch_unwind(AssertUnwindSafe(make)).map_err(|p| {
             Error::ToolPanicked(
                 p.downcast_ref::<&str>()
@@ -195,7 +203,6 @@ macro_rules! __export_tool {
                     runtime_version,
                     failed_tool_count,
                     failed_tool_names,
-                    &ROCPROF_REPLAY_CLAIM,
                     || ($make)(),
                 )
             }

@@ -227,3 +227,254 @@ fn per_dispatch_and_per_pass_state_follow_the_reference_rules() {
         ]
     );
 }
+
+fn single(recs: &[Value], kernel: &str) -> Value {
+    let r = kernel_records(recs, kernel);
+    assert_eq!(r.len(), 1, "{recs:?}");
+    r[0].clone()
+}
+
+/// A decline leaves the application with exactly one correct execution.
+fn assert_declined(env: &[(&str, &str)], reason: &str) {
+    let mut all = vec![("E2E_PLAN", "exactly:5")];
+    all.extend_from_slice(env);
+    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &all) else {
+        return;
+    };
+    assert!(
+        run.stdout()
+            .contains("passes_recorded=1 identical_inputs=1 one_execution=1"),
+        "{}",
+        run.stdout()
+    );
+    let r = single(&recs, "checksum_then_scribble");
+    assert_eq!(
+        (r["outcome"].as_str(), r["reason"].as_str()),
+        (Some("declined"), Some(reason)),
+        "{r}"
+    );
+    assert_eq!(r["passes"], 1);
+}
+
+#[test]
+fn failing_snapshot_allocation_declines_with_snapshot_alloc_failed() {
+    // replay_probe makes exactly 4 pool allocations before its dispatch; the 5th is the
+    // snapshot's first staging buffer.
+    assert_declined(&[("HSA_EMU_FAIL_ALLOC_NTH", "5")], "snapshot_alloc_failed");
+}
+
+#[test]
+fn failing_snapshot_copy_declines_with_copy_failed() {
+    // replay_probe makes exactly one hsa_memory_copy before its dispatch.
+    assert_declined(&[("HSA_EMU_FAIL_COPY_NTH", "2")], "copy_failed");
+}
+
+#[test]
+fn a_stuck_drain_declines_with_drain_timeout() {
+    assert_declined(
+        &[
+            ("HSA_EMU_HOLD_BARRIERS_MS", "1500"),
+            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "200"),
+        ],
+        "drain_timeout",
+    );
+}
+
+#[test]
+fn failing_symbol_iteration_declines_with_symbols_unavailable() {
+    // Kernel names come from symbol iteration too, so the record's kernel is unknown.
+    let env = [
+        ("E2E_PLAN", "exactly:5"),
+        ("HSA_EMU_FAIL_SYMBOL_ITERATION", "1"),
+    ];
+    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &env) else {
+        return;
+    };
+    assert!(
+        run.stdout()
+            .contains("passes_recorded=1 identical_inputs=1 one_execution=1"),
+        "{}",
+        run.stdout()
+    );
+    let r = single(&recs, "<unknown>");
+    assert_eq!(
+        (r["outcome"].as_str(), r["reason"].as_str()),
+        (Some("declined"), Some("symbols_unavailable"))
+    );
+}
+
+#[test]
+fn a_snapshot_over_budget_declines_with_over_budget() {
+    assert_declined(&[("ROCPROF_REPLAY_BUDGET_MB", "0")], "over_budget");
+}
+
+#[test]
+fn a_panicking_policy_declines_with_policy_panicked() {
+    for at in [
+        "pass_count",
+        "on_pass:0",
+        "on_pass:2",
+        "on_pass_end:1",
+        "should_continue",
+    ] {
+        let plan = if at == "should_continue" {
+            "upto:5"
+        } else {
+            "exactly:5"
+        };
+        let env = [("E2E_PLAN", plan), ("E2E_PANIC", at)];
+        let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &env) else {
+            return;
+        };
+        assert!(
+            run.stdout().contains("identical_inputs=1 one_execution=1"),
+            "{at}: {}",
+            run.stdout()
+        );
+        let r = single(&recs, "checksum_then_scribble");
+        assert_eq!(
+            (r["outcome"].as_str(), r["reason"].as_str()),
+            (Some("declined"), Some("policy_panicked")),
+            "{at}: {r}"
+        );
+        assert!(
+            run.stderr().contains("panicked"),
+            "{at}: the panic is reported: {}",
+            run.stderr()
+        );
+    }
+}
+
+#[test]
+fn an_opted_out_kernel_running_concurrently_on_another_queue_is_not_corrupted() {
+    // inc_in_place is replayed (5 passes, snapshot + restores of the agent's memory) while
+    // vector_add runs 20 times on a second queue of the same agent and checks every result.
+    let env = [("E2E_PLAN", "exactly:5"), ("E2E_KERNEL", "inc_in_place")];
+    let Some((_, recs)) = probe("concurrent", "e2e_plan_tool", &env) else {
+        return;
+    };
+    let inc = kernel_records(&recs, "inc_in_place");
+    assert_eq!(inc.len(), 20);
+    assert!(
+        inc.iter()
+            .all(|r| r["outcome"] == "replayed" && r["passes"] == 5)
+    );
+    let vadd = kernel_records(&recs, "vector_add");
+    assert_eq!(vadd.len(), 20);
+    assert!(vadd.iter().all(|r| r["outcome"] == "skipped"));
+}
+
+#[test]
+fn a_region_freed_during_the_window_is_skipped_not_written() {
+    let env = [
+        ("E2E_PLAN", "exactly:5"),
+        ("E2E_KERNEL", "sleep_kernel"),
+        ("SAMPLE_SLEEP_MS", "40"),
+    ];
+    let Some((_, recs)) = probe("free", "e2e_plan_tool", &env) else {
+        return;
+    };
+    let r = single(&recs, "sleep_kernel");
+    assert_eq!(r["outcome"], "replayed");
+    assert!(
+        r["skipped_regions"].as_u64().unwrap() >= 1,
+        "the freed buffer must be skipped: {r}"
+    );
+}
+
+#[test]
+fn a_second_replay_tool_is_rejected_and_the_first_keeps_working() {
+    let Some((exe, kernels)) = replay_probe() else {
+        return;
+    };
+    let records = records_path("two-tools");
+    let preload = format!(
+        "{} {}",
+        tool_lib("e2e_plan_tool").display(),
+        tool_lib("e2e_open_ended_tool").display()
+    );
+    let run = run_on_emu(
+        &exe,
+        &[kernels.to_str().unwrap(), "checksum"],
+        &[
+            ("LD_PRELOAD", &preload),
+            ("E2E_PLAN", "exactly:4"),
+            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+        ],
+        DEADLINE,
+    );
+    run.assert_success();
+    assert!(
+        run.stderr().contains("already configured"),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        run.stdout()
+            .contains("passes_recorded=4 identical_inputs=1"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn tools_load_through_hsa_tools_lib_too() {
+    let Some((exe, kernels)) = replay_probe() else {
+        return;
+    };
+    let lib = tool_lib("e2e_plan_tool");
+    let run = run_on_emu(
+        &exe,
+        &[kernels.to_str().unwrap(), "checksum"],
+        &[
+            ("HSA_TOOLS_LIB", lib.to_str().unwrap()),
+            ("E2E_PLAN", "exactly:3"),
+        ],
+        DEADLINE,
+    );
+    run.assert_success();
+    assert!(
+        run.stdout()
+            .contains("passes_recorded=3 identical_inputs=1"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn replay_works_with_the_rocm_5_2_table_layout() {
+    let env = [("E2E_PLAN", "exactly:5"), ("HSA_EMU_ABI", "5.2")];
+    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &env) else {
+        return;
+    };
+    assert!(
+        run.stdout()
+            .contains("passes_recorded=5 identical_inputs=1"),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(
+        single(&recs, "checksum_then_scribble")["outcome"],
+        "replayed"
+    );
+}
+
+#[test]
+fn an_unknown_table_layout_disables_the_tool_and_the_app_runs_unprofiled() {
+    let env = [("E2E_PLAN", "exactly:5"), ("HSA_EMU_AMD_EXT_MAJOR", "9")];
+    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &env) else {
+        return;
+    };
+    assert!(
+        run.stdout()
+            .contains("passes_recorded=1 identical_inputs=1 one_execution=1"),
+        "{}",
+        run.stdout()
+    );
+    assert!(
+        run.stderr().contains("unknown AmdExtTable layout (major 9"),
+        "{}",
+        run.stderr()
+    );
+    assert!(recs.is_empty(), "no replay without a tool: {recs:?}");
+}

@@ -254,7 +254,7 @@ fn format_ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-/// A byte count in binary units: `512 B`, `512 KiB`, `1.5 MiB`.
+/// A byte count in binary units with at most one decimal: `512 B`, `512 KiB`, `1.5 MiB`.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     if bytes < 1024 {
@@ -269,11 +269,9 @@ pub fn format_bytes(bytes: u64) -> String {
         scale *= 1024;
         unit = next;
     }
-    if bytes % scale == 0 {
-        format!("{} {unit}", bytes / scale)
-    } else {
-        format!("{:.1} {unit}", bytes as f64 / scale as f64)
-    }
+    // One decimal, without a trailing `.0`: `16 KiB` for 16 KiB plus a few bytes.
+    let value = format!("{:.1}", bytes as f64 / scale as f64);
+    format!("{} {unit}", value.strip_suffix(".0").unwrap_or(&value))
 }
 
 #[cfg(test)]
@@ -401,6 +399,8 @@ mod tests {
         assert_eq!(format_bytes(512 * 1024), "512 KiB");
         assert_eq!(format_bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
         assert_eq!(format_bytes(5 << 30), "5 GiB");
+        assert_eq!(format_bytes(16 * 1024 + 16), "16 KiB");
+        assert_eq!(format_bytes(1024 * 1024 - 1), "1024 KiB");
     }
 
     #[test]

@@ -1,1 +1,301 @@
-//! placeholder
+//! `selective`: an example rocprof-replay tool that replays only the kernels you name.
+//!
+//! A dispatch is replayed `ROCPROF_REPLAY_PASSES` times when its kernel name matches the
+//! regular expression `ROCPROF_REPLAY_KERNEL` ([`regex`] syntax, searched anywhere in the name:
+//! anchor it with `^...$` for an exact match); every other dispatch gets [`PassPlan::skip`] and
+//! runs the ordinary way, with no snapshot and no line. A kernel whose name is unknown never
+//! matches. For each selected dispatch one line goes to stderr:
+//!
+//! ```text
+//! selective: vector_add dispatch 3 on agent 0: replayed, 5 passes, snapshot 512 KiB, restored 2 MiB
+//! selective: vector_add dispatch 9 on agent 0: declined (over_budget), 1 pass
+//! ```
+//!
+//! # Usage
+//! ```text
+//! cargo build --release -p rocprof-replay-example-selective
+//! ROCPROF_REPLAY_KERNEL='^vector_(add|mul)$' LD_PRELOAD=target/release/libselective.so ./app
+//! ROCPROF_REPLAY_KERNEL=gemm HSA_TOOLS_LIB=target/release/libselective.so ./app
+//! ```
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `ROCPROF_REPLAY_KERNEL` | regular expression for the kernel names to replay. Unset, empty, or invalid: a message on stderr at load and nothing is replayed |
+//! | `ROCPROF_REPLAY_PASSES` | passes per selected dispatch, a positive integer (default 5); invalid: a message at load and the default |
+
+use regex::Regex;
+use rocprof_replay::{DispatchInfo, Outcome, PassPlan, ReplayPolicy};
+
+/// Passes per selected dispatch when `ROCPROF_REPLAY_PASSES` is not set.
+pub const DEFAULT_PASSES: u32 = 5;
+
+/// The environment variable holding the kernel-name pattern.
+pub const KERNEL_VAR: &str = "ROCPROF_REPLAY_KERNEL";
+
+/// The environment variable holding the pass count.
+pub const PASSES_VAR: &str = "ROCPROF_REPLAY_PASSES";
+
+/// The tool: replays the dispatches of matching kernels, skips the rest.
+#[rocprof_replay::rocprof_tool(new = Selective::from_env)]
+#[derive(Debug)]
+pub struct Selective {
+    /// `None`: nothing is replayed (no pattern, or an invalid one).
+    pattern: Option<Regex>,
+    passes: u32,
+}
+
+impl Selective {
+    /// A tool replaying kernels that match `pattern` (none when `None`) `passes` times.
+    pub fn new(pattern: Option<Regex>, passes: u32) -> Selective {
+        Selective { pattern, passes }
+    }
+
+    /// A tool configured from the environment; problems are reported on stderr.
+    pub fn from_env() -> Selective {
+        let pattern = parse_pattern(env(KERNEL_VAR).as_deref()).unwrap_or_else(|message| {
+            eprintln!("selective: {message}; no kernel is replayed");
+            None
+        });
+        let passes = parse_passes(env(PASSES_VAR).as_deref()).unwrap_or_else(|message| {
+            eprintln!("selective: {message}; using the default of {DEFAULT_PASSES} passes");
+            DEFAULT_PASSES
+        });
+        Selective::new(pattern, passes)
+    }
+
+    /// Whether dispatches of the kernel called `name` (`None`: unknown) are replayed.
+    pub fn selects(&self, name: Option<&str>) -> bool {
+        match (&self.pattern, name) {
+            (Some(pattern), Some(name)) => pattern.is_match(name),
+            _ => false,
+        }
+    }
+
+    /// Passes per selected dispatch.
+    pub fn passes(&self) -> u32 {
+        self.passes
+    }
+}
+
+/// The variable's value; a non-UTF-8 value is passed on lossily, so that it fails to parse.
+fn env(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+/// Compiles the kernel-name pattern. Unset or empty is an error too: with no pattern nothing
+/// would ever be replayed, which is worth saying.
+pub fn parse_pattern(value: Option<&str>) -> Result<Option<Regex>, String> {
+    match value {
+        None => Err(format!("{KERNEL_VAR} is not set")),
+        Some("") => Err(format!("{KERNEL_VAR} is empty")),
+        Some(text) => Regex::new(text).map(Some).map_err(|e| {
+            format!(
+                "{KERNEL_VAR}={text:?} is not a valid regular expression: {}",
+                // The regex crate's message spans lines; keep the report on one.
+                e.to_string()
+                    .lines()
+                    .map(str::trim)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        }),
+    }
+}
+
+/// Parses a pass count: `None` or an empty value gives [`DEFAULT_PASSES`]; otherwise a
+/// positive integer, or an error message naming the variable.
+pub fn parse_passes(value: Option<&str>) -> Result<u32, String> {
+    let Some(text) = value.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(DEFAULT_PASSES);
+    };
+    match text.parse::<u32>() {
+        Ok(0) | Err(_) => Err(format!("{PASSES_VAR}={text:?} is not a positive integer")),
+        Ok(n) => Ok(n),
+    }
+}
+
+impl ReplayPolicy for Selective {
+    type State = ();
+    type PassState = ();
+
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<()> {
+        if self.selects(info.kernel_name.as_deref()) {
+            PassPlan::exactly(self.passes, ())
+        } else {
+            PassPlan::skip()
+        }
+    }
+
+    fn on_end(&self, info: &DispatchInfo, _: (), outcome: &Outcome) {
+        eprintln!("{}", format_line(info, outcome));
+    }
+}
+
+/// The report line of one selected dispatch (without a trailing newline).
+pub fn format_line(info: &DispatchInfo, outcome: &Outcome) -> String {
+    let mut line = format!(
+        "selective: {} dispatch {} on agent {}: {}",
+        info.kernel(),
+        info.dispatch_id,
+        info.agent_index,
+        outcome.kind.label()
+    );
+    if let Some(reason) = outcome.kind.reason() {
+        line.push_str(&format!(" ({})", reason.code()));
+    }
+    line.push_str(&format!(
+        ", {} pass{}",
+        outcome.passes,
+        if outcome.passes == 1 { "" } else { "es" }
+    ));
+    if outcome.snapshot_bytes > 0 || outcome.restored_bytes > 0 {
+        line.push_str(&format!(
+            ", snapshot {}, restored {}",
+            format_bytes(outcome.snapshot_bytes),
+            format_bytes(outcome.restored_bytes)
+        ));
+    }
+    line
+}
+
+/// A byte count in binary units with at most one decimal: `512 B`, `512 KiB`, `1.5 MiB`.
+fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut scale = 1024u64;
+    let mut unit = UNITS[0];
+    for next in &UNITS[1..] {
+        if bytes < scale * 1024 {
+            break;
+        }
+        scale *= 1024;
+        unit = next;
+    }
+    // One decimal, without a trailing `.0`: `16 KiB` for 16 KiB plus a few bytes.
+    let value = format!("{:.1}", bytes as f64 / scale as f64);
+    format!("{} {unit}", value.strip_suffix(".0").unwrap_or(&value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocprof_replay::{AgentId, DeclineReason, DispatchId, OutcomeKind, QueueId};
+    use std::time::Duration;
+
+    fn info(name: Option<&str>) -> DispatchInfo {
+        DispatchInfo {
+            agent: AgentId(1),
+            agent_index: 1,
+            queue: QueueId(0),
+            dispatch_id: DispatchId(3),
+            kernel_object: 1,
+            kernel_name: name.map(Into::into),
+            grid: [1, 1, 1],
+            workgroup: [1, 1, 1],
+            group_segment_size: 0,
+            private_segment_size: 0,
+        }
+    }
+
+    fn tool(pattern: &str) -> Selective {
+        Selective::new(parse_pattern(Some(pattern)).unwrap(), 5)
+    }
+
+    #[test]
+    fn matching_kernels_are_replayed_the_others_skipped() {
+        let tool = tool("^vector_(add|mul)$");
+        for name in ["vector_add", "vector_mul"] {
+            assert!(matches!(
+                tool.pass_count(&info(Some(name))),
+                PassPlan::Exactly { passes: 5, .. }
+            ));
+        }
+        for name in ["vector_add2", "vector_sub", "", "my_vector_add"] {
+            assert!(matches!(tool.pass_count(&info(Some(name))), PassPlan::Skip));
+        }
+    }
+
+    #[test]
+    fn the_pattern_is_searched_not_anchored() {
+        let tool = tool("add");
+        assert!(tool.selects(Some("vector_add")));
+        assert!(tool.selects(Some("add_one")));
+        assert!(!tool.selects(Some("mul")));
+    }
+
+    #[test]
+    fn unnamed_kernels_never_match() {
+        let tool = tool(".*");
+        assert!(tool.selects(Some("")));
+        assert!(!tool.selects(None));
+        assert!(matches!(tool.pass_count(&info(None)), PassPlan::Skip));
+    }
+
+    #[test]
+    fn no_pattern_replays_nothing() {
+        let tool = Selective::new(None, 5);
+        assert!(!tool.selects(Some("vector_add")));
+        assert!(matches!(
+            tool.pass_count(&info(Some("vector_add"))),
+            PassPlan::Skip
+        ));
+    }
+
+    #[test]
+    fn bad_or_missing_patterns_are_clear_errors() {
+        let err = parse_pattern(Some("vector_(add")).unwrap_err();
+        assert!(
+            err.starts_with(
+                "ROCPROF_REPLAY_KERNEL=\"vector_(add\" is not a valid regular expression:"
+            ),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+        assert!(parse_pattern(None).unwrap_err().contains("not set"));
+        assert!(parse_pattern(Some("")).unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn pass_count_parsing() {
+        assert_eq!(parse_passes(None), Ok(DEFAULT_PASSES));
+        assert_eq!(parse_passes(Some("3")), Ok(3));
+        for bad in ["0", "x", "-1"] {
+            assert!(parse_passes(Some(bad)).unwrap_err().contains(PASSES_VAR));
+        }
+        let tool = Selective::new(parse_pattern(Some("k")).unwrap(), 9);
+        assert_eq!(tool.passes(), 9);
+        assert!(matches!(
+            tool.pass_count(&info(Some("k"))),
+            PassPlan::Exactly { passes: 9, .. }
+        ));
+    }
+
+    #[test]
+    fn lines() {
+        let mut outcome = Outcome {
+            kind: OutcomeKind::Replayed,
+            passes: 5,
+            pass_times: Vec::new(),
+            snapshot_bytes: 512 * 1024,
+            restored_bytes: 4 * 512 * 1024,
+            skipped_regions: 0,
+            snapshot_time: Duration::ZERO,
+            restore_time: Duration::ZERO,
+        };
+        assert_eq!(
+            format_line(&info(Some("vector_add")), &outcome),
+            "selective: vector_add dispatch 3 on agent 1: replayed, 5 passes, snapshot 512 KiB, \
+             restored 2 MiB"
+        );
+        outcome.kind = OutcomeKind::Declined(DeclineReason::OverBudget);
+        outcome.passes = 1;
+        outcome.snapshot_bytes = 0;
+        outcome.restored_bytes = 0;
+        assert_eq!(
+            format_line(&info(Some("vector_add")), &outcome),
+            "selective: vector_add dispatch 3 on agent 1: declined (over_budget), 1 pass"
+        );
+    }
+}

@@ -1,1 +1,403 @@
-//! placeholder
+//! `user_state`: an example rocprof-replay tool that shows per-dispatch state, per-pass state,
+//! and a context enabled on chosen passes only.
+//!
+//! Every dispatch is replayed `ROCPROF_REPLAY_PASSES` times. The tool owns a timing context
+//! ([`Service::DispatchTiming`]) that is *not* started globally: at the start of each pass it
+//! enables the context through the loop's [`PassGuard`](rocprof_replay::PassGuard)
+//! (`pass.contexts().enable(..)`) when the pass index is listed in
+//! `ROCPROF_REPLAY_TIMED_PASSES`, and disables it otherwise (overrides are sticky across passes,
+//! so a timed pass must be followed by an explicit disable).
+//!
+//! - The per-dispatch state ([`Record`]) collects events in order: `pass 0 start`,
+//!   `pass 0 end timed=false`, ... and the indices of the passes that got a kernel time.
+//! - The per-pass state (`Option<u32>`) is fresh (`None`) at each pass start, where it is set
+//!   to `Some(index)`, and checked at that pass's end. A violation is recorded as an event
+//!   (`pass 1 start scope not fresh: Some(0)`, `pass 1 end scope mismatch: None`).
+//!
+//! When the dispatch ends, one line goes to stderr: `user_state: ` and a compact JSON object,
+//!
+//! ```text
+//! user_state: {"kernel":"vector_add","dispatch_id":3,"passes":4,"outcome":"replayed","reason":null,"timed_passes":[2],"events":["pass 0 start","pass 0 end timed=false",...]}
+//! ```
+//!
+//! `passes` is the number of passes that ran ([`Outcome::passes`]), `outcome`/`reason` the
+//! outcome label and decline reason code.
+//!
+//! # Usage
+//! ```text
+//! cargo build --release -p rocprof-replay-example-user-state
+//! ROCPROF_REPLAY_TIMED_PASSES=0,2 LD_PRELOAD=target/release/libuser_state.so ./app
+//! HSA_TOOLS_LIB=target/release/libuser_state.so ./app
+//! ```
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `ROCPROF_REPLAY_PASSES` | passes per dispatch, a positive integer (default 4) |
+//! | `ROCPROF_REPLAY_TIMED_PASSES` | comma-separated 0-based pass indices to time (default `2`; empty: none) |
+//!
+//! An invalid value is reported on stderr at load and the default is used.
+
+use rocprof_replay::{
+    Context, DispatchInfo, Outcome, Pass, PassPlan, PassReport, ReplayPolicy, Service,
+};
+
+/// Passes per dispatch when `ROCPROF_REPLAY_PASSES` is not set.
+pub const DEFAULT_PASSES: u32 = 4;
+
+/// Timed passes when `ROCPROF_REPLAY_TIMED_PASSES` is not set.
+pub const DEFAULT_TIMED_PASSES: &[u32] = &[2];
+
+/// The environment variable holding the pass count.
+pub const PASSES_VAR: &str = "ROCPROF_REPLAY_PASSES";
+
+/// The environment variable holding the timed pass indices.
+pub const TIMED_PASSES_VAR: &str = "ROCPROF_REPLAY_TIMED_PASSES";
+
+/// The tool's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Passes per dispatch.
+    pub passes: u32,
+    /// 0-based indices of the passes with the timing context enabled, sorted, no duplicates.
+    pub timed_passes: Vec<u32>,
+}
+
+/// Reads the settings from the environment; invalid values are reported on stderr and their
+/// defaults are used.
+pub fn config() -> Settings {
+    let passes = parse_passes(env(PASSES_VAR).as_deref()).unwrap_or_else(|message| {
+        eprintln!("user_state: {message}; using the default of {DEFAULT_PASSES} passes");
+        DEFAULT_PASSES
+    });
+    let timed_passes =
+        parse_timed_passes(env(TIMED_PASSES_VAR).as_deref()).unwrap_or_else(|message| {
+            eprintln!("user_state: {message}; using the default {DEFAULT_TIMED_PASSES:?}");
+            DEFAULT_TIMED_PASSES.to_vec()
+        });
+    if let Some(beyond) = timed_passes.iter().find(|&&i| i >= passes) {
+        eprintln!(
+            "user_state: {TIMED_PASSES_VAR} names pass {beyond}, but only passes 0 to {} run",
+            passes.saturating_sub(1)
+        );
+    }
+    Settings {
+        passes,
+        timed_passes,
+    }
+}
+
+/// The variable's value; a non-UTF-8 value is passed on lossily, so that it fails to parse.
+fn env(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+/// Parses a pass count: `None` or an empty value gives [`DEFAULT_PASSES`]; otherwise a
+/// positive integer, or an error message naming the variable.
+pub fn parse_passes(value: Option<&str>) -> Result<u32, String> {
+    let Some(text) = value.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok(DEFAULT_PASSES);
+    };
+    match text.parse::<u32>() {
+        Ok(0) | Err(_) => Err(format!("{PASSES_VAR}={text:?} is not a positive integer")),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// Parses the timed pass list: `None` gives [`DEFAULT_TIMED_PASSES`], an empty value no pass,
+/// otherwise comma-separated 0-based indices (spaces allowed), returned sorted and deduplicated.
+pub fn parse_timed_passes(value: Option<&str>) -> Result<Vec<u32>, String> {
+    let Some(text) = value.map(str::trim) else {
+        return Ok(DEFAULT_TIMED_PASSES.to_vec());
+    };
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut indices = text
+        .split(',')
+        .map(|item| item.trim().parse::<u32>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| {
+            format!(
+                "{TIMED_PASSES_VAR}={text:?} is not a comma-separated list of pass indices \
+                 (such as 0,2)"
+            )
+        })?;
+    indices.sort_unstable();
+    indices.dedup();
+    Ok(indices)
+}
+
+/// The per-dispatch state: what happened, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    /// `pass N start`, `pass N end timed=BOOL`, and any per-pass state violations.
+    pub events: Vec<String>,
+    /// Indices of the passes that got a kernel time.
+    pub timed_passes: Vec<u32>,
+}
+
+/// The tool: replays every dispatch and times the chosen passes only.
+#[rocprof_replay::rocprof_tool(new = UserState::from_env)]
+#[derive(Debug)]
+pub struct UserState {
+    settings: Settings,
+    /// Enabled per pass through the replay loop's guard; never started globally.
+    timing: Context,
+}
+
+impl UserState {
+    /// A tool with these settings; its timing context is created stopped.
+    pub fn new(settings: Settings) -> UserState {
+        UserState {
+            settings,
+            timing: Context::new("user_state", &[Service::DispatchTiming]),
+        }
+    }
+
+    /// A tool configured from the environment (see the crate docs).
+    pub fn from_env() -> UserState {
+        UserState::new(config())
+    }
+
+    /// The configuration.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The timing context (stopped outside replay loops).
+    pub fn timing(&self) -> &Context {
+        &self.timing
+    }
+
+    /// Whether pass `index` is timed.
+    pub fn is_timed(&self, index: u32) -> bool {
+        self.settings.timed_passes.binary_search(&index).is_ok()
+    }
+}
+
+impl ReplayPolicy for UserState {
+    type State = Record;
+    /// The index of the running pass, written at its start.
+    type PassState = Option<u32>;
+
+    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<Record> {
+        PassPlan::exactly(self.settings.passes, Record::default())
+    }
+
+    fn on_pass(&self, pass: &mut Pass<'_>, record: &mut Record, scope: &mut Option<u32>) {
+        let index = pass.index();
+        if self.is_timed(index) {
+            pass.contexts().enable(&self.timing);
+        } else {
+            pass.contexts().disable(&self.timing);
+        }
+        record.events.push(pass_start(index, scope));
+    }
+
+    fn on_pass_end(&self, pass: &PassReport<'_>, record: &mut Record, scope: &mut Option<u32>) {
+        pass_end(record, pass.index, pass.kernel_time.is_some(), scope);
+    }
+
+    fn on_end(&self, info: &DispatchInfo, record: Record, outcome: &Outcome) {
+        eprintln!("user_state: {}", summary_json(info, &record, outcome));
+    }
+}
+
+/// Per-pass state at pass start: checks it is fresh, writes `Some(index)`, and returns the
+/// event to record (`pass N start`, with the violation if it was not fresh).
+pub fn pass_start(index: u32, scope: &mut Option<u32>) -> String {
+    let event = match scope {
+        None => format!("pass {index} start"),
+        Some(_) => format!("pass {index} start scope not fresh: {scope:?}"),
+    };
+    *scope = Some(index);
+    event
+}
+
+/// Per-pass state at pass end: checks it still holds what [`pass_start`] wrote, and records
+/// the pass's events and whether it was timed.
+pub fn pass_end(record: &mut Record, index: u32, timed: bool, scope: &Option<u32>) {
+    if *scope != Some(index) {
+        record
+            .events
+            .push(format!("pass {index} end scope mismatch: {scope:?}"));
+    }
+    if timed {
+        record.timed_passes.push(index);
+    }
+    record
+        .events
+        .push(format!("pass {index} end timed={timed}"));
+}
+
+/// The compact JSON object printed for one dispatch, keys in a fixed order: `kernel`,
+/// `dispatch_id`, `passes`, `outcome`, `reason`, `timed_passes`, `events`.
+pub fn summary_json(info: &DispatchInfo, record: &Record, outcome: &Outcome) -> String {
+    use serde_json::{Value, json};
+    // serde_json's map sorts keys; write the object by hand to keep a readable order.
+    let fields: [(&str, Value); 7] = [
+        ("kernel", json!(info.kernel())),
+        ("dispatch_id", json!(info.dispatch_id.0)),
+        ("passes", json!(outcome.passes)),
+        ("outcome", json!(outcome.kind.label())),
+        ("reason", json!(outcome.kind.reason().map(|r| r.code()))),
+        ("timed_passes", json!(record.timed_passes)),
+        ("events", json!(record.events)),
+    ];
+    let body: Vec<String> = fields
+        .iter()
+        .map(|(key, value)| format!("{}:{value}", Value::from(*key)))
+        .collect();
+    format!("{{{}}}", body.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocprof_replay::{AgentId, DeclineReason, DispatchId, OutcomeKind, QueueId};
+    use serde_json::{Value, json};
+    use std::time::Duration;
+
+    fn info(name: Option<&str>) -> DispatchInfo {
+        DispatchInfo {
+            agent: AgentId(1),
+            agent_index: 0,
+            queue: QueueId(0),
+            dispatch_id: DispatchId(3),
+            kernel_object: 1,
+            kernel_name: name.map(Into::into),
+            grid: [1, 1, 1],
+            workgroup: [1, 1, 1],
+            group_segment_size: 0,
+            private_segment_size: 0,
+        }
+    }
+
+    fn outcome(kind: OutcomeKind, passes: u32) -> Outcome {
+        Outcome {
+            kind,
+            passes,
+            pass_times: Vec::new(),
+            snapshot_bytes: 0,
+            restored_bytes: 0,
+            skipped_regions: 0,
+            snapshot_time: Duration::ZERO,
+            restore_time: Duration::ZERO,
+        }
+    }
+
+    /// What the engine does with the per-pass state, minus the kernel: a fresh value per pass.
+    fn simulate(tool: &UserState, info: &DispatchInfo) -> Record {
+        let PassPlan::Exactly { passes, state } = tool.pass_count(info) else {
+            panic!("expected a fixed plan");
+        };
+        let mut record = state;
+        for index in 0..passes {
+            let mut scope = None;
+            record.events.push(pass_start(index, &mut scope));
+            let report = PassReport {
+                index,
+                total: Some(passes),
+                info,
+                kernel_time: tool.is_timed(index).then_some(Duration::from_micros(5)),
+            };
+            tool.on_pass_end(&report, &mut record, &mut scope);
+        }
+        record
+    }
+
+    #[test]
+    fn events_are_recorded_in_order() {
+        let tool = UserState::new(Settings {
+            passes: 4,
+            timed_passes: vec![2],
+        });
+        assert!(!tool.timing().is_active(), "must not be started globally");
+        let record = simulate(&tool, &info(Some("k")));
+        assert_eq!(
+            record.events,
+            [
+                "pass 0 start",
+                "pass 0 end timed=false",
+                "pass 1 start",
+                "pass 1 end timed=false",
+                "pass 2 start",
+                "pass 2 end timed=true",
+                "pass 3 start",
+                "pass 3 end timed=false",
+            ]
+        );
+        assert_eq!(record.timed_passes, [2]);
+    }
+
+    #[test]
+    fn per_pass_state_violations_are_recorded() {
+        let mut scope = Some(0);
+        assert_eq!(
+            pass_start(1, &mut scope),
+            "pass 1 start scope not fresh: Some(0)"
+        );
+        assert_eq!(scope, Some(1));
+        let mut record = Record::default();
+        pass_end(&mut record, 1, false, &None);
+        assert_eq!(
+            record.events,
+            ["pass 1 end scope mismatch: None", "pass 1 end timed=false"]
+        );
+    }
+
+    #[test]
+    fn summary_is_one_line_of_json_with_the_documented_keys() {
+        let record = Record {
+            events: vec!["pass 0 start".into(), "pass 0 end timed=true".into()],
+            timed_passes: vec![0],
+        };
+        let text = summary_json(
+            &info(Some("vec\"add")),
+            &record,
+            &outcome(OutcomeKind::Replayed, 4),
+        );
+        assert!(!text.contains('\n'));
+        assert!(
+            text.starts_with(r#"{"kernel":"vec\"add","dispatch_id":3,"passes":4,"#),
+            "{text}"
+        );
+        let value: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "kernel": "vec\"add",
+                "dispatch_id": 3,
+                "passes": 4,
+                "outcome": "replayed",
+                "reason": null,
+                "timed_passes": [0],
+                "events": ["pass 0 start", "pass 0 end timed=true"],
+            })
+        );
+        let declined = summary_json(
+            &info(None),
+            &Record::default(),
+            &outcome(OutcomeKind::Declined(DeclineReason::DrainTimeout), 1),
+        );
+        let value: Value = serde_json::from_str(&declined).unwrap();
+        assert_eq!(value["kernel"], "<unknown>");
+        assert_eq!(value["outcome"], "declined");
+        assert_eq!(value["reason"], "drain_timeout");
+        assert_eq!(value["events"], json!([]));
+    }
+
+    #[test]
+    fn settings_parsing() {
+        assert_eq!(parse_passes(None), Ok(4));
+        assert_eq!(parse_passes(Some("6")), Ok(6));
+        assert!(parse_passes(Some("0")).unwrap_err().contains(PASSES_VAR));
+        assert_eq!(parse_timed_passes(None), Ok(vec![2]));
+        assert_eq!(parse_timed_passes(Some("")), Ok(vec![]));
+        assert_eq!(parse_timed_passes(Some(" 3, 0 ,3")), Ok(vec![0, 3]));
+        for bad in ["1;2", "a", "1,,2", "-1", "1,"] {
+            let err = parse_timed_passes(Some(bad)).unwrap_err();
+            assert!(err.contains(TIMED_PASSES_VAR), "{bad}: {err}");
+        }
+    }
+}

@@ -872,3 +872,38 @@ fn intercept_profiling_reaches_the_hardware_queue() {
     assert!(start != 0 && start <= end);
     destroy(q);
 }
+
+#[test]
+fn concurrent_queues_share_the_worker_pool() {
+    let kd = descriptor(count_kernel);
+    let kd_addr = &*kd as *const KernelDescriptor as usize;
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let q = create(64);
+                // SAFETY: the descriptor outlives the threads (joined below).
+                let kd = unsafe { &*(kd_addr as *const KernelDescriptor) };
+                let hits = Hits::new([8, 2, 1]);
+                let done = signal(50);
+                for _ in 0..50 {
+                    let p = dispatch_packet(
+                        kd,
+                        (&*hits as *const Hits).cast(),
+                        2,
+                        [3, 2, 1],
+                        [24, 3, 1],
+                        done,
+                    );
+                    submit(q, &p);
+                }
+                assert_eq!(wait_zero(done), 0);
+                assert!(hits.hits.iter().all(|h| h.load(Ordering::Relaxed) == 50));
+                assert_eq!(hits.items.load(Ordering::Relaxed), 50 * 72);
+                destroy(q);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}

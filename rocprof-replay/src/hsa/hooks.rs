@@ -114,13 +114,26 @@ unsafe extern "C" fn queue_create(
     }
     // SAFETY: the runtime wrote a valid queue pointer.
     let q = unsafe { *queue };
-    let state = Arc::new(QueueState { queue: q, agent });
+    let mut inflight = hsa_signal_t::default();
+    // SAFETY: creating a plain signal with no consumer list.
+    if unsafe { (o.signal_create)(0, 0, std::ptr::null(), &mut inflight) } != HSA_STATUS_SUCCESS {
+        tracing::warn!("cannot create a progress signal: replay windows cannot drain this queue");
+        inflight = hsa_signal_t::default();
+    }
+    let state = Arc::new(QueueState {
+        queue: q,
+        agent,
+        inflight,
+    });
+    // The handler's reference; released in queue_destroy once the runtime stops calling it.
     let data_ptr = Arc::into_raw(state.clone()) as *mut c_void;
-    // SAFETY: registering our handler on the queue just created; `data_ptr` stays valid because
-    // the Arc it came from is never released (intentionally leaked, a few bytes per queue).
+    // SAFETY: registering our handler on the queue just created; `data_ptr` stays valid until
+    // queue_destroy.
     let st = unsafe { (o.intercept_register)(q, Some(intercept::handler), data_ptr) };
     if st != HSA_STATUS_SUCCESS {
         tracing::warn!(status = %Status(st), "cannot register the queue interceptor: this queue is not replayed");
+        // SAFETY: the reference made above, never handed out.
+        drop(unsafe { Arc::from_raw(data_ptr.cast::<QueueState>()) });
         return HSA_STATUS_SUCCESS;
     }
     // SAFETY: a live queue.
@@ -138,11 +151,18 @@ unsafe extern "C" fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
+    let mut state = None;
     quietly("forgetting a queue", || {
-        be.queues.write().remove(&(queue as usize));
+        state = be.queues.write().remove(&(queue as usize));
     });
     // SAFETY: forwarding unchanged.
-    unsafe { (be.orig.queue_destroy)(queue) }
+    let st = unsafe { (be.orig.queue_destroy)(queue) };
+    if let (Some(state), HSA_STATUS_SUCCESS) = (state, st) {
+        // The runtime no longer calls the handler: release its reference.
+        // SAFETY: the pointer registered with the handler in queue_create (one reference).
+        drop(unsafe { Arc::from_raw(Arc::as_ptr(&state)) });
+    }
+    st
 }
 
 // ---- allocations ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rocprof_replay_sys::*;
@@ -115,7 +115,10 @@ unsafe fn intercept(
             }
         }
         let _read = gpu.lock.try_read_for(be.limits.lock);
-        return forward();
+        progress.forwarded.set(true);
+        progress.completed.set(true);
+        // SAFETY: the packets we were given, inside the handler.
+        return unsafe { forward_tracked(be, queue, write, pkts, count) };
     }
 
     let packet = packets[0];
@@ -129,7 +132,10 @@ unsafe fn intercept(
             &info,
             &Outcome::ordinary(OutcomeKind::Declined(DeclineReason::DrainTimeout)),
         );
-        return forward();
+        progress.forwarded.set(true);
+        progress.completed.set(true);
+        // SAFETY: the packet we were given, inside the handler.
+        return unsafe { forward_tracked(be, queue, write, pkts, count) };
     };
     IN_WINDOW.with(|w| w.set(true));
     let mut target = HsaTarget {
@@ -157,6 +163,41 @@ unsafe fn intercept(
         "dispatch"
     );
     records::emit(&info, &outcome);
+}
+
+/// Forwards `count` packets and, when the queue is tracked, a barrier-AND packet that
+/// decrements its `inflight` signal once everything before it has finished.
+///
+/// # Safety
+/// Inside the interceptor, with `count` valid packets at `pkts`.
+unsafe fn forward_tracked(
+    be: &Backend,
+    queue: &QueueState,
+    write: Writer,
+    pkts: *const c_void,
+    count: u64,
+) {
+    let tracked = queue.inflight.handle != 0;
+    if tracked {
+        // SAFETY: our own live signal.
+        unsafe { (be.orig.signal_add)(queue.inflight, 1) };
+    }
+    // SAFETY: caller contract.
+    unsafe { write(pkts, count) };
+    if tracked {
+        let barrier = hsa_barrier_and_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_BARRIER_AND,
+                true,
+                HSA_FENCE_SCOPE_NONE,
+                HSA_FENCE_SCOPE_NONE,
+            ),
+            completion_signal: queue.inflight,
+            ..Default::default()
+        };
+        // SAFETY: one packet, forwarded inside the handler.
+        unsafe { write((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) };
+    }
 }
 
 fn warn_multi_packet_once() {
@@ -266,51 +307,14 @@ impl HsaTarget<'_> {
         }
     }
 
-    /// Submits a barrier-AND to another queue of the agent (an intercept queue: our handler
-    /// forwards it because this thread is in the window) and waits for it.
+    /// Waits until everything forwarded on another queue of the agent has finished. Nothing
+    /// is submitted to it: its interceptor may be waiting for the agent lock this window holds.
     fn drain_other_queue(&mut self, other: &QueueState) -> Result<(), DeclineReason> {
-        let signal = self.signal()?;
-        let o = &self.be.orig;
-        // SAFETY: a live signal.
-        unsafe { (o.signal_store)(signal, 1) };
-        let q = other.queue;
-        let deadline = Instant::now() + self.be.limits.drain;
-        // SAFETY: AQL producer protocol on a live queue: reserve, wait for room, write the body,
-        // release-store the header, ring the doorbell.
-        unsafe {
-            let index = (o.queue_add_write_index)(q, 1);
-            let size = (*q).size as u64;
-            while index - (o.queue_load_read_index)(q) >= size {
-                if Instant::now() >= deadline {
-                    return Err(DeclineReason::DrainTimeout);
-                }
-                std::thread::yield_now();
-            }
-            let slot =
-                ((*q).base_address as *mut hsa_barrier_and_packet_t).add((index % size) as usize);
-            let body = hsa_barrier_and_packet_t {
-                completion_signal: signal,
-                ..Default::default()
-            };
-            // Everything but the 2-byte header first; the header goes last, with release order.
-            std::ptr::copy_nonoverlapping(
-                (&body as *const hsa_barrier_and_packet_t)
-                    .cast::<u8>()
-                    .add(2),
-                slot.cast::<u8>().add(2),
-                AQL_PACKET_SIZE - 2,
-            );
-            let header = packet_header(
-                HSA_PACKET_TYPE_BARRIER_AND,
-                true,
-                HSA_FENCE_SCOPE_SYSTEM,
-                HSA_FENCE_SCOPE_SYSTEM,
-            );
-            (*slot.cast::<AtomicU16>()).store(header, Ordering::Release);
-            (o.signal_store)((*q).doorbell_signal, index as i64);
+        if other.inflight.handle == 0 {
+            tracing::debug!("a queue without a progress signal cannot be drained");
+            return Ok(());
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if self.wait_zero(signal, left) {
+        if self.wait_zero(other.inflight, self.be.limits.drain) {
             Ok(())
         } else {
             Err(DeclineReason::DrainTimeout)
@@ -494,7 +498,10 @@ impl ReplayTarget for HsaTarget<'_> {
         self.progress.completed.set(true);
         // SAFETY: the application's packet, forwarded unchanged inside the handler.
         unsafe {
-            (self.write)(
+            forward_tracked(
+                self.be,
+                self.queue,
+                self.write,
                 (&self.packet as *const hsa_kernel_dispatch_packet_t).cast(),
                 1,
             )

@@ -106,6 +106,20 @@ pub(crate) struct Gpu {
 pub(crate) struct QueueState {
     pub(crate) queue: *mut hsa_queue_t,
     pub(crate) agent: hsa_agent_t,
+    /// Work forwarded on this queue and not yet finished: incremented before each ordinary
+    /// submission, decremented by a barrier-AND packet forwarded right after it. A replay window
+    /// drains other queues by waiting for this to reach 0, without submitting to them (their
+    /// interceptor may be blocked on the agent lock the window holds). Handle 0: not tracked.
+    pub(crate) inflight: hsa_signal_t,
+}
+
+impl Drop for QueueState {
+    fn drop(&mut self) {
+        if let (Some(be), true) = (BACKEND.get(), self.inflight.handle != 0) {
+            // SAFETY: our own signal; the last reference to the queue state is going away.
+            unsafe { (be.orig.signal_destroy)(self.inflight) };
+        }
+    }
 }
 // SAFETY: the queue pointer is a runtime object valid until hsa_queue_destroy; we only use it
 // for AQL producer operations, which are thread-safe.
