@@ -149,9 +149,10 @@ fn to_rocm52(amd: &AmdExtTable) -> AmdExtTable52 {
 }
 
 fn build() -> &'static mut LiveTables {
-    // SAFETY: every field of these tables is an integer or a nullable pointer: all-zero is valid.
     let mut tables = Tables {
+        // SAFETY: every field is an integer or a nullable pointer: all-zero is valid.
         core: unsafe { std::mem::zeroed() },
+        // SAFETY: as above.
         amd: unsafe { std::mem::zeroed() },
     };
     crate::runtime::install(&mut tables);

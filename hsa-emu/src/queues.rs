@@ -419,7 +419,6 @@ fn destroy_queue(q: &Queue) {
 /// Destroys every queue still registered (the last `hsa_shut_down`): stops each packet
 /// processor (at most 2 s each), drops pending packets and releases doorbells. Pointers the
 /// application still holds become invalid, as with ROCr.
-#[allow(dead_code, reason = "for runtime::hsa_shut_down to call")]
 pub(crate) fn shutdown() {
     let all = std::mem::take(&mut *QUEUES.write());
     for q in all.values() {

@@ -189,8 +189,9 @@ fn describe(code: hsa_status_t) -> &'static str {
 
 /// Stops the runtime's background threads (async handlers, copy engine) at the last shut down.
 fn stop_background_threads() {
-    crate::signals::shutdown();
+    crate::queues::shutdown();
     crate::memory::shutdown();
+    crate::signals::shutdown();
 }
 
 /// Splits `HSA_TOOLS_LIB` into library names: spaces separate, double quotes group, a

@@ -53,6 +53,9 @@ thread_local! {
 
 impl Context {
     /// Creates a stopped context providing `services`.
+    ///
+    /// The engine finds contexts through a registry of weak references: keep the `Context`
+    /// (or a clone) alive, typically as a field of the tool, or its services stop.
     pub fn new(name: impl Into<String>, services: &[Service]) -> Context {
         let inner = Arc::new(ContextInner {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),

@@ -146,9 +146,8 @@ pub unsafe fn on_load<P: ReplayPolicy>(
             true
         }
         Ok(Err(e)) => {
-            tracing::error!(
-                "rocprof-replay: {e}; this tool is not loaded and the application runs without it"
-            );
+            // Printed directly, not through tracing: it must reach the user even when the
+            // application installed its own tracing subscriber.
             eprintln!(
                 "rocprof-replay: {e}; this tool is not loaded and the application runs without it"
             );

@@ -34,9 +34,13 @@ const WORKGROUP_SIZE: u16 = 256;
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct VectorAddArgs {
+    /// First input, `n` floats in device memory.
     a: *const f32,
+    /// Second input, `n` floats in device memory.
     b: *const f32,
+    /// Output, `n` floats in device memory.
     c: *mut f32,
+    /// Number of elements.
     n: u32,
 }
 
@@ -44,7 +48,9 @@ struct VectorAddArgs {
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct IncInPlaceArgs {
+    /// The buffer incremented in place, `n` u32 in device memory.
     a: *mut u32,
+    /// Number of elements.
     n: u32,
 }
 
@@ -88,15 +94,23 @@ pub(crate) fn main(kernels: &Path) -> ExitCode {
 
 /// Everything the dispatches need, found once.
 struct Setup<'h> {
+    /// The runtime.
     hsa: &'h Hsa,
+    /// The first GPU agent: every dispatch runs there.
     gpu: Agent,
+    /// Its coarse-grained pool: device buffers.
     device_pool: Pool,
+    /// A CPU agent's fine-grained pool: host staging buffers.
     host_pool: Pool,
+    /// The kernarg pool.
     kernarg_pool: Pool,
+    /// One queue on `gpu` for all dispatches.
     queue: Queue<'h>,
+    /// The completion signal, reused by every dispatch (set to 1 before each).
     done: Signal<'h>,
 }
 
+/// Opens and initialises the runtime, runs the steps, shuts down.
 fn run(kernels: &Path) -> Result<(), Failure> {
     let hsa = Hsa::open()?;
     hsa.init()?;
@@ -107,6 +121,7 @@ fn run(kernels: &Path) -> Result<(), Failure> {
     Ok(shut_down?)
 }
 
+/// Finds the agent and pools, loads the kernels and runs the two steps.
 fn run_initialized(hsa: &Hsa, kernels: &Path) -> Result<(), Failure> {
     let agents = hsa.agents()?;
     let of_type = |device| {
@@ -155,9 +170,18 @@ fn run_initialized(hsa: &Hsa, kernels: &Path) -> Result<(), Failure> {
     };
 
     vector_add(&setup, &exe)?;
+    inc_in_place(&setup, &exe)
+}
 
-    let kernel = exe.kernel(gpu, "inc_in_place")?;
-    let counter = exe.variable(gpu, "hit_counter")?;
+/// Steps 2 and 3: two `inc_in_place` dispatches over [`INC_N`] `u32` in device memory
+/// (`a[i] = i` at first), each followed by `a[i] == i + k` and `hit_counter == k` checks.
+///
+/// `hit_counter` counts executions of the kernel; under replay it is restored between
+/// passes like device memory, so it still counts what the application sees.
+fn inc_in_place(setup: &Setup<'_>, exe: &Executable<'_>) -> Result<(), Failure> {
+    let hsa = setup.hsa;
+    let kernel = exe.kernel(setup.gpu, "inc_in_place")?;
+    let counter = exe.variable(setup.gpu, "hit_counter")?;
     let mut host = setup.alloc_host::<u32>(INC_N)?;
     for (i, x) in host.host_slice_mut::<u32>()?.iter_mut().enumerate() {
         *x = i as u32;

@@ -51,11 +51,15 @@ pub(crate) fn main() -> ExitCode {
 
 /// What [`launch`] runs: the application's inputs.
 struct Prepared {
+    /// The directory holding hsa-emu as `libhsa-runtime64.so.1`.
     emu_dir: PathBuf,
+    /// The tool library.
     tool: PathBuf,
+    /// The compiled sample kernels (the code object).
     kernels: PathBuf,
 }
 
+/// Steps 1 to 3: builds and installs what the application run needs.
 fn prepare() -> Result<(Paths, Prepared), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let profile_dir = exe

@@ -111,7 +111,6 @@ fn submit(key: EngineKey, job: Job) -> hsa_status_t {
 /// Stops the copy-engine thread: pending jobs are dropped (their signals are left alone) and
 /// the thread is joined if it exits within a bounded time (otherwise it is left to finish its
 /// current job and exit). A later submission starts a new thread.
-#[allow(dead_code, reason = "called by runtime::hsa_shut_down")]
 pub(crate) fn shutdown() {
     let handle = {
         let mut st = ENGINE.lock();

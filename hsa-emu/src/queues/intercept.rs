@@ -212,34 +212,43 @@ fn process(proxy: &Queue) {
 
 /// Hands each written packet of the proxy to the handler chain.
 fn drain(proxy: &Queue, state: &InterceptState) {
+    // Packets written together (one doorbell for several) reach the handler as one batch, as
+    // with ROCr, so tools see multi-packet submissions.
+    const MAX_BATCH: usize = 32;
+    let mut batch = [aql_packet_t { bytes: [0; AQL_PACKET_SIZE] }; MAX_BATCH];
     loop {
         let read = proxy.read_index().load(Ordering::Relaxed);
         let write = proxy.write_index().load(Ordering::Acquire);
-        if read >= write {
+        let mut n = 0usize;
+        while n < MAX_BATCH && read + (n as u64) < write {
+            let index = read + n as u64;
+            let header = proxy.header(index).load(Ordering::Acquire);
+            if header_type(header) == HSA_PACKET_TYPE_INVALID {
+                break; // reserved but not written yet: its producer will ring again
+            }
+            // SAFETY: the header was acquire-loaded as valid, so the body is complete.
+            batch[n] = unsafe { proxy.slot(index).read() };
+            proxy
+                .header(index)
+                .store(HSA_PACKET_TYPE_INVALID as u16, Ordering::Release);
+            n += 1;
+        }
+        if n == 0 {
             return;
         }
-        let header = proxy.header(read).load(Ordering::Acquire);
-        if header_type(header) == HSA_PACKET_TYPE_INVALID {
-            return; // reserved but not written yet: its producer will ring again
-        }
-        // SAFETY: the header was acquire-loaded as valid, so the body is complete.
-        let packet = unsafe { proxy.slot(read).read() };
-        proxy
-            .header(read)
-            .store(HSA_PACKET_TYPE_INVALID as u16, Ordering::Release);
-        proxy.read_index().store(read + 1, Ordering::Release);
+        proxy.read_index().store(read + n as u64, Ordering::Release);
         let handlers = state.handlers.read().clone();
-        let pkt = (&packet as *const aql_packet_t).cast::<c_void>();
+        let pkts = batch.as_ptr().cast::<c_void>();
         match handlers.len() {
-            0 => submit(&state.real, pkt, 1),
-            n => {
+            0 => submit(&state.real, pkts, n as u64),
+            levels => {
                 let frame = Frame {
                     handlers: Arc::as_ptr(&handlers),
-                    level: n - 1,
+                    level: levels - 1,
                     user_pkt_index: read,
                     real: Arc::as_ptr(&state.real),
                 };
-                call_handler(frame, pkt, 1);
+                call_handler(frame, pkts, n as u64);
             }
         }
     }

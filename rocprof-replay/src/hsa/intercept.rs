@@ -261,7 +261,7 @@ impl HsaTarget<'_> {
             let left = end.saturating_duration_since(Instant::now());
             // Timed slices keep every wait bounded even if the runtime ignores the hint.
             let slice = left.min(Duration::from_millis(100));
-            let ticks = (slice.as_nanos() as u128 * self.be.ticks_per_second as u128
+            let ticks = (slice.as_nanos() * self.be.ticks_per_second as u128
                 / 1_000_000_000) as u64;
             // SAFETY: a live signal we created.
             let v = unsafe {
