@@ -481,9 +481,15 @@ fn an_unknown_table_layout_disables_the_tool_and_the_app_runs_unprofiled() {
 
 #[test]
 fn multi_packet_submissions_are_not_replayed_but_stay_correct() {
-    let Some((run, recs)) = probe("batch", "e2e_plan_tool", &[("E2E_PLAN", "exactly:5")]) else { return };
+    let Some((run, recs)) = probe("batch", "e2e_plan_tool", &[("E2E_PLAN", "exactly:5")]) else {
+        return;
+    };
     assert!(run.stdout().contains("counter=2"), "{}", run.stdout());
     let r = kernel_records(&recs, "inc_in_place");
     assert_eq!(r.len(), 2, "{recs:?}");
-    assert!(r.iter().all(|r| r["outcome"] == "declined" && r["reason"] == "multi_packet"), "{r:?}");
+    assert!(
+        r.iter()
+            .all(|r| r["outcome"] == "declined" && r["reason"] == "multi_packet"),
+        "{r:?}"
+    );
 }

@@ -215,7 +215,9 @@ fn drain(proxy: &Queue, state: &InterceptState) {
     // Packets written together (one doorbell for several) reach the handler as one batch, as
     // with ROCr, so tools see multi-packet submissions.
     const MAX_BATCH: usize = 32;
-    let mut batch = [aql_packet_t { bytes: [0; AQL_PACKET_SIZE] }; MAX_BATCH];
+    let mut batch = [aql_packet_t {
+        bytes: [0; AQL_PACKET_SIZE],
+    }; MAX_BATCH];
     loop {
         let read = proxy.read_index().load(Ordering::Relaxed);
         let write = proxy.write_index().load(Ordering::Acquire);

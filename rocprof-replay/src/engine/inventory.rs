@@ -107,6 +107,13 @@ impl AllocationInventory {
             .collect()
     }
 
+    /// The agent owning the tracked allocation that contains `addr`, if any.
+    pub(crate) fn agent_of(&self, addr: usize) -> Option<AgentId> {
+        let map = self.map.read();
+        let (_, a) = map.range(..=addr).next_back()?;
+        (addr < a.base + a.size).then_some(a.agent)
+    }
+
     /// Holds the read lock while `f` runs: frees wait, so a region checked live stays live.
     pub(crate) fn read(&self) -> InventoryView<'_> {
         InventoryView {
@@ -164,6 +171,10 @@ mod tests {
         inv.record(0x2000, 0x100, AgentId(2), Origin::Pool);
         inv.record(0x3000, 0x100, AgentId(1), Origin::VmemMapping);
         assert_eq!(inv.owned_by(AgentId(1)).len(), 2);
+        assert_eq!(inv.agent_of(0x1080), Some(AgentId(1)));
+        assert_eq!(inv.agent_of(0x2000), Some(AgentId(2)));
+        assert_eq!(inv.agent_of(0x2100), None);
+        assert_eq!(inv.agent_of(0x10), None);
         assert_eq!(inv.remove_range(0x1080, 0x1000), 2);
         assert_eq!(inv.len(), 1);
     }

@@ -38,6 +38,9 @@ pub(crate) unsafe fn install(
         c::QUEUE_DESTROY.write(core, Some(queue_destroy))?;
         c::MEMORY_ALLOCATE.write(core, Some(memory_allocate))?;
         c::MEMORY_FREE.write(core, Some(memory_free))?;
+        c::MEMORY_COPY.write(core, Some(memory_copy))?;
+        a::MEMORY_FILL.write(amd, Some(memory_fill))?;
+        a::MEMORY_ASYNC_COPY.write(amd, Some(async_copy))?;
         c::EXECUTABLE_FREEZE.write(core, Some(executable_freeze))?;
         c::EXECUTABLE_DESTROY.write(core, Some(executable_destroy))?;
         a::MEMORY_POOL_ALLOCATE.write(amd, Some(pool_allocate))?;
@@ -299,6 +302,89 @@ unsafe extern "C" fn memory_free(ptr: *mut c_void) -> hsa_status_t {
     }
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.memory_free)(ptr) }
+}
+
+// ---- copies: fenced against replay windows ------------------------------------------------
+
+/// Runs `f` holding the reader side of the locks of the agents owning `a` and `b` (tracked
+/// allocations only): a host-side copy into memory a replay window snapshots must not land in
+/// the middle of the window, where a restore would overwrite it.
+fn fenced<R>(a: usize, b: usize, f: impl FnOnce() -> R) -> R {
+    let Some(be) = backend() else { return f() };
+    if intercept::in_window() {
+        return f();
+    }
+    let agents = [INVENTORY.agent_of(a), INVENTORY.agent_of(b)];
+    let mut gpus: smallvec::SmallVec<[&super::Gpu; 2]> = agents
+        .iter()
+        .flatten()
+        .filter_map(|id| be.gpus.iter().find(|g| g.agent.handle == id.0))
+        .collect();
+    gpus.sort_by_key(|g| g.index);
+    gpus.dedup_by_key(|g| g.index);
+    // Locks are taken in agent order, so two copies never wait for each other.
+    let _guards: smallvec::SmallVec<[_; 2]> = gpus
+        .iter()
+        .map(|g| g.lock.try_read_for(be.limits.lock))
+        .collect();
+    f()
+}
+
+unsafe extern "C" fn memory_copy(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    fenced(dst as usize, src as usize, || unsafe {
+        (be.orig.memory_copy)(dst, src, size)
+    })
+}
+
+unsafe extern "C" fn memory_fill(ptr: *mut c_void, value: u32, count: usize) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    fenced(ptr as usize, ptr as usize, || unsafe {
+        (be.orig.memory_fill)(ptr, value, count)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn async_copy(
+    dst: *mut c_void,
+    dst_agent: hsa_agent_t,
+    src: *const c_void,
+    src_agent: hsa_agent_t,
+    size: usize,
+    num_dep_signals: u32,
+    dep_signals: *const hsa_signal_t,
+    completion_signal: hsa_signal_t,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // Submission is fenced; a copy already queued behind unresolved dependencies when a window
+    // starts is not (see docs/architecture.md, "Isolation").
+    fenced(dst as usize, src as usize, || {
+        // SAFETY: forwarding unchanged.
+        unsafe {
+            (be.orig.async_copy)(
+                dst,
+                dst_agent,
+                src,
+                src_agent,
+                size,
+                num_dep_signals,
+                dep_signals,
+                completion_signal,
+            )
+        }
+    })
 }
 
 // ---- vmem (6.x) ----------------------------------------------------------------------------

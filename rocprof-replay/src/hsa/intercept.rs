@@ -27,6 +27,11 @@ thread_local! {
 
 type Writer = unsafe extern "C" fn(*const c_void, u64);
 
+/// Whether this thread is running a replay window.
+pub(crate) fn in_window() -> bool {
+    IN_WINDOW.with(Cell::get)
+}
+
 /// The interceptor registered on every application queue.
 pub(crate) unsafe extern "C" fn handler(
     pkts: *const c_void,
@@ -261,8 +266,8 @@ impl HsaTarget<'_> {
             let left = end.saturating_duration_since(Instant::now());
             // Timed slices keep every wait bounded even if the runtime ignores the hint.
             let slice = left.min(Duration::from_millis(100));
-            let ticks = (slice.as_nanos() * self.be.ticks_per_second as u128
-                / 1_000_000_000) as u64;
+            let ticks =
+                (slice.as_nanos() * self.be.ticks_per_second as u128 / 1_000_000_000) as u64;
             // SAFETY: a live signal we created.
             let v = unsafe {
                 (self.be.orig.signal_wait)(
