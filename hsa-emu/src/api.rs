@@ -267,6 +267,60 @@ pub(crate) fn abi() -> AbiPresentation {
     unsafe { (*live()).abi }
 }
 
+/// A copy of the live tables' slots, to undo what tools patched.
+pub(crate) struct LiveSnapshot {
+    core: CoreApiTable,
+    amd6: AmdExtTable,
+    amd52: AmdExtTable52,
+    tools: ToolsApiTable,
+}
+
+/// Copies the live tables' slots.
+pub(crate) fn snapshot() -> LiveSnapshot {
+    let live = live();
+    // SAFETY: the live tables are valid for the process; plain copies of POD tables.
+    unsafe {
+        LiveSnapshot {
+            core: (*live).core,
+            amd6: (*live).amd6,
+            amd52: (*live).amd52,
+            tools: (*live).tools,
+        }
+    }
+}
+
+/// Writes a snapshot back into the live tables (after the last `hsa_shut_down`).
+pub(crate) fn restore(s: &LiveSnapshot) {
+    let live = live();
+    // SAFETY: as above; tools are unloaded, nobody patches the tables concurrently.
+    unsafe {
+        (*live).core = s.core;
+        (*live).amd6 = s.amd6;
+        (*live).amd52 = s.amd52;
+        (*live).tools = s.tools;
+    }
+}
+
+/// Reads an AMD extension slot at its offset in the presented layout (independent of the
+/// version the table header claims, which the fault knobs may falsify).
+#[inline]
+pub(crate) fn amd_slot<F: Copy>(slot: Slot<F>) -> Option<F> {
+    let layout = match abi() {
+        AbiPresentation::Newest => Layout::AmdExtRocm6,
+        AbiPresentation::Rocm52 => Layout::AmdExtRocm5,
+    };
+    let offset = slot.offset_in(layout)?;
+    // SAFETY: the live AMD table has this layout; `offset` lies inside it; slots hold
+    // `Option<F>` (a nullable function pointer).
+    unsafe {
+        amd_ext()
+            .cast::<u8>()
+            .add(offset)
+            .cast::<Option<F>>()
+            .read()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,59 +381,5 @@ mod tests {
             )
         };
         assert_eq!(r, 7);
-    }
-}
-
-/// A copy of the live tables' slots, to undo what tools patched.
-pub(crate) struct LiveSnapshot {
-    core: CoreApiTable,
-    amd6: AmdExtTable,
-    amd52: AmdExtTable52,
-    tools: ToolsApiTable,
-}
-
-/// Copies the live tables' slots.
-pub(crate) fn snapshot() -> LiveSnapshot {
-    let live = live();
-    // SAFETY: the live tables are valid for the process; plain copies of POD tables.
-    unsafe {
-        LiveSnapshot {
-            core: (*live).core,
-            amd6: (*live).amd6,
-            amd52: (*live).amd52,
-            tools: (*live).tools,
-        }
-    }
-}
-
-/// Writes a snapshot back into the live tables (after the last `hsa_shut_down`).
-pub(crate) fn restore(s: &LiveSnapshot) {
-    let live = live();
-    // SAFETY: as above; tools are unloaded, nobody patches the tables concurrently.
-    unsafe {
-        (*live).core = s.core;
-        (*live).amd6 = s.amd6;
-        (*live).amd52 = s.amd52;
-        (*live).tools = s.tools;
-    }
-}
-
-/// Reads an AMD extension slot at its offset in the presented layout (independent of the
-/// version the table header claims, which the fault knobs may falsify).
-#[inline]
-pub(crate) fn amd_slot<F: Copy>(slot: Slot<F>) -> Option<F> {
-    let layout = match abi() {
-        AbiPresentation::Newest => Layout::AmdExtRocm6,
-        AbiPresentation::Rocm52 => Layout::AmdExtRocm5,
-    };
-    let offset = slot.offset_in(layout)?;
-    // SAFETY: the live AMD table has this layout; `offset` lies inside it; slots hold
-    // `Option<F>` (a nullable function pointer).
-    unsafe {
-        amd_ext()
-            .cast::<u8>()
-            .add(offset)
-            .cast::<Option<F>>()
-            .read()
     }
 }

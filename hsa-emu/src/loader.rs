@@ -2166,7 +2166,7 @@ mod tests {
             )
         };
         assert_eq!(st, HSA_STATUS_SUCCESS);
-        assert_eq!(program.len(), 6);
+        assert_eq!(program.len(), 7);
         destroy(exe);
     }
 

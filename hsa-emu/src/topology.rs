@@ -267,6 +267,12 @@ impl Topology {
         &self.agents[0]
     }
 
+    /// The GPU agents (tests pick agents through it).
+    #[cfg(test)]
+    pub(crate) fn gpus(&self) -> impl Iterator<Item = &Agent> {
+        self.agents.iter().filter(|a| a.kind == DeviceKind::Gpu)
+    }
+
     /// The first pool of `agent` of the given kind.
     pub(crate) fn pool_of(&self, agent: &Agent, kind: PoolKind) -> Option<&Pool> {
         agent

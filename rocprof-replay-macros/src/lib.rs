@@ -12,7 +12,7 @@
 //! The attribute leaves the struct as written and adds
 //! `rocprof_replay::__export_tool!(MyTool, constructor)`, which emits `OnLoad`, `OnUnload` and
 //! `HSA_AMD_TOOL_PRIORITY`. All ABI details live in the SDK; this crate only parses. Parsing and
-//! expansion are ordinary functions ([`expand`]) so they are unit-tested without a compiler run.
+//! expansion are ordinary functions (`expand`) so they are unit-tested without a compiler run.
 //!
 //! [`ReplayPolicy`]: https://docs.rs/rocprof-replay/latest/rocprof_replay/trait.ReplayPolicy.html
 

@@ -269,8 +269,8 @@ pub(crate) mod tests {
     #[test]
     fn restore_brings_back_captured_bytes_and_skips_reallocated_regions() {
         let inv = AllocationInventory::new();
-        let mut a = vec![1u8; 64];
-        let mut b = vec![2u8; 32];
+        let mut a = [1u8; 64];
+        let mut b = [2u8; 32];
         let mut var = [7u8; 8];
         inv.record(a.as_ptr() as usize, a.len(), AgentId(1), Origin::Pool);
         let gb = inv.record(b.as_ptr() as usize, b.len(), AgentId(1), Origin::Pool);
@@ -322,7 +322,7 @@ pub(crate) mod tests {
     #[test]
     fn a_failed_copy_declines_the_snapshot() {
         let inv = AllocationInventory::new();
-        let a = vec![1u8; 16];
+        let a = [1u8; 16];
         inv.record(a.as_ptr() as usize, 16, AgentId(1), Origin::Pool);
         let plan = SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
         let mut mem = HostMemory {
