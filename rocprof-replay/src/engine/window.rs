@@ -8,7 +8,7 @@
 //! pass_count ──Skip/1──────────────────────────────────────────► run_once      (skipped)
 //!     │ N>1 / UpTo / Until
 //!     ▼
-//!   drain ──timeout─────────────────────────────────────────────► run_once      (declined)
+//!   agent lock + drain ──timeout────────────────────────────────► run_once      (declined)
 //!     ▼
 //!   plan + capture snapshot ──alloc/copy/symbols/budget────────► run_once      (declined)
 //!     ▼
@@ -34,6 +34,9 @@ use crate::policy::{
 
 /// The backend's handle on one intercepted dispatch.
 pub(crate) trait ReplayTarget: DeviceMemory {
+    /// Takes exclusive use of the agent for the window (deadline); called only for dispatches
+    /// that will be replayed, so skipped dispatches never wait for it.
+    fn begin(&mut self) -> Result<(), DeclineReason>;
     /// Waits (with a deadline) until the agent has nothing else in flight.
     fn drain(&mut self) -> Result<(), DeclineReason>;
     /// Module-scope variables (address, size) visible to the agent, found now.
@@ -125,7 +128,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         outcome
     };
 
-    if let Err(reason) = target.drain() {
+    if let Err(reason) = target.begin().and_then(|()| target.drain()) {
         return decline(target, reason, state);
     }
     let snapshot = match target

@@ -68,6 +68,9 @@ impl DeviceMemory for SimDevice {
 }
 
 impl ReplayTarget for SimDevice {
+    fn begin(&mut self) -> Result<(), DeclineReason> {
+        Ok(())
+    }
     fn drain(&mut self) -> Result<(), DeclineReason> {
         if self.fail_drain {
             Err(DeclineReason::DrainTimeout)

@@ -128,20 +128,6 @@ unsafe fn intercept(
 
     let packet = packets[0];
     let info = dispatch_info(be, gpu, queue, &packet);
-    let Some(_window) = gpu.lock.try_write_for(be.limits.lock) else {
-        tracing::warn!(
-            kernel = info.kernel(),
-            "agent lock not acquired before the deadline: not replayed"
-        );
-        records::emit(
-            &info,
-            &Outcome::ordinary(OutcomeKind::Declined(DeclineReason::DrainTimeout)),
-        );
-        progress.forwarded.set(true);
-        progress.completed.set(true);
-        // SAFETY: the packet we were given, inside the handler.
-        return unsafe { forward_tracked(be, queue, write, pkts, count) };
-    };
     IN_WINDOW.with(|w| w.set(true));
     let mut target = HsaTarget {
         be,
@@ -151,6 +137,7 @@ unsafe fn intercept(
         write,
         signal: None,
         progress,
+        window: None,
     };
     let config = WindowConfig {
         budget: be.limits.budget,
@@ -242,6 +229,8 @@ struct HsaTarget<'a> {
     /// The engine's own completion signal (created on first use).
     signal: Option<hsa_signal_t>,
     progress: &'a Progress,
+    /// The agent's writer lock, held from `begin` to the end of the replay window.
+    window: Option<parking_lot::RwLockWriteGuard<'a, ()>>,
 }
 
 impl HsaTarget<'_> {
@@ -379,6 +368,17 @@ impl DeviceMemory for HsaTarget<'_> {
 }
 
 impl ReplayTarget for HsaTarget<'_> {
+    fn begin(&mut self) -> Result<(), DeclineReason> {
+        let gpu: &Gpu = self.gpu;
+        match gpu.lock.try_write_for(self.be.limits.lock) {
+            Some(guard) => {
+                self.window = Some(guard);
+                Ok(())
+            }
+            None => Err(DeclineReason::DrainTimeout),
+        }
+    }
+
     fn drain(&mut self) -> Result<(), DeclineReason> {
         self.drain_own_queue()?;
         let others: Vec<Arc<QueueState>> = self
@@ -499,6 +499,13 @@ impl ReplayTarget for HsaTarget<'_> {
     }
 
     fn run_once(&mut self) {
+        // Outside a window (the policy skipped replay) this is an ordinary submission.
+        let gpu: &Gpu = self.gpu;
+        let _read = if self.window.is_none() {
+            gpu.lock.try_read_for(self.be.limits.lock)
+        } else {
+            None
+        };
         self.progress.forwarded.set(true);
         self.progress.completed.set(true);
         // SAFETY: the application's packet, forwarded unchanged inside the handler.
