@@ -93,3 +93,90 @@ pub mod __private {
     pub use crate::registration::{Claim, TOOL_PRIORITY, on_load, on_unload};
     pub use rocprof_replay_sys::HsaApiTable;
 }
+
+/// Support for the crate's benchmarks (`benches/restore.rs`): the real snapshot path over
+/// host memory. Not a public API.
+#[doc(hidden)]
+pub mod __bench {
+    use std::marker::PhantomData;
+
+    use crate::AgentId;
+    use crate::engine::inventory::{AllocationInventory, Origin};
+    use crate::engine::snapshot::{DeviceMemory, Snapshot, SnapshotPlan};
+
+    /// "Device" memory that is this process's memory: addresses are pointers into the buffers
+    /// a [`RestoreBench`] holds exclusively.
+    struct HostMemory;
+
+    impl DeviceMemory for HostMemory {
+        fn read(&mut self, src: usize, dst: &mut [u8]) -> bool {
+            // SAFETY: the engine only passes the base and size of a planned region, and every
+            // region is a live buffer that the `RestoreBench` borrows exclusively; `dst` is a
+            // separate staging buffer, so the ranges do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+            true
+        }
+
+        fn write(&mut self, dst: usize, src: &[u8]) -> bool {
+            // SAFETY: as in `read`: `dst` is the base of a region of `src.len()` bytes that
+            // the `RestoreBench` borrows exclusively, and `src` is its staging buffer.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
+            true
+        }
+    }
+
+    /// A snapshot of some host buffers taken through the real [`SnapshotPlan`] and
+    /// [`Snapshot::capture`], ready to be restored over and over.
+    pub struct RestoreBench<'a> {
+        inventory: AllocationInventory,
+        snapshot: Snapshot,
+        mem: HostMemory,
+        /// The buffers stay borrowed (and so alive and untouched by anyone else) while their
+        /// addresses are in the inventory.
+        _regions: PhantomData<&'a mut [Vec<u8>]>,
+    }
+
+    impl<'a> RestoreBench<'a> {
+        /// Records every buffer as an allocation of one agent and captures them.
+        ///
+        /// # Panics
+        /// When the capture is declined (the staging memory cannot be allocated).
+        pub fn capture(regions: &'a mut [Vec<u8>]) -> RestoreBench<'a> {
+            let inventory = AllocationInventory::new();
+            let agent = AgentId(1);
+            for region in regions.iter_mut().filter(|r| !r.is_empty()) {
+                inventory.record(region.as_mut_ptr() as usize, region.len(), agent, Origin::Pool);
+            }
+            let plan = SnapshotPlan::new(&inventory, agent, &[], u64::MAX)
+                .expect("a plan without a budget is never declined");
+            let mut mem = HostMemory;
+            let snapshot = Snapshot::capture(plan, &mut mem)
+                .unwrap_or_else(|reason| panic!("capture declined: {reason}"));
+            RestoreBench {
+                inventory,
+                snapshot,
+                mem,
+                _regions: PhantomData,
+            }
+        }
+
+        /// Bytes captured.
+        pub fn bytes(&self) -> u64 {
+            self.snapshot.bytes
+        }
+
+        /// One restore, as between two passes: every region is re-validated against the
+        /// inventory and written back. Returns the bytes written.
+        ///
+        /// # Panics
+        /// When the restore fails or skips a region (neither can happen here).
+        pub fn restore(&mut self) -> u64 {
+            let stats = self
+                .snapshot
+                .restore(&self.inventory, &mut self.mem)
+                .unwrap_or_else(|reason| panic!("restore declined: {reason}"));
+            assert_eq!(stats.skipped, 0, "no region was freed");
+            stats.bytes
+        }
+    }
+}

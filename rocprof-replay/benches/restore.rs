@@ -1,0 +1,144 @@
+//! Restore throughput: one snapshot restore (the work done between two replay passes) against
+//! a plain `copy_from_slice` of the same bytes, for 1, 16 and 256 MiB split over 4 regions.
+//!
+//! The restore goes through the real engine path (`SnapshotPlan` → `Snapshot::capture` →
+//! `Snapshot::restore`, with the inventory's read lock and per-region liveness check) over
+//! host memory, via `rocprof_replay::__bench`. Run with
+//! `cargo bench -p rocprof-replay --bench restore`; criterion's usual arguments (a filter,
+//! `--measurement-time`, `--sample-size`, ...) override the short defaults below. After the
+//! criterion report a summary table gives the median time per restore and per copy, both as
+//! GB/s (10^9 bytes per second), and the ratio restore / memcpy.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use rocprof_replay::__bench::RestoreBench;
+
+const MIB: usize = 1 << 20;
+/// Total bytes per case.
+const SIZES: [usize; 3] = [MIB, 16 * MIB, 256 * MIB];
+/// Regions each total is split into.
+const REGIONS: usize = 4;
+
+/// `REGIONS` buffers of `total / REGIONS` bytes filled with `byte` (non-zero, so every page is
+/// really touched before timing starts).
+fn buffers(total: usize, byte: u8) -> Vec<Vec<u8>> {
+    (0..REGIONS).map(|_| vec![byte; total / REGIONS]).collect()
+}
+
+/// Median of per-iteration times, in seconds.
+fn median(mut samples: Vec<f64>) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    samples.sort_by(f64::total_cmp);
+    let n = samples.len();
+    Some(if n % 2 == 1 {
+        samples[n / 2]
+    } else {
+        (samples[n / 2 - 1] + samples[n / 2]) / 2.0
+    })
+}
+
+/// Times `iters` calls of `f` and records the time per call.
+fn timed(iters: u64, record: &mut Vec<f64>, mut f: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        f();
+    }
+    let elapsed = start.elapsed();
+    record.push(elapsed.as_secs_f64() / iters.max(1) as f64);
+    elapsed
+}
+
+/// One size: the measured medians (seconds per restore, per copy), when both ran.
+struct Row {
+    total: usize,
+    restore: Option<f64>,
+    memcpy: Option<f64>,
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args();
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`) criterion runs every
+    // routine once as a smoke test and the medians mean nothing.
+    let measuring = std::env::args().any(|a| a == "--bench");
+
+    let mut rows = Vec::new();
+    for total in SIZES {
+        let label = format!("{} MiB", total / MIB);
+        let mut group = c.benchmark_group("restore");
+        group.throughput(Throughput::Bytes(total as u64));
+
+        // The engine's restore. Criterion calls the routine once per sample after the
+        // warm-up, so the last `sample_size` records are the measured samples.
+        let mut regions = buffers(total, 0xA5);
+        let mut restore_times = Vec::new();
+        {
+            let mut bench = RestoreBench::capture(&mut regions);
+            assert_eq!(bench.bytes(), total as u64);
+            group.bench_function(BenchmarkId::new("snapshot_restore", &label), |b| {
+                b.iter_custom(|iters| {
+                    timed(iters, &mut restore_times, || {
+                        black_box(bench.restore());
+                    })
+                })
+            });
+        }
+        drop(regions);
+
+        // The baseline: the same bytes in the same 4 pieces, host to host.
+        let src = buffers(total, 0x5A);
+        let mut dst = buffers(total, 0xA5);
+        let mut memcpy_times = Vec::new();
+        group.bench_function(BenchmarkId::new("memcpy", &label), |b| {
+            b.iter_custom(|iters| {
+                timed(iters, &mut memcpy_times, || {
+                    for (d, s) in dst.iter_mut().zip(&src) {
+                        d.copy_from_slice(black_box(s));
+                    }
+                    black_box(&mut dst);
+                })
+            })
+        });
+        group.finish();
+
+        let keep = |mut v: Vec<f64>| v.split_off(v.len().saturating_sub(10));
+        rows.push(Row {
+            total,
+            restore: median(keep(restore_times)),
+            memcpy: median(keep(memcpy_times)),
+        });
+    }
+    c.final_summary();
+
+    if !measuring {
+        return;
+    }
+    let gbps = |total: usize, secs: f64| total as f64 / secs / 1e9;
+    println!();
+    println!("restore vs memcpy (median per call; GB = 10^9 bytes, {REGIONS} regions)");
+    println!(
+        "{:>8}  {:>12} {:>9}  {:>12} {:>9}  {:>15}",
+        "total", "restore", "GB/s", "memcpy", "GB/s", "restore/memcpy"
+    );
+    for row in rows {
+        let (Some(r), Some(m)) = (row.restore, row.memcpy) else {
+            continue; // filtered out on the command line
+        };
+        println!(
+            "{:>8}  {:>12} {:>9.2}  {:>12} {:>9.2}  {:>15.3}",
+            format!("{} MiB", row.total / MIB),
+            format!("{:.1?}", Duration::from_secs_f64(r)),
+            gbps(row.total, r),
+            format!("{:.1?}", Duration::from_secs_f64(m)),
+            gbps(row.total, m),
+            r / m
+        );
+    }
+}
