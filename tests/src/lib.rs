@@ -159,6 +159,39 @@ pub fn replay_probe() -> Option<(PathBuf, PathBuf)> {
     Some((exe, samples.join("libsample_kernels.so")))
 }
 
+/// Variants of the C tool probe (`tests/fixtures/tool_probe.c`), built once:
+/// `libtool_<name>.so` for each (name, extra C flags).
+pub fn tool_probes() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = e2e_dir().join("tool-probes");
+        std::fs::create_dir_all(&dir).expect("creating the tool probe directory");
+        let variants: &[(&str, &[&str])] = &[
+            ("a", &[]),
+            ("b", &[]),
+            ("refuse", &["-DREFUSE"]),
+            ("p5", &["-DPRIORITY=5"]),
+            ("p10", &["-DPRIORITY=10"]),
+        ];
+        for (name, flags) in variants {
+            run_checked(
+                Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+                    .args([
+                        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC",
+                    ])
+                    .arg(format!("-DTOOL_NAME=\"{name}\""))
+                    .args(*flags)
+                    .arg("-o")
+                    .arg(dir.join(format!("libtool_{name}.so")))
+                    .arg(workspace_root().join("tests/fixtures/tool_probe.c")),
+                "building the tool probes",
+            );
+        }
+        dir
+    })
+    .clone()
+}
+
 /// The result of running an application under hsa-emu.
 #[derive(Debug)]
 pub struct Run {
