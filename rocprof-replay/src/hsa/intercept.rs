@@ -297,7 +297,16 @@ impl HsaTarget<'_> {
         if self.wait_zero(signal, self.be.limits.drain) {
             Ok(())
         } else {
+            self.abandon_signal();
             Err(DeclineReason::DrainTimeout)
+        }
+    }
+
+    /// Gives up our signal without destroying it: a packet still in the queue references it
+    /// and will decrement it when it finally runs (leaking one signal beats a use after free).
+    fn abandon_signal(&mut self) {
+        if let Some(s) = self.signal.take() {
+            tracing::warn!(signal = s.handle, "a packet outlived its deadline; its signal is kept alive");
         }
     }
 
@@ -483,6 +492,7 @@ impl ReplayTarget for HsaTarget<'_> {
         // SAFETY: one packet, forwarded inside the handler.
         unsafe { (self.write)((&pass as *const hsa_kernel_dispatch_packet_t).cast(), 1) };
         if !self.wait_zero(signal, self.be.limits.pass) {
+            self.abandon_signal();
             return Err(DeclineReason::PassTimeout);
         }
         if !timed {
