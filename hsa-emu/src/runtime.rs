@@ -5,8 +5,10 @@
 //! spaces; a backslash escapes the next character), then every already-loaded library that
 //! exports `HSA_AMD_TOOL_PRIORITY` (for example through `LD_PRELOAD`), sorted by priority. Each
 //! tool's `OnLoad(table, runtime_version, failed_tool_count, failed_tool_names)` gets the live
-//! table; returning false unloads it. `OnUnload` runs in reverse order when the last
-//! `hsa_shut_down` drops the reference count to zero. `HSA_TOOLS_REPORT_LOAD_FAILURE=1` prints
+//! table; returning false drops it from the tool list: it gets no `OnUnload`, and its library
+//! stays mapped (ROCr unloads it; unloading code that may still be referenced is not safe).
+//! `OnUnload` runs in reverse order when the last `hsa_shut_down` drops the reference count to
+//! zero. `HSA_TOOLS_REPORT_LOAD_FAILURE=1` prints
 //! why a tool failed to load.
 
 use std::collections::HashMap;

@@ -1,0 +1,220 @@
+//! `emu-bench`: two measurements of hsa-emu, made through its C API like an application.
+//!
+//! | command | what it does |
+//! |---|---|
+//! | `emu-bench` | builds and installs hsa-emu (same cargo profile) and compiles the sample kernels under `<target>/emu-bench/` ([`prepare`]), then measures |
+//! | `emu-bench DIR KERNELS.so` | measures the `libhsa-runtime64.so.1` in `DIR` with the code object `KERNELS.so` (`examples/kernels/sample_kernels.c` built with `cc -shared -fPIC -O2 -I hsa-emu/include`) |
+//!
+//! 1. **Round trip**: on one queue of the first GPU agent, [`WARMUP`] then [`DISPATCHES`]
+//!    dispatches of `empty_kernel` (one work-item), each timed from reserving the packet slot to
+//!    the return of a blocking `hsa_signal_wait_scacquire` that saw the completion signal at 0.
+//!    Prints the median, p90, p99, minimum and maximum in microseconds.
+//! 2. **Idle CPU**: creates [`IDLE_QUEUES`] queues, lets them settle, sleeps [`IDLE_WINDOW`]
+//!    and prints the process CPU time used meanwhile (`getrusage(RUSAGE_SELF)`, user + system,
+//!    every thread) as a percentage of one core, and the context switches per second.
+//!
+//! Nothing is asserted: this is a measurement, not a test. Exit status 0 when both ran, 1 when
+//! a step failed, 64 on bad usage. Run the release build for meaningful figures.
+
+mod hsa;
+mod prepare;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use hsa::{Dispatcher, Hsa};
+
+/// Untimed dispatches before the measured ones.
+const WARMUP: usize = 200;
+/// Timed dispatches.
+const DISPATCHES: usize = 2000;
+/// Queues alive during the idle window.
+const IDLE_QUEUES: usize = 4;
+/// Time between creating the idle queues and starting the window (thread start-up).
+const IDLE_SETTLE: Duration = Duration::from_millis(200);
+/// Length of the idle window.
+const IDLE_WINDOW: Duration = Duration::from_secs(2);
+/// The kernel dispatched by the round-trip measurement.
+const KERNEL: &str = "empty_kernel";
+
+const USAGE: &str = "usage: emu-bench                     build hsa-emu and the sample kernels, then measure\n       \
+                     emu-bench DIR KERNELS.so      measure DIR/libhsa-runtime64.so.1 with KERNELS.so";
+
+fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let inputs = match args.as_slice() {
+        [] => prepare::prepare().map(|p| (p.emu_dir, p.kernels)),
+        [flag] if flag == "-h" || flag == "--help" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        [dir, kernels] => Ok((PathBuf::from(dir), PathBuf::from(kernels))),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(64);
+        }
+    };
+    match inputs.and_then(|(dir, kernels)| measure(&dir, &kernels)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("emu-bench: error: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs both measurements against the runtime in `dir`, printing the results.
+fn measure(dir: &Path, kernels: &Path) -> Result<(), String> {
+    let hsa = Hsa::open(dir)?;
+    println!(
+        "emu-bench: runtime {} ({} build of emu-bench, {} CPUs available)",
+        dir.join(hsa::RUNTIME_SONAME).display(),
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
+    println!("emu-bench: kernels {}", kernels.display());
+    hsa.init()?;
+    let result = round_trip(&hsa, kernels).and_then(|()| idle(&hsa));
+    let shut = hsa.shut_down();
+    result.and(shut)
+}
+
+/// Measurement 1: empty-kernel dispatch round trips.
+fn round_trip(hsa: &Hsa, kernels: &Path) -> Result<(), String> {
+    let (gpu, cpu) = hsa.gpu_and_cpu()?;
+    let (exe, kernel) = hsa.load_kernel(kernels, gpu, KERNEL)?;
+    let pool = hsa.kernarg_pool(cpu)?;
+    let kernarg_bytes = (kernel.kernarg_size as usize).max(1);
+    let kernarg = hsa.allocate(pool, kernarg_bytes)?;
+    // SAFETY: a fresh kernarg-pool allocation of `kernarg_bytes` bytes, which is host memory;
+    // zero is a valid `empty_kernel_args_t`.
+    unsafe { kernarg.cast::<u8>().write_bytes(0, kernarg_bytes) };
+    let done = hsa.signal(0)?;
+    let queue = hsa.create_queue(gpu)?;
+    let dispatcher = Dispatcher {
+        hsa,
+        queue,
+        kernel,
+        kernarg,
+        done,
+        wait_hint: (hsa.timestamp_frequency() / 10).max(1),
+    };
+    let timed = (|| {
+        for _ in 0..WARMUP {
+            dispatcher.round_trip()?;
+        }
+        (0..DISPATCHES)
+            .map(|_| dispatcher.round_trip())
+            .collect::<Result<Vec<Duration>, String>>()
+    })();
+    // Every dispatch was waited for, so nothing is in flight when these are released.
+    let released = hsa
+        .destroy_queue(queue)
+        .and(hsa.destroy_signal(done))
+        .and(hsa.free(kernarg))
+        .and(hsa.destroy_executable(exe));
+    let samples = timed?;
+    released?;
+    let s = Stats::of(samples);
+    println!(
+        "round trip ({KERNEL}, 1 work-item; {DISPATCHES} dispatches after {WARMUP} warm-up): \
+         median {:.2} us, p90 {:.2} us, p99 {:.2} us, min {:.2} us, max {:.2} us",
+        s.median, s.p90, s.p99, s.min, s.max
+    );
+    Ok(())
+}
+
+/// Round-trip statistics in microseconds.
+struct Stats {
+    median: f64,
+    p90: f64,
+    p99: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Stats {
+    /// Median (mean of the middle two for an even count) and nearest-rank percentiles.
+    fn of(mut samples: Vec<Duration>) -> Stats {
+        samples.sort_unstable();
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let n = samples.len();
+        if n == 0 {
+            return Stats {
+                median: 0.0,
+                p90: 0.0,
+                p99: 0.0,
+                min: 0.0,
+                max: 0.0,
+            };
+        }
+        let rank = |p: f64| us(samples[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1]);
+        let median = if n % 2 == 1 {
+            us(samples[n / 2])
+        } else {
+            (us(samples[n / 2 - 1]) + us(samples[n / 2])) / 2.0
+        };
+        Stats {
+            median,
+            p90: rank(90.0),
+            p99: rank(99.0),
+            min: us(samples[0]),
+            max: us(samples[n - 1]),
+        }
+    }
+}
+
+/// CPU time (user + system) of every thread of the process, and its context switches.
+fn process_usage() -> Result<(Duration, i64), String> {
+    // SAFETY: all-zero is a valid `rusage` (integers only).
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid out-pointer; RUSAGE_SELF always exists.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return Err(format!(
+            "getrusage failed: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    Ok((
+        tv(ru.ru_utime) + tv(ru.ru_stime),
+        ru.ru_nvcsw + ru.ru_nivcsw,
+    ))
+}
+
+/// Measurement 2: CPU used by a process whose queues are idle.
+fn idle(hsa: &Hsa) -> Result<(), String> {
+    let (gpu, _) = hsa.gpu_and_cpu()?;
+    let mut queues = Vec::with_capacity(IDLE_QUEUES);
+    let measured = (|| {
+        for _ in 0..IDLE_QUEUES {
+            queues.push(hsa.create_queue(gpu)?);
+        }
+        std::thread::sleep(IDLE_SETTLE);
+        let (cpu0, csw0) = process_usage()?;
+        let wall0 = Instant::now();
+        std::thread::sleep(IDLE_WINDOW);
+        let (cpu1, csw1) = process_usage()?;
+        let wall = wall0.elapsed();
+        Ok::<_, String>((cpu1.saturating_sub(cpu0), csw1 - csw0, wall))
+    })();
+    let released = queues.iter().try_for_each(|&q| hsa.destroy_queue(q));
+    let (cpu, switches, wall) = measured?;
+    released?;
+    let secs = wall.as_secs_f64();
+    println!(
+        "idle ({IDLE_QUEUES} queues, {secs:.2} s window): {:.1} ms CPU = {:.3} % of one core, \
+         {:.0} context switches/s",
+        cpu.as_secs_f64() * 1e3,
+        cpu.as_secs_f64() / secs * 100.0,
+        switches as f64 / secs
+    );
+    Ok(())
+}
