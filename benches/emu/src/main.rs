@@ -2,7 +2,7 @@
 //!
 //! | command | what it does |
 //! |---|---|
-//! | `emu-bench` | builds and installs hsa-emu (same cargo profile) and compiles the sample kernels under `<target>/emu-bench/` ([`prepare`]), then measures |
+//! | `emu-bench` | builds and installs hsa-emu (same cargo profile) and compiles the sample kernels under `<target>/emu-bench/` ([`prepare`], with the demo's [`build`] steps), then measures |
 //! | `emu-bench DIR KERNELS.so` | measures the `libhsa-runtime64.so.1` in `DIR` with the code object `KERNELS.so` (`examples/kernels/sample_kernels.c` built with `cc -shared -fPIC -O2 -I hsa-emu/include`) |
 //!
 //! 1. **Round trip**: on one queue of the first GPU agent, [`WARMUP`] then [`DISPATCHES`]
@@ -13,17 +13,19 @@
 //!    and prints the process CPU time used meanwhile (`getrusage(RUSAGE_SELF)`, user + system,
 //!    every thread) as a percentage of one core, and the context switches per second.
 //!
+//! The runtime is opened by path and driven through the demo's HSA wrapper
+//! ([`rocprof_replay_demo::hsa`]); its objects are released when dropped.
+//!
 //! Nothing is asserted: this is a measurement, not a test. Exit status 0 when both ran, 1 when
 //! a step failed, 64 on bad usage. Run the release build for meaningful figures.
-
-mod hsa;
-mod prepare;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use hsa::{Dispatcher, Hsa};
+use rocprof_replay_demo::build::{self, Builder};
+use rocprof_replay_demo::hsa::{Agent, Hsa, Kernel, PoolBuffer, Queue, RUNTIME_SONAME, Signal};
+use rocprof_replay_sys as sys;
 
 /// Untimed dispatches before the measured ones.
 const WARMUP: usize = 200;
@@ -37,6 +39,11 @@ const IDLE_SETTLE: Duration = Duration::from_millis(200);
 const IDLE_WINDOW: Duration = Duration::from_secs(2);
 /// The kernel dispatched by the round-trip measurement.
 const KERNEL: &str = "empty_kernel";
+/// Requested ring size of every queue, in packets (raised to the agent's minimum).
+const QUEUE_SIZE: u32 = 64;
+/// How long one round trip may take, from reserving the packet slot, before the benchmark
+/// gives up.
+const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(10);
 
 const USAGE: &str = "usage: emu-bench                     build hsa-emu and the sample kernels, then measure\n       \
                      emu-bench DIR KERNELS.so      measure DIR/libhsa-runtime64.so.1 with KERNELS.so";
@@ -44,7 +51,7 @@ const USAGE: &str = "usage: emu-bench                     build hsa-emu and the 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let inputs = match args.as_slice() {
-        [] => prepare::prepare().map(|p| (p.emu_dir, p.kernels)),
+        [] => prepare(),
         [flag] if flag == "-h" || flag == "--help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -64,12 +71,26 @@ fn main() -> ExitCode {
     }
 }
 
+/// `emu-bench` without arguments: installs hsa-emu as
+/// `<target>/emu-bench/hsa-emu/libhsa-runtime64.so.1` (`cargo run -q [--release] -p hsa-emu
+/// --bin hsa-emu-install`, the profile of this program) and compiles the sample kernels into
+/// `<target>/emu-bench/libsample_kernels.so`; returns the directory and the code object.
+fn prepare() -> Result<(PathBuf, PathBuf), String> {
+    let out = build::target_dir()?.join("emu-bench");
+    let builder = Builder::new("emu-bench: ")?;
+    let emu_dir = out.join("hsa-emu");
+    builder.install_emulator(&emu_dir)?;
+    let kernels = out.join("libsample_kernels.so");
+    builder.compile_kernels(&kernels)?;
+    Ok((emu_dir, kernels))
+}
+
 /// Runs both measurements against the runtime in `dir`, printing the results.
 fn measure(dir: &Path, kernels: &Path) -> Result<(), String> {
-    let hsa = Hsa::open(dir)?;
+    let hsa = Hsa::open_in(dir)?;
     println!(
         "emu-bench: runtime {} ({} build of emu-bench, {} CPUs available)",
-        dir.join(hsa::RUNTIME_SONAME).display(),
+        dir.join(RUNTIME_SONAME).display(),
         if cfg!(debug_assertions) {
             "debug"
         } else {
@@ -84,42 +105,43 @@ fn measure(dir: &Path, kernels: &Path) -> Result<(), String> {
     result.and(shut)
 }
 
+/// The first GPU agent and the first CPU agent.
+fn gpu_and_cpu(hsa: &Hsa) -> Result<(Agent, Agent), String> {
+    let agents = hsa.agents()?;
+    let first = |device| agents.iter().copied().find(|a| a.device == device);
+    let gpu = first(sys::HSA_DEVICE_TYPE_GPU).ok_or("the runtime reports no GPU agent")?;
+    let cpu = first(sys::HSA_DEVICE_TYPE_CPU).ok_or("the runtime reports no CPU agent")?;
+    Ok((gpu, cpu))
+}
+
 /// Measurement 1: empty-kernel dispatch round trips.
 fn round_trip(hsa: &Hsa, kernels: &Path) -> Result<(), String> {
-    let (gpu, cpu) = hsa.gpu_and_cpu()?;
-    let (exe, kernel) = hsa.load_kernel(kernels, gpu, KERNEL)?;
-    let pool = hsa.kernarg_pool(cpu)?;
-    let kernarg_bytes = (kernel.kernarg_size as usize).max(1);
-    let kernarg = hsa.allocate(pool, kernarg_bytes)?;
-    // SAFETY: a fresh kernarg-pool allocation of `kernarg_bytes` bytes, which is host memory;
-    // zero is a valid `empty_kernel_args_t`.
-    unsafe { kernarg.cast::<u8>().write_bytes(0, kernarg_bytes) };
+    let (gpu, cpu) = gpu_and_cpu(hsa)?;
+    let exe = hsa.load_code_object(kernels, gpu)?;
+    let kernel = exe.kernel(gpu, KERNEL)?;
+    let pool = hsa
+        .find_pool(cpu, sys::HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT, 0)?
+        .ok_or("the CPU agent has no kernarg pool")?;
+    let mut kernarg = hsa.allocate(pool, (kernel.kernarg_size() as usize).max(1))?;
+    // Zero is a valid `empty_kernel_args_t`.
+    kernarg.host_slice_mut::<u8>()?.fill(0);
     let done = hsa.signal(0)?;
-    let queue = hsa.create_queue(gpu)?;
+    let queue = hsa.create_queue(gpu, QUEUE_SIZE)?;
     let dispatcher = Dispatcher {
-        hsa,
-        queue,
-        kernel,
-        kernarg,
-        done,
+        queue: &queue,
+        kernel: &kernel,
+        kernarg: &kernarg,
+        done: &done,
         wait_hint: (hsa.timestamp_frequency() / 10).max(1),
     };
-    let timed = (|| {
-        for _ in 0..WARMUP {
-            dispatcher.round_trip()?;
-        }
-        (0..DISPATCHES)
-            .map(|_| dispatcher.round_trip())
-            .collect::<Result<Vec<Duration>, String>>()
-    })();
-    // Every dispatch was waited for, so nothing is in flight when these are released.
-    let released = hsa
-        .destroy_queue(queue)
-        .and(hsa.destroy_signal(done))
-        .and(hsa.free(kernarg))
-        .and(hsa.destroy_executable(exe));
-    let samples = timed?;
-    released?;
+    for _ in 0..WARMUP {
+        dispatcher.round_trip()?;
+    }
+    let samples = (0..DISPATCHES)
+        .map(|_| dispatcher.round_trip())
+        .collect::<Result<Vec<Duration>, String>>()?;
+    // Every dispatch was waited for, so nothing is in flight when the queue, the signal, the
+    // kernarg buffer and the executable are dropped (in that order) here.
     let s = Stats::of(samples);
     println!(
         "round trip ({KERNEL}, 1 work-item; {DISPATCHES} dispatches after {WARMUP} warm-up): \
@@ -127,6 +149,49 @@ fn round_trip(hsa: &Hsa, kernels: &Path) -> Result<(), String> {
         s.median, s.p90, s.p99, s.min, s.max
     );
     Ok(())
+}
+
+/// Everything one dispatch of the kernel needs, resolved once so the timed part makes only
+/// the calls an application makes per dispatch.
+struct Dispatcher<'a, 'h> {
+    /// The queue.
+    queue: &'a Queue<'h>,
+    /// The kernel.
+    kernel: &'a Kernel<'a>,
+    /// Its kernel arguments (`KERNARG_SEGMENT_SIZE` zeroed bytes of kernarg memory).
+    kernarg: &'a PoolBuffer<'h>,
+    /// The completion signal.
+    done: &'a Signal<'h>,
+    /// Timeout hint of one `hsa_signal_wait_scacquire` call, in timestamp ticks (~100 ms).
+    wait_hint: u64,
+}
+
+impl Dispatcher<'_, '_> {
+    /// One round trip: sets the completion signal to 1 (untimed), then times reserving a slot,
+    /// writing a 1-work-item dispatch packet, ringing the doorbell and blocking
+    /// `hsa_signal_wait_scacquire` calls until the signal reads 0.
+    ///
+    /// If the wait fails the dispatch may still be running, so nothing it uses may be freed:
+    /// the process exits at once with status 1.
+    fn round_trip(&self) -> Result<Duration, String> {
+        self.done.store(1);
+        let start = Instant::now();
+        // SAFETY: `kernarg` holds a zeroed `empty_kernel_args_t` (a valid one) for `kernel`,
+        // which points to no buffer; `kernarg` outlives this call, and the wait below either
+        // sees the dispatch complete or ends the process.
+        unsafe {
+            self.queue
+                .dispatch_1d(self.kernel, self.kernarg, 1, 1, self.done)?
+        };
+        if let Err(why) = self
+            .done
+            .wait_zero_by(KERNEL, self.wait_hint, start, ROUND_TRIP_TIMEOUT)
+        {
+            eprintln!("emu-bench: error: {why}");
+            std::process::exit(1);
+        }
+        Ok(start.elapsed())
+    }
 }
 
 /// Round-trip statistics in microseconds.
@@ -191,23 +256,19 @@ fn process_usage() -> Result<(Duration, i64), String> {
 
 /// Measurement 2: CPU used by a process whose queues are idle.
 fn idle(hsa: &Hsa) -> Result<(), String> {
-    let (gpu, _) = hsa.gpu_and_cpu()?;
+    let (gpu, _) = gpu_and_cpu(hsa)?;
     let mut queues = Vec::with_capacity(IDLE_QUEUES);
-    let measured = (|| {
-        for _ in 0..IDLE_QUEUES {
-            queues.push(hsa.create_queue(gpu)?);
-        }
-        std::thread::sleep(IDLE_SETTLE);
-        let (cpu0, csw0) = process_usage()?;
-        let wall0 = Instant::now();
-        std::thread::sleep(IDLE_WINDOW);
-        let (cpu1, csw1) = process_usage()?;
-        let wall = wall0.elapsed();
-        Ok::<_, String>((cpu1.saturating_sub(cpu0), csw1 - csw0, wall))
-    })();
-    let released = queues.iter().try_for_each(|&q| hsa.destroy_queue(q));
-    let (cpu, switches, wall) = measured?;
-    released?;
+    for _ in 0..IDLE_QUEUES {
+        queues.push(hsa.create_queue(gpu, QUEUE_SIZE)?);
+    }
+    std::thread::sleep(IDLE_SETTLE);
+    let (cpu0, csw0) = process_usage()?;
+    let wall0 = Instant::now();
+    std::thread::sleep(IDLE_WINDOW);
+    let (cpu1, csw1) = process_usage()?;
+    let wall = wall0.elapsed();
+    drop(queues);
+    let (cpu, switches) = (cpu1.saturating_sub(cpu0), csw1 - csw0);
     let secs = wall.as_secs_f64();
     println!(
         "idle ({IDLE_QUEUES} queues, {secs:.2} s window): {:.1} ms CPU = {:.3} % of one core, \

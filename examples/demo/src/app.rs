@@ -21,7 +21,9 @@ use std::process::ExitCode;
 
 use rocprof_replay_sys as sys;
 
-use crate::hsa::{Agent, Executable, Hsa, Kernel, Pool, PoolBuffer, Queue, RUNTIME_SONAME, Signal};
+use rocprof_replay_demo::hsa::{
+    Agent, Executable, Hsa, Kernel, Pool, PoolBuffer, Queue, RUNTIME_SONAME, Signal,
+};
 
 /// Elements of the `vector_add` vectors.
 const VECTOR_ADD_N: u32 = 1 << 16;

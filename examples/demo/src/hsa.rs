@@ -2,8 +2,9 @@
 //!
 //! Nothing links `libhsa-runtime64` at build time: [`Hsa::open`] loads
 //! `libhsa-runtime64.so.1` the way the dynamic linker would for a C program (so
-//! `LD_LIBRARY_PATH` picks hsa-emu or a real ROCr) and resolves each function by name with its
-//! `rocprof-replay-sys` signature. Every call returns `Result<_, String>`; the message names the
+//! `LD_LIBRARY_PATH` picks hsa-emu or a real ROCr), [`Hsa::open_in`] loads it from a given
+//! directory, and either resolves each function by name with its `rocprof-replay-sys`
+//! signature. Every call returns `Result<_, String>`; the message names the
 //! call and the [`Status`] it returned. The objects the runtime hands out are RAII values that
 //! borrow the [`Hsa`] (and kernels and variables borrow their [`Executable`]), so nothing can
 //! outlive what it belongs to. A release that fails in `Drop` is remembered and reported by
@@ -21,18 +22,19 @@ use std::time::{Duration, Instant};
 
 use rocprof_replay_sys::{self as sys, Status};
 
-/// The runtime's file name, as an HSA program links it; `LD_LIBRARY_PATH` decides which loads.
-pub(crate) const RUNTIME_SONAME: &str = "libhsa-runtime64.so.1";
+/// The runtime's file name, as an HSA program links it; `LD_LIBRARY_PATH` decides which loads
+/// with [`Hsa::open`], the directory given to [`Hsa::open_in`] otherwise.
+pub const RUNTIME_SONAME: &str = "libhsa-runtime64.so.1";
 
 /// How long a dispatch may wait for a free slot in the queue.
 const QUEUE_ROOM_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a completion signal may take to reach 0.
+/// How long a completion signal may take to reach 0 in [`Signal::wait_zero`].
 const SIGNAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Declares [`Api`], one field per runtime function, and its by-name resolver.
 macro_rules! api {
     ($($name:ident: $fn_t:ident,)*) => {
-        /// The runtime functions the demo calls, resolved by name from the loaded library.
+        /// The runtime functions this wrapper calls, resolved by name from the loaded library.
         struct Api {
             $($name: sys::$fn_t,)*
         }
@@ -103,7 +105,7 @@ unsafe extern "C" fn push_handle<H: Copy>(handle: H, data: *mut c_void) -> sys::
 ///
 /// # Safety
 /// Implement only for types without padding, pointers or invalid bit patterns.
-pub(crate) unsafe trait Plain: Copy + Default {}
+pub unsafe trait Plain: Copy + Default {}
 // SAFETY: every 8-bit pattern is a valid `u8`.
 unsafe impl Plain for u8 {}
 // SAFETY: every 32-bit pattern is a valid `u32`.
@@ -113,22 +115,22 @@ unsafe impl Plain for f32 {}
 
 /// An agent and its device type.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Agent {
+pub struct Agent {
     /// The runtime's handle.
-    pub(crate) raw: sys::hsa_agent_t,
+    pub raw: sys::hsa_agent_t,
     /// `HSA_DEVICE_TYPE_CPU`, `_GPU` or `_DSP`.
-    pub(crate) device: sys::hsa_device_type_t,
+    pub device: sys::hsa_device_type_t,
 }
 
 /// A memory pool and whether the host can read and write its memory directly.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Pool {
+pub struct Pool {
     raw: sys::hsa_amd_memory_pool_t,
     host_accessible: bool,
 }
 
 /// The loaded runtime: the library (never unloaded) and its resolved functions.
-pub(crate) struct Hsa {
+pub struct Hsa {
     api: Api,
     /// First failure of a release done in `Drop`; [`Hsa::shut_down`] reports it.
     teardown_error: Cell<Option<String>>,
@@ -139,19 +141,34 @@ pub(crate) struct Hsa {
 
 impl Hsa {
     /// Loads `libhsa-runtime64.so.1` (found like a linked library: `LD_LIBRARY_PATH` first)
-    /// and resolves every function the demo uses.
-    pub(crate) fn open() -> Result<Self, String> {
+    /// and resolves every function this wrapper uses.
+    pub fn open() -> Result<Self, String> {
+        Self::load(Path::new(RUNTIME_SONAME), |e| {
+            format!(
+                "cannot load {RUNTIME_SONAME}: {e} (set LD_LIBRARY_PATH to a directory \
+                 holding it, e.g. one made by `cargo run -p hsa-emu --bin hsa-emu-install`)"
+            )
+        })
+    }
+
+    /// Loads `dir/libhsa-runtime64.so.1` by path (whatever `LD_LIBRARY_PATH` says) and
+    /// resolves every function this wrapper uses.
+    pub fn open_in(dir: &Path) -> Result<Self, String> {
+        let path = dir.join(RUNTIME_SONAME);
+        Self::load(&path, |e| format!("cannot load {}: {e}", path.display()))
+    }
+
+    /// Loads the runtime `file` (a bare file name is searched like a linked library, a path
+    /// with a `/` is opened as is) and resolves the API; `load_error` words a failure to load.
+    fn load(
+        file: &Path,
+        load_error: impl FnOnce(libloading::Error) -> String,
+    ) -> Result<Self, String> {
         use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
         // SAFETY: loading the runtime runs its initialisers, which are written to run in any
         // process that links it; this program does exactly what linking would do.
-        let lib = unsafe { Library::open(Some(RUNTIME_SONAME), RTLD_NOW | RTLD_GLOBAL) }.map_err(
-            |e| {
-                format!(
-                    "cannot load {RUNTIME_SONAME}: {e} (set LD_LIBRARY_PATH to a directory \
-                     holding it, e.g. one made by `cargo run -p hsa-emu --bin hsa-emu-install`)"
-                )
-            },
-        )?;
+        let lib =
+            unsafe { Library::open(Some(file), RTLD_NOW | RTLD_GLOBAL) }.map_err(load_error)?;
         let lib = libloading::Library::from(lib);
         let api = Api::resolve(&lib)?;
         Ok(Self {
@@ -162,13 +179,13 @@ impl Hsa {
     }
 
     /// `hsa_init`.
-    pub(crate) fn init(&self) -> Result<(), String> {
+    pub fn init(&self) -> Result<(), String> {
         // SAFETY: `hsa_init` has no preconditions.
         check("hsa_init", unsafe { (self.api.hsa_init)() })
     }
 
     /// `hsa_shut_down`; also reports the first release that failed in a `Drop`.
-    pub(crate) fn shut_down(self) -> Result<(), String> {
+    pub fn shut_down(self) -> Result<(), String> {
         // SAFETY: `hsa_shut_down` has no preconditions; every object borrowing `self` (pool
         // buffers, signals, queues, executables) is gone, since this consumes `self`.
         let status = unsafe { (self.api.hsa_shut_down)() };
@@ -176,6 +193,24 @@ impl Hsa {
             return Err(e);
         }
         check("hsa_shut_down", status)
+    }
+
+    /// `HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY` in ticks per second, 1 GHz if the runtime reports
+    /// none: the unit of the timeout hint of [`Signal::wait_zero_by`].
+    pub fn timestamp_frequency(&self) -> u64 {
+        let mut freq = 0u64;
+        // SAFETY: TIMESTAMP_FREQUENCY writes one u64.
+        let status = unsafe {
+            (self.api.hsa_system_get_info)(
+                sys::HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY,
+                (&raw mut freq).cast(),
+            )
+        };
+        if status != sys::HSA_STATUS_SUCCESS || freq == 0 {
+            1_000_000_000
+        } else {
+            freq
+        }
     }
 
     /// Records the first failure of a release done in `Drop`.
@@ -201,7 +236,7 @@ impl Hsa {
     }
 
     /// Every agent, in `hsa_iterate_agents` order, with its device type.
-    pub(crate) fn agents(&self) -> Result<Vec<Agent>, String> {
+    pub fn agents(&self) -> Result<Vec<Agent>, String> {
         let handles = self.collect("hsa_iterate_agents", |callback, data| {
             // SAFETY: `callback` has the C callback signature and `data` is what it expects.
             unsafe { (self.api.hsa_iterate_agents)(Some(callback), data) }
@@ -234,7 +269,7 @@ impl Hsa {
     }
 
     /// The agent's name (`HSA_AGENT_INFO_NAME`).
-    pub(crate) fn agent_name(&self, agent: Agent) -> Result<String, String> {
+    pub fn agent_name(&self, agent: Agent) -> Result<String, String> {
         let mut name = [0u8; 64];
         // SAFETY: NAME writes at most 64 bytes (a NUL-terminated string).
         let status = unsafe {
@@ -270,12 +305,7 @@ impl Hsa {
 
     /// The first allocatable GLOBAL pool of `agent` that has every `want` flag, preferring one
     /// with none of the `avoid` flags (`HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_*`).
-    pub(crate) fn find_pool(
-        &self,
-        agent: Agent,
-        want: u32,
-        avoid: u32,
-    ) -> Result<Option<Pool>, String> {
+    pub fn find_pool(&self, agent: Agent, want: u32, avoid: u32) -> Result<Option<Pool>, String> {
         let pools = self.collect("hsa_amd_agent_iterate_memory_pools", |callback, data| {
             // SAFETY: `callback` has the C callback signature and `data` is what it expects.
             unsafe {
@@ -321,7 +351,7 @@ impl Hsa {
     }
 
     /// `hsa_amd_memory_pool_allocate` of `bytes` from `pool`.
-    pub(crate) fn allocate(&self, pool: Pool, bytes: usize) -> Result<PoolBuffer<'_>, String> {
+    pub fn allocate(&self, pool: Pool, bytes: usize) -> Result<PoolBuffer<'_>, String> {
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` is a valid place for the result; `pool` came from this runtime.
         let status =
@@ -337,11 +367,7 @@ impl Hsa {
     }
 
     /// `hsa_memory_copy` of all of `src` into `dst` (both the same size).
-    pub(crate) fn copy(
-        &self,
-        dst: &mut PoolBuffer<'_>,
-        src: &PoolBuffer<'_>,
-    ) -> Result<(), String> {
+    pub fn copy(&self, dst: &mut PoolBuffer<'_>, src: &PoolBuffer<'_>) -> Result<(), String> {
         if dst.bytes != src.bytes {
             return Err(format!(
                 "hsa_memory_copy: {} bytes into a {}-byte buffer",
@@ -356,7 +382,7 @@ impl Hsa {
     }
 
     /// Reads a module-scope variable of type `T` with `hsa_memory_copy` from its address.
-    pub(crate) fn read_variable<T: Plain>(&self, var: &Variable<'_>) -> Result<T, String> {
+    pub fn read_variable<T: Plain>(&self, var: &Variable<'_>) -> Result<T, String> {
         if var.size as usize != size_of::<T>() {
             return Err(format!(
                 "variable {} has {} bytes, expected {}",
@@ -381,7 +407,7 @@ impl Hsa {
 
     /// A buffer from the kernarg `pool` for `kernel`: `KERNARG_SEGMENT_SIZE` bytes, zeroed,
     /// starting with `args`.
-    pub(crate) fn make_kernarg<A: Copy>(
+    pub fn make_kernarg<A: Copy>(
         &self,
         pool: Pool,
         kernel: &Kernel<'_>,
@@ -405,7 +431,7 @@ impl Hsa {
     }
 
     /// `hsa_signal_create` with `initial` value and no consumer restriction.
-    pub(crate) fn signal(&self, initial: sys::hsa_signal_value_t) -> Result<Signal<'_>, String> {
+    pub fn signal(&self, initial: sys::hsa_signal_value_t) -> Result<Signal<'_>, String> {
         let mut raw = sys::hsa_signal_t::default();
         // SAFETY: no consumer list (0, NULL); `raw` is a valid place for the result.
         let status =
@@ -416,7 +442,7 @@ impl Hsa {
 
     /// `hsa_queue_create` (MULTI, no callback) with `size` packets, clamped to what the agent
     /// supports.
-    pub(crate) fn create_queue(&self, agent: Agent, size: u32) -> Result<Queue<'_>, String> {
+    pub fn create_queue(&self, agent: Agent, size: u32) -> Result<Queue<'_>, String> {
         let min = self.agent_u32(
             agent.raw,
             sys::HSA_AGENT_INFO_QUEUE_MIN_SIZE,
@@ -460,11 +486,7 @@ impl Hsa {
     }
 
     /// Loads the code object at `path` for `agent` into a new executable and freezes it.
-    pub(crate) fn load_code_object(
-        &self,
-        path: &Path,
-        agent: Agent,
-    ) -> Result<Executable<'_>, String> {
+    pub fn load_code_object(&self, path: &Path, agent: Agent) -> Result<Executable<'_>, String> {
         let file = std::fs::File::open(path)
             .map_err(|e| format!("cannot open code object {}: {e}", path.display()))?;
         let mut reader = sys::hsa_code_object_reader_t::default();
@@ -521,7 +543,7 @@ impl Hsa {
 }
 
 /// Memory from a pool, freed (`hsa_amd_memory_pool_free`) on drop.
-pub(crate) struct PoolBuffer<'h> {
+pub struct PoolBuffer<'h> {
     hsa: &'h Hsa,
     ptr: NonNull<c_void>,
     bytes: usize,
@@ -530,12 +552,12 @@ pub(crate) struct PoolBuffer<'h> {
 
 impl PoolBuffer<'_> {
     /// The address, as a kernel argument.
-    pub(crate) fn as_ptr(&self) -> *mut c_void {
+    pub fn as_ptr(&self) -> *mut c_void {
         self.ptr.as_ptr()
     }
 
     /// The whole buffer as host memory, if its pool is host accessible.
-    pub(crate) fn host_slice_mut<T: Plain>(&mut self) -> Result<&mut [T], String> {
+    pub fn host_slice_mut<T: Plain>(&mut self) -> Result<&mut [T], String> {
         if !self.host_accessible {
             return Err("a device-only buffer cannot be read or written by the host".into());
         }
@@ -566,34 +588,39 @@ impl Drop for PoolBuffer<'_> {
 }
 
 /// A signal, destroyed on drop.
-pub(crate) struct Signal<'h> {
+pub struct Signal<'h> {
     hsa: &'h Hsa,
     raw: sys::hsa_signal_t,
 }
 
 impl Signal<'_> {
     /// `hsa_signal_store_screlease`.
-    pub(crate) fn store(&self, value: sys::hsa_signal_value_t) {
+    pub fn store(&self, value: sys::hsa_signal_value_t) {
         // SAFETY: live signal.
         unsafe { (self.hsa.api.hsa_signal_store_screlease)(self.raw, value) }
     }
 
     /// Waits until the value is 0: timed `hsa_signal_wait_scacquire` calls (~100 ms each)
     /// until 30 s have passed. A negative value (an error) or the deadline is an error.
-    pub(crate) fn wait_zero(&self, what: &str) -> Result<(), String> {
-        let mut freq = 0u64;
-        // SAFETY: TIMESTAMP_FREQUENCY writes one u64.
-        let status = unsafe {
-            (self.hsa.api.hsa_system_get_info)(
-                sys::HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY,
-                (&raw mut freq).cast(),
-            )
-        };
-        if status != sys::HSA_STATUS_SUCCESS || freq == 0 {
-            freq = 1_000_000_000;
-        }
-        let hint = (freq / 10).max(1);
-        let deadline = Instant::now() + SIGNAL_TIMEOUT;
+    pub fn wait_zero(&self, what: &str) -> Result<(), String> {
+        let hint = (self.hsa.timestamp_frequency() / 10).max(1);
+        self.wait_zero_by(what, hint, Instant::now(), SIGNAL_TIMEOUT)
+    }
+
+    /// Waits until the value is 0 with blocking `hsa_signal_wait_scacquire` calls of `hint`
+    /// timestamp ticks each (see [`Hsa::timestamp_frequency`]) until `timeout` after `start`.
+    /// A negative value (an error) or the deadline is an error naming `what`.
+    ///
+    /// Nothing but the waits runs until the signal reads 0 (the clock is read only after a
+    /// wait that timed out), so a caller can time a dispatch round trip around it.
+    pub fn wait_zero_by(
+        &self,
+        what: &str,
+        hint: u64,
+        start: Instant,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let deadline = start + timeout;
         loop {
             // SAFETY: live signal.
             let value = unsafe {
@@ -611,7 +638,7 @@ impl Signal<'_> {
                 v if Instant::now() > deadline => {
                     return Err(format!(
                         "{what}: completion signal still {v} after {} s",
-                        SIGNAL_TIMEOUT.as_secs()
+                        timeout.as_secs()
                     ));
                 }
                 _ => {}
@@ -629,7 +656,7 @@ impl Drop for Signal<'_> {
 }
 
 /// A user-mode AQL queue, destroyed on drop.
-pub(crate) struct Queue<'h> {
+pub struct Queue<'h> {
     hsa: &'h Hsa,
     raw: NonNull<sys::hsa_queue_t>,
 }
@@ -643,7 +670,7 @@ impl Queue<'_> {
     /// `kernarg` must hold valid arguments for `kernel`, and every buffer they point to (and
     /// `kernarg` itself) must stay allocated, and untouched by the host, until `done` says the
     /// dispatch completed.
-    pub(crate) unsafe fn dispatch_1d(
+    pub unsafe fn dispatch_1d(
         &self,
         kernel: &Kernel<'_>,
         kernarg: &PoolBuffer<'_>,
@@ -667,9 +694,12 @@ impl Queue<'_> {
             // SAFETY: live queue.
             unsafe { (api.hsa_queue_load_read_index_scacquire)(q) }
         };
-        let deadline = Instant::now() + QUEUE_ROOM_TIMEOUT;
+        // The clock is read only when the queue is full, so a dispatch with room costs no more
+        // than the runtime calls and the packet stores.
+        let mut deadline = None;
         while index.wrapping_sub(read_index()) >= u64::from(size) {
-            if Instant::now() > deadline {
+            let now = Instant::now();
+            if now > *deadline.get_or_insert(now + QUEUE_ROOM_TIMEOUT) {
                 return Err(format!(
                     "queue full for {} s (packet {index})",
                     QUEUE_ROOM_TIMEOUT.as_secs()
@@ -733,13 +763,13 @@ impl Drop for Queue<'_> {
 }
 
 /// A frozen executable, destroyed on drop.
-pub(crate) struct Executable<'h> {
+pub struct Executable<'h> {
     hsa: &'h Hsa,
     raw: sys::hsa_executable_t,
 }
 
 /// A kernel of an [`Executable`], as a dispatch packet needs it.
-pub(crate) struct Kernel<'e> {
+pub struct Kernel<'e> {
     name: String,
     object: u64,
     kernarg_size: u32,
@@ -749,7 +779,7 @@ pub(crate) struct Kernel<'e> {
 }
 
 /// A module-scope variable of an [`Executable`].
-pub(crate) struct Variable<'e> {
+pub struct Variable<'e> {
     name: String,
     address: u64,
     size: u32,
@@ -758,8 +788,13 @@ pub(crate) struct Variable<'e> {
 
 impl Kernel<'_> {
     /// The kernel's name (without `.kd`).
-    pub(crate) fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its `KERNARG_SEGMENT_SIZE`: the bytes of kernel arguments a dispatch must provide.
+    pub fn kernarg_size(&self) -> u32 {
+        self.kernarg_size
     }
 }
 
@@ -816,7 +851,7 @@ impl Executable<'_> {
     }
 
     /// Kernel `name` (symbol `<name>.kd`) as loaded for `agent`.
-    pub(crate) fn kernel(&self, agent: Agent, name: &str) -> Result<Kernel<'_>, String> {
+    pub fn kernel(&self, agent: Agent, name: &str) -> Result<Kernel<'_>, String> {
         let sym = self.symbol(agent, &format!("{name}.kd"), sys::HSA_SYMBOL_KIND_KERNEL)?;
         use sys::{
             HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE as GROUP,
@@ -842,7 +877,7 @@ impl Executable<'_> {
     }
 
     /// Module-scope variable `name` as loaded for `agent`.
-    pub(crate) fn variable(&self, agent: Agent, name: &str) -> Result<Variable<'_>, String> {
+    pub fn variable(&self, agent: Agent, name: &str) -> Result<Variable<'_>, String> {
         let sym = self.symbol(agent, name, sys::HSA_SYMBOL_KIND_VARIABLE)?;
         // SAFETY: VARIABLE_ADDRESS writes a u64, VARIABLE_SIZE a u32.
         let var = unsafe {

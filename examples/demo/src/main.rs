@@ -5,7 +5,10 @@
 //! | command | role |
 //! |---|---|
 //! | `rocprof-replay-demo` | the orchestrator ([`orchestrate`]): builds hsa-emu and the `pass_timer` tool, compiles the sample kernels, then runs this program again as the application with the emulator on `LD_LIBRARY_PATH` and the tool in `LD_PRELOAD` |
-//! | `rocprof-replay-demo app KERNELS.so` | the HSA application ([`app`]): plain HSA API calls through [`hsa::Hsa`], which opens `libhsa-runtime64.so.1` at run time |
+//! | `rocprof-replay-demo app KERNELS.so` | the HSA application ([`app`]): plain HSA API calls through [`Hsa`](rocprof_replay_demo::hsa::Hsa), which opens `libhsa-runtime64.so.1` at run time |
+//!
+//! The HSA wrapper ([`rocprof_replay_demo::hsa`]) and the build steps
+//! ([`rocprof_replay_demo::build`]) live in this package's library, which `emu-bench` shares.
 //!
 //! `cargo run -p rocprof-replay-demo` needs only the Rust toolchain and a C compiler (`CC`,
 //! default `cc`); no HSA headers or ROCm installation. The application, the runtime and the
@@ -16,7 +19,6 @@
 //! usage.
 
 mod app;
-mod hsa;
 mod orchestrate;
 
 use std::process::ExitCode;

@@ -10,12 +10,15 @@
 //!    `LD_LIBRARY_PATH=<emulator dir>`, `LD_PRELOAD=<libpass_timer.so>`,
 //!    `ROCPROF_REPLAY_PASSES=5` and `ROCPROF_REPLAY_LOG=warn` (each unless already set), and
 //!    exits with the application's status.
+//!
+//! Steps 1 to 3 are those of [`rocprof_replay_demo::build`], which `emu-bench` shares.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, ExitStatus};
+use std::process::{Command, ExitCode};
 
-use crate::hsa::RUNTIME_SONAME;
+use rocprof_replay_demo::build::{self, Builder, describe};
+use rocprof_replay_demo::hsa::RUNTIME_SONAME;
 
 /// Package of the replay tool the demo runs under.
 const TOOL_PACKAGE: &str = "rocprof-replay-example-pass-timer";
@@ -28,7 +31,7 @@ const DEFAULT_LOG: &str = "warn";
 
 /// Where everything lives.
 struct Paths {
-    /// The workspace root (commands run there).
+    /// The workspace root (commands run there; paths are shown relative to it).
     root: PathBuf,
     /// This program.
     exe: PathBuf,
@@ -62,26 +65,19 @@ struct Prepared {
 /// Steps 1 to 3: builds and installs what the application run needs.
 fn prepare() -> Result<(Paths, Prepared), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let profile_dir = exe
-        .parent()
-        .ok_or("this program has no directory")?
-        .to_path_buf();
-    let target = profile_dir
-        .parent()
-        .ok_or("this program is not inside a cargo target directory")?;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let root = root
-        .canonicalize()
-        .map_err(|e| format!("cannot find the workspace root {}: {e}", root.display()))?;
+    let profile_dir = build::profile_dir()?;
+    let target = build::target_dir()?;
+    // Commands line up with the text after "demo: [n/4] ".
+    let builder = Builder::new("demo:       ")?;
     let paths = Paths {
         demo_dir: target.join("demo"),
-        root,
+        root: builder.root().to_path_buf(),
         exe,
         profile_dir,
     };
 
     step(1, "building hsa-emu and the pass_timer tool");
-    cargo(&paths, "build", &["-p", "hsa-emu", "-p", TOOL_PACKAGE])?;
+    builder.cargo("build", &["-p", "hsa-emu", "-p", TOOL_PACKAGE])?;
     let tool = paths.profile_dir.join(TOOL_LIB);
     if !tool.is_file() {
         return Err(format!(
@@ -92,32 +88,11 @@ fn prepare() -> Result<(Paths, Prepared), String> {
 
     step(2, "installing hsa-emu as libhsa-runtime64.so.1");
     let emu_dir = paths.demo_dir.join("hsa-emu");
-    let emu_dir_str = emu_dir
-        .to_str()
-        .ok_or("the target directory's path is not UTF-8")?;
-    cargo(
-        &paths,
-        "run",
-        &[
-            "-q",
-            "-p",
-            "hsa-emu",
-            "--bin",
-            "hsa-emu-install",
-            "--",
-            emu_dir_str,
-        ],
-    )?;
-    if !emu_dir.join(RUNTIME_SONAME).is_file() {
-        return Err(format!(
-            "hsa-emu-install ran but {} is missing",
-            emu_dir.join(RUNTIME_SONAME).display()
-        ));
-    }
+    builder.install_emulator(&emu_dir)?;
 
     step(3, "compiling the sample kernels (an hsa-emu code object)");
     let kernels = paths.demo_dir.join("libsample_kernels.so");
-    compile_kernels(&paths, &kernels)?;
+    builder.compile_kernels(&kernels)?;
 
     Ok((
         paths,
@@ -132,83 +107,6 @@ fn prepare() -> Result<(Paths, Prepared), String> {
 /// Prints a progress line.
 fn step(n: u32, what: &str) {
     println!("demo: [{n}/4] {what}");
-}
-
-/// Runs `$CARGO <subcommand> [--release] <args>` in the workspace root, `--release` when
-/// this program is a release build (so everything comes from one profile).
-fn cargo(paths: &Paths, subcommand: &str, args: &[&str]) -> Result<(), String> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut shown = vec!["cargo", subcommand];
-    if !cfg!(debug_assertions) {
-        shown.push("--release");
-    }
-    shown.extend_from_slice(args);
-    let mut cmd = Command::new(&cargo);
-    cmd.current_dir(&paths.root).args(&shown[1..]);
-    run_checked(&mut cmd, &shown.join(" "), |e| {
-        format!(
-            "cannot run cargo ({}): {e}; set CARGO to its path",
-            cargo.to_string_lossy()
-        )
-    })
-}
-
-/// Compiles `examples/kernels/sample_kernels.c` into `out` with `$CC` (default `cc`).
-fn compile_kernels(paths: &Paths, out: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(&paths.demo_dir)
-        .map_err(|e| format!("cannot create {}: {e}", paths.demo_dir.display()))?;
-    let cc = std::env::var("CC")
-        .ok()
-        .filter(|cc| !cc.trim().is_empty())
-        .unwrap_or_else(|| "cc".into());
-    // CC may carry flags ("gcc -m64"), as make allows.
-    let mut words = cc.split_whitespace();
-    let compiler = words.next().unwrap_or("cc");
-    let mut cmd = Command::new(compiler);
-    cmd.current_dir(&paths.root)
-        .args(words)
-        .args(["-shared", "-fPIC", "-O2", "-I"])
-        .arg(paths.root.join("hsa-emu/include"))
-        .arg("-o")
-        .arg(out)
-        .arg(paths.root.join("examples/kernels/sample_kernels.c"));
-    let shown = format!(
-        "{cc} -shared -fPIC -O2 -I hsa-emu/include -o {} examples/kernels/sample_kernels.c",
-        out.display()
-    );
-    run_checked(&mut cmd, &shown, |e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            format!("no C compiler: `{compiler}` was not found; install one or set CC")
-        } else {
-            format!("cannot run the C compiler `{compiler}`: {e}")
-        }
-    })
-}
-
-/// Runs `cmd` (shown to the user as `shown`), inheriting stdio; a failure to start or a
-/// non-zero exit is an error.
-fn run_checked(
-    cmd: &mut Command,
-    shown: &str,
-    spawn_error: impl FnOnce(std::io::Error) -> String,
-) -> Result<(), String> {
-    println!("demo:       $ {shown}");
-    let status = cmd.status().map_err(spawn_error)?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`{shown}` failed ({})", describe(status)))
-    }
-}
-
-/// "exit status 3" or "killed by signal 9".
-fn describe(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        (None, None) => status.to_string(),
-    }
 }
 
 /// `value` followed by the current value of the path list `var`, if any.
