@@ -1,6 +1,6 @@
 //! `#[rocprof_tool]`: turns a [`ReplayPolicy`] type into an HSA tool library.
 //!
-//! ```ignore
+//! ```text
 //! #[rocprof_replay::rocprof_tool]            // built with Default::default()
 //! #[derive(Default)]
 //! struct MyTool { /* ... */ }
@@ -17,13 +17,15 @@
 //! [`ReplayPolicy`]: https://docs.rs/rocprof-replay/latest/rocprof_replay/trait.ReplayPolicy.html
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
 use syn::{Expr, Ident, ItemStruct, Token};
 
 /// Exports the annotated struct, which must implement `ReplayPolicy`, as the tool of this
-/// library. Optional argument: `new = path::to::constructor` (a `fn() -> Self`); without it the
-/// struct is built with `Default::default()`.
+/// library (one per library: it defines `OnLoad`). Optional argument:
+/// `new = path::to::constructor` (a `fn() -> Self`); without it the struct is built with
+/// `Default::default()`.
 #[proc_macro_attribute]
 pub fn rocprof_tool(
     attr: proc_macro::TokenStream,
@@ -56,6 +58,18 @@ impl Parse for Args {
         }
         input.parse::<Token![=]>()?;
         let constructor: Expr = input.parse()?;
+        if let Expr::Call(call) = &constructor {
+            if call.args.is_empty() {
+                let func = &call.func;
+                return Err(syn::Error::new_spanned(
+                    &constructor,
+                    format!(
+                        "`new =` takes the constructor itself, not a call: write `new = {}`",
+                        quote!(#func).to_string().replace(' ', "")
+                    ),
+                ));
+            }
+        }
         if !input.is_empty() {
             return Err(input.error("expected nothing after `new = ...`"));
         }
@@ -82,7 +96,14 @@ fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     }
     let name = &strukt.ident;
     let constructor = match args.constructor {
-        Some(c) => quote!(#c),
+        // Coerced to `fn() -> Self` where the user wrote it, so a constructor of the wrong
+        // type is reported there, with the signature it needs.
+        Some(c) => quote_spanned! {c.span()=>
+            {
+                const NEW: fn() -> #name = #c;
+                NEW
+            }
+        },
         None => quote!(<#name as ::core::default::Default>::default),
     };
     Ok(quote! {
@@ -112,7 +133,9 @@ mod tests {
     fn named_constructor_is_passed_through() {
         let out = expand_str("new = Tool::from_env", "pub struct Tool;").unwrap();
         assert!(
-            out.contains("__export_tool ! (Tool , Tool :: from_env)"),
+            out.contains(
+                "__export_tool ! (Tool , { const NEW : fn () -> Tool = Tool :: from_env ; NEW })"
+            ),
             "{out}"
         );
     }
@@ -133,6 +156,10 @@ mod tests {
             expand_str("make = f", "struct T;")
                 .unwrap_err()
                 .contains("unknown argument `make`")
+        );
+        assert_eq!(
+            expand_str("new = T::from_env()", "struct T;").unwrap_err(),
+            "`new =` takes the constructor itself, not a call: write `new = T::from_env`"
         );
         assert!(
             expand_str("new = f, x", "struct T;")

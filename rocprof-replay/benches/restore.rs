@@ -12,7 +12,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use rocprof_replay::__bench::RestoreBench;
 
 const MIB: usize = 1 << 20;
@@ -20,6 +20,8 @@ const MIB: usize = 1 << 20;
 const SIZES: [usize; 3] = [MIB, 16 * MIB, 256 * MIB];
 /// Regions each total is split into.
 const REGIONS: usize = 4;
+/// Samples per benchmark unless `--sample-size` says otherwise.
+const SAMPLE_SIZE: usize = 10;
 
 /// `REGIONS` buffers of `total / REGIONS` bytes filled with `byte` (non-zero, so every page is
 /// really touched before timing starts).
@@ -61,19 +63,28 @@ struct Row {
 
 fn main() {
     let mut c = Criterion::default()
-        .sample_size(10)
+        .sample_size(SAMPLE_SIZE)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
     // `cargo bench` passes `--bench`; without it (`cargo test --benches`) criterion runs every
     // routine once as a smoke test and the medians mean nothing.
-    let measuring = std::env::args().any(|a| a == "--bench");
+    let args: Vec<String> = std::env::args().collect();
+    let measuring = args.iter().any(|a| a == "--bench");
+    let samples = args
+        .iter()
+        .position(|a| a == "--sample-size")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(SAMPLE_SIZE);
 
     let mut rows = Vec::new();
     for total in SIZES {
         let label = format!("{} MiB", total / MIB);
         let mut group = c.benchmark_group("restore");
         group.throughput(Throughput::Bytes(total as u64));
+        // Same iteration count in every sample: a 256 MiB copy is too slow for linear sampling
+        // to fit the short measurement time.
+        group.sampling_mode(SamplingMode::Flat);
 
         // The engine's restore. Criterion calls the routine once per sample after the
         // warm-up, so the last `sample_size` records are the measured samples.
@@ -108,7 +119,7 @@ fn main() {
         });
         group.finish();
 
-        let keep = |mut v: Vec<f64>| v.split_off(v.len().saturating_sub(10));
+        let keep = |mut v: Vec<f64>| v.split_off(v.len().saturating_sub(samples));
         rows.push(Row {
             total,
             restore: median(keep(restore_times)),

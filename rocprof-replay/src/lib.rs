@@ -125,8 +125,8 @@ pub mod __bench {
         }
     }
 
-    /// A snapshot of some host buffers taken through the real [`SnapshotPlan`] and
-    /// [`Snapshot::capture`], ready to be restored over and over.
+    /// A snapshot of some host buffers taken through the engine's real `SnapshotPlan` and
+    /// `Snapshot::capture`, ready to be restored over and over with `Snapshot::restore`.
     pub struct RestoreBench<'a> {
         inventory: AllocationInventory,
         snapshot: Snapshot,
@@ -145,7 +145,12 @@ pub mod __bench {
             let inventory = AllocationInventory::new();
             let agent = AgentId(1);
             for region in regions.iter_mut().filter(|r| !r.is_empty()) {
-                inventory.record(region.as_mut_ptr() as usize, region.len(), agent, Origin::Pool);
+                inventory.record(
+                    region.as_mut_ptr() as usize,
+                    region.len(),
+                    agent,
+                    Origin::Pool,
+                );
             }
             let plan = SnapshotPlan::new(&inventory, agent, &[], u64::MAX)
                 .expect("a plan without a budget is never declined");

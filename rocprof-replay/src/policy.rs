@@ -84,6 +84,11 @@ impl<S> PassPlan<S> {
 /// The engine calls every method on the thread that submitted the dispatch, inside the
 /// replay window, so keep them short; a panic in any of them is caught, reported, and ends
 /// replay of that dispatch safely (outcome `declined`, reason `policy_panicked`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `ReplayPolicy`",
+    label = "`#[rocprof_tool]` exports a `ReplayPolicy`",
+    note = "add `impl rocprof_replay::ReplayPolicy for {Self}` (`pass_count` is the one required method)"
+)]
 pub trait ReplayPolicy: Send + Sync + 'static {
     /// Per-dispatch state: created by [`pass_count`](Self::pass_count), visible to every
     /// callback of the dispatch, handed to [`on_end`](Self::on_end) and dropped.

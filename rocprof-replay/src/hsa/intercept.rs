@@ -306,7 +306,10 @@ impl HsaTarget<'_> {
     /// and will decrement it when it finally runs (leaking one signal beats a use after free).
     fn abandon_signal(&mut self) {
         if let Some(s) = self.signal.take() {
-            tracing::warn!(signal = s.handle, "a packet outlived its deadline; its signal is kept alive");
+            tracing::warn!(
+                signal = s.handle,
+                "a packet outlived its deadline; its signal is kept alive"
+            );
         }
     }
 

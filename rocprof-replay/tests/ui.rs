@@ -1,0 +1,14 @@
+//! Compile-time behaviour of `#[rocprof_tool]`: misuse is rejected with a clear error
+//! (`tests/ui/fail`, expected compiler output in the `.stderr` files next to each case) and
+//! correct tools build and run (`tests/ui/pass`).
+//!
+//! The expected output is that of the toolchain the project is developed with; after a
+//! compiler upgrade changes a message, regenerate with
+//! `TRYBUILD=overwrite cargo test -p rocprof-replay --test ui` and review the diff.
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/fail/*.rs");
+    t.pass("tests/ui/pass/*.rs");
+}

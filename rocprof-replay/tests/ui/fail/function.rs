@@ -1,0 +1,5 @@
+// #[rocprof_tool] on a function.
+#[rocprof_replay::rocprof_tool]
+fn tool() {}
+
+fn main() {}

@@ -1,0 +1,20 @@
+// The only argument is `new = ...`.
+use rocprof_replay::{DispatchInfo, PassPlan, ReplayPolicy};
+
+#[rocprof_replay::rocprof_tool(make = f)]
+#[derive(Default)]
+struct Tool;
+
+fn f() -> Tool {
+    Tool
+}
+
+impl ReplayPolicy for Tool {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+        PassPlan::skip()
+    }
+}
+
+fn main() {}
