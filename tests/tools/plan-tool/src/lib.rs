@@ -84,7 +84,11 @@ impl ReplayPolicy for PlanTool {
         }
         assert!(scope.is_none(), "per-pass state leaked");
         *scope = Some(pass.index());
-        seen.0.push(format!("start {}", pass.index()));
+        seen.0.push(format!(
+            "start {} id={}",
+            pass.index(),
+            pass.info().dispatch_id
+        ));
     }
 
     fn on_pass_end(&self, pass: &PassReport<'_>, seen: &mut Seen, scope: &mut Option<u32>) {
