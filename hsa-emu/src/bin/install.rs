@@ -1,15 +1,50 @@
 //! `hsa-emu-install [DIR]`: puts the emulator into DIR as `libhsa-runtime64.so.1` (plus the
 //! `libhsa-runtime64.so` link name), ready for `LD_LIBRARY_PATH=DIR`.
 //!
-//! `cargo run -p hsa-emu --bin hsa-emu-install -- DIR` builds the library (Cargo builds the
-//! package's cdylib with the binary) and installs it. DIR defaults to `<target>/hsa-emu`.
+//! `cargo run -p hsa-emu --bin hsa-emu-install -- DIR` is the one command: run under Cargo, the
+//! installer first builds the library itself (`cargo build -p hsa-emu --lib` in its own profile
+//! and target directory — Cargo does not build a package's `cdylib` just to run one of its
+//! binaries), then installs it. DIR defaults to `<target>/hsa-emu`.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
+
+/// Builds the cdylib with the Cargo that runs us, in the same profile and target directory.
+fn build_library(profile_dir: &Path) -> Result<(), String> {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return Ok(()); // not run by Cargo: install what is there (checked below)
+    };
+    let target_dir = profile_dir
+        .parent()
+        .ok_or("this program is not in a target directory")?;
+    let profile = profile_dir
+        .file_name()
+        .and_then(|p| p.to_str())
+        .unwrap_or("debug");
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "hsa-emu", "--lib", "--target-dir"])
+        .arg(target_dir);
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("building the library failed ({status})"))
+    }
+}
 
 fn run() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let profile_dir = exe.parent().ok_or("this program has no directory")?;
+    build_library(profile_dir)?;
     let built = profile_dir.join("libhsa_emu.so");
     if !built.exists() {
         return Err(format!(
