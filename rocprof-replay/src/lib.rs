@@ -56,6 +56,7 @@
 //! | [`context`] | [`Context`], [`Service`], [`PassGuard`]: localized per-pass contexts |
 //! | [`dispatch`] | [`DispatchInfo`] and identifiers |
 //! | [`error`] | [`Error`] |
+//! | [`testing`] | [`testing::simulate`]: run a policy through the real engine against host memory, for unit tests |
 //! | `engine` | vendor-neutral: allocation inventory, snapshot, replay window, outcome records |
 //! | `hsa` | the HSA backend: table hooks, intercept queues, drains, allocation tracking |
 //!
@@ -77,6 +78,7 @@ mod hsa;
 mod log;
 pub mod policy;
 mod registration;
+pub mod testing;
 
 pub use context::{Context, PassGuard, Service};
 pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId};
