@@ -89,63 +89,28 @@ fn version(major: u32, size: usize, step: u32) -> ApiTableVersion {
     }
 }
 
-/// Copies the slots the 5.2 layout has from a 6.x table.
+/// Copies the slots the 5.2 layout has from a 6.x table (each to its 5.2 offset).
 fn to_rocm52(amd: &AmdExtTable) -> AmdExtTable52 {
-    macro_rules! copy52 {
-        ($($f:ident),* $(,)?) => {
-            AmdExtTable52 { version: version(1, size_of::<AmdExtTable52>(), 0), $($f: amd.$f,)* }
-        };
+    // SAFETY: all-zero is a valid table (integers and nullable pointers).
+    let mut old: AmdExtTable52 = unsafe { std::mem::zeroed() };
+    old.version = version(1, size_of::<AmdExtTable52>(), 0);
+    let from = (amd as *const AmdExtTable).cast::<u8>();
+    let to = (&mut old as *mut AmdExtTable52).cast::<u8>();
+    for slot in slots::amd_ext::ALL {
+        if let (Some(old_offset), Some(new_offset)) = (
+            slot.offset_in(Layout::AmdExtRocm5),
+            slot.offset_in(Layout::AmdExtRocm6),
+        ) {
+            // SAFETY: both offsets come from `offset_of!` on the two table types, so each
+            // pointer-sized slot lies inside its table.
+            unsafe {
+                to.add(old_offset)
+                    .cast::<usize>()
+                    .write_unaligned(from.add(new_offset).cast::<usize>().read_unaligned())
+            };
+        }
     }
-    copy52!(
-        hsa_amd_coherency_get_type_fn,
-        hsa_amd_coherency_set_type_fn,
-        hsa_amd_profiling_set_profiler_enabled_fn,
-        hsa_amd_profiling_async_copy_enable_fn,
-        hsa_amd_profiling_get_dispatch_time_fn,
-        hsa_amd_profiling_get_async_copy_time_fn,
-        hsa_amd_profiling_convert_tick_to_system_domain_fn,
-        hsa_amd_signal_async_handler_fn,
-        hsa_amd_async_function_fn,
-        hsa_amd_signal_wait_any_fn,
-        hsa_amd_queue_cu_set_mask_fn,
-        hsa_amd_memory_pool_get_info_fn,
-        hsa_amd_agent_iterate_memory_pools_fn,
-        hsa_amd_memory_pool_allocate_fn,
-        hsa_amd_memory_pool_free_fn,
-        hsa_amd_memory_async_copy_fn,
-        hsa_amd_agent_memory_pool_get_info_fn,
-        hsa_amd_agents_allow_access_fn,
-        hsa_amd_memory_pool_can_migrate_fn,
-        hsa_amd_memory_migrate_fn,
-        hsa_amd_memory_lock_fn,
-        hsa_amd_memory_unlock_fn,
-        hsa_amd_memory_fill_fn,
-        hsa_amd_interop_map_buffer_fn,
-        hsa_amd_interop_unmap_buffer_fn,
-        hsa_amd_image_create_fn,
-        hsa_amd_pointer_info_fn,
-        hsa_amd_pointer_info_set_userdata_fn,
-        hsa_amd_ipc_memory_create_fn,
-        hsa_amd_ipc_memory_attach_fn,
-        hsa_amd_ipc_memory_detach_fn,
-        hsa_amd_signal_create_fn,
-        hsa_amd_ipc_signal_create_fn,
-        hsa_amd_ipc_signal_attach_fn,
-        hsa_amd_register_system_event_handler_fn,
-        hsa_amd_queue_intercept_create_fn,
-        hsa_amd_queue_intercept_register_fn,
-        hsa_amd_queue_set_priority_fn,
-        hsa_amd_memory_async_copy_rect_fn,
-        hsa_amd_runtime_queue_create_register_fn,
-        hsa_amd_memory_lock_to_pool_fn,
-        hsa_amd_register_deallocation_callback_fn,
-        hsa_amd_deregister_deallocation_callback_fn,
-        hsa_amd_signal_value_pointer_fn,
-        hsa_amd_svm_attributes_set_fn,
-        hsa_amd_svm_attributes_get_fn,
-        hsa_amd_svm_prefetch_async_fn,
-        hsa_amd_queue_cu_get_mask_fn,
-    )
+    old
 }
 
 fn build() -> &'static mut LiveTables {

@@ -58,7 +58,7 @@ pub use fns::*;
 pub use packets::*;
 pub use queue::*;
 pub use signal::*;
-pub use slots::{Layout, Slot, TableError, TableKind};
+pub use slots::{Layout, Slot, SlotInfo, TableError, TableKind};
 pub use status::*;
 pub use table::*;
 pub use types::*;

@@ -180,7 +180,33 @@ impl<F> fmt::Debug for Slot<F> {
     }
 }
 
+/// A slot's name, table and offsets without its function type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotInfo {
+    /// C name of the slot's field.
+    pub name: &'static str,
+    /// Table the slot belongs to.
+    pub table: TableKind,
+    offsets: [Option<usize>; 2],
+}
+
+impl SlotInfo {
+    /// Byte offset of the slot in `layout`, if the layout has it.
+    pub const fn offset_in(&self, layout: Layout) -> Option<usize> {
+        self.offsets[layout.index()]
+    }
+}
+
 impl<F: Copy> Slot<F> {
+    /// The slot without its function type.
+    pub const fn info(&self) -> SlotInfo {
+        SlotInfo {
+            name: self.name,
+            table: self.table,
+            offsets: self.offsets,
+        }
+    }
+
     /// A slot at `offsets[layout index]` (`None` where the layout lacks the function).
     ///
     /// `F` must be an `unsafe extern "C" fn` type: the slot stores `Option<F>` (8 bytes,
@@ -1336,4 +1362,83 @@ pub mod amd_ext {
         hsa_amd_portable_export_dmabuf_v2_fn,
         hsa_amd_portable_export_dmabuf_v2_fn_t
     );
+
+    /// Every slot of the AMD extension table, in 6.x order, type-erased: for code that walks
+    /// the whole table (copying between layouts, filling empty slots).
+    pub const ALL: &[SlotInfo] = &[
+        COHERENCY_GET_TYPE.info(),
+        COHERENCY_SET_TYPE.info(),
+        PROFILING_SET_PROFILER_ENABLED.info(),
+        PROFILING_ASYNC_COPY_ENABLE.info(),
+        PROFILING_GET_DISPATCH_TIME.info(),
+        PROFILING_GET_ASYNC_COPY_TIME.info(),
+        PROFILING_CONVERT_TICK_TO_SYSTEM_DOMAIN.info(),
+        SIGNAL_ASYNC_HANDLER.info(),
+        ASYNC_FUNCTION.info(),
+        SIGNAL_WAIT_ANY.info(),
+        QUEUE_CU_SET_MASK.info(),
+        MEMORY_POOL_GET_INFO.info(),
+        AGENT_ITERATE_MEMORY_POOLS.info(),
+        MEMORY_POOL_ALLOCATE.info(),
+        MEMORY_POOL_FREE.info(),
+        MEMORY_ASYNC_COPY.info(),
+        MEMORY_ASYNC_COPY_ON_ENGINE.info(),
+        MEMORY_COPY_ENGINE_STATUS.info(),
+        AGENT_MEMORY_POOL_GET_INFO.info(),
+        AGENTS_ALLOW_ACCESS.info(),
+        MEMORY_POOL_CAN_MIGRATE.info(),
+        MEMORY_MIGRATE.info(),
+        MEMORY_LOCK.info(),
+        MEMORY_UNLOCK.info(),
+        MEMORY_FILL.info(),
+        INTEROP_MAP_BUFFER.info(),
+        INTEROP_UNMAP_BUFFER.info(),
+        IMAGE_CREATE.info(),
+        POINTER_INFO.info(),
+        POINTER_INFO_SET_USERDATA.info(),
+        IPC_MEMORY_CREATE.info(),
+        IPC_MEMORY_ATTACH.info(),
+        IPC_MEMORY_DETACH.info(),
+        SIGNAL_CREATE.info(),
+        IPC_SIGNAL_CREATE.info(),
+        IPC_SIGNAL_ATTACH.info(),
+        REGISTER_SYSTEM_EVENT_HANDLER.info(),
+        QUEUE_INTERCEPT_CREATE.info(),
+        QUEUE_INTERCEPT_REGISTER.info(),
+        QUEUE_SET_PRIORITY.info(),
+        MEMORY_ASYNC_COPY_RECT.info(),
+        RUNTIME_QUEUE_CREATE_REGISTER.info(),
+        MEMORY_LOCK_TO_POOL.info(),
+        REGISTER_DEALLOCATION_CALLBACK.info(),
+        DEREGISTER_DEALLOCATION_CALLBACK.info(),
+        SIGNAL_VALUE_POINTER.info(),
+        SVM_ATTRIBUTES_SET.info(),
+        SVM_ATTRIBUTES_GET.info(),
+        SVM_PREFETCH_ASYNC.info(),
+        SPM_ACQUIRE.info(),
+        SPM_RELEASE.info(),
+        SPM_SET_DEST_BUFFER.info(),
+        QUEUE_CU_GET_MASK.info(),
+        PORTABLE_EXPORT_DMABUF.info(),
+        PORTABLE_CLOSE_DMABUF.info(),
+        VMEM_ADDRESS_RESERVE.info(),
+        VMEM_ADDRESS_FREE.info(),
+        VMEM_HANDLE_CREATE.info(),
+        VMEM_HANDLE_RELEASE.info(),
+        VMEM_MAP.info(),
+        VMEM_UNMAP.info(),
+        VMEM_SET_ACCESS.info(),
+        VMEM_GET_ACCESS.info(),
+        VMEM_EXPORT_SHAREABLE_HANDLE.info(),
+        VMEM_IMPORT_SHAREABLE_HANDLE.info(),
+        VMEM_RETAIN_ALLOC_HANDLE.info(),
+        VMEM_GET_ALLOC_PROPERTIES_FROM_HANDLE.info(),
+        AGENT_SET_ASYNC_SCRATCH_LIMIT.info(),
+        QUEUE_GET_INFO.info(),
+        VMEM_ADDRESS_RESERVE_ALIGN.info(),
+        ENABLE_LOGGING.info(),
+        SIGNAL_WAIT_ALL.info(),
+        MEMORY_GET_PREFERRED_COPY_ENGINE.info(),
+        PORTABLE_EXPORT_DMABUF_V2.info(),
+    ];
 }

@@ -513,3 +513,34 @@ fn root_table_tools_slot_needs_a_6_1_root() {
         );
     }
 }
+
+#[test]
+fn all_lists_every_amd_ext_slot_of_both_layouts() {
+    let all = slots::amd_ext::ALL;
+    assert_eq!(
+        all.len(),
+        (size_of::<AmdExtTable>() - 16) / 8,
+        "every 6.x slot"
+    );
+    let old: Vec<usize> = all
+        .iter()
+        .filter_map(|s| s.offset_in(Layout::AmdExtRocm5))
+        .collect();
+    assert_eq!(
+        old.len(),
+        (size_of::<AmdExtTable52>() - 16) / 8,
+        "every 5.2 slot"
+    );
+    let mut sorted = old.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), old.len(), "no two slots share a 5.2 offset");
+    let new: Vec<usize> = all
+        .iter()
+        .filter_map(|s| s.offset_in(Layout::AmdExtRocm6))
+        .collect();
+    assert!(
+        new.windows(2).all(|w| w[1] == w[0] + 8),
+        "6.x slots in table order"
+    );
+}
