@@ -632,13 +632,12 @@ fn destroy_with_a_stuck_barrier_returns_promptly() {
 }
 
 #[test]
-fn empty_dispatch_round_trip_is_fast() {
+fn back_to_back_empty_dispatches_each_complete_once() {
+    // Speed is measured by the emu-bench benchmark, not here.
     let q = create(64);
     let kd = descriptor(empty_kernel);
     let done = signal(1);
-    let rounds = 200u32;
-    let t = Instant::now();
-    for _ in 0..rounds {
+    for _ in 0..200 {
         crate::signals::store(done, 1);
         submit(
             q,
@@ -646,10 +645,7 @@ fn empty_dispatch_round_trip_is_fast() {
         );
         assert_eq!(wait_zero(done), 0);
     }
-    let per = t.elapsed() / rounds;
-    eprintln!("empty dispatch round trip: {per:?}");
-    // Loose bound (a loaded 2-core CI box): catches a wake path that sleeps a slice.
-    assert!(per < Duration::from_millis(5), "{per:?}");
+    assert_eq!(crate::signals::load(done), 0, "one completion per dispatch");
     destroy(q);
 }
 
