@@ -1,9 +1,13 @@
-//! `emu-bench`: two measurements of hsa-emu, made through its C API like an application.
+//! `emu-bench`: measurements of hsa-emu, made through its C API like an application, and of
+//! what kernel replay costs on it.
 //!
 //! | command | what it does |
 //! |---|---|
-//! | `emu-bench` | builds and installs hsa-emu (same cargo profile) and compiles the sample kernels under `<target>/emu-bench/` ([`prepare`], with the demo's [`build`] steps), then measures |
-//! | `emu-bench DIR KERNELS.so` | measures the `libhsa-runtime64.so.1` in `DIR` with the code object `KERNELS.so` (`examples/kernels/sample_kernels.c` built with `cc -shared -fPIC -O2 -I hsa-emu/include`) |
+//! | `emu-bench` | builds and installs hsa-emu (same cargo profile) and compiles the sample kernels under `<target>/emu-bench/` ([`prepare`], with the demo's [`build`] steps), then measures 1 and 2 |
+//! | `emu-bench DIR KERNELS.so` | measures 1 and 2 on the `libhsa-runtime64.so.1` in `DIR` with the code object `KERNELS.so` (`examples/kernels/sample_kernels.c` built with `cc -shared -fPIC -O2 -I hsa-emu/include`) |
+//! | `emu-bench replay` | prepares as `emu-bench` does and also builds the `pass_timer` tool (`rocprof-replay-example-pass-timer`, same profile), then measures 3 |
+//! | `emu-bench replay DIR KERNELS.so TOOL.so` | measures 3 with that runtime, code object and tool library |
+//! | `emu-bench replay-child DIR KERNELS.so` | internal: one configuration of measurement 3, started by `emu-bench replay` |
 //!
 //! 1. **Round trip**: on one queue of the first GPU agent, [`WARMUP`] then [`DISPATCHES`]
 //!    dispatches of `empty_kernel` (one work-item), each timed from reserving the packet slot to
@@ -12,12 +16,20 @@
 //! 2. **Idle CPU**: creates [`IDLE_QUEUES`] queues, lets them settle, sleeps [`IDLE_WINDOW`]
 //!    and prints the process CPU time used meanwhile (`getrusage(RUSAGE_SELF)`, user + system,
 //!    every thread) as a percentage of one core, and the context switches per second.
+//! 3. **Replay overhead** ([`replay`]): in one child process per configuration (no tool, then
+//!    the `pass_timer` tool with 1, 2, 4 and 8 passes), dispatches of `inc_in_place` over 1 MiB
+//!    of coarse-grained device memory, each waited for; prints the median and p90 per dispatch
+//!    of each, the cost per pass and the fixed cost per replayed dispatch from a least-squares
+//!    fit, and the ratio of 8 passes to one plain dispatch.
 //!
 //! The runtime is opened by path and driven through the demo's HSA wrapper
 //! ([`rocprof_replay_demo::hsa`]); its objects are released when dropped.
 //!
-//! Nothing is asserted: this is a measurement, not a test. Exit status 0 when both ran, 1 when
-//! a step failed, 64 on bad usage. Run the release build for meaningful figures.
+//! Nothing about speed is asserted: this is a measurement, not a test. Exit status 0 when the
+//! measurements ran, 1 when a step failed, 64 on bad usage. Run the release build for
+//! meaningful figures.
+
+mod replay;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -46,23 +58,35 @@ const QUEUE_SIZE: u32 = 64;
 const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(10);
 
 const USAGE: &str = "usage: emu-bench                     build hsa-emu and the sample kernels, then measure\n       \
-                     emu-bench DIR KERNELS.so      measure DIR/libhsa-runtime64.so.1 with KERNELS.so";
+                     emu-bench DIR KERNELS.so      measure DIR/libhsa-runtime64.so.1 with KERNELS.so\n       \
+                     emu-bench replay              also build the pass_timer tool, then measure replay\n       \
+                     emu-bench replay DIR KERNELS.so TOOL.so\n       \
+                     \x20                             measure replay with that runtime, kernels and tool";
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let inputs = match args.as_slice() {
-        [] => prepare(),
+    let result = match args.as_slice() {
+        [] => prepare().and_then(|(dir, kernels)| measure(&dir, &kernels)),
         [flag] if flag == "-h" || flag == "--help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
-        [dir, kernels] => Ok((PathBuf::from(dir), PathBuf::from(kernels))),
+        [command] if command == "replay" => replay::prepare().and_then(|i| replay::run(&i)),
+        [command, dir, kernels, tool] if command == "replay" => replay::run(&replay::Inputs {
+            emu_dir: PathBuf::from(dir),
+            kernels: PathBuf::from(kernels),
+            tool: PathBuf::from(tool),
+        }),
+        [command, dir, kernels] if command == replay::CHILD_SUBCOMMAND => {
+            replay::child(Path::new(dir), Path::new(kernels))
+        }
+        [dir, kernels] => measure(Path::new(dir), Path::new(kernels)),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(64);
         }
     };
-    match inputs.and_then(|(dir, kernels)| measure(&dir, &kernels)) {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("emu-bench: error: {why}");
@@ -127,12 +151,18 @@ fn round_trip(hsa: &Hsa, kernels: &Path) -> Result<(), String> {
     kernarg.host_slice_mut::<u8>()?.fill(0);
     let done = hsa.signal(0)?;
     let queue = hsa.create_queue(gpu, QUEUE_SIZE)?;
-    let dispatcher = Dispatcher {
-        queue: &queue,
-        kernel: &kernel,
-        kernarg: &kernarg,
-        done: &done,
-        wait_hint: (hsa.timestamp_frequency() / 10).max(1),
+    // SAFETY: `kernarg` holds a zeroed `empty_kernel_args_t` (a valid one) for `empty_kernel`,
+    // which points to no buffer; `kernarg` outlives the dispatcher (declared before it).
+    let dispatcher = unsafe {
+        Dispatcher::new(
+            &queue,
+            &kernel,
+            &kernarg,
+            1,
+            1,
+            &done,
+            (hsa.timestamp_frequency() / 10).max(1),
+        )
     };
     for _ in 0..WARMUP {
         dispatcher.round_trip()?;
@@ -151,24 +181,56 @@ fn round_trip(hsa: &Hsa, kernels: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Everything one dispatch of the kernel needs, resolved once so the timed part makes only
+/// Everything one dispatch of a kernel needs, resolved once so the timed part makes only
 /// the calls an application makes per dispatch.
 struct Dispatcher<'a, 'h> {
     /// The queue.
     queue: &'a Queue<'h>,
     /// The kernel.
     kernel: &'a Kernel<'a>,
-    /// Its kernel arguments (`KERNARG_SEGMENT_SIZE` zeroed bytes of kernarg memory).
+    /// Its kernel arguments.
     kernarg: &'a PoolBuffer<'h>,
+    /// Work-items per work-group.
+    workgroup_size: u16,
+    /// Work-items in the grid.
+    grid_size: u32,
     /// The completion signal.
     done: &'a Signal<'h>,
     /// Timeout hint of one `hsa_signal_wait_scacquire` call, in timestamp ticks (~100 ms).
     wait_hint: u64,
 }
 
-impl Dispatcher<'_, '_> {
+impl<'a, 'h> Dispatcher<'a, 'h> {
+    /// A dispatcher of 1-D dispatches of `kernel` over `grid_size` work-items in groups of
+    /// `workgroup_size`, with the arguments in `kernarg` and the completion signal `done`;
+    /// `wait_hint` is the timeout hint of one wait, in timestamp ticks.
+    ///
+    /// # Safety
+    /// `kernarg` must hold valid arguments of `kernel` for that geometry; every buffer they
+    /// point to must stay allocated while the dispatcher exists, and the host must not access
+    /// them during a [`Dispatcher::round_trip`] (between round trips, nothing runs).
+    unsafe fn new(
+        queue: &'a Queue<'h>,
+        kernel: &'a Kernel<'a>,
+        kernarg: &'a PoolBuffer<'h>,
+        workgroup_size: u16,
+        grid_size: u32,
+        done: &'a Signal<'h>,
+        wait_hint: u64,
+    ) -> Self {
+        Self {
+            queue,
+            kernel,
+            kernarg,
+            workgroup_size,
+            grid_size,
+            done,
+            wait_hint,
+        }
+    }
+
     /// One round trip: sets the completion signal to 1 (untimed), then times reserving a slot,
-    /// writing a 1-work-item dispatch packet, ringing the doorbell and blocking
+    /// writing the dispatch packet, ringing the doorbell and blocking
     /// `hsa_signal_wait_scacquire` calls until the signal reads 0.
     ///
     /// If the wait fails the dispatch may still be running, so nothing it uses may be freed:
@@ -176,17 +238,25 @@ impl Dispatcher<'_, '_> {
     fn round_trip(&self) -> Result<Duration, String> {
         self.done.store(1);
         let start = Instant::now();
-        // SAFETY: `kernarg` holds a zeroed `empty_kernel_args_t` (a valid one) for `kernel`,
-        // which points to no buffer; `kernarg` outlives this call, and the wait below either
-        // sees the dispatch complete or ends the process.
+        // SAFETY: by the contract of `Dispatcher::new`, `kernarg` holds valid arguments for
+        // `kernel` at this geometry and what they point to is allocated and left alone by the
+        // host until this call returns; `kernarg` is borrowed for the dispatcher's life; the
+        // wait below either sees the dispatch complete or ends the process.
         unsafe {
-            self.queue
-                .dispatch_1d(self.kernel, self.kernarg, 1, 1, self.done)?
+            self.queue.dispatch_1d(
+                self.kernel,
+                self.kernarg,
+                self.workgroup_size,
+                self.grid_size,
+                self.done,
+            )?
         };
-        if let Err(why) = self
-            .done
-            .wait_zero_by(KERNEL, self.wait_hint, start, ROUND_TRIP_TIMEOUT)
-        {
+        if let Err(why) = self.done.wait_zero_by(
+            self.kernel.name(),
+            self.wait_hint,
+            start,
+            ROUND_TRIP_TIMEOUT,
+        ) {
             eprintln!("emu-bench: error: {why}");
             std::process::exit(1);
         }
