@@ -31,9 +31,14 @@ pub(crate) enum Staging {
     Heap(Vec<u8>),
     /// Memory from the runtime (pinned host memory), released with `free`.
     Runtime {
+        /// Start of the buffer.
         ptr: std::ptr::NonNull<u8>,
+        /// Bytes in use (the region's size).
         len: usize,
-        free: unsafe fn(*mut u8),
+        /// Bytes allocated (`>= len`; a retained buffer may be larger than the region).
+        capacity: usize,
+        /// Gives the buffer back to the backend (to keep for later snapshots, or to free).
+        release: unsafe fn(*mut u8, usize),
     },
 }
 
@@ -83,10 +88,16 @@ impl Staging {
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        if let Staging::Runtime { ptr, free, .. } = self {
-            // SAFETY: the buffer came from the runtime allocator `free` belongs to and is
-            // released exactly once.
-            unsafe { free(ptr.as_ptr()) };
+        if let Staging::Runtime {
+            ptr,
+            capacity,
+            release,
+            ..
+        } = self
+        {
+            // SAFETY: the buffer came from the backend `release` belongs to and is given back
+            // exactly once.
+            unsafe { release(ptr.as_ptr(), *capacity) };
         }
     }
 }

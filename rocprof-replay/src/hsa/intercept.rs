@@ -337,11 +337,11 @@ impl Drop for HsaTarget<'_> {
     }
 }
 
-/// Releases a snapshot buffer allocated from the staging pool.
-unsafe fn free_staging(ptr: *mut u8) {
+/// Gives a snapshot buffer back to the staging cache (or frees it).
+unsafe fn release_staging(ptr: *mut u8, capacity: usize) {
     if let Some(be) = BACKEND.get() {
-        // SAFETY: `ptr` came from the original pool allocator (caller contract).
-        unsafe { (be.orig.pool_free)(ptr.cast()) };
+        // SAFETY: `ptr` came from the staging pool (caller contract).
+        unsafe { be.staging.give(&be.orig, ptr, capacity) };
     }
 }
 
@@ -350,15 +350,12 @@ impl DeviceMemory for HsaTarget<'_> {
         let Some(pool) = self.be.staging_pool else {
             return Staging::heap(size);
         };
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: allocating from a host pool of the runtime with the original allocator (our
-        // own buffers are not recorded in the inventory).
-        let st = unsafe { (self.be.orig.pool_allocate)(pool, size.max(1), 0, &mut p) };
-        let ptr = std::ptr::NonNull::new(p.cast::<u8>()).filter(|_| st == HSA_STATUS_SUCCESS)?;
+        let (ptr, capacity) = self.be.staging.take(&self.be.orig, pool, size)?;
         Some(Staging::Runtime {
             ptr,
             len: size,
-            free: free_staging,
+            capacity,
+            release: release_staging,
         })
     }
 

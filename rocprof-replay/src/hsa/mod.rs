@@ -136,6 +136,8 @@ pub(crate) struct Backend {
     pub(crate) ticks_per_second: u64,
     /// Host pool for snapshot buffers (pinned host memory), if the runtime has one.
     pub(crate) staging_pool: Option<hsa_amd_memory_pool_t>,
+    /// Snapshot buffers kept between replays.
+    pub(crate) staging: StagingCache,
     pub(crate) kernel_names: RwLock<HashMap<u64, Arc<str>>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
@@ -148,6 +150,81 @@ pub(crate) struct Backend {
 impl Backend {
     pub(crate) fn gpu(&self, agent: hsa_agent_t) -> Option<&Gpu> {
         self.gpus.iter().find(|g| g.agent == agent)
+    }
+}
+
+/// Most bytes of snapshot buffers kept between replays.
+const STAGING_CACHE_LIMIT: u64 = 512 << 20;
+
+/// Snapshot buffers retained between replay windows: a fresh runtime allocation costs a mapping
+/// and a page fault per page on first touch, which dominated the fixed cost of a replay.
+pub(crate) struct StagingCache {
+    buffers: Mutex<Vec<(usize, usize)>>,
+    limit: u64,
+}
+
+impl StagingCache {
+    fn new(limit: u64) -> Self {
+        StagingCache {
+            buffers: Mutex::new(Vec::new()),
+            limit,
+        }
+    }
+
+    /// A buffer of at least `size` bytes: a retained one that is not much larger, else a new
+    /// allocation from `pool`. Returns (pointer, capacity).
+    pub(crate) fn take(
+        &self,
+        orig: &Originals,
+        pool: hsa_amd_memory_pool_t,
+        size: usize,
+    ) -> Option<(std::ptr::NonNull<u8>, usize)> {
+        let size = size.max(1);
+        {
+            let mut buffers = self.buffers.lock();
+            let fits = |cap: usize| cap >= size && cap <= size.saturating_mul(2).max(64 << 10);
+            let best = buffers
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, cap))| fits(*cap))
+                .min_by_key(|(_, (_, cap))| *cap)
+                .map(|(i, _)| i);
+            if let Some(i) = best {
+                let (ptr, cap) = buffers.swap_remove(i);
+                return std::ptr::NonNull::new(ptr as *mut u8).map(|p| (p, cap));
+            }
+        }
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: allocating from a host pool with the original allocator (our own buffers are
+        // not recorded in the inventory).
+        let st = unsafe { (orig.pool_allocate)(pool, size, 0, &mut p) };
+        std::ptr::NonNull::new(p.cast::<u8>())
+            .filter(|_| st == HSA_STATUS_SUCCESS)
+            .map(|p| (p, size))
+    }
+
+    /// Keeps a buffer for later replays, or frees it when the cache is full.
+    ///
+    /// # Safety
+    /// `ptr` was returned by [`take`](Self::take) with this `capacity` and is not used again.
+    pub(crate) unsafe fn give(&self, orig: &Originals, ptr: *mut u8, capacity: usize) {
+        let mut buffers = self.buffers.lock();
+        let held: u64 = buffers.iter().map(|(_, c)| *c as u64).sum();
+        if held + capacity as u64 <= self.limit {
+            buffers.push((ptr as usize, capacity));
+            return;
+        }
+        drop(buffers);
+        // SAFETY: a pool allocation of ours (caller contract).
+        unsafe { (orig.pool_free)(ptr.cast()) };
+    }
+
+    /// Frees every retained buffer (OnUnload).
+    pub(crate) fn clear(&self, orig: &Originals) {
+        for (ptr, _) in std::mem::take(&mut *self.buffers.lock()) {
+            // SAFETY: pool allocations of ours, no longer referenced.
+            unsafe { (orig.pool_free)(ptr as *mut std::ffi::c_void) };
+        }
     }
 }
 
@@ -198,13 +275,15 @@ pub(crate) unsafe fn install(
     if st != HSA_STATUS_SUCCESS || ticks_per_second == 0 {
         ticks_per_second = 1_000_000_000;
     }
+    let limits = Limits::from_env();
     let backend = Backend {
         orig,
         replayer,
-        limits: Limits::from_env(),
+        limits,
         gpus,
         ticks_per_second,
         staging_pool,
+        staging: StagingCache::new(limits.budget.min(STAGING_CACHE_LIMIT)),
         kernel_names: RwLock::new(HashMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
@@ -231,6 +310,9 @@ pub(crate) unsafe fn install(
 /// Stops replay (OnUnload): hooks pass everything through from now on.
 pub(crate) fn shutdown() {
     ACTIVE.store(false, Ordering::Release);
+    if let Some(be) = BACKEND.get() {
+        be.staging.clear(&be.orig);
+    }
 }
 
 /// The GPUs (with their locks) and the CPU agents.
