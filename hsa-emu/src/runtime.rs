@@ -400,13 +400,23 @@ fn discover_priority_tools(already: &[Tool]) -> Vec<(u32, CString, *mut c_void)>
         if handle.is_null() {
             continue;
         }
-        if already.iter().any(|t| t.handle == handle) {
-            continue;
-        }
-        if let Some(sym) = own_symbol(handle, &path, c"HSA_AMD_TOOL_PRIORITY") {
-            // SAFETY: the symbol is a `const uint32_t` by the tool ABI.
-            let priority = unsafe { sym.cast::<u32>().read_unaligned() };
-            found.push((priority, path, handle));
+        let tool = if already.iter().any(|t| t.handle == handle) {
+            None
+        } else {
+            own_symbol(handle, &path, c"HSA_AMD_TOOL_PRIORITY")
+        };
+        match tool {
+            Some(sym) => {
+                // SAFETY: the symbol is a `const uint32_t` by the tool ABI.
+                let priority = unsafe { sym.cast::<u32>().read_unaligned() };
+                // The extra reference is kept: the tool stays loaded for the process.
+                found.push((priority, path, handle));
+            }
+            None => {
+                // Drop the reference RTLD_NOLOAD took; the object stays loaded through its own.
+                // SAFETY: a handle from the dlopen above, closed once.
+                unsafe { libc::dlclose(handle) };
+            }
         }
     }
     found

@@ -64,6 +64,9 @@ fn first_claim() -> Option<&'static Claim> {
         }
         // SAFETY: live handle, NUL-terminated name.
         let sym = unsafe { libc::dlsym(handle, c"ROCPROF_REPLAY_CLAIM".as_ptr()) };
+        // Drop the reference RTLD_NOLOAD took; the object stays loaded through its own.
+        // SAFETY: a handle from the dlopen above, closed once.
+        unsafe { libc::dlclose(handle) };
         if sym.is_null() {
             continue;
         }
