@@ -220,6 +220,28 @@ fn trackable(global_flags: u32) -> bool {
         && global_flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED == 0
 }
 
+/// Records a new allocation when a GPU owns it and its memory is snapshotted (coarse-grained,
+/// not kernarg, not fine-grained, as the runtime's pointer info reports).
+fn record(p: *mut c_void, size: usize, origin: Origin) {
+    quietly("recording an allocation", || {
+        if let Some((agent, flags)) = owner_gpu(p) {
+            if trackable(flags) {
+                INVENTORY.record(p as usize, size, agent, origin);
+            }
+        }
+    });
+}
+
+/// Forgets an allocation before its memory goes. Removed under the inventory's write lock: a
+/// restore holding the read lock finishes first and never writes this region afterwards.
+fn forget(p: *mut c_void) {
+    if INVENTORY.is_tracking() {
+        quietly("forgetting an allocation", || {
+            INVENTORY.remove(p as usize);
+        });
+    }
+}
+
 /// `HSA_AMD_MEMORY_POOL_EXECUTABLE_FLAG`: HIP puts kernarg pools there; never snapshotted.
 const POOL_ALLOC_EXECUTABLE: u32 = 1 << 2;
 
@@ -239,15 +261,11 @@ unsafe extern "C" fn pool_allocate(
         && backend().is_some()
         && flags & POOL_ALLOC_EXECUTABLE == 0
     {
-        quietly("recording an allocation", || {
-            // SAFETY: on success the runtime wrote the pointer.
-            let p = unsafe { *ptr };
-            if pool_flags(pool).is_some_and(trackable) {
-                if let Some((agent, _)) = owner_gpu(p) {
-                    INVENTORY.record(p as usize, size, agent, Origin::Pool);
-                }
-            }
-        });
+        // SAFETY: on success the runtime wrote the pointer.
+        let p = unsafe { *ptr };
+        if pool_flags(pool).is_some_and(trackable) {
+            record(p, size, Origin::Pool);
+        }
     }
     st
 }
@@ -256,13 +274,7 @@ unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
-    if INVENTORY.is_tracking() {
-        // Removed under the write lock before the memory goes: a restore holding the read lock
-        // finishes first, and never writes this region afterwards.
-        quietly("forgetting an allocation", || {
-            INVENTORY.remove(ptr as usize);
-        });
-    }
+    forget(ptr);
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.pool_free)(ptr) }
 }
@@ -278,15 +290,8 @@ unsafe extern "C" fn memory_allocate(
     // SAFETY: forwarding unchanged.
     let st = unsafe { (be.orig.memory_allocate)(region, size, ptr) };
     if st == HSA_STATUS_SUCCESS && INVENTORY.is_tracking() && backend().is_some() {
-        quietly("recording an allocation", || {
-            // SAFETY: on success the runtime wrote the pointer.
-            let p = unsafe { *ptr };
-            if let Some((agent, flags)) = owner_gpu(p) {
-                if trackable(flags) {
-                    INVENTORY.record(p as usize, size, agent, Origin::Region);
-                }
-            }
-        });
+        // SAFETY: on success the runtime wrote the pointer.
+        record(unsafe { *ptr }, size, Origin::Region);
     }
     st
 }
@@ -295,11 +300,7 @@ unsafe extern "C" fn memory_free(ptr: *mut c_void) -> hsa_status_t {
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
-    if INVENTORY.is_tracking() {
-        quietly("forgetting an allocation", || {
-            INVENTORY.remove(ptr as usize);
-        });
-    }
+    forget(ptr);
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.memory_free)(ptr) }
 }
