@@ -179,6 +179,16 @@ pub fn on_unload() {
 #[macro_export]
 macro_rules! __export_tool {
     ($ty:ty, $make:expr) => {
+        // A library exports one tool. Two `#[rocprof_tool]`s in different modules do not clash
+        // by name, only by exported symbol, and that clash is found late (at code generation,
+        // naming whichever symbol the compiler happens to emit first). This crate-root macro
+        // makes the mistake a name-resolution error, found early and named the same every time.
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! one_rocprof_tool_per_library {
+            () => {};
+        }
+
         /// Tool priority among preloaded HSA tools (read by the runtime).
         #[unsafe(no_mangle)]
         pub static HSA_AMD_TOOL_PRIORITY: u32 = $crate::__private::TOOL_PRIORITY;

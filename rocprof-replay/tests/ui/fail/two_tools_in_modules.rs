@@ -1,5 +1,6 @@
-// The same in two modules: the names do not clash, the exported symbols do (found when the
-// library is built; `cargo check` does not see it).
+// The same in two modules: the item names do not clash, the exported symbols do. The macro
+// turns that into a name-resolution error (seen by `cargo check`, and the same every build)
+// instead of a code-generation error naming whichever symbol happened to be emitted first.
 mod first {
     use rocprof_replay::{DispatchInfo, PassPlan, ReplayPolicy};
 
