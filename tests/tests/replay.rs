@@ -383,6 +383,58 @@ fn a_region_freed_during_the_window_is_skipped_not_written() {
 }
 
 #[test]
+fn an_async_copy_released_during_the_window_is_waited_for_not_undone() {
+    // The copy is queued behind a signal released 60 ms into the dispatch. Unfenced, it would
+    // land during a pass and the next restore would undo it (the app checks the buffer).
+    let env = [
+        ("E2E_PLAN", "exactly:5"),
+        ("E2E_KERNEL", "sleep_kernel"),
+        ("SAMPLE_SLEEP_MS", "40"),
+    ];
+    let Some((run, recs)) = probe("copy-before", "e2e_plan_tool", &env) else {
+        return;
+    };
+    assert!(run.stdout().contains("OK copy-before"), "{}", run.stdout());
+    let r = single(&recs, "sleep_kernel");
+    assert_eq!(r["outcome"], "replayed", "{r}");
+    assert_eq!(r["passes"], 5, "{r}");
+}
+
+#[test]
+fn a_rect_async_copy_released_during_the_window_is_waited_for_too() {
+    let env = [
+        ("E2E_PLAN", "exactly:5"),
+        ("E2E_KERNEL", "sleep_kernel"),
+        ("SAMPLE_SLEEP_MS", "40"),
+        ("SAMPLE_COPY", "rect"),
+    ];
+    let Some((_, recs)) = probe("copy-before", "e2e_plan_tool", &env) else {
+        return;
+    };
+    let r = single(&recs, "sleep_kernel");
+    assert_eq!(r["outcome"], "replayed", "{r}");
+}
+
+#[test]
+fn an_async_copy_waiting_for_the_replayed_dispatch_does_not_stall_the_window() {
+    // The copy depends on the dispatch's own completion signal: waiting for it would deadlock
+    // until the drain deadline (set short here) and decline the dispatch.
+    let env = [
+        ("E2E_PLAN", "exactly:3"),
+        ("E2E_KERNEL", "sleep_kernel"),
+        ("SAMPLE_SLEEP_MS", "10"),
+        ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "5000"),
+    ];
+    let Some((run, recs)) = probe("copy-after", "e2e_plan_tool", &env) else {
+        return;
+    };
+    assert!(run.stdout().contains("OK copy-after"), "{}", run.stdout());
+    let r = single(&recs, "sleep_kernel");
+    assert_eq!(r["outcome"], "replayed", "{r}");
+    assert_eq!(r["passes"], 3, "{r}");
+}
+
+#[test]
 fn a_second_replay_tool_is_rejected_and_the_first_keeps_working() {
     let Some((exe, kernels)) = replay_probe() else {
         return;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use rocprof_replay_sys::*;
 
+use super::copies::{self, Fence};
 use super::{BACKEND, INVENTORY, QueueState, backend, intercept};
 use crate::dispatch::AgentId;
 use crate::engine::inventory::Origin;
@@ -41,6 +42,13 @@ pub(crate) unsafe fn install(
         c::MEMORY_COPY.write(core, Some(memory_copy))?;
         a::MEMORY_FILL.write(amd, Some(memory_fill))?;
         a::MEMORY_ASYNC_COPY.write(amd, Some(async_copy))?;
+        a::PROFILING_GET_ASYNC_COPY_TIME.write(amd, Some(async_copy_time))?;
+        if a::MEMORY_ASYNC_COPY_RECT.read(amd)?.is_some() {
+            a::MEMORY_ASYNC_COPY_RECT.write(amd, Some(async_copy_rect))?;
+        }
+        if let Ok(Some(_)) = a::MEMORY_ASYNC_COPY_ON_ENGINE.read(amd) {
+            a::MEMORY_ASYNC_COPY_ON_ENGINE.write(amd, Some(async_copy_on_engine))?;
+        }
         c::EXECUTABLE_FREEZE.write(core, Some(executable_freeze))?;
         c::EXECUTABLE_DESTROY.write(core, Some(executable_destroy))?;
         a::MEMORY_POOL_ALLOCATE.write(amd, Some(pool_allocate))?;
@@ -305,31 +313,7 @@ unsafe extern "C" fn memory_free(ptr: *mut c_void) -> hsa_status_t {
     unsafe { (be.orig.memory_free)(ptr) }
 }
 
-// ---- copies: fenced against replay windows ------------------------------------------------
-
-/// Runs `f` holding the reader side of the locks of the agents owning `a` and `b` (tracked
-/// allocations only): a host-side copy into memory a replay window snapshots must not land in
-/// the middle of the window, where a restore would overwrite it.
-fn fenced<R>(a: usize, b: usize, f: impl FnOnce() -> R) -> R {
-    let Some(be) = backend() else { return f() };
-    if intercept::in_window() {
-        return f();
-    }
-    let agents = [INVENTORY.agent_of(a), INVENTORY.agent_of(b)];
-    let mut gpus: smallvec::SmallVec<[&super::Gpu; 2]> = agents
-        .iter()
-        .flatten()
-        .filter_map(|id| be.gpus.iter().find(|g| g.agent.handle == id.0))
-        .collect();
-    gpus.sort_by_key(|g| g.index);
-    gpus.dedup_by_key(|g| g.index);
-    // Locks are taken in agent order, so two copies never wait for each other.
-    let _guards: smallvec::SmallVec<[_; 2]> = gpus
-        .iter()
-        .map(|g| g.lock.try_read_for(be.limits.lock))
-        .collect();
-    f()
-}
+// ---- copies: fenced against replay windows (see `copies`) -----------------------------------
 
 unsafe extern "C" fn memory_copy(
     dst: *mut c_void,
@@ -339,20 +323,30 @@ unsafe extern "C" fn memory_copy(
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
+    let _fence = backend().map(|be| Fence::take(be, &[(dst as usize, None), (src as usize, None)]));
     // SAFETY: forwarding unchanged.
-    fenced(dst as usize, src as usize, || unsafe {
-        (be.orig.memory_copy)(dst, src, size)
-    })
+    unsafe { (be.orig.memory_copy)(dst, src, size) }
 }
 
 unsafe extern "C" fn memory_fill(ptr: *mut c_void, value: u32, count: usize) -> hsa_status_t {
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
+    let _fence = backend().map(|be| Fence::take(be, &[(ptr as usize, None)]));
     // SAFETY: forwarding unchanged.
-    fenced(ptr as usize, ptr as usize, || unsafe {
-        (be.orig.memory_fill)(ptr, value, count)
-    })
+    unsafe { (be.orig.memory_fill)(ptr, value, count) }
+}
+
+/// The dependency signals of a copy call.
+///
+/// # Safety
+/// `deps` points to `count` signals, or `count` is 0.
+unsafe fn dependencies<'a>(deps: *const hsa_signal_t, count: u32) -> &'a [hsa_signal_t] {
+    if deps.is_null() || count == 0 {
+        return &[];
+    }
+    // SAFETY: caller contract (the runtime's own argument contract).
+    unsafe { std::slice::from_raw_parts(deps, count as usize) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -369,23 +363,132 @@ unsafe extern "C" fn async_copy(
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
-    // Submission is fenced; a copy already queued behind unresolved dependencies when a window
-    // starts is not (see docs/architecture.md, "Isolation").
-    fenced(dst as usize, src as usize, || {
-        // SAFETY: forwarding unchanged.
-        unsafe {
-            (be.orig.async_copy)(
-                dst,
-                dst_agent,
-                src,
-                src_agent,
-                size,
-                num_dep_signals,
-                dep_signals,
-                completion_signal,
-            )
+    // SAFETY: forwarding unchanged, except (when fenced) the completion signal.
+    let submit = |completion| unsafe {
+        (be.orig.async_copy)(
+            dst,
+            dst_agent,
+            src,
+            src_agent,
+            size,
+            num_dep_signals,
+            dep_signals,
+            completion,
+        )
+    };
+    let Some(live) = backend() else {
+        return submit(completion_signal);
+    };
+    let touched = [
+        (dst as usize, Some(dst_agent)),
+        (src as usize, Some(src_agent)),
+    ];
+    // SAFETY: the runtime's argument contract.
+    let deps = unsafe { dependencies(dep_signals, num_dep_signals) };
+    copies::submit_async(live, &touched, completion_signal, deps, submit)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn async_copy_on_engine(
+    dst: *mut c_void,
+    dst_agent: hsa_agent_t,
+    src: *const c_void,
+    src_agent: hsa_agent_t,
+    size: usize,
+    num_dep_signals: u32,
+    dep_signals: *const hsa_signal_t,
+    completion_signal: hsa_signal_t,
+    engine_id: hsa_amd_sdma_engine_id_t,
+    force_copy_on_sdma: bool,
+) -> hsa_status_t {
+    let Some(original) = BACKEND.get().and_then(|be| be.orig.async_copy_on_engine) else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged, except (when fenced) the completion signal.
+    let submit = |completion| unsafe {
+        original(
+            dst,
+            dst_agent,
+            src,
+            src_agent,
+            size,
+            num_dep_signals,
+            dep_signals,
+            completion,
+            engine_id,
+            force_copy_on_sdma,
+        )
+    };
+    let Some(live) = backend() else {
+        return submit(completion_signal);
+    };
+    let touched = [
+        (dst as usize, Some(dst_agent)),
+        (src as usize, Some(src_agent)),
+    ];
+    // SAFETY: the runtime's argument contract.
+    let deps = unsafe { dependencies(dep_signals, num_dep_signals) };
+    copies::submit_async(live, &touched, completion_signal, deps, submit)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn async_copy_rect(
+    dst: *const hsa_pitched_ptr_t,
+    dst_offset: *const hsa_dim3_t,
+    src: *const hsa_pitched_ptr_t,
+    src_offset: *const hsa_dim3_t,
+    range: *const hsa_dim3_t,
+    copy_agent: hsa_agent_t,
+    dir: hsa_amd_copy_direction_t,
+    num_dep_signals: u32,
+    dep_signals: *const hsa_signal_t,
+    completion_signal: hsa_signal_t,
+) -> hsa_status_t {
+    let Some(original) = BACKEND.get().and_then(|be| be.orig.async_copy_rect) else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged, except (when fenced) the completion signal.
+    let submit = |completion| unsafe {
+        original(
+            dst,
+            dst_offset,
+            src,
+            src_offset,
+            range,
+            copy_agent,
+            dir,
+            num_dep_signals,
+            dep_signals,
+            completion,
+        )
+    };
+    let Some(live) = backend() else {
+        return submit(completion_signal);
+    };
+    // SAFETY: null or the runtime's pitched-pointer arguments.
+    let base = |p: *const hsa_pitched_ptr_t| unsafe { p.as_ref() }.map_or(0, |p| p.base as usize);
+    let touched = [(base(dst), Some(copy_agent)), (base(src), Some(copy_agent))];
+    // SAFETY: the runtime's argument contract.
+    let deps = unsafe { dependencies(dep_signals, num_dep_signals) };
+    copies::submit_async(live, &touched, completion_signal, deps, submit)
+}
+
+unsafe extern "C" fn async_copy_time(
+    signal: hsa_signal_t,
+    time: *mut hsa_amd_profiling_async_copy_time_t,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    if !time.is_null() {
+        if let Some(t) = copies::copy_time(be, signal) {
+            // SAFETY: the caller's output argument, checked non-null.
+            unsafe { time.write(t) };
+            return HSA_STATUS_SUCCESS;
         }
-    })
+    }
+    // SAFETY: forwarding unchanged.
+    unsafe { (be.orig.async_copy_time)(signal, time) }
 }
 
 // ---- vmem (6.x) ----------------------------------------------------------------------------

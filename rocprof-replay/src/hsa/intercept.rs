@@ -401,7 +401,18 @@ impl ReplayTarget for HsaTarget<'_> {
         for other in others {
             self.drain_other_queue(&other)?;
         }
-        Ok(())
+        // Asynchronous copies already submitted (new ones wait for the lock this window holds).
+        let deadline = Instant::now() + self.be.limits.drain;
+        if self
+            .gpu
+            .copies
+            .wait_idle(self.packet.completion_signal, deadline)
+        {
+            Ok(())
+        } else {
+            tracing::warn!("asynchronous copies touching the agent outlived the drain deadline");
+            Err(DeclineReason::DrainTimeout)
+        }
     }
 
     fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {

@@ -2,6 +2,7 @@
 //! allocations and executables, turns application queues into intercept queues, and runs the
 //! replay window for intercepted kernel dispatches.
 
+mod copies;
 mod hooks;
 mod intercept;
 mod originals;
@@ -98,8 +99,10 @@ fn available_host_memory() -> u64 {
 pub(crate) struct Gpu {
     pub(crate) agent: hsa_agent_t,
     pub(crate) index: u32,
-    /// Writer: a replay window; readers: ordinary submissions.
+    /// Writer: a replay window; readers: ordinary submissions and copies.
     pub(crate) lock: RwLock<()>,
+    /// Asynchronous copies in flight that touch this GPU's memory.
+    pub(crate) copies: copies::CopyFence,
 }
 
 /// What the backend keeps about an intercept queue.
@@ -145,6 +148,8 @@ pub(crate) struct Backend {
     /// vmem handle -> whether its pool is snapshotted.
     pub(crate) vmem_handles: Mutex<HashMap<u64, bool>>,
     pub(crate) next_dispatch: AtomicU64,
+    /// Fenced asynchronous copies (proxy signals, timestamps).
+    pub(crate) copies: copies::CopyTracker,
 }
 
 impl Backend {
@@ -290,6 +295,7 @@ pub(crate) unsafe fn install(
         pool_flags: RwLock::new(HashMap::new()),
         vmem_handles: Mutex::new(HashMap::new()),
         next_dispatch: AtomicU64::new(1),
+        copies: copies::CopyTracker::default(),
     };
     if BACKEND.set(backend).is_err() {
         return Err(Error::ServiceAlreadyConfigured {
@@ -312,6 +318,7 @@ pub(crate) fn shutdown() {
     ACTIVE.store(false, Ordering::Release);
     if let Some(be) = BACKEND.get() {
         be.staging.clear(&be.orig);
+        be.copies.clear(be);
     }
 }
 
@@ -340,6 +347,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 agent,
                 index,
                 lock: RwLock::new(()),
+                copies: copies::CopyFence::default(),
             });
         } else if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU {
             ctx.cpus.push(agent);
