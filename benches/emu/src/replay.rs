@@ -19,11 +19,13 @@
 //! between passes. It runs [`WARMUP`] untimed and then [`DISPATCHES`] timed dispatches, one at a
 //! time, each timed like the round trip of the main measurement (reserving the slot to the
 //! wait that saw the completion signal at 0). It then checks that the application saw exactly
-//! one execution per dispatch (every element and `hit_counter` equal the number of dispatches)
-//! and prints one line for the parent:
+//! one execution per dispatch (every element and `hit_counter` equal the number of dispatches),
+//! times [`COPIES`] round trips of a [`COPY_BYTES`] `hsa_amd_memory_async_copy` from host memory
+//! into a second device buffer (with the tool loaded, each one is fenced: proxy completion
+//! signal and hand-off on the runtime's async thread), and prints one line for the parent:
 //!
 //! ```text
-//! emu-bench replay-child: dispatches=300 median_us=812.41 p90_us=1003.17
+//! emu-bench replay-child: dispatches=300 median_us=812.41 p90_us=1003.17 copies=1000 copy_median_us=20.512 copy_p90_us=31.004
 //! ```
 //!
 //! The child's stderr (one `pass_timer:` line per dispatch) goes to a file in the temporary
@@ -45,10 +47,10 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rocprof_replay_demo::build::{self, Builder, describe};
-use rocprof_replay_demo::hsa::{Hsa, RUNTIME_SONAME};
+use rocprof_replay_demo::hsa::{Agent, Hsa, Pool, RUNTIME_SONAME};
 use rocprof_replay_sys as sys;
 
 use crate::{Dispatcher, QUEUE_SIZE, Stats, gpu_and_cpu};
@@ -73,6 +75,14 @@ const KERNEL: &str = "inc_in_place";
 const BUFFER_BYTES: usize = 1 << 20;
 /// Work-items per work-group.
 const WORKGROUP_SIZE: u16 = 256;
+/// Untimed asynchronous copies before the measured ones, in every child.
+const COPY_WARMUP: usize = 100;
+/// Timed asynchronous copies, in every child.
+const COPIES: usize = 1000;
+/// Size of each asynchronous copy (host to a coarse-grained device buffer).
+const COPY_BYTES: usize = 4096;
+/// How long one copy round trip may take before the child gives up.
+const COPY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pass counts measured with the tool, in order.
 const PASSES: [u32; 4] = [1, 2, 4, 8];
 /// The pass counts the least-squares line goes through (N = 1 is not a replay).
@@ -149,13 +159,24 @@ impl Config {
     }
 }
 
+/// The figures of a child's result line, in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Figures {
+    /// Median time per dispatch.
+    median_us: f64,
+    /// 90th percentile per dispatch.
+    p90_us: f64,
+    /// Median time per asynchronous copy.
+    copy_median_us: f64,
+    /// 90th percentile per asynchronous copy.
+    copy_p90_us: f64,
+}
+
 /// What one child measured.
 #[derive(Clone, Debug, PartialEq)]
 struct Sample {
-    /// Median time per dispatch, in microseconds.
-    median_us: f64,
-    /// 90th percentile, in microseconds.
-    p90_us: f64,
+    /// Its figures.
+    figures: Figures,
     /// What the tool said about the dispatches (`"-"` without the tool), e.g. `"330/330
     /// replayed, 2 passes; snapshot 1 MiB, median 0.100 ms; restores median 0.200 ms per
     /// dispatch"`.
@@ -195,8 +216,8 @@ fn least_squares(points: &[(f64, f64)]) -> Option<Line> {
     })
 }
 
-/// Parses the child's result line out of its stdout: `(median_us, p90_us)`.
-fn parse_result(stdout: &str) -> Result<(f64, f64), String> {
+/// Parses the child's result line out of its stdout.
+fn parse_result(stdout: &str) -> Result<Figures, String> {
     let line = stdout
         .lines()
         .find_map(|l| l.strip_prefix(RESULT_PREFIX))
@@ -208,7 +229,12 @@ fn parse_result(stdout: &str) -> Result<(f64, f64), String> {
             .parse::<f64>()
             .map_err(|e| format!("bad {key} in {line:?}: {e}"))
     };
-    Ok((field("median_us")?, field("p90_us")?))
+    Ok(Figures {
+        median_us: field("median_us")?,
+        p90_us: field("p90_us")?,
+        copy_median_us: field("copy_median_us")?,
+        copy_p90_us: field("copy_p90_us")?,
+    })
 }
 
 /// Checks the tool's stderr lines against `config` and summarizes them for the table.
@@ -344,13 +370,9 @@ fn run_child(exe: &Path, inputs: &Inputs, config: Config) -> Result<Sample, Stri
             describe(output.status)
         )));
     }
-    let (median_us, p90_us) = parse_result(&stdout).map_err(&failure)?;
+    let figures = parse_result(&stdout).map_err(&failure)?;
     let outcome = check_outcomes(config, &stderr).map_err(failure)?;
-    Ok(Sample {
-        median_us,
-        p90_us,
-        outcome,
-    })
+    Ok(Sample { figures, outcome })
 }
 
 /// The parent: runs the baseline and every pass count, prints the table and the figures.
@@ -386,12 +408,14 @@ pub(crate) fn run(inputs: &Inputs) -> Result<(), String> {
     for (i, &config) in configs.iter().enumerate() {
         let sample = run_child(&exe, inputs, config)?;
         println!(
-            "emu-bench replay: [{}/{}] {}: median {:.2} us, p90 {:.2} us",
+            "emu-bench replay: [{}/{}] {}: median {:.2} us, p90 {:.2} us; async copy median \
+             {:.2} us",
             i + 1,
             configs.len(),
             config.label(),
-            sample.median_us,
-            sample.p90_us
+            sample.figures.median_us,
+            sample.figures.p90_us,
+            sample.figures.copy_median_us,
         );
         samples.push((config, sample));
     }
@@ -401,27 +425,32 @@ pub(crate) fn run(inputs: &Inputs) -> Result<(), String> {
 
 /// The table and the derived figures.
 fn print_report(samples: &[(Config, Sample)]) {
-    let median_of = |want: Config| {
+    let figures_of = |want: Config| {
         samples
             .iter()
             .find(|(c, _)| *c == want)
-            .map(|(_, s)| s.median_us)
+            .map(|(_, s)| s.figures)
     };
+    let median_of = |want: Config| figures_of(want).map(|f| f.median_us);
     let Some(baseline) = median_of(Config::Baseline) else {
         return;
     };
     println!();
     println!(
-        "| configuration | median per dispatch | p90 | median minus baseline | tool's report |"
+        "| configuration | median per dispatch | p90 | median minus baseline | async copy \
+         median (p90) | tool's report |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for (config, s) in samples {
+        let f = s.figures;
         println!(
-            "| {} | {:.2} us | {:.2} us | {:+.2} us | {} |",
+            "| {} | {:.2} us | {:.2} us | {:+.2} us | {:.2} us ({:.2} us) | {} |",
             config.label(),
-            s.median_us,
-            s.p90_us,
-            s.median_us - baseline,
+            f.median_us,
+            f.p90_us,
+            f.median_us - baseline,
+            f.copy_median_us,
+            f.copy_p90_us,
             s.outcome
         );
     }
@@ -458,6 +487,18 @@ fn print_report(samples: &[(Config, Sample)]) {
             "8 passes / 1 pass without the tool: {ratio:.2} ({} AMD's perf-test bound of 8)",
             if ratio <= 8.0 { "within" } else { "above" }
         );
+        if let (Some(plain), Some(tool)) =
+            (figures_of(Config::Baseline), figures_of(Config::Passes(1)))
+        {
+            println!(
+                "async copy of {} KiB with the tool / without: {:.2} (median {:.2} us vs \
+                 {:.2} us; the tool fences every copy that touches a GPU's tracked memory)",
+                COPY_BYTES / 1024,
+                tool.copy_median_us / plain.copy_median_us,
+                tool.copy_median_us,
+                plain.copy_median_us
+            );
+        }
         if let Some(one) = median_of(Config::Passes(1)) {
             println!(
                 "8 passes / 1 pass with the tool (no replay): {:.2}; the tool without replay \
@@ -474,25 +515,26 @@ fn print_report(samples: &[(Config, Sample)]) {
 pub(crate) fn child(dir: &Path, kernels: &Path) -> Result<(), String> {
     let hsa = Hsa::open_in(dir)?;
     hsa.init()?;
-    let result = child_measure(&hsa, kernels);
+    let result =
+        child_measure(&hsa, kernels).and_then(|dispatches| Ok((dispatches, copy_measure(&hsa)?)));
     let shut = hsa.shut_down();
-    let stats = result?;
+    let (stats, copies) = result?;
     shut?;
     println!(
-        "{RESULT_PREFIX} dispatches={DISPATCHES} median_us={:.3} p90_us={:.3}",
-        stats.median, stats.p90
+        "{RESULT_PREFIX} dispatches={DISPATCHES} median_us={:.3} p90_us={:.3} copies={COPIES} \
+         copy_median_us={:.3} copy_p90_us={:.3}",
+        stats.median, stats.p90, copies.median, copies.p90
     );
     Ok(())
 }
 
-/// Sets up the buffer and the dispatch, runs the dispatches, checks the result.
-fn child_measure(hsa: &Hsa, kernels: &Path) -> Result<Stats, String> {
+/// The GPU's coarse-grained pool, the CPU's fine-grained pool and its kernarg pool.
+fn pools(hsa: &Hsa, gpu: Agent, cpu: Agent) -> Result<(Pool, Pool, Pool), String> {
     use sys::{
         HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED as COARSE,
         HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED as FINE,
         HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT as KERNARG,
     };
-    let (gpu, cpu) = gpu_and_cpu(hsa)?;
     let device_pool = hsa
         .find_pool(gpu, COARSE, 0)?
         .ok_or("the GPU agent has no coarse-grained global pool")?;
@@ -502,6 +544,53 @@ fn child_measure(hsa: &Hsa, kernels: &Path) -> Result<Stats, String> {
     let kernarg_pool = hsa
         .find_pool(cpu, KERNARG, 0)?
         .ok_or("the CPU agent has no kernarg pool")?;
+    Ok((device_pool, host_pool, kernarg_pool))
+}
+
+/// Round trips of an asynchronous copy of [`COPY_BYTES`] from host memory into a device
+/// buffer (tracked by the tool, when one is loaded): each timed from submission to the wait
+/// that saw its completion signal at 0. Checks the last copy's bytes arrived.
+fn copy_measure(hsa: &Hsa) -> Result<Stats, String> {
+    let (gpu, cpu) = gpu_and_cpu(hsa)?;
+    let (device_pool, host_pool, _) = pools(hsa, gpu, cpu)?;
+    let mut host = hsa.allocate(host_pool, COPY_BYTES)?;
+    let device = hsa.allocate(device_pool, COPY_BYTES)?;
+    let done = hsa.signal(0)?;
+    let hint = (hsa.timestamp_frequency() / 10).max(1);
+    let mut samples = Vec::with_capacity(COPIES);
+    let total = COPY_WARMUP + COPIES;
+    for i in 0..total {
+        host.host_slice_mut::<u32>()?.fill(i as u32);
+        done.store(1);
+        let start = Instant::now();
+        // SAFETY: both buffers are COPY_BYTES of live memory of these agents; neither is
+        // touched by the host nor freed before the wait below saw `done` at 0 (on a failed
+        // wait they are leaked, as the copy may still run).
+        unsafe { hsa.async_copy(device.as_ptr(), gpu, host.as_ptr(), cpu, COPY_BYTES, &done) }?;
+        if let Err(e) = done.wait_zero_by("hsa_amd_memory_async_copy", hint, start, COPY_TIMEOUT) {
+            std::mem::forget(device);
+            std::mem::forget(host);
+            return Err(e);
+        }
+        if i >= COPY_WARMUP {
+            samples.push(start.elapsed());
+        }
+    }
+    let mut check = hsa.allocate(host_pool, COPY_BYTES)?;
+    hsa.copy(&mut check, &device)?;
+    let last = (total - 1) as u32;
+    if let Some(bad) = check.host_slice_mut::<u32>()?.iter().find(|&&x| x != last) {
+        return Err(format!(
+            "the last async copy did not arrive: found {bad}, want {last}"
+        ));
+    }
+    Ok(Stats::of(samples))
+}
+
+/// Sets up the buffer and the dispatch, runs the dispatches, checks the result.
+fn child_measure(hsa: &Hsa, kernels: &Path) -> Result<Stats, String> {
+    let (gpu, cpu) = gpu_and_cpu(hsa)?;
+    let (device_pool, host_pool, kernarg_pool) = pools(hsa, gpu, cpu)?;
     let exe = hsa.load_code_object(kernels, gpu)?;
     let kernel = exe.kernel(gpu, KERNEL)?;
     let counter = exe.variable(gpu, "hit_counter")?;
@@ -589,8 +678,16 @@ mod tests {
     #[test]
     fn result_line_is_parsed() {
         let out = "something else\nemu-bench replay-child: dispatches=300 median_us=812.41 \
-                   p90_us=1003.17\n";
-        assert_eq!(parse_result(out), Ok((812.41, 1003.17)));
+                   p90_us=1003.17 copies=1000 copy_median_us=20.5 copy_p90_us=31\n";
+        assert_eq!(
+            parse_result(out),
+            Ok(Figures {
+                median_us: 812.41,
+                p90_us: 1003.17,
+                copy_median_us: 20.5,
+                copy_p90_us: 31.0,
+            })
+        );
         assert!(parse_result("nothing").is_err());
         assert!(parse_result("emu-bench replay-child: median_us=1").is_err());
         assert!(parse_result("emu-bench replay-child: median_us=x p90_us=2").is_err());

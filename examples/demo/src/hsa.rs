@@ -59,6 +59,7 @@ api! {
     hsa_amd_memory_pool_allocate: hsa_amd_memory_pool_allocate_fn_t,
     hsa_amd_memory_pool_free: hsa_amd_memory_pool_free_fn_t,
     hsa_memory_copy: hsa_memory_copy_fn_t,
+    hsa_amd_memory_async_copy: hsa_amd_memory_async_copy_fn_t,
     hsa_signal_create: hsa_signal_create_fn_t,
     hsa_signal_store_screlease: hsa_signal_store_screlease_fn_t,
     hsa_signal_wait_scacquire: hsa_signal_wait_scacquire_fn_t,
@@ -379,6 +380,38 @@ impl Hsa {
         let status =
             unsafe { (self.api.hsa_memory_copy)(dst.ptr.as_ptr(), src.ptr.as_ptr(), src.bytes) };
         check("hsa_memory_copy", status)
+    }
+
+    /// Submits `hsa_amd_memory_async_copy` of `bytes` bytes from `src` (memory of `src_agent`)
+    /// to `dst` (memory of `dst_agent`), without dependencies; `done` is decremented when the
+    /// copy has finished. Returns once the copy is submitted.
+    ///
+    /// # Safety
+    /// `dst` and `src` must be `bytes` bytes of live memory the runtime can copy between, and
+    /// must stay live and untouched by the host until `done` has been decremented.
+    pub unsafe fn async_copy(
+        &self,
+        dst: *mut c_void,
+        dst_agent: Agent,
+        src: *const c_void,
+        src_agent: Agent,
+        bytes: usize,
+        done: &Signal<'_>,
+    ) -> Result<(), String> {
+        // SAFETY: the memory is valid for the copy (caller contract); `done` is a live signal.
+        let status = unsafe {
+            (self.api.hsa_amd_memory_async_copy)(
+                dst,
+                dst_agent.raw,
+                src,
+                src_agent.raw,
+                bytes,
+                0,
+                std::ptr::null(),
+                done.raw,
+            )
+        };
+        check("hsa_amd_memory_async_copy", status)
     }
 
     /// Reads a module-scope variable of type `T` with `hsa_memory_copy` from its address.

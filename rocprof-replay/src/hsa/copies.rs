@@ -13,7 +13,7 @@
 //!   run. A copy that waits for the dispatch being replayed (directly, or through another
 //!   listed copy) cannot run before the window ends, so it is not waited for.
 //! - `hsa_amd_profiling_get_async_copy_time` on the application's signal answers with the
-//!   proxy's timestamps ([`copy_time`]).
+//!   proxy's timestamps ([`copy_time`]), kept while the application has copy profiling on.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -137,6 +137,8 @@ pub(crate) struct CopyTracker {
     /// recorded them, i.e. copy profiling is on).
     times: Mutex<HashMap<u64, hsa_amd_profiling_async_copy_time_t>>,
     has_times: AtomicBool,
+    /// The application turned copy profiling on (`hsa_amd_profiling_async_copy_enable`).
+    profiling: AtomicBool,
 }
 
 impl CopyTracker {
@@ -279,11 +281,13 @@ unsafe extern "C" fn retire(_value: hsa_signal_value_t, arg: *mut c_void) -> boo
             }
         }
         if !ticket.cancelled.load(Ordering::Acquire) {
-            let mut time = hsa_amd_profiling_async_copy_time_t::default();
-            // SAFETY: our completed proxy signal; fails harmlessly when profiling is off.
-            let st = unsafe { (be.orig.async_copy_time)(ticket.proxy, &mut time) };
-            if st == HSA_STATUS_SUCCESS {
-                be.copies.record_time(ticket.app, time);
+            if be.copies.profiling.load(Ordering::Relaxed) {
+                let mut time = hsa_amd_profiling_async_copy_time_t::default();
+                // SAFETY: our completed proxy signal.
+                let st = unsafe { (be.orig.async_copy_time)(ticket.proxy, &mut time) };
+                if st == HSA_STATUS_SUCCESS {
+                    be.copies.record_time(ticket.app, time);
+                }
             }
             // SAFETY: the application's completion signal, decremented once, as the runtime
             // would have when the copy finished.
@@ -295,6 +299,11 @@ unsafe extern "C" fn retire(_value: hsa_signal_value_t, arg: *mut c_void) -> boo
         tracing::error!("internal error (panic) while completing an asynchronous copy");
     }
     false
+}
+
+/// Notes whether the application has copy profiling on (timestamps are kept only then).
+pub(crate) fn set_profiling(be: &Backend, enabled: bool) {
+    be.copies.profiling.store(enabled, Ordering::Relaxed);
 }
 
 /// `hsa_amd_profiling_get_async_copy_time` for a fenced copy: the proxy's timestamps.

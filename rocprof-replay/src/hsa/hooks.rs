@@ -43,6 +43,7 @@ pub(crate) unsafe fn install(
         a::MEMORY_FILL.write(amd, Some(memory_fill))?;
         a::MEMORY_ASYNC_COPY.write(amd, Some(async_copy))?;
         a::PROFILING_GET_ASYNC_COPY_TIME.write(amd, Some(async_copy_time))?;
+        a::PROFILING_ASYNC_COPY_ENABLE.write(amd, Some(async_copy_profiling))?;
         if a::MEMORY_ASYNC_COPY_RECT.read(amd)?.is_some() {
             a::MEMORY_ASYNC_COPY_RECT.write(amd, Some(async_copy_rect))?;
         }
@@ -471,6 +472,18 @@ unsafe extern "C" fn async_copy_rect(
     // SAFETY: the runtime's argument contract.
     let deps = unsafe { dependencies(dep_signals, num_dep_signals) };
     copies::submit_async(live, &touched, completion_signal, deps, submit)
+}
+
+unsafe extern "C" fn async_copy_profiling(enable: bool) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { (be.orig.async_copy_profiling)(enable) };
+    if st == HSA_STATUS_SUCCESS {
+        copies::set_profiling(be, enable);
+    }
+    st
 }
 
 unsafe extern "C" fn async_copy_time(

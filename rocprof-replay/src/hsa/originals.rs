@@ -37,6 +37,7 @@ pub(crate) struct Originals {
     /// Only in tables of ROCm 5.6 and later.
     pub(crate) async_copy_on_engine: Option<hsa_amd_memory_async_copy_on_engine_fn_t>,
     pub(crate) async_copy_time: hsa_amd_profiling_get_async_copy_time_fn_t,
+    pub(crate) async_copy_profiling: hsa_amd_profiling_async_copy_enable_fn_t,
     pub(crate) signal_async_handler: Option<hsa_amd_signal_async_handler_fn_t>,
     pub(crate) profiler_enable: hsa_amd_profiling_set_profiler_enabled_fn_t,
     pub(crate) dispatch_time: hsa_amd_profiling_get_dispatch_time_fn_t,
@@ -113,6 +114,7 @@ impl Originals {
                 async_copy_rect: optional(a::MEMORY_ASYNC_COPY_RECT, amd),
                 async_copy_on_engine: optional(a::MEMORY_ASYNC_COPY_ON_ENGINE, amd),
                 async_copy_time: required(a::PROFILING_GET_ASYNC_COPY_TIME, amd)?,
+                async_copy_profiling: required(a::PROFILING_ASYNC_COPY_ENABLE, amd)?,
                 signal_async_handler: optional(a::SIGNAL_ASYNC_HANDLER, amd),
                 profiler_enable: required(a::PROFILING_SET_PROFILER_ENABLED, amd)?,
                 dispatch_time: required(a::PROFILING_GET_DISPATCH_TIME, amd)?,
