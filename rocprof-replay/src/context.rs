@@ -15,6 +15,7 @@ use smallvec::SmallVec;
 
 /// A service a context can provide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Service {
     /// Start/end timestamps of each pass's kernel, from the runtime's profiling API.
     DispatchTiming,

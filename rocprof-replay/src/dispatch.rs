@@ -28,7 +28,11 @@ impl fmt::Display for DispatchId {
 }
 
 /// Everything known about a kernel dispatch when the tool decides how to replay it.
+///
+/// Fields are added as backends learn more (the struct is `#[non_exhaustive]`); tests build
+/// one with [`testing::dispatch`](crate::testing::dispatch) and set the fields they need.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct DispatchInfo {
     /// The agent the kernel runs on.
     pub agent: AgentId,

@@ -4,6 +4,7 @@ use rocprof_replay_sys::{Status, TableError};
 
 /// Everything that can go wrong while setting a tool up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Another replay tool already owns kernel replay in this process.
     #[error("kernel replay is already configured by another tool in this process ({owner})")]

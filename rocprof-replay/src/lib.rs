@@ -41,11 +41,7 @@
 //! // In a tool crate (crate-type = ["cdylib"]) one line exports it:
 //! // #[rocprof_replay::rocprof_tool] on the struct.
 //! let timer = Timer::default();
-//! # let info = DispatchInfo {
-//! #     agent: rocprof_replay::AgentId(1), agent_index: 0, queue: rocprof_replay::QueueId(0),
-//! #     dispatch_id: rocprof_replay::DispatchId(1), kernel_object: 0, kernel_name: None,
-//! #     grid: [1, 1, 1], workgroup: [1, 1, 1], group_segment_size: 0, private_segment_size: 0,
-//! # };
+//! let info = rocprof_replay::testing::dispatch("vector_add");
 //! assert!(matches!(timer.pass_count(&info), PassPlan::Exactly { passes: 5, .. }));
 //! ```
 //!
@@ -56,7 +52,7 @@
 //! | [`context`] | [`Context`], [`Service`], [`PassGuard`]: localized per-pass contexts |
 //! | [`dispatch`] | [`DispatchInfo`] and identifiers |
 //! | [`error`] | [`Error`] |
-//! | [`testing`] | [`testing::simulate`]: run a policy through the real engine against host memory, for unit tests |
+//! | [`testing`] | [`testing::simulate`]: run a policy through the real engine against host memory, for unit tests; [`testing::dispatch`], [`testing::outcome`], [`testing::pass_report`] build the engine's values for tests |
 //! | `engine` | vendor-neutral: allocation inventory, snapshot, replay window, outcome records |
 //! | `hsa` | the HSA backend: table hooks, intercept queues, drains, allocation tracking |
 //!

@@ -169,6 +169,7 @@ impl<'a> Pass<'a> {
 
 /// What one pass measured.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct PassReport<'a> {
     /// 0-based pass index.
     pub index: u32,
@@ -182,7 +183,11 @@ pub struct PassReport<'a> {
 }
 
 /// Why a dispatch was not replayed; the dispatch then ran once, the ordinary way.
+///
+/// New reasons are added as the engine learns new ways to refuse safely (the enum is
+/// `#[non_exhaustive]`); [`code`](Self::code) is the stable name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DeclineReason {
     /// Host memory for the snapshot could not be allocated.
     SnapshotAllocFailed,
@@ -261,7 +266,11 @@ impl OutcomeKind {
 }
 
 /// The outcome of one dispatch.
+///
+/// `#[non_exhaustive]`: tests build one with [`testing::outcome`](crate::testing::outcome) and
+/// set the fields they need.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Outcome {
     /// Replayed, skipped or declined.
     pub kind: OutcomeKind,

@@ -33,7 +33,7 @@ use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId};
 use crate::engine::inventory::{AllocationInventory, Origin};
 use crate::engine::snapshot::DeviceMemory;
 use crate::engine::window::{ReplayTarget, WindowConfig, run_window};
-use crate::policy::{DeclineReason, Outcome, ReplayPolicy};
+use crate::policy::{DeclineReason, Outcome, PassReport, ReplayPolicy};
 
 /// What a simulated dispatch did.
 #[derive(Debug)]
@@ -46,7 +46,49 @@ pub struct SimulatedRun {
     pub completions: u32,
 }
 
-/// A [`DispatchInfo`] for a kernel named `kernel` on agent 0, for tests.
+/// An [`Outcome`] of `kind` with `passes` passes and nothing measured (no pass times, no
+/// bytes, zero durations), for testing what a tool does with outcomes; set the fields the test
+/// needs:
+///
+/// ```
+/// use rocprof_replay::OutcomeKind;
+/// use std::time::Duration;
+///
+/// let mut outcome = rocprof_replay::testing::outcome(OutcomeKind::Replayed, 2);
+/// outcome.pass_times = vec![Some(Duration::from_micros(5)); 2];
+/// assert_eq!(outcome.passes, 2);
+/// ```
+pub fn outcome(kind: crate::OutcomeKind, passes: u32) -> Outcome {
+    Outcome {
+        passes,
+        ..Outcome::ordinary(kind)
+    }
+}
+
+/// A [`PassReport`] as the engine hands it to `on_pass_end`, for testing a policy's per-pass
+/// logic without running the engine (prefer [`simulate`], which runs it).
+pub fn pass_report(
+    index: u32,
+    total: Option<u32>,
+    info: &DispatchInfo,
+    kernel_time: Option<Duration>,
+) -> PassReport<'_> {
+    PassReport {
+        index,
+        total,
+        info,
+        kernel_time,
+    }
+}
+
+/// A [`DispatchInfo`] for a kernel named `kernel` on agent 0 (one work-item, dispatch id 1),
+/// for tests; set the fields the test needs:
+///
+/// ```
+/// let mut info = rocprof_replay::testing::dispatch("vector_add");
+/// info.grid = [1024, 1, 1];
+/// assert_eq!(info.kernel(), "vector_add");
+/// ```
 pub fn dispatch(kernel: &str) -> DispatchInfo {
     DispatchInfo {
         agent: AgentId(1),

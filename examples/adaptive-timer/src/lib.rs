@@ -344,38 +344,20 @@ fn time_unit(seconds: f64) -> (&'static str, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocprof_replay::{AgentId, DeclineReason, DispatchId, QueueId};
+    use rocprof_replay::{DeclineReason, DispatchId};
 
     fn us(v: &[u64]) -> Vec<Duration> {
         v.iter().map(|&u| Duration::from_micros(u)).collect()
     }
 
     fn info() -> DispatchInfo {
-        DispatchInfo {
-            agent: AgentId(1),
-            agent_index: 0,
-            queue: QueueId(0),
-            dispatch_id: DispatchId(3),
-            kernel_object: 1,
-            kernel_name: Some("vector_add".into()),
-            grid: [1, 1, 1],
-            workgroup: [1, 1, 1],
-            group_segment_size: 0,
-            private_segment_size: 0,
-        }
+        let mut info = rocprof_replay::testing::dispatch("vector_add");
+        info.dispatch_id = DispatchId(3);
+        info
     }
 
     fn outcome(kind: OutcomeKind, passes: u32) -> Outcome {
-        Outcome {
-            kind,
-            passes,
-            pass_times: Vec::new(),
-            snapshot_bytes: 0,
-            restored_bytes: 0,
-            skipped_regions: 0,
-            snapshot_time: Duration::ZERO,
-            restore_time: Duration::ZERO,
-        }
+        rocprof_replay::testing::outcome(kind, passes)
     }
 
     fn close(a: f64, b: f64) -> bool {
@@ -521,12 +503,9 @@ mod tests {
             panic!("expected an open-ended plan");
         };
         for (index, t) in [100u64, 100, 101].into_iter().enumerate() {
-            let report = PassReport {
-                index: index as u32,
-                total: None,
-                info: &info,
-                kernel_time: Some(Duration::from_micros(t)),
-            };
+            let kernel_time = Some(Duration::from_micros(t));
+            let report =
+                rocprof_replay::testing::pass_report(index as u32, None, &info, kernel_time);
             tool.on_pass_end(&report, &mut state, &mut ());
             let completed = index as u32 + 1;
             assert_eq!(

@@ -277,34 +277,18 @@ pub fn format_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocprof_replay::{AgentId, DeclineReason, DispatchId, QueueId};
+    use rocprof_replay::{AgentId, DeclineReason, DispatchId};
 
     fn info(name: Option<&str>) -> DispatchInfo {
-        DispatchInfo {
-            agent: AgentId(0x1000),
-            agent_index: 0,
-            queue: QueueId(1),
-            dispatch_id: DispatchId(3),
-            kernel_object: 0xdead,
-            kernel_name: name.map(Into::into),
-            grid: [256, 1, 1],
-            workgroup: [64, 1, 1],
-            group_segment_size: 0,
-            private_segment_size: 0,
-        }
+        let mut info = rocprof_replay::testing::dispatch("");
+        info.kernel_name = name.map(Into::into);
+        info.agent = AgentId(0x1000);
+        info.dispatch_id = DispatchId(3);
+        info
     }
 
     fn outcome(kind: OutcomeKind, passes: u32) -> Outcome {
-        Outcome {
-            kind,
-            passes,
-            pass_times: Vec::new(),
-            snapshot_bytes: 0,
-            restored_bytes: 0,
-            skipped_regions: 0,
-            snapshot_time: Duration::ZERO,
-            restore_time: Duration::ZERO,
-        }
+        rocprof_replay::testing::outcome(kind, passes)
     }
 
     fn us(tenths: u64) -> Duration {
@@ -431,12 +415,8 @@ mod tests {
             panic!("expected exactly 7 passes");
         };
         for (index, kernel_time) in [Some(us(5)), None, Some(us(7))].into_iter().enumerate() {
-            let report = PassReport {
-                index: index as u32,
-                total: Some(7),
-                info: &info,
-                kernel_time,
-            };
+            let report =
+                rocprof_replay::testing::pass_report(index as u32, Some(7), &info, kernel_time);
             timer.on_pass_end(&report, &mut state, &mut ());
         }
         assert_eq!(state, vec![us(5), us(7)]);

@@ -181,22 +181,14 @@ fn format_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocprof_replay::{AgentId, DeclineReason, DispatchId, OutcomeKind, QueueId};
-    use std::time::Duration;
+    use rocprof_replay::{DeclineReason, DispatchId, OutcomeKind};
 
     fn info(name: Option<&str>) -> DispatchInfo {
-        DispatchInfo {
-            agent: AgentId(1),
-            agent_index: 1,
-            queue: QueueId(0),
-            dispatch_id: DispatchId(3),
-            kernel_object: 1,
-            kernel_name: name.map(Into::into),
-            grid: [1, 1, 1],
-            workgroup: [1, 1, 1],
-            group_segment_size: 0,
-            private_segment_size: 0,
-        }
+        let mut info = rocprof_replay::testing::dispatch("");
+        info.kernel_name = name.map(Into::into);
+        info.agent_index = 1;
+        info.dispatch_id = DispatchId(3);
+        info
     }
 
     fn tool(pattern: &str) -> Selective {
@@ -274,16 +266,9 @@ mod tests {
 
     #[test]
     fn lines() {
-        let mut outcome = Outcome {
-            kind: OutcomeKind::Replayed,
-            passes: 5,
-            pass_times: Vec::new(),
-            snapshot_bytes: 512 * 1024,
-            restored_bytes: 4 * 512 * 1024,
-            skipped_regions: 0,
-            snapshot_time: Duration::ZERO,
-            restore_time: Duration::ZERO,
-        };
+        let mut outcome = rocprof_replay::testing::outcome(OutcomeKind::Replayed, 5);
+        outcome.snapshot_bytes = 512 * 1024;
+        outcome.restored_bytes = 4 * 512 * 1024;
         assert_eq!(
             format_line(&info(Some("vector_add")), &outcome),
             "selective: vector_add dispatch 3 on agent 1: replayed, 5 passes, snapshot 512 KiB, \

@@ -254,36 +254,19 @@ pub fn summary_json(info: &DispatchInfo, record: &Record, outcome: &Outcome) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocprof_replay::{AgentId, DeclineReason, DispatchId, OutcomeKind, QueueId};
+    use rocprof_replay::{DeclineReason, DispatchId, OutcomeKind};
     use serde_json::{Value, json};
     use std::time::Duration;
 
     fn info(name: Option<&str>) -> DispatchInfo {
-        DispatchInfo {
-            agent: AgentId(1),
-            agent_index: 0,
-            queue: QueueId(0),
-            dispatch_id: DispatchId(3),
-            kernel_object: 1,
-            kernel_name: name.map(Into::into),
-            grid: [1, 1, 1],
-            workgroup: [1, 1, 1],
-            group_segment_size: 0,
-            private_segment_size: 0,
-        }
+        let mut info = rocprof_replay::testing::dispatch("");
+        info.kernel_name = name.map(Into::into);
+        info.dispatch_id = DispatchId(3);
+        info
     }
 
     fn outcome(kind: OutcomeKind, passes: u32) -> Outcome {
-        Outcome {
-            kind,
-            passes,
-            pass_times: Vec::new(),
-            snapshot_bytes: 0,
-            restored_bytes: 0,
-            skipped_regions: 0,
-            snapshot_time: Duration::ZERO,
-            restore_time: Duration::ZERO,
-        }
+        rocprof_replay::testing::outcome(kind, passes)
     }
 
     /// What the engine does with the per-pass state, minus the kernel: a fresh value per pass.
@@ -295,12 +278,9 @@ mod tests {
         for index in 0..passes {
             let mut scope = None;
             record.events.push(pass_start(index, &mut scope));
-            let report = PassReport {
-                index,
-                total: Some(passes),
-                info,
-                kernel_time: tool.is_timed(index).then_some(Duration::from_micros(5)),
-            };
+            let kernel_time = tool.is_timed(index).then_some(Duration::from_micros(5));
+            let report =
+                rocprof_replay::testing::pass_report(index, Some(passes), info, kernel_time);
             tool.on_pass_end(&report, &mut record, &mut scope);
         }
         record
