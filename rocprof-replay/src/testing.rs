@@ -3,7 +3,7 @@
 //! [`simulate`] drives the real replay engine — the same pass loop, snapshot and restore code
 //! the HSA backend uses — against "device memory" that is a host buffer and a "kernel" that is
 //! a closure. Every policy callback sees real [`Pass`](crate::Pass) and
-//! [`PassReport`](crate::PassReport) values, so a tool's per-pass logic can be tested without a
+//! [`PassReport`] values, so a tool's per-pass logic can be tested without a
 //! GPU or a runtime.
 //!
 //! ```
