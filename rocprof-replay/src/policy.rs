@@ -177,8 +177,11 @@ pub struct PassReport<'a> {
     pub total: Option<u32>,
     /// The dispatch.
     pub info: &'a DispatchInfo,
-    /// Kernel time of this pass (start to end timestamp), when a context with
-    /// [`Service::DispatchTiming`](crate::Service::DispatchTiming) was active for it.
+    /// Whether a context with [`Service::DispatchTiming`](crate::Service::DispatchTiming) was
+    /// active for this pass, i.e. whether a kernel time was asked for.
+    pub timed: bool,
+    /// Kernel time of this pass (start to end timestamp). `None` when the pass was not
+    /// [`timed`](Self::timed), or when it was but the runtime gave no usable timestamps.
     pub kernel_time: Option<Duration>,
 }
 

@@ -66,7 +66,8 @@ pub fn outcome(kind: crate::OutcomeKind, passes: u32) -> Outcome {
 }
 
 /// A [`PassReport`] as the engine hands it to `on_pass_end`, for testing a policy's per-pass
-/// logic without running the engine (prefer [`simulate`], which runs it).
+/// logic without running the engine (prefer [`simulate`], which runs it). The pass counts as
+/// [`timed`](PassReport::timed) when `kernel_time` is given.
 pub fn pass_report(
     index: u32,
     total: Option<u32>,
@@ -77,6 +78,7 @@ pub fn pass_report(
         index,
         total,
         info,
+        timed: kernel_time.is_some(),
         kernel_time,
     }
 }

@@ -176,6 +176,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                     index,
                     total,
                     info,
+                    timed,
                     kernel_time,
                 };
                 let ended = call("on_pass_end", info, || {

@@ -381,7 +381,8 @@ fn a_panicking_policy_leaves_one_correct_execution() {
 /// Enables a timing context on pass 2 only.
 struct TimesPassTwo {
     ctx: Context,
-    times: Mutex<Vec<Option<Duration>>>,
+    /// (`PassReport::timed`, `PassReport::kernel_time`) of each pass.
+    times: Mutex<Vec<(bool, Option<Duration>)>>,
 }
 impl ReplayPolicy for TimesPassTwo {
     type State = ();
@@ -397,7 +398,10 @@ impl ReplayPolicy for TimesPassTwo {
         }
     }
     fn on_pass_end(&self, pass: &PassReport<'_>, _: &mut (), _: &mut ()) {
-        self.times.lock().unwrap().push(pass.kernel_time);
+        self.times
+            .lock()
+            .unwrap()
+            .push((pass.timed, pass.kernel_time));
     }
 }
 
@@ -408,7 +412,10 @@ fn a_context_enabled_on_pass_two_times_only_pass_two() {
         times: Mutex::new(Vec::new()),
     };
     let (_, out) = run(&p, |_| {});
-    let times = p.times.lock().unwrap().clone();
+    let reports = p.times.lock().unwrap().clone();
+    let timed: Vec<bool> = reports.iter().map(|r| r.0).collect();
+    assert_eq!(timed, [false, false, true, false]);
+    let times: Vec<Option<Duration>> = reports.iter().map(|r| r.1).collect();
     assert!(times[2].is_some(), "{times:?}");
     assert!(
         times[0].is_none() && times[1].is_none() && times[3].is_none(),
