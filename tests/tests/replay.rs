@@ -435,6 +435,31 @@ fn an_async_copy_waiting_for_the_replayed_dispatch_does_not_stall_the_window() {
 }
 
 #[test]
+fn a_dispatch_behind_a_full_queue_is_replayed_not_stalled() {
+    // 150 skipped sleep_kernel dispatches (each forwarded with a progress barrier) overfill the
+    // runtime's 64-packet ring; ROCr (and hsa-emu) put what does not fit in an overflow buffer
+    // that is only flushed once the interceptor returns. The replayed inc_in_place behind them
+    // must not put its drain barrier there (it would wait until the drain deadline and
+    // decline): forwarding waits for room instead.
+    let env = [
+        ("E2E_PLAN", "exactly:3"),
+        ("E2E_KERNEL", "inc_in_place"),
+        ("SAMPLE_SLEEP_MS", "2"),
+        ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "10000"),
+    ];
+    let Some((run, recs)) = probe("backlog", "e2e_plan_tool", &env) else {
+        return;
+    };
+    assert!(run.stdout().contains("OK backlog"), "{}", run.stdout());
+    let r = single(&recs, "inc_in_place");
+    assert_eq!(r["outcome"], "replayed", "{r}");
+    assert_eq!(r["passes"], 3, "{r}");
+    let sleeps = kernel_records(&recs, "sleep_kernel");
+    assert_eq!(sleeps.len(), 150);
+    assert!(sleeps.iter().all(|r| r["outcome"] == "skipped"));
+}
+
+#[test]
 fn a_second_replay_tool_is_rejected_and_the_first_keeps_working() {
     let Some((exe, kernels)) = replay_probe() else {
         return;

@@ -2,6 +2,7 @@
 
 use std::sync::Mutex as StdMutex;
 use std::sync::atomic::AtomicUsize;
+use std::sync::mpsc;
 use std::thread::ThreadId;
 
 /// What the test handlers record: (name, user_pkt_index, thread).
@@ -902,4 +903,406 @@ fn concurrent_queues_share_the_worker_pool() {
     for t in threads {
         t.join().unwrap();
     }
+}
+
+// ---- interception: a full hardware queue ------------------------------------------------------
+
+/// How long a doorbell store may take while the hardware queue is full: a bound on blocking
+/// (the old code waited up to 10 s for room), not a speed target.
+const PROMPT: Duration = Duration::from_secs(2);
+
+/// Polls `f` every millisecond until it holds or [`WAIT`] passes; whether it held.
+fn until(f: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + WAIT;
+    while !f() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// Completion signals (initial value 1) whose drops to 0 are logged, in the order the packet
+/// processor completes them (the store hook runs on the completing thread).
+struct Completions {
+    signals: Vec<hsa_signal_t>,
+    order: Arc<StdMutex<Vec<usize>>>,
+}
+
+impl Completions {
+    fn new(n: usize) -> Completions {
+        let order = Arc::new(StdMutex::new(Vec::new()));
+        let signals = (0..n)
+            .map(|i| {
+                let s = signal(1);
+                let log = order.clone();
+                crate::signals::set_store_hook(
+                    s,
+                    Box::new(move |v| {
+                        if v == 0 {
+                            log.lock().unwrap().push(i);
+                        }
+                    }),
+                );
+                s
+            })
+            .collect();
+        Completions { signals, order }
+    }
+
+    /// Barrier-AND packets gated on `gate`, one per signal.
+    fn gated(&self, gate: hsa_signal_t) -> Vec<hsa_barrier_and_packet_t> {
+        self.signals
+            .iter()
+            .map(|&s| barrier_and(&[gate], s))
+            .collect()
+    }
+
+    fn order(&self) -> Vec<usize> {
+        self.order.lock().unwrap().clone()
+    }
+
+    /// Waits (with a deadline each) until every signal is 0 and its hook has logged it (the
+    /// hook runs after waiters are woken).
+    fn wait_all(&self) {
+        for (i, &s) in self.signals.iter().enumerate() {
+            assert_eq!(wait_zero(s), 0, "packet {i} never completed");
+        }
+        let n = self.signals.len();
+        assert!(until(|| self.order.lock().unwrap().len() == n));
+    }
+
+    fn still_pending(&self, range: std::ops::Range<usize>) -> bool {
+        self.signals[range]
+            .iter()
+            .all(|&s| crate::signals::load(s) == 1)
+    }
+}
+
+impl Drop for Completions {
+    fn drop(&mut self) {
+        for &s in &self.signals {
+            crate::signals::destroy(s);
+        }
+    }
+}
+
+/// Writes `packets` into consecutive slots of `q` (which must have room for all of them), then
+/// rings the doorbell once; returns how long the doorbell store took.
+fn write_batch<T: Copy>(q: *mut hsa_queue_t, packets: &[T]) -> Duration {
+    assert_eq!(std::mem::size_of::<T>(), 64);
+    // SAFETY: `q` is a live queue of this runtime.
+    let (size, base, doorbell) = unsafe {
+        (
+            (*q).size as u64,
+            (*q).base_address.cast::<u8>(),
+            (*q).doorbell_signal,
+        )
+    };
+    let n = packets.len() as u64;
+    // SAFETY: as above.
+    let first = unsafe { add_write_index_scacq_screl(q, n) };
+    // SAFETY: as above.
+    let read = unsafe { load_read_index_scacquire(q) };
+    assert!(
+        first + n - read <= size,
+        "the proxy ring has room for the batch"
+    );
+    for (k, packet) in packets.iter().enumerate() {
+        let src = (packet as *const T).cast::<u8>();
+        // SAFETY: the slot is inside the ring and reserved for us; header stored last.
+        unsafe {
+            let slot = base.add((((first + k as u64) & (size - 1)) * 64) as usize);
+            std::ptr::copy_nonoverlapping(src.add(4), slot.add(4), 60);
+            AtomicU32::from_ptr(slot.cast())
+                .store(src.cast::<u32>().read_unaligned(), Ordering::Release);
+        }
+    }
+    let t = Instant::now();
+    crate::signals::store(doorbell, (first + n - 1) as i64);
+    t.elapsed()
+}
+
+/// A forwarding handler for the full-queue tests.
+#[derive(Default)]
+struct Forwarder {
+    /// (user_pkt_index, count, thread name) of every call.
+    calls: StdMutex<Vec<(u64, u64, Option<String>)>>,
+    /// Forwarded instead of the intercepted packets, if not empty.
+    replacement: Vec<hsa_barrier_and_packet_t>,
+    /// After forwarding in call number `.0` (0-based): report on `.1`, wait for `.2`.
+    block: Option<(usize, mpsc::Sender<()>, StdMutex<mpsc::Receiver<()>>)>,
+}
+
+unsafe extern "C" fn forwarding_handler(
+    pkts: *const c_void,
+    count: u64,
+    user_pkt_index: u64,
+    data: *mut c_void,
+    writer: hsa_amd_queue_intercept_packet_writer,
+) {
+    // SAFETY: `data` is the Forwarder registered with this handler.
+    let ctx = unsafe { &*data.cast::<Forwarder>() };
+    let call = {
+        let mut calls = ctx.calls.lock().unwrap();
+        let name = std::thread::current().name().map(String::from);
+        calls.push((user_pkt_index, count, name));
+        calls.len() - 1
+    };
+    let writer = writer.unwrap();
+    if ctx.replacement.is_empty() {
+        // SAFETY: called inside the handler with the packets we got.
+        unsafe { writer(pkts, count) };
+    } else {
+        // SAFETY: called inside the handler with an array of 64-byte packets.
+        unsafe {
+            writer(
+                ctx.replacement.as_ptr().cast(),
+                ctx.replacement.len() as u64,
+            )
+        };
+    }
+    if let Some((at, entered, release)) = &ctx.block
+        && *at == call
+    {
+        // No panics here (an extern "C" function): a failed test just stops waiting.
+        let _ = entered.send(());
+        if let Ok(release) = release.lock() {
+            let _ = release.recv_timeout(WAIT);
+        }
+    }
+}
+
+fn register_forwarder(q: *mut hsa_queue_t, ctx: &Forwarder) {
+    // SAFETY: `ctx` outlives the queue in every test.
+    let st = unsafe {
+        intercept_register(
+            q,
+            Some(forwarding_handler),
+            (ctx as *const Forwarder).cast_mut().cast(),
+        )
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+}
+
+/// The interception state of a proxy.
+fn intercept_state(q: *mut hsa_queue_t) -> Arc<Queue> {
+    let proxy = lookup(q).expect("live proxy");
+    assert!(proxy.intercept.is_some());
+    proxy
+}
+
+#[test]
+fn intercept_full_hardware_queue_overflows_without_blocking_or_dropping() {
+    let q = create_intercept(64);
+    let ctx = Forwarder::default();
+    register_forwarder(q, &ctx);
+    let gate = signal(1);
+    let done = Completions::new(128);
+    let packets = done.gated(gate);
+    let proxy = intercept_state(q);
+    let state = proxy.intercept.as_ref().unwrap();
+
+    // Two batches of 32: the first fits the hardware ring (64 slots, one kept for the retry
+    // barrier), the second overflows and a retry barrier goes in after the first.
+    let took = write_batch(q, &packets[..64]);
+    assert!(took < PROMPT, "doorbell store blocked for {took:?}");
+    assert_eq!(state.overflow_len(), 32);
+    assert!(state.retry_pending());
+    assert_eq!(crate::signals::load(state.retry_signal()), 1);
+    assert_eq!(state.real().write_index().load(Ordering::Acquire), 33);
+
+    // The next doorbell flushes what fits (31 slots are left beside the retry barrier) and
+    // leaves the new packets un-intercepted in the proxy ring: back-pressure, no loss.
+    let took = write_batch(q, &packets[64..]);
+    assert!(took < PROMPT, "doorbell store blocked for {took:?}");
+    assert_eq!(state.overflow_len(), 1);
+    assert_eq!(state.real().write_index().load(Ordering::Acquire), 64);
+    // SAFETY: live proxy.
+    let intercepted = unsafe { load_read_index_scacquire(q) };
+    assert_eq!(intercepted, 64, "not intercepted");
+    assert_eq!(ctx.calls.lock().unwrap().len(), 2);
+    assert!(done.order().is_empty() && done.still_pending(0..128));
+
+    // Only the gate is released: retries on the async thread do the rest.
+    crate::signals::store(gate, 0);
+    done.wait_all();
+    assert_eq!(
+        done.order(),
+        (0..128).collect::<Vec<_>>(),
+        "completion order"
+    );
+    let calls = ctx.calls.lock().unwrap().clone();
+    let indices: Vec<(u64, u64)> = calls.iter().map(|c| (c.0, c.1)).collect();
+    assert_eq!(indices, vec![(0, 32), (32, 32), (64, 32), (96, 32)]);
+    for c in &calls[2..] {
+        assert_eq!(
+            c.2.as_deref(),
+            Some("hsa-emu-async"),
+            "re-processed by the retry"
+        );
+    }
+    assert!(until(|| !state.retry_pending()));
+    assert_eq!(state.overflow_len(), 0);
+    drop(proxy);
+    destroy(q);
+    crate::signals::destroy(gate);
+}
+
+#[test]
+fn intercept_overflow_is_flushed_by_the_async_retry_without_another_doorbell() {
+    // No handler: packets go straight to the final submission.
+    let q = create_intercept(64);
+    let gate = signal(1);
+    let done = Completions::new(128);
+    let packets = done.gated(gate);
+    let proxy = intercept_state(q);
+    let state = proxy.intercept.as_ref().unwrap();
+
+    // Twice as many packets as the hardware ring holds, in two doorbells, before anything runs.
+    for half in packets.chunks(64) {
+        let took = write_batch(q, half);
+        assert!(took < PROMPT, "doorbell store blocked for {took:?}");
+    }
+    assert!(state.retry_pending());
+    assert_eq!(state.overflow_len(), 1);
+    // SAFETY: live proxy.
+    let intercepted = unsafe { load_read_index_scacquire(q) };
+    assert_eq!(intercepted, 64, "not intercepted");
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(done.still_pending(0..128), "the gate holds everything");
+
+    // From here on the application stores no doorbell: only the gate is released.
+    crate::signals::store(gate, 0);
+    done.wait_all();
+    assert_eq!(
+        done.order(),
+        (0..128).collect::<Vec<_>>(),
+        "completion order"
+    );
+    assert!(until(|| !state.retry_pending()));
+    assert_eq!(state.overflow_len(), 0);
+    assert_eq!(crate::signals::load(state.retry_signal()), 0);
+    // SAFETY: live proxy.
+    assert_eq!(unsafe { load_read_index_scacquire(q) }, 128);
+    drop(proxy);
+    destroy(q);
+    crate::signals::destroy(gate);
+}
+
+#[test]
+fn intercept_retry_during_a_handler_waits_for_it_to_return() {
+    let q = create_intercept(64);
+    let (entered_tx, entered) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    // Leaked: if an assertion fails, thread A may still be inside the handler.
+    let ctx: &'static Forwarder = Box::leak(Box::new(Forwarder {
+        block: Some((1, entered_tx, StdMutex::new(release_rx))),
+        ..Forwarder::default()
+    }));
+    register_forwarder(q, ctx);
+    let gate = signal(1);
+    let done = Completions::new(64);
+    let packets = done.gated(gate);
+    let proxy = intercept_state(q);
+    let state = proxy.intercept.as_ref().unwrap();
+
+    // Thread A: one doorbell for 64 packets; its second handler call overflows the hardware
+    // queue, then blocks.
+    let (a_done_tx, a_done) = mpsc::channel();
+    let q_addr = q as usize;
+    let a = std::thread::spawn(move || {
+        let took = write_batch(q_addr as *mut hsa_queue_t, &packets);
+        a_done_tx.send(took).unwrap();
+    });
+    entered.recv_timeout(WAIT).expect("handler call 2 reached");
+    assert_eq!(state.overflow_len(), 32);
+    assert!(state.retry_pending());
+
+    // The retry barrier completes and its retry runs on the async thread while A's handler is
+    // still blocked: it only leaves the work to A.
+    crate::signals::store(gate, 0);
+    assert!(
+        until(|| done.order().len() == 32 && !state.retry_pending()),
+        "the first 32 packets completed and the retry ran"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        state.overflow_len(),
+        32,
+        "not flushed while A's handler runs"
+    );
+    assert!(done.still_pending(32..64));
+    assert!(a_done.try_recv().is_err(), "A is still in its handler");
+
+    // A's handler returns: A flushes the overflow before its doorbell store returns.
+    release.send(()).unwrap();
+    a_done
+        .recv_timeout(WAIT)
+        .expect("A's doorbell store returned");
+    a.join().unwrap();
+    assert_eq!(state.overflow_len(), 0);
+    done.wait_all();
+    assert_eq!(
+        done.order(),
+        (0..64).collect::<Vec<_>>(),
+        "completion order"
+    );
+    assert_eq!(ctx.calls.lock().unwrap().len(), 2);
+    drop(proxy);
+    destroy(q);
+    crate::signals::destroy(gate);
+}
+
+#[test]
+fn intercept_writer_call_larger_than_the_ring_is_split_without_loss() {
+    let q = create_intercept(64);
+    let gate = signal(1);
+    let done = Completions::new(100);
+    let ctx = Forwarder {
+        replacement: done.gated(gate),
+        ..Forwarder::default()
+    };
+    register_forwarder(q, &ctx);
+    let proxy = intercept_state(q);
+    let state = proxy.intercept.as_ref().unwrap();
+
+    // One intercepted packet becomes one writer call of 100 packets: 63 fit beside the kept
+    // slot, which takes the retry barrier; 37 overflow.
+    let took = write_batch(q, &[barrier_and(&[], hsa_signal_t { handle: 0 })]);
+    assert!(took < PROMPT, "doorbell store blocked for {took:?}");
+    assert_eq!(state.overflow_len(), 37);
+    assert_eq!(state.real().write_index().load(Ordering::Acquire), 64);
+
+    crate::signals::store(gate, 0);
+    done.wait_all();
+    assert_eq!(
+        done.order(),
+        (0..100).collect::<Vec<_>>(),
+        "completion order"
+    );
+    assert!(until(|| !state.retry_pending()));
+    drop(proxy);
+    destroy(q);
+    crate::signals::destroy(gate);
+}
+
+#[test]
+fn intercept_destroy_with_overflow_drops_it() {
+    let q = create_intercept(64);
+    let gate = signal(1);
+    let done = Completions::new(64);
+    let took = write_batch(q, &done.gated(gate));
+    assert!(took < PROMPT, "doorbell store blocked for {took:?}");
+    let weak = Arc::downgrade(&intercept_state(q));
+    let t = Instant::now();
+    destroy(q);
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(weak.upgrade().is_none(), "the proxy is freed");
+    // Unprocessed packets, overflowed ones included, are dropped; nothing runs any more.
+    crate::signals::store(gate, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(done.still_pending(0..64));
+    crate::signals::destroy(gate);
 }

@@ -136,6 +136,7 @@ unsafe extern "C" fn queue_create(
         queue: q,
         agent,
         inflight,
+        backlog: parking_lot::Mutex::new(super::Backlog::default()),
     });
     // The handler's reference; released in queue_destroy once the runtime stops calling it.
     let data_ptr = Arc::into_raw(state.clone()) as *mut c_void;

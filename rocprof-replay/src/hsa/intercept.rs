@@ -119,11 +119,10 @@ unsafe fn intercept(
                 );
             }
         }
-        let _read = gpu.lock.try_read_for(be.limits.lock);
         progress.forwarded.set(true);
         progress.completed.set(true);
         // SAFETY: the packets we were given, inside the handler.
-        return unsafe { forward_tracked(be, queue, write, pkts, count) };
+        return unsafe { forward_tracked(be, queue, Some(gpu), write, pkts, count) };
     }
 
     let packet = packets[0];
@@ -158,22 +157,34 @@ unsafe fn intercept(
 }
 
 /// Forwards `count` packets and, when the queue is tracked, a barrier-AND packet that
-/// decrements its `inflight` signal once everything before it has finished.
+/// decrements its `inflight` signal once everything before it has finished. When the ring is
+/// full it first waits for room (see `Backlog`), holding no agent lock; then, if `reader` names
+/// a GPU, it forwards under that GPU's reader lock (an ordinary submission, outside a window).
 ///
 /// # Safety
 /// Inside the interceptor, with `count` valid packets at `pkts`.
 unsafe fn forward_tracked(
     be: &Backend,
     queue: &QueueState,
+    reader: Option<&Gpu>,
     write: Writer,
     pkts: *const c_void,
     count: u64,
 ) {
     let tracked = queue.inflight.handle != 0;
-    if tracked {
+    let backlog = tracked.then(|| {
+        let mut backlog = queue.backlog.lock();
+        queue.wait_for_room(be, &mut backlog, count + 1, be.limits.drain);
+        backlog
+    });
+    let _read = reader.map(|gpu| gpu.lock.try_read_for(be.limits.lock));
+    let _backlog = backlog.map(|mut backlog| {
+        let packets = count + 1;
+        backlog.push(u32::try_from(packets).unwrap_or(u32::MAX));
         // SAFETY: our own live signal.
         unsafe { (be.orig.signal_add)(queue.inflight, 1) };
-    }
+        backlog
+    });
     // SAFETY: caller contract.
     unsafe { write(pkts, count) };
     if tracked {
@@ -280,6 +291,14 @@ impl HsaTarget<'_> {
     /// writer) and waits for it.
     fn drain_own_queue(&mut self) -> Result<(), DeclineReason> {
         let signal = self.signal()?;
+        // Room for the barrier (see `Backlog`): it must reach the ring, not the runtime's
+        // overflow buffer, which is only flushed after this handler returns.
+        self.queue.wait_for_room(
+            self.be,
+            &mut self.queue.backlog.lock(),
+            1,
+            self.be.limits.drain,
+        );
         // SAFETY: a live signal.
         unsafe { (self.be.orig.signal_store)(signal, 1) };
         let barrier = hsa_barrier_and_packet_t {
@@ -521,12 +540,7 @@ impl ReplayTarget for HsaTarget<'_> {
 
     fn run_once(&mut self) {
         // Outside a window (the policy skipped replay) this is an ordinary submission.
-        let gpu: &Gpu = self.gpu;
-        let _read = if self.window.is_none() {
-            gpu.lock.try_read_for(self.be.limits.lock)
-        } else {
-            None
-        };
+        let reader = self.window.is_none().then_some(self.gpu);
         self.progress.forwarded.set(true);
         self.progress.completed.set(true);
         // SAFETY: the application's packet, forwarded unchanged inside the handler.
@@ -534,6 +548,7 @@ impl ReplayTarget for HsaTarget<'_> {
             forward_tracked(
                 self.be,
                 self.queue,
+                reader,
                 self.write,
                 (&self.packet as *const hsa_kernel_dispatch_packet_t).cast(),
                 1,

@@ -114,6 +114,107 @@ pub(crate) struct QueueState {
     /// drains other queues by waiting for this to reach 0, without submitting to them (their
     /// interceptor may be blocked on the agent lock the window holds). Handle 0: not tracked.
     pub(crate) inflight: hsa_signal_t,
+    /// The tracked submissions behind `inflight`, to keep the runtime's ring from overflowing.
+    pub(crate) backlog: Mutex<Backlog>,
+}
+
+/// Packets forwarded on a queue and not yet known to have finished.
+///
+/// ROCr never blocks a submission to an intercept queue's hidden ring: what does not fit goes
+/// to an overflow buffer, flushed later by the runtime's async thread — which needs the queue's
+/// intercept lock, held by whoever is inside our handler. A replay window is inside the handler
+/// for its whole length, so a drain barrier that landed in the overflow buffer would only run
+/// after the window gave up. The backlog keeps the ring from overflowing in the first place:
+/// before forwarding, the handler waits (bounded) until the ring has room for the submission,
+/// our barrier, and the slot ROCr keeps for its retry packet.
+#[derive(Default)]
+pub(crate) struct Backlog {
+    /// Packets of each tracked submission (its own plus our barrier), oldest first. The
+    /// barriers complete in order, so when `inflight` reads `n`, all but the newest `n` are done.
+    submissions: std::collections::VecDeque<u32>,
+    /// Their sum: an upper bound of the packets in the ring.
+    packets: u64,
+}
+
+impl Backlog {
+    /// Forgets the submissions that finished, given that `pending` are still in flight.
+    fn settle(&mut self, pending: u64) {
+        while self.submissions.len() as u64 > pending {
+            if let Some(done) = self.submissions.pop_front() {
+                self.packets -= u64::from(done);
+            }
+        }
+    }
+
+    /// Records a submission of `packets` packets.
+    pub(crate) fn push(&mut self, packets: u32) {
+        self.submissions.push_back(packets);
+        self.packets += u64::from(packets);
+    }
+}
+
+impl QueueState {
+    /// The ring size in packets.
+    pub(crate) fn size(&self) -> u64 {
+        // SAFETY: a live queue object of the runtime; `size` never changes.
+        u64::from(unsafe { (*self.queue).size })
+    }
+
+    /// Waits until `backlog` leaves room for `packets` more packets plus one spare slot, or
+    /// until `deadline` passes (then the submission goes ahead: the runtime copes, we may
+    /// wait longer in a later drain). A submission that can never fit does not wait.
+    pub(crate) fn wait_for_room(
+        &self,
+        be: &Backend,
+        backlog: &mut Backlog,
+        packets: u64,
+        deadline: Duration,
+    ) {
+        let size = self.size();
+        if self.inflight.handle == 0 || packets + 1 > size {
+            return;
+        }
+        let limit = size - 1 - packets;
+        if backlog.packets <= limit {
+            return;
+        }
+        let end = std::time::Instant::now() + deadline;
+        loop {
+            // SAFETY: our own live signal.
+            let pending = unsafe { (be.orig.signal_load)(self.inflight) };
+            backlog.settle(u64::try_from(pending).unwrap_or(0));
+            if backlog.packets <= limit {
+                return;
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                warn_ring_full_once();
+                return;
+            }
+            let slice = left.min(Duration::from_millis(100));
+            let ticks = (slice.as_nanos() * be.ticks_per_second as u128 / 1_000_000_000) as u64;
+            // SAFETY: our own live signal; a bounded wait for it to drop below `pending`.
+            unsafe {
+                (be.orig.signal_wait)(
+                    self.inflight,
+                    HSA_SIGNAL_CONDITION_LT,
+                    pending,
+                    ticks.max(1),
+                    HSA_WAIT_STATE_BLOCKED,
+                )
+            };
+        }
+    }
+}
+
+fn warn_ring_full_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        tracing::warn!(
+            "a queue stayed full past the drain deadline; submitting anyway (the runtime \
+             buffers what does not fit)"
+        );
+    });
 }
 
 impl Drop for QueueState {
