@@ -1266,7 +1266,7 @@ pub(crate) fn shutdown() {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
@@ -1284,8 +1284,10 @@ mod tests {
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     }
 
-    /// Serialises the tests that use the shared async thread (one of them shuts it down).
-    static ASYNC_TESTS: Mutex<()> = Mutex::new(());
+    /// Serialises the tests that use the shared async thread (one of them shuts it down, which
+    /// also discards queued async calls and registered handlers): other modules' tests that
+    /// rely on the async thread take it too.
+    pub(crate) static ASYNC_TESTS: Mutex<()> = Mutex::new(());
 
     #[test]
     fn layout_is_an_amd_signal_with_user_kind_and_value_at_8() {

@@ -1095,6 +1095,8 @@ fn intercept_state(q: *mut hsa_queue_t) -> Arc<Queue> {
 
 #[test]
 fn intercept_full_hardware_queue_overflows_without_blocking_or_dropping() {
+    // The retry runs on the async thread, which a signals test shuts down.
+    let _async = crate::signals::tests::ASYNC_TESTS.lock();
     let q = create_intercept(64);
     let ctx = Forwarder::default();
     register_forwarder(q, &ctx);
@@ -1152,6 +1154,8 @@ fn intercept_full_hardware_queue_overflows_without_blocking_or_dropping() {
 
 #[test]
 fn intercept_overflow_is_flushed_by_the_async_retry_without_another_doorbell() {
+    // The retry runs on the async thread, which a signals test shuts down.
+    let _async = crate::signals::tests::ASYNC_TESTS.lock();
     // No handler: packets go straight to the final submission.
     let q = create_intercept(64);
     let gate = signal(1);
@@ -1193,6 +1197,8 @@ fn intercept_overflow_is_flushed_by_the_async_retry_without_another_doorbell() {
 
 #[test]
 fn intercept_retry_during_a_handler_waits_for_it_to_return() {
+    // The retry runs on the async thread, which a signals test shuts down.
+    let _async = crate::signals::tests::ASYNC_TESTS.lock();
     let q = create_intercept(64);
     let (entered_tx, entered) = mpsc::channel();
     let (release, release_rx) = mpsc::channel();
@@ -1257,6 +1263,8 @@ fn intercept_retry_during_a_handler_waits_for_it_to_return() {
 
 #[test]
 fn intercept_writer_call_larger_than_the_ring_is_split_without_loss() {
+    // The retry runs on the async thread, which a signals test shuts down.
+    let _async = crate::signals::tests::ASYNC_TESTS.lock();
     let q = create_intercept(64);
     let gate = signal(1);
     let done = Completions::new(100);
@@ -1290,6 +1298,8 @@ fn intercept_writer_call_larger_than_the_ring_is_split_without_loss() {
 
 #[test]
 fn intercept_destroy_with_overflow_drops_it() {
+    // The retry runs on the async thread, which a signals test shuts down.
+    let _async = crate::signals::tests::ASYNC_TESTS.lock();
     let q = create_intercept(64);
     let gate = signal(1);
     let done = Completions::new(64);
