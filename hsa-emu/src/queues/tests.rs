@@ -193,16 +193,26 @@ fn submit<T: Copy>(q: *mut hsa_queue_t, packet: &T) -> u64 {
         assert!(Instant::now() < deadline, "queue full");
         std::thread::yield_now();
     }
+    // SAFETY: slot `index` is reserved for us and free (checked above).
+    unsafe { write_slot(base, size, index, packet) };
+    crate::signals::store(doorbell, index as i64);
+    index
+}
+
+/// Copies `packet` into slot `index` of a ring at `base` with `size` slots: body first, then
+/// header and setup as one release store.
+///
+/// # Safety
+/// The slot must be reserved by the caller and free; `T` is a 64-byte packet.
+unsafe fn write_slot<T: Copy>(base: *mut u8, size: u64, index: u64, packet: &T) {
     let src = (packet as *const T).cast::<u8>();
-    // SAFETY: the slot is inside the ring and reserved for us; header stored last (release).
+    // SAFETY: the slot is inside the ring (masked index) and ours (caller contract).
     unsafe {
         let slot = base.add(((index & (size - 1)) * 64) as usize);
         std::ptr::copy_nonoverlapping(src.add(4), slot.add(4), 60);
         AtomicU32::from_ptr(slot.cast())
             .store(src.cast::<u32>().read_unaligned(), Ordering::Release);
     }
-    crate::signals::store(doorbell, index as i64);
-    index
 }
 
 #[test]
@@ -1010,14 +1020,8 @@ fn write_batch<T: Copy>(q: *mut hsa_queue_t, packets: &[T]) -> Duration {
         "the proxy ring has room for the batch"
     );
     for (k, packet) in packets.iter().enumerate() {
-        let src = (packet as *const T).cast::<u8>();
-        // SAFETY: the slot is inside the ring and reserved for us; header stored last.
-        unsafe {
-            let slot = base.add((((first + k as u64) & (size - 1)) * 64) as usize);
-            std::ptr::copy_nonoverlapping(src.add(4), slot.add(4), 60);
-            AtomicU32::from_ptr(slot.cast())
-                .store(src.cast::<u32>().read_unaligned(), Ordering::Release);
-        }
+        // SAFETY: slots first..first + n are reserved for us and free (checked above).
+        unsafe { write_slot(base, size, first + k as u64, packet) };
     }
     let t = Instant::now();
     crate::signals::store(doorbell, (first + n - 1) as i64);
