@@ -80,8 +80,8 @@ pub use context::{Context, PassGuard, Service};
 pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId};
 pub use error::Error;
 pub use policy::{
-    DeclineReason, MAX_OPEN_ENDED_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport,
-    ReplayPolicy,
+    DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome, OutcomeKind, Pass,
+    PassPlan, PassReport, ReplayPolicy,
 };
 pub use rocprof_replay_macros::rocprof_tool;
 
@@ -100,26 +100,20 @@ pub mod __bench {
 
     use crate::AgentId;
     use crate::engine::inventory::{AllocationInventory, Origin};
-    use crate::engine::snapshot::{DeviceMemory, Snapshot, SnapshotPlan};
+    use crate::engine::snapshot::{
+        CopyError, DeviceMemory, Direction, Snapshot, SnapshotPlan, Transfer, host_copy,
+    };
 
     /// "Device" memory that is this process's memory: addresses are pointers into the buffers
     /// a [`RestoreBench`] holds exclusively.
     struct HostMemory;
 
     impl DeviceMemory for HostMemory {
-        fn read(&mut self, src: usize, dst: &mut [u8]) -> bool {
-            // SAFETY: the engine only passes the base and size of a planned region, and every
-            // region is a live buffer that the `RestoreBench` borrows exclusively; `dst` is a
-            // separate staging buffer, so the ranges do not overlap.
-            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
-            true
-        }
-
-        fn write(&mut self, dst: usize, src: &[u8]) -> bool {
-            // SAFETY: as in `read`: `dst` is the base of a region of `src.len()` bytes that
-            // the `RestoreBench` borrows exclusively, and `src` is its staging buffer.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
-            true
+        fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+            // SAFETY: the engine only passes planned regions, every one a live buffer that the
+            // `RestoreBench` borrows exclusively, and its own separate heap staging.
+            unsafe { host_copy(direction, transfers) };
+            Ok(())
         }
     }
 
@@ -153,7 +147,7 @@ pub mod __bench {
             let plan = SnapshotPlan::new(&inventory, agent, &[], u64::MAX)
                 .expect("a plan without a budget is never declined");
             let mut mem = HostMemory;
-            let snapshot = Snapshot::capture(plan, &mut mem)
+            let snapshot = Snapshot::capture(plan, &inventory, &mut mem)
                 .unwrap_or_else(|reason| panic!("capture declined: {reason}"));
             RestoreBench {
                 inventory,
@@ -168,7 +162,7 @@ pub mod __bench {
             self.snapshot.bytes
         }
 
-        /// One restore, as between two passes: every region is re-validated against the
+        /// One restore, as between two passes: every region is re-validated (pinned) in the
         /// inventory and written back. Returns the bytes written.
         ///
         /// # Panics
@@ -177,7 +171,7 @@ pub mod __bench {
             let stats = self
                 .snapshot
                 .restore(&self.inventory, &mut self.mem)
-                .unwrap_or_else(|reason| panic!("restore declined: {reason}"));
+                .unwrap_or_else(|e| panic!("restore failed: {e:?}"));
             assert_eq!(stats.skipped, 0, "no region was freed");
             stats.bytes
         }

@@ -33,6 +33,10 @@ use crate::dispatch::DispatchInfo;
 /// Most passes an open-ended ([`PassPlan::Until`]) replay may run.
 pub const MAX_OPEN_ENDED_PASSES: u32 = 1000;
 
+/// Most passes any plan may ask for; a larger [`PassPlan::Exactly`] or [`PassPlan::UpTo`] is
+/// declined ([`DeclineReason::TooManyPasses`]) and the dispatch runs once.
+pub const MAX_PASSES: u32 = 10_000;
+
 /// How many times to run a dispatch, with the per-dispatch state that lives until the end.
 #[derive(Debug)]
 pub enum PassPlan<S> {
@@ -185,32 +189,51 @@ pub struct PassReport<'a> {
     pub kernel_time: Option<Duration>,
 }
 
-/// Why a dispatch was not replayed; the dispatch then ran once, the ordinary way.
+/// Why a dispatch was not replayed as planned. The application still saw one correct
+/// execution: either the dispatch ran once the ordinary way, or the replay stopped after a
+/// pass that ran from the captured inputs and whose result was left in place.
 ///
 /// New reasons are added as the engine learns new ways to refuse safely (the enum is
 /// `#[non_exhaustive]`); [`code`](Self::code) is the stable name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DeclineReason {
-    /// Host memory for the snapshot could not be allocated.
+    /// Memory for the snapshot could not be allocated.
     SnapshotAllocFailed,
-    /// A copy into or out of the snapshot failed.
+    /// A copy into the snapshot failed.
     CopyFailed,
+    /// Copies into the snapshot did not complete before the copy deadline.
+    CopyTimeout,
     /// Module-scope variables could not be enumerated.
     SymbolsUnavailable,
-    /// The agent did not go idle before the deadline.
+    /// The agent did not go idle before the drain deadline.
     DrainTimeout,
-    /// A pass did not complete before the deadline.
+    /// An asynchronous copy in flight waits for this very dispatch: it cannot finish before
+    /// the replay would, and the snapshot's own copies could queue behind it on the runtime's
+    /// in-order copy engines.
+    CopyWaitsForDispatch,
+    /// The agent's lock could not be taken before the lock deadline.
+    LockTimeout,
+    /// Other work waited for the agent longer than the lock deadline: the replay stopped after
+    /// the pass that was running, whose result the application sees.
+    LockContention,
+    /// A pass did not complete before the pass deadline. Nothing was restored or run again:
+    /// the application's completion follows that pass, whose result it sees.
     PassTimeout,
     /// A policy callback panicked.
     PolicyPanicked,
-    /// The submission held more than one packet.
+    /// The submission held more than one packet that could not be replayed together.
     MultiPacket,
     /// The snapshot would exceed the memory budget.
     OverBudget,
     /// [`PassPlan::Until`] from a policy without a continue decision.
     OpenEndedWithoutContinue,
-    /// The pass could not be submitted.
+    /// The plan asked for more than [`MAX_PASSES`] passes.
+    TooManyPasses,
+    /// The dispatch was submitted from the runtime's own asynchronous-event thread, which a
+    /// replay window would have to wait for.
+    RuntimeThread,
+    /// A pass could not be submitted.
     SubmitFailed,
 }
 
@@ -220,19 +243,59 @@ impl DeclineReason {
         match self {
             DeclineReason::SnapshotAllocFailed => "snapshot_alloc_failed",
             DeclineReason::CopyFailed => "copy_failed",
+            DeclineReason::CopyTimeout => "copy_timeout",
             DeclineReason::SymbolsUnavailable => "symbols_unavailable",
             DeclineReason::DrainTimeout => "drain_timeout",
+            DeclineReason::CopyWaitsForDispatch => "copy_waits_for_dispatch",
+            DeclineReason::LockTimeout => "lock_timeout",
+            DeclineReason::LockContention => "lock_contention",
             DeclineReason::PassTimeout => "pass_timeout",
             DeclineReason::PolicyPanicked => "policy_panicked",
             DeclineReason::MultiPacket => "multi_packet",
             DeclineReason::OverBudget => "over_budget",
             DeclineReason::OpenEndedWithoutContinue => "open_ended_without_continue",
+            DeclineReason::TooManyPasses => "too_many_passes",
+            DeclineReason::RuntimeThread => "runtime_thread",
             DeclineReason::SubmitFailed => "submit_failed",
         }
     }
 }
 
 impl std::fmt::Display for DeclineReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// Why a replay ended in a state where the application may not have seen a correct result.
+///
+/// These are the only outcomes where rocprof-replay breaks its promise; each is logged as an
+/// error and recorded as `failed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureReason {
+    /// Restoring device memory between passes failed (after one retry): memory was partly
+    /// restored when the dispatch ran its final time.
+    RestoreFailed,
+    /// Restore copies were still in flight at the copy deadline; they may have landed after
+    /// the final run.
+    RestoreStuck,
+    /// An internal error (a bug in rocprof-replay) interrupted the replay window.
+    InternalError,
+}
+
+impl FailureReason {
+    /// The stable reason code used in outcome records and logs.
+    pub fn code(self) -> &'static str {
+        match self {
+            FailureReason::RestoreFailed => "restore_failed",
+            FailureReason::RestoreStuck => "restore_stuck",
+            FailureReason::InternalError => "internal_error",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.code())
     }
@@ -245,24 +308,42 @@ pub enum OutcomeKind {
     Replayed,
     /// The policy asked for no replay: it ran once, the ordinary way.
     Skipped,
-    /// Replay was refused or abandoned for a reason; the application still saw one correct
+    /// Replay was refused or cut short for a reason; the application still saw one correct
     /// execution.
     Declined(DeclineReason),
+    /// The application may have seen a wrong result (see [`FailureReason`]).
+    Failed(FailureReason),
 }
 
 impl OutcomeKind {
-    /// `"replayed"`, `"skipped"` or `"declined"`.
+    /// `"replayed"`, `"skipped"`, `"declined"` or `"failed"`.
     pub fn label(self) -> &'static str {
         match self {
             OutcomeKind::Replayed => "replayed",
             OutcomeKind::Skipped => "skipped",
             OutcomeKind::Declined(_) => "declined",
+            OutcomeKind::Failed(_) => "failed",
         }
     }
     /// The decline reason, if any.
     pub fn reason(self) -> Option<DeclineReason> {
         match self {
             OutcomeKind::Declined(r) => Some(r),
+            _ => None,
+        }
+    }
+    /// The failure reason, if any.
+    pub fn failure(self) -> Option<FailureReason> {
+        match self {
+            OutcomeKind::Failed(r) => Some(r),
+            _ => None,
+        }
+    }
+    /// The stable code of the decline or failure reason, if any.
+    pub fn reason_code(self) -> Option<&'static str> {
+        match self {
+            OutcomeKind::Declined(r) => Some(r.code()),
+            OutcomeKind::Failed(r) => Some(r.code()),
             _ => None,
         }
     }

@@ -118,7 +118,45 @@ fn claim() -> Result<(), Error> {
     }
 }
 
-/// `OnLoad` of a tool: builds the policy, claims replay, installs the HSA backend.
+/// Builds the process-wide engine around the policy `make` constructs (once per process; a
+/// second backend attaching later reuses it). A panicking constructor is an error.
+fn engine<P: ReplayPolicy>(
+    make: impl FnOnce() -> P,
+) -> Result<&'static crate::engine::state::Engine, Error> {
+    crate::engine::state::install(|| {
+        let policy = catch_unwind(AssertUnwindSafe(make)).map_err(|p| {
+            Error::ToolPanicked(
+                p.downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default(),
+            )
+        })?;
+        watch_forks();
+        Ok(Box::new(policy))
+    })
+}
+
+/// A forked child runs without replay: its copy of the engine may hold locks taken by threads
+/// that do not exist in it, so every hook only forwards there and no record is written.
+fn watch_forks() {
+    extern "C" fn in_child() {
+        crate::hsa::disable_in_child();
+        crate::engine::state::INVENTORY.disable();
+        crate::engine::records::disable_in_child();
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a plain extern "C" function that only stores to atomics.
+        let rc = unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+        if rc != 0 {
+            tracing::warn!("pthread_atfork failed ({rc}): a forked child would keep replaying");
+        }
+    });
+}
+
+/// `OnLoad` of a tool: claims replay, builds the policy and the engine, installs the HSA
+/// backend.
 ///
 /// # Safety
 /// Called by the runtime with its live table, as `OnLoad`.
@@ -132,16 +170,9 @@ pub unsafe fn on_load<P: ReplayPolicy>(
     crate::log::init();
     let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
         claim()?;
-        let policy = catch_unwind(AssertUnwindSafe(make)).map_err(|p| {
-            Error::ToolPanicked(
-                p.downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_default(),
-            )
-        })?;
+        let engine = engine(make)?;
         // SAFETY: the live table handed to OnLoad.
-        unsafe { crate::hsa::install(table, Box::new(policy)) }
+        unsafe { crate::hsa::install(table, engine) }
     }));
     match result {
         Ok(Ok(())) => {

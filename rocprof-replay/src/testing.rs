@@ -31,8 +31,9 @@ use std::time::{Duration, Instant};
 
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId};
 use crate::engine::inventory::{AllocationInventory, Origin};
-use crate::engine::snapshot::DeviceMemory;
-use crate::engine::window::{ReplayTarget, WindowConfig, run_window};
+use crate::engine::settings::Settings;
+use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Transfer, host_copy};
+use crate::engine::window::{PassError, ReplayTarget, run_window};
 use crate::policy::{DeclineReason, Outcome, PassReport, ReplayPolicy};
 
 /// What a simulated dispatch did.
@@ -127,15 +128,11 @@ impl<K: FnMut(&mut [u8])> Simulated<'_, K> {
 }
 
 impl<K: FnMut(&mut [u8])> DeviceMemory for Simulated<'_, K> {
-    fn read(&mut self, src: usize, dst: &mut [u8]) -> bool {
-        // SAFETY: the engine reads only the region recorded below (inside the buffer).
-        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
-        true
-    }
-    fn write(&mut self, dst: usize, src: &[u8]) -> bool {
-        // SAFETY: as above.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
-        true
+    fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+        // SAFETY: the engine copies only the region recorded below (inside the caller's
+        // buffer, borrowed for the whole simulation) and its own heap staging.
+        unsafe { host_copy(direction, transfers) };
+        Ok(())
     }
 }
 
@@ -149,7 +146,7 @@ impl<K: FnMut(&mut [u8])> ReplayTarget for Simulated<'_, K> {
     fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
         Ok(Vec::new())
     }
-    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, DeclineReason> {
+    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
         let t = self.run_kernel();
         Ok(timed.then_some(t))
     }
@@ -160,6 +157,13 @@ impl<K: FnMut(&mut [u8])> ReplayTarget for Simulated<'_, K> {
     fn complete(&mut self) {
         self.completions += 1;
     }
+    fn complete_after_pass(&mut self) {
+        self.completions += 1;
+    }
+    fn contended(&self) -> bool {
+        false
+    }
+    fn end(&mut self) {}
 }
 
 /// Replays one dispatch of `kernel` over `memory` under `policy`, with the real engine.
@@ -190,13 +194,11 @@ pub fn simulate<P: ReplayPolicy>(
         kernel_runs: 0,
         completions: 0,
     };
-    let outcome = run_window(
-        policy,
-        info,
-        &mut target,
-        &inventory,
-        WindowConfig { budget: u64::MAX },
-    );
+    let settings = Settings {
+        budget: u64::MAX,
+        ..Settings::from_lookup(|_| None)
+    };
+    let outcome = run_window(policy, info, &mut target, &inventory, &settings);
     SimulatedRun {
         outcome,
         kernel_runs: target.kernel_runs,

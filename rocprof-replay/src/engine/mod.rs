@@ -1,7 +1,10 @@
-//! The vendor-neutral replay engine: allocation inventory, snapshot, the replay window and
-//! outcome records. Nothing here knows HSA; backends implement [`window::ReplayTarget`].
+//! The vendor-neutral replay engine: allocation inventory, snapshot, the replay window, outcome
+//! records, settings and the process-wide engine state. Nothing here knows a backend;
+//! backends implement [`window::ReplayTarget`] and hand dispatches to [`state::Engine`].
 
 pub(crate) mod inventory;
 pub(crate) mod records;
+pub(crate) mod settings;
 pub(crate) mod snapshot;
+pub(crate) mod state;
 pub(crate) mod window;

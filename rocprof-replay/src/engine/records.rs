@@ -10,6 +10,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "dispatch_id": info.dispatch_id.0,
         "agent": info.agent_index,
         "outcome": outcome.kind.label(),
-        "reason": outcome.kind.reason().map(|r| r.code()),
+        "reason": outcome.kind.reason_code(),
         "passes": outcome.passes,
         "snapshot_bytes": outcome.snapshot_bytes,
         "restored_bytes": outcome.restored_bytes,
@@ -98,8 +99,20 @@ fn write_loop(path: PathBuf, rx: Receiver<String>) {
     }
 }
 
+/// Set in a forked child: records are neither formatted nor awaited there (the writer thread
+/// belongs to the parent).
+static IN_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// Stops recording in a forked child.
+pub(crate) fn disable_in_child() {
+    IN_CHILD.store(true, Ordering::Relaxed);
+}
+
 /// Hands a record to the writer (no-op without `ROCPROF_REPLAY_OUTPUT`).
 pub(crate) fn emit(info: &DispatchInfo, outcome: &Outcome) {
+    if IN_CHILD.load(Ordering::Relaxed) {
+        return;
+    }
     let Some(w) = writer() else { return };
     let line = record_json(info, outcome);
     let mut p = w.progress.lock();
@@ -110,6 +123,9 @@ pub(crate) fn emit(info: &DispatchInfo, outcome: &Outcome) {
 
 /// Waits up to `deadline` until every record emitted so far is written.
 pub(crate) fn flush(deadline: Duration) -> bool {
+    if IN_CHILD.load(Ordering::Relaxed) {
+        return true;
+    }
     let Some(w) = writer() else { return true };
     let mut p = w.progress.lock();
     let target = p.0;

@@ -2,55 +2,123 @@
 //!
 //! A [`SnapshotPlan`] lists what a replay must restore on one agent: the inventory's
 //! allocations owned by the agent plus the module-scope variables the backend found at snapshot
-//! time. Capture copies each region into host memory; an incomplete snapshot is never used:
-//! capture returns a [`DeclineReason`] and the dispatch runs once instead. Restore re-validates
-//! every allocation under the inventory's read lock and skips (with a warning) a region that
-//! was freed or re-allocated since capture.
+//! time. Capture copies each region into *staging* memory the backend provides (device arena,
+//! pinned host or process heap: [`Tier`]); restore copies it back. Both go through
+//! [`DeviceMemory::copy`], one batch of [`Transfer`]s per capture or restore, so a backend can
+//! run them as asynchronous copies with one bounded wait, and so a later engine can hand it a
+//! narrower list (the ranges a pass wrote) without changing the interface.
+//!
+//! Rules:
+//! - An incomplete snapshot is never used: capture returns a [`DeclineReason`] and the dispatch
+//!   runs once instead (capture only reads device memory, so that run is correct).
+//! - Allocations are *pinned* in the inventory while their bytes move
+//!   ([`AllocationInventory::pin`]): a free of a pinned region waits until the copy is done, and
+//!   a region freed or re-allocated before it was pinned is skipped (with a warning), never
+//!   read or written. Allocations and unrelated frees are never blocked by a copy.
+//! - Staging that a copy may still be using after its deadline is leaked, never reused.
 
+use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use crate::engine::inventory::AllocationInventory;
 use crate::policy::DeclineReason;
 
-/// Copies between device memory and host buffers; implemented by each backend.
+/// Where a region's captured bytes live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tier {
+    /// Device memory of the replaying agent (device-to-device copies).
+    #[allow(dead_code)] // produced by the CUDA backend's arena
+    Device,
+    /// Host memory the runtime pinned and made accessible to the agent.
+    PinnedHost,
+    /// Ordinary process memory (simulations, benchmarks, last-resort fallback).
+    Host,
+}
+
+/// One copy of a capture or restore batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Transfer {
+    /// Address in device memory (the application's region).
+    pub(crate) device: usize,
+    /// Address in staging memory.
+    pub(crate) staging: usize,
+    /// Bytes.
+    pub(crate) len: usize,
+}
+
+/// Which way a batch of [`Transfer`]s copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// Device memory to staging.
+    Capture,
+    /// Staging to device memory.
+    Restore,
+}
+
+/// How a batch of copies went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CopyError {
+    /// Some copy failed; nothing of the batch is still in flight.
+    Failed,
+    /// The deadline passed with copies still in flight: they may land later.
+    Stuck,
+}
+
+/// Copies between device memory and staging memory; implemented by each backend.
 pub(crate) trait DeviceMemory {
-    /// Copies `dst.len()` bytes from device address `src` into `dst`.
-    fn read(&mut self, src: usize, dst: &mut [u8]) -> bool;
-    /// Copies `src` to device address `dst`.
-    fn write(&mut self, dst: usize, src: &[u8]) -> bool;
-    /// Host memory for `size` bytes of snapshot, or `None` when it cannot be had. Backends
-    /// return runtime-allocated (pinned) host memory; the default is the process heap.
+    /// Staging memory for `size` bytes of snapshot, or `None` when it cannot be had. The
+    /// default is the process heap.
     fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
         Staging::heap(size)
     }
+
+    /// Performs every transfer of the batch, waiting (with the backend's copy deadline) until
+    /// all are complete.
+    fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError>;
 }
 
-/// A host buffer holding one captured region.
+/// Copies a batch within this process's memory (both sides are host addresses).
+///
+/// # Safety
+/// Every transfer must name `len` readable bytes at its source and `len` writable bytes at its
+/// destination, not overlapping, with nothing else accessing them during the call.
+pub(crate) unsafe fn host_copy(direction: Direction, transfers: &[Transfer]) {
+    for t in transfers {
+        let (src, dst) = match direction {
+            Direction::Capture => (t.device, t.staging),
+            Direction::Restore => (t.staging, t.device),
+        };
+        // SAFETY: caller contract.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, t.len) };
+    }
+}
+
+/// Staging memory holding one captured region.
 pub(crate) enum Staging {
     /// Process heap.
     Heap(Vec<u8>),
-    /// Memory from the runtime (pinned host memory), released with `free`.
-    Runtime {
+    /// Memory from the backend, given back with `release`.
+    Backend {
         /// Start of the buffer.
-        ptr: std::ptr::NonNull<u8>,
+        ptr: NonNull<u8>,
         /// Bytes in use (the region's size).
         len: usize,
         /// Bytes allocated (`>= len`; a retained buffer may be larger than the region).
         capacity: usize,
+        /// Where the buffer lives.
+        tier: Tier,
         /// Gives the buffer back to the backend (to keep for later snapshots, or to free).
-        release: unsafe fn(*mut u8, usize),
+        release: unsafe fn(NonNull<u8>, usize, Tier),
     },
 }
 
-// SAFETY: a runtime buffer is plain host memory owned exclusively by this value.
+// SAFETY: backend staging is memory owned exclusively by this value; nothing in it is tied to
+// the thread that allocated it.
 unsafe impl Send for Staging {}
 
 impl std::fmt::Debug for Staging {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Staging::Heap(v) => write!(f, "Staging::Heap({} bytes)", v.len()),
-            Staging::Runtime { len, .. } => write!(f, "Staging::Runtime({len} bytes)"),
-        }
+        write!(f, "Staging({:?}, {} bytes)", self.tier(), self.len())
     }
 }
 
@@ -63,41 +131,49 @@ impl Staging {
         Some(Staging::Heap(v))
     }
 
-    /// The buffer's bytes.
-    pub(crate) fn as_slice(&self) -> &[u8] {
+    /// The address copies use.
+    pub(crate) fn addr(&self) -> usize {
         match self {
-            Staging::Heap(v) => v,
-            // SAFETY: `ptr` is a live allocation of `len` bytes owned by this value.
-            Staging::Runtime { ptr, len, .. } => unsafe {
-                std::slice::from_raw_parts(ptr.as_ptr(), *len)
-            },
+            Staging::Heap(v) => v.as_ptr() as usize,
+            Staging::Backend { ptr, .. } => ptr.as_ptr() as usize,
         }
     }
 
-    /// The buffer's bytes, writable.
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+    /// Bytes held.
+    pub(crate) fn len(&self) -> usize {
         match self {
-            Staging::Heap(v) => v,
-            // SAFETY: as above, and `&mut self` makes the access exclusive.
-            Staging::Runtime { ptr, len, .. } => unsafe {
-                std::slice::from_raw_parts_mut(ptr.as_ptr(), *len)
-            },
+            Staging::Heap(v) => v.len(),
+            Staging::Backend { len, .. } => *len,
         }
+    }
+
+    /// Where the bytes live.
+    pub(crate) fn tier(&self) -> Tier {
+        match self {
+            Staging::Heap(_) => Tier::Host,
+            Staging::Backend { tier, .. } => *tier,
+        }
+    }
+
+    /// Gives up the buffer without releasing it: a copy may still be using it.
+    fn leak(self) {
+        std::mem::forget(self);
     }
 }
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        if let Staging::Runtime {
+        if let Staging::Backend {
             ptr,
             capacity,
+            tier,
             release,
             ..
         } = self
         {
-            // SAFETY: the buffer came from the backend `release` belongs to and is given back
-            // exactly once.
-            unsafe { release(ptr.as_ptr(), *capacity) };
+            // SAFETY: the buffer came from the backend `release` belongs to, no copy uses it
+            // any more (stuck buffers are leaked instead), and it is given back exactly once.
+            unsafe { release(*ptr, *capacity, *tier) };
         }
     }
 }
@@ -123,7 +199,6 @@ pub(crate) struct Region {
 #[derive(Debug, Default)]
 pub(crate) struct SnapshotPlan {
     pub(crate) regions: Vec<Region>,
-    pub(crate) bytes: u64,
 }
 
 impl SnapshotPlan {
@@ -156,11 +231,11 @@ impl SnapshotPlan {
                     kind: RegionKind::ModuleVariable,
                 }),
         );
-        let bytes = regions.iter().map(|r| r.size as u64).sum();
+        let bytes: u64 = regions.iter().map(|r| r.size as u64).sum();
         if bytes > budget {
             return Err(DeclineReason::OverBudget);
         }
-        Ok(SnapshotPlan { regions, bytes })
+        Ok(SnapshotPlan { regions })
     }
 }
 
@@ -170,6 +245,8 @@ pub(crate) struct Snapshot {
     regions: Vec<(Region, Staging)>,
     pub(crate) bytes: u64,
     pub(crate) capture_time: Duration,
+    /// Regions freed between planning and capture (not captured, never restored).
+    pub(crate) skipped: u32,
 }
 
 /// What a restore did.
@@ -180,10 +257,29 @@ pub(crate) struct RestoreStats {
     pub(crate) time: Duration,
 }
 
+/// A restore that did not complete: device memory may hold a partly restored state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RestoreError {
+    /// Copies failed, twice (the restore is retried once).
+    Failed,
+    /// Copies were still in flight at the deadline.
+    Stuck,
+}
+
+fn warn_skipped(region: &Region) {
+    tracing::warn!(
+        base = format_args!("{:#x}", region.base),
+        size = region.size,
+        "region freed or reallocated during the replay window: not restored"
+    );
+}
+
 impl Snapshot {
-    /// Copies every planned region into host memory; any failure declines the whole snapshot.
+    /// Copies every planned region into staging memory; any failure declines the whole
+    /// snapshot. Regions freed since planning are left out.
     pub(crate) fn capture(
         plan: SnapshotPlan,
+        inventory: &AllocationInventory,
         mem: &mut dyn DeviceMemory,
     ) -> Result<Snapshot, DeclineReason> {
         let start = Instant::now();
@@ -192,51 +288,90 @@ impl Snapshot {
             .try_reserve_exact(plan.regions.len())
             .map_err(|_| DeclineReason::SnapshotAllocFailed)?;
         for region in plan.regions {
-            let mut buf = mem
+            let buf = mem
                 .alloc_staging(region.size)
                 .ok_or(DeclineReason::SnapshotAllocFailed)?;
-            if !mem.read(region.base, buf.as_mut_slice()) {
-                return Err(DeclineReason::CopyFailed);
-            }
             regions.push((region, buf));
         }
+        let pins = inventory.pin(regions.iter().map(|(r, _)| r));
+        let live: Vec<bool> = (0..regions.len()).map(|i| pins.is_pinned(i)).collect();
+        let transfers: Vec<Transfer> = regions
+            .iter()
+            .zip(&live)
+            .filter(|(_, live)| **live)
+            .map(|((region, buf), _)| Transfer {
+                device: region.base,
+                staging: buf.addr(),
+                len: region.size,
+            })
+            .collect();
+        let skipped = (regions.len() - transfers.len()) as u32;
+        let result = mem.copy(Direction::Capture, &transfers);
+        drop(pins);
+        match result {
+            Ok(()) => {}
+            Err(CopyError::Failed) => return Err(DeclineReason::CopyFailed),
+            Err(CopyError::Stuck) => {
+                // Reads may still land in the staging buffers: never reuse them.
+                regions.into_iter().for_each(|(_, buf)| buf.leak());
+                return Err(DeclineReason::CopyTimeout);
+            }
+        }
+        if skipped > 0 {
+            // Keep only what was captured: a region freed before capture is never restored.
+            let mut live = live.into_iter();
+            regions.retain(|_| live.next().unwrap_or(false));
+        }
+        let bytes = regions.iter().map(|(r, _)| r.size as u64).sum();
         Ok(Snapshot {
             regions,
-            bytes: plan.bytes,
+            bytes,
             capture_time: start.elapsed(),
+            skipped,
         })
     }
 
     /// Writes every region back; allocations freed or re-allocated since capture are skipped.
-    /// A failed copy stops the restore and is reported as [`DeclineReason::CopyFailed`].
+    /// A failed batch is retried once.
     pub(crate) fn restore(
         &self,
         inventory: &AllocationInventory,
         mem: &mut dyn DeviceMemory,
-    ) -> Result<RestoreStats, DeclineReason> {
+    ) -> Result<RestoreStats, RestoreError> {
         let start = Instant::now();
         let mut stats = RestoreStats::default();
-        let view = inventory.read();
-        for (region, data) in &self.regions {
-            if let RegionKind::Allocation { generation } = region.kind {
-                if !view.still_live(region.base, region.size, generation) {
-                    tracing::warn!(
-                        base = format_args!("{:#x}", region.base),
-                        size = region.size,
-                        "region freed or reallocated during the replay window: not restored"
-                    );
-                    stats.skipped += 1;
-                    continue;
-                }
+        let pins = inventory.pin(self.regions.iter().map(|(r, _)| r));
+        let mut transfers = Vec::with_capacity(self.regions.len());
+        for (i, (region, buf)) in self.regions.iter().enumerate() {
+            if pins.is_pinned(i) {
+                transfers.push(Transfer {
+                    device: region.base,
+                    staging: buf.addr(),
+                    len: region.size,
+                });
+                stats.bytes += region.size as u64;
+            } else {
+                warn_skipped(region);
+                stats.skipped += 1;
             }
-            if !mem.write(region.base, data.as_slice()) {
-                return Err(DeclineReason::CopyFailed);
-            }
-            stats.bytes += region.size as u64;
         }
-        drop(view);
+        let mut result = mem.copy(Direction::Restore, &transfers);
+        if result == Err(CopyError::Failed) {
+            tracing::warn!("a restore copy failed; retrying the restore once");
+            result = mem.copy(Direction::Restore, &transfers);
+        }
+        drop(pins);
         stats.time = start.elapsed();
-        Ok(stats)
+        match result {
+            Ok(()) => Ok(stats),
+            Err(CopyError::Failed) => Err(RestoreError::Failed),
+            Err(CopyError::Stuck) => Err(RestoreError::Stuck),
+        }
+    }
+
+    /// Gives up the snapshot after a stuck restore: its staging may still be read by copies.
+    pub(crate) fn leak(self) {
+        self.regions.into_iter().for_each(|(_, buf)| buf.leak());
     }
 
     /// Number of regions captured.
@@ -255,25 +390,37 @@ pub(crate) mod tests {
     /// Device memory that is plain host memory (addresses are real pointers).
     pub(crate) struct HostMemory {
         pub(crate) fail_reads: bool,
-        pub(crate) fail_writes: bool,
+        /// Restore batches that fail before copying anything (counted down).
+        pub(crate) failing_writes: u32,
+        pub(crate) stuck: bool,
+    }
+
+    impl HostMemory {
+        pub(crate) fn new() -> Self {
+            HostMemory {
+                fail_reads: false,
+                failing_writes: 0,
+                stuck: false,
+            }
+        }
     }
 
     impl DeviceMemory for HostMemory {
-        fn read(&mut self, src: usize, dst: &mut [u8]) -> bool {
-            if self.fail_reads {
-                return false;
+        fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+            if self.stuck {
+                return Err(CopyError::Stuck);
             }
-            // SAFETY: tests pass addresses of live buffers of at least dst.len() bytes.
-            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
-            true
-        }
-        fn write(&mut self, dst: usize, src: &[u8]) -> bool {
-            if self.fail_writes {
-                return false;
+            match direction {
+                Direction::Capture if self.fail_reads => return Err(CopyError::Failed),
+                Direction::Restore if self.failing_writes > 0 => {
+                    self.failing_writes -= 1;
+                    return Err(CopyError::Failed);
+                }
+                _ => {}
             }
-            // SAFETY: as above.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
-            true
+            // SAFETY: tests pass addresses of live buffers; staging is separate.
+            unsafe { host_copy(direction, transfers) };
+            Ok(())
         }
     }
 
@@ -287,12 +434,12 @@ pub(crate) mod tests {
         let gb = inv.record(b.as_ptr() as usize, b.len(), AgentId(1), Origin::Pool);
         let plan =
             SnapshotPlan::new(&inv, AgentId(1), &[(var.as_ptr() as usize, 8)], u64::MAX).unwrap();
-        assert_eq!(plan.bytes, 64 + 32 + 8);
-        let mut mem = HostMemory {
-            fail_reads: false,
-            fail_writes: false,
-        };
-        let snap = Snapshot::capture(plan, &mut mem).unwrap();
+        assert_eq!(
+            plan.regions.iter().map(|r| r.size).sum::<usize>(),
+            64 + 32 + 8
+        );
+        let mut mem = HostMemory::new();
+        let snap = Snapshot::capture(plan, &inv, &mut mem).unwrap();
         assert_eq!(snap.len(), 3);
         a.fill(9);
         b.fill(9);
@@ -310,6 +457,23 @@ pub(crate) mod tests {
             "a reallocated region was written"
         );
         assert!(var.iter().all(|x| *x == 7));
+    }
+
+    #[test]
+    fn a_region_freed_before_capture_is_neither_captured_nor_restored() {
+        let inv = AllocationInventory::new();
+        let mut a = [1u8; 16];
+        let b = [2u8; 16];
+        inv.record(a.as_ptr() as usize, 16, AgentId(1), Origin::Pool);
+        inv.record(b.as_ptr() as usize, 16, AgentId(1), Origin::Pool);
+        let plan = SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
+        inv.remove(b.as_ptr() as usize);
+        let mut mem = HostMemory::new();
+        let snap = Snapshot::capture(plan, &inv, &mut mem).unwrap();
+        assert_eq!((snap.len(), snap.bytes, snap.skipped), (1, 16, 1));
+        a.fill(5);
+        assert_eq!(snap.restore(&inv, &mut mem).unwrap().skipped, 0);
+        assert_eq!(a, [1u8; 16]);
     }
 
     #[test]
@@ -331,18 +495,42 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_failed_copy_declines_the_snapshot() {
+    fn a_failed_copy_declines_the_snapshot_and_a_stuck_one_times_out() {
         let inv = AllocationInventory::new();
         let a = [1u8; 16];
         inv.record(a.as_ptr() as usize, 16, AgentId(1), Origin::Pool);
-        let plan = SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
-        let mut mem = HostMemory {
-            fail_reads: true,
-            fail_writes: false,
-        };
+        let plan = || SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
+        let mut mem = HostMemory::new();
+        mem.fail_reads = true;
         assert_eq!(
-            Snapshot::capture(plan, &mut mem).unwrap_err(),
+            Snapshot::capture(plan(), &inv, &mut mem).unwrap_err(),
             DeclineReason::CopyFailed
         );
+        let mut mem = HostMemory::new();
+        mem.stuck = true;
+        assert_eq!(
+            Snapshot::capture(plan(), &inv, &mut mem).unwrap_err(),
+            DeclineReason::CopyTimeout
+        );
+    }
+
+    #[test]
+    fn a_failed_restore_is_retried_once() {
+        let inv = AllocationInventory::new();
+        let mut a = [1u8; 16];
+        inv.record(a.as_ptr() as usize, 16, AgentId(1), Origin::Pool);
+        let plan = SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
+        let mut mem = HostMemory::new();
+        let snap = Snapshot::capture(plan, &inv, &mut mem).unwrap();
+        a.fill(3);
+        mem.failing_writes = 1;
+        assert!(
+            snap.restore(&inv, &mut mem).is_ok(),
+            "one failure is retried"
+        );
+        assert_eq!(a, [1u8; 16]);
+        a.fill(3);
+        mem.failing_writes = 2;
+        assert_eq!(snap.restore(&inv, &mut mem), Err(RestoreError::Failed));
     }
 }

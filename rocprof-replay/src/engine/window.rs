@@ -1,24 +1,32 @@
 //! The replay window: decision, drain, snapshot, pass loop with restores, one completion.
 //!
 //! [`run_window`] drives a [`ReplayPolicy`] against a [`ReplayTarget`] (the backend's view of
-//! one intercepted dispatch). Every way out leaves the application with exactly one correct
-//! execution and exactly one completion:
+//! one intercepted dispatch). Every way out but one leaves the application with exactly one
+//! correct execution and exactly one completion:
 //!
 //! ```text
-//! pass_count ──Skip/1──────────────────────────────────────────► run_once      (skipped)
+//! pass_count ──Skip/1/too many─────────────────────────────────► run_once      (skipped/declined)
 //!     │ N>1 / UpTo / Until
 //!     ▼
-//!   agent lock + drain ──timeout────────────────────────────────► run_once      (declined)
+//!   begin (agent lock) + drain ──timeout──────────────────────────► run_once      (declined)
 //!     ▼
-//!   plan + capture snapshot ──alloc/copy/symbols/budget────────► run_once      (declined)
+//!   plan + capture snapshot ──alloc/copy/symbols/budget──────────► run_once      (declined)
 //!     ▼
 //!   ┌► on_pass ─► run pass (own completion signal) ─► on_pass_end
-//!   │     │ panic: memory is restored ─────────────────────────► run_once      (declined)
+//!   │     │ panic before the pass: memory is as captured ──────────► run_once      (declined)
+//!   │     │ not submitted ──────────────────────────────────────────► run_once      (declined)
+//!   │     │ late (past the pass deadline) ──────► completion follows that pass  (declined)
 //!   │     ▼
-//!   │   more passes? (plan, should_continue) ──no──► complete once (app signal) (replayed)
-//!   └── restore ◄──yes
+//!   │   more passes? (plan, contention, should_continue) ──no──► complete once (replayed)
+//!   └── restore ◄──yes        │ failed twice / stuck ──────────────► run_once      (failed)
 //! ```
 //! The last pass is never followed by a restore: the application sees what the kernel made.
+//! A pass always starts from the captured inputs, so stopping after any completed (or late)
+//! pass leaves the application the result of one correct execution. Only a restore that does
+//! not complete leaves memory in a state no execution produces: that outcome is `failed`.
+//!
+//! [`ReplayTarget::end`] releases the agent before [`ReplayPolicy::on_end`] runs, so the tool's
+//! end-of-dispatch work never holds up other work on the agent.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
@@ -26,35 +34,46 @@ use std::time::Duration;
 use crate::context::{PassGuard, Service, service_active};
 use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
-use crate::engine::snapshot::{DeviceMemory, Snapshot, SnapshotPlan};
+use crate::engine::settings::Settings;
+use crate::engine::snapshot::{DeviceMemory, RestoreError, Snapshot, SnapshotPlan};
 use crate::policy::{
-    DeclineReason, MAX_OPEN_ENDED_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport,
-    ReplayPolicy,
+    DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome, OutcomeKind, Pass,
+    PassPlan, PassReport, ReplayPolicy,
 };
+
+/// Why a pass did not complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PassError {
+    /// The pass was never submitted: memory is as before it.
+    NotSubmitted(DeclineReason),
+    /// The pass was submitted and had not completed at the pass deadline; it may still run.
+    Late,
+}
 
 /// The backend's handle on one intercepted dispatch.
 pub(crate) trait ReplayTarget: DeviceMemory {
-    /// Takes exclusive use of the agent for the window (deadline); called only for dispatches
-    /// that will be replayed, so skipped dispatches never wait for it.
+    /// Takes exclusive use of the agent for the window (lock deadline); called only for
+    /// dispatches that will be replayed, so skipped dispatches never wait for it.
     fn begin(&mut self) -> Result<(), DeclineReason>;
     /// Waits (with a deadline) until the agent has nothing else in flight.
     fn drain(&mut self) -> Result<(), DeclineReason>;
     /// Module-scope variables (address, size) visible to the agent, found now.
     fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason>;
-    /// Runs one pass with the engine's own completion signal and waits for it (deadline);
-    /// returns the kernel time when `timed`.
-    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, DeclineReason>;
+    /// Runs one pass with the engine's own completion signal and waits for it (pass
+    /// deadline); returns the kernel time when `timed`.
+    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError>;
     /// Submits the dispatch unchanged (its own completion signal): the ordinary single run.
     fn run_once(&mut self);
     /// Signals the application's completion exactly once, after the last pass.
     fn complete(&mut self);
-}
-
-/// Engine settings.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct WindowConfig {
-    /// Largest snapshot in bytes.
-    pub(crate) budget: u64,
+    /// Arranges the application's completion to follow the pass still running (after
+    /// [`PassError::Late`]): that pass's result is the application's.
+    fn complete_after_pass(&mut self);
+    /// Whether other work has waited for the agent longer than the lock deadline (the
+    /// window then stops after the current pass).
+    fn contended(&self) -> bool;
+    /// Releases the agent (end of the window); called once, before `on_end`.
+    fn end(&mut self);
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -86,11 +105,18 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     info: &DispatchInfo,
     target: &mut dyn ReplayTarget,
     inventory: &AllocationInventory,
-    config: WindowConfig,
+    settings: &Settings,
 ) -> Outcome {
     let Some(plan) = call("pass_count", info, || policy.pass_count(info)) else {
         target.run_once();
         return Outcome::ordinary(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
+    };
+    // Ends a dispatch that never entered the window: one ordinary run.
+    let ordinary = |target: &mut dyn ReplayTarget, kind: OutcomeKind, state: P::State| {
+        target.run_once();
+        let outcome = Outcome::ordinary(kind);
+        call("on_end", info, || policy.on_end(info, state, &outcome));
+        outcome
     };
     let (limit, fixed, asks, mut state) = match plan {
         PassPlan::Skip => {
@@ -98,43 +124,73 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             return Outcome::ordinary(OutcomeKind::Skipped);
         }
         PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state } if passes <= 1 => {
-            target.run_once();
-            let outcome = Outcome::ordinary(OutcomeKind::Skipped);
-            call("on_end", info, || policy.on_end(info, state, &outcome));
-            return outcome;
+            return ordinary(target, OutcomeKind::Skipped, state);
+        }
+        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state }
+            if passes > MAX_PASSES =>
+        {
+            warn_once(&TOO_MANY, || {
+                tracing::warn!(
+                    passes,
+                    "a policy asked for more than {MAX_PASSES} passes; such dispatches are not \
+                     replayed"
+                )
+            });
+            return ordinary(
+                target,
+                OutcomeKind::Declined(DeclineReason::TooManyPasses),
+                state,
+            );
         }
         PassPlan::Exactly { passes, state } => (passes, true, false, state),
         PassPlan::UpTo { passes, state } => (passes, false, P::DECIDES_CONTINUE, state),
         PassPlan::Until { state } => {
             if !P::DECIDES_CONTINUE {
-                warn_open_ended_once();
-                target.run_once();
-                let outcome = Outcome::ordinary(OutcomeKind::Declined(
-                    DeclineReason::OpenEndedWithoutContinue,
-                ));
-                call("on_end", info, || policy.on_end(info, state, &outcome));
-                return outcome;
+                warn_once(&OPEN_ENDED, || {
+                    tracing::warn!(
+                        "a policy returned PassPlan::Until without DECIDES_CONTINUE: \
+                         open-ended replay needs a continue decision; such dispatches are not \
+                         replayed"
+                    )
+                });
+                return ordinary(
+                    target,
+                    OutcomeKind::Declined(DeclineReason::OpenEndedWithoutContinue),
+                    state,
+                );
             }
             (MAX_OPEN_ENDED_PASSES, false, true, state)
         }
     };
     let total = fixed.then_some(limit);
 
-    let decline = |target: &mut dyn ReplayTarget, reason: DeclineReason, state: P::State| {
+    if let Err(reason) = target.begin() {
         tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
-        target.run_once();
-        let outcome = Outcome::ordinary(OutcomeKind::Declined(reason));
+        return ordinary(target, OutcomeKind::Declined(reason), state);
+    }
+    // From here on the window holds the agent: every way out ends it before `on_end`.
+    let finish = |target: &mut dyn ReplayTarget, state: P::State, outcome: Outcome| {
+        target.end();
         call("on_end", info, || policy.on_end(info, state, &outcome));
         outcome
     };
+    let decline = |target: &mut dyn ReplayTarget, reason: DeclineReason, state: P::State| {
+        tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
+        target.run_once();
+        finish(
+            target,
+            state,
+            Outcome::ordinary(OutcomeKind::Declined(reason)),
+        )
+    };
 
-    if let Err(reason) = target.begin().and_then(|()| target.drain()) {
+    if let Err(reason) = target.drain() {
         return decline(target, reason, state);
     }
     let snapshot = match target
         .module_variables()
-        .and_then(|vars| SnapshotPlan::new(inventory, info.agent, &vars, config.budget))
-        .and_then(|plan| Snapshot::capture(plan, target))
+        .and_then(|vars| SnapshotPlan::new(inventory, info.agent, &vars, settings.budget))
+        .and_then(|plan| Snapshot::capture(plan, inventory, target))
     {
         Ok(s) => s,
         Err(reason) => return decline(target, reason, state),
@@ -144,6 +200,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     outcome.passes = 0;
     outcome.snapshot_bytes = snapshot.bytes;
     outcome.snapshot_time = snapshot.capture_time;
+    outcome.skipped_regions = snapshot.skipped;
     let mut guard = PassGuard::new();
     let mut index = 0u32;
     loop {
@@ -164,8 +221,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
             target.run_once();
             outcome.passes += 1;
-            call("on_end", info, || policy.on_end(info, state, &outcome));
-            return outcome;
+            return finish(target, state, outcome);
         }
         let timed = service_active(Service::DispatchTiming);
         match target.run_pass(timed) {
@@ -188,25 +244,50 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                     break;
                 }
             }
-            Err(reason) => {
-                outcome.kind = OutcomeKind::Declined(reason);
-                tracing::error!(
+            Err(PassError::NotSubmitted(reason)) => {
+                // Nothing of this pass ran: memory is as captured or just restored.
+                tracing::warn!(
                     kernel = info.kernel(),
                     reason = reason.code(),
-                    "a replay pass failed"
+                    "a replay pass could not be submitted; the dispatch runs once"
                 );
-                // The failed pass may have touched memory: put the inputs back, run once.
-                let _ = snapshot.restore(inventory, target);
                 drop(guard);
+                outcome.kind = OutcomeKind::Declined(reason);
                 target.run_once();
                 outcome.passes += 1;
-                call("on_end", info, || policy.on_end(info, state, &outcome));
-                return outcome;
+                return finish(target, state, outcome);
+            }
+            Err(PassError::Late) => {
+                // The pass started from the captured inputs and will finish on its own: its
+                // result is one correct execution. Restoring or running again now would race
+                // with it, so the application's completion simply follows it.
+                tracing::warn!(
+                    kernel = info.kernel(),
+                    dispatch = %info.dispatch_id,
+                    "a replay pass outlived the pass deadline; the application's completion \
+                     follows that pass and replay of this dispatch ends"
+                );
+                drop(guard);
+                outcome.kind = OutcomeKind::Declined(DeclineReason::PassTimeout);
+                outcome.passes += 1;
+                outcome.pass_times.push(None);
+                target.complete_after_pass();
+                return finish(target, state, outcome);
             }
         }
         drop(scope);
         let completed = index + 1;
         if completed >= limit {
+            break;
+        }
+        if target.contended() {
+            tracing::warn!(
+                kernel = info.kernel(),
+                dispatch = %info.dispatch_id,
+                passes = completed,
+                "other work waited for the agent past the lock deadline: replay stops after this pass"
+            );
+            outcome.kind = OutcomeKind::Declined(DeclineReason::LockContention);
             break;
         }
         if asks {
@@ -227,35 +308,41 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 outcome.skipped_regions += stats.skipped;
                 outcome.restore_time += stats.time;
             }
-            Err(reason) => {
+            Err(error) => {
+                let reason = match error {
+                    RestoreError::Failed => FailureReason::RestoreFailed,
+                    RestoreError::Stuck => {
+                        // Copies may still read the staging buffers: never reuse them.
+                        snapshot.leak();
+                        FailureReason::RestoreStuck
+                    }
+                };
                 tracing::error!(
                     kernel = info.kernel(),
-                    "restore failed between passes: device memory may hold a partly restored state"
+                    dispatch = %info.dispatch_id,
+                    reason = reason.code(),
+                    "restore failed between passes: device memory holds a partly restored \
+                     state; the dispatch runs once more on it and its result may be wrong"
                 );
-                outcome.kind = OutcomeKind::Declined(reason);
                 drop(guard);
+                outcome.kind = OutcomeKind::Failed(reason);
                 target.run_once();
                 outcome.passes += 1;
-                call("on_end", info, || policy.on_end(info, state, &outcome));
-                return outcome;
+                return finish(target, state, outcome);
             }
         }
         index += 1;
     }
     drop(guard);
     target.complete();
-    call("on_end", info, || policy.on_end(info, state, &outcome));
-    outcome
+    finish(target, state, outcome)
 }
 
-fn warn_open_ended_once() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        tracing::warn!(
-            "a policy returned PassPlan::Until without DECIDES_CONTINUE: open-ended replay needs a \
-             continue decision; such dispatches are not replayed"
-        );
-    });
+static OPEN_ENDED: std::sync::Once = std::sync::Once::new();
+static TOO_MANY: std::sync::Once = std::sync::Once::new();
+
+fn warn_once(once: &std::sync::Once, warn: impl FnOnce()) {
+    once.call_once(warn);
 }
 
 #[cfg(test)]

@@ -1,13 +1,14 @@
 //! The replay window against a simulated device: every row of the reference pass-count table,
 //! the per-dispatch/per-pass state rules, and every decline path.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::context::Context;
 use crate::dispatch::{AgentId, DispatchId, QueueId};
 use crate::engine::inventory::Origin;
+use crate::engine::snapshot::{CopyError, Direction, Transfer, host_copy};
 
 /// A device whose memory is a host buffer and whose kernel is `a[i] += 1; counter += 1`.
 struct SimDevice {
@@ -18,7 +19,20 @@ struct SimDevice {
     completions: u32,
     fail_drain: bool,
     fail_reads: bool,
-    fail_pass: Option<u32>,
+    /// Restore batches that fail (counted down).
+    failing_restores: u32,
+    stuck_restore: bool,
+    /// The pass (0-based) that outlives its deadline: it runs, but "late".
+    late_pass: Option<u32>,
+    /// The pass that cannot be submitted.
+    unsubmittable_pass: Option<u32>,
+    /// Contention reported after this many passes.
+    contended_after: Option<u32>,
+    /// The window is open (between `begin` and `end`).
+    open: bool,
+    /// Mirrors `open` for a policy to look at.
+    open_flag: Option<Arc<AtomicBool>>,
+    ended: u32,
     inputs_seen: Vec<Vec<u32>>,
 }
 
@@ -32,7 +46,14 @@ impl SimDevice {
             completions: 0,
             fail_drain: false,
             fail_reads: false,
-            fail_pass: None,
+            failing_restores: 0,
+            stuck_restore: false,
+            late_pass: None,
+            unsubmittable_pass: None,
+            contended_after: None,
+            open: false,
+            open_flag: None,
+            ended: 0,
             inputs_seen: Vec::new(),
         }
     }
@@ -52,23 +73,32 @@ impl SimDevice {
 }
 
 impl DeviceMemory for SimDevice {
-    fn read(&mut self, src: usize, dst: &mut [u8]) -> bool {
-        if self.fail_reads {
-            return false;
+    fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+        match direction {
+            Direction::Capture if self.fail_reads => return Err(CopyError::Failed),
+            Direction::Restore if self.stuck_restore => return Err(CopyError::Stuck),
+            Direction::Restore if self.failing_restores > 0 => {
+                self.failing_restores -= 1;
+                // A failed batch may have copied part of its regions: copy the first only.
+                // SAFETY: the engine only passes regions registered below (live fields of
+                // self) and its own heap staging.
+                unsafe { host_copy(direction, &transfers[..1]) };
+                return Err(CopyError::Failed);
+            }
+            _ => {}
         }
-        // SAFETY: the engine only asks for regions registered below (live fields of self).
-        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
-        true
-    }
-    fn write(&mut self, dst: usize, src: &[u8]) -> bool {
         // SAFETY: as above.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
-        true
+        unsafe { host_copy(direction, transfers) };
+        Ok(())
     }
 }
 
 impl ReplayTarget for SimDevice {
     fn begin(&mut self) -> Result<(), DeclineReason> {
+        self.open = true;
+        if let Some(f) = &self.open_flag {
+            f.store(true, Ordering::SeqCst);
+        }
         Ok(())
     }
     fn drain(&mut self) -> Result<(), DeclineReason> {
@@ -81,12 +111,16 @@ impl ReplayTarget for SimDevice {
     fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
         Ok(vec![(self.counter_addr(), 4)])
     }
-    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, DeclineReason> {
-        if self.fail_pass == Some(self.passes) {
-            return Err(DeclineReason::PassTimeout);
+    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        if self.unsubmittable_pass == Some(self.passes) {
+            return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
         }
+        let index = self.passes;
         self.passes += 1;
         self.kernel();
+        if self.late_pass == Some(index) {
+            return Err(PassError::Late);
+        }
         Ok(timed.then_some(Duration::from_nanos(1000 + self.passes as u64)))
     }
     fn run_once(&mut self) {
@@ -96,6 +130,21 @@ impl ReplayTarget for SimDevice {
     }
     fn complete(&mut self) {
         self.completions += 1;
+    }
+    fn complete_after_pass(&mut self) {
+        // The late pass already ran in `run_pass`; its completion is the application's.
+        self.completions += 1;
+    }
+    fn contended(&self) -> bool {
+        self.contended_after.is_some_and(|n| self.passes >= n)
+    }
+    fn end(&mut self) {
+        assert!(self.open, "end without begin");
+        self.open = false;
+        if let Some(f) = &self.open_flag {
+            f.store(false, Ordering::SeqCst);
+        }
+        self.ended += 1;
     }
 }
 
@@ -114,19 +163,21 @@ fn info() -> DispatchInfo {
     }
 }
 
+fn settings(budget: u64) -> Settings {
+    Settings {
+        budget,
+        ..Settings::from_lookup(|_| None)
+    }
+}
+
 /// Runs `policy` on a fresh device; returns the device and outcome.
 fn run<P: ReplayPolicy>(policy: &P, setup: impl FnOnce(&mut SimDevice)) -> (SimDevice, Outcome) {
     let mut dev = SimDevice::new();
     setup(&mut dev);
     let inv = AllocationInventory::new();
     inv.record(dev.base(), dev.data.len() * 4, AgentId(7), Origin::Pool);
-    let out = run_window(
-        policy,
-        &info(),
-        &mut dev,
-        &inv,
-        WindowConfig { budget: u64::MAX },
-    );
+    let out = run_window(policy, &info(), &mut dev, &inv, &settings(u64::MAX));
+    assert!(!dev.open, "the window was left open");
     (dev, out)
 }
 
@@ -316,19 +367,149 @@ fn over_budget_declines() {
         &info(),
         &mut dev,
         &inv,
-        WindowConfig { budget: 10 },
+        &settings(10),
     );
     assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::OverBudget));
     assert_one_execution(&dev);
 }
 
 #[test]
-fn a_failing_pass_restores_and_runs_once() {
+fn a_late_pass_is_the_one_execution_nothing_is_restored_or_run_again() {
     let (dev, out) = run(&NoContinue(|| PassPlan::exactly(4, ())), |d| {
-        d.fail_pass = Some(2)
+        d.late_pass = Some(2)
     });
     assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::PassTimeout));
+    assert_eq!((out.passes, dev.passes, dev.ordinary_runs), (3, 3, 0));
+    assert_eq!(out.pass_times.len(), 3);
+    assert_eq!(
+        out.restored_bytes,
+        2 * (16 * 4 + 4),
+        "restored before passes 1 and 2 only"
+    );
     assert_one_execution(&dev);
+}
+
+#[test]
+fn a_pass_that_cannot_be_submitted_declines_and_runs_once_from_the_restored_inputs() {
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(4, ())), |d| {
+        d.unsubmittable_pass = Some(1)
+    });
+    assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::SubmitFailed));
+    assert_eq!((dev.passes, dev.ordinary_runs), (1, 1));
+    assert_one_execution(&dev);
+}
+
+#[test]
+fn a_restore_that_fails_once_is_retried_and_the_replay_goes_on() {
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(3, ())), |d| {
+        d.failing_restores = 1
+    });
+    assert_eq!((out.kind, out.passes), (OutcomeKind::Replayed, 3));
+    assert_one_execution(&dev);
+}
+
+#[test]
+fn a_restore_that_keeps_failing_is_a_failure_not_a_decline() {
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(3, ())), |d| {
+        d.failing_restores = 2
+    });
+    assert_eq!(out.kind, OutcomeKind::Failed(FailureReason::RestoreFailed));
+    assert_eq!(out.kind.label(), "failed");
+    assert_eq!(out.kind.reason_code(), Some("restore_failed"));
+    // The application got its one completion; its memory is not trusted.
+    assert_eq!(dev.completions, 1);
+    assert_eq!(dev.ended, 1);
+}
+
+#[test]
+fn a_stuck_restore_is_a_failure() {
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(3, ())), |d| {
+        d.stuck_restore = true
+    });
+    assert_eq!(out.kind, OutcomeKind::Failed(FailureReason::RestoreStuck));
+    assert_eq!(dev.completions, 1);
+}
+
+#[test]
+fn contention_stops_the_replay_after_the_running_pass() {
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(6, ())), |d| {
+        d.contended_after = Some(2)
+    });
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention)
+    );
+    assert_eq!((out.passes, dev.passes, dev.ordinary_runs), (2, 2, 0));
+    assert_one_execution(&dev);
+}
+
+#[test]
+fn an_absurd_pass_count_is_declined_and_runs_once() {
+    for plan in [
+        || PassPlan::exactly(MAX_PASSES + 1, ()),
+        || PassPlan::up_to(u32::MAX, ()),
+    ] {
+        let (dev, out) = run(&NoContinue(plan), |_| {});
+        assert_eq!(
+            out.kind,
+            OutcomeKind::Declined(DeclineReason::TooManyPasses)
+        );
+        assert_eq!((dev.passes, dev.ordinary_runs, dev.ended), (0, 1, 0));
+        assert_one_execution(&dev);
+    }
+    let (_, out) = run(&NoContinue(|| PassPlan::exactly(MAX_PASSES, ())), |_| {});
+    assert_eq!(out.passes, MAX_PASSES, "the cap itself is allowed");
+}
+
+/// Records, at `on_end`, whether the device's window was still open.
+struct ChecksEnd {
+    open: Arc<AtomicBool>,
+    open_at_end: Mutex<Vec<bool>>,
+}
+impl ReplayPolicy for ChecksEnd {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+        PassPlan::exactly(3, ())
+    }
+    fn on_end(&self, _: &DispatchInfo, _: (), _: &Outcome) {
+        self.open_at_end
+            .lock()
+            .unwrap()
+            .push(self.open.load(Ordering::SeqCst));
+    }
+}
+
+#[test]
+fn every_way_out_of_a_window_ends_it_exactly_once() {
+    let setups: [fn(&mut SimDevice); 7] = [
+        |_| {},
+        |d| d.fail_drain = true,
+        |d| d.fail_reads = true,
+        |d| d.late_pass = Some(1),
+        |d| d.unsubmittable_pass = Some(0),
+        |d| d.failing_restores = 2,
+        |d| d.contended_after = Some(1),
+    ];
+    let open = Arc::new(AtomicBool::new(false));
+    let policy = ChecksEnd {
+        open: open.clone(),
+        open_at_end: Mutex::new(Vec::new()),
+    };
+    for setup in setups {
+        let (dev, _) = run(&policy, |d| {
+            d.open_flag = Some(open.clone());
+            setup(d)
+        });
+        assert_eq!(dev.ended, 1);
+        assert_eq!(dev.completions, 1);
+    }
+    let at_end = policy.open_at_end.lock().unwrap();
+    assert_eq!(at_end.len(), setups.len());
+    assert!(
+        at_end.iter().all(|open| !open),
+        "on_end ran inside the window: {at_end:?}"
+    );
 }
 
 struct Panics {

@@ -4,38 +4,38 @@
 //! change, or a pass would read it), and a copy must not read memory in the middle of a pass.
 //!
 //! - **Submission** of a copy that touches a GPU's memory holds that GPU's reader lock
-//!   ([`Fence`]), so no copy starts while a window holds the writer lock.
+//!   ([`Fence`]), so no copy starts while a window holds the writer lock; a copy submitted
+//!   while a window runs waits for it (never goes ahead unprotected).
 //! - **Asynchronous copies already submitted** when a window starts are waited for. Each one
 //!   that touches a GPU's memory runs with a *proxy* completion signal of ours and is listed in
-//!   the GPU's [`CopyFence`]; a handler on the runtime's async thread ([`retire`]) takes it off
-//!   the list when the proxy completes and then passes the completion on to the application's
-//!   signal. The window waits, with the drain deadline, until nothing on the list can still
-//!   run. A copy that waits for the dispatch being replayed (directly, or through another
-//!   listed copy) cannot run before the window ends, so it is not waited for.
+//!   the GPU's [`CopyFence`]. Our own watcher thread (`rocprof-replay-copies`) waits for the
+//!   proxies; when one completes it takes the copy off the lists and then passes the
+//!   completion on to the application's signal. The window waits, with the drain deadline,
+//!   until nothing on the list can still run. A copy that waits for the dispatch being
+//!   replayed (directly, or through another listed copy) cannot run before the window ends, so
+//!   it is not waited for.
+//! - Completions are never routed through the runtime's asynchronous-event thread: an
+//!   application may wait for a copy inside one of its own async handlers, which run there.
 //! - `hsa_amd_profiling_get_async_copy_time` on the application's signal answers with the
 //!   proxy's timestamps ([`copy_time`]), kept while the application has copy profiling on.
 
-use std::collections::HashMap;
-use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLockReadGuard};
 use rocprof_replay_sys::*;
 use smallvec::SmallVec;
 
-use super::{BACKEND, Backend, Gpu, INVENTORY, intercept};
-
-/// Most application signals whose last copy's timestamps are kept (they are replaced when the
-/// signal is used for another copy; the table is emptied when it grows past this).
-const COPY_TIMES_LIMIT: usize = 4096;
+use super::{Backend, Gpu, SignalTimes, intercept};
+use crate::engine::state::INVENTORY;
 
 /// The reader locks of the GPUs a copy touches, taken in agent order (so two copies never wait
 /// for each other) and held while the copy is submitted or, for a host copy, performed.
 pub(crate) struct Fence<'a> {
     gpus: SmallVec<[&'a Gpu; 2]>,
-    _guards: SmallVec<[Option<RwLockReadGuard<'a, ()>>; 2]>,
+    _guards: SmallVec<[RwLockReadGuard<'a, ()>; 2]>,
 }
 
 impl<'a> Fence<'a> {
@@ -56,10 +56,8 @@ impl<'a> Fence<'a> {
             gpus.sort_by_key(|g| g.index);
             gpus.dedup_by_key(|g| g.index);
         }
-        let _guards = gpus
-            .iter()
-            .map(|g| g.lock.try_read_for(be.limits.lock))
-            .collect();
+        let lock = be.settings().lock;
+        let _guards = gpus.iter().map(|g| g.read_outside_window(lock)).collect();
         Fence { gpus, _guards }
     }
 }
@@ -93,16 +91,33 @@ impl CopyFence {
     }
 
     /// Waits until no listed copy can run before the dispatch whose completion signal is
-    /// `replayed` finishes; `false` when `deadline` passes first.
-    pub(crate) fn wait_idle(&self, replayed: hsa_signal_t, deadline: Instant) -> bool {
+    /// `replayed` finishes. `Err(Held)` when copies remain that wait for that dispatch: they
+    /// cannot run during the window, and the snapshot's own copies could queue behind them on
+    /// the runtime's in-order copy engines. `Err(TimedOut)` when `deadline` passes first.
+    pub(crate) fn wait_idle(&self, replayed: hsa_signal_t, deadline: Instant) -> Result<(), Busy> {
         let mut list = self.inflight.lock();
         while any_runnable(&list, replayed) {
-            if self.retired.wait_until(&mut list, deadline).timed_out() {
-                return !any_runnable(&list, replayed);
+            if self.retired.wait_until(&mut list, deadline).timed_out()
+                && any_runnable(&list, replayed)
+            {
+                return Err(Busy::TimedOut);
             }
         }
-        true
+        if list.is_empty() {
+            Ok(())
+        } else {
+            Err(Busy::Held)
+        }
     }
+}
+
+/// Why [`CopyFence::wait_idle`] did not leave the GPU free of copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Busy {
+    /// Copies still waiting for the replayed dispatch.
+    Held,
+    /// Runnable copies outlived the deadline.
+    TimedOut,
 }
 
 /// Whether some copy in `list` may still run while the dispatch that signals `replayed` is
@@ -127,6 +142,14 @@ fn any_runnable(list: &[InflightCopy], replayed: hsa_signal_t) -> bool {
         .any(|c| !c.deps.iter().any(|d| held.contains(d)))
 }
 
+/// What retiring one fenced copy needs.
+struct Ticket {
+    id: u64,
+    gpus: SmallVec<[u32; 2]>,
+    app: hsa_signal_t,
+    proxy: hsa_signal_t,
+}
+
 /// Process-wide bookkeeping of fenced asynchronous copies.
 #[derive(Default)]
 pub(crate) struct CopyTracker {
@@ -135,17 +158,31 @@ pub(crate) struct CopyTracker {
     spare: Mutex<Vec<hsa_signal_t>>,
     /// Application signal -> timestamps of its last fenced copy (only when the runtime
     /// recorded them, i.e. copy profiling is on).
-    times: Mutex<HashMap<u64, hsa_amd_profiling_async_copy_time_t>>,
-    has_times: AtomicBool,
+    times: OnceLock<SignalTimes<hsa_amd_profiling_async_copy_time_t>>,
     /// The application turned copy profiling on (`hsa_amd_profiling_async_copy_enable`).
     profiling: AtomicBool,
+    watcher: OnceLock<Option<Arc<Watcher>>>,
+}
+
+/// The thread that waits for proxy signals and retires their copies.
+struct Watcher {
+    /// Copies whose proxies have not completed yet.
+    tickets: Mutex<Vec<Ticket>>,
+    /// Raised (non-zero) when `tickets` grew or the thread must stop.
+    wake: hsa_signal_t,
+    stop: AtomicBool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl CopyTracker {
+    fn times(&self) -> &SignalTimes<hsa_amd_profiling_async_copy_time_t> {
+        self.times.get_or_init(SignalTimes::new)
+    }
+
     /// A proxy signal with value 1.
     fn proxy(&self, be: &Backend) -> Option<hsa_signal_t> {
         if let Some(s) = self.spare.lock().pop() {
-            // SAFETY: one of our proxy signals, no longer referenced by any copy or handler.
+            // SAFETY: one of our proxy signals, no longer referenced by any copy or ticket.
             unsafe { (be.orig.signal_store)(s, 1) };
             return Some(s);
         }
@@ -155,23 +192,53 @@ impl CopyTracker {
         (st == HSA_STATUS_SUCCESS).then_some(s)
     }
 
-    fn forget_time(&self, app: hsa_signal_t) {
-        if self.has_times.load(Ordering::Relaxed) {
-            self.times.lock().remove(&app.handle);
-        }
+    /// The watcher thread, started on first use; `None` when it cannot run.
+    fn watcher(&self, be: &'static Backend) -> Option<&Arc<Watcher>> {
+        self.watcher
+            .get_or_init(|| {
+                let wait_any = be.orig.signal_wait_any?;
+                let mut wake = hsa_signal_t::default();
+                // SAFETY: creating a plain signal with no consumer list.
+                let st = unsafe { (be.orig.signal_create)(0, 0, std::ptr::null(), &mut wake) };
+                if st != HSA_STATUS_SUCCESS {
+                    return None;
+                }
+                let watcher = Arc::new(Watcher {
+                    tickets: Mutex::new(Vec::new()),
+                    wake,
+                    stop: AtomicBool::new(false),
+                    thread: Mutex::new(None),
+                });
+                let w = watcher.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("rocprof-replay-copies".into())
+                    .spawn(move || watch(be, &w, wait_any));
+                match spawned {
+                    Ok(handle) => {
+                        *watcher.thread.lock() = Some(handle);
+                        Some(watcher)
+                    }
+                    Err(_) => {
+                        // SAFETY: our signal; no thread uses it.
+                        unsafe { (be.orig.signal_destroy)(wake) };
+                        None
+                    }
+                }
+            })
+            .as_ref()
     }
 
-    fn record_time(&self, app: hsa_signal_t, time: hsa_amd_profiling_async_copy_time_t) {
-        let mut times = self.times.lock();
-        if times.len() >= COPY_TIMES_LIMIT {
-            times.clear();
+    /// Stops the watcher (retiring what already completed) and destroys the spare proxies
+    /// (OnUnload).
+    pub(crate) fn shutdown(&self, be: &Backend) {
+        if let Some(Some(w)) = self.watcher.get() {
+            w.stop.store(true, Ordering::Release);
+            // SAFETY: our live signal.
+            unsafe { (be.orig.signal_store)(w.wake, 1) };
+            if let Some(handle) = w.thread.lock().take() {
+                let _ = handle.join();
+            }
         }
-        times.insert(app.handle, time);
-        self.has_times.store(true, Ordering::Relaxed);
-    }
-
-    /// Destroys the spare proxies (OnUnload).
-    pub(crate) fn clear(&self, be: &Backend) {
         for s in std::mem::take(&mut *self.spare.lock()) {
             // SAFETY: our own idle signals.
             unsafe { (be.orig.signal_destroy)(s) };
@@ -179,14 +246,64 @@ impl CopyTracker {
     }
 }
 
-/// What [`retire`] needs to finish one fenced copy.
-struct Ticket {
-    id: u64,
-    gpus: SmallVec<[u32; 2]>,
-    app: hsa_signal_t,
-    proxy: hsa_signal_t,
-    /// The submission failed: retire without signalling the application.
-    cancelled: AtomicBool,
+/// The watcher's loop: wait for any proxy (or the wake signal), retire what completed.
+fn watch(be: &Backend, w: &Watcher, wait_any: hsa_amd_signal_wait_any_fn_t) {
+    let slice = be.ticks(Duration::from_millis(200));
+    let mut signals: Vec<hsa_signal_t> = Vec::new();
+    let mut conds: Vec<hsa_signal_condition_t> = Vec::new();
+    let mut values: Vec<hsa_signal_value_t> = Vec::new();
+    loop {
+        // Lower the wake flag before reading the list: a ticket pushed after this raises it
+        // again, so the next wait returns at once.
+        // SAFETY: our live signal.
+        unsafe { (be.orig.signal_store)(w.wake, 0) };
+        let stop = w.stop.load(Ordering::Acquire);
+        let done = {
+            let mut tickets = w.tickets.lock();
+            let mut done = Vec::new();
+            let mut i = 0;
+            while i < tickets.len() {
+                // SAFETY: a live proxy signal of ours.
+                if unsafe { (be.orig.signal_load)(tickets[i].proxy) } < 1 {
+                    done.push(tickets.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            signals.clear();
+            conds.clear();
+            values.clear();
+            signals.push(w.wake);
+            conds.push(HSA_SIGNAL_CONDITION_NE);
+            values.push(0);
+            for t in tickets.iter() {
+                signals.push(t.proxy);
+                conds.push(HSA_SIGNAL_CONDITION_LT);
+                values.push(1);
+            }
+            done
+        };
+        for ticket in done {
+            retire(be, ticket);
+        }
+        if stop {
+            return;
+        }
+        let mut value = 0;
+        // SAFETY: the arrays hold `signals.len()` live signals of ours with their conditions;
+        // the wait is bounded by `slice`.
+        unsafe {
+            wait_any(
+                signals.len() as u32,
+                signals.as_mut_ptr(),
+                conds.as_mut_ptr(),
+                values.as_mut_ptr(),
+                slice,
+                HSA_WAIT_STATE_BLOCKED,
+                &mut value,
+            )
+        };
+    }
 }
 
 fn warn_unfenced_once(why: &str) {
@@ -198,21 +315,52 @@ fn warn_unfenced_once(why: &str) {
 
 /// Submits an asynchronous copy through `submit` (which takes the completion signal to use),
 /// fenced as the module documentation describes. `app` is the application's completion
-/// signal and `deps` its dependency signals.
+/// signal and `deps` its dependency signals. An internal panic before the copy was submitted
+/// submits it unfenced; after, it returns the runtime's status.
 pub(crate) fn submit_async(
-    be: &Backend,
+    be: &'static Backend,
+    touched: &[(usize, Option<hsa_agent_t>)],
+    app: hsa_signal_t,
+    deps: &[hsa_signal_t],
+    submit: impl FnOnce(hsa_signal_t) -> hsa_status_t,
+) -> hsa_status_t {
+    let submit = std::cell::Cell::new(Some(submit));
+    let status = std::cell::Cell::new(None);
+    let once = |completion| match submit.take() {
+        Some(f) => {
+            let st = f(completion);
+            status.set(Some(st));
+            st
+        }
+        None => HSA_STATUS_ERROR,
+    };
+    match catch_unwind(AssertUnwindSafe(|| fenced(be, touched, app, deps, once))) {
+        Ok(st) => st,
+        Err(_) => {
+            tracing::error!("internal error (panic) while fencing an asynchronous copy");
+            match (status.get(), submit.take()) {
+                (Some(st), _) => st,
+                (None, Some(f)) => f(app),
+                (None, None) => HSA_STATUS_ERROR,
+            }
+        }
+    }
+}
+
+fn fenced(
+    be: &'static Backend,
     touched: &[(usize, Option<hsa_agent_t>)],
     app: hsa_signal_t,
     deps: &[hsa_signal_t],
     submit: impl FnOnce(hsa_signal_t) -> hsa_status_t,
 ) -> hsa_status_t {
     let fence = Fence::take(be, touched);
-    be.copies.forget_time(app);
+    be.copies.times().forget(app);
     if fence.gpus.is_empty() || app.handle == 0 {
         return submit(app);
     }
-    let Some(register) = be.orig.signal_async_handler else {
-        warn_unfenced_once("the runtime has no hsa_amd_signal_async_handler");
+    let Some(watcher) = be.copies.watcher(be) else {
+        warn_unfenced_once("the completion watcher cannot run (no hsa_amd_signal_wait_any?)");
         return submit(app);
     };
     let Some(proxy) = be.copies.proxy(be) else {
@@ -227,78 +375,51 @@ pub(crate) fn submit_async(
             deps: deps.iter().map(|d| d.handle).collect(),
         });
     }
-    let ticket = Box::into_raw(Box::new(Ticket {
-        id,
-        gpus: fence.gpus.iter().map(|g| g.index).collect(),
-        app,
-        proxy,
-        cancelled: AtomicBool::new(false),
-    }));
-    // SAFETY: `proxy` is our live signal; `retire` takes ownership of `ticket` when it runs.
-    let st = unsafe {
-        register(
-            proxy,
-            HSA_SIGNAL_CONDITION_LT,
-            1,
-            Some(retire),
-            ticket.cast(),
-        )
-    };
+    let st = submit(proxy);
     if st != HSA_STATUS_SUCCESS {
-        // SAFETY: the handler was not registered, so the ticket is still ours.
-        drop(unsafe { Box::from_raw(ticket) });
+        // Nothing will complete the proxy: take the copy off the lists, leave `app` alone.
         for gpu in &fence.gpus {
             gpu.copies.retire(id);
         }
         be.copies.spare.lock().push(proxy);
-        warn_unfenced_once("hsa_amd_signal_async_handler failed");
-        return submit(app);
+        return st;
     }
-    let st = submit(proxy);
-    if st != HSA_STATUS_SUCCESS {
-        // Nothing will complete the proxy: complete it ourselves, telling the handler that
-        // the application's signal must not move.
-        // SAFETY: the handler runs only once the proxy drops below 1, which nothing but the
-        // store below can cause now; until then the ticket is alive.
-        unsafe { (*ticket).cancelled.store(true, Ordering::Release) };
-        // SAFETY: our live signal.
-        unsafe { (be.orig.signal_store)(proxy, 0) };
-    }
+    watcher.tickets.lock().push(Ticket {
+        id,
+        gpus: fence.gpus.iter().map(|g| g.index).collect(),
+        app,
+        proxy,
+    });
+    // SAFETY: our live signal; wakes the watcher to include the new proxy.
+    unsafe { (be.orig.signal_store)(watcher.wake, 1) };
     st
 }
 
-/// Runs on the runtime's async thread when a proxy completes: takes the copy off the lists,
-/// keeps its timestamps, signals the application, and recycles the proxy. Called once (it
-/// returns `false`, which unregisters it).
-unsafe extern "C" fn retire(_value: hsa_signal_value_t, arg: *mut c_void) -> bool {
-    // SAFETY: `arg` is the ticket leaked in `submit_async`, handed to us exactly once.
-    let ticket = unsafe { Box::from_raw(arg.cast::<Ticket>()) };
+/// Runs on the watcher thread when a proxy completed: takes the copy off the lists, keeps its
+/// timestamps, signals the application, and recycles the proxy.
+fn retire(be: &Backend, ticket: Ticket) {
     let done = catch_unwind(AssertUnwindSafe(|| {
-        let Some(be) = BACKEND.get() else { return };
         for &i in &ticket.gpus {
             if let Some(gpu) = be.gpus.get(i as usize) {
                 gpu.copies.retire(ticket.id);
             }
         }
-        if !ticket.cancelled.load(Ordering::Acquire) {
-            if be.copies.profiling.load(Ordering::Relaxed) {
-                let mut time = hsa_amd_profiling_async_copy_time_t::default();
-                // SAFETY: our completed proxy signal.
-                let st = unsafe { (be.orig.async_copy_time)(ticket.proxy, &mut time) };
-                if st == HSA_STATUS_SUCCESS {
-                    be.copies.record_time(ticket.app, time);
-                }
+        if be.copies.profiling.load(Ordering::Relaxed) {
+            let mut time = hsa_amd_profiling_async_copy_time_t::default();
+            // SAFETY: our completed proxy signal.
+            let st = unsafe { (be.orig.async_copy_time)(ticket.proxy, &mut time) };
+            if st == HSA_STATUS_SUCCESS {
+                be.copies.times().record(ticket.app, time);
             }
-            // SAFETY: the application's completion signal, decremented once, as the runtime
-            // would have when the copy finished.
-            unsafe { (be.orig.signal_subtract)(ticket.app, 1) };
         }
-        be.copies.spare.lock().push(ticket.proxy);
     }));
     if done.is_err() {
         tracing::error!("internal error (panic) while completing an asynchronous copy");
     }
-    false
+    // SAFETY: the application's completion signal, decremented once, as the runtime would have
+    // when the copy finished — whatever happened above.
+    unsafe { (be.orig.signal_subtract)(ticket.app, 1) };
+    be.copies.spare.lock().push(ticket.proxy);
 }
 
 /// Notes whether the application has copy profiling on (timestamps are kept only then).
@@ -311,10 +432,7 @@ pub(crate) fn copy_time(
     be: &Backend,
     signal: hsa_signal_t,
 ) -> Option<hsa_amd_profiling_async_copy_time_t> {
-    if !be.copies.has_times.load(Ordering::Relaxed) {
-        return None;
-    }
-    be.copies.times.lock().get(&signal.handle).copied()
+    be.copies.times.get()?.get(signal)
 }
 
 #[cfg(test)]
@@ -365,10 +483,12 @@ mod tests {
             f.retire(1);
         });
         let deadline = Instant::now() + std::time::Duration::from_secs(30);
-        assert!(fence.wait_idle(REPLAYED, deadline));
+        // Copy 2 waits for the replayed dispatch: not waited for, but reported.
+        assert_eq!(fence.wait_idle(REPLAYED, deadline), Err(Busy::Held));
         t.join().unwrap();
-        // Copy 2 waits for the replayed dispatch: still listed, not waited for.
         assert_eq!(fence.inflight.lock().len(), 1);
+        fence.retire(2);
+        assert_eq!(fence.wait_idle(REPLAYED, deadline), Ok(()));
     }
 
     #[test]
@@ -376,6 +496,6 @@ mod tests {
         let fence = CopyFence::default();
         fence.add(copy(1, &[]));
         let deadline = Instant::now() + std::time::Duration::from_millis(10);
-        assert!(!fence.wait_idle(REPLAYED, deadline));
+        assert_eq!(fence.wait_idle(REPLAYED, deadline), Err(Busy::TimedOut));
     }
 }

@@ -18,12 +18,55 @@ use crate::error::Error;
 
 /// Runs bookkeeping that must never unwind into the runtime.
 fn quietly(what: &str, f: impl FnOnce()) {
-    if catch_unwind(AssertUnwindSafe(f)).is_err() {
-        tracing::error!("internal error (panic) while {what}; continuing without it");
+    let _ = guarded(what, f);
+}
+
+/// Runs a hook's own work: a panic (a bug of ours) is logged and becomes `None`, so the hook
+/// can go on as if the tool were not there — it never unwinds into the runtime.
+pub(crate) fn guarded<R>(what: &str, f: impl FnOnce() -> R) -> Option<R> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(_) => {
+            tracing::error!("internal error (panic) while {what}; continuing without it");
+            None
+        }
     }
 }
 
-/// Writes our hooks into the live tables.
+/// Table writes made so far, undone if installing does not complete: a tool that fails to
+/// load is unloaded by the runtime, so no slot may keep pointing into it.
+struct Patcher {
+    undo: Vec<Box<dyn FnOnce()>>,
+}
+
+impl Patcher {
+    /// Writes `f` into `slot` and remembers the old value.
+    ///
+    /// # Safety
+    /// `table` is the live table of the slot's kind.
+    unsafe fn set<F: Copy + 'static>(
+        &mut self,
+        slot: Slot<F>,
+        table: *mut ApiTableVersion,
+        f: F,
+    ) -> Result<(), Error> {
+        // SAFETY: caller contract.
+        let old = unsafe { slot.write(table, Some(f)) }?;
+        self.undo.push(Box::new(move || {
+            // SAFETY: the same live table; puts back the value read above.
+            let _ = unsafe { slot.write(table, old) };
+        }));
+        Ok(())
+    }
+
+    fn rollback(self) {
+        for undo in self.undo.into_iter().rev() {
+            undo();
+        }
+    }
+}
+
+/// Writes our hooks into the live tables; on any failure every slot written is put back.
 ///
 /// # Safety
 /// `core` and `amd` are the live tables; originals were saved first.
@@ -31,34 +74,53 @@ pub(crate) unsafe fn install(
     core: *mut ApiTableVersion,
     amd: *mut ApiTableVersion,
 ) -> Result<(), Error> {
+    let mut p = Patcher { undo: Vec::new() };
+    // SAFETY: caller contract.
+    let result = unsafe { install_all(&mut p, core, amd) };
+    if result.is_err() {
+        p.rollback();
+    }
+    result
+}
+
+/// Every hook, in one sequence that stops at the first failure.
+///
+/// # Safety
+/// As [`install`].
+unsafe fn install_all(
+    p: &mut Patcher,
+    core: *mut ApiTableVersion,
+    amd: *mut ApiTableVersion,
+) -> Result<(), Error> {
     use slots::amd_ext as a;
     use slots::core as c;
     // SAFETY: live tables (caller contract); each slot is checked against the layout.
     unsafe {
-        c::QUEUE_CREATE.write(core, Some(queue_create))?;
-        c::QUEUE_DESTROY.write(core, Some(queue_destroy))?;
-        c::MEMORY_ALLOCATE.write(core, Some(memory_allocate))?;
-        c::MEMORY_FREE.write(core, Some(memory_free))?;
-        c::MEMORY_COPY.write(core, Some(memory_copy))?;
-        a::MEMORY_FILL.write(amd, Some(memory_fill))?;
-        a::MEMORY_ASYNC_COPY.write(amd, Some(async_copy))?;
-        a::PROFILING_GET_ASYNC_COPY_TIME.write(amd, Some(async_copy_time))?;
-        a::PROFILING_ASYNC_COPY_ENABLE.write(amd, Some(async_copy_profiling))?;
+        p.set(c::QUEUE_CREATE, core, queue_create)?;
+        p.set(c::QUEUE_DESTROY, core, queue_destroy)?;
+        p.set(c::MEMORY_ALLOCATE, core, memory_allocate)?;
+        p.set(c::MEMORY_FREE, core, memory_free)?;
+        p.set(c::MEMORY_COPY, core, memory_copy)?;
+        p.set(a::MEMORY_FILL, amd, memory_fill)?;
+        p.set(a::MEMORY_ASYNC_COPY, amd, async_copy)?;
+        p.set(a::PROFILING_GET_ASYNC_COPY_TIME, amd, async_copy_time)?;
+        p.set(a::PROFILING_ASYNC_COPY_ENABLE, amd, async_copy_profiling)?;
+        p.set(a::PROFILING_GET_DISPATCH_TIME, amd, dispatch_time)?;
         if a::MEMORY_ASYNC_COPY_RECT.read(amd)?.is_some() {
-            a::MEMORY_ASYNC_COPY_RECT.write(amd, Some(async_copy_rect))?;
+            p.set(a::MEMORY_ASYNC_COPY_RECT, amd, async_copy_rect)?;
         }
         if let Ok(Some(_)) = a::MEMORY_ASYNC_COPY_ON_ENGINE.read(amd) {
-            a::MEMORY_ASYNC_COPY_ON_ENGINE.write(amd, Some(async_copy_on_engine))?;
+            p.set(a::MEMORY_ASYNC_COPY_ON_ENGINE, amd, async_copy_on_engine)?;
         }
-        c::EXECUTABLE_FREEZE.write(core, Some(executable_freeze))?;
-        c::EXECUTABLE_DESTROY.write(core, Some(executable_destroy))?;
-        a::MEMORY_POOL_ALLOCATE.write(amd, Some(pool_allocate))?;
-        a::MEMORY_POOL_FREE.write(amd, Some(pool_free))?;
+        p.set(c::EXECUTABLE_FREEZE, core, executable_freeze)?;
+        p.set(c::EXECUTABLE_DESTROY, core, executable_destroy)?;
+        p.set(a::MEMORY_POOL_ALLOCATE, amd, pool_allocate)?;
+        p.set(a::MEMORY_POOL_FREE, amd, pool_free)?;
         if a::VMEM_MAP.read(amd).is_ok() {
-            a::VMEM_HANDLE_CREATE.write(amd, Some(vmem_handle_create))?;
-            a::VMEM_HANDLE_RELEASE.write(amd, Some(vmem_handle_release))?;
-            a::VMEM_MAP.write(amd, Some(vmem_map))?;
-            a::VMEM_UNMAP.write(amd, Some(vmem_unmap))?;
+            p.set(a::VMEM_HANDLE_CREATE, amd, vmem_handle_create)?;
+            p.set(a::VMEM_HANDLE_RELEASE, amd, vmem_handle_release)?;
+            p.set(a::VMEM_MAP, amd, vmem_map)?;
+            p.set(a::VMEM_UNMAP, amd, vmem_unmap)?;
         }
     }
     Ok(())
@@ -126,6 +188,14 @@ unsafe extern "C" fn queue_create(
     }
     // SAFETY: the runtime wrote a valid queue pointer.
     let q = unsafe { *queue };
+    // The queue exists now: whatever happens below, the application gets it.
+    let _ = guarded("setting up an intercept queue", || attach(be, q, agent));
+    HSA_STATUS_SUCCESS
+}
+
+/// Registers our interceptor on a new intercept queue, with its progress signal.
+fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
+    let o = &be.orig;
     let mut inflight = hsa_signal_t::default();
     // SAFETY: creating a plain signal with no consumer list.
     if unsafe { (o.signal_create)(0, 0, std::ptr::null(), &mut inflight) } != HSA_STATUS_SUCCESS {
@@ -147,17 +217,14 @@ unsafe extern "C" fn queue_create(
         tracing::warn!(status = %Status(st), "cannot register the queue interceptor: this queue is not replayed");
         // SAFETY: the reference made above, never handed out.
         drop(unsafe { Arc::from_raw(data_ptr.cast::<QueueState>()) });
-        return HSA_STATUS_SUCCESS;
+        return;
     }
     // SAFETY: a live queue.
     let st = unsafe { (o.profiler_enable)(q, 1) };
     if st != HSA_STATUS_SUCCESS {
         tracing::warn!(status = %Status(st), "cannot enable dispatch profiling: pass times are unavailable");
     }
-    quietly("recording a queue", || {
-        be.queues.write().insert(q as usize, state);
-    });
-    HSA_STATUS_SUCCESS
+    be.queues.write().insert(q as usize, state);
 }
 
 unsafe extern "C" fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
@@ -325,7 +392,11 @@ unsafe extern "C" fn memory_copy(
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
-    let _fence = backend().map(|be| Fence::take(be, &[(dst as usize, None), (src as usize, None)]));
+    let _fence = backend().and_then(|be| {
+        guarded("fencing a copy", || {
+            Fence::take(be, &[(dst as usize, None), (src as usize, None)])
+        })
+    });
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.memory_copy)(dst, src, size) }
 }
@@ -334,7 +405,11 @@ unsafe extern "C" fn memory_fill(ptr: *mut c_void, value: u32, count: usize) -> 
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
-    let _fence = backend().map(|be| Fence::take(be, &[(ptr as usize, None)]));
+    let _fence = backend().and_then(|be| {
+        guarded("fencing a fill", || {
+            Fence::take(be, &[(ptr as usize, None)])
+        })
+    });
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.memory_fill)(ptr, value, count) }
 }
@@ -503,6 +578,25 @@ unsafe extern "C" fn async_copy_time(
     }
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.async_copy_time)(signal, time) }
+}
+
+unsafe extern "C" fn dispatch_time(
+    agent: hsa_agent_t,
+    signal: hsa_signal_t,
+    time: *mut hsa_amd_profiling_dispatch_time_t,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    if !time.is_null() {
+        if let Some(t) = be.dispatch_times.get(signal) {
+            // SAFETY: the caller's output argument, checked non-null.
+            unsafe { time.write(t) };
+            return HSA_STATUS_SUCCESS;
+        }
+    }
+    // SAFETY: forwarding unchanged.
+    unsafe { (be.orig.dispatch_time)(agent, signal, time) }
 }
 
 // ---- vmem (6.x) ----------------------------------------------------------------------------

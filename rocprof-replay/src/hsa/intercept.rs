@@ -4,21 +4,23 @@
 //! call to `writer`. A single kernel-dispatch packet goes through the replay window under the
 //! agent's writer lock; every other submission is forwarded under the reader lock.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rocprof_replay_sys::*;
 
-use super::{ACTIVE, BACKEND, Backend, Gpu, INVENTORY, QueueState};
+use super::copies::Busy;
+use super::{ACTIVE, BACKEND, Backend, Gpu, QueueState};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId};
-use crate::engine::records;
-use crate::engine::snapshot::{DeviceMemory, Staging};
-use crate::engine::window::{ReplayTarget, WindowConfig};
-use crate::policy::{DeclineReason, Outcome, OutcomeKind};
+use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Staging, Tier, Transfer};
+use crate::engine::state;
+use crate::engine::window::{PassError, ReplayTarget};
+use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
 
 thread_local! {
     /// Set while this thread runs a replay window: packets it submits are forwarded as is.
@@ -67,6 +69,12 @@ pub(crate) unsafe extern "C" fn handler(
                 // SAFETY: the application's signal, decremented once.
                 unsafe { (be.orig.signal_subtract)(app, 1) };
             }
+            if let Some(info) = progress.info.take() {
+                state::report(
+                    &info,
+                    &Outcome::ordinary(OutcomeKind::Failed(FailureReason::InternalError)),
+                );
+            }
         }
     }
 }
@@ -78,6 +86,13 @@ struct Progress {
     forwarded: Cell<bool>,
     /// The application's completion has been delivered (or travels with a forwarded packet).
     completed: Cell<bool>,
+    /// The dispatch being replayed.
+    info: RefCell<Option<DispatchInfo>>,
+}
+
+/// The completion signal of any AQL packet (offset 56).
+fn completion_of(p: &hsa_kernel_dispatch_packet_t) -> hsa_signal_t {
+    p.completion_signal
 }
 
 unsafe fn intercept(
@@ -105,6 +120,10 @@ unsafe fn intercept(
     let packets = unsafe {
         std::slice::from_raw_parts(pkts.cast::<hsa_kernel_dispatch_packet_t>(), count as usize)
     };
+    // A signal used for new work no longer answers with a replayed dispatch's times.
+    for p in packets {
+        be.dispatch_times.forget(completion_of(p));
+    }
     let is_dispatch =
         |p: &hsa_kernel_dispatch_packet_t| header_type(p.header) == HSA_PACKET_TYPE_KERNEL_DISPATCH;
 
@@ -113,7 +132,7 @@ unsafe fn intercept(
             warn_multi_packet_once();
             for p in packets.iter().filter(|p| is_dispatch(p)) {
                 let info = dispatch_info(be, gpu, queue, p);
-                records::emit(
+                state::report(
                     &info,
                     &Outcome::ordinary(OutcomeKind::Declined(DeclineReason::MultiPacket)),
                 );
@@ -127,6 +146,7 @@ unsafe fn intercept(
 
     let packet = packets[0];
     let info = dispatch_info(be, gpu, queue, &packet);
+    *progress.info.borrow_mut() = Some(info.clone());
     IN_WINDOW.with(|w| w.set(true));
     let mut target = HsaTarget {
         be,
@@ -135,31 +155,21 @@ unsafe fn intercept(
         packet,
         write,
         signal: None,
+        copy_signal: None,
+        last_time: None,
         progress,
         window: None,
     };
-    let config = WindowConfig {
-        budget: be.limits.budget,
-    };
-    let outcome = be.replayer.replay(&info, &mut target, &INVENTORY, config);
+    be.engine.replay(&info, &mut target);
     drop(target);
     IN_WINDOW.with(|w| w.set(false));
-    tracing::info!(
-        kernel = info.kernel(),
-        dispatch = %info.dispatch_id,
-        outcome = outcome.kind.label(),
-        reason = outcome.kind.reason().map(|r| r.code()),
-        passes = outcome.passes,
-        snapshot_bytes = outcome.snapshot_bytes,
-        "dispatch"
-    );
-    records::emit(&info, &outcome);
 }
 
 /// Forwards `count` packets and, when the queue is tracked, a barrier-AND packet that
 /// decrements its `inflight` signal once everything before it has finished. When the ring is
 /// full it first waits for room (see `Backlog`), holding no agent lock; then, if `reader` names
-/// a GPU, it forwards under that GPU's reader lock (an ordinary submission, outside a window).
+/// a GPU, it forwards under that GPU's reader lock (an ordinary submission, outside a window:
+/// it waits for a window that holds the GPU to end).
 ///
 /// # Safety
 /// Inside the interceptor, with `count` valid packets at `pkts`.
@@ -174,10 +184,10 @@ unsafe fn forward_tracked(
     let tracked = queue.inflight.handle != 0;
     let backlog = tracked.then(|| {
         let mut backlog = queue.backlog.lock();
-        queue.wait_for_room(be, &mut backlog, count + 1, be.limits.drain);
+        queue.wait_for_room(be, &mut backlog, count + 1, be.settings().drain);
         backlog
     });
-    let _read = reader.map(|gpu| gpu.lock.try_read_for(be.limits.lock));
+    let _read = reader.map(|gpu| gpu.read_outside_window(be.settings().lock));
     let _backlog = backlog.map(|mut backlog| {
         let packets = count + 1;
         backlog.push(u32::try_from(packets).unwrap_or(u32::MAX));
@@ -237,11 +247,23 @@ struct HsaTarget<'a> {
     queue: &'a QueueState,
     packet: hsa_kernel_dispatch_packet_t,
     write: Writer,
-    /// The engine's own completion signal (created on first use).
+    /// The engine's own completion signal for passes and drains (created on first use).
     signal: Option<hsa_signal_t>,
+    /// Completion signal for snapshot copies (created on first use).
+    copy_signal: Option<hsa_signal_t>,
+    /// Timestamps of the last pass that completed.
+    last_time: Option<hsa_amd_profiling_dispatch_time_t>,
     progress: &'a Progress,
-    /// The agent's writer lock, held from `begin` to the end of the replay window.
+    /// The agent's writer lock, held from `begin` to `end`.
     window: Option<parking_lot::RwLockWriteGuard<'a, ()>>,
+}
+
+/// Creates a signal of ours with value 1.
+fn new_signal(be: &Backend) -> Option<hsa_signal_t> {
+    let mut s = hsa_signal_t::default();
+    // SAFETY: creating a plain signal with no consumer list.
+    let st = unsafe { (be.orig.signal_create)(1, 0, std::ptr::null(), &mut s) };
+    (st == HSA_STATUS_SUCCESS).then_some(s)
 }
 
 impl HsaTarget<'_> {
@@ -249,32 +271,25 @@ impl HsaTarget<'_> {
         if let Some(s) = self.signal {
             return Ok(s);
         }
-        let mut s = hsa_signal_t::default();
-        // SAFETY: creating a plain signal with no consumer list.
-        let st = unsafe { (self.be.orig.signal_create)(1, 0, std::ptr::null(), &mut s) };
-        if st != HSA_STATUS_SUCCESS {
-            return Err(DeclineReason::SubmitFailed);
-        }
+        let s = new_signal(self.be).ok_or(DeclineReason::SubmitFailed)?;
         self.signal = Some(s);
         Ok(s)
     }
 
-    /// Waits until `signal` reaches 0 or the deadline passes.
+    /// Waits until `signal` reaches 0 or `deadline` passes.
     fn wait_zero(&self, signal: hsa_signal_t, deadline: Duration) -> bool {
         let end = Instant::now() + deadline;
         loop {
             let left = end.saturating_duration_since(Instant::now());
             // Timed slices keep every wait bounded even if the runtime ignores the hint.
             let slice = left.min(Duration::from_millis(100));
-            let ticks =
-                (slice.as_nanos() * self.be.ticks_per_second as u128 / 1_000_000_000) as u64;
             // SAFETY: a live signal we created.
             let v = unsafe {
                 (self.be.orig.signal_wait)(
                     signal,
                     HSA_SIGNAL_CONDITION_EQ,
                     0,
-                    ticks.max(1),
+                    self.be.ticks(slice),
                     HSA_WAIT_STATE_BLOCKED,
                 )
             };
@@ -291,14 +306,11 @@ impl HsaTarget<'_> {
     /// writer) and waits for it.
     fn drain_own_queue(&mut self) -> Result<(), DeclineReason> {
         let signal = self.signal()?;
+        let drain = self.be.settings().drain;
         // Room for the barrier (see `Backlog`): it must reach the ring, not the runtime's
         // overflow buffer, which is only flushed after this handler returns.
-        self.queue.wait_for_room(
-            self.be,
-            &mut self.queue.backlog.lock(),
-            1,
-            self.be.limits.drain,
-        );
+        self.queue
+            .wait_for_room(self.be, &mut self.queue.backlog.lock(), 1, drain);
         // SAFETY: a live signal.
         unsafe { (self.be.orig.signal_store)(signal, 1) };
         let barrier = hsa_barrier_and_packet_t {
@@ -313,22 +325,11 @@ impl HsaTarget<'_> {
         };
         // SAFETY: one packet, forwarded inside the handler.
         unsafe { (self.write)((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) };
-        if self.wait_zero(signal, self.be.limits.drain) {
+        if self.wait_zero(signal, drain) {
             Ok(())
         } else {
-            self.abandon_signal();
+            abandon(&mut self.signal);
             Err(DeclineReason::DrainTimeout)
-        }
-    }
-
-    /// Gives up our signal without destroying it: a packet still in the queue references it
-    /// and will decrement it when it finally runs (leaking one signal beats a use after free).
-    fn abandon_signal(&mut self) {
-        if let Some(s) = self.signal.take() {
-            tracing::warn!(
-                signal = s.handle,
-                "a packet outlived its deadline; its signal is kept alive"
-            );
         }
     }
 
@@ -339,71 +340,165 @@ impl HsaTarget<'_> {
             tracing::debug!("a queue without a progress signal cannot be drained");
             return Ok(());
         }
-        if self.wait_zero(other.inflight, self.be.limits.drain) {
+        if self.wait_zero(other.inflight, self.be.settings().drain) {
             Ok(())
         } else {
             Err(DeclineReason::DrainTimeout)
         }
     }
+
+    /// Forwards a barrier-AND carrying the application's completion signal behind everything
+    /// already on the queue (tracked, so later windows' drains wait for it).
+    fn complete_behind_queue(&mut self) {
+        let barrier = hsa_barrier_and_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_BARRIER_AND,
+                true,
+                HSA_FENCE_SCOPE_SYSTEM,
+                HSA_FENCE_SCOPE_SYSTEM,
+            ),
+            completion_signal: self.packet.completion_signal,
+            ..Default::default()
+        };
+        self.progress.forwarded.set(true);
+        self.progress.completed.set(true);
+        let reader = self.window.is_none().then_some(self.gpu);
+        // SAFETY: one packet, forwarded inside the handler.
+        unsafe {
+            forward_tracked(
+                self.be,
+                self.queue,
+                reader,
+                self.write,
+                (&barrier as *const hsa_barrier_and_packet_t).cast(),
+                1,
+            )
+        };
+    }
+}
+
+/// Gives up a signal without destroying it: a packet or copy still in flight references it
+/// and will decrement it when it finally runs (leaking one signal beats a use after free).
+fn abandon(signal: &mut Option<hsa_signal_t>) {
+    if let Some(s) = signal.take() {
+        tracing::warn!(
+            signal = s.handle,
+            "work outlived its deadline; its signal is kept alive"
+        );
+    }
 }
 
 impl Drop for HsaTarget<'_> {
     fn drop(&mut self) {
-        if let Some(s) = self.signal.take() {
-            // SAFETY: our own signal; nothing waits on it any more.
+        for s in [self.signal.take(), self.copy_signal.take()]
+            .into_iter()
+            .flatten()
+        {
+            // SAFETY: our own signal; nothing waits on it or will signal it any more.
             unsafe { (self.be.orig.signal_destroy)(s) };
         }
     }
 }
 
 /// Gives a snapshot buffer back to the staging cache (or frees it).
-unsafe fn release_staging(ptr: *mut u8, capacity: usize) {
+unsafe fn release_staging(ptr: NonNull<u8>, capacity: usize, _tier: Tier) {
     if let Some(be) = BACKEND.get() {
         // SAFETY: `ptr` came from the staging pool (caller contract).
-        unsafe { be.staging.give(&be.orig, ptr, capacity) };
+        unsafe { be.staging.give(&be.orig, ptr.as_ptr(), capacity) };
     }
 }
 
 impl DeviceMemory for HsaTarget<'_> {
     fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
-        let Some(pool) = self.be.staging_pool else {
-            return Staging::heap(size);
-        };
-        let (ptr, capacity) = self.be.staging.take(&self.be.orig, pool, size)?;
-        Some(Staging::Runtime {
+        let (pool, _) = self.be.staging_pool?;
+        let (ptr, capacity) = self
+            .be
+            .staging
+            .take(&self.be.orig, pool, &self.be.gpus, size)?;
+        Some(Staging::Backend {
             ptr,
             len: size,
             capacity,
+            tier: Tier::PinnedHost,
             release: release_staging,
         })
     }
 
-    fn read(&mut self, src: usize, dst: &mut [u8]) -> bool {
-        // SAFETY: `dst` is a host buffer of dst.len() bytes; `src` a region the inventory or
-        // the executable reports as live.
-        unsafe {
-            (self.be.orig.memory_copy)(dst.as_mut_ptr().cast(), src as *const c_void, dst.len())
-                == HSA_STATUS_SUCCESS
+    /// Runs the batch as asynchronous copies sharing one completion signal, and waits for it
+    /// with the copy deadline.
+    fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+        if transfers.is_empty() {
+            return Ok(());
         }
-    }
-    fn write(&mut self, dst: usize, src: &[u8]) -> bool {
-        // SAFETY: as above, the other way round.
-        unsafe {
-            (self.be.orig.memory_copy)(dst as *mut c_void, src.as_ptr().cast(), src.len())
-                == HSA_STATUS_SUCCESS
+        let Some((_, cpu)) = self.be.staging_pool else {
+            return Err(CopyError::Failed);
+        };
+        let signal = match self.copy_signal {
+            Some(s) => s,
+            None => {
+                let s = new_signal(self.be).ok_or(CopyError::Failed)?;
+                self.copy_signal = Some(s);
+                s
+            }
+        };
+        let n = transfers.len() as i64;
+        let o = &self.be.orig;
+        // SAFETY: our live signal.
+        unsafe { (o.signal_store)(signal, n) };
+        let gpu = self.gpu.agent;
+        let mut failed = false;
+        for (k, t) in transfers.iter().enumerate() {
+            let (dst, dst_agent, src, src_agent) = match direction {
+                Direction::Capture => (t.staging, cpu, t.device, gpu),
+                Direction::Restore => (t.device, gpu, t.staging, cpu),
+            };
+            // SAFETY: `device` is a pinned region of the agent (or a module variable) and
+            // `staging` a buffer of ours of at least `len` bytes, accessible to the agent.
+            let st = unsafe {
+                (o.async_copy)(
+                    dst as *mut c_void,
+                    dst_agent,
+                    src as *const c_void,
+                    src_agent,
+                    t.len,
+                    0,
+                    std::ptr::null(),
+                    signal,
+                )
+            };
+            if st != HSA_STATUS_SUCCESS {
+                tracing::warn!(status = %Status(st), "a snapshot copy could not be submitted");
+                // The rest are never submitted: take them off the count.
+                // SAFETY: our live signal.
+                unsafe { (o.signal_subtract)(signal, n - k as i64) };
+                failed = true;
+                break;
+            }
+        }
+        if !self.wait_zero(signal, self.be.settings().copy) {
+            abandon(&mut self.copy_signal);
+            return Err(CopyError::Stuck);
+        }
+        if failed {
+            Err(CopyError::Failed)
+        } else {
+            Ok(())
         }
     }
 }
 
 impl ReplayTarget for HsaTarget<'_> {
     fn begin(&mut self) -> Result<(), DeclineReason> {
+        if super::on_runtime_async_thread() {
+            return Err(DeclineReason::RuntimeThread);
+        }
         let gpu: &Gpu = self.gpu;
-        match gpu.lock.try_write_for(self.be.limits.lock) {
+        match gpu.lock.try_write_for(self.be.settings().lock) {
             Some(guard) => {
                 self.window = Some(guard);
                 Ok(())
             }
-            None => Err(DeclineReason::DrainTimeout),
+            None => Err(DeclineReason::LockTimeout),
         }
     }
 
@@ -421,16 +516,20 @@ impl ReplayTarget for HsaTarget<'_> {
             self.drain_other_queue(&other)?;
         }
         // Asynchronous copies already submitted (new ones wait for the lock this window holds).
-        let deadline = Instant::now() + self.be.limits.drain;
-        if self
+        let deadline = Instant::now() + self.be.settings().drain;
+        match self
             .gpu
             .copies
             .wait_idle(self.packet.completion_signal, deadline)
         {
-            Ok(())
-        } else {
-            tracing::warn!("asynchronous copies touching the agent outlived the drain deadline");
-            Err(DeclineReason::DrainTimeout)
+            Ok(()) => Ok(()),
+            Err(Busy::Held) => Err(DeclineReason::CopyWaitsForDispatch),
+            Err(Busy::TimedOut) => {
+                tracing::warn!(
+                    "asynchronous copies touching the agent outlived the drain deadline"
+                );
+                Err(DeclineReason::DrainTimeout)
+            }
         }
     }
 
@@ -510,28 +609,35 @@ impl ReplayTarget for HsaTarget<'_> {
         Ok(ctx.vars)
     }
 
-    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, DeclineReason> {
-        let signal = self.signal()?;
+    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        let signal = self.signal().map_err(PassError::NotSubmitted)?;
         let o = &self.be.orig;
         // SAFETY: our signal.
         unsafe { (o.signal_store)(signal, 1) };
         let mut pass = self.packet;
         pass.completion_signal = signal;
-        pass.header |= 1 << HSA_PACKET_HEADER_BARRIER;
+        // Barrier bit: the pass starts after the restore before it. System-scope fences: the
+        // restore's copies (and the snapshot's reads) must be visible to the pass, and the
+        // pass's writes to the next capture or restore, whatever scopes the application chose.
+        pass.header = packet_header(
+            HSA_PACKET_TYPE_KERNEL_DISPATCH,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        );
         self.progress.forwarded.set(true);
         // SAFETY: one packet, forwarded inside the handler.
         unsafe { (self.write)((&pass as *const hsa_kernel_dispatch_packet_t).cast(), 1) };
-        if !self.wait_zero(signal, self.be.limits.pass) {
-            self.abandon_signal();
-            return Err(DeclineReason::PassTimeout);
-        }
-        if !timed {
-            return Ok(None);
+        if !self.wait_zero(signal, self.be.settings().pass) {
+            abandon(&mut self.signal);
+            return Err(PassError::Late);
         }
         let mut t = hsa_amd_profiling_dispatch_time_t::default();
         // SAFETY: our completed signal on a profiled queue.
         let st = unsafe { (o.dispatch_time)(self.gpu.agent, signal, &mut t) };
-        if st != HSA_STATUS_SUCCESS || t.end < t.start {
+        let valid = st == HSA_STATUS_SUCCESS && t.end >= t.start && t.end != 0;
+        self.last_time = valid.then_some(t);
+        if !timed || !valid {
             return Ok(None);
         }
         let ns = (t.end - t.start) as u128 * 1_000_000_000 / self.be.ticks_per_second as u128;
@@ -560,9 +666,27 @@ impl ReplayTarget for HsaTarget<'_> {
         self.progress.completed.set(true);
         let app = self.packet.completion_signal;
         if app.handle != 0 {
+            if let Some(t) = self.last_time {
+                // What the runtime would report for the application's signal: the dispatch
+                // it sees ran as the last pass.
+                self.be.dispatch_times.record(app, t);
+            }
             // SAFETY: the application's completion signal, decremented once as the hardware
             // would have after its single execution.
             unsafe { (self.be.orig.signal_subtract)(app, 1) };
         }
+    }
+
+    fn complete_after_pass(&mut self) {
+        // The late pass is still on this queue: a barrier behind it carries the completion.
+        self.complete_behind_queue();
+    }
+
+    fn contended(&self) -> bool {
+        self.gpu.waiting_long.load(Ordering::Acquire) > 0
+    }
+
+    fn end(&mut self) {
+        self.window = None;
     }
 }

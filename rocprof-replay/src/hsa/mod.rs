@@ -8,92 +8,18 @@ mod intercept;
 mod originals;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use rocprof_replay_sys::*;
 
-use crate::dispatch::DispatchInfo;
-use crate::engine::inventory::AllocationInventory;
-use crate::engine::window::{ReplayTarget, WindowConfig, run_window};
+use crate::engine::settings::Settings;
+use crate::engine::state::{Engine, INVENTORY};
 use crate::error::Error;
-use crate::policy::{Outcome, ReplayPolicy};
 
 pub(crate) use originals::Originals;
-
-/// A type-erased policy.
-pub(crate) trait Replayer: Send + Sync {
-    fn replay(
-        &self,
-        info: &DispatchInfo,
-        target: &mut dyn ReplayTarget,
-        inventory: &AllocationInventory,
-        config: WindowConfig,
-    ) -> Outcome;
-}
-
-impl<P: ReplayPolicy> Replayer for P {
-    fn replay(
-        &self,
-        info: &DispatchInfo,
-        target: &mut dyn ReplayTarget,
-        inventory: &AllocationInventory,
-        config: WindowConfig,
-    ) -> Outcome {
-        run_window(self, info, target, inventory, config)
-    }
-}
-
-/// Deadlines and budget, from the environment.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Limits {
-    pub(crate) drain: Duration,
-    pub(crate) pass: Duration,
-    pub(crate) lock: Duration,
-    pub(crate) budget: u64,
-}
-
-fn env_ms(name: &str, default_ms: u64) -> Duration {
-    Duration::from_millis(
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default_ms),
-    )
-}
-
-impl Limits {
-    fn from_env() -> Limits {
-        let budget = std::env::var("ROCPROF_REPLAY_BUDGET_MB")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(|mb| mb << 20)
-            .unwrap_or_else(|| available_host_memory() / 2);
-        Limits {
-            drain: env_ms("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", 60_000),
-            pass: env_ms("ROCPROF_REPLAY_PASS_TIMEOUT_MS", 120_000),
-            lock: env_ms("ROCPROF_REPLAY_LOCK_TIMEOUT_MS", 60_000),
-            budget,
-        }
-    }
-}
-
-fn available_host_memory() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let (pages, size) = unsafe {
-        (
-            libc::sysconf(libc::_SC_AVPHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    if pages > 0 && size > 0 {
-        pages as u64 * size as u64
-    } else {
-        1 << 30
-    }
-}
 
 /// One GPU agent.
 pub(crate) struct Gpu {
@@ -101,8 +27,47 @@ pub(crate) struct Gpu {
     pub(crate) index: u32,
     /// Writer: a replay window; readers: ordinary submissions and copies.
     pub(crate) lock: RwLock<()>,
+    /// Ordinary work waiting for this GPU longer than the lock deadline: while non-zero, a
+    /// window stops after its current pass.
+    pub(crate) waiting_long: AtomicU32,
     /// Asynchronous copies in flight that touch this GPU's memory.
     pub(crate) copies: copies::CopyFence,
+}
+
+impl Gpu {
+    /// The reader side, for ordinary work on this GPU outside a replay window. It waits for a
+    /// window that holds the GPU to end — never goes ahead unprotected. Past `deadline` the
+    /// window is told to stop after its current pass (its own deadlines bound that) and the
+    /// wait goes on, with a warning.
+    pub(crate) fn read_outside_window(&self, deadline: Duration) -> RwLockReadGuard<'_, ()> {
+        if let Some(guard) = self.lock.try_read() {
+            return guard;
+        }
+        let mut late = false;
+        loop {
+            if let Some(guard) = self.lock.try_read_for(deadline) {
+                if late {
+                    self.waiting_long.fetch_sub(1, Ordering::AcqRel);
+                }
+                return guard;
+            }
+            if !late {
+                late = true;
+                self.waiting_long.fetch_add(1, Ordering::AcqRel);
+                warn_contended_once(deadline);
+            }
+        }
+    }
+}
+
+fn warn_contended_once(deadline: Duration) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        tracing::warn!(
+            "work waited {deadline:?} for a replay window on its GPU; the window stops after its \
+             current pass (ROCPROF_REPLAY_LOCK_TIMEOUT_MS)"
+        );
+    });
 }
 
 /// What the backend keeps about an intercept queue.
@@ -192,14 +157,13 @@ impl QueueState {
                 return;
             }
             let slice = left.min(Duration::from_millis(100));
-            let ticks = (slice.as_nanos() * be.ticks_per_second as u128 / 1_000_000_000) as u64;
             // SAFETY: our own live signal; a bounded wait for it to drop below `pending`.
             unsafe {
                 (be.orig.signal_wait)(
                     self.inflight,
                     HSA_SIGNAL_CONDITION_LT,
                     pending,
-                    ticks.max(1),
+                    be.ticks(slice),
                     HSA_WAIT_STATE_BLOCKED,
                 )
             };
@@ -234,12 +198,12 @@ unsafe impl Sync for QueueState {}
 /// The backend's state, built in `OnLoad`.
 pub(crate) struct Backend {
     pub(crate) orig: Originals,
-    pub(crate) replayer: Box<dyn Replayer>,
-    pub(crate) limits: Limits,
+    /// The process-wide engine (policy and settings).
+    pub(crate) engine: &'static Engine,
     pub(crate) gpus: Vec<Gpu>,
     pub(crate) ticks_per_second: u64,
-    /// Host pool for snapshot buffers (pinned host memory), if the runtime has one.
-    pub(crate) staging_pool: Option<hsa_amd_memory_pool_t>,
+    /// Host pool for snapshot buffers (pinned host memory) and the CPU agent owning it.
+    pub(crate) staging_pool: Option<(hsa_amd_memory_pool_t, hsa_agent_t)>,
     /// Snapshot buffers kept between replays.
     pub(crate) staging: StagingCache,
     pub(crate) kernel_names: RwLock<HashMap<u64, Arc<str>>>,
@@ -251,11 +215,69 @@ pub(crate) struct Backend {
     pub(crate) next_dispatch: AtomicU64,
     /// Fenced asynchronous copies (proxy signals, timestamps).
     pub(crate) copies: copies::CopyTracker,
+    /// Timestamps of replayed dispatches, answered for the application's completion signal.
+    pub(crate) dispatch_times: SignalTimes<hsa_amd_profiling_dispatch_time_t>,
 }
 
 impl Backend {
     pub(crate) fn gpu(&self, agent: hsa_agent_t) -> Option<&Gpu> {
         self.gpus.iter().find(|g| g.agent == agent)
+    }
+
+    /// Deadlines and budget.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.engine.settings
+    }
+
+    /// Converts a duration to runtime timestamp ticks (at least 1).
+    pub(crate) fn ticks(&self, d: Duration) -> u64 {
+        ((d.as_nanos() * self.ticks_per_second as u128 / 1_000_000_000) as u64).max(1)
+    }
+}
+
+/// Most signals whose timestamps are kept (the table is emptied when it grows past this).
+const SIGNAL_TIMES_LIMIT: usize = 4096;
+
+/// Timestamps the runtime cannot give for an application's signal because the work it
+/// signals ran under another signal of ours (a replayed dispatch, a fenced copy), keyed by the
+/// application's signal handle. An entry is forgotten when the signal is used again.
+pub(crate) struct SignalTimes<T> {
+    times: Mutex<HashMap<u64, T>>,
+    /// Whether `times` may hold anything (the fast path skips the lock when not).
+    any: AtomicBool,
+}
+
+impl<T: Copy> SignalTimes<T> {
+    pub(crate) fn new() -> Self {
+        SignalTimes {
+            times: Mutex::new(HashMap::new()),
+            any: AtomicBool::new(false),
+        }
+    }
+
+    /// Keeps `time` for `signal`.
+    pub(crate) fn record(&self, signal: hsa_signal_t, time: T) {
+        let mut times = self.times.lock();
+        if times.len() >= SIGNAL_TIMES_LIMIT {
+            times.clear();
+        }
+        times.insert(signal.handle, time);
+        self.any.store(true, Ordering::Release);
+    }
+
+    /// Forgets `signal`'s entry (it is being used for new work).
+    pub(crate) fn forget(&self, signal: hsa_signal_t) {
+        if signal.handle != 0 && self.any.load(Ordering::Acquire) {
+            self.times.lock().remove(&signal.handle);
+        }
+    }
+
+    /// The timestamps kept for `signal`.
+    pub(crate) fn get(&self, signal: hsa_signal_t) -> Option<T> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        self.times.lock().get(&signal.handle).copied()
     }
 }
 
@@ -278,11 +300,13 @@ impl StagingCache {
     }
 
     /// A buffer of at least `size` bytes: a retained one that is not much larger, else a new
-    /// allocation from `pool`. Returns (pointer, capacity).
+    /// allocation from `pool`, made accessible to every GPU (real ROCr requires that before a
+    /// GPU's copy engine may touch host memory). Returns (pointer, capacity).
     pub(crate) fn take(
         &self,
         orig: &Originals,
         pool: hsa_amd_memory_pool_t,
+        gpus: &[Gpu],
         size: usize,
     ) -> Option<(std::ptr::NonNull<u8>, usize)> {
         let size = size.max(1);
@@ -304,9 +328,24 @@ impl StagingCache {
         // SAFETY: allocating from a host pool with the original allocator (our own buffers are
         // not recorded in the inventory).
         let st = unsafe { (orig.pool_allocate)(pool, size, 0, &mut p) };
-        std::ptr::NonNull::new(p.cast::<u8>())
-            .filter(|_| st == HSA_STATUS_SUCCESS)
-            .map(|p| (p, size))
+        let ptr = std::ptr::NonNull::new(p.cast::<u8>()).filter(|_| st == HSA_STATUS_SUCCESS)?;
+        let agents: Vec<hsa_agent_t> = gpus.iter().map(|g| g.agent).collect();
+        // SAFETY: a live allocation of ours and a list of the runtime's GPU agents.
+        let st = unsafe {
+            (orig.agents_allow_access)(
+                agents.len() as u32,
+                agents.as_ptr(),
+                std::ptr::null(),
+                ptr.as_ptr().cast(),
+            )
+        };
+        if st != HSA_STATUS_SUCCESS {
+            tracing::warn!(status = %Status(st), "cannot make a snapshot buffer accessible to the GPUs");
+            // SAFETY: our allocation, not used.
+            unsafe { (orig.pool_free)(ptr.as_ptr().cast()) };
+            return None;
+        }
+        Some((ptr, size))
     }
 
     /// Keeps a buffer for later replays, or frees it when the cache is full.
@@ -337,8 +376,6 @@ impl StagingCache {
 static BACKEND: OnceLock<Backend> = OnceLock::new();
 /// Fast-path switch: a policy is registered and the backend is live.
 pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(false);
-/// The process-wide allocation inventory.
-pub(crate) static INVENTORY: AllocationInventory = AllocationInventory::new();
 
 pub(crate) fn backend() -> Option<&'static Backend> {
     if ACTIVE.load(Ordering::Relaxed) {
@@ -348,13 +385,60 @@ pub(crate) fn backend() -> Option<&'static Backend> {
     }
 }
 
+/// The thread of the runtime's asynchronous-event handlers (learned at install). A replay
+/// window never runs there: the runtime finishes some of its own work on that thread (ROCr
+/// flushes intercept-queue overflow from it), which a window would wait for.
+static RUNTIME_ASYNC_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
+
+/// Whether the calling thread is the runtime's asynchronous-event thread.
+pub(crate) fn on_runtime_async_thread() -> bool {
+    RUNTIME_ASYNC_THREAD
+        .get()
+        .is_some_and(|id| *id == std::thread::current().id())
+}
+
+/// Learns the runtime's asynchronous-event thread: a handler on a signal that is already
+/// satisfied runs there once.
+fn learn_async_thread(orig: &Originals) {
+    unsafe extern "C" fn note(_: hsa_signal_value_t, arg: *mut std::ffi::c_void) -> bool {
+        let _ = arg;
+        let _ = std::panic::catch_unwind(|| {
+            let _ = RUNTIME_ASYNC_THREAD.set(std::thread::current().id());
+        });
+        false
+    }
+    let Some(register) = orig.signal_async_handler else {
+        return;
+    };
+    let mut s = hsa_signal_t::default();
+    // SAFETY: creating a plain signal with no consumer list.
+    if unsafe { (orig.signal_create)(0, 0, std::ptr::null(), &mut s) } != HSA_STATUS_SUCCESS {
+        return;
+    }
+    // SAFETY: our live signal, already satisfying the condition; `note` touches only a static.
+    let st = unsafe {
+        register(
+            s,
+            HSA_SIGNAL_CONDITION_EQ,
+            0,
+            Some(note),
+            std::ptr::null_mut(),
+        )
+    };
+    if st != HSA_STATUS_SUCCESS {
+        // SAFETY: our signal; no handler was registered.
+        unsafe { (orig.signal_destroy)(s) };
+    }
+    // The signal is left alive: the runtime may still look at it after the handler returns.
+}
+
 /// Installs the backend into the live table handed to `OnLoad`.
 ///
 /// # Safety
 /// `table` must be the live root table passed to `OnLoad`.
 pub(crate) unsafe fn install(
     table: *mut HsaApiTable,
-    replayer: Box<dyn Replayer>,
+    engine: &'static Engine,
 ) -> Result<(), Error> {
     // SAFETY: the caller passes the live root table.
     let core = unsafe { slots::root::CORE.read(table) }?;
@@ -369,7 +453,9 @@ pub(crate) unsafe fn install(
     // SAFETY: live tables.
     let orig = unsafe { Originals::read(core, amd) }?;
     let (gpus, cpus) = enumerate_agents(&orig)?;
-    let staging_pool = cpus.iter().find_map(|cpu| host_pool(&orig, *cpu));
+    let staging_pool = cpus
+        .iter()
+        .find_map(|cpu| host_pool(&orig, *cpu).map(|p| (p, *cpu)));
     let mut ticks_per_second = 0u64;
     // SAFETY: the attribute writes a u64.
     let st = unsafe {
@@ -381,15 +467,14 @@ pub(crate) unsafe fn install(
     if st != HSA_STATUS_SUCCESS || ticks_per_second == 0 {
         ticks_per_second = 1_000_000_000;
     }
-    let limits = Limits::from_env();
+    let budget = engine.settings.budget;
     let backend = Backend {
         orig,
-        replayer,
-        limits,
+        engine,
         gpus,
         ticks_per_second,
         staging_pool,
-        staging: StagingCache::new(limits.budget.min(STAGING_CACHE_LIMIT)),
+        staging: StagingCache::new(budget.min(STAGING_CACHE_LIMIT)),
         kernel_names: RwLock::new(HashMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
@@ -397,15 +482,21 @@ pub(crate) unsafe fn install(
         vmem_handles: Mutex::new(HashMap::new()),
         next_dispatch: AtomicU64::new(1),
         copies: copies::CopyTracker::default(),
+        dispatch_times: SignalTimes::new(),
     };
     if BACKEND.set(backend).is_err() {
         return Err(Error::ServiceAlreadyConfigured {
             owner: "this library (OnLoad ran twice)".into(),
         });
     }
+    learn_async_thread(&orig);
     INVENTORY.enable();
-    // SAFETY: live tables; the originals were saved above.
-    unsafe { hooks::install(core, amd) }?;
+    // SAFETY: live tables; the originals were saved above. On failure every slot written so
+    // far is put back, so the runtime never calls into a library it is about to unload.
+    if let Err(e) = unsafe { hooks::install(core, amd) } {
+        INVENTORY.disable();
+        return Err(e);
+    }
     ACTIVE.store(true, Ordering::Release);
     tracing::info!(
         gpus = BACKEND.get().map_or(0, |b| b.gpus.len()),
@@ -418,9 +509,15 @@ pub(crate) unsafe fn install(
 pub(crate) fn shutdown() {
     ACTIVE.store(false, Ordering::Release);
     if let Some(be) = BACKEND.get() {
+        be.copies.shutdown(be);
         be.staging.clear(&be.orig);
-        be.copies.clear(be);
     }
+}
+
+/// In a forked child: replay is off, hooks only forward. Nothing is freed or waited for (other
+/// threads of the parent do not exist here and may have held our locks).
+pub(crate) fn disable_in_child() {
+    ACTIVE.store(false, Ordering::Relaxed);
 }
 
 /// The GPUs (with their locks) and the CPU agents.
@@ -448,6 +545,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 agent,
                 index,
                 lock: RwLock::new(()),
+                waiting_long: AtomicU32::new(0),
                 copies: copies::CopyFence::default(),
             });
         } else if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU {

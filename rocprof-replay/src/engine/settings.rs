@@ -1,0 +1,105 @@
+//! Engine settings: deadlines and the snapshot budget, read once from the environment.
+//!
+//! | variable | default | bounds |
+//! |---|---|---|
+//! | `ROCPROF_REPLAY_BUDGET_MB` | half the available host memory | largest snapshot |
+//! | `ROCPROF_REPLAY_DRAIN_TIMEOUT_MS` | 60000 | the agent going idle before a window |
+//! | `ROCPROF_REPLAY_PASS_TIMEOUT_MS` | 120000 | one pass |
+//! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | 60000 | taking the agent's lock; other work waiting longer cuts a window short |
+//! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | 60000 | one capture or restore |
+//!
+//! A value that is not a number is ignored with a warning (the default applies).
+
+use std::time::Duration;
+
+/// Deadlines and budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// The agent going idle before a window.
+    pub(crate) drain: Duration,
+    /// One pass.
+    pub(crate) pass: Duration,
+    /// Taking the agent's lock; also how long other work may wait for a window before the
+    /// window is cut short.
+    pub(crate) lock: Duration,
+    /// One capture or restore batch.
+    pub(crate) copy: Duration,
+    /// Largest snapshot in bytes.
+    pub(crate) budget: u64,
+}
+
+impl Settings {
+    /// Reads the settings from the environment.
+    pub(crate) fn from_env() -> Settings {
+        Settings::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings through `get` (the environment, or a test's map).
+    pub(crate) fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Settings {
+        let number = |name: &str| -> Option<u64> {
+            let raw = get(name)?;
+            match raw.trim().parse::<u64>() {
+                Ok(v) => Some(v),
+                Err(_) => {
+                    tracing::warn!(
+                        "{name}={raw:?} is not a number of the expected unit; using the default"
+                    );
+                    None
+                }
+            }
+        };
+        let ms = |name: &str, default: u64| Duration::from_millis(number(name).unwrap_or(default));
+        Settings {
+            drain: ms("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", 60_000),
+            pass: ms("ROCPROF_REPLAY_PASS_TIMEOUT_MS", 120_000),
+            lock: ms("ROCPROF_REPLAY_LOCK_TIMEOUT_MS", 60_000),
+            copy: ms("ROCPROF_REPLAY_COPY_TIMEOUT_MS", 60_000),
+            budget: number("ROCPROF_REPLAY_BUDGET_MB")
+                .map(|mb| mb.saturating_mul(1 << 20))
+                .unwrap_or_else(|| available_host_memory() / 2),
+        }
+    }
+}
+
+/// Host memory available now, in bytes (1 GiB when the system cannot say).
+fn available_host_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_AVPHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && size > 0 {
+        pages as u64 * size as u64
+    } else {
+        1 << 30
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_apply_and_values_override_them() {
+        let s = Settings::from_lookup(|_| None);
+        assert_eq!(s.drain, Duration::from_secs(60));
+        assert_eq!(s.pass, Duration::from_secs(120));
+        assert_eq!(s.copy, Duration::from_secs(60));
+        assert!(s.budget > 0);
+        let s = Settings::from_lookup(|n| match n {
+            "ROCPROF_REPLAY_PASS_TIMEOUT_MS" => Some(" 500 ".into()),
+            "ROCPROF_REPLAY_BUDGET_MB" => Some("3".into()),
+            "ROCPROF_REPLAY_LOCK_TIMEOUT_MS" => Some("soon".into()),
+            _ => None,
+        });
+        assert_eq!(s.pass, Duration::from_millis(500));
+        assert_eq!(s.budget, 3 << 20);
+        assert_eq!(
+            s.lock,
+            Duration::from_secs(60),
+            "a malformed value falls back"
+        );
+    }
+}

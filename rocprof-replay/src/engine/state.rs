@@ -1,0 +1,100 @@
+//! The process-wide engine: the registered policy, the settings and the allocation inventory,
+//! shared by every backend.
+//!
+//! Registration builds the [`Engine`] once per process ([`install`]); each backend then
+//! attaches to it (the HSA backend in `OnLoad`, the CUDA backend at injection) and hands every
+//! intercepted dispatch to [`Engine::replay`]. Neither backend owns the policy, so one tool
+//! library serves an HSA process and a CUDA process alike.
+
+use std::sync::OnceLock;
+
+use crate::dispatch::DispatchInfo;
+use crate::engine::inventory::AllocationInventory;
+use crate::engine::records;
+use crate::engine::settings::Settings;
+use crate::engine::window::{ReplayTarget, run_window};
+use crate::error::Error;
+use crate::policy::{Outcome, ReplayPolicy};
+
+/// A type-erased policy.
+pub(crate) trait Replayer: Send + Sync {
+    /// Runs the replay window for one dispatch.
+    fn replay(
+        &self,
+        info: &DispatchInfo,
+        target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
+        settings: &Settings,
+    ) -> Outcome;
+}
+
+impl<P: ReplayPolicy> Replayer for P {
+    fn replay(
+        &self,
+        info: &DispatchInfo,
+        target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
+        settings: &Settings,
+    ) -> Outcome {
+        run_window(self, info, target, inventory, settings)
+    }
+}
+
+/// The process-wide allocation inventory (records nothing until a backend enables it).
+pub(crate) static INVENTORY: AllocationInventory = AllocationInventory::new();
+
+static ENGINE: OnceLock<Engine> = OnceLock::new();
+
+/// The registered policy and the settings every backend uses.
+pub(crate) struct Engine {
+    replayer: Box<dyn Replayer>,
+    /// Deadlines and budget.
+    pub(crate) settings: Settings,
+}
+
+/// Builds the engine with the policy `make` returns, or returns the engine already built in
+/// this process (a second backend attaching to the same tool).
+pub(crate) fn install(
+    make: impl FnOnce() -> Result<Box<dyn Replayer>, Error>,
+) -> Result<&'static Engine, Error> {
+    if let Some(engine) = ENGINE.get() {
+        return Ok(engine);
+    }
+    let replayer = make()?;
+    let settings = Settings::from_env();
+    INVENTORY.set_free_wait(settings.copy.saturating_mul(2));
+    Ok(ENGINE.get_or_init(|| Engine { replayer, settings }))
+}
+
+impl Engine {
+    /// Runs the replay window for one dispatch, logs it and emits its outcome record.
+    pub(crate) fn replay(&self, info: &DispatchInfo, target: &mut dyn ReplayTarget) -> Outcome {
+        let outcome = self
+            .replayer
+            .replay(info, target, &INVENTORY, &self.settings);
+        report(info, &outcome);
+        outcome
+    }
+}
+
+/// Logs and records an outcome the engine or a backend decided.
+pub(crate) fn report(info: &DispatchInfo, outcome: &Outcome) {
+    if outcome.kind.failure().is_some() {
+        tracing::error!(
+            kernel = info.kernel(),
+            dispatch = %info.dispatch_id,
+            reason = outcome.kind.reason_code(),
+            "replay failed: the application may have seen a wrong result of this dispatch"
+        );
+    }
+    tracing::info!(
+        kernel = info.kernel(),
+        dispatch = %info.dispatch_id,
+        outcome = outcome.kind.label(),
+        reason = outcome.kind.reason_code(),
+        passes = outcome.passes,
+        snapshot_bytes = outcome.snapshot_bytes,
+        "dispatch"
+    );
+    records::emit(info, outcome);
+}
