@@ -77,7 +77,7 @@ mod registration;
 pub mod testing;
 
 pub use context::{Context, PassGuard, Service};
-pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId};
+pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 pub use error::Error;
 pub use policy::{
     DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome, OutcomeKind, Pass,

@@ -94,6 +94,7 @@ pub fn pass_report(
 /// ```
 pub fn dispatch(kernel: &str) -> DispatchInfo {
     DispatchInfo {
+        runtime: crate::dispatch::Runtime::Hsa,
         agent: AgentId(1),
         agent_index: 0,
         queue: QueueId(0),
@@ -102,6 +103,7 @@ pub fn dispatch(kernel: &str) -> DispatchInfo {
         kernel_name: Some(kernel.into()),
         grid: [1, 1, 1],
         workgroup: [1, 1, 1],
+        blocks: [1, 1, 1],
         group_segment_size: 0,
         private_segment_size: 0,
     }

@@ -150,6 +150,7 @@ impl ReplayTarget for SimDevice {
 
 fn info() -> DispatchInfo {
     DispatchInfo {
+        runtime: crate::dispatch::Runtime::Hsa,
         agent: AgentId(7),
         agent_index: 0,
         queue: QueueId(1),
@@ -158,6 +159,7 @@ fn info() -> DispatchInfo {
         kernel_name: Some("inc".into()),
         grid: [16, 1, 1],
         workgroup: [16, 1, 1],
+        blocks: [1, 1, 1],
         group_segment_size: 0,
         private_segment_size: 0,
     }

@@ -16,7 +16,7 @@ use rocprof_replay_sys::*;
 
 use super::copies::Busy;
 use super::{ACTIVE, BACKEND, Backend, Gpu, QueueState};
-use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId};
+use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime, blocks_of};
 use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Staging, Tier, Transfer};
 use crate::engine::state;
 use crate::engine::window::{PassError, ReplayTarget};
@@ -226,15 +226,19 @@ fn dispatch_info(
 ) -> DispatchInfo {
     // SAFETY: a live queue object of the runtime.
     let queue_id = unsafe { (*queue.queue).id };
+    let grid = [p.grid_size_x, p.grid_size_y, p.grid_size_z];
+    let workgroup = [p.workgroup_size_x, p.workgroup_size_y, p.workgroup_size_z];
     DispatchInfo {
+        runtime: Runtime::Hsa,
         agent: AgentId(gpu.agent.handle),
         agent_index: gpu.index,
         queue: QueueId(queue_id),
         dispatch_id: DispatchId(be.next_dispatch.fetch_add(1, Ordering::Relaxed)),
         kernel_object: p.kernel_object,
         kernel_name: be.kernel_names.read().get(&p.kernel_object).cloned(),
-        grid: [p.grid_size_x, p.grid_size_y, p.grid_size_z],
-        workgroup: [p.workgroup_size_x, p.workgroup_size_y, p.workgroup_size_z],
+        grid,
+        workgroup,
+        blocks: blocks_of(grid, workgroup),
         group_segment_size: p.group_segment_size,
         private_segment_size: p.private_segment_size,
     }
