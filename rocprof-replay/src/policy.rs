@@ -217,8 +217,8 @@ pub enum DeclineReason {
     /// Other work waited for the agent longer than the lock deadline: the replay stopped after
     /// the pass that was running, whose result the application sees.
     LockContention,
-    /// A pass did not complete before the pass deadline. Nothing was restored or run again:
-    /// the application's completion follows that pass, whose result it sees.
+    /// A pass did not complete before the pass deadline, but did before the late-pass
+    /// deadline. Nothing was restored or run again: the application sees that pass's result.
     PassTimeout,
     /// A policy callback panicked.
     PolicyPanicked,
@@ -280,6 +280,9 @@ pub enum FailureReason {
     /// Restore copies were still in flight at the copy deadline; they may have landed after
     /// the final run.
     RestoreStuck,
+    /// A pass was still running at the late-pass deadline: the application was given its
+    /// completion (rather than a hang) while the pass may still be writing its memory.
+    PassStuck,
     /// An internal error (a bug in rocprof-replay) interrupted the replay window.
     InternalError,
 }
@@ -290,6 +293,7 @@ impl FailureReason {
         match self {
             FailureReason::RestoreFailed => "restore_failed",
             FailureReason::RestoreStuck => "restore_stuck",
+            FailureReason::PassStuck => "pass_stuck",
             FailureReason::InternalError => "internal_error",
         }
     }

@@ -15,15 +15,18 @@
 //!   ┌► on_pass ─► run pass (own completion signal) ─► on_pass_end
 //!   │     │ panic before the pass: memory is as captured ──────────► run_once      (declined)
 //!   │     │ not submitted ──────────────────────────────────────────► run_once      (declined)
-//!   │     │ late (past the pass deadline) ──────► completion follows that pass  (declined)
+//!   │     │ late: waited for (second deadline); done ─► complete once    (declined)
+//!   │     │           still running at the second deadline ─► complete once    (failed)
 //!   │     ▼
 //!   │   more passes? (plan, contention, should_continue) ──no──► complete once (replayed)
 //!   └── restore ◄──yes        │ failed twice / stuck ──────────────► run_once      (failed)
 //! ```
 //! The last pass is never followed by a restore: the application sees what the kernel made.
-//! A pass always starts from the captured inputs, so stopping after any completed (or late)
-//! pass leaves the application the result of one correct execution. Only a restore that does
-//! not complete leaves memory in a state no execution produces: that outcome is `failed`.
+//! A pass always starts from the captured inputs, so stopping after any completed pass — one
+//! that completed late included — leaves the application the result of one correct execution.
+//! Only two paths leave memory in a state no execution produces, and their outcome is
+//! `failed`: a restore that does not complete, and a pass still running after the second
+//! (late-pass) deadline, when the application is given its completion rather than a hang.
 //!
 //! [`ReplayTarget::end`] releases the agent before [`ReplayPolicy::on_end`] runs, so the tool's
 //! end-of-dispatch work never holds up other work on the agent.
@@ -66,9 +69,9 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     fn run_once(&mut self);
     /// Signals the application's completion exactly once, after the last pass.
     fn complete(&mut self);
-    /// Arranges the application's completion to follow the pass still running (after
-    /// [`PassError::Late`]): that pass's result is the application's.
-    fn complete_after_pass(&mut self);
+    /// After [`PassError::Late`]: waits for that pass (the late-pass deadline); `true` when it
+    /// completed, so its result is the application's.
+    fn settle_late_pass(&mut self) -> bool;
     /// Whether other work has waited for the agent longer than the lock deadline (the
     /// window then stops after the current pass).
     fn contended(&self) -> bool;
@@ -258,20 +261,24 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 return finish(target, state, outcome);
             }
             Err(PassError::Late) => {
-                // The pass started from the captured inputs and will finish on its own: its
-                // result is one correct execution. Restoring or running again now would race
-                // with it, so the application's completion simply follows it.
-                tracing::warn!(
-                    kernel = info.kernel(),
-                    dispatch = %info.dispatch_id,
-                    "a replay pass outlived the pass deadline; the application's completion \
-                     follows that pass and replay of this dispatch ends"
-                );
+                // The pass started from the captured inputs: once it finishes, its result is
+                // one correct execution. Restoring or running again while it runs would race
+                // with it, so it is waited for, and then replay of this dispatch ends.
                 drop(guard);
-                outcome.kind = OutcomeKind::Declined(DeclineReason::PassTimeout);
                 outcome.passes += 1;
                 outcome.pass_times.push(None);
-                target.complete_after_pass();
+                outcome.kind = if target.settle_late_pass() {
+                    tracing::warn!(
+                        kernel = info.kernel(),
+                        dispatch = %info.dispatch_id,
+                        "a replay pass outlived the pass deadline; replay of this dispatch \
+                         stops and the application sees that pass's result"
+                    );
+                    OutcomeKind::Declined(DeclineReason::PassTimeout)
+                } else {
+                    OutcomeKind::Failed(FailureReason::PassStuck)
+                };
+                target.complete();
                 return finish(target, state, outcome);
             }
         }

@@ -24,6 +24,8 @@ struct SimDevice {
     stuck_restore: bool,
     /// The pass (0-based) that outlives its deadline: it runs, but "late".
     late_pass: Option<u32>,
+    /// The late pass never completes.
+    stuck_pass: bool,
     /// The pass that cannot be submitted.
     unsubmittable_pass: Option<u32>,
     /// Contention reported after this many passes.
@@ -49,6 +51,7 @@ impl SimDevice {
             failing_restores: 0,
             stuck_restore: false,
             late_pass: None,
+            stuck_pass: false,
             unsubmittable_pass: None,
             contended_after: None,
             open: false,
@@ -131,9 +134,9 @@ impl ReplayTarget for SimDevice {
     fn complete(&mut self) {
         self.completions += 1;
     }
-    fn complete_after_pass(&mut self) {
-        // The late pass already ran in `run_pass`; its completion is the application's.
-        self.completions += 1;
+    fn settle_late_pass(&mut self) -> bool {
+        // The late pass already ran in `run_pass`; it "completes" unless it is stuck.
+        !self.stuck_pass
     }
     fn contended(&self) -> bool {
         self.contended_after.is_some_and(|n| self.passes >= n)
@@ -389,6 +392,16 @@ fn a_late_pass_is_the_one_execution_nothing_is_restored_or_run_again() {
         "restored before passes 1 and 2 only"
     );
     assert_one_execution(&dev);
+}
+
+#[test]
+fn a_pass_still_running_at_the_late_deadline_fails_but_the_app_gets_its_completion() {
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(4, ())), |d| {
+        d.late_pass = Some(1);
+        d.stuck_pass = true;
+    });
+    assert_eq!(out.kind, OutcomeKind::Failed(FailureReason::PassStuck));
+    assert_eq!((dev.completions, dev.ordinary_runs, dev.ended), (1, 0, 1));
 }
 
 #[test]
