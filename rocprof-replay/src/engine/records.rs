@@ -39,6 +39,11 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "pass_ns": pass_ns,
         "snapshot_ns": outcome.snapshot_time.as_nanos() as u64,
         "restore_ns": outcome.restore_time.as_nanos() as u64,
+        "start_ns": outcome
+            .started_at
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos() as u64),
+        "pid": std::process::id(),
     })
     .to_string()
 }

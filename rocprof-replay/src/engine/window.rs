@@ -15,7 +15,7 @@
 //!   ┌► on_pass ─► run pass (own completion signal) ─► on_pass_end
 //!   │     │ panic: memory is restored ─────────────────────────► run_once      (declined)
 //!   │     ▼
-//!   │   more passes? (plan, should_continue) ──no──► complete once (app signal) (replayed)
+//!   │   more passes? (plan, keep_going) ──no──► complete once (app signal) (replayed)
 //!   └── restore ◄──yes
 //! ```
 //! The last pass is never followed by a restore: the application sees what the kernel made.
@@ -23,7 +23,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
-use crate::context::{PassGuard, Service, service_active};
+use crate::context::{LoopContexts, Service, service_active};
 use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::snapshot::{DeviceMemory, Snapshot, SnapshotPlan};
@@ -88,34 +88,36 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     inventory: &AllocationInventory,
     config: WindowConfig,
 ) -> Outcome {
+    let started_at = std::time::SystemTime::now();
+    let ordinary = |kind| Outcome {
+        started_at: Some(started_at),
+        ..Outcome::ordinary(kind)
+    };
     let Some(plan) = call("pass_count", info, || policy.pass_count(info)) else {
         target.run_once();
-        return Outcome::ordinary(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
+        return ordinary(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
     };
-    let (limit, fixed, asks, mut state) = match plan {
+    let (limit, fixed, mut keep_going, mut state) = match plan {
         PassPlan::Skip => {
             target.run_once();
-            return Outcome::ordinary(OutcomeKind::Skipped);
+            return ordinary(OutcomeKind::Skipped);
         }
-        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state } if passes <= 1 => {
+        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
+            if passes <= 1 =>
+        {
             target.run_once();
-            let outcome = Outcome::ordinary(OutcomeKind::Skipped);
+            let outcome = ordinary(OutcomeKind::Skipped);
             call("on_end", info, || policy.on_end(info, state, &outcome));
             return outcome;
         }
-        PassPlan::Exactly { passes, state } => (passes, true, false, state),
-        PassPlan::UpTo { passes, state } => (passes, false, P::DECIDES_CONTINUE, state),
-        PassPlan::Until { state } => {
-            if !P::DECIDES_CONTINUE {
-                warn_open_ended_once();
-                target.run_once();
-                let outcome = Outcome::ordinary(OutcomeKind::Declined(
-                    DeclineReason::OpenEndedWithoutContinue,
-                ));
-                call("on_end", info, || policy.on_end(info, state, &outcome));
-                return outcome;
-            }
-            (MAX_OPEN_ENDED_PASSES, false, true, state)
+        PassPlan::Exactly { passes, state } => (passes, true, None, state),
+        PassPlan::UpTo {
+            passes,
+            state,
+            keep_going,
+        } => (passes, false, Some(keep_going), state),
+        PassPlan::Until { state, keep_going } => {
+            (MAX_OPEN_ENDED_PASSES, false, Some(keep_going), state)
         }
     };
     let total = fixed.then_some(limit);
@@ -123,7 +125,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     let decline = |target: &mut dyn ReplayTarget, reason: DeclineReason, state: P::State| {
         tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
         target.run_once();
-        let outcome = Outcome::ordinary(OutcomeKind::Declined(reason));
+        let outcome = ordinary(OutcomeKind::Declined(reason));
         call("on_end", info, || policy.on_end(info, state, &outcome));
         outcome
     };
@@ -140,11 +142,11 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         Err(reason) => return decline(target, reason, state),
     };
 
-    let mut outcome = Outcome::ordinary(OutcomeKind::Replayed);
+    let mut outcome = ordinary(OutcomeKind::Replayed);
     outcome.passes = 0;
     outcome.snapshot_bytes = snapshot.bytes;
     outcome.snapshot_time = snapshot.capture_time;
-    let mut guard = PassGuard::new();
+    let mut guard = LoopContexts::new();
     let mut index = 0u32;
     loop {
         let mut scope = P::PassState::default();
@@ -209,9 +211,9 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         if completed >= limit {
             break;
         }
-        if asks {
-            match call("should_continue", info, || {
-                policy.should_continue(info, &state, completed)
+        if let Some(keep_going) = keep_going.as_mut() {
+            match call("the continue decision", info, || {
+                keep_going(&state, completed)
             }) {
                 Some(true) => {}
                 Some(false) => break,
@@ -246,16 +248,6 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     target.complete();
     call("on_end", info, || policy.on_end(info, state, &outcome));
     outcome
-}
-
-fn warn_open_ended_once() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        tracing::warn!(
-            "a policy returned PassPlan::Until without DECIDES_CONTINUE: open-ended replay needs a \
-             continue decision; such dispatches are not replayed"
-        );
-    });
 }
 
 #[cfg(test)]
