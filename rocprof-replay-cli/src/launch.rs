@@ -102,13 +102,37 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
         }
     }
 
-    let workdir = tempfile::Builder::new()
-        .prefix("rocprof-replay-")
-        .tempdir()
-        .map_err(|e| Failure::new(format!("cannot create a temporary directory: {e}")))?;
-    let records_path = workdir.path().join("records.jsonl");
-    File::create(&records_path)
-        .map_err(|e| Failure::new(format!("cannot create {}: {e}", records_path.display())))?;
+    // The records: a temporary file, or the user's ROCPROF_REPLAY_OUTPUT (kept; this run's
+    // records are the lines appended from its current end).
+    let (records_path, records_offset, _workdir) = match std::env::var_os("ROCPROF_REPLAY_OUTPUT")
+        .filter(|v| !v.is_empty())
+    {
+        Some(path) => {
+            let path = absolute(Path::new(&path))?;
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .map_err(|e| {
+                    Failure::new(format!(
+                        "cannot write ROCPROF_REPLAY_OUTPUT={}: {e}",
+                        path.display()
+                    ))
+                })?;
+            let offset = file.metadata().map_or(0, |m| m.len());
+            (path, offset, None)
+        }
+        None => {
+            let workdir = tempfile::Builder::new()
+                .prefix("rocprof-replay-")
+                .tempdir()
+                .map_err(|e| Failure::new(format!("cannot create a temporary directory: {e}")))?;
+            let path = workdir.path().join("records.jsonl");
+            File::create(&path)
+                .map_err(|e| Failure::new(format!("cannot create {}: {e}", path.display())))?;
+            (path, 0, Some(workdir))
+        }
+    };
 
     let env = environment(args, emu_dir.as_deref(), &tool, &records_path, &shadows);
     preflight_check(&env, &tool, runtime)?;
@@ -121,9 +145,9 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
     let launched_ns = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let exit = launch(&app, &args.app[1..], &env, &records_path)?;
+    let exit = launch(&app, &args.app[1..], &env, &records_path, records_offset)?;
 
-    let text = std::fs::read_to_string(&records_path).unwrap_or_default();
+    let text = read_from(&records_path, records_offset);
     let records = Records::parse(&text);
     let tool_shown = tool.display().to_string();
     let runtime_name = match runtime {
@@ -175,6 +199,18 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
         }
         (None, None) => crate::EXIT_FAILURE,
     })
+}
+
+/// The text of `path` from byte `offset` on (empty when unreadable).
+fn read_from(path: &Path, offset: u64) -> String {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut text = String::new();
+    if let Ok(mut f) = File::open(path) {
+        if f.seek(SeekFrom::Start(offset)).is_ok() {
+            let _ = f.read_to_string(&mut text);
+        }
+    }
+    text
 }
 
 fn format_name(format: Format) -> &'static str {
@@ -450,7 +486,13 @@ fn restore_handlers(old: Vec<(libc::c_int, libc::sigaction)>) {
 }
 
 /// Runs the application and waits for it; the progress line follows the records meanwhile.
-fn launch(app: &Path, args: &[OsString], env: &Env, records: &Path) -> Result<Exit, Failure> {
+fn launch(
+    app: &Path,
+    args: &[OsString],
+    env: &Env,
+    records: &Path,
+    offset: u64,
+) -> Result<Exit, Failure> {
     let mut cmd = Command::new(app);
     cmd.args(args);
     apply(&mut cmd, env);
@@ -466,7 +508,7 @@ fn launch(app: &Path, args: &[OsString], env: &Env, records: &Path) -> Result<Ex
         }
     };
     CHILD.store(child.id() as i32, Ordering::SeqCst);
-    let progress = progress::Progress::start(records.to_path_buf());
+    let progress = progress::Progress::start(records.to_path_buf(), offset);
     // The application runs as long as it runs: no deadline here (the engine bounds every
     // wait inside it).
     let status = child.wait();

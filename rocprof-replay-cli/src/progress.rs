@@ -26,13 +26,13 @@ pub(crate) struct Progress {
 
 impl Progress {
     /// Starts following `records` (nothing at all when stderr is not a terminal).
-    pub(crate) fn start(records: PathBuf) -> Progress {
+    pub(crate) fn start(records: PathBuf, offset: u64) -> Progress {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::io::stderr().is_terminal().then(|| {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("rocprof-replay-progress".into())
-                .spawn(move || follow(&records, &stop))
+                .spawn(move || follow(&records, offset, &stop))
                 .ok()
         });
         Progress {
@@ -50,10 +50,9 @@ impl Progress {
     }
 }
 
-fn follow(path: &std::path::Path, stop: &AtomicBool) {
+fn follow(path: &std::path::Path, mut offset: u64, stop: &AtomicBool) {
     let start = Instant::now();
     let mut bar: Option<ProgressBar> = None;
-    let mut offset = 0u64;
     let mut pending = String::new();
     let (mut seen, mut replayed, mut declined) = (0usize, 0usize, 0usize);
     while !stop.load(Ordering::SeqCst) {
