@@ -377,11 +377,7 @@ pub(crate) fn trace(run: &Run<'_>) -> String {
         );
         let passes = r.passes.max(r.pass_ns.len() as u64);
         let restores = passes.saturating_sub(1);
-        let restore_each = if restores > 0 {
-            r.restore_ns / restores
-        } else {
-            0
-        };
+        let restore_each = r.restore_ns.checked_div(restores).unwrap_or(0);
         for i in 0..passes {
             let ns = r.pass_ns.get(i as usize).copied().flatten();
             child(
