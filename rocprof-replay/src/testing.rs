@@ -14,7 +14,7 @@
 //! impl ReplayPolicy for Three {
 //!     type State = ();
 //!     type PassState = ();
-//!     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+//!     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
 //!         PassPlan::exactly(3, ())
 //!     }
 //! }

@@ -108,7 +108,6 @@ pub fn c_samples() -> Option<&'static Path> {
 /// Packages of the tool libraries the end-to-end tests load.
 const TOOL_PACKAGES: &[&str] = &[
     "e2e-plan-tool",
-    "e2e-open-ended-tool",
     "rocprof-replay-example-pass-timer",
     "rocprof-replay-example-adaptive-timer",
     "rocprof-replay-example-selective",

@@ -18,7 +18,7 @@
 //!   │     │ late: waited for (second deadline); done ─► complete once    (declined)
 //!   │     │           still running at the second deadline ─► complete once    (failed)
 //!   │     ▼
-//!   │   more passes? (plan, contention, should_continue) ──no──► complete once (replayed)
+//!   │   more passes? (plan, contention, keep_going) ──no──► complete once   (replayed)
 //!   └── restore ◄──yes        │ failed twice / stuck ──────────────► run_once      (failed)
 //! ```
 //! The last pass is never followed by a restore: the application sees what the kernel made.
@@ -34,7 +34,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
-use crate::context::{PassGuard, Service, service_active};
+use crate::context::{LoopContexts, Service, service_active};
 use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::settings::Settings;
@@ -110,26 +110,33 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     inventory: &AllocationInventory,
     settings: &Settings,
 ) -> Outcome {
+    let started_at = std::time::SystemTime::now();
+    let start = |kind| Outcome {
+        started_at: Some(started_at),
+        ..Outcome::ordinary(kind)
+    };
     let Some(plan) = call("pass_count", info, || policy.pass_count(info)) else {
         target.run_once();
-        return Outcome::ordinary(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
+        return start(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
     };
     // Ends a dispatch that never entered the window: one ordinary run.
     let ordinary = |target: &mut dyn ReplayTarget, kind: OutcomeKind, state: P::State| {
         target.run_once();
-        let outcome = Outcome::ordinary(kind);
+        let outcome = start(kind);
         call("on_end", info, || policy.on_end(info, state, &outcome));
         outcome
     };
-    let (limit, fixed, asks, mut state) = match plan {
+    let (limit, fixed, mut keep_going, mut state) = match plan {
         PassPlan::Skip => {
             target.run_once();
-            return Outcome::ordinary(OutcomeKind::Skipped);
+            return start(OutcomeKind::Skipped);
         }
-        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state } if passes <= 1 => {
+        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
+            if passes <= 1 =>
+        {
             return ordinary(target, OutcomeKind::Skipped, state);
         }
-        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state }
+        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
             if passes > MAX_PASSES =>
         {
             warn_once(&TOO_MANY, || {
@@ -145,24 +152,14 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 state,
             );
         }
-        PassPlan::Exactly { passes, state } => (passes, true, false, state),
-        PassPlan::UpTo { passes, state } => (passes, false, P::DECIDES_CONTINUE, state),
-        PassPlan::Until { state } => {
-            if !P::DECIDES_CONTINUE {
-                warn_once(&OPEN_ENDED, || {
-                    tracing::warn!(
-                        "a policy returned PassPlan::Until without DECIDES_CONTINUE: \
-                         open-ended replay needs a continue decision; such dispatches are not \
-                         replayed"
-                    )
-                });
-                return ordinary(
-                    target,
-                    OutcomeKind::Declined(DeclineReason::OpenEndedWithoutContinue),
-                    state,
-                );
-            }
-            (MAX_OPEN_ENDED_PASSES, false, true, state)
+        PassPlan::Exactly { passes, state } => (passes, true, None, state),
+        PassPlan::UpTo {
+            passes,
+            state,
+            keep_going,
+        } => (passes, false, Some(keep_going), state),
+        PassPlan::Until { state, keep_going } => {
+            (MAX_OPEN_ENDED_PASSES, false, Some(keep_going), state)
         }
     };
     let total = fixed.then_some(limit);
@@ -199,12 +196,12 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         Err(reason) => return decline(target, reason, state),
     };
 
-    let mut outcome = Outcome::ordinary(OutcomeKind::Replayed);
+    let mut outcome = start(OutcomeKind::Replayed);
     outcome.passes = 0;
     outcome.snapshot_bytes = snapshot.bytes;
     outcome.snapshot_time = snapshot.capture_time;
     outcome.skipped_regions = snapshot.skipped;
-    let mut guard = PassGuard::new();
+    let mut guard = LoopContexts::new();
     let mut index = 0u32;
     loop {
         let mut scope = P::PassState::default();
@@ -297,9 +294,9 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             outcome.kind = OutcomeKind::Declined(DeclineReason::LockContention);
             break;
         }
-        if asks {
-            match call("should_continue", info, || {
-                policy.should_continue(info, &state, completed)
+        if let Some(keep_going) = keep_going.as_mut() {
+            match call("the continue decision", info, || {
+                keep_going(&state, completed)
             }) {
                 Some(true) => {}
                 Some(false) => break,
@@ -345,7 +342,6 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     finish(target, state, outcome)
 }
 
-static OPEN_ENDED: std::sync::Once = std::sync::Once::new();
 static TOO_MANY: std::sync::Once = std::sync::Once::new();
 
 fn warn_once(once: &std::sync::Once, warn: impl FnOnce()) {

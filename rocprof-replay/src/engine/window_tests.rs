@@ -197,36 +197,47 @@ fn assert_one_execution(dev: &SimDevice) {
     assert_eq!(dev.counter, 1, "module counter shows one execution");
 }
 
-/// Fixed plan, optional continue decision, records what it saw.
+/// The shape of a plan with a continue decision.
+#[derive(Clone, Copy)]
+enum Shape {
+    UpTo(u32),
+    Until,
+}
+
+/// A plan with a continue decision, records what it saw.
 struct Plan {
-    plan: fn() -> PassPlan<Vec<String>>,
+    shape: Shape,
     stop_after: Option<u32>,
     ends: Mutex<Vec<(Vec<String>, OutcomeKind)>>,
 }
 
 impl Plan {
-    fn new(plan: fn() -> PassPlan<Vec<String>>, stop_after: Option<u32>) -> Self {
+    fn new(shape: Shape, stop_after: Option<u32>) -> Self {
         Plan {
-            plan,
+            shape,
             stop_after,
             ends: Mutex::new(Vec::new()),
         }
+    }
+
+    fn keep_going(&self, state: &[String], completed: u32) -> bool {
+        assert!(
+            state.iter().any(|s| s == &format!("end {}", completed - 1)),
+            "continue sees pass-end writes"
+        );
+        self.stop_after.is_none_or(|n| completed < n)
     }
 }
 
 impl ReplayPolicy for Plan {
     type State = Vec<String>;
     type PassState = Option<u32>;
-    const DECIDES_CONTINUE: bool = true;
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Vec<String>> {
-        (self.plan)()
-    }
-    fn should_continue(&self, _: &DispatchInfo, state: &Vec<String>, completed: u32) -> bool {
-        assert!(
-            state.iter().any(|s| s == &format!("end {}", completed - 1)),
-            "continue sees pass-end writes"
-        );
-        self.stop_after.is_none_or(|n| completed < n)
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, Vec<String>> {
+        let keep_going = |state: &Vec<String>, completed| self.keep_going(state, completed);
+        match self.shape {
+            Shape::UpTo(n) => PassPlan::up_to(n, Vec::new(), keep_going),
+            Shape::Until => PassPlan::until(Vec::new(), keep_going),
+        }
     }
     fn on_pass(&self, pass: &mut Pass<'_>, state: &mut Vec<String>, scope: &mut Option<u32>) {
         assert_eq!(*scope, None, "per-pass state leaked from the previous pass");
@@ -247,11 +258,11 @@ impl ReplayPolicy for Plan {
 }
 
 /// Same, without a continue decision.
-struct NoContinue(fn() -> PassPlan<()>);
+struct NoContinue(fn() -> PassPlan<'static, ()>);
 impl ReplayPolicy for NoContinue {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         (self.0)()
     }
 }
@@ -297,7 +308,7 @@ fn row_n_passes_without_continue_runs_exactly_n() {
 
 #[test]
 fn row_up_to_n_with_continue_may_stop_early() {
-    let p = Plan::new(|| PassPlan::up_to(8, Vec::new()), Some(3));
+    let p = Plan::new(Shape::UpTo(8), Some(3));
     let (dev, out) = run(&p, |_| {});
     assert_eq!((out.kind, out.passes), (OutcomeKind::Replayed, 3));
     assert_one_execution(&dev);
@@ -310,7 +321,7 @@ fn row_up_to_n_with_continue_may_stop_early() {
 
 #[test]
 fn row_up_to_n_never_exceeds_n() {
-    let p = Plan::new(|| PassPlan::up_to(4, Vec::new()), None);
+    let p = Plan::new(Shape::UpTo(4), None);
     let (dev, out) = run(&p, |_| {});
     assert_eq!(out.passes, 4);
     assert_one_execution(&dev);
@@ -318,7 +329,7 @@ fn row_up_to_n_never_exceeds_n() {
 
 #[test]
 fn row_open_ended_with_continue_runs_until_told() {
-    let p = Plan::new(|| PassPlan::until(Vec::new()), Some(6));
+    let p = Plan::new(Shape::Until, Some(6));
     let (dev, out) = run(&p, |_| {});
     assert_eq!((out.kind, out.passes), (OutcomeKind::Replayed, 6));
     assert_one_execution(&dev);
@@ -326,20 +337,9 @@ fn row_open_ended_with_continue_runs_until_told() {
 
 #[test]
 fn row_open_ended_is_capped() {
-    let p = Plan::new(|| PassPlan::until(Vec::new()), None);
+    let p = Plan::new(Shape::Until, None);
     let (dev, out) = run(&p, |_| {});
     assert_eq!(out.passes, MAX_OPEN_ENDED_PASSES);
-    assert_one_execution(&dev);
-}
-
-#[test]
-fn row_open_ended_without_continue_is_rejected() {
-    let (dev, out) = run(&NoContinue(|| PassPlan::until(())), |_| {});
-    assert_eq!(
-        out.kind,
-        OutcomeKind::Declined(DeclineReason::OpenEndedWithoutContinue)
-    );
-    assert_eq!((dev.passes, dev.ordinary_runs), (0, 1));
     assert_one_execution(&dev);
 }
 
@@ -462,7 +462,7 @@ fn contention_stops_the_replay_after_the_running_pass() {
 fn an_absurd_pass_count_is_declined_and_runs_once() {
     for plan in [
         || PassPlan::exactly(MAX_PASSES + 1, ()),
-        || PassPlan::up_to(u32::MAX, ()),
+        || PassPlan::up_to(u32::MAX, (), |_, _| true),
     ] {
         let (dev, out) = run(&NoContinue(plan), |_| {});
         assert_eq!(
@@ -484,7 +484,7 @@ struct ChecksEnd {
 impl ReplayPolicy for ChecksEnd {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         PassPlan::exactly(3, ())
     }
     fn on_end(&self, _: &DispatchInfo, _: (), _: &Outcome) {
@@ -535,7 +535,7 @@ struct Panics {
 impl ReplayPolicy for Panics {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         PassPlan::exactly(5, ())
     }
     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), _: &mut ()) {
@@ -583,7 +583,7 @@ struct TimesPassTwo {
 impl ReplayPolicy for TimesPassTwo {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         PassPlan::exactly(4, ())
     }
     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), _: &mut ()) {
