@@ -11,6 +11,7 @@
 //! | `HSA_EMU_COPY_DELAY_MS=MS` | every asynchronous copy waits MS milliseconds on the copy engine before it runs (a slow DMA engine; later copies on that engine wait too) |
 //! | `HSA_EMU_DELAY_COPY_NTH=N` | with `HSA_EMU_COPY_DELAY_MS`: only the N-th asynchronous copy that runs is delayed |
 //! | `HSA_EMU_HOLD_BARRIERS_MS=MS` | packet processors hold every barrier-AND/OR packet for MS milliseconds before resolving it (a stuck drain) |
+//! | `HSA_EMU_HOLD_BARRIER_NTH=N` | with `HSA_EMU_HOLD_BARRIERS_MS`: only the N-th barrier packet processed is held |
 //! | `HSA_EMU_AMD_EXT_MAJOR=N` | the AMD extension table is presented with `major_id` N (an unknown layout, for tools' version checks) |
 //! | `HSA_EMU_FAIL_SYMBOL_ITERATION=1` | `hsa_executable_iterate_symbols` and its agent/program variants fail with `HSA_STATUS_ERROR` |
 //!
@@ -36,12 +37,14 @@ pub(crate) struct Faults {
     fail_copy_from: AtomicU64,
     amd_ext_major: Option<u32>,
     hold_barriers_ms: AtomicU64,
+    hold_barrier_nth: AtomicU64,
     copy_delay_ms: AtomicU64,
     delay_copy_nth: AtomicU64,
     fail_symbol_iteration: AtomicBool,
     allocs: AtomicU64,
     copies: AtomicU64,
     async_runs: AtomicU64,
+    barriers: AtomicU64,
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -62,6 +65,7 @@ pub(crate) fn faults() -> &'static Faults {
         fail_copy_from: knob("HSA_EMU_FAIL_COPY_FROM"),
         amd_ext_major: env_u64("HSA_EMU_AMD_EXT_MAJOR").and_then(|v| u32::try_from(v).ok()),
         hold_barriers_ms: knob("HSA_EMU_HOLD_BARRIERS_MS"),
+        hold_barrier_nth: knob("HSA_EMU_HOLD_BARRIER_NTH"),
         copy_delay_ms: knob("HSA_EMU_COPY_DELAY_MS"),
         delay_copy_nth: knob("HSA_EMU_DELAY_COPY_NTH"),
         fail_symbol_iteration: AtomicBool::new(env_u64("HSA_EMU_FAIL_SYMBOL_ITERATION") == Some(1)),
@@ -110,9 +114,12 @@ impl Faults {
         self.amd_ext_major
     }
 
-    /// How long a barrier packet is held before it may resolve.
+    /// How long the barrier packet about to be resolved is held first (counts the barrier).
     pub(crate) fn barrier_hold(&self) -> Option<Duration> {
-        millis(&self.hold_barriers_ms)
+        let hold = millis(&self.hold_barriers_ms)?;
+        let n = self.barriers.fetch_add(1, Ordering::Relaxed) + 1;
+        let nth = self.hold_barrier_nth.load(Ordering::Relaxed);
+        (nth == 0 || nth == n).then_some(hold)
     }
 
     /// Whether symbol iteration must fail.
@@ -133,7 +140,8 @@ impl Faults {
             "FAIL_COPY_FROM" => restart(&self.copies, &self.fail_copy_from),
             "COPY_DELAY_MS" => restart(&self.async_runs, &self.copy_delay_ms),
             "DELAY_COPY_NTH" => restart(&self.async_runs, &self.delay_copy_nth),
-            "HOLD_BARRIERS_MS" => self.hold_barriers_ms.store(value, Ordering::Relaxed),
+            "HOLD_BARRIERS_MS" => restart(&self.barriers, &self.hold_barriers_ms),
+            "HOLD_BARRIER_NTH" => restart(&self.barriers, &self.hold_barrier_nth),
             "FAIL_SYMBOL_ITERATION" => self
                 .fail_symbol_iteration
                 .store(value == 1, Ordering::Relaxed),

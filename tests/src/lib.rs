@@ -261,3 +261,43 @@ pub fn run_on_emu(program: &Path, args: &[&str], env: &[(&str, &str)], deadline:
         elapsed: start.elapsed(),
     }
 }
+
+/// The fault-matrix application (`tests/fixtures/fault_probe.c`) and its kernel library
+/// (`tests/fixtures/fault_kernels.c`: the sample kernels plus kernels that misbehave on
+/// purpose); `None` when the HSA headers are missing (see [`c_samples`]).
+pub fn fault_probe() -> Option<(PathBuf, PathBuf)> {
+    static BUILT: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
+    let samples = c_samples()?;
+    BUILT
+        .get_or_init(|| {
+            let root = workspace_root();
+            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+            let exe = samples.join("fault_probe");
+            let kernels = samples.join("libfault_kernels.so");
+            run_checked(
+                Command::new(&cc)
+                    .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2"])
+                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
+                    .arg(format!("-I{}", root.join("examples/apps").display()))
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg(root.join("tests/fixtures/fault_probe.c"))
+                    .arg(format!("-L{}", emu_dir().display()))
+                    .args(["-lhsa-runtime64", "-lpthread", "-ldl"]),
+                "building fault_probe",
+            );
+            run_checked(
+                Command::new(&cc)
+                    .args([
+                        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC",
+                    ])
+                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
+                    .arg("-o")
+                    .arg(&kernels)
+                    .arg(root.join("tests/fixtures/fault_kernels.c")),
+                "building the fault kernels",
+            );
+            Some((exe, kernels))
+        })
+        .clone()
+}

@@ -177,11 +177,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     let decline = |target: &mut dyn ReplayTarget, reason: DeclineReason, state: P::State| {
         tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
         target.run_once();
-        finish(
-            target,
-            state,
-            Outcome::ordinary(OutcomeKind::Declined(reason)),
-        )
+        finish(target, state, start(OutcomeKind::Declined(reason)))
     };
 
     if let Err(reason) = target.drain() {

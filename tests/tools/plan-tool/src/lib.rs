@@ -5,7 +5,7 @@
 //! | `E2E_PLAN` | `skip`, `exactly:N`, `upto:N` or `until` (default `exactly:3`) |
 //! | `E2E_STOP_AFTER` | the plan's continue decision returns false once this many passes completed |
 //! | `E2E_KERNEL` | only kernels whose name contains this string are replayed |
-//! | `E2E_PANIC` | `pass_count`, `on_pass:K`, `on_pass_end:K` or `should_continue` (the continue decision): panic there |
+//! | `E2E_PANIC` | `new` (the constructor), `pass_count`, `on_pass:K`, `on_pass_end:K`, `should_continue` (the continue decision) or `on_end`: panic there |
 //!
 //! On every dispatch's end it prints `e2e_plan_tool: {json}` to stderr.
 
@@ -26,6 +26,9 @@ pub struct PlanTool {
 impl Default for PlanTool {
     fn default() -> Self {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        if var("E2E_PANIC").as_deref() == Some("new") {
+            panic!("E2E_PANIC=new");
+        }
         let timing = Context::new("e2e-timing", &[Service::DispatchTiming]);
         timing.start();
         PlanTool {
@@ -103,11 +106,14 @@ impl ReplayPolicy for PlanTool {
     }
 
     fn on_end(&self, info: &DispatchInfo, seen: Seen, outcome: &Outcome) {
+        if self.panics_at("on_end") {
+            panic!("E2E_PANIC=on_end");
+        }
         let line = serde_json::json!({
             "kernel": info.kernel(),
             "dispatch_id": info.dispatch_id.0,
             "outcome": outcome.kind.label(),
-            "reason": outcome.kind.reason().map(|r| r.code()),
+            "reason": outcome.kind.reason_code(),
             "passes": outcome.passes,
             "seen": seen.0,
         });
