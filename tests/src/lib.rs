@@ -238,24 +238,51 @@ pub fn run_on_emu(program: &Path, args: &[&str], env: &[(&str, &str)], deadline:
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-    loop {
+    // Drain both pipes while the child runs: a chatty child must never block on a full pipe.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    );
+    let status = loop {
         match child.try_wait().expect("waiting for the child") {
-            Some(_) => break,
+            Some(status) => break status,
             None if start.elapsed() > deadline => {
                 let _ = child.kill();
-                let output = child.wait_with_output().expect("collecting output");
+                let _ = child.wait();
+                let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
                 panic!(
                     "{} ran past its {:?} deadline and was killed:\n{}\n{}",
                     program.display(),
                     deadline,
-                    String::from_utf8_lossy(&output.stdout),
-                    String::from_utf8_lossy(&output.stderr)
+                    String::from_utf8_lossy(&stdout),
+                    String::from_utf8_lossy(&stderr)
                 );
             }
             None => std::thread::sleep(Duration::from_millis(5)),
         }
-    }
-    let output = child.wait_with_output().expect("collecting output");
+    };
+    let output = Output {
+        status,
+        stdout: out.join().expect("reading stdout"),
+        stderr: err.join().expect("reading stderr"),
+    };
     Run {
         output,
         elapsed: start.elapsed(),

@@ -498,3 +498,55 @@ fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
     Cell::assert_outcome(c.faulty("inc_in_place"), "replayed", None);
     c.assert_frame(3);
 }
+
+#[test]
+fn soak_a_hundred_thousand_replayed_dispatches_leak_nothing_and_lose_no_record() {
+    const N: u64 = 100_000;
+    let n = N.to_string();
+    let Some(c) = cell("soak", &[("E2E_PLAN", "exactly:2"), ("SOAK_N", &n)]) else {
+        return;
+    };
+    let out = c.run.stdout();
+    let start = out
+        .lines()
+        .find_map(|l| l.strip_prefix("soak start "))
+        .expect("the soak prints its start resources");
+    let at = |line: &str, key: &str| -> i64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {line}"))
+    };
+    let (rss0, threads0, fds0) = (at(start, "rss_kb"), at(start, "threads"), at(start, "fds"));
+    let (_, rss1) = c.resource("rss_kb");
+    let (_, threads1) = c.resource("threads");
+    let (_, fds1) = c.resource("fds");
+    println!(
+        "soak of {N}: threads {threads0} -> {threads1}, fds {fds0} -> {fds1}, RSS {rss0} KiB -> \
+         {rss1} KiB, {:.1} s",
+        c.run.elapsed.as_secs_f64()
+    );
+    assert_eq!(threads0, threads1, "threads");
+    assert_eq!(fds0, fds1, "file descriptors");
+    assert!(
+        rss1 - rss0 < 16 << 10,
+        "RSS grew by {} KiB over {N} dispatches",
+        rss1 - rss0
+    );
+    // Warm-up, N, next: every record there, each once, each replayed with its 2 passes.
+    assert_eq!(c.records.len() as u64, N + 2, "records lost");
+    let mut ids: Vec<u64> = c
+        .records
+        .iter()
+        .map(|r| r["dispatch_id"].as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len() as u64, N + 2, "duplicate records");
+    assert!(
+        c.records
+            .iter()
+            .all(|r| r["outcome"] == "replayed" && r["passes"] == 2),
+        "every soak dispatch is replayed twice"
+    );
+}
