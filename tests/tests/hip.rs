@@ -1,0 +1,152 @@
+//! HIP programs built with Debian's hipcc for gfx90a (`examples/hip`) run unmodified on hsa-emu
+//! through the real HIP runtime (ROCclr 5.2), their kernels executed by shadows: the samples'
+//! shadow libraries for their own kernels, hsa-emu's built-in shadows for ROCclr's blit kernels.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use rocprof_replay_e2e::{Run, e2e_dir, hip_samples, hip_shadow, run_on_emu, workspace_root};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Runs a HIP sample on hsa-emu with its shadow library and `env`.
+fn run_hip(sample: &str, env: &[(&str, &str)]) -> Run {
+    let shadow = hip_shadow(sample);
+    let mut all = vec![("HSA_EMU_SHADOW", shadow.as_str())];
+    all.extend_from_slice(env);
+    run_on_emu(&hip_samples().join(sample), &[], &all, DEADLINE)
+}
+
+fn assert_ok(run: &Run, sample: &str) {
+    run.assert_success();
+    assert!(
+        run.stdout().contains(&format!("RESULT {sample} OK")),
+        "{sample} did not report OK:\n{}\n{}",
+        run.stdout(),
+        run.stderr()
+    );
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn vector_add_runs_through_the_real_hip_runtime() {
+    assert_ok(&run_hip("vector_add", &[]), "vector_add");
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn streams_events_async_copies_and_a_templated_kernel() {
+    let run = run_hip("streams", &[]);
+    assert_ok(&run, "streams");
+    assert!(run.stdout().contains("elapsed_ms="), "{}", run.stdout());
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn device_globals_are_shared_by_memcpy_to_symbol_and_the_shadow() {
+    assert_ok(&run_hip("symbols", &[]), "symbols");
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn a_code_object_file_loads_with_hip_module_load() {
+    let run = run_hip("module", &[]);
+    assert_ok(&run, "module");
+    assert!(run.stdout().contains("global_size=4"), "{}", run.stdout());
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn memsets_and_copies_run_on_the_built_in_blit_shadows() {
+    let run = run_hip("memops", &[("HSA_EMU_TRACE_PACKETS", "1")]);
+    assert_ok(&run, "memops");
+    // The trace names every dispatched kernel: ROCclr ran these blit kernels, each on its
+    // built-in shadow (memops has no shadow library).
+    let err = run.stderr();
+    assert!(!err.contains("has no shadow"), "{err}");
+    for kernel in [
+        "__amd_rocclr_fillBufferAligned.kd",
+        "__amd_rocclr_fillBufferAligned2D.kd",
+        "__amd_rocclr_copyBuffer.kd",
+        "__amd_rocclr_copyBufferRect.kd",
+        "__amd_rocclr_copyBufferRectAligned.kd",
+    ] {
+        assert!(
+            err.contains(&format!("kernel={kernel} ")),
+            "no dispatch of {kernel}:\n{err}"
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn a_kernel_without_a_shadow_fails_visibly() {
+    let run = run_on_emu(
+        &hip_samples().join("vector_add"),
+        &[],
+        &[("HSA_EMU_SHADOW", "")],
+        DEADLINE,
+    );
+    let err = run.stderr();
+    assert!(
+        err.contains("kernel vadd has no shadow") && err.contains("HSA_EMU_SHADOW"),
+        "{err}"
+    );
+    // hsa-emu called the queue's error callback; HIP's callback aborts the process.
+    assert!(err.contains("callbackQueue"), "{err}");
+    assert_eq!(run.output.status.signal(), Some(SIGABRT), "{err}");
+    assert!(!run.stdout().contains("RESULT vector_add OK"));
+}
+
+/// `SIGABRT` on Linux.
+const SIGABRT: i32 = 6;
+
+/// A shadow of vector_add's kernel whose argument struct misses the last argument.
+fn bad_vector_add_shadow() -> PathBuf {
+    let dir = e2e_dir().join("hip-bad-shadow");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("bad_shadow.c");
+    std::fs::write(
+        &src,
+        "#include \"hsa_emu_kernel.h\"\n\
+         typedef struct { const float* a; const float* b; float* c; } missing_n_t;\n\
+         HSA_EMU_KERNEL(vadd, missing_n_t) { (void)wg; }\n",
+    )
+    .unwrap();
+    let lib = dir.join("libbad_shadow.so");
+    let ok = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", "-I"])
+        .arg(workspace_root().join("hsa-emu/include"))
+        .arg("-o")
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "building the bad shadow");
+    lib
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn a_shadow_whose_arguments_do_not_mirror_the_kernel_is_refused_loudly() {
+    let lib = bad_vector_add_shadow();
+    let run = run_on_emu(
+        &hip_samples().join("vector_add"),
+        &[],
+        &[("HSA_EMU_SHADOW", lib.to_str().unwrap())],
+        DEADLINE,
+    );
+    let err = run.stderr();
+    // At load: the declared size against the metadata's explicit arguments.
+    assert!(
+        err.contains("shadow of kernel vadd: sizeof(args_t) = 24")
+            && err.contains("end at byte 28"),
+        "{err}"
+    );
+    // At dispatch: a queue error, never a run of the wrong shadow.
+    assert!(!run.output.status.success(), "{err}");
+    assert!(!run.stdout().contains("RESULT vector_add OK"));
+}
