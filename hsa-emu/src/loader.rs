@@ -1,33 +1,45 @@
 //! Code objects: readers, executables, symbols, and the AMD loader extension (0x201).
 //!
-//! A code object of hsa-emu is a host shared library (x86-64 ELF, `ET_DYN`) of kernels written
-//! against `include/hsa_emu_kernel.h`. A reader holds a private copy of the file's bytes. Every
-//! load (`hsa_executable_load_agent_code_object` / `_load_program_code_object`) writes those
-//! bytes to a fresh `memfd` and `dlopen`s it (`RTLD_NOW | RTLD_LOCAL`), so each load is a
-//! distinct instance with its own module-scope variables, like the per-agent copies of a GPU.
+//! Two kinds of code object load:
 //!
-//! Symbols come from the file's `.dynsym` (defined global symbols only):
-//! - a data object `__hsa_emu_meta_<name>` is the KERNEL symbol `<name>.kd`; its
-//!   `KERNEL_OBJECT` is the address of a 64-byte [`KernelDescriptor`] this module allocates;
-//! - any other data object whose name does not start with `__hsa_emu_` is a VARIABLE symbol
-//!   (`VARIABLE_IS_CONST` when it lives in a non-writable section or `.data.rel.ro`);
-//! - functions and everything else are not symbols.
+//! - **Host code objects**: a host shared library (x86-64 ELF, `ET_DYN`) of kernels written
+//!   against `include/hsa_emu_kernel.h`. Every load (`hsa_executable_load_agent_code_object` /
+//!   `_load_program_code_object`) writes the reader's private copy of the bytes to a fresh
+//!   `memfd` and `dlopen`s it (`RTLD_NOW | RTLD_LOCAL`), so each load is a distinct instance
+//!   with its own module-scope variables, like the per-agent copies of a GPU. Symbols come from
+//!   the file's `.dynsym` (defined global symbols only): a data object `__hsa_emu_meta_<name>`
+//!   is the KERNEL symbol `<name>.kd`, whose `KERNEL_OBJECT` is the address of a 64-byte
+//!   [`KernelDescriptor`] this module allocates; any other data object whose name does not start
+//!   with `__hsa_emu_` is a VARIABLE symbol (`VARIABLE_IS_CONST` when it lives in a
+//!   non-writable section or `.data.rel.ro`); functions and everything else are not symbols.
+//! - **AMDGPU code objects** (`EM_AMDGPU`, v3 to v5: hipcc, comgr; see [`amdgpu`]): each load
+//!   copies the segments into a fresh image. The KERNEL symbols are the metadata's kernels
+//!   (`N.kd`): `KERNEL_OBJECT` is the descriptor's address in the image (its real bytes), and
+//!   the segment sizes, kernarg size and alignment and `DYNAMIC_CALLSTACK` are the metadata's.
+//!   The VARIABLE symbols are the program's variables, each backed by a shadow library's object
+//!   of the same name if one exists (see [`crate::shadow`]; the code object's initial bytes are
+//!   copied into it at every load, and a size mismatch or a read-only object for a writable
+//!   variable fails the load with `INVALID_CODE_OBJECT`), else by the image. A code object for
+//!   another processor than the agent's (`gfx90a`), or one loaded for the CPU agent, is
+//!   `HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS`, as ROCr answers. Each kernel's shadow is
+//!   resolved at load; a dispatch of its `KERNEL_OBJECT` runs it (`queues::processor`).
 //!
 //! Symbols of an agent load belong to (executable, agent); those of a program load are program
 //! symbols (agent handle 0). Iteration follows load order, then `.dynsym` order.
 //!
 //! Attribute choices where ROCr has nothing to copy from: `LINKAGE` is always PROGRAM,
 //! `IS_DEFINITION` true, `MODULE_NAME` empty, `VARIABLE_ALIGNMENT` is the largest power of two
-//! dividing the address, capped at 16 (ELF records no per-symbol alignment), kernels report
-//! `DYNAMIC_CALLSTACK` false and call convention 0; `INDIRECT_FUNCTION_*` and attributes of the
+//! dividing the address, capped at 16 (ELF records no per-symbol alignment), host kernels
+//! report `DYNAMIC_CALLSTACK` false, every kernel call convention 0; `INDIRECT_FUNCTION_*` and attributes of the
 //! other symbol kind are `HSA_STATUS_ERROR_INVALID_ARGUMENT`.
 //!
 //! Not implemented (their slots keep the table's stub, which returns `HSA_STATUS_ERROR`): the
 //! deprecated `hsa_code_object_*` API and `hsa_executable_load_code_object`, and the
 //! `hsa_executable_*_variable_define` functions (code objects here have no external variables).
 //!
-//! Loader extension: loaded segments are the `PT_LOAD` ranges of each instance, relocated by its
-//! load bias; kernel descriptors also count as addresses of their executable. Segment descriptors
+//! Loader extension: loaded segments are the `PT_LOAD` ranges of each instance (or image),
+//! relocated by its load bias; kernel descriptors also count as addresses of their executable,
+//! and are their own host address (`hsa_ven_amd_loader_query_host_address`). Segment descriptors
 //! and `CODE_OBJECT_STORAGE_MEMORY_BASE` point at the loader's own copy of the bytes (always
 //! readable while the executable lives). `URI` is written as exactly `URI_LENGTH` bytes (no NUL),
 //! like `NAME`. `hsa_ven_amd_loader_iterate_executables` iterates a snapshot: executables created
@@ -267,7 +279,6 @@ impl State {
 }
 
 /// Name (`name.kd`) of the kernel whose descriptor this loader created at `kernel_object`.
-#[allow(dead_code)] // for diagnostics of other modules
 pub(crate) fn kernel_symbol_name(kernel_object: u64) -> Option<String> {
     let state = STATE.lock();
     let sym = state.descriptors.get(&kernel_object)?;

@@ -48,7 +48,7 @@ struct Library {
 }
 
 /// The libraries of `HSA_EMU_SHADOW`, opened on first use (in unit tests: those set by
-/// [`set_test_libraries`]).
+/// `set_test_libraries`).
 fn libraries() -> Vec<&'static Library> {
     #[cfg(test)]
     {
