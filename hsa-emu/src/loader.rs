@@ -657,9 +657,9 @@ fn open_instance(bytes: &[u8]) -> Result<Instance, String> {
 
 /// The public head of glibc's `struct link_map` (`<link.h>`).
 #[repr(C)]
-struct LinkMap {
-    l_addr: usize,
-    l_name: *const c_char,
+pub(crate) struct LinkMap {
+    pub(crate) l_addr: usize,
+    pub(crate) l_name: *const c_char,
     l_ld: *mut c_void,
     l_next: *mut LinkMap,
     l_prev: *mut LinkMap,

@@ -4,9 +4,9 @@
 //! host function with the hsa-emu kernel ABI (`include/hsa_emu_kernel.h`), found when the code
 //! object is loaded:
 //!
-//! 1. in the shadow libraries named by `HSA_EMU_SHADOW` (paths separated by `:`, read once per
+//! 1. in the shadow libraries named by `HSA_EMU_SHADOW` (separated by `:`, read once per
 //!    process, each `dlopen`ed `RTLD_NOW | RTLD_LOCAL` the first time an AMDGPU code object is
-//!    loaded), in that order: the library that exports `HSA_EMU_KERNEL(N, args_t)` (the record
+//!    loaded, so a name without `/` is searched like any `dlopen` name), in that order: the library that exports `HSA_EMU_KERNEL(N, args_t)` (the record
 //!    `__hsa_emu_meta_N` in its own `.dynsym`). Its `sizeof(args_t)` must be the kernel's
 //!    explicit-argument extent (end of the last non-hidden argument of the metadata) rounded up
 //!    to `_Alignof(args_t)`, and `_Alignof(args_t)` at most `.kernarg_segment_align`;
@@ -97,12 +97,9 @@ pub(crate) fn library_paths() -> Vec<String> {
     libraries().iter().map(|l| l.path.clone()).collect()
 }
 
+/// `dlopen`s `path` (a name without `/` is searched like any `dlopen` name) and reads the
+/// symbol table of the file the dynamic loader opened.
 fn open(path: &str) -> Result<Library, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let elf = elf::parse(&bytes).map_err(|e| e.to_string())?;
-    if elf.machine != elf::Machine::X86_64 {
-        return Err("not a host (x86-64) shared library".into());
-    }
     let cpath = CString::new(path).map_err(|_| "the path contains a NUL byte".to_string())?;
     // SAFETY: a valid C string; dlopen runs the library's initialisers, which is what loading
     // a shadow library means.
@@ -118,6 +115,28 @@ fn open(path: &str) -> Result<Library, String> {
             }
         };
         return Err(msg);
+    }
+    let mut map: *mut crate::loader::LinkMap = std::ptr::null_mut();
+    // SAFETY: a live handle and an out-pointer of the type RTLD_DI_LINKMAP writes.
+    let found = unsafe {
+        libc::dlinfo(
+            handle,
+            libc::RTLD_DI_LINKMAP,
+            (&mut map as *mut *mut crate::loader::LinkMap).cast(),
+        )
+    } == 0
+        && !map.is_null();
+    let file = if found {
+        // SAFETY: glibc's live link_map of this object; `l_name` is its NUL-terminated name.
+        let name = unsafe { CStr::from_ptr((*map).l_name) };
+        name.to_string_lossy().into_owned()
+    } else {
+        path.to_owned()
+    };
+    let bytes = std::fs::read(&file).map_err(|e| format!("{file}: {e}"))?;
+    let elf = elf::parse(&bytes).map_err(|e| format!("{file}: {e}"))?;
+    if elf.machine != elf::Machine::X86_64 {
+        return Err("not a host (x86-64) shared library".into());
     }
     Ok(Library {
         path: path.to_owned(),
