@@ -137,3 +137,79 @@ pub(crate) fn describe(p: &aql_packet_t) -> String {
     let _ = write!(s, " signal={}", signal(completion));
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet<T: Copy>(p: &T) -> aql_packet_t {
+        assert_eq!(std::mem::size_of::<T>(), AQL_PACKET_SIZE);
+        let mut out = aql_packet_t {
+            bytes: [0; AQL_PACKET_SIZE],
+        };
+        // SAFETY: both are 64 plain bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping((p as *const T).cast::<u8>(), out.bytes.as_mut_ptr(), 64)
+        };
+        out
+    }
+
+    #[test]
+    fn packets_are_described_with_their_header_bits_and_signals() {
+        let dep = crate::signals::create(3).unwrap();
+        let done = crate::signals::create(1).unwrap();
+        let mut b = hsa_barrier_and_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_BARRIER_AND,
+                true,
+                HSA_FENCE_SCOPE_SYSTEM,
+                HSA_FENCE_SCOPE_AGENT,
+            ),
+            completion_signal: done,
+            ..Default::default()
+        };
+        b.dep_signal[1] = dep;
+        let text = describe(&packet(&b));
+        assert!(text.starts_with("BARRIER_AND hdr="), "{text}");
+        assert!(text.contains("b=1 acq=system rel=agent"), "{text}");
+        assert!(
+            text.contains(&format!("deps=[{:#x}(=3)]", dep.handle)),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&format!("signal={:#x}(=1)", done.handle)),
+            "{text}"
+        );
+
+        let d = hsa_kernel_dispatch_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_KERNEL_DISPATCH,
+                false,
+                HSA_FENCE_SCOPE_AGENT,
+                HSA_FENCE_SCOPE_NONE,
+            ),
+            setup: 2,
+            workgroup_size_x: 16,
+            workgroup_size_y: 4,
+            workgroup_size_z: 1,
+            grid_size_x: 64,
+            grid_size_y: 8,
+            grid_size_z: 1,
+            group_segment_size: 256,
+            kernel_object: 0x1000,
+            ..Default::default()
+        };
+        let text = describe(&packet(&d));
+        assert!(
+            text.starts_with("DISPATCH hdr=") && text.contains("b=0 acq=agent rel=none"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kernel=?(0x1000) dims=2 grid=(64,8,1) wg=(16,4,1)"),
+            "{text}"
+        );
+        assert!(text.contains("group=256 private=0 signal=0"), "{text}");
+        crate::signals::destroy(dep);
+        crate::signals::destroy(done);
+    }
+}
