@@ -2843,6 +2843,41 @@ mod tests {
                     kd,
                     &bytes[(object - base) as usize..(object - base) as usize + 64]
                 );
+                // The loaded code object reports the image: base, delta, and a size that
+                // covers the last variable (fx_calls, .bss, at 0x42e0).
+                let mut lcos: Vec<u64> = Vec::new();
+                // SAFETY: a valid callback and data.
+                let st = unsafe {
+                    hsa_ven_amd_loader_executable_iterate_loaded_code_objects(
+                        exe,
+                        Some(count_loaded),
+                        (&mut lcos as *mut Vec<u64>).cast(),
+                    )
+                };
+                assert_eq!((st, lcos.len()), (HSA_STATUS_SUCCESS, 1));
+                let lco = hsa_loaded_code_object_t { handle: lcos[0] };
+                let (mut load_base, mut load_size, mut delta) = (0u64, 0u64, 0i64);
+                for (attr, out) in [
+                    (
+                        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE,
+                        (&mut load_base as *mut u64).cast::<c_void>(),
+                    ),
+                    (
+                        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE,
+                        (&mut load_size as *mut u64).cast(),
+                    ),
+                    (
+                        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_DELTA,
+                        (&mut delta as *mut i64).cast(),
+                    ),
+                ] {
+                    // SAFETY: a buffer of the attribute's type.
+                    let st =
+                        unsafe { hsa_ven_amd_loader_loaded_code_object_get_info(lco, attr, out) };
+                    assert_eq!(st, HSA_STATUS_SUCCESS);
+                }
+                assert_eq!((load_base, delta as u64), (base, base));
+                assert!(load_size >= 0x42e4, "{load_size:#x}");
             }
 
             // Variables: .data initialisers, .bss zero, the relocated pointer.
