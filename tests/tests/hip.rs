@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use rocprof_replay_e2e::{Run, e2e_dir, hip_samples, hip_shadow, run_on_emu, workspace_root};
+use rocprof_replay_e2e::{
+    Run, e2e_dir, emu_dir, hip_samples, hip_shadow, run_on_emu, workspace_root,
+};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -149,4 +151,60 @@ fn a_shadow_whose_arguments_do_not_mirror_the_kernel_is_refused_loudly() {
     // At dispatch: a queue error, never a run of the wrong shadow.
     assert!(!run.output.status.success(), "{err}");
     assert!(!run.stdout().contains("RESULT vector_add OK"));
+}
+
+/// The `name@@VERSION` / `name@VERSION` dynamic symbols of `lib` (defined or undefined).
+fn dynamic_symbols(lib: &std::path::Path, defined: bool) -> std::collections::BTreeSet<String> {
+    let flag = if defined {
+        "--defined-only"
+    } else {
+        "--undefined-only"
+    };
+    let out = Command::new("nm")
+        .args(["-D", flag])
+        .arg(lib)
+        .output()
+        .expect("nm runs");
+    assert!(out.status.success(), "nm -D {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|s| s.starts_with("hsa_"))
+        .map(|s| s.replace("@@", "@"))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn hsa_emu_exports_every_function_hip_imports() {
+    let emu = dynamic_symbols(&emu_dir().join("libhsa-runtime64.so.1"), true);
+    let hip = dynamic_symbols(
+        std::path::Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5"),
+        false,
+    );
+    let missing: Vec<_> = hip.difference(&emu).collect();
+    assert!(
+        missing.is_empty(),
+        "HIP imports these, hsa-emu lacks them: {missing:?}"
+    );
+    // So HIP loads with immediate binding too (it used to fail on hsa_ext_image_*).
+    assert_ok(
+        &run_hip("vector_add", &[("LD_BIND_NOW", "1")]),
+        "vector_add",
+    );
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn hsa_emu_exports_every_function_rocr_exports() {
+    let emu = dynamic_symbols(&emu_dir().join("libhsa-runtime64.so.1"), true);
+    let rocr = dynamic_symbols(
+        std::path::Path::new("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1"),
+        true,
+    );
+    let missing: Vec<_> = rocr.difference(&emu).collect();
+    assert!(
+        missing.is_empty(),
+        "ROCr 5.2 exports these, hsa-emu does not: {missing:?}"
+    );
 }
