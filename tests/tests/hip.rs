@@ -208,3 +208,205 @@ fn hsa_emu_exports_every_function_rocr_exports() {
         "ROCr 5.2 exports these, hsa-emu does not: {missing:?}"
     );
 }
+
+// ---- replay under HIP: each sample under each example tool, both ways of loading it ---------
+
+/// How the tool is loaded.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    Preload,
+    ToolsLib,
+}
+
+/// The sample's own kernels (symbol names) and how many times it dispatches each.
+fn user_kernels(sample: &str) -> &'static [(&'static str, usize)] {
+    match sample {
+        "vector_add" => &[("vadd", 3)],
+        "streams" => &[("_Z7scale_kILi3EEvPii", 3), ("_Z7scale_kILi2EEvPii", 3)],
+        "symbols" => &[("_Z5weighPKii", 2)],
+        "module" => &[("saxpy", 2)],
+        "memops" => &[],
+        other => panic!("unknown sample {other}"),
+    }
+}
+
+/// Whether `kernel` is one of ROCclr's blit kernels.
+fn is_blit(kernel: &str) -> bool {
+    kernel.starts_with("__amd_rocclr_")
+}
+
+/// Runs `sample` with `tool` loaded `way` and `env`; checks the sample's own OK and returns the
+/// outcome records.
+fn replay(sample: &str, tool: &str, way: Way, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
+    let dir = e2e_dir().join("hip-records");
+    std::fs::create_dir_all(&dir).unwrap();
+    let records = dir.join(format!("{sample}-{tool}-{way:?}.jsonl"));
+    let _ = std::fs::remove_file(&records);
+    let lib = rocprof_replay_e2e::tool_lib(tool);
+    let load = match way {
+        Way::Preload => "LD_PRELOAD",
+        Way::ToolsLib => "HSA_TOOLS_LIB",
+    };
+    let mut all = vec![
+        (load, lib.to_str().unwrap()),
+        ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+        ("ROCPROF_REPLAY_LOG", "warn"),
+    ];
+    all.extend_from_slice(env);
+    let run = run_hip(sample, &all);
+    assert_ok(&run, sample);
+    let recs: Vec<serde_json::Value> = std::fs::read_to_string(&records)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l:?}: {e}")))
+        .collect();
+    // Every dispatch has a record with an outcome, and none ran out of time.
+    for r in &recs {
+        assert!(
+            !matches!(r["reason"].as_str(), Some("drain_timeout" | "pass_timeout")),
+            "{sample} under {tool} ({way:?}): {r}\n{}",
+            run.stderr()
+        );
+    }
+    // ROCclr's blit kernels are dispatches like any other (every sample copies).
+    assert!(
+        recs.iter()
+            .any(|r| is_blit(r["kernel"].as_str().unwrap_or(""))),
+        "{sample} under {tool} ({way:?}): no blit kernel among {recs:?}"
+    );
+    // Each user kernel has a record per dispatch.
+    for (kernel, count) in user_kernels(sample) {
+        let n = recs.iter().filter(|r| r["kernel"] == *kernel).count();
+        assert_eq!(
+            n, *count,
+            "{sample} under {tool} ({way:?}): records of {kernel}"
+        );
+    }
+    recs
+}
+
+/// Asserts that every record matching `pick` was replayed with `passes` passes.
+fn assert_replayed(
+    recs: &[serde_json::Value],
+    pick: impl Fn(&str) -> bool,
+    passes: impl Fn(u64) -> bool,
+    what: &str,
+) {
+    let picked: Vec<_> = recs
+        .iter()
+        .filter(|r| pick(r["kernel"].as_str().unwrap_or("")))
+        .collect();
+    assert!(!picked.is_empty(), "{what}: no records picked");
+    for r in picked {
+        assert_eq!(r["outcome"], "replayed", "{what}: {r}");
+        assert!(r["reason"].is_null(), "{what}: {r}");
+        let n = r["passes"].as_u64().unwrap_or(0);
+        assert!(passes(n), "{what}: {n} passes: {r}");
+    }
+}
+
+fn pass_timer(sample: &str) {
+    for way in [Way::Preload, Way::ToolsLib] {
+        let recs = replay(sample, "pass_timer", way, &[("ROCPROF_REPLAY_PASSES", "3")]);
+        assert_replayed(
+            &recs,
+            |_| true,
+            |n| n == 3,
+            &format!("{sample} pass_timer {way:?}"),
+        );
+    }
+}
+
+fn user_state(sample: &str) {
+    for way in [Way::Preload, Way::ToolsLib] {
+        let recs = replay(sample, "user_state", way, &[("ROCPROF_REPLAY_PASSES", "3")]);
+        assert_replayed(
+            &recs,
+            |_| true,
+            |n| n == 3,
+            &format!("{sample} user_state {way:?}"),
+        );
+    }
+}
+
+fn adaptive_timer(sample: &str) {
+    for way in [Way::Preload, Way::ToolsLib] {
+        let recs = replay(
+            sample,
+            "adaptive_timer",
+            way,
+            &[("ROCPROF_REPLAY_MAX_PASSES", "6")],
+        );
+        assert_replayed(
+            &recs,
+            |_| true,
+            |n| (3..=6).contains(&n),
+            &format!("{sample} adaptive_timer {way:?}"),
+        );
+    }
+}
+
+/// `selective` replays the sample's own kernels (for `memops`, the fills) and skips the rest.
+fn selective(sample: &str) {
+    let users: Vec<&str> = user_kernels(sample).iter().map(|(k, _)| *k).collect();
+    let pattern = if users.is_empty() {
+        "^__amd_rocclr_fillBuffer".to_owned()
+    } else {
+        format!("^({})$", users.join("|"))
+    };
+    let re = |k: &str| {
+        if users.is_empty() {
+            k.starts_with("__amd_rocclr_fillBuffer")
+        } else {
+            users.contains(&k)
+        }
+    };
+    for way in [Way::Preload, Way::ToolsLib] {
+        let env = [
+            ("ROCPROF_REPLAY_KERNEL", pattern.as_str()),
+            ("ROCPROF_REPLAY_PASSES", "3"),
+        ];
+        let recs = replay(sample, "selective", way, &env);
+        let what = format!("{sample} selective {way:?}");
+        assert_replayed(&recs, re, |n| n == 3, &what);
+        for r in recs
+            .iter()
+            .filter(|r| !re(r["kernel"].as_str().unwrap_or("")))
+        {
+            assert_eq!(r["outcome"], "skipped", "{what}: {r}");
+        }
+    }
+}
+
+macro_rules! replay_tests {
+    ($($name:ident: $tool:ident($sample:literal);)*) => {$(
+        #[test]
+        #[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+        fn $name() {
+            $tool($sample);
+        }
+    )*};
+}
+
+replay_tests! {
+    vector_add_under_pass_timer: pass_timer("vector_add");
+    vector_add_under_selective: selective("vector_add");
+    vector_add_under_user_state: user_state("vector_add");
+    vector_add_under_adaptive_timer: adaptive_timer("vector_add");
+    streams_under_pass_timer: pass_timer("streams");
+    streams_under_selective: selective("streams");
+    streams_under_user_state: user_state("streams");
+    streams_under_adaptive_timer: adaptive_timer("streams");
+    symbols_under_pass_timer: pass_timer("symbols");
+    symbols_under_selective: selective("symbols");
+    symbols_under_user_state: user_state("symbols");
+    symbols_under_adaptive_timer: adaptive_timer("symbols");
+    module_under_pass_timer: pass_timer("module");
+    module_under_selective: selective("module");
+    module_under_user_state: user_state("module");
+    module_under_adaptive_timer: adaptive_timer("module");
+    memops_under_pass_timer: pass_timer("memops");
+    memops_under_selective: selective("memops");
+    memops_under_user_state: user_state("memops");
+    memops_under_adaptive_timer: adaptive_timer("memops");
+}
