@@ -1,10 +1,12 @@
-//! Harness for the end-to-end tests: builds hsa-emu and the C sample applications once per
-//! test process, and runs applications as separate processes with a deadline.
+//! Harness for the end-to-end tests: builds hsa-emu, the C sample applications and the HIP
+//! samples once per test process, and runs applications as separate processes with a deadline.
 //!
-//! Every artefact lands under `<target>/e2e/`. Tests that need Debian's HSA headers (the C
-//! samples include `<hsa/hsa.h>`) call [`c_samples`], which returns `None` and prints why
-//! when the headers are missing; CI installs them and sets
-//! `ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1`, which turns that skip into a failure.
+//! Every artefact lands under `<target>/e2e/`. Tooling is detected by `tests/build.rs`, which
+//! emits `cfg(have_hsa_headers)` (Debian's HSA headers, for the C samples) and
+//! `cfg(have_hipcc)` (Debian's hipcc, for the HIP samples). Tests that need them carry
+//! `#[cfg_attr(not(have_hsa_headers), ignore = "...")]` / `#[cfg_attr(not(have_hipcc), ignore
+//! = "...")]` and show as ignored with that reason when the tool is missing; CI installs them
+//! and sets `ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1`, which makes a missing tool a build error.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -73,24 +75,24 @@ pub fn hsa_headers_present() -> bool {
     Path::new("/usr/include/hsa/hsa.h").exists()
 }
 
+/// Why a test that needs the HSA headers is ignored without them (the text of its
+/// `cfg_attr(not(have_hsa_headers), ignore = ...)`).
+pub const NEEDS_HSA_HEADERS: &str =
+    "needs Debian's HSA headers: apt-get install libhsa-runtime-dev";
+
+/// Why a test that needs hipcc is ignored without it (the text of its
+/// `cfg_attr(not(have_hipcc), ignore = ...)`).
+pub const NEEDS_HIPCC: &str = "needs apt install hipcc libamdhip64-dev";
+
 /// The C sample applications and kernel library, built against Debian's headers and linked
-/// against hsa-emu; `None` (with a message) when the headers are missing.
-pub fn c_samples() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+/// against hsa-emu. Tests that call it carry `cfg_attr(not(have_hsa_headers), ignore)`.
+pub fn c_samples() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        if !hsa_headers_present() {
-            let required =
-                std::env::var("ROCPROF_REPLAY_REQUIRE_HSA_HEADERS").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1 but /usr/include/hsa/hsa.h is missing"
-            );
-            eprintln!(
-                "SKIPPED: the C samples need Debian's HSA headers \
-                 (apt-get install -y libhsa-runtime-dev)"
-            );
-            return None;
-        }
+        assert!(
+            hsa_headers_present(),
+            "this test {NEEDS_HSA_HEADERS} (mark it cfg_attr(not(have_hsa_headers), ignore))"
+        );
         let out = e2e_dir().join("apps");
         let emu = emu_dir();
         run_checked(
@@ -100,9 +102,8 @@ pub fn c_samples() -> Option<&'static Path> {
                 .env("LDFLAGS", format!("-L{}", emu.display())),
             "building the C samples",
         );
-        Some(out)
+        out
     })
-    .as_deref()
 }
 
 /// Packages of the tool libraries the end-to-end tests load.
@@ -131,11 +132,11 @@ pub fn tool_lib(name: &str) -> PathBuf {
     lib
 }
 
-/// The replay probe application (`tests/fixtures/replay_probe.c`) and the sample kernels;
-/// `None` when the HSA headers are missing (see [`c_samples`]).
-pub fn replay_probe() -> Option<(PathBuf, PathBuf)> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    let samples = c_samples()?;
+/// The replay probe application (`tests/fixtures/replay_probe.c`) and the sample kernels
+/// (needs the HSA headers, see [`c_samples`]).
+pub fn replay_probe() -> (PathBuf, PathBuf) {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let samples = c_samples();
     let exe = BUILT
         .get_or_init(|| {
             let root = workspace_root();
@@ -152,10 +153,62 @@ pub fn replay_probe() -> Option<(PathBuf, PathBuf)> {
                     .args(["-lhsa-runtime64", "-lpthread"]),
                 "building replay_probe",
             );
-            Some(exe)
+            exe
         })
-        .clone()?;
-    Some((exe, samples.join("libsample_kernels.so")))
+        .clone();
+    (exe, samples.join("libsample_kernels.so"))
+}
+
+/// The HIP samples of `examples/hip`, built with Debian's hipcc for gfx90a by
+/// `examples/hip/build.sh` once per test process: `<dir>/<sample>`, `<dir>/lib<sample>_shadow.so`
+/// and `<dir>/module_kernels.co`. Tests that call it carry `cfg_attr(not(have_hipcc), ignore)`.
+pub fn hip_samples() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = e2e_dir().join("hip");
+        let script = workspace_root().join("examples/hip/build.sh");
+        // hipcc takes one to two seconds per file: build in two halves at once, three hipcc
+        // runs each (module also builds its --genco code object).
+        let halves = [
+            ["vector_add", "streams", "memops"].as_slice(),
+            &["symbols", "module"],
+        ];
+        let children: Vec<_> = halves
+            .iter()
+            .map(|half| {
+                Command::new("sh")
+                    .arg(&script)
+                    .arg(&out)
+                    .args(half.iter())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("building the HIP samples: cannot start: {e}"))
+            })
+            .collect();
+        for child in children {
+            let o = child.wait_with_output().expect("waiting for build.sh");
+            assert!(
+                o.status.success(),
+                "building the HIP samples failed ({}; {NEEDS_HIPCC}):\n{}\n{}",
+                o.status,
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        out
+    })
+}
+
+/// `HSA_EMU_SHADOW` for a HIP sample: its shadow library, or empty for `memops` (no kernels of
+/// its own).
+pub fn hip_shadow(sample: &str) -> String {
+    let lib = hip_samples().join(format!("lib{sample}_shadow.so"));
+    if lib.exists() {
+        lib.to_string_lossy().into_owned()
+    } else {
+        String::new()
+    }
 }
 
 /// Variants of the C tool probe (`tests/fixtures/tool_probe.c`), built once:
@@ -291,10 +344,10 @@ pub fn run_on_emu(program: &Path, args: &[&str], env: &[(&str, &str)], deadline:
 
 /// The fault-matrix application (`tests/fixtures/fault_probe.c`) and its kernel library
 /// (`tests/fixtures/fault_kernels.c`: the sample kernels plus kernels that misbehave on
-/// purpose); `None` when the HSA headers are missing (see [`c_samples`]).
-pub fn fault_probe() -> Option<(PathBuf, PathBuf)> {
-    static BUILT: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
-    let samples = c_samples()?;
+/// purpose); needs the HSA headers (see [`c_samples`]).
+pub fn fault_probe() -> (PathBuf, PathBuf) {
+    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    let samples = c_samples();
     BUILT
         .get_or_init(|| {
             let root = workspace_root();
@@ -324,7 +377,7 @@ pub fn fault_probe() -> Option<(PathBuf, PathBuf)> {
                     .arg(root.join("tests/fixtures/fault_kernels.c")),
                 "building the fault kernels",
             );
-            Some((exe, kernels))
+            (exe, kernels)
         })
         .clone()
 }

@@ -117,10 +117,9 @@ impl Cell {
     }
 }
 
-/// Runs `fault_probe KERNELS scenario` under the plan tool with `env`; `None` without the
-/// HSA headers (the harness reports it).
-fn cell(scenario: &str, env: &[(&str, &str)]) -> Option<Cell> {
-    let (exe, kernels) = fault_probe()?;
+/// Runs `fault_probe KERNELS scenario` under the plan tool with `env`.
+fn cell(scenario: &str, env: &[(&str, &str)]) -> Cell {
+    let (exe, kernels) = fault_probe();
     let records = records_path(scenario);
     let lib = tool_lib("e2e_plan_tool");
     let mut all: Vec<(&str, &str)> = vec![
@@ -133,22 +132,21 @@ fn cell(scenario: &str, env: &[(&str, &str)]) -> Option<Cell> {
     let run = run_on_emu(&exe, &[kernels.to_str().unwrap(), scenario], &all, DEADLINE);
     run.assert_success();
     let records = read_records(&records);
-    Some(Cell { run, records })
+    Cell { run, records }
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn allocation_failure_during_capture_declines_and_the_app_is_right() {
     // The extra 1 MiB buffer needs staging the warm-up did not leave behind: the first
     // allocation after arming is the snapshot's, and it fails.
-    let Some(c) = cell(
+    let c = cell(
         "inc",
         &[
             ("FAULT_EXTRA_KB", "1024"),
             ("FAULT_ARM", "FAIL_ALLOC_NTH=1"),
         ],
-    ) else {
-        return;
-    };
+    );
     Cell::assert_outcome(
         c.faulty("inc_in_place"),
         "declined",
@@ -158,19 +156,17 @@ fn allocation_failure_during_capture_declines_and_the_app_is_right() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn copy_failure_mid_capture_declines_and_the_app_is_right() {
-    let Some(c) = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=2")]) else {
-        return;
-    };
+    let c = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=2")]);
     Cell::assert_outcome(c.faulty("inc_in_place"), "declined", Some("copy_failed"));
     c.assert_frame(3);
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn one_copy_failure_mid_restore_is_retried_and_the_replay_completes() {
-    let Some(c) = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=3")]) else {
-        return;
-    };
+    let c = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=3")]);
     let r = c.faulty("inc_in_place");
     Cell::assert_outcome(r, "replayed", None);
     assert_eq!(r["passes"], 3, "{r}");
@@ -178,13 +174,12 @@ fn one_copy_failure_mid_restore_is_retried_and_the_replay_completes() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn restore_copies_that_keep_failing_end_failed_and_the_app_runs_on() {
-    let Some(c) = cell(
+    let c = cell(
         "inc",
         &[("FAULT_ARM", "FAIL_COPY_FROM=3"), ("FAULT_CHECK", "report")],
-    ) else {
-        return;
-    };
+    );
     Cell::assert_outcome(c.faulty("inc_in_place"), "failed", Some("restore_failed"));
     assert!(
         c.run.stderr().contains("may have seen a wrong result"),
@@ -195,10 +190,11 @@ fn restore_copies_that_keep_failing_end_failed_and_the_app_runs_on() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn restore_copies_past_the_copy_deadline_end_failed() {
     // The 3rd asynchronous copy (the first of the first restore) waits 1.5 s on the copy
     // engine; the copy deadline is 300 ms. The app lets it finish before its next dispatch.
-    let Some(c) = cell(
+    let c = cell(
         "inc",
         &[
             ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=3"),
@@ -206,34 +202,30 @@ fn restore_copies_past_the_copy_deadline_end_failed() {
             ("FAULT_CHECK", "report"),
             ("FAULT_SETTLE_MS", "1500"),
         ],
-    ) else {
-        return;
-    };
+    );
     Cell::assert_outcome(c.faulty("inc_in_place"), "failed", Some("restore_stuck"));
     c.assert_frame(3);
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn capture_copies_past_the_copy_deadline_decline_and_the_app_is_right() {
-    let Some(c) = cell(
+    let c = cell(
         "inc",
         &[
             ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=1"),
             ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
             ("FAULT_SETTLE_MS", "1500"),
         ],
-    ) else {
-        return;
-    };
+    );
     Cell::assert_outcome(c.faulty("inc_in_place"), "declined", Some("copy_timeout"));
     c.assert_frame(3);
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn symbol_iteration_failure_declines_and_the_app_is_right() {
-    let Some(c) = cell("inc", &[("FAULT_ARM", "FAIL_SYMBOL_ITERATION=1")]) else {
-        return;
-    };
+    let c = cell("inc", &[("FAULT_ARM", "FAIL_SYMBOL_ITERATION=1")]);
     Cell::assert_outcome(
         c.faulty("inc_in_place"),
         "declined",
@@ -243,27 +235,27 @@ fn symbol_iteration_failure_declines_and_the_app_is_right() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_stuck_queue_drain_declines_and_the_app_is_right() {
     // The first barrier after arming (the window's own drain barrier) is held 1.5 s; the drain
     // deadline is 300 ms.
-    let Some(c) = cell(
+    let c = cell(
         "inc",
         &[
             ("FAULT_ARM", "HOLD_BARRIERS_MS=1500,HOLD_BARRIER_NTH=1"),
             ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "300"),
         ],
-    ) else {
-        return;
-    };
+    );
     Cell::assert_outcome(c.faulty("inc_in_place"), "declined", Some("drain_timeout"));
     c.assert_frame(3);
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_pass_that_completes_after_its_deadline_is_the_one_execution() {
     // slow_inc's 2nd execution (pass 2) sleeps 1.5 s; the pass deadline is 300 ms, the late-pass
     // deadline 10 s: the pass is waited for, nothing is restored or run again, the app sees it.
-    let Some(c) = cell(
+    let c = cell(
         "slow",
         &[
             ("E2E_PLAN", "exactly:4"),
@@ -272,9 +264,7 @@ fn a_pass_that_completes_after_its_deadline_is_the_one_execution() {
             ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "300"),
             ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "10000"),
         ],
-    ) else {
-        return;
-    };
+    );
     let r = c.faulty("slow_inc");
     Cell::assert_outcome(r, "declined", Some("pass_timeout"));
     assert_eq!(r["passes"], 2, "{r}");
@@ -282,11 +272,12 @@ fn a_pass_that_completes_after_its_deadline_is_the_one_execution() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_pass_that_never_completes_fails_without_hanging_or_crashing_the_app() {
     // Pass 2 sleeps 4 s; both deadlines are 300 ms: the app gets its completion at ~0.6 s
     // (outcome failed), frees the kernarg the pass still reads (deferred) and goes on; the next
     // dispatch's window waits for the stuck pass.
-    let Some(c) = cell(
+    let c = cell(
         "slow",
         &[
             ("E2E_PLAN", "exactly:4"),
@@ -297,19 +288,18 @@ fn a_pass_that_never_completes_fails_without_hanging_or_crashing_the_app() {
             ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "300"),
             ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "20000"),
         ],
-    ) else {
-        return;
-    };
+    );
     Cell::assert_outcome(c.faulty("slow_inc"), "failed", Some("pass_stuck"));
     c.assert_frame(4);
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn opted_out_work_waits_for_the_window_and_cuts_it_short_never_goes_in_unprotected() {
     // Thread A: slow_inc (200 ms per execution) replayed 5 times on queue 1. Thread B: vector
     // adds on queue 2 of the same GPU, opted out, each checked by the app. The lock deadline is
     // 100 ms: B waits, the window stops after its current pass, B's work is never undone.
-    let Some(c) = cell(
+    let c = cell(
         "contention",
         &[
             ("E2E_PLAN", "exactly:5"),
@@ -318,9 +308,7 @@ fn opted_out_work_waits_for_the_window_and_cuts_it_short_never_goes_in_unprotect
             ("VADD_ROUNDS", "10"),
             ("ROCPROF_REPLAY_LOCK_TIMEOUT_MS", "100"),
         ],
-    ) else {
-        return;
-    };
+    );
     let r = c.faulty("slow_inc");
     Cell::assert_outcome(r, "declined", Some("lock_contention"));
     assert!(r["passes"].as_u64().unwrap() < 5, "{r}");
@@ -330,28 +318,27 @@ fn opted_out_work_waits_for_the_window_and_cuts_it_short_never_goes_in_unprotect
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_copy_waited_for_inside_an_async_handler_completes_with_the_tool_loaded() {
-    let Some(c) = cell("handler-copy", &[]) else {
-        return;
-    };
+    let c = cell("handler-copy", &[]);
     c.assert_frame(3);
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_window_is_never_opened_on_the_runtime_async_thread() {
-    let Some(c) = cell("handler-dispatch", &[]) else {
-        return;
-    };
+    let c = cell("handler-dispatch", &[]);
     Cell::assert_outcome(c.faulty("inc_in_place"), "declined", Some("runtime_thread"));
     c.assert_frame(3);
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_free_and_reallocation_during_capture_wait_and_are_never_restored_over() {
     // Every async copy takes 150 ms: the capture of three regions lasts ~450 ms and the free
     // comes 100 ms into it. The free waits for the capture; the new allocation's bytes (0x22)
     // must survive the restores.
-    let Some(c) = cell(
+    let c = cell(
         "free-during",
         &[
             ("E2E_KERNEL", "slow_inc"),
@@ -359,19 +346,18 @@ fn a_free_and_reallocation_during_capture_wait_and_are_never_restored_over() {
             ("FREE_AFTER_MS", "100"),
             ("SLOW_MS", "20"),
         ],
-    ) else {
-        return;
-    };
+    );
     let r = c.faulty("slow_inc");
     Cell::assert_outcome(r, "replayed", None);
     assert!(r["skipped_regions"].as_u64().unwrap() >= 1, "{r}");
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_free_and_reallocation_during_a_restore_wait_and_are_never_restored_over() {
     // Capture ~450 ms, pass 1 ~20 ms, then the first restore (~450 ms): the free comes 650 ms
     // in, during that restore.
-    let Some(c) = cell(
+    let c = cell(
         "free-during",
         &[
             ("E2E_KERNEL", "slow_inc"),
@@ -380,15 +366,14 @@ fn a_free_and_reallocation_during_a_restore_wait_and_are_never_restored_over() {
             ("FREE_AFTER_MS", "650"),
             ("SLOW_MS", "20"),
         ],
-    ) else {
-        return;
-    };
+    );
     let r = c.faulty("slow_inc");
     Cell::assert_outcome(r, "replayed", None);
     assert!(r["skipped_regions"].as_u64().unwrap() >= 1, "{r}");
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_policy_panicking_in_any_callback_leaves_one_correct_execution() {
     for at in [
         "pass_count",
@@ -403,12 +388,10 @@ fn a_policy_panicking_in_any_callback_leaves_one_correct_execution() {
         } else {
             "exactly:3"
         };
-        let Some(c) = cell(
+        let c = cell(
             "inc",
             &[("E2E_PANIC", at), ("E2E_PLAN", plan), ("E2E_KERNEL", "inc")],
-        ) else {
-            return;
-        };
+        );
         let recs = c.of("inc_in_place");
         assert_eq!(recs.len(), 3, "{at}: {recs:?}");
         for r in recs {
@@ -428,18 +411,17 @@ fn a_policy_panicking_in_any_callback_leaves_one_correct_execution() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn an_absurd_pass_count_is_declined_and_the_app_is_right() {
     // Every dispatch asks for 4e9 passes: declined at once, each runs once.
-    let Some(c) = cell(
+    let c = cell(
         "slow",
         &[
             ("E2E_PLAN", "exactly:4000000000"),
             ("SLOW_RUN", "0"),
             ("SLOW_MS", "0"),
         ],
-    ) else {
-        return;
-    };
+    );
     for r in &c.records {
         Cell::assert_outcome(r, "declined", Some("too_many_passes"));
     }
@@ -454,10 +436,9 @@ fn an_absurd_pass_count_is_declined_and_the_app_is_right() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_tool_whose_constructor_panics_is_not_loaded_and_the_app_runs() {
-    let Some((exe, kernels)) = fault_probe() else {
-        return;
-    };
+    let (exe, kernels) = fault_probe();
     let lib = tool_lib("e2e_plan_tool");
     let run = run_on_emu(
         &exe,
@@ -475,10 +456,9 @@ fn a_tool_whose_constructor_panics_is_not_loaded_and_the_app_runs() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_forked_child_runs_without_replay_and_never_deadlocks() {
-    let Some(c) = cell("fork", &[("E2E_PLAN", "exactly:3"), ("SLOW_MS", "300")]) else {
-        return;
-    };
+    let c = cell("fork", &[("E2E_PLAN", "exactly:3"), ("SLOW_MS", "300")]);
     c.assert_frame(3);
     // Only the parent records: warm-up, the window the fork happened in, the next dispatch.
     assert_eq!(c.records.len(), 3, "{:?}", c.records);
@@ -486,10 +466,9 @@ fn a_forked_child_runs_without_replay_and_never_deadlocks() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
-    let Some(c) = cell("dispatch-time", &[]) else {
-        return;
-    };
+    let c = cell("dispatch-time", &[]);
     assert!(
         c.run.stdout().contains("dispatch-time ns="),
         "{}",
@@ -500,12 +479,11 @@ fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn soak_a_hundred_thousand_replayed_dispatches_leak_nothing_and_lose_no_record() {
     const N: u64 = 100_000;
     let n = N.to_string();
-    let Some(c) = cell("soak", &[("E2E_PLAN", "exactly:2"), ("SOAK_N", &n)]) else {
-        return;
-    };
+    let c = cell("soak", &[("E2E_PLAN", "exactly:2"), ("SOAK_N", &n)]);
     let out = c.run.stdout();
     let start = out
         .lines()
