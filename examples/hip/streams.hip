@@ -62,7 +62,7 @@ int main() {
             return 1;
         }
     }
-    if (!(ms >= 0.0f)) {
+    if (!(ms > 0.0f)) {
         std::printf("RESULT %s FAIL elapsed time %f ms\n", name, ms);
         return 1;
     }

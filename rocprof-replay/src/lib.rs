@@ -65,7 +65,9 @@
 //! | `ROCPROF_REPLAY_BUDGET_MB` | largest snapshot (default: half the available host memory) |
 //! | `ROCPROF_REPLAY_DRAIN_TIMEOUT_MS` | deadline for the agent to go idle (default 60000) |
 //! | `ROCPROF_REPLAY_PASS_TIMEOUT_MS` | deadline for one pass (default 120000) |
+//! | `ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS` | how much longer a late pass is waited for (default 60000) |
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | deadline for the per-agent lock (default 60000) |
+//! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | deadline for one capture or restore (default 60000) |
 
 pub mod config;
 pub mod context;

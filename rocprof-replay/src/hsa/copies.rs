@@ -62,6 +62,22 @@ impl<'a> Fence<'a> {
     }
 }
 
+impl<'a> Fence<'a> {
+    /// Locks every GPU (outside a replay window): for operations that may affect memory of
+    /// any of them, such as destroying an executable whose module variables a window
+    /// snapshots.
+    pub(crate) fn all(be: &'a Backend) -> Fence<'a> {
+        let gpus: SmallVec<[&Gpu; 2]> = if intercept::in_window() {
+            SmallVec::new()
+        } else {
+            be.gpus.iter().collect()
+        };
+        let lock = be.settings().lock;
+        let _guards = gpus.iter().map(|g| g.read_outside_window(lock)).collect();
+        Fence { gpus, _guards }
+    }
+}
+
 /// Asynchronous copies in flight that touch one GPU's memory.
 #[derive(Default)]
 pub(crate) struct CopyFence {

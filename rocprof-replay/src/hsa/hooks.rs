@@ -760,6 +760,8 @@ unsafe extern "C" fn executable_destroy(executable: hsa_executable_t) -> hsa_sta
         be.stuck
             .wait_for(be, None, be.settings().copy.saturating_mul(2));
     });
+    // Its module variables may be in a window's snapshot: destroy it outside every window.
+    let _fence = backend().and_then(|be| guarded("fencing an executable", || Fence::all(be)));
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.executable_destroy)(executable) }
 }
