@@ -359,7 +359,7 @@ unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
 }
 
 /// Bookkeeping before memory is released: forgets a tracked allocation (waiting for snapshot
-/// copies and stuck passes that use it). Returns `true` when the free is deferred instead (the
+/// copies and stuck work that use it). Returns `true` when the free is deferred instead (the
 /// kernarg of a stuck pass; see `stuck`).
 fn before_free(be: &super::Backend, ptr: *mut c_void, free: super::stuck::Free) -> bool {
     guarded("releasing memory", || {

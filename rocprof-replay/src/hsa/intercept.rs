@@ -451,7 +451,10 @@ impl DeviceMemory for HsaTarget<'_> {
             }
         }
         if !self.wait_zero(signal, self.be.settings().copy) {
-            abandon(&mut self.copy_signal);
+            // The copies may still read or write the regions: frees of the GPU's memory wait
+            // for them (see `stuck`), which also keeps the signal alive until they end.
+            self.copy_signal = None;
+            self.be.stuck.add(self.gpu.index, signal, 0);
             return Err(CopyError::Stuck);
         }
         if failed {

@@ -1,14 +1,16 @@
-//! Passes still running after the late-pass deadline ("stuck").
+//! Work of ours still running after its deadline ("stuck"): a pass past the late-pass
+//! deadline, or snapshot copies past the copy deadline.
 //!
-//! The application gets its completion at that deadline (the outcome is `failed`), so it may
-//! go on to free what the pass still uses. Until such a pass ends:
-//! - a free of its kernarg buffer is deferred: the memory is released when the pass ends;
-//! - a free of memory the pass's GPU owns, and the destruction of an executable, wait for it
-//!   (bounded by twice the copy deadline), so the pass never writes into released memory;
-//! - a tracked barrier behind the pass keeps later replay windows on the GPU from snapshotting
-//!   memory it is still writing (their drain waits for it).
+//! A window ends without it (the outcome says so), and the application may go on to free what
+//! the work still uses. Until such work ends:
+//! - a free of a stuck pass's kernarg buffer is deferred: the memory is released when the
+//!   pass ends;
+//! - a free of memory the work's GPU owns, and the destruction of an executable, wait for it
+//!   (bounded by twice the copy deadline), so it never reads or writes released memory;
+//! - for a pass, a tracked barrier behind it keeps later replay windows on the GPU from
+//!   snapshotting memory it is still writing (their drain waits for it).
 //!
-//! With no stuck pass, every check here is one relaxed atomic load.
+//! With nothing stuck, every check here is one relaxed atomic load.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -21,31 +23,33 @@ use super::Backend;
 /// A function that releases memory (`hsa_amd_memory_pool_free`, `hsa_memory_free`).
 pub(crate) type Free = unsafe extern "C" fn(*mut std::ffi::c_void) -> hsa_status_t;
 
-struct StuckPass {
+struct Stuck {
     gpu: u32,
     signal: hsa_signal_t,
+    /// The pass's kernarg buffer (0 for copies).
     kernarg: usize,
     /// Frees of `kernarg` the application asked for, done when the pass ends.
     deferred: Vec<(usize, Free)>,
 }
 
-/// The stuck passes of the process.
+/// The stuck work of the process.
 #[derive(Default)]
-pub(crate) struct StuckPasses {
+pub(crate) struct StuckWork {
     count: AtomicUsize,
-    list: Mutex<Vec<StuckPass>>,
+    list: Mutex<Vec<Stuck>>,
 }
 
 // SAFETY: signal handles and addresses are plain integers; the free functions are the
 // runtime's, callable from any thread.
-unsafe impl Send for StuckPasses {}
+unsafe impl Send for StuckWork {}
 // SAFETY: as above; all state is behind the mutex or atomic.
-unsafe impl Sync for StuckPasses {}
+unsafe impl Sync for StuckWork {}
 
-impl StuckPasses {
-    /// Notes a pass of GPU `gpu` that signals `signal` when it ends and reads `kernarg`.
+impl StuckWork {
+    /// Notes work of GPU `gpu` that signals `signal` (down to 0) when it ends; a pass reads
+    /// `kernarg` (0 for copies).
     pub(crate) fn add(&self, gpu: u32, signal: hsa_signal_t, kernarg: usize) {
-        self.list.lock().push(StuckPass {
+        self.list.lock().push(Stuck {
             gpu,
             signal,
             kernarg,
@@ -54,14 +58,14 @@ impl StuckPasses {
         self.count.fetch_add(1, Ordering::Release);
     }
 
-    /// Whether any pass may be stuck (one relaxed load).
+    /// Whether any work may be stuck (one relaxed load).
     pub(crate) fn any(&self) -> bool {
         self.count.load(Ordering::Relaxed) != 0
     }
 
     /// Forgets the passes that ended: destroys their signals and does their deferred frees.
     fn settle(&self, be: &Backend) {
-        let ended: Vec<StuckPass> = {
+        let ended: Vec<Stuck> = {
             let mut list = self.list.lock();
             let mut ended = Vec::new();
             let mut i = 0;
@@ -77,7 +81,7 @@ impl StuckPasses {
         };
         for pass in ended {
             self.count.fetch_sub(1, Ordering::Release);
-            tracing::info!("a stuck replay pass has ended");
+            tracing::info!("stuck replay work has ended");
             for (ptr, free) in pass.deferred {
                 // SAFETY: a free the application asked for, deferred until now.
                 unsafe { free(ptr as *mut std::ffi::c_void) };
@@ -95,7 +99,7 @@ impl StuckPasses {
         }
         self.settle(be);
         let mut list = self.list.lock();
-        match list.iter_mut().find(|p| p.kernarg == ptr) {
+        match list.iter_mut().find(|p| p.kernarg != 0 && p.kernarg == ptr) {
             Some(pass) => {
                 pass.deferred.push((ptr, free));
                 true
@@ -104,7 +108,7 @@ impl StuckPasses {
         }
     }
 
-    /// Waits (at most `wait`) until no stuck pass of GPU `gpu` (of any GPU when `None`) runs.
+    /// Waits (at most `wait`) until no stuck work of GPU `gpu` (of any GPU when `None`) runs.
     pub(crate) fn wait_for(&self, be: &Backend, gpu: Option<u32>, wait: Duration) {
         if self.count.load(Ordering::Relaxed) == 0 {
             return;
@@ -122,7 +126,7 @@ impl StuckPasses {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 tracing::error!(
-                    "a free or executable destruction waited {wait:?} for a stuck replay pass; \
+                    "a free or executable destruction waited {wait:?} for stuck replay work; \
                      going ahead"
                 );
                 return;
