@@ -282,3 +282,48 @@ fn windows_cut_short_by_contention_leave_every_result_correct() {
     );
 }
 
+/// Engine bug (found by the stress test under ThreadSanitizer, reproduced here on one
+/// thread): the runtime's copy engines run copies in submission order, so a copy queued behind
+/// a copy that waits for the replayed dispatch cannot run before that dispatch either. The
+/// drain's copy wait (`CopyFence::wait_idle`, `any_runnable` in `hsa/copies.rs`) treats it as
+/// runnable and waits for it until the drain deadline (60 s by default), then declines with
+/// `drain_timeout`: the application stalls for the whole deadline. It should decline at once
+/// with `copy_waits_for_dispatch`, as it does when only the held copy is in flight.
+#[test]
+fn a_copy_queued_behind_a_held_copy_does_not_stall_the_window() {
+    let Some((exe, kernels)) = stress_probe() else {
+        return;
+    };
+    let records = records_path("queued-behind-held");
+    let lib = tool_lib("selective");
+    let run = run_on_emu(
+        &exe,
+        &[kernels.to_str().unwrap()],
+        &[
+            ("LD_PRELOAD", lib.to_str().unwrap()),
+            ("STRESS_MODE", "queued-behind-held"),
+            ("ROCPROF_REPLAY_KERNEL", "^stress_replayed$"),
+            ("ROCPROF_REPLAY_PASSES", "3"),
+            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+            ("ROCPROF_REPLAY_LOG", "error"),
+            // Short, so the failing case fails in seconds, not a minute.
+            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "3000"),
+        ],
+        DEADLINE,
+    );
+    run.assert_success();
+    assert!(
+        run.stdout()
+            .contains("RESULT stress_probe OK queued-behind-held"),
+        "{}",
+        run.stdout()
+    );
+    let recs = read_records(&records);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(
+        (recs[0]["outcome"].as_str(), recs[0]["reason"].as_str()),
+        (Some("declined"), Some("copy_waits_for_dispatch")),
+        "the window waited for a copy that could only run after the dispatch: {}",
+        recs[0]
+    );
+}
