@@ -163,10 +163,7 @@ fn classify(list: &[InflightCopy], replayed: hsa_signal_t) -> (bool, bool) {
         }
     }
     let waits = |c: &InflightCopy| c.deps.iter().any(|d| held.contains(d));
-    (
-        list.iter().any(|c| !waits(c)),
-        list.iter().any(|c| waits(c)),
-    )
+    (list.iter().any(|c| !waits(c)), list.iter().any(waits))
 }
 
 /// Whether some copy in `list` may still run while the dispatch that signals `replayed` is
