@@ -67,6 +67,8 @@
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | deadline for the per-agent lock (default 60000) |
 
 pub mod context;
+#[cfg(feature = "cuda")]
+mod cuda;
 pub mod dispatch;
 mod engine;
 pub mod error;
@@ -89,6 +91,8 @@ pub use rocprof_replay_macros::rocprof_tool;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::registration::{Claim, TOOL_PRIORITY, on_load, on_unload};
+    #[cfg(feature = "cuda")]
+    pub use crate::registration::{cuda_preload, initialize_injection};
     pub use rocprof_replay_sys::HsaApiTable;
 }
 
