@@ -544,9 +544,58 @@ pub mod params {
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]
     pub struct cuGraphLaunch_params {
-        pub hGraphExec: CUgraphExec,
+        pub hGraph: CUgraphExec,
         pub hStream: CUstream,
     }
+
+    /// `cuLibraryGetKernel_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuLibraryGetKernel_params {
+        pub pKernel: *mut CUkernel,
+        pub library: CUlibrary,
+        pub name: *const c_char,
+    }
+    const_assert_layout!(cuLibraryGetKernel_params, size = 24, align = 8);
+
+    /// `cuLibraryEnumerateKernels_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuLibraryEnumerateKernels_params {
+        pub kernels: *mut CUkernel,
+        pub numKernels: c_uint,
+        pub lib: CUlibrary,
+    }
+    const_assert_layout!(cuLibraryEnumerateKernels_params, size = 24, align = 8);
+
+    /// `cuKernelGetFunction_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuKernelGetFunction_params {
+        pub pFunc: *mut CUfunction,
+        pub kernel: CUkernel,
+    }
+    const_assert_layout!(cuKernelGetFunction_params, size = 16, align = 8);
+
+    /// `cuModuleGetFunction_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuModuleGetFunction_params {
+        pub hfunc: *mut CUfunction,
+        pub hmod: CUmodule,
+        pub name: *const c_char,
+    }
+    const_assert_layout!(cuModuleGetFunction_params, size = 24, align = 8);
+
+    /// `cuModuleEnumerateFunctions_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuModuleEnumerateFunctions_params {
+        pub functions: *mut CUfunction,
+        pub numFunctions: c_uint,
+        pub r#mod: CUmodule,
+    }
+    const_assert_layout!(cuModuleEnumerateFunctions_params, size = 24, align = 8);
     const_assert_layout!(cuGraphLaunch_params, size = 16, align = 8);
 }
 pub use params::*;
@@ -590,6 +639,11 @@ pub mod cbid {
         cuLibraryGetGlobal = 0;
         cuGraphLaunch = 0;
         cuGraphLaunch_ptsz = 0;
+        cuLibraryGetKernel = 0;
+        cuLibraryEnumerateKernels = 0;
+        cuKernelGetFunction = 0;
+        cuModuleGetFunction = 0;
+        cuModuleEnumerateFunctions = 0;
     }
 }
 
@@ -701,6 +755,13 @@ pub type cuFuncGetModule_fn =
 /// its module if needed).
 pub type cuKernelGetFunction_fn =
     unsafe extern "C" fn(pFunc: *mut CUfunction, kernel: CUkernel) -> CUresult;
+/// `cuKernelGetAttribute`.
+pub type cuKernelGetAttribute_fn = unsafe extern "C" fn(
+    pi: *mut c_int,
+    attrib: CUfunction_attribute,
+    kernel: CUkernel,
+    dev: CUdevice,
+) -> CUresult;
 /// `cuModuleGetGlobal_v2`.
 pub type cuModuleGetGlobal_fn = unsafe extern "C" fn(
     dptr: *mut CUdeviceptr,

@@ -85,7 +85,6 @@ impl Probe {
         let mut s = String::from(
             r#"#include <cuda.h>
 #include <cupti.h>
-#include <generated_cuda_meta.h>
 #include <cstddef>
 #include <cstdio>
 #include <string>
@@ -242,8 +241,34 @@ fn checks() -> Probe {
     strukt!(p, cuLibraryGetGlobal_params, "cuLibraryGetGlobal_params" {
         dptr, bytes, library, name,
     });
-    strukt!(p, cuGraphLaunch_params, "cuGraphLaunch_params" { hGraphExec, hStream });
-    strukt!(p, cuGraphLaunch_params, "cuGraphLaunch_ptsz_params" { hGraphExec, hStream });
+    strukt!(p, cuGraphLaunch_params, "cuGraphLaunch_params" { hGraph, hStream });
+    strukt!(p, cuGraphLaunch_params, "cuGraphLaunch_ptsz_params" { hGraph, hStream });
+    strukt!(p, cuLibraryGetKernel_params, "cuLibraryGetKernel_params" { pKernel, library, name });
+    strukt!(p, cuLibraryEnumerateKernels_params, "cuLibraryEnumerateKernels_params" {
+        kernels, numKernels, lib,
+    });
+    strukt!(p, cuKernelGetFunction_params, "cuKernelGetFunction_params" { pFunc, kernel });
+    strukt!(p, cuModuleGetFunction_params, "cuModuleGetFunction_params" { hfunc, hmod, name });
+    p.layout(
+        "cuModuleEnumerateFunctions_params",
+        size_of::<cuModuleEnumerateFunctions_params>(),
+        align_of::<cuModuleEnumerateFunctions_params>(),
+    );
+    p.offset(
+        "cuModuleEnumerateFunctions_params",
+        "functions",
+        offset_of!(cuModuleEnumerateFunctions_params, functions),
+    );
+    p.offset(
+        "cuModuleEnumerateFunctions_params",
+        "numFunctions",
+        offset_of!(cuModuleEnumerateFunctions_params, numFunctions),
+    );
+    p.offset(
+        "cuModuleEnumerateFunctions_params",
+        "mod",
+        offset_of!(cuModuleEnumerateFunctions_params, r#mod),
+    );
 
     constants!(
         p,
@@ -337,6 +362,7 @@ fn checks() -> Probe {
         "cuFuncGetModule" => cuFuncGetModule_fn,
         "cuKernelGetFunction" => cuKernelGetFunction_fn,
         "cuModuleGetGlobal_v2" => cuModuleGetGlobal_fn,
+        "cuKernelGetAttribute" => cuKernelGetAttribute_fn,
         "cuLaunchKernel" => cuLaunchKernel_fn,
         "cuLaunchCooperativeKernel" => cuLaunchCooperativeKernel_fn,
         "cuLaunchKernelEx" => cuLaunchKernelEx_fn,

@@ -237,25 +237,37 @@ pub fn initialize_injection<P: ReplayPolicy>(make: impl FnOnce() -> P) -> std::f
 #[cfg(feature = "cuda")]
 pub extern "C" fn cuda_preload() {
     let _ = catch_unwind(|| {
-        if std::env::var_os("CUDA_INJECTION64_PATH").is_some() {
+        let Some(preload) = std::env::var_os("LD_PRELOAD") else {
             return;
-        }
+        };
         let Some(me) = object_of(cuda_preload as *const c_void) else {
             return;
         };
         let me = std::path::PathBuf::from(
             <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(me.as_bytes()),
         );
-        let Some(preload) = std::env::var_os("LD_PRELOAD") else {
-            return;
-        };
         if !preloads(&preload.to_string_lossy(), &me) {
             return;
         }
         let path = std::fs::canonicalize(&me).unwrap_or(me);
-        // SAFETY: runs in a library constructor at program start (the tool is preloaded),
-        // before the program's own threads exist.
-        unsafe { std::env::set_var("CUDA_INJECTION64_PATH", path) };
+        match std::env::var_os("CUDA_INJECTION64_PATH") {
+            None => {
+                // SAFETY: runs in a library constructor at program start (the tool is
+                // preloaded), before the program's own threads exist.
+                unsafe { std::env::set_var("CUDA_INJECTION64_PATH", &path) };
+            }
+            Some(other) => {
+                let same = std::fs::canonicalize(&other).is_ok_and(|o| o == path);
+                if !same {
+                    eprintln!(
+                        "rocprof-replay: CUDA_INJECTION64_PATH names another library ({}); \
+                         CUDA kernels are not replayed by {} in this process",
+                        other.to_string_lossy(),
+                        path.display()
+                    );
+                }
+            }
+        }
     });
 }
 

@@ -164,12 +164,12 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
         .ok()
         .map(|s| *s);
     let mut version: c_int = 12000;
-    // SAFETY: `cuDriverGetVersion(int*)`, a plain out-parameter.
-    if let Ok(get_version) =
-        unsafe { lib.get::<unsafe extern "C" fn(*mut c_int) -> CUresult>(b"cuDriverGetVersion\0") }
-    {
+    type GetVersion = unsafe extern "C" fn(*mut c_int) -> CUresult;
+    // SAFETY: `cuDriverGetVersion(int*)`, as in cuda.h.
+    let get_version = unsafe { lib.get::<GetVersion>(b"cuDriverGetVersion\0") };
+    if let Ok(get_version) = get_version {
         let mut v: c_int = 0;
-        // SAFETY: as above.
+        // SAFETY: a plain out-parameter.
         if unsafe { get_version(&mut v) } == CUDA_SUCCESS && v > 0 {
             version = v;
         }

@@ -92,6 +92,16 @@ pub(crate) enum Api {
     LibraryGetGlobal,
     /// `cuGraphLaunch` (and `_ptsz`): not replayed, held off a window like stream work.
     GraphLaunch,
+    /// `cuLibraryGetKernel`: a `CUkernel` handle.
+    LibraryGetKernel,
+    /// `cuLibraryEnumerateKernels`: `CUkernel` handles.
+    LibraryEnumerateKernels,
+    /// `cuKernelGetFunction`: a `CUfunction` handle.
+    KernelGetFunction,
+    /// `cuModuleGetFunction`: a `CUfunction` handle.
+    ModuleGetFunction,
+    /// `cuModuleEnumerateFunctions`: `CUfunction` handles.
+    ModuleEnumerateFunctions,
     /// Work that writes device memory from a stream (`cuMemcpy*`, `cuMemset*`,
     /// `cuStreamWriteValue*`, `cuStreamBatchMemOp*`): held off a window (reader lock).
     StreamWork,
@@ -141,6 +151,11 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuModuleGetGlobal_v2" => Api::ModuleGetGlobal,
         "cuLibraryGetGlobal" => Api::LibraryGetGlobal,
         "cuGraphLaunch" => Api::GraphLaunch,
+        "cuLibraryGetKernel" => Api::LibraryGetKernel,
+        "cuLibraryEnumerateKernels" => Api::LibraryEnumerateKernels,
+        "cuKernelGetFunction" => Api::KernelGetFunction,
+        "cuModuleGetFunction" => Api::ModuleGetFunction,
+        "cuModuleEnumerateFunctions" => Api::ModuleEnumerateFunctions,
         b if b.starts_with("cuMemcpy")
             || b.starts_with("cuMemset")
             || b.starts_with("cuStreamWriteValue")
@@ -236,12 +251,15 @@ pub(crate) struct Ctx {
     /// Variables the application looked up (`cuModuleGetGlobal`, `cuLibraryGetGlobal`).
     pub(crate) requested_globals: Mutex<Vec<(usize, usize)>>,
     /// Per module: names tried so far and the variables found.
-    pub(crate) modules: Mutex<HashMap<usize, (usize, Vec<(usize, usize)>)>>,
+    pub(crate) modules: Mutex<HashMap<usize, ModuleVariables>>,
     pub(crate) arena: Mutex<Arena>,
     /// The backend's own stream and events (used under the writer lock or by the launching
     /// thread; the pools are locked).
     pub(crate) private: Mutex<Private>,
 }
+
+/// How many global names were tried in a module, and the variables (address, size) found.
+pub(crate) type ModuleVariables = (usize, Vec<(usize, usize)>);
 
 /// The backend's own stream and event pools of a context.
 #[derive(Default)]
@@ -307,12 +325,25 @@ impl Ctx {
     }
 }
 
-/// Cached facts about a kernel handle.
+/// Cached facts about a launched kernel handle in one context.
 #[derive(Clone)]
 pub(crate) struct KernelFacts {
     pub(crate) name: Option<Arc<str>>,
     pub(crate) static_shared: u32,
     pub(crate) local: u32,
+    /// The kernel's module, when the handle is known (`None`: its `__device__` variables
+    /// cannot be looked up).
+    pub(crate) module: Option<usize>,
+}
+
+/// Kernel handles the application obtained, by kind. A launch takes either a `CUfunction` or
+/// a `CUkernel`; the driver's `cuFunc*` and `cuKernel*` queries must each be given their own
+/// kind (a handle of the other kind can crash the driver), so a handle seen nowhere is never
+/// queried.
+#[derive(Default)]
+pub(crate) struct Handles {
+    pub(crate) kernels: std::collections::HashSet<usize>,
+    pub(crate) functions: std::collections::HashSet<usize>,
 }
 
 /// Runs the replay window for one dispatch (the engine, or a test's own policy).
@@ -327,7 +358,9 @@ pub(crate) struct Backend {
     pub(crate) ids: Ids,
     pub(crate) active: AtomicBool,
     pub(crate) contexts: RwLock<HashMap<usize, Arc<Ctx>>>,
-    pub(crate) kernels: RwLock<HashMap<usize, KernelFacts>>,
+    /// Facts per (kernel handle, context).
+    pub(crate) kernels: RwLock<HashMap<(usize, usize), KernelFacts>>,
+    pub(crate) handles: RwLock<Handles>,
     pub(crate) globals: GlobalNames,
     pub(crate) next_dispatch: AtomicU64,
 }
@@ -350,6 +383,7 @@ impl Backend {
             active: AtomicBool::new(false),
             contexts: RwLock::new(HashMap::new()),
             kernels: RwLock::new(HashMap::new()),
+            handles: RwLock::new(Handles::default()),
             globals: GlobalNames::default(),
             next_dispatch: AtomicU64::new(1),
         }
@@ -383,40 +417,128 @@ impl Backend {
         0
     }
 
-    /// Name, static shared memory and local memory of a kernel handle (cached).
+    /// Name, static shared memory, local memory and module of a kernel handle launched in
+    /// `ctx` (current on this thread), cached.
     pub(crate) fn kernel_facts(
         &self,
+        ctx: usize,
         f: CUfunction,
         symbol: *const std::ffi::c_char,
     ) -> KernelFacts {
-        if let Some(k) = self.kernels.read().get(&(f as usize)) {
+        let key = (f as usize, ctx);
+        if let Some(k) = self.kernels.read().get(&key) {
             return k.clone();
         }
         let name = (!symbol.is_null())
             // SAFETY: CUPTI's symbol name, NUL-terminated, valid during the callback.
             .then(|| unsafe { CStr::from_ptr(symbol) }.to_string_lossy().into());
-        let attr = |a: CUfunction_attribute| {
+        let (is_kernel, is_function) = {
+            let h = self.handles.read();
+            (
+                h.kernels.contains(&(f as usize)),
+                h.functions.contains(&(f as usize)),
+            )
+        };
+        let _g = Guard::new();
+        let function = if is_kernel {
+            let mut g: CUfunction = std::ptr::null_mut();
+            // SAFETY: `f` is a CUkernel the application obtained; the context is current.
+            let r = unsafe { (self.drv.kernel_get_function)(&mut g, f.cast()) };
+            (r == CUDA_SUCCESS && !g.is_null()).then_some(g)
+        } else if is_function {
+            Some(f)
+        } else {
+            warn_once(&UNKNOWN_HANDLE, || {
+                tracing::warn!(
+                    kernel = name.as_deref().unwrap_or("<unknown>"),
+                    "a kernel was launched through a handle the application never obtained                      from the driver: its module cannot be queried"
+                )
+            });
+            None
+        };
+        let attr = |func: CUfunction, a: CUfunction_attribute| {
             let mut v: std::ffi::c_int = 0;
-            let _g = Guard::new();
-            // SAFETY: a plain out-parameter; a failure (a CUkernel handle) leaves 0.
-            let r = unsafe { (self.drv.func_get_attribute)(&mut v, a, f) };
+            // SAFETY: a plain out-parameter; `func` is a CUfunction of this context.
+            let r = unsafe { (self.drv.func_get_attribute)(&mut v, a, func) };
             if r == CUDA_SUCCESS {
                 v.max(0) as u32
             } else {
                 0
             }
         };
+        let module = function.and_then(|func| {
+            let mut m: CUmodule = std::ptr::null_mut();
+            // SAFETY: a plain out-parameter; `func` is a CUfunction of this context.
+            let r = unsafe { (self.drv.func_get_module)(&mut m, func) };
+            (r == CUDA_SUCCESS && !m.is_null()).then_some(m as usize)
+        });
         let facts = KernelFacts {
             name,
-            static_shared: attr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
-            local: attr(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            static_shared: function.map_or(0, |g| attr(g, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)),
+            local: function.map_or(0, |g| attr(g, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)),
+            module,
         };
         let mut kernels = self.kernels.write();
         if kernels.len() > 65_536 {
             kernels.clear();
         }
-        kernels.insert(f as usize, facts.clone());
+        kernels.insert(key, facts.clone());
         facts
+    }
+
+    /// Records kernel handles an application call returned.
+    ///
+    /// # Safety
+    /// `params` are the parameters of `api`, whose exit callback this is.
+    unsafe fn record_handles(&self, api: Api, params: *const c_void) {
+        let mut found: Vec<usize> = Vec::new();
+        // SAFETY: caller contract; each arm reads that entry point's parameters and the
+        // outputs the driver wrote.
+        unsafe {
+            let one = |p: *const usize| (!p.is_null()).then(|| *p).filter(|h| *h != 0);
+            let many = |p: *const usize, n: u32| {
+                if p.is_null() {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(p, n as usize).to_vec()
+                }
+            };
+            match api {
+                Api::LibraryGetKernel => {
+                    let p = *params.cast::<cuLibraryGetKernel_params>();
+                    found.extend(one(p.pKernel.cast()));
+                }
+                Api::LibraryEnumerateKernels => {
+                    let p = *params.cast::<cuLibraryEnumerateKernels_params>();
+                    found = many(p.kernels.cast(), p.numKernels);
+                }
+                Api::KernelGetFunction => {
+                    let p = *params.cast::<cuKernelGetFunction_params>();
+                    found.extend(one(p.pFunc.cast()));
+                }
+                Api::ModuleGetFunction => {
+                    let p = *params.cast::<cuModuleGetFunction_params>();
+                    found.extend(one(p.hfunc.cast()));
+                }
+                Api::ModuleEnumerateFunctions => {
+                    let p = *params.cast::<cuModuleEnumerateFunctions_params>();
+                    found = many(p.functions.cast(), p.numFunctions);
+                }
+                _ => {}
+            }
+        }
+        found.retain(|h| *h != 0);
+        if found.is_empty() {
+            return;
+        }
+        let kernels = matches!(api, Api::LibraryGetKernel | Api::LibraryEnumerateKernels);
+        let mut h = self.handles.write();
+        let set = if kernels {
+            &mut h.kernels
+        } else {
+            &mut h.functions
+        };
+        set.extend(found);
     }
 
     /// Handles one CUPTI callback.
@@ -574,6 +696,18 @@ impl Backend {
                     self.inventory.remove_range(p.ptr as usize, p.size);
                 }
             }
+            Api::LibraryGetKernel
+            | Api::LibraryEnumerateKernels
+            | Api::KernelGetFunction
+            | Api::ModuleGetFunction
+            | Api::ModuleEnumerateFunctions => {
+                // The backend's own lookups are recorded too: they are handles of the
+                // application's kernels all the same.
+                if !enter && result() == CUDA_SUCCESS {
+                    // SAFETY: this entry point's parameters, at exit.
+                    unsafe { self.record_handles(api, params) };
+                }
+            }
             Api::ModuleGetGlobal | Api::LibraryGetGlobal => {
                 if enter || guarded_thread() || ctx_handle == 0 || result() != CUDA_SUCCESS {
                     return;
@@ -599,14 +733,14 @@ impl Backend {
     fn on_resource(&self, cbid: u32, data: &CUpti_ResourceData) {
         let ctx_handle = data.context as usize;
         match cbid {
-            CUPTI_CBID_RESOURCE_STREAM_CREATED => {
-                if !guarded_thread() && ctx_handle != 0 && !data.resourceHandle.is_null() {
-                    let s = data.resourceHandle as usize;
-                    let ctx = self.ctx(ctx_handle);
-                    let mut streams = ctx.streams.lock();
-                    if !streams.contains(&s) {
-                        streams.push(s);
-                    }
+            CUPTI_CBID_RESOURCE_STREAM_CREATED
+                if !guarded_thread() && ctx_handle != 0 && !data.resourceHandle.is_null() =>
+            {
+                let s = data.resourceHandle as usize;
+                let ctx = self.ctx(ctx_handle);
+                let mut streams = ctx.streams.lock();
+                if !streams.contains(&s) {
+                    streams.push(s);
                 }
             }
             CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING => {
@@ -632,6 +766,7 @@ impl Backend {
             CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING => {
                 // Handles of the unloaded module may be reused: forget what is keyed by them.
                 self.kernels.write().clear();
+                *self.handles.write() = Handles::default();
                 for ctx in self.contexts.read().values() {
                     ctx.modules.lock().clear();
                     ctx.requested_globals.lock().clear();
@@ -730,6 +865,7 @@ unsafe fn allocation_of(api: Api, params: *const c_void, exit: bool) -> (*mut CU
 }
 
 static CONTENDED: std::sync::Once = std::sync::Once::new();
+static UNKNOWN_HANDLE: std::sync::Once = std::sync::Once::new();
 static MULTI_DEVICE: std::sync::Once = std::sync::Once::new();
 static GRAPHS: std::sync::Once = std::sync::Once::new();
 
@@ -776,9 +912,48 @@ pub(crate) enum InstallError {
     Twice,
 }
 
+/// With `ROCPROF_REPLAY_DEBUG_SIGNALS=1`, a fatal signal (a crash in the driver, CUPTI or this
+/// library) first prints the crashing thread's backtrace on stderr, then takes its default
+/// action. A debugging aid for machines without a debugger; off by default.
+fn report_fatal_signals() {
+    if std::env::var_os("ROCPROF_REPLAY_DEBUG_SIGNALS").is_none_or(|v| v != "1") {
+        return;
+    }
+    extern "C" fn on_fatal(sig: libc::c_int) {
+        let bt = std::backtrace::Backtrace::force_capture();
+        eprintln!(
+            "rocprof-replay: fatal signal {sig} on thread {:?}\n{bt}",
+            std::thread::current().name()
+        );
+        // SAFETY: restores the default action and re-raises: the process ends as it would
+        // have without the handler.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+    for sig in [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGABRT,
+    ] {
+        // SAFETY: installs a handler for a fatal signal; see above.
+        unsafe {
+            libc::signal(
+                sig,
+                on_fatal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+    }
+}
+
 /// Attaches the CUDA backend to the engine: loads the driver and CUPTI, subscribes to the
 /// driver callbacks and resource events.
 pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
+    report_fatal_signals();
+    tracing::debug!("loading the CUDA driver and CUPTI");
     let drv = api::load_driver()?;
     let cupti = api::load_cupti()?;
     // Resolve callback ids by name: CUPTI versions number them differently.
@@ -795,6 +970,7 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
             ));
         }
     }
+    tracing::debug!(names = names.len(), "CUPTI callback names read");
     let mut ids = Ids::from_names(names.iter().map(|(n, i)| (n.as_str(), *i)));
     if !ids.has_launches() {
         tracing::warn!("CUPTI did not name its callbacks; using CUPTI 13.0's callback ids");

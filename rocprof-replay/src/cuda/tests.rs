@@ -227,8 +227,14 @@ unsafe extern "C" fn func_get_module(m: *mut CUmodule, f: CUfunction) -> CUresul
     unsafe { *m = k.module as CUmodule };
     CUDA_SUCCESS
 }
-unsafe extern "C" fn kernel_get_function(_: *mut CUfunction, _: CUkernel) -> CUresult {
-    CUDA_ERROR_INVALID_HANDLE
+unsafe extern "C" fn kernel_get_function(f: *mut CUfunction, k: CUkernel) -> CUresult {
+    // The one CUkernel of these tests stands for BUMP's function in the context.
+    if !std::ptr::eq(k.cast::<FakeKernel>(), &KERNEL_BUMP) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    // SAFETY: out-parameter.
+    unsafe { *f = (&BUMP as *const FakeKernel).cast_mut().cast() };
+    CUDA_SUCCESS
 }
 unsafe extern "C" fn module_get_global(
     p: *mut CUdeviceptr,
@@ -316,6 +322,7 @@ unsafe extern "C" fn launch_kernel_ex(
     let attrs = if c.attrs.is_null() {
         &[][..]
     } else {
+        // SAFETY: as above.
         unsafe { std::slice::from_raw_parts(c.attrs, c.numAttrs as usize) }
     };
     assert!(
@@ -364,6 +371,8 @@ const ALLOC: u32 = 12;
 const FREE: u32 = 13;
 const MEMCPY: u32 = 14;
 const GET_GLOBAL: u32 = 15;
+const GET_FUNCTION: u32 = 16;
+const GET_KERNEL: u32 = 17;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -415,6 +424,8 @@ fn harness(passes: u32, settings: Settings) -> Harness {
         ("cuMemFree_v2", FREE),
         ("cuMemcpyHtoDAsync_v2", MEMCPY),
         ("cuModuleGetGlobal_v2", GET_GLOBAL),
+        ("cuModuleGetFunction", GET_FUNCTION),
+        ("cuLibraryGetKernel", GET_KERNEL),
     ]);
     let be: &'static Backend = Box::leak(Box::new(Backend::new(
         fake_driver(),
@@ -566,6 +577,46 @@ impl Harness {
         )
     }
 
+    /// `cuModuleGetFunction` of the application returning `kernel`.
+    fn obtain_function(&self, kernel: &FakeKernel) {
+        let mut out: CUfunction = std::ptr::null_mut();
+        let params = cuModuleGetFunction_params {
+            hfunc: &mut out,
+            hmod: kernel.module as CUmodule,
+            name: c"k".as_ptr(),
+        };
+        self.call(
+            GET_FUNCTION,
+            c"cuModuleGetFunction",
+            (&params as *const cuModuleGetFunction_params).cast(),
+            c"",
+            || {
+                out = (kernel as *const FakeKernel).cast_mut().cast();
+                CUDA_SUCCESS
+            },
+        );
+    }
+
+    /// `cuLibraryGetKernel` of the application returning `kernel`.
+    fn obtain_kernel(&self, kernel: &FakeKernel) {
+        let mut out: CUkernel = std::ptr::null_mut();
+        let params = cuLibraryGetKernel_params {
+            pKernel: &mut out,
+            library: 0x11b as CUlibrary,
+            name: c"k".as_ptr(),
+        };
+        self.call(
+            GET_KERNEL,
+            c"cuLibraryGetKernel",
+            (&params as *const cuLibraryGetKernel_params).cast(),
+            c"",
+            || {
+                out = (kernel as *const FakeKernel).cast_mut().cast();
+                CUDA_SUCCESS
+            },
+        );
+    }
+
     fn outcomes(&self) -> Vec<(DispatchInfo, Outcome)> {
         self.outcomes.lock().clone()
     }
@@ -621,6 +672,7 @@ impl Buffer {
 #[test]
 fn a_replayed_launch_runs_each_pass_and_leaves_one_execution() {
     let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
     let mut buf = Buffer::new(&h, 64);
     let mut args = buf.args();
     assert_eq!(h.launch(&ADD_ONE, &mut args, 0), CUDA_SUCCESS);
@@ -791,6 +843,13 @@ static BUMP: FakeKernel = FakeKernel {
     module: 0xabc0,
 };
 
+/// A CUkernel whose function in the context is BUMP (the driver's cuFunc* queries do not
+/// take it: module 0).
+static KERNEL_BUMP: FakeKernel = FakeKernel {
+    run: bump,
+    module: 0,
+};
+
 fn counter() -> u32 {
     let addr = gpu().globals.iter().find(|g| g.1 == "counter").unwrap().2;
     // SAFETY: a live fake allocation of 4 bytes.
@@ -823,6 +882,7 @@ fn load_module_with_counter(h: &Harness) {
 #[test]
 fn a_device_variable_of_the_kernels_module_is_restored_between_passes() {
     let h = harness(3, quick());
+    h.obtain_function(&BUMP);
     load_module_with_counter(&h);
     let mut none: [*mut c_void; 0] = [];
     h.launch(&BUMP, &mut none, 0);
@@ -836,11 +896,42 @@ fn a_device_variable_of_the_kernels_module_is_restored_between_passes() {
 fn without_the_modules_image_its_variable_would_be_replayed_unrestored() {
     // The control for the test above: the variable is only known from the cubin.
     let h = harness(3, quick());
+    h.obtain_function(&BUMP);
     let addr = fake_alloc(4);
     gpu().globals.push((0xabc0, "counter".into(), addr, 4));
     let mut none: [*mut c_void; 0] = [];
     h.launch(&BUMP, &mut none, 0);
     assert_eq!(counter(), 3);
+}
+
+#[test]
+fn a_cukernel_is_queried_through_its_function_in_the_context() {
+    let h = harness(3, quick());
+    load_module_with_counter(&h);
+    h.obtain_kernel(&KERNEL_BUMP);
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&KERNEL_BUMP, &mut none, 0);
+    assert_eq!(counter(), 1);
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(h.outcomes()[0].0.group_segment_size, 512 + 1024);
+}
+
+#[test]
+fn a_kernel_handle_never_obtained_is_not_queried_and_not_replayed_when_variables_exist() {
+    let h = harness(3, quick());
+    load_module_with_counter(&h);
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&KERNEL_BUMP, &mut none, 0);
+    assert_eq!(counter(), 1, "ran once");
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Declined(DeclineReason::SymbolsUnavailable)
+    );
+    assert_eq!(
+        h.outcomes()[0].0.group_segment_size,
+        512,
+        "no query of an unknown handle"
+    );
 }
 
 #[test]

@@ -296,6 +296,8 @@ struct Job {
     ctx: Arc<Ctx>,
     info: DispatchInfo,
     launch: Launch,
+    /// The kernel's module (`None`: unknown).
+    module: Option<usize>,
     hand: Arc<Handoff>,
     /// Recorded by the application thread on its per-thread default stream (0: none).
     before: usize,
@@ -332,7 +334,7 @@ fn spawn_companion() -> Option<mpsc::Sender<Job>> {
 
 /// Hands `job` to this thread's companion; gives it back when there is none (no thread could
 /// be started, or the thread is exiting).
-fn submit(job: Job) -> Result<(), Option<Job>> {
+fn submit(job: Job) -> Result<(), Option<Box<Job>>> {
     let mut slot = Some(job);
     let sent = COMPANION.try_with(|c| {
         let mut c = c.borrow_mut();
@@ -356,7 +358,7 @@ fn submit(job: Job) -> Result<(), Option<Job>> {
     });
     match sent {
         Ok(true) => Ok(()),
-        _ => Err(slot),
+        _ => Err(slot.map(Box::new)),
     }
 }
 
@@ -394,8 +396,15 @@ pub(crate) unsafe fn enter_launch(
         }
     }
     let ctx = be.ctx(cb.context as usize);
-    let facts = be.kernel_facts(launch.f, cb.symbolName);
+    let facts = be.kernel_facts(cb.context as usize, launch.f, cb.symbolName);
     let info = dispatch_info(be, &ctx, &launch, &facts);
+    tracing::trace!(
+        kernel = info.kernel(),
+        dispatch = %info.dispatch_id,
+        stream = launch.stream as usize,
+        module = ?facts.module,
+        "launch intercepted"
+    );
     let before = if stream as usize == CU_STREAM_PER_THREAD {
         record_marker(be, &ctx, stream)
     } else {
@@ -407,6 +416,7 @@ pub(crate) unsafe fn enter_launch(
         ctx: ctx.clone(),
         info,
         launch,
+        module: facts.module,
         hand: hand.clone(),
         before,
     };
@@ -908,8 +918,7 @@ impl ReplayTarget for CudaTarget<'_> {
     fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
         let mut vars = self.ctx.requested_globals.lock().clone();
         if self.be.globals.any() {
-            let module = module_of(self.drv(), self.job.launch.f);
-            let Some(module) = module else {
+            let Some(module) = self.job.module else {
                 warn_once(&NO_MODULE, || {
                     tracing::warn!(
                         "the module of a launched kernel cannot be found: its __device__ \
@@ -1055,26 +1064,6 @@ impl ReplayTarget for CudaTarget<'_> {
 static NO_MODULE: std::sync::Once = std::sync::Once::new();
 static UNREADABLE: std::sync::Once = std::sync::Once::new();
 
-/// The module of a kernel handle (a `CUfunction`, or a `CUkernel` passed as one).
-fn module_of(drv: &Driver, f: CUfunction) -> Option<usize> {
-    let mut m: CUmodule = std::ptr::null_mut();
-    // SAFETY: plain out-parameters; the handle is the application's live kernel.
-    unsafe {
-        if (drv.func_get_module)(&mut m, f) == CUDA_SUCCESS && !m.is_null() {
-            return Some(m as usize);
-        }
-        let mut g: CUfunction = std::ptr::null_mut();
-        if (drv.kernel_get_function)(&mut g, f.cast()) == CUDA_SUCCESS
-            && !g.is_null()
-            && (drv.func_get_module)(&mut m, g) == CUDA_SUCCESS
-            && !m.is_null()
-        {
-            return Some(m as usize);
-        }
-    }
-    None
-}
-
 /// The writable variables of `module`, resolving names learned since the last look.
 fn module_globals(be: &Backend, ctx: &Ctx, module: usize) -> Vec<(usize, usize)> {
     let mut modules = ctx.modules.lock();
@@ -1121,7 +1110,9 @@ fn run_job(job: Job, relaxed: &mut bool) {
         wait_event: 0,
         dirty: false,
     };
+    tracing::trace!(kernel = job.info.kernel(), "window starts");
     let result = catch_unwind(AssertUnwindSafe(|| (be.runner)(&job.info, &mut target)));
+    tracing::trace!(kernel = job.info.kernel(), original = ?target.original, "window ends");
     if result.is_err() {
         tracing::error!(
             kernel = job.info.kernel(),
