@@ -242,7 +242,22 @@ fn checks() -> Probe {
         dptr, bytes, library, name,
     });
     strukt!(p, cuGraphLaunch_params, "cuGraphLaunch_params" { hGraph, hStream });
-    strukt!(p, cuGraphLaunch_params, "cuGraphLaunch_ptsz_params" { hGraph, hStream });
+    // The `_ptsz` variant names its first argument `hGraphExec`.
+    p.layout(
+        "cuGraphLaunch_ptsz_params",
+        size_of::<cuGraphLaunch_params>(),
+        align_of::<cuGraphLaunch_params>(),
+    );
+    p.offset(
+        "cuGraphLaunch_ptsz_params",
+        "hGraphExec",
+        offset_of!(cuGraphLaunch_params, hGraph),
+    );
+    p.offset(
+        "cuGraphLaunch_ptsz_params",
+        "hStream",
+        offset_of!(cuGraphLaunch_params, hStream),
+    );
     strukt!(p, cuLibraryGetKernel_params, "cuLibraryGetKernel_params" { pKernel, library, name });
     strukt!(p, cuLibraryEnumerateKernels_params, "cuLibraryEnumerateKernels_params" {
         kernels, numKernels, lib,

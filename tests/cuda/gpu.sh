@@ -26,13 +26,29 @@ for s in $steps; do
     find / -name 'libcupti.so*' -not -path '/proc/*' 2>/dev/null | head
     ;;
   diag)
-    step "replay_check under the tool, debug log"
+    step "replay_check under each tool variant and setting"
     exe=$out/replay_check
     nvcc -O2 -std=c++17 -arch=native -o "$exe" "$here/cuda/apps/replay_check.cu"
-    ROCPROF_REPLAY_LOG=debug ROCPROF_REPLAY_DEBUG_SIGNALS=1 ROCPROF_REPLAY_PASSES=3 \
-      ROCPROF_REPLAY_OUTPUT=$out/diag.jsonl CUDA_INJECTION64_PATH=$ROCPROF_REPLAY_CUDA_TOOL \
-      timeout 120 "$exe" > "$out/diag.stdout" 2> "$out/diag.stderr"
-    echo "exit $?"; tail -5 "$out/diag.stdout"; grep -v '^pass_timer' "$out/diag.stderr" | tail -60
+    one() { # name lib env...
+      local name=$1 lib=$2; shift 2
+      env "$@" ROCPROF_REPLAY_PASSES=3 ROCPROF_REPLAY_OUTPUT=$out/diag-$name.jsonl \
+        CUDA_INJECTION64_PATH=$lib timeout 60 "$exe" > "$out/diag-$name.stdout" 2> "$out/diag-$name.stderr"
+      echo "diag $name: exit $? $(grep -c '' $out/diag-$name.jsonl 2>/dev/null) records $(tail -1 $out/diag-$name.stdout)"
+      grep -v '^pass_timer\|INFO dispatch' "$out/diag-$name.stderr" | head -40
+    }
+    A=$here/variant-a.so B=$ROCPROF_REPLAY_CUDA_TOOL
+    [ -f "$A" ] && {
+      one a-warn "$A" ROCPROF_REPLAY_LOG=warn
+      one a-warn-sig "$A" ROCPROF_REPLAY_LOG=warn ROCPROF_REPLAY_DEBUG_SIGNALS=1
+      one a-info "$A" ROCPROF_REPLAY_LOG=info
+      one a-debug "$A" ROCPROF_REPLAY_LOG=debug
+      timeout 120 cuda-gdb -q -batch -ex 'set pagination off' -ex "set environment CUDA_INJECTION64_PATH=$A" \
+        -ex 'set environment ROCPROF_REPLAY_LOG=warn' -ex run -ex 'bt 40' -ex 'info threads' \
+        -ex 'thread apply all bt 12' "$exe" > "$out/diag-gdb.txt" 2>&1
+      grep -v '^pass_timer' "$out/diag-gdb.txt" | tail -120
+    }
+    for k in 1 2 3; do one b-warn-$k "$B" ROCPROF_REPLAY_LOG=warn ROCPROF_REPLAY_DEBUG_SIGNALS=1; done
+    one b-error "$B"
     ;;
   probe)
     step "layout probe against the installed headers"

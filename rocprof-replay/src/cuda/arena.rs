@@ -10,8 +10,9 @@
 //! application allocation never has to compete with an arena that is not in use.
 //!
 //! Buffers handed out are counted per chunk (a process-wide registry maps an address back to
-//! its chunk, see [`release`]); a chunk whose buffers were leaked after a stuck copy stays
-//! out of use for good.
+//! its chunk, see [`release`]). A chunk with buffers out is never reused or freed: one whose
+//! snapshot is still being dropped (the previous window just ended) is skipped until it is
+//! idle, and one whose buffers were leaked after a stuck copy stays out of use for good.
 
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -52,6 +53,14 @@ struct Chunk {
     tier: Tier,
     /// Buffers of this chunk handed out and not released.
     outstanding: Arc<AtomicUsize>,
+    /// Whether this window may carve from it (it was idle when the window began).
+    usable: bool,
+}
+
+impl Chunk {
+    fn busy(&self) -> bool {
+        self.outstanding.load(Ordering::Acquire) > 0
+    }
 }
 
 /// One context's arena.
@@ -60,6 +69,8 @@ pub(crate) struct Arena {
     chunks: Vec<Chunk>,
     /// Chunk being carved and the offset in it (valid during a window).
     cursor: (usize, usize),
+    /// A window prepared the arena and has not ended: nothing is freed under it.
+    in_window: bool,
 }
 
 /// Chunks of every arena: (base, end, outstanding counter).
@@ -84,10 +95,9 @@ fn round_up(v: usize, to: usize) -> usize {
 impl Arena {
     /// Whether any buffer of the arena is handed out (a window uses it, or a stuck copy
     /// leaked it).
+    #[cfg(test)]
     pub(crate) fn in_use(&self) -> bool {
-        self.chunks
-            .iter()
-            .any(|c| c.outstanding.load(Ordering::Acquire) > 0)
+        self.chunks.iter().any(Chunk::busy)
     }
 
     /// Bytes of device memory held.
@@ -99,19 +109,25 @@ impl Arena {
             .sum()
     }
 
-    /// Readies the arena for a snapshot of about `bytes` (one window at a time): chunks still
-    /// in use (leaked by a stuck copy) are given up, the rest reused from the start, and when
-    /// they are too small they are replaced by one chunk of the whole size, device memory when
-    /// the device keeps its reserve, else pinned host memory.
+    /// Readies the arena for a snapshot of about `bytes` (one window at a time): idle chunks are
+    /// reused from the start, busy ones skipped, and when the idle ones are too small they are
+    /// replaced by one chunk of the whole size, device memory when the device keeps its
+    /// reserve, else pinned host memory.
     pub(crate) fn prepare(&mut self, mem: &dyn Memory, bytes: usize) {
-        self.forget_leaked();
         self.cursor = (0, 0);
+        self.in_window = true;
         let need = round_up(bytes.max(1), ALIGN).saturating_add(ALIGN * 64);
-        let have: usize = self.chunks.iter().map(|c| c.capacity).sum();
-        if have >= need {
+        let mut idle = 0usize;
+        for c in &mut self.chunks {
+            c.usable = !c.busy();
+            if c.usable {
+                idle += c.capacity;
+            }
+        }
+        if idle >= need {
             return;
         }
-        self.free_all(mem);
+        self.free_idle(mem);
         if let Some(chunk) = new_chunk(mem, need) {
             self.chunks.push(chunk);
         }
@@ -125,7 +141,7 @@ impl Arena {
             let Some(chunk) = self.chunks.get(i) else {
                 break;
             };
-            if chunk.capacity - off >= len {
+            if chunk.usable && chunk.capacity - off >= len {
                 self.cursor = (i, off + len);
                 chunk.outstanding.fetch_add(1, Ordering::AcqRel);
                 return Some(Staging::Backend {
@@ -148,9 +164,7 @@ impl Arena {
     /// After a window: keeps the arena only while the device keeps its reserve free, and
     /// pinned host chunks only up to 1 GiB.
     pub(crate) fn trim(&mut self, mem: &dyn Memory) {
-        if self.in_use() {
-            return;
-        }
+        self.in_window = false;
         let low = mem
             .device_info()
             .is_none_or(|(free, total)| free < reserve(total));
@@ -161,7 +175,7 @@ impl Arena {
             .map(|c| c.capacity)
             .sum();
         if low || host > (1 << 30) {
-            self.free_all(mem);
+            self.free_idle(mem);
         }
     }
 
@@ -169,7 +183,7 @@ impl Arena {
     /// the allocation would leave less than the reserve free. Returns the bytes released.
     pub(crate) fn relieve(&mut self, mem: &dyn Memory, request: usize) -> usize {
         let held = self.device_bytes();
-        if held == 0 || self.in_use() {
+        if held == 0 || self.in_window {
             return 0;
         }
         let Some((free, total)) = mem.device_info() else {
@@ -178,19 +192,19 @@ impl Arena {
         if free >= request.saturating_add(reserve(total)) {
             return 0;
         }
-        self.free_all(mem);
-        held
+        self.free_idle(mem);
+        held - self.device_bytes()
     }
 
     /// Releases every chunk not in use (after an application allocation failed). Returns the
     /// device bytes released.
     pub(crate) fn release_now(&mut self, mem: &dyn Memory) -> usize {
-        if self.in_use() {
+        if self.in_window {
             return 0;
         }
         let held = self.device_bytes();
-        self.free_all(mem);
-        held
+        self.free_idle(mem);
+        held - self.device_bytes()
     }
 
     /// Drops chunks without freeing them (their context is being destroyed, which frees
@@ -202,26 +216,12 @@ impl Arena {
         }
     }
 
-    fn forget_leaked(&mut self) {
-        let mut registry = REGISTRY.lock();
-        self.chunks.retain(|c| {
-            let leaked = c.outstanding.load(Ordering::Acquire) > 0;
-            if leaked {
-                tracing::warn!(
-                    bytes = c.capacity,
-                    "snapshot memory a stuck copy may still use is given up"
-                );
-                registry.retain(|(b, _, _)| *b != c.base);
-            }
-            !leaked
-        });
-    }
-
-    fn free_all(&mut self, mem: &dyn Memory) {
+    /// Frees every chunk without buffers out.
+    fn free_idle(&mut self, mem: &dyn Memory) {
         let mut registry = REGISTRY.lock();
         for c in std::mem::take(&mut self.chunks) {
-            if c.outstanding.load(Ordering::Acquire) > 0 {
-                // Never free memory a copy may still use.
+            if c.busy() {
+                // Never free memory a snapshot (or a stuck copy) may still use.
                 self.chunks.push(c);
                 continue;
             }
@@ -259,6 +259,7 @@ fn new_chunk(mem: &dyn Memory, size: usize) -> Option<Chunk> {
         capacity: size,
         tier,
         outstanding,
+        usable: true,
     })
 }
 
@@ -375,10 +376,36 @@ mod tests {
             "an arena in use is never released"
         );
         drop(buf);
+        assert_eq!(arena.relieve(&mem, 9 * GIB), 0, "a window is running: kept");
+        arena.trim(&mem);
         assert_eq!(arena.relieve(&mem, GIB), 0, "plenty left: kept");
         assert!(arena.relieve(&mem, 9 * GIB) > 0);
         assert_eq!(arena.device_bytes(), 0);
         assert!(mem.device.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_chunk_still_held_by_the_last_snapshot_is_skipped_not_given_up() {
+        let mem = Fake::new(100 * GIB, 140 * GIB);
+        let mut arena = Arena::default();
+        arena.prepare(&mem, 4096);
+        let old = arena.carve(&mem, 4096).unwrap();
+        arena.trim(&mem);
+        // The next window begins before the last snapshot is dropped.
+        arena.prepare(&mem, 4096);
+        let new = arena.carve(&mem, 4096).unwrap();
+        assert_ne!(new.addr(), old.addr());
+        drop(old);
+        drop(new);
+        arena.trim(&mem);
+        arena.prepare(&mem, 4096);
+        let again = arena.carve(&mem, 4096).unwrap();
+        assert_eq!(
+            mem.device.borrow().len(),
+            2,
+            "both chunks kept, none leaked"
+        );
+        drop(again);
     }
 
     #[test]

@@ -582,7 +582,7 @@ impl Backend {
         if params.is_null() {
             return;
         }
-        let corr = cb.correlationData;
+        let call = cb.correlationId;
         match api {
             Api::Launch(kind) => {
                 if guarded_thread() {
@@ -591,13 +591,8 @@ impl Backend {
                 if enter {
                     // SAFETY: the parameters of this launch entry point.
                     let token = unsafe { window::enter_launch(self, kind, cb) };
-                    if !corr.is_null() {
-                        // SAFETY: CUPTI's per-call word.
-                        unsafe { *corr = token };
-                    }
-                } else if !corr.is_null() {
-                    // SAFETY: the word our enter callback wrote.
-                    let token = unsafe { std::mem::replace(&mut *corr, 0) };
+                    calls_push(&LAUNCHES, call, token);
+                } else if let Some(token) = calls_pop(&LAUNCHES, call) {
                     // SAFETY: forwarded.
                     unsafe { window::exit_launch(self, kind, cb, token, result()) };
                 }
@@ -613,7 +608,7 @@ impl Backend {
                 }
             }
             Api::GraphLaunch | Api::StreamWork => {
-                if guarded_thread() || ctx_handle == 0 || corr.is_null() {
+                if guarded_thread() || ctx_handle == 0 {
                     return;
                 }
                 if enter {
@@ -626,13 +621,9 @@ impl Backend {
                         });
                     }
                     self.ctx(ctx_handle).read_outside_window(self.settings.lock);
-                    // SAFETY: CUPTI's per-call word.
-                    unsafe { *corr = READER_HELD };
-                } else {
-                    // SAFETY: the word our enter callback wrote.
-                    if unsafe { std::mem::replace(&mut *corr, 0) } == READER_HELD {
-                        self.ctx(ctx_handle).unlock_read();
-                    }
+                    calls_push(&READERS, call, ctx_handle as u64);
+                } else if let Some(ctx) = calls_pop(&READERS, call) {
+                    self.ctx(ctx as usize).unlock_read();
                 }
             }
             Api::MemAlloc
@@ -821,8 +812,34 @@ impl Backend {
     }
 }
 
-/// `correlationData` of stream work that holds the context's reader lock.
-const READER_HELD: u64 = 1;
+thread_local! {
+    /// Launch calls of this thread between their enter and exit callbacks: (correlation id,
+    /// token for the exit callback).
+    static LAUNCHES: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Stream work of this thread holding a context's reader lock: (correlation id, context).
+    static READERS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+type Calls = std::thread::LocalKey<std::cell::RefCell<Vec<(u32, u64)>>>;
+
+/// Remembers what an enter callback leaves for its exit callback. (Not CUPTI's
+/// `correlationData`: the backend keeps its own record, which a nested call cannot disturb.)
+fn calls_push(calls: &'static Calls, id: u32, value: u64) {
+    let _ = calls.try_with(|c| c.borrow_mut().push((id, value)));
+}
+
+/// What the enter callback of call `id` left, taken out. Calls of one thread nest, so it is
+/// the newest entry; the id is checked all the same.
+fn calls_pop(calls: &'static Calls, id: u32) -> Option<u64> {
+    calls
+        .try_with(|c| {
+            let mut c = c.borrow_mut();
+            let i = c.iter().rposition(|(cid, _)| *cid == id)?;
+            Some(c.remove(i).1)
+        })
+        .ok()
+        .flatten()
+}
 
 /// The out-pointer and size of an allocation call (`exit`: the call has returned, so its
 /// outputs are written).

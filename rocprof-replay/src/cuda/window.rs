@@ -315,6 +315,8 @@ fn spawn_companion() -> Option<mpsc::Sender<Job>> {
     let (tx, rx) = mpsc::channel::<Job>();
     let spawned = std::thread::Builder::new()
         .name("rocprof-replay-cuda".into())
+        // Policies run here: room for what a tool does in its callbacks.
+        .stack_size(8 << 20)
         .spawn(move || {
             // Everything this thread calls is the backend's own.
             GUARD.with(|g| g.set(1 << 30));
