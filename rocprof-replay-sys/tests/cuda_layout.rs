@@ -76,7 +76,7 @@ impl Probe {
 
     fn shape(&mut self, c_fn: &str, rust: String) {
         self.checks.push(Check {
-            c_expr: format!("SHAPE(&{c_fn})"),
+            c_expr: format!("SHAPE({c_fn})"),
             rust,
         });
     }
@@ -90,11 +90,16 @@ impl Probe {
 #include <string>
 template <class T> struct Size { static constexpr unsigned long long v = sizeof(T); };
 template <> struct Size<void> { static constexpr unsigned long long v = 0; };
-template <class R, class... A> std::string SHAPE(R (*)(A...)) {
-  std::string s = std::to_string(Size<R>::v);
-  ((s += "," + std::to_string(Size<A>::v)), ...);
-  return s;
-}
+template <class F> struct Shape;
+template <class R, class... A> struct Shape<R (*)(A...)> {
+  static std::string get() {
+    std::string s = std::to_string(Size<R>::v);
+    ((s += "," + std::to_string(Size<A>::v)), ...);
+    return s;
+  }
+};
+// decltype only: nothing is linked.
+#define SHAPE(f) Shape<decltype(&f)>::get()
 static std::string show(unsigned long long v) { return std::to_string(v); }
 static std::string show(const std::string& v) { return v; }
 int main() {

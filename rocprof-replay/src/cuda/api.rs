@@ -1,9 +1,11 @@
 //! The CUDA driver and CUPTI functions the backend calls, loaded at run time.
 //!
 //! `libcuda.so.1` is already loaded when the driver calls `InitializeInjection`; the driver's
-//! functions are looked up through `cuGetProcAddress_v2` for the driver's own CUDA version (so
-//! `cuMemAlloc` is `cuMemAlloc_v2`, `cuEventElapsedTime` its current form), falling back to
-//! the exported names. CUPTI is the copy already loaded in the process if there is one (PyTorch
+//! functions are looked up through `cuGetProcAddress_v2` *as of CUDA 12.0* ([`API_VERSION`]),
+//! the version whose signatures `rocprof-replay-sys` declares (so `cuMemAlloc` is
+//! `cuMemAlloc_v2`), falling back to the exported names. Asking for the driver's own version
+//! instead would hand out newer forms with other signatures: CUDA 13.0's `cuCtxGetDevice` is
+//! `cuCtxGetDevice_v2(CUdevice*, CUcontext)`. CUPTI is the copy already loaded in the process if there is one (PyTorch
 //! loads its own), else `ROCPROF_REPLAY_CUPTI`, else the usual names and toolkit paths.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
@@ -108,6 +110,9 @@ fn open(what: &str, candidates: &[PathBuf]) -> Result<Library, LoadError> {
     })
 }
 
+/// The CUDA API version of the signatures the backend calls the driver with.
+pub(crate) const API_VERSION: c_int = 12000;
+
 /// Resolves driver functions, preferring `cuGetProcAddress_v2`.
 struct Resolver<'a> {
     lib: &'a Library,
@@ -116,7 +121,7 @@ struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
-    /// The function `name` (as of the driver's version), or the exported `fallback` name.
+    /// The function `name` as of [`API_VERSION`], or the exported `fallback` name.
     ///
     /// # Safety
     /// `F` must be the function's signature.
@@ -163,17 +168,20 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
     let get_proc = unsafe { lib.get::<cuGetProcAddress_fn>(b"cuGetProcAddress_v2\0") }
         .ok()
         .map(|s| *s);
-    let mut version: c_int = 12000;
+    let mut driver: c_int = 0;
     type GetVersion = unsafe extern "C" fn(*mut c_int) -> CUresult;
     // SAFETY: `cuDriverGetVersion(int*)`, as in cuda.h.
-    let get_version = unsafe { lib.get::<GetVersion>(b"cuDriverGetVersion\0") };
-    if let Ok(get_version) = get_version {
-        let mut v: c_int = 0;
+    if let Ok(get_version) = unsafe { lib.get::<GetVersion>(b"cuDriverGetVersion\0") } {
         // SAFETY: a plain out-parameter.
-        if unsafe { get_version(&mut v) } == CUDA_SUCCESS && v > 0 {
-            version = v;
-        }
+        unsafe { get_version(&mut driver) };
     }
+    if driver != 0 && driver < API_VERSION {
+        return Err(LoadError::Library {
+            what: "the CUDA driver".into(),
+            detail: format!("driver version {driver} is older than CUDA 12.0"),
+        });
+    }
+    let version = API_VERSION;
     let r = Resolver {
         lib: &lib,
         get_proc,
