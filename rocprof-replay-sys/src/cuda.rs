@@ -616,34 +616,34 @@ pub mod cbid {
     }
 
     ids! {
-        cuMemAlloc_v2 = 0;
-        cuMemAllocPitch_v2 = 0;
-        cuMemFree_v2 = 0;
-        cuLaunchKernel = 0;
-        cuLaunchKernel_ptsz = 0;
-        cuLaunchCooperativeKernel = 0;
-        cuLaunchCooperativeKernel_ptsz = 0;
-        cuLaunchCooperativeKernelMultiDevice = 0;
-        cuLaunchKernelEx = 0;
-        cuLaunchKernelEx_ptsz = 0;
-        cuMemAllocManaged = 0;
-        cuMemAllocAsync = 0;
-        cuMemAllocAsync_ptsz = 0;
-        cuMemAllocFromPoolAsync = 0;
-        cuMemAllocFromPoolAsync_ptsz = 0;
-        cuMemFreeAsync = 0;
-        cuMemFreeAsync_ptsz = 0;
-        cuMemMap = 0;
-        cuMemUnmap = 0;
-        cuModuleGetGlobal_v2 = 0;
-        cuLibraryGetGlobal = 0;
-        cuGraphLaunch = 0;
-        cuGraphLaunch_ptsz = 0;
-        cuLibraryGetKernel = 0;
-        cuLibraryEnumerateKernels = 0;
-        cuKernelGetFunction = 0;
-        cuModuleGetFunction = 0;
-        cuModuleEnumerateFunctions = 0;
+        cuMemAlloc_v2 = 243;
+        cuMemAllocPitch_v2 = 244;
+        cuMemFree_v2 = 245;
+        cuLaunchKernel = 307;
+        cuLaunchKernel_ptsz = 442;
+        cuLaunchCooperativeKernel = 477;
+        cuLaunchCooperativeKernel_ptsz = 478;
+        cuLaunchCooperativeKernelMultiDevice = 480;
+        cuLaunchKernelEx = 652;
+        cuLaunchKernelEx_ptsz = 653;
+        cuMemAllocManaged = 371;
+        cuMemAllocAsync = 598;
+        cuMemAllocAsync_ptsz = 599;
+        cuMemAllocFromPoolAsync = 611;
+        cuMemAllocFromPoolAsync_ptsz = 612;
+        cuMemFreeAsync = 600;
+        cuMemFreeAsync_ptsz = 601;
+        cuMemMap = 551;
+        cuMemUnmap = 552;
+        cuModuleGetGlobal_v2 = 241;
+        cuLibraryGetGlobal = 684;
+        cuGraphLaunch = 514;
+        cuGraphLaunch_ptsz = 515;
+        cuLibraryGetKernel = 681;
+        cuLibraryEnumerateKernels = 740;
+        cuKernelGetFunction = 683;
+        cuModuleGetFunction = 23;
+        cuModuleEnumerateFunctions = 738;
     }
 }
 
