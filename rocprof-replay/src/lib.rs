@@ -6,7 +6,8 @@
 //! kernel may touch, runs the dispatch that many times restoring memory between passes, and
 //! lets the application see exactly one execution and one completion. Put
 //! [`#[rocprof_tool]`](rocprof_tool) on the type, build a `cdylib`, and run any HSA or HIP
-//! application with `LD_PRELOAD=libmytool.so` (or `HSA_TOOLS_LIB=libmytool.so`).
+//! application with `LD_PRELOAD=libmytool.so` (or `HSA_TOOLS_LIB=libmytool.so`). With the `cuda`
+//! feature the library also replays CUDA launches: `CUDA_INJECTION64_PATH=libmytool.so app`.
 //!
 //! ```
 //! use rocprof_replay::{Context, DispatchInfo, Pass, PassPlan, PassReport, ReplayPolicy, Service};
@@ -55,6 +56,7 @@
 //! | [`testing`] | [`testing::simulate`]: run a policy through the real engine against host memory, for unit tests; [`testing::dispatch`], [`testing::outcome`], [`testing::pass_report`] build the engine's values for tests |
 //! | `engine` | vendor-neutral: allocation inventory, snapshot, replay window, outcome records |
 //! | `hsa` | the HSA backend: table hooks, intercept queues, drains, allocation tracking |
+//! | `cuda` | the CUDA backend (feature `cuda`): CUPTI callbacks, the window across a launch's enter and exit callbacks, device arena |
 //!
 //! # Environment
 //! | variable | effect |
