@@ -4,7 +4,10 @@
 //!
 //! The list mirrors `rocprof-replay-sys`'s tables; the intercept functions
 //! (`hsa_amd_queue_intercept_*`, `hsa_amd_runtime_queue_create_register`) are table-only, as in
-//! ROCr, and are not exported.
+//! ROCr, and are not exported. Like ROCr it also exports the image and finalizer extension
+//! functions (through their tables, whose slots are stubs here), `hsa_amd_image_get_info_max_dim`
+//! and the pre-`sc` names of the memory-ordered functions (`hsa_signal_load_acquire`, ...): HIP
+//! imports `hsa_ext_image_*`, and with immediate binding a missing import stops it loading.
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -288,3 +291,158 @@ export_amd! {
     hsa_amd_memory_get_preferred_copy_engine => MEMORY_GET_PREFERRED_COPY_ENGINE (dst_agent: hsa_agent_t, src_agent: hsa_agent_t, recommended_ids_mask: *mut u32) -> hsa_status_t;
     hsa_amd_portable_export_dmabuf_v2 => PORTABLE_EXPORT_DMABUF_V2 (ptr: *const c_void, size: usize, dmabuf: *mut c_int, offset: *mut u64, flags: u64) -> hsa_status_t;
 }
+
+// The names HSA 1.0 used before the `sc` memory orders; ROCr still exports them (same slots).
+export_core! {
+    hsa_queue_load_read_index_acquire => hsa_queue_load_read_index_scacquire_fn (queue: *const hsa_queue_t) -> u64;
+    hsa_queue_load_write_index_acquire => hsa_queue_load_write_index_scacquire_fn (queue: *const hsa_queue_t) -> u64;
+    hsa_queue_store_write_index_release => hsa_queue_store_write_index_screlease_fn (queue: *const hsa_queue_t, value: u64) -> ();
+    hsa_queue_cas_write_index_acq_rel => hsa_queue_cas_write_index_scacq_screl_fn (queue: *const hsa_queue_t, expected: u64, value: u64) -> u64;
+    hsa_queue_cas_write_index_acquire => hsa_queue_cas_write_index_scacquire_fn (queue: *const hsa_queue_t, expected: u64, value: u64) -> u64;
+    hsa_queue_cas_write_index_release => hsa_queue_cas_write_index_screlease_fn (queue: *const hsa_queue_t, expected: u64, value: u64) -> u64;
+    hsa_queue_add_write_index_acq_rel => hsa_queue_add_write_index_scacq_screl_fn (queue: *const hsa_queue_t, value: u64) -> u64;
+    hsa_queue_add_write_index_acquire => hsa_queue_add_write_index_scacquire_fn (queue: *const hsa_queue_t, value: u64) -> u64;
+    hsa_queue_add_write_index_release => hsa_queue_add_write_index_screlease_fn (queue: *const hsa_queue_t, value: u64) -> u64;
+    hsa_queue_store_read_index_release => hsa_queue_store_read_index_screlease_fn (queue: *const hsa_queue_t, value: u64) -> ();
+    hsa_signal_load_acquire => hsa_signal_load_scacquire_fn (signal: hsa_signal_t) -> hsa_signal_value_t;
+    hsa_signal_store_release => hsa_signal_store_screlease_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_wait_acquire => hsa_signal_wait_scacquire_fn (signal: hsa_signal_t, condition: hsa_signal_condition_t, compare_value: hsa_signal_value_t, timeout_hint: u64, wait_state_hint: hsa_wait_state_t) -> hsa_signal_value_t;
+    hsa_signal_and_acquire => hsa_signal_and_scacquire_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_and_release => hsa_signal_and_screlease_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_and_acq_rel => hsa_signal_and_scacq_screl_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_or_acquire => hsa_signal_or_scacquire_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_or_release => hsa_signal_or_screlease_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_or_acq_rel => hsa_signal_or_scacq_screl_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_xor_acquire => hsa_signal_xor_scacquire_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_xor_release => hsa_signal_xor_screlease_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_xor_acq_rel => hsa_signal_xor_scacq_screl_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_exchange_acquire => hsa_signal_exchange_scacquire_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> hsa_signal_value_t;
+    hsa_signal_exchange_release => hsa_signal_exchange_screlease_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> hsa_signal_value_t;
+    hsa_signal_exchange_acq_rel => hsa_signal_exchange_scacq_screl_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> hsa_signal_value_t;
+    hsa_signal_add_acquire => hsa_signal_add_scacquire_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_add_release => hsa_signal_add_screlease_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_add_acq_rel => hsa_signal_add_scacq_screl_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_subtract_acquire => hsa_signal_subtract_scacquire_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_subtract_release => hsa_signal_subtract_screlease_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_subtract_acq_rel => hsa_signal_subtract_scacq_screl_fn (signal: hsa_signal_t, value: hsa_signal_value_t) -> ();
+    hsa_signal_cas_acquire => hsa_signal_cas_scacquire_fn (signal: hsa_signal_t, expected: hsa_signal_value_t, value: hsa_signal_value_t) -> hsa_signal_value_t;
+    hsa_signal_cas_release => hsa_signal_cas_screlease_fn (signal: hsa_signal_t, expected: hsa_signal_value_t, value: hsa_signal_value_t) -> hsa_signal_value_t;
+    hsa_signal_cas_acq_rel => hsa_signal_cas_scacq_screl_fn (signal: hsa_signal_t, expected: hsa_signal_value_t, value: hsa_signal_value_t) -> hsa_signal_value_t;
+}
+
+/// The live image extension table's slot `index` as `F` (null: none).
+///
+/// # Safety
+/// `F` must be the function type of that slot (`hsa_api_trace.h` order).
+unsafe fn image_slot<F: Copy>(index: usize) -> Option<F> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<*const c_void>()) };
+    // SAFETY: the live root table and its image table are valid for the whole process; the
+    // table has 13 slots.
+    let p = unsafe { (*(*api::root()).image_ext_).slots[index] };
+    // SAFETY: a non-null slot holds a function of type `F` (caller contract).
+    (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*const c_void, F>(&p) })
+}
+
+macro_rules! export_image {
+    ($($name:ident => $index:literal ($($arg:ident : $ty:ty),*);)*) => {$(
+        #[doc = concat!("Exported `", stringify!($name), "`: calls the live image extension table's slot.")]
+        ///
+        /// # Safety
+        /// The C API contract of the function.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> hsa_status_t {
+            // SAFETY: slot $index has this signature.
+            match unsafe { image_slot::<unsafe extern "C" fn($($ty),*) -> hsa_status_t>($index) } {
+                // SAFETY: the caller upholds the function's C contract.
+                Some(f) => unsafe { f($($arg),*) },
+                None => HSA_STATUS_ERROR,
+            }
+        }
+        rocr_1!($name);
+    )*};
+}
+
+// The image extension (`hsa_ext_image.h`): exported by ROCr, imported by HIP. Handles
+// (`hsa_ext_image_t`, `hsa_ext_sampler_t`) are passed as their 64-bit value, enumerations as
+// `u32`, descriptors as untyped pointers.
+export_image! {
+    hsa_ext_image_get_capability => 0 (agent: hsa_agent_t, geometry: u32, format: *const c_void, capability_mask: *mut u32);
+    hsa_ext_image_data_get_info => 1 (agent: hsa_agent_t, descriptor: *const c_void, access: u32, info: *mut c_void);
+    hsa_ext_image_create => 2 (agent: hsa_agent_t, descriptor: *const c_void, data: *const c_void, access: u32, image: *mut u64);
+    hsa_ext_image_import => 3 (agent: hsa_agent_t, src: *const c_void, row_pitch: usize, slice_pitch: usize, image: u64, region: *const c_void);
+    hsa_ext_image_export => 4 (agent: hsa_agent_t, image: u64, dst: *mut c_void, row_pitch: usize, slice_pitch: usize, region: *const c_void);
+    hsa_ext_image_copy => 5 (agent: hsa_agent_t, src: u64, src_offset: *const hsa_dim3_t, dst: u64, dst_offset: *const hsa_dim3_t, range: *const hsa_dim3_t);
+    hsa_ext_image_clear => 6 (agent: hsa_agent_t, image: u64, data: *const c_void, region: *const c_void);
+    hsa_ext_image_destroy => 7 (agent: hsa_agent_t, image: u64);
+    hsa_ext_sampler_create => 8 (agent: hsa_agent_t, descriptor: *const c_void, sampler: *mut u64);
+    hsa_ext_sampler_destroy => 9 (agent: hsa_agent_t, sampler: u64);
+    hsa_ext_image_get_capability_with_layout => 10 (agent: hsa_agent_t, geometry: u32, format: *const c_void, layout: u32, capability_mask: *mut u32);
+    hsa_ext_image_data_get_info_with_layout => 11 (agent: hsa_agent_t, descriptor: *const c_void, access: u32, layout: u32, row_pitch: usize, slice_pitch: usize, info: *mut c_void);
+    hsa_ext_image_create_with_layout => 12 (agent: hsa_agent_t, descriptor: *const c_void, data: *const c_void, access: u32, layout: u32, row_pitch: usize, slice_pitch: usize, image: *mut u64);
+}
+
+/// C `hsa_ext_control_directives_t` (144 bytes, passed by value to `hsa_ext_program_finalize`):
+/// only forwarded, never read.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub struct ControlDirectives([u8; 144]);
+
+/// The live finalizer extension table's slot `index` as `F` (null: none).
+///
+/// # Safety
+/// `F` must be the function type of that slot (`hsa_api_trace.h` order).
+unsafe fn finalizer_slot<F: Copy>(index: usize) -> Option<F> {
+    const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<*const c_void>()) };
+    // SAFETY: the live root table and its finalizer table are valid for the whole process;
+    // the table has 6 slots.
+    let p = unsafe { (*(*api::root()).finalizer_ext_).slots[index] };
+    // SAFETY: a non-null slot holds a function of type `F` (caller contract).
+    (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*const c_void, F>(&p) })
+}
+
+macro_rules! export_finalizer {
+    ($($name:ident => $index:literal ($($arg:ident : $ty:ty),*);)*) => {$(
+        #[doc = concat!("Exported `", stringify!($name), "`: calls the live finalizer extension table's slot.")]
+        ///
+        /// # Safety
+        /// The C API contract of the function.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> hsa_status_t {
+            // SAFETY: slot $index has this signature.
+            match unsafe { finalizer_slot::<unsafe extern "C" fn($($ty),*) -> hsa_status_t>($index) } {
+                // SAFETY: the caller upholds the function's C contract.
+                Some(f) => unsafe { f($($arg),*) },
+                None => HSA_STATUS_ERROR,
+            }
+        }
+        rocr_1!($name);
+    )*};
+}
+
+/// `hsa_ext_program_iterate_modules`' callback.
+type ModuleCallback = Option<unsafe extern "C" fn(u64, *mut c_void, *mut c_void) -> hsa_status_t>;
+
+// The finalizer extension (`hsa_ext_finalize.h`, HSAIL): exported by ROCr; every slot is a stub.
+export_finalizer! {
+    hsa_ext_program_create => 0 (machine_model: u32, profile: u32, rounding: u32, options: *const c_char, program: *mut u64);
+    hsa_ext_program_destroy => 1 (program: u64);
+    hsa_ext_program_add_module => 2 (program: u64, module: *mut c_void);
+    hsa_ext_program_iterate_modules => 3 (program: u64, callback: ModuleCallback, data: *mut c_void);
+    hsa_ext_program_get_info => 4 (program: u64, attribute: u32, value: *mut c_void);
+    hsa_ext_program_finalize => 5 (program: u64, isa: hsa_isa_t, call_convention: i32, control_directives: ControlDirectives, options: *const c_char, code_object_type: u32, code_object: *mut hsa_code_object_t);
+}
+
+/// Exported `hsa_amd_image_get_info_max_dim` (ROCr exports it outside the tables): the
+/// emulated agents have no images, so it always returns `HSA_STATUS_ERROR`.
+///
+/// # Safety
+/// Any arguments: none is read.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn hsa_amd_image_get_info_max_dim(
+    _agent: hsa_agent_t,
+    _attribute: hsa_agent_info_t,
+    _value: *mut c_void,
+) -> hsa_status_t {
+    HSA_STATUS_ERROR
+}
+rocr_1!(hsa_amd_image_get_info_max_dim);

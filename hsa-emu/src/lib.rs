@@ -16,12 +16,16 @@
 //! | `signals` | signals and waits |
 //! | `memory` | pools, allocation, copies, pointer info, vmem |
 //! | `queues` | queues, packet processors, intercept queues, profiling |
-//! | `loader` | code objects, executables, symbols, loader extension |
+//! | `loader` | code objects (host libraries and AMDGPU), executables, symbols, loader extension |
+//! | `shadow` | kernel shadows: host implementations of AMDGPU kernels (`HSA_EMU_SHADOW`) |
+//! | `blit` | built-in shadows of the ROCclr blit kernels |
 //! | `kernel_abi` | the Rust side of `hsa_emu_kernel.h` |
 //! | `faults` | fault injection knobs for tests |
 //! | `clock` | the timestamp clock |
+//! | `trace` | `HSA_EMU_TRACE_PACKETS=1`: packets and signals on stderr |
 
 mod api;
+mod blit;
 mod clock;
 mod exports;
 mod faults;
@@ -32,5 +36,7 @@ mod loader;
 mod memory;
 mod queues;
 mod runtime;
+mod shadow;
 mod signals;
 mod topology;
+mod trace;

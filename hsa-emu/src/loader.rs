@@ -1,39 +1,52 @@
 //! Code objects: readers, executables, symbols, and the AMD loader extension (0x201).
 //!
-//! A code object of hsa-emu is a host shared library (x86-64 ELF, `ET_DYN`) of kernels written
-//! against `include/hsa_emu_kernel.h`. A reader holds a private copy of the file's bytes. Every
-//! load (`hsa_executable_load_agent_code_object` / `_load_program_code_object`) writes those
-//! bytes to a fresh `memfd` and `dlopen`s it (`RTLD_NOW | RTLD_LOCAL`), so each load is a
-//! distinct instance with its own module-scope variables, like the per-agent copies of a GPU.
+//! Two kinds of code object load:
 //!
-//! Symbols come from the file's `.dynsym` (defined global symbols only):
-//! - a data object `__hsa_emu_meta_<name>` is the KERNEL symbol `<name>.kd`; its
-//!   `KERNEL_OBJECT` is the address of a 64-byte [`KernelDescriptor`] this module allocates;
-//! - any other data object whose name does not start with `__hsa_emu_` is a VARIABLE symbol
-//!   (`VARIABLE_IS_CONST` when it lives in a non-writable section or `.data.rel.ro`);
-//! - functions and everything else are not symbols.
+//! - **Host code objects**: a host shared library (x86-64 ELF, `ET_DYN`) of kernels written
+//!   against `include/hsa_emu_kernel.h`. Every load (`hsa_executable_load_agent_code_object` /
+//!   `_load_program_code_object`) writes the reader's private copy of the bytes to a fresh
+//!   `memfd` and `dlopen`s it (`RTLD_NOW | RTLD_LOCAL`), so each load is a distinct instance
+//!   with its own module-scope variables, like the per-agent copies of a GPU. Symbols come from
+//!   the file's `.dynsym` (defined global symbols only): a data object `__hsa_emu_meta_<name>`
+//!   is the KERNEL symbol `<name>.kd`, whose `KERNEL_OBJECT` is the address of a 64-byte
+//!   [`KernelDescriptor`] this module allocates; any other data object whose name does not start
+//!   with `__hsa_emu_` is a VARIABLE symbol (`VARIABLE_IS_CONST` when it lives in a
+//!   non-writable section or `.data.rel.ro`); functions and everything else are not symbols.
+//! - **AMDGPU code objects** (`EM_AMDGPU`, v3 to v5: hipcc, comgr; see [`amdgpu`]): each load
+//!   copies the segments into a fresh image. The KERNEL symbols are the metadata's kernels
+//!   (`N.kd`): `KERNEL_OBJECT` is the descriptor's address in the image (its real bytes), and
+//!   the segment sizes, kernarg size and alignment and `DYNAMIC_CALLSTACK` are the metadata's.
+//!   The VARIABLE symbols are the program's variables, each backed by a shadow library's object
+//!   of the same name if one exists (see [`crate::shadow`]; the code object's initial bytes are
+//!   copied into it at every load, and a size mismatch or a read-only object for a writable
+//!   variable fails the load with `INVALID_CODE_OBJECT`), else by the image. A code object for
+//!   another processor than the agent's (`gfx90a`), or one loaded for the CPU agent, is
+//!   `HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS`, as ROCr answers. Each kernel's shadow is
+//!   resolved at load; a dispatch of its `KERNEL_OBJECT` runs it (`queues::processor`).
 //!
 //! Symbols of an agent load belong to (executable, agent); those of a program load are program
 //! symbols (agent handle 0). Iteration follows load order, then `.dynsym` order.
 //!
 //! Attribute choices where ROCr has nothing to copy from: `LINKAGE` is always PROGRAM,
 //! `IS_DEFINITION` true, `MODULE_NAME` empty, `VARIABLE_ALIGNMENT` is the largest power of two
-//! dividing the address, capped at 16 (ELF records no per-symbol alignment), kernels report
-//! `DYNAMIC_CALLSTACK` false and call convention 0; `INDIRECT_FUNCTION_*` and attributes of the
+//! dividing the address, capped at 16 (ELF records no per-symbol alignment), host kernels
+//! report `DYNAMIC_CALLSTACK` false, every kernel call convention 0; `INDIRECT_FUNCTION_*` and attributes of the
 //! other symbol kind are `HSA_STATUS_ERROR_INVALID_ARGUMENT`.
 //!
 //! Not implemented (their slots keep the table's stub, which returns `HSA_STATUS_ERROR`): the
 //! deprecated `hsa_code_object_*` API and `hsa_executable_load_code_object`, and the
 //! `hsa_executable_*_variable_define` functions (code objects here have no external variables).
 //!
-//! Loader extension: loaded segments are the `PT_LOAD` ranges of each instance, relocated by its
-//! load bias; kernel descriptors also count as addresses of their executable. Segment descriptors
+//! Loader extension: loaded segments are the `PT_LOAD` ranges of each instance (or image),
+//! relocated by its load bias; kernel descriptors also count as addresses of their executable,
+//! and are their own host address (`hsa_ven_amd_loader_query_host_address`). Segment descriptors
 //! and `CODE_OBJECT_STORAGE_MEMORY_BASE` point at the loader's own copy of the bytes (always
 //! readable while the executable lives). `URI` is written as exactly `URI_LENGTH` bytes (no NUL),
 //! like `NAME`. `hsa_ven_amd_loader_iterate_executables` iterates a snapshot: executables created
 //! or destroyed by the callback are not blocked and do not change the iteration.
 
-mod elf;
+pub(crate) mod amdgpu;
+pub(crate) mod elf;
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
@@ -95,6 +108,8 @@ struct CodeObject {
     storage: Storage,
     uri: String,
     elf: elf::ElfInfo,
+    /// For an AMDGPU code object: its metadata, kernels and variables.
+    amd: Option<amdgpu::AmdCodeObject>,
 }
 
 /// One executable.
@@ -138,6 +153,25 @@ struct Segment {
     file_offset: u64,
 }
 
+/// What holds a loaded code object's bytes.
+#[derive(Debug)]
+enum Backing {
+    /// A host shared library, `dlopen`ed.
+    Host(Instance),
+    /// An AMDGPU code object's image.
+    Amd(amdgpu::Image),
+}
+
+impl Backing {
+    /// Load bias: run-time address minus ELF virtual address.
+    fn bias(&self) -> u64 {
+        match self {
+            Backing::Host(i) => i.bias,
+            Backing::Amd(image) => image.base(),
+        }
+    }
+}
+
 /// A code object loaded into an executable.
 #[derive(Debug)]
 struct Loaded {
@@ -145,7 +179,7 @@ struct Loaded {
     /// `None` for a program load.
     agent: Option<hsa_agent_t>,
     code: Arc<CodeObject>,
-    instance: Instance,
+    backing: Backing,
     segments: Vec<Segment>,
     /// Symbols in `.dynsym` order.
     symbols: Vec<u64>,
@@ -156,6 +190,16 @@ struct Loaded {
 enum SymbolData {
     /// A kernel and the descriptor its `KERNEL_OBJECT` points at.
     Kernel(Box<KernelDescriptor>),
+    /// A kernel of an AMDGPU code object: its descriptor in the loaded image and the values of
+    /// its metadata.
+    AmdKernel {
+        object: u64,
+        kernarg_size: u32,
+        kernarg_alignment: u32,
+        group_segment_size: u32,
+        private_segment_size: u32,
+        dynamic_callstack: bool,
+    },
     /// A module-scope variable.
     Variable {
         address: u64,
@@ -177,6 +221,7 @@ impl Symbol {
     fn kernel_object(&self) -> Option<u64> {
         match &self.data {
             SymbolData::Kernel(d) => Some(&**d as *const KernelDescriptor as u64),
+            SymbolData::AmdKernel { object, .. } => Some(*object),
             SymbolData::Variable { .. } => None,
         }
     }
@@ -234,7 +279,6 @@ impl State {
 }
 
 /// Name (`name.kd`) of the kernel whose descriptor this loader created at `kernel_object`.
-#[allow(dead_code)] // for diagnostics of other modules
 pub(crate) fn kernel_symbol_name(kernel_object: u64) -> Option<String> {
     let state = STATE.lock();
     let sym = state.descriptors.get(&kernel_object)?;
@@ -328,10 +372,17 @@ fn new_reader(
     storage: Storage,
     uri: impl FnOnce(&[u8]) -> String,
 ) -> Result<u64, hsa_status_t> {
-    let elf = elf::parse(&bytes).map_err(|e| {
+    let refuse = |e: &dyn std::fmt::Display| {
         eprintln!("hsa-emu: code object refused: {e}");
         HSA_STATUS_ERROR_INVALID_CODE_OBJECT
-    })?;
+    };
+    let elf = elf::parse(&bytes).map_err(|e| refuse(&e))?;
+    let amd = match elf.machine {
+        elf::Machine::X86_64 => None,
+        elf::Machine::Amdgpu => {
+            Some(amdgpu::AmdCodeObject::parse(&elf, bytes.len()).map_err(|e| refuse(&e))?)
+        }
+    };
     let uri = uri(&bytes);
     let handle = new_handle(READER_TAG);
     STATE.lock().readers.insert(
@@ -341,6 +392,7 @@ fn new_reader(
             storage,
             uri,
             elf,
+            amd,
         }),
     );
     Ok(handle)
@@ -521,6 +573,9 @@ unsafe extern "C" fn hsa_executable_destroy(executable: hsa_executable_t) -> hsa
                         && let Some(object) = s.kernel_object()
                     {
                         state.descriptors.remove(&object);
+                        if matches!(s.data, SymbolData::AmdKernel { .. }) {
+                            crate::shadow::unregister(object);
+                        }
                     }
                 }
                 removed.push(loaded);
@@ -602,9 +657,9 @@ fn open_instance(bytes: &[u8]) -> Result<Instance, String> {
 
 /// The public head of glibc's `struct link_map` (`<link.h>`).
 #[repr(C)]
-struct LinkMap {
-    l_addr: usize,
-    l_name: *const c_char,
+pub(crate) struct LinkMap {
+    pub(crate) l_addr: usize,
+    pub(crate) l_name: *const c_char,
     l_ld: *mut c_void,
     l_next: *mut LinkMap,
     l_prev: *mut LinkMap,
@@ -693,6 +748,151 @@ fn check_loadable(state: &State, exe: u64) -> Result<(), hsa_status_t> {
     }
 }
 
+/// What loading an AMDGPU code object makes: its image, its symbols in `.dynsym` order, and
+/// the shadow of each kernel object.
+type AmdLoad = (
+    Backing,
+    Vec<(String, SymbolData)>,
+    Vec<(u64, Arc<crate::shadow::ShadowKernel>)>,
+);
+
+/// One variable backed by a shadow library's object instead of the image.
+struct Redirect {
+    vaddr: u64,
+    size: u64,
+    address: u64,
+    writable: bool,
+}
+
+/// Maps an AMDGPU code object for `agent`: checks its target against the agent's ISA, copies
+/// its segments into a fresh image, backs its variables (shadow objects or the image), applies
+/// its relocations and resolves each kernel's shadow.
+fn load_amd(
+    code: &CodeObject,
+    amd: &amdgpu::AmdCodeObject,
+    agent: Option<hsa_agent_t>,
+) -> Result<AmdLoad, hsa_status_t> {
+    let fail = |msg: String, status: hsa_status_t| {
+        eprintln!("hsa-emu: cannot load code object {}: {msg}", code.uri);
+        status
+    };
+    if let Some(agent) = agent {
+        let isa = topology()
+            .agent(agent)
+            .filter(|a| a.kind == crate::topology::DeviceKind::Gpu)
+            .map(|_| crate::info::ISA_NAME);
+        let processor = isa.and_then(|n| n.rsplit("--").next());
+        if processor != Some(amd.processor.as_str()) {
+            return Err(fail(
+                format!(
+                    "its target {} (code object v{}) does not run on the agent ({})",
+                    amd.target,
+                    amd.version,
+                    isa.map_or("the agent has no ISA".to_owned(), |i| format!("ISA {i}"))
+                ),
+                HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS,
+            ));
+        }
+    }
+    let image = amdgpu::Image::map(&code.elf, amd, &code.bytes)
+        .map_err(|m| fail(m, HSA_STATUS_ERROR_OUT_OF_RESOURCES))?;
+    let base = image.base();
+    let mut redirects = Vec::new();
+    for v in &amd.variables {
+        let Some(obj) = crate::shadow::find_object(&v.name) else {
+            continue;
+        };
+        if obj.size != v.size {
+            return Err(fail(
+                format!(
+                    "variable {}: the shadow library {} exports it with {} bytes, the code object has {}",
+                    v.name, obj.library, obj.size, v.size
+                ),
+                HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
+            ));
+        }
+        if obj.read_only && !v.read_only {
+            return Err(fail(
+                format!(
+                    "variable {}: the shadow library {} exports it read-only (const), the code object's is writable",
+                    v.name, obj.library
+                ),
+                HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
+            ));
+        }
+        if !obj.read_only {
+            // SAFETY: the image holds `v.size` bytes at `vaddr` (checked when parsed); the
+            // shadow object is writable and exactly as large; they cannot overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (base + v.vaddr) as *const u8,
+                    obj.address as *mut u8,
+                    v.size as usize,
+                )
+            };
+        }
+        redirects.push(Redirect {
+            vaddr: v.vaddr,
+            size: v.size,
+            address: obj.address,
+            writable: !obj.read_only,
+        });
+    }
+    let find = |vaddr: u64, writable_only: bool| {
+        redirects
+            .iter()
+            .find(|r| {
+                vaddr >= r.vaddr && vaddr - r.vaddr < r.size && (r.writable || !writable_only)
+            })
+            .map_or(base.wrapping_add(vaddr), |r| r.address + (vaddr - r.vaddr))
+    };
+    let unsupported = image.relocate(&code.elf, |v| find(v, true), |v| find(v, false));
+    if !unsupported.is_empty() {
+        eprintln!(
+            "hsa-emu: code object {}: relocations of kinds {unsupported:?} are not applied (only code uses them)",
+            code.uri
+        );
+    }
+    let mut symbols = Vec::new();
+    let mut shadows = Vec::new();
+    for sym in &code.elf.symbols {
+        if let Some(k) = amd.kernels.iter().find(|k| k.symbol == sym.name) {
+            let object = base + k.descriptor_vaddr;
+            let shadow = crate::shadow::resolve(k);
+            if let Err(why) = &shadow.resolved
+                && !shadow.source.is_empty()
+            {
+                eprintln!(
+                    "hsa-emu: {why} ({}); its dispatches will fail",
+                    shadow.source
+                );
+            }
+            shadows.push((object, Arc::new(shadow)));
+            symbols.push((
+                sym.name.clone(),
+                SymbolData::AmdKernel {
+                    object,
+                    kernarg_size: k.kernarg_segment_size,
+                    kernarg_alignment: k.kernarg_segment_align,
+                    group_segment_size: k.group_segment_fixed_size,
+                    private_segment_size: k.private_segment_fixed_size,
+                    dynamic_callstack: k.uses_dynamic_stack,
+                },
+            ));
+        } else if let Some(v) = amd.variables.iter().find(|v| v.name == sym.name) {
+            symbols.push((
+                v.name.clone(),
+                SymbolData::Variable {
+                    address: find(v.vaddr, false),
+                    size: v.size,
+                    is_const: v.read_only,
+                },
+            ));
+        }
+    }
+    Ok((Backing::Amd(image), symbols, shadows))
+}
+
 /// Loads the reader's code object into `exe` for `agent` (`None`: a program load).
 fn load(
     executable: hsa_executable_t,
@@ -710,20 +910,28 @@ fn load(
             None => return HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER,
         }
     };
-    // dlopen outside the lock: library initialisers may call the runtime.
-    let instance = match open_instance(&code.bytes) {
-        Ok(i) => i,
-        Err(msg) => {
-            eprintln!("hsa-emu: cannot load code object {}: {msg}", code.uri);
-            return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+    let (backing, symbols, shadows) = if let Some(amd) = &code.amd {
+        match load_amd(&code, amd, agent) {
+            Ok(loaded) => loaded,
+            Err(status) => return status,
         }
-    };
-    let symbols = match collect_symbols(&code, &instance) {
-        Ok(s) => s,
-        Err(msg) => {
-            eprintln!("hsa-emu: cannot load code object {}: {msg}", code.uri);
-            return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
-        }
+    } else {
+        // dlopen outside the lock: library initialisers may call the runtime.
+        let instance = match open_instance(&code.bytes) {
+            Ok(i) => i,
+            Err(msg) => {
+                eprintln!("hsa-emu: cannot load code object {}: {msg}", code.uri);
+                return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+            }
+        };
+        let symbols = match collect_symbols(&code, &instance) {
+            Ok(s) => s,
+            Err(msg) => {
+                eprintln!("hsa-emu: cannot load code object {}: {msg}", code.uri);
+                return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+            }
+        };
+        (Backing::Host(instance), symbols, Vec::new())
     };
     let segments = code
         .elf
@@ -731,7 +939,7 @@ fn load(
         .iter()
         .filter(|s| s.memsz > 0)
         .map(|s| Segment {
-            base: instance.bias.wrapping_add(s.vaddr),
+            base: backing.bias().wrapping_add(s.vaddr),
             size: s.memsz,
             file_offset: s.offset,
         })
@@ -739,8 +947,11 @@ fn load(
     let mut state = STATE.lock();
     if let Err(status) = check_loadable(&state, executable.handle) {
         drop(state);
-        drop(instance);
+        drop(backing);
         return status;
+    }
+    for (object, shadow) in shadows {
+        crate::shadow::register(object, shadow);
     }
     let lco = new_handle(LOADED_TAG);
     let mut handles = Vec::with_capacity(symbols.len());
@@ -764,7 +975,7 @@ fn load(
             executable: executable.handle,
             agent,
             code,
-            instance,
+            backing,
             segments,
             symbols: handles,
         },
@@ -992,7 +1203,9 @@ unsafe extern "C" fn hsa_executable_symbol_get_info(
             match attribute {
                 HSA_EXECUTABLE_SYMBOL_INFO_TYPE => {
                     let kind = match s.data {
-                        SymbolData::Kernel(_) => HSA_SYMBOL_KIND_KERNEL,
+                        SymbolData::Kernel(_) | SymbolData::AmdKernel { .. } => {
+                            HSA_SYMBOL_KIND_KERNEL
+                        }
                         SymbolData::Variable { .. } => HSA_SYMBOL_KIND_VARIABLE,
                     };
                     return write_out(value, kind);
@@ -1067,6 +1280,43 @@ unsafe extern "C" fn hsa_executable_symbol_get_info(
                 (SymbolData::Kernel(_), HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_CALL_CONVENTION) => {
                     write_out(value, 0u32)
                 }
+                (
+                    SymbolData::AmdKernel { object, .. },
+                    HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
+                ) => write_out(value, *object),
+                (
+                    SymbolData::AmdKernel { kernarg_size, .. },
+                    HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
+                ) => write_out(value, *kernarg_size),
+                (
+                    SymbolData::AmdKernel {
+                        kernarg_alignment, ..
+                    },
+                    HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT,
+                ) => write_out(value, *kernarg_alignment),
+                (
+                    SymbolData::AmdKernel {
+                        group_segment_size, ..
+                    },
+                    HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE,
+                ) => write_out(value, *group_segment_size),
+                (
+                    SymbolData::AmdKernel {
+                        private_segment_size,
+                        ..
+                    },
+                    HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE,
+                ) => write_out(value, *private_segment_size),
+                (
+                    SymbolData::AmdKernel {
+                        dynamic_callstack, ..
+                    },
+                    HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK,
+                ) => write_out(value, *dynamic_callstack),
+                (
+                    SymbolData::AmdKernel { .. },
+                    HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_CALL_CONVENTION,
+                ) => write_out(value, 0u32),
                 _ => HSA_STATUS_ERROR_INVALID_ARGUMENT,
             }
         }
@@ -1411,10 +1661,10 @@ pub(crate) unsafe extern "C" fn hsa_ven_amd_loader_loaded_code_object_get_info(
                     },
                 ),
                 HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_DELTA => {
-                    write_out(value, l.instance.bias as i64)
+                    write_out(value, l.backing.bias() as i64)
                 }
                 HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE => {
-                    write_out(value, l.instance.bias.wrapping_add(min_vaddr))
+                    write_out(value, l.backing.bias().wrapping_add(min_vaddr))
                 }
                 HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE => {
                     write_out(value, end.saturating_sub(min_vaddr))
@@ -2403,5 +2653,443 @@ mod tests {
                 HSA_STATUS_ERROR_INVALID_ARGUMENT
             );
         }
+    }
+
+    // ---- AMDGPU code objects (fixtures: tests/fixtures/amdgpu, see build.sh there) ----------
+
+    fn fixture(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/amdgpu")
+            .join(name)
+    }
+
+    /// Builds the shadow library `tests/fixtures/amdgpu/<name>.c` once per test process.
+    fn shadow_so(name: &'static str) -> PathBuf {
+        static BUILT: Mutex<BTreeMap<&'static str, PathBuf>> =
+            parking_lot::const_mutex(BTreeMap::new());
+        let mut built = BUILT.lock();
+        built
+            .entry(name)
+            .or_insert_with(|| {
+                let dir = std::env::temp_dir()
+                    .join(format!("hsa-emu-loader-test-{}", std::process::id()));
+                std::fs::create_dir_all(&dir).unwrap();
+                let out = dir.join(format!("lib{name}.so"));
+                let status = std::process::Command::new("gcc")
+                    .args([
+                        "-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", "-O2", "-I",
+                    ])
+                    .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("include"))
+                    .arg("-o")
+                    .arg(&out)
+                    .arg(fixture(&format!("{name}.c")))
+                    .status()
+                    .expect("gcc runs");
+                assert!(status.success(), "gcc failed to build {name}.c");
+                out
+            })
+            .clone()
+    }
+
+    fn use_shadows(names: &[&'static str]) {
+        let paths: Vec<String> = names
+            .iter()
+            .map(|n| shadow_so(n).to_string_lossy().into_owned())
+            .collect();
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        crate::shadow::set_test_libraries(&refs);
+    }
+
+    fn try_load(path: &std::path::Path, agent: hsa_agent_t) -> (hsa_executable_t, hsa_status_t) {
+        let reader = reader_for(path);
+        let exe = new_executable();
+        // SAFETY: valid handles; the out-pointer is optional.
+        let st = unsafe {
+            hsa_executable_load_agent_code_object(
+                exe,
+                agent,
+                reader,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(
+            // SAFETY: a reader of this runtime.
+            unsafe { hsa_code_object_reader_destroy(reader) },
+            HSA_STATUS_SUCCESS
+        );
+        (exe, st)
+    }
+
+    fn names(exe: hsa_executable_t) -> Vec<String> {
+        let mut syms: Vec<u64> = Vec::new();
+        // SAFETY: a valid callback and data.
+        let st = unsafe {
+            hsa_executable_iterate_symbols(exe, Some(collect), (&mut syms as *mut Vec<u64>).cast())
+        };
+        assert_eq!(st, HSA_STATUS_SUCCESS);
+        let mut names: Vec<String> = syms
+            .into_iter()
+            .map(|handle| name_of(hsa_executable_symbol_t { handle }))
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn address_of(exe: hsa_executable_t, name: &str) -> u64 {
+        info(
+            symbol(exe, name, Some(gpu())).unwrap(),
+            HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS,
+        )
+        .unwrap()
+    }
+
+    fn kernel_object_of(exe: hsa_executable_t, name: &str) -> u64 {
+        info(
+            symbol(exe, name, Some(gpu())).unwrap(),
+            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
+        )
+        .unwrap()
+    }
+
+    /// `(kernarg size, group size)` of the two kernels in each fixture, from its metadata.
+    const FIXTURES: [(&str, u32, u32); 2] = [
+        ("kernels-gfx90a-v4.co", 24, 12),
+        ("kernels-gfx90a-v5.co", 280, 272),
+    ];
+
+    #[test]
+    fn amdgpu_code_objects_have_their_kernels_variables_and_metadata() {
+        let _s = SERIAL.lock();
+        use_shadows(&[]);
+        for (file, scale_add_kernarg, bump_kernarg) in FIXTURES {
+            let bytes = std::fs::read(fixture(file)).unwrap();
+            let (exe, st) = try_load(&fixture(file), gpu());
+            assert_eq!(st, HSA_STATUS_SUCCESS, "{file}");
+            // hipcc's __HIP_Coordinates helpers are not program variables.
+            assert_eq!(
+                names(exe),
+                [
+                    "_Z7fx_bumpILi3EEvPji.kd",
+                    "fx_calls",
+                    "fx_scale",
+                    "fx_scale_add.kd",
+                    "fx_second",
+                    "fx_table"
+                ],
+                "{file}"
+            );
+            let kernel = |name: &str| symbol(exe, name, Some(gpu())).unwrap();
+            let k = kernel("fx_scale_add.kd");
+            let b = kernel("_Z7fx_bumpILi3EEvPji.kd");
+            assert_eq!(
+                info::<u32>(k, HSA_EXECUTABLE_SYMBOL_INFO_TYPE),
+                Ok(HSA_SYMBOL_KIND_KERNEL)
+            );
+            let u32_of = |s, a| info::<u32>(s, a).unwrap();
+            use HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE as GROUP;
+            use HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT as ALIGN;
+            use HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE as KERNARG;
+            use HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE as PRIVATE;
+            assert_eq!(
+                (
+                    u32_of(k, KERNARG),
+                    u32_of(k, ALIGN),
+                    u32_of(k, GROUP),
+                    u32_of(k, PRIVATE)
+                ),
+                (scale_add_kernarg, 8, 0, 0),
+                "{file}"
+            );
+            assert_eq!(
+                (
+                    u32_of(b, KERNARG),
+                    u32_of(b, ALIGN),
+                    u32_of(b, GROUP),
+                    u32_of(b, PRIVATE)
+                ),
+                (bump_kernarg, 8, 256, 0),
+                "{file}"
+            );
+            assert_eq!(
+                info::<bool>(b, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK),
+                Ok(false)
+            );
+
+            // KERNEL_OBJECT holds the descriptor's real bytes (the first segment maps file
+            // offset 0 at address 0 in these files), is 64-aligned, and belongs to `exe`.
+            let object = kernel_object_of(exe, "fx_scale_add.kd");
+            assert_eq!(object % 64, 0);
+            let mut owner = hsa_executable_t { handle: 0 };
+            let mut host: *const c_void = std::ptr::null();
+            // SAFETY: valid out-pointers.
+            unsafe {
+                assert_eq!(
+                    hsa_ven_amd_loader_query_executable(object as *const c_void, &mut owner),
+                    HSA_STATUS_SUCCESS
+                );
+                assert_eq!(
+                    hsa_ven_amd_loader_query_host_address(object as *const c_void, &mut host),
+                    HSA_STATUS_SUCCESS
+                );
+            }
+            assert_eq!((owner.handle, host as u64), (exe.handle, object));
+            let table = address_of(exe, "fx_table");
+            let base = table - 0x42c0 * u64::from(file.contains("v4"));
+            if file.contains("v4") {
+                // SAFETY: the descriptor is 64 readable bytes of the image.
+                let kd = unsafe { std::slice::from_raw_parts((object) as *const u8, 64) };
+                assert_eq!(
+                    kd,
+                    &bytes[(object - base) as usize..(object - base) as usize + 64]
+                );
+                // The loaded code object reports the image: base, delta, and a size that
+                // covers the last variable (fx_calls, .bss, at 0x42e0).
+                let mut lcos: Vec<u64> = Vec::new();
+                // SAFETY: a valid callback and data.
+                let st = unsafe {
+                    hsa_ven_amd_loader_executable_iterate_loaded_code_objects(
+                        exe,
+                        Some(count_loaded),
+                        (&mut lcos as *mut Vec<u64>).cast(),
+                    )
+                };
+                assert_eq!((st, lcos.len()), (HSA_STATUS_SUCCESS, 1));
+                let lco = hsa_loaded_code_object_t { handle: lcos[0] };
+                let (mut load_base, mut load_size, mut delta) = (0u64, 0u64, 0i64);
+                for (attr, out) in [
+                    (
+                        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE,
+                        (&mut load_base as *mut u64).cast::<c_void>(),
+                    ),
+                    (
+                        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE,
+                        (&mut load_size as *mut u64).cast(),
+                    ),
+                    (
+                        HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_DELTA,
+                        (&mut delta as *mut i64).cast(),
+                    ),
+                ] {
+                    // SAFETY: a buffer of the attribute's type.
+                    let st =
+                        unsafe { hsa_ven_amd_loader_loaded_code_object_get_info(lco, attr, out) };
+                    assert_eq!(st, HSA_STATUS_SUCCESS);
+                }
+                assert_eq!((load_base, delta as u64), (base, base));
+                assert!(load_size >= 0x42e4, "{load_size:#x}");
+            }
+
+            // Variables: .data initialisers, .bss zero, the relocated pointer.
+            let var = |name| symbol(exe, name, Some(gpu())).unwrap();
+            assert_eq!(
+                info::<u32>(var("fx_table"), HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE),
+                Ok(16)
+            );
+            assert_eq!(
+                info::<bool>(
+                    var("fx_table"),
+                    HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_IS_CONST
+                ),
+                Ok(false)
+            );
+            assert_eq!(
+                info::<u32>(var("fx_second"), HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE),
+                Ok(8)
+            );
+            // SAFETY: the variables' addresses hold their sizes.
+            unsafe {
+                assert_eq!(*(table as *const [i32; 4]), [10, 20, 30, 40]);
+                assert_eq!(*(address_of(exe, "fx_calls") as *const u32), 0);
+                assert_eq!(*(address_of(exe, "fx_scale") as *const f32), 2.5);
+                assert_eq!(*(address_of(exe, "fx_second") as *const u64), table + 4);
+            }
+            // Without shadow libraries, no kernel has a shadow; the reason names the variable.
+            let why = crate::shadow::lookup(object)
+                .unwrap()
+                .resolved
+                .as_ref()
+                .unwrap_err()
+                .clone();
+            assert!(
+                why.contains("fx_scale_add") && why.contains("HSA_EMU_SHADOW"),
+                "{why}"
+            );
+            destroy(exe);
+            assert!(
+                crate::shadow::lookup(object).is_none(),
+                "unloading forgets the kernel object"
+            );
+        }
+    }
+
+    #[test]
+    fn amdgpu_code_objects_for_another_target_are_refused() {
+        let _s = SERIAL.lock();
+        use_shadows(&[]);
+        let (exe, st) = try_load(&fixture("kernels-gfx1030-v4.co"), gpu());
+        assert_eq!(st, HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS);
+        assert!(names(exe).is_empty());
+        destroy(exe);
+        let cpu = topology()
+            .agents
+            .iter()
+            .find(|a| a.kind == crate::topology::DeviceKind::Cpu)
+            .unwrap()
+            .handle;
+        let (exe, st) = try_load(&fixture("kernels-gfx90a-v4.co"), cpu);
+        assert_eq!(st, HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS);
+        destroy(exe);
+    }
+
+    #[test]
+    fn malformed_amdgpu_code_objects_are_refused() {
+        let _s = SERIAL.lock();
+        let good = std::fs::read(fixture("kernels-gfx90a-v4.co")).unwrap();
+        let refused = |bytes: &[u8]| {
+            let mut reader = hsa_code_object_reader_t { handle: 0 };
+            // SAFETY: a valid buffer and out-pointer.
+            unsafe {
+                hsa_code_object_reader_create_from_memory(
+                    bytes.as_ptr().cast(),
+                    bytes.len(),
+                    &mut reader,
+                )
+            }
+        };
+        let mut reader = hsa_code_object_reader_t { handle: 0 };
+        // SAFETY: a valid buffer and out-pointer.
+        let st = unsafe {
+            hsa_code_object_reader_create_from_memory(good.as_ptr().cast(), good.len(), &mut reader)
+        };
+        assert_eq!(st, HSA_STATUS_SUCCESS);
+        // SAFETY: a reader of this runtime.
+        unsafe { hsa_code_object_reader_destroy(reader) };
+        let mut b = good.clone();
+        b[7] = 0; // OS/ABI: not AMDGPU_HSA
+        assert_eq!(refused(&b), HSA_STATUS_ERROR_INVALID_CODE_OBJECT);
+        let mut b = good.clone();
+        b[8] = 0; // ABI version 0: code object v2
+        assert_eq!(refused(&b), HSA_STATUS_ERROR_INVALID_CODE_OBJECT);
+        // The metadata note's descriptor starts after "AMDGPU\0" and its padding.
+        let at = good.windows(8).position(|w| w == b"AMDGPU\0\0").unwrap() + 8;
+        let mut b = good.clone();
+        b[at] = 0xc1; // a byte msgpack never uses
+        assert_eq!(refused(&b), HSA_STATUS_ERROR_INVALID_CODE_OBJECT);
+        // Truncated: the section headers are gone.
+        assert_eq!(
+            refused(&good[..good.len() / 2]),
+            HSA_STATUS_ERROR_INVALID_CODE_OBJECT
+        );
+    }
+
+    #[test]
+    fn shadow_libraries_back_kernels_and_variables() {
+        let _s = SERIAL.lock();
+        use_shadows(&["shadow"]);
+        let so = CString::new(shadow_so("shadow").to_string_lossy().as_bytes()).unwrap();
+        // SAFETY: the test shadow library (already opened by the loader: same handle).
+        let handle = unsafe { libc::dlopen(so.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!handle.is_null());
+        // SAFETY: a live handle and C strings.
+        let shadow_table = unsafe { libc::dlsym(handle, c"fx_table".as_ptr()) } as u64;
+        // SAFETY: as above.
+        let shadow_calls = unsafe { libc::dlsym(handle, c"fx_calls".as_ptr()) } as u64;
+        for (file, ..) in FIXTURES {
+            let (exe, st) = try_load(&fixture(file), gpu());
+            assert_eq!(st, HSA_STATUS_SUCCESS, "{file}");
+            // The shadow's objects are the variables, initialised from the code object.
+            assert_eq!(address_of(exe, "fx_table"), shadow_table);
+            assert_eq!(address_of(exe, "fx_calls"), shadow_calls);
+            // SAFETY: the variables' addresses hold their sizes.
+            unsafe {
+                assert_eq!(*(shadow_table as *const [i32; 4]), [10, 20, 30, 40]);
+                assert_eq!(*(shadow_calls as *const u32), 0, "zeroed like .bss");
+                // fx_second stays in the image and points into the shadow's fx_table.
+                assert_eq!(
+                    *(address_of(exe, "fx_second") as *const u64),
+                    shadow_table + 4
+                );
+                assert_eq!(*(address_of(exe, "fx_scale") as *const f32), 2.5);
+            }
+            // Each kernel object runs its shadow.
+            let object = kernel_object_of(exe, "fx_scale_add.kd");
+            let shadow = crate::shadow::lookup(object).unwrap();
+            let resolved = *shadow.resolved.as_ref().unwrap();
+            assert_eq!(shadow.source, shadow_so("shadow").to_string_lossy());
+            let input = [1.0f32, 2.0, 3.0];
+            let mut out = [0f32; 3];
+            #[repr(C)]
+            struct Args {
+                out: *mut f32,
+                input: *const f32,
+                bias: f32,
+                n: i32,
+            }
+            let args = Args {
+                out: out.as_mut_ptr(),
+                input: input.as_ptr(),
+                bias: 0.5,
+                n: 3,
+            };
+            let wg = hsa_emu_workgroup_t {
+                kernarg: (&args as *const Args).cast(),
+                group_id: [0; 3],
+                workgroup_size: [4, 1, 1],
+                grid_size: [4, 1, 1],
+                group_segment: std::ptr::null_mut(),
+            };
+            // SAFETY: the shadow's ABI with a live record and kernarg.
+            unsafe { (resolved.entry)(&wg) };
+            assert_eq!(out, [23.0, 25.5, 28.0], "in * 2.5 + 0.5 + fx_table[1]");
+            // SAFETY: as above.
+            assert_eq!(unsafe { *(shadow_calls as *const u32) }, 1);
+            let bump = kernel_object_of(exe, "_Z7fx_bumpILi3EEvPji.kd");
+            assert!(
+                crate::shadow::lookup(bump).unwrap().resolved.is_ok(),
+                "{file}"
+            );
+            destroy(exe);
+        }
+        use_shadows(&[]);
+    }
+
+    #[test]
+    fn a_shadow_whose_arguments_do_not_mirror_the_kernel_is_refused() {
+        let _s = SERIAL.lock();
+        use_shadows(&["shadow_bad_kernarg"]);
+        let (exe, st) = try_load(&fixture("kernels-gfx90a-v4.co"), gpu());
+        assert_eq!(
+            st, HSA_STATUS_SUCCESS,
+            "the code object loads; the kernel cannot run"
+        );
+        let shadow = crate::shadow::lookup(kernel_object_of(exe, "fx_scale_add.kd")).unwrap();
+        let why = shadow.resolved.as_ref().unwrap_err();
+        assert!(
+            why.contains("sizeof(args_t) = 16") && why.contains("end at byte 24"),
+            "{why}"
+        );
+        let other =
+            crate::shadow::lookup(kernel_object_of(exe, "_Z7fx_bumpILi3EEvPji.kd")).unwrap();
+        assert!(
+            other
+                .resolved
+                .as_ref()
+                .unwrap_err()
+                .contains("has no shadow")
+        );
+        destroy(exe);
+        use_shadows(&[]);
+    }
+
+    #[test]
+    fn a_shadow_variable_of_another_size_fails_the_load() {
+        let _s = SERIAL.lock();
+        use_shadows(&["shadow_bad_variable"]);
+        let (exe, st) = try_load(&fixture("kernels-gfx90a-v4.co"), gpu());
+        assert_eq!(st, HSA_STATUS_ERROR_INVALID_CODE_OBJECT);
+        assert!(names(exe).is_empty());
+        destroy(exe);
+        use_shadows(&[]);
     }
 }

@@ -16,8 +16,9 @@
 //! - `hsa_queue_inactivate` stops the processor; the queue stays valid until destroyed.
 //! - Agent-dispatch packets and vendor packets other than the AMD barrier-value packet complete
 //!   without doing anything.
-//! - The queue error callback is never called: malformed packets are reported once per queue on
-//!   stderr and completed, so applications do not hang.
+//! - Malformed packets are reported once per queue on stderr and completed, so applications do
+//!   not hang. The queue error callback is called only for a dispatch of an AMDGPU kernel without
+//!   a shadow, which puts the queue in an error state (see [`processor`]).
 //! - Compute-unit masks and priorities are accepted and ignored.
 
 mod intercept;
@@ -163,6 +164,9 @@ pub(super) struct Queue {
     pub(super) stop: AtomicBool,
     /// Set once a malformed packet has been reported for this queue.
     pub(super) warned: AtomicBool,
+    /// The error callback, its data, and the queue handle it reports (the proxy's, for the
+    /// hardware queue under an intercept queue).
+    error_callback: Mutex<Option<ErrorCallback>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Present for intercept (proxy) queues.
     intercept: Option<intercept::InterceptState>,
@@ -237,6 +241,7 @@ impl Queue {
             wake: Arc::new(Wake::new()),
             stop: AtomicBool::new(false),
             warned: AtomicBool::new(false),
+            error_callback: Mutex::new(None),
             thread: Mutex::new(None),
             intercept,
         })
@@ -248,6 +253,10 @@ impl Queue {
     }
 
     /// Ring size in packets (the value this runtime allocated, not the user-visible field).
+    pub(super) fn id(&self) -> u64 {
+        self.id
+    }
+
     pub(super) fn size(&self) -> u32 {
         self.size
     }
@@ -304,6 +313,42 @@ impl Queue {
     }
 
     /// Asks the processor to stop and waits for it (at most [`STOP_TIMEOUT`]).
+    /// Reports a queue error: stderr, then the error callback (if any) with the queue handle
+    /// the application holds. Called by the processor, which then stops (error state).
+    pub(super) fn fail(&self, status: hsa_status_t, why: &str) {
+        let report = *self.error_callback.lock();
+        eprintln!(
+            "hsa-emu: queue {}: {why}; the queue is now in its error state ({}); set {} to a library that exports the kernel's shadow",
+            self.id,
+            Status(status).name().unwrap_or("unknown status"),
+            crate::shadow::SHADOW_ENV
+        );
+        if let Some(ErrorCallback {
+            callback,
+            data,
+            queue,
+        }) = report
+        {
+            // SAFETY: the application's callback with its own data and queue handle, as
+            // ROCr calls it.
+            unsafe { callback(status, queue as *mut hsa_queue_t, data as *mut c_void) };
+        }
+    }
+
+    /// Sets the error callback reported with queue handle `queue`.
+    pub(super) fn set_error_callback(
+        &self,
+        callback: hsa_queue_error_callback_t,
+        data: *mut c_void,
+        queue: *mut hsa_queue_t,
+    ) {
+        *self.error_callback.lock() = callback.map(|callback| ErrorCallback {
+            callback,
+            data: data as usize,
+            queue: queue as usize,
+        });
+    }
+
     fn stop_processor(&self) {
         self.stop.store(true, Ordering::Release);
         self.wake.ring();
@@ -333,6 +378,14 @@ impl Drop for Queue {
             std::alloc::dealloc(self.amd.cast(), std::alloc::Layout::new::<amd_queue_t>());
         }
     }
+}
+
+/// A queue's error callback (`hsa_queue_create`'s `callback` and `data`).
+#[derive(Clone, Copy)]
+struct ErrorCallback {
+    callback: unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *mut c_void),
+    data: usize,
+    queue: usize,
 }
 
 fn ring_layout(size: u32) -> std::alloc::Layout {
@@ -432,8 +485,8 @@ unsafe extern "C" fn queue_create(
     agent: hsa_agent_t,
     size: u32,
     type_: hsa_queue_type32_t,
-    _callback: hsa_queue_error_callback_t,
-    _data: *mut c_void,
+    callback: hsa_queue_error_callback_t,
+    data: *mut c_void,
     _private_segment_size: u32,
     _group_segment_size: u32,
     queue: *mut *mut hsa_queue_t,
@@ -444,6 +497,7 @@ unsafe extern "C" fn queue_create(
         }
         match create_hardware(agent, size, type_) {
             Ok(q) => {
+                q.set_error_callback(callback, data, q.public());
                 let p = register(q);
                 // SAFETY: `queue` is non-null (validated) and writable per the API contract.
                 unsafe { queue.write(p) };

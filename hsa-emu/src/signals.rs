@@ -646,11 +646,22 @@ unsafe extern "C" fn amd_signal_create(
     initial_value: hsa_signal_value_t,
     num_consumers: u32,
     consumers: *const hsa_agent_t,
-    _attributes: u64,
+    attributes: u64,
     signal: *mut hsa_signal_t,
 ) -> hsa_status_t {
-    // SAFETY: the API user's pointers, forwarded under the same contract.
-    guard_status(|| unsafe { create_api(initial_value, num_consumers, consumers, signal) })
+    guard_status(|| {
+        // SAFETY: the API user's pointers, forwarded under the same contract.
+        let status = unsafe { create_api(initial_value, num_consumers, consumers, signal) };
+        if status == HSA_STATUS_SUCCESS && crate::trace::enabled() {
+            // SAFETY: written by create_api on success.
+            let s = unsafe { signal.read() };
+            crate::trace::line(format_args!(
+                "signal {:#x} created: value {initial_value}, attributes {attributes:#x}",
+                s.handle
+            ));
+        }
+        status
+    })
 }
 
 unsafe extern "C" fn signal_destroy(signal: hsa_signal_t) -> hsa_status_t {

@@ -7,6 +7,10 @@
 //!
 //! #[rocprof_replay::rocprof_tool(new = MyTool::from_env)]   // or a named constructor
 //! struct MyTool { /* ... */ }
+//!
+//! // With the SDK renamed in Cargo.toml (`sdk = { package = "rocprof-replay", ... }`):
+//! #[sdk::rocprof_tool(crate = sdk)]
+//! struct MyTool { /* ... */ }
 //! ```
 //!
 //! The attribute leaves the struct as written and adds
@@ -23,9 +27,11 @@ use syn::spanned::Spanned;
 use syn::{Expr, Ident, ItemStruct, Token};
 
 /// Exports the annotated struct, which must implement `ReplayPolicy`, as the tool of this
-/// library (one per library: it defines `OnLoad`). Optional argument:
-/// `new = path::to::constructor` (a `fn() -> Self`); without it the struct is built with
-/// `Default::default()`.
+/// library (one per library: it defines `OnLoad`). Optional arguments, comma-separated:
+/// - `new = path::to::constructor` (a `fn() -> Self`); without it the struct is built with
+///   `Default::default()`;
+/// - `crate = path` — the path of the SDK crate when the dependency is renamed (default
+///   `::rocprof_replay`).
 #[proc_macro_attribute]
 pub fn rocprof_tool(
     attr: proc_macro::TokenStream,
@@ -40,42 +46,61 @@ pub fn rocprof_tool(
 /// Parsed attribute arguments.
 struct Args {
     constructor: Option<Expr>,
+    krate: Option<syn::Path>,
 }
 
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        if input.is_empty() {
-            return Ok(Args { constructor: None });
-        }
-        let key: Ident = input.parse()?;
-        if key != "new" {
-            return Err(syn::Error::new(
-                key.span(),
-                format!(
-                    "unknown argument `{key}`: the only argument is `new = path::to::constructor`"
-                ),
-            ));
-        }
-        input.parse::<Token![=]>()?;
-        let constructor: Expr = input.parse()?;
-        if let Expr::Call(call) = &constructor {
-            if call.args.is_empty() {
-                let func = &call.func;
-                return Err(syn::Error::new_spanned(
-                    &constructor,
-                    format!(
-                        "`new =` takes the constructor itself, not a call: write `new = {}`",
-                        quote!(#func).to_string().replace(' ', "")
-                    ),
-                ));
+        let mut args = Args {
+            constructor: None,
+            krate: None,
+        };
+        while !input.is_empty() {
+            if input.peek(Token![crate]) {
+                let key: Token![crate] = input.parse()?;
+                if args.krate.is_some() {
+                    return Err(syn::Error::new(key.span, "`crate` is given twice"));
+                }
+                input.parse::<Token![=]>()?;
+                args.krate = Some(input.parse()?);
+            } else {
+                let key: Ident = input.parse()?;
+                if key != "new" {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!(
+                            "unknown argument `{key}`: the arguments are `new = path::to::constructor` \
+                             and `crate = path::to::rocprof_replay`"
+                        ),
+                    ));
+                }
+                if args.constructor.is_some() {
+                    return Err(syn::Error::new(key.span(), "`new` is given twice"));
+                }
+                input.parse::<Token![=]>()?;
+                let constructor: Expr = input.parse()?;
+                if let Expr::Call(call) = &constructor {
+                    if call.args.is_empty() {
+                        let func = &call.func;
+                        return Err(syn::Error::new_spanned(
+                            &constructor,
+                            format!(
+                                "`new =` takes the constructor itself, not a call: write `new = {}`",
+                                quote!(#func).to_string().replace(' ', "")
+                            ),
+                        ));
+                    }
+                }
+                args.constructor = Some(constructor);
             }
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>().map_err(|_| {
+                input.error("expected `,` between arguments (`new = ...`, `crate = ...`)")
+            })?;
         }
-        if !input.is_empty() {
-            return Err(input.error("expected nothing after `new = ...`"));
-        }
-        Ok(Args {
-            constructor: Some(constructor),
-        })
+        Ok(args)
     }
 }
 
@@ -106,9 +131,13 @@ fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
         },
         None => quote!(<#name as ::core::default::Default>::default),
     };
+    let krate = args
+        .krate
+        .map(|path| quote!(#path))
+        .unwrap_or_else(|| quote!(::rocprof_replay));
     Ok(quote! {
         #strukt
-        ::rocprof_replay::__export_tool!(#name, #constructor);
+        #krate::__export_tool!(#name, #constructor);
     })
 }
 
@@ -141,6 +170,17 @@ mod tests {
     }
 
     #[test]
+    fn a_renamed_sdk_is_named_by_crate() {
+        for attr in ["crate = sdk", "crate = sdk,", "new = T::make, crate = sdk"] {
+            let out = expand_str(attr, "struct T;").unwrap();
+            assert!(out.contains("sdk :: __export_tool ! (T ,"), "{attr}: {out}");
+            assert!(!out.contains("rocprof_replay"), "{attr}: {out}");
+        }
+        let out = expand_str("crate = ::deep::sdk, new = T::make", "struct T;").unwrap();
+        assert!(out.contains(":: deep :: sdk :: __export_tool !"), "{out}");
+    }
+
+    #[test]
     fn misuse_is_a_clear_error() {
         assert!(
             expand_str("", "enum E { A }")
@@ -164,7 +204,22 @@ mod tests {
         assert!(
             expand_str("new = f, x", "struct T;")
                 .unwrap_err()
-                .contains("expected nothing")
+                .contains("unknown argument `x`")
+        );
+        assert!(
+            expand_str("new = f new = g", "struct T;")
+                .unwrap_err()
+                .contains("expected `,`")
+        );
+        assert!(
+            expand_str("crate = a, crate = b", "struct T;")
+                .unwrap_err()
+                .contains("`crate` is given twice")
+        );
+        assert!(
+            expand_str("new = f, new = g", "struct T;")
+                .unwrap_err()
+                .contains("`new` is given twice")
         );
         assert!(
             expand_str("", "struct T<P> { p: P }")

@@ -10,32 +10,30 @@
 //! feature the library also replays CUDA launches: `CUDA_INJECTION64_PATH=libmytool.so app`.
 //!
 //! ```
-//! use rocprof_replay::{Context, DispatchInfo, Pass, PassPlan, PassReport, ReplayPolicy, Service};
-//! use std::time::Duration;
+//! use rocprof_replay::{Context, DispatchInfo, Outcome, PassPlan, ReplayPolicy, Service};
 //!
-//! /// Times every kernel over 5 passes.
+//! /// Times every kernel over 5 passes and prints one line per dispatch.
 //! pub struct Timer {
 //!     timing: Context,
 //! }
 //!
 //! impl Default for Timer {
 //!     fn default() -> Self {
-//!         let timing = Context::new("timing", &[Service::DispatchTiming]);
-//!         timing.start();
-//!         Timer { timing }
+//!         Timer { timing: Context::started("timing", &[Service::DispatchTiming]) }
 //!     }
 //! }
 //!
 //! impl ReplayPolicy for Timer {
-//!     type State = Vec<Duration>; // per dispatch: the pass times
+//!     type State = ();
 //!     type PassState = ();
 //!
-//!     fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<Vec<Duration>> {
-//!         PassPlan::exactly(5, Vec::new())
+//!     fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<'_, ()> {
+//!         PassPlan::exactly(5, ())
 //!     }
 //!
-//!     fn on_pass_end(&self, pass: &PassReport<'_>, times: &mut Vec<Duration>, _: &mut ()) {
-//!         times.extend(pass.kernel_time);
+//!     fn on_end(&self, info: &DispatchInfo, _: (), outcome: &Outcome) {
+//!         // "vector_add dispatch 3 on agent 0: replayed, 5 passes, kernel median 12.4 us ..."
+//!         eprintln!("{}: {info}: {outcome}", self.timing.name());
 //!     }
 //! }
 //!
@@ -50,7 +48,10 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`policy`] | [`ReplayPolicy`], [`PassPlan`], [`Pass`], [`PassReport`], [`Outcome`], [`DeclineReason`], and how the reference semantics map to them |
-//! | [`context`] | [`Context`], [`Service`], [`PassGuard`]: localized per-pass contexts |
+//! | [`context`] | [`Context`], [`Service`], [`PassGuard`] (per pass, RAII), [`LoopContexts`] (sticky): localized contexts |
+//! | [`config`] | tool settings from `ROCPROF_REPLAY_*` variables: the shared names, parsers, one way to report a bad value |
+//! | [`stats`] | [`stats::Summary`]: min, median, max, mean, standard deviation, relative standard error of pass times |
+//! | [`report`] | [`report::Bytes`], [`report::Time`], [`report::Millis`], and `Display` for [`Outcome`], [`OutcomeKind`], [`DispatchInfo`] |
 //! | [`dispatch`] | [`DispatchInfo`] and identifiers |
 //! | [`error`] | [`Error`] |
 //! | [`testing`] | [`testing::simulate`]: run a policy through the real engine against host memory, for unit tests; [`testing::dispatch`], [`testing::outcome`], [`testing::pass_report`] build the engine's values for tests |
@@ -66,8 +67,11 @@
 //! | `ROCPROF_REPLAY_BUDGET_MB` | largest snapshot (default: half the available host memory) |
 //! | `ROCPROF_REPLAY_DRAIN_TIMEOUT_MS` | deadline for the agent to go idle (default 60000) |
 //! | `ROCPROF_REPLAY_PASS_TIMEOUT_MS` | deadline for one pass (default 120000) |
+//! | `ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS` | how much longer a late pass is waited for (default 60000) |
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | deadline for the per-agent lock (default 60000) |
+//! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | deadline for one capture or restore (default 60000) |
 
+pub mod config;
 pub mod context;
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -78,14 +82,16 @@ mod hsa;
 mod log;
 pub mod policy;
 mod registration;
+pub mod report;
+pub mod stats;
 pub mod testing;
 
-pub use context::{Context, PassGuard, Service};
+pub use context::{Context, LoopContexts, PassGuard, Service};
 pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 pub use error::Error;
 pub use policy::{
-    DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome, OutcomeKind, Pass,
-    PassPlan, PassReport, ReplayPolicy,
+    DeclineReason, FailureReason, KeepGoing, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome,
+    OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy,
 };
 pub use rocprof_replay_macros::rocprof_tool;
 

@@ -6,10 +6,14 @@
 //! |---|---|
 //! | `replay_pass_count` left NULL | [`ReplayPolicy::pass_count`] returns [`PassPlan::Skip`]: not replayed, no snapshot |
 //! | returns 1 | [`PassPlan::Exactly`] / [`PassPlan::UpTo`] with 1 pass: not replayed, no snapshot |
-//! | returns N > 1, no continue callback | [`PassPlan::Exactly`]`(N)`: exactly N passes |
-//! | returns N > 1 with a continue callback | [`PassPlan::UpTo`]`(N)`: up to N passes, [`ReplayPolicy::should_continue`] may stop early |
-//! | returns 0 with a continue callback | [`PassPlan::Until`] with [`ReplayPolicy::DECIDES_CONTINUE`] = true: until `should_continue` says stop, capped at [`MAX_OPEN_ENDED_PASSES`] |
-//! | returns 0 without one | [`PassPlan::Until`] with `DECIDES_CONTINUE` = false: a warning, not replayed (outcome `declined`, reason `open_ended_without_continue`) |
+//! | returns N > 1, no continue callback | [`PassPlan::exactly`]`(N, state)`: exactly N passes |
+//! | returns N > 1 with a continue callback | [`PassPlan::up_to`]`(N, state, keep_going)`: up to N passes, `keep_going` may stop early |
+//! | returns 0 with a continue callback | [`PassPlan::until`]`(state, keep_going)`: until `keep_going` says stop, capped at [`MAX_OPEN_ENDED_PASSES`] |
+//! | returns 0 without one | cannot be written: [`PassPlan::until`] takes the decision as an argument |
+//!
+//! The continue decision is part of the plan, not a separate trait method: a plan that may stop
+//! early carries the closure that decides, so "an open-ended plan without a decision" or "a
+//! decision the engine never asks" cannot be expressed.
 //!
 //! User data: the reference copies a `user_data` union per pass. Here the per-dispatch state is
 //! the typed [`ReplayPolicy::State`], created by `pass_count` together with the plan:
@@ -19,15 +23,16 @@
 //! | `replay_pass_count` | the CONFIG ENTER value | the state does not exist yet: `pass_count` creates it |
 //! | PASS ENTER | the CONFIG value, every pass | `on_pass(&mut State, &mut PassState)`: the per-dispatch state as left by earlier callbacks, and a fresh `PassState::default()` |
 //! | PASS EXIT | what PASS ENTER of the same pass wrote | `on_pass_end(&mut State, &mut PassState)`: the same `PassState` value `on_pass` wrote |
-//! | `replay_continue` | the CONFIG value | `should_continue(&State)`: the per-dispatch state (mutations made in pass callbacks are visible, as through the reference's `ptr`) |
+//! | `replay_continue` | the CONFIG value | the plan's `keep_going(&State, completed)`: the per-dispatch state (mutations made in pass callbacks are visible, as through the reference's `ptr`) |
 //! | CONFIG EXIT | the CONFIG value | `on_end(State, &Outcome)`: the state by value, dropped afterwards |
 //!
 //! A pass's `PassState` is dropped when the pass ends, so nothing in it leaks into the next
-//! pass; anything that must influence `should_continue` belongs in `State`.
+//! pass; anything that must influence `keep_going` belongs in `State`. A
+//! [`PassGuard`] kept in the `PassState` ends its context override when the pass ends.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use crate::context::PassGuard;
+use crate::context::{Context, LoopContexts, PassGuard};
 use crate::dispatch::DispatchInfo;
 
 /// Most passes an open-ended ([`PassPlan::Until`]) replay may run.
@@ -37,9 +42,17 @@ pub const MAX_OPEN_ENDED_PASSES: u32 = 1000;
 /// declined ([`DeclineReason::TooManyPasses`]) and the dispatch runs once.
 pub const MAX_PASSES: u32 = 10_000;
 
+/// The continue decision of a plan that may stop early: called after each completed pass but
+/// the last allowed one with the per-dispatch state and the number of passes completed;
+/// `false` stops the loop. It may borrow the policy (`&self`), so it can read its settings.
+pub type KeepGoing<'p, S> = Box<dyn FnMut(&S, u32) -> bool + 'p>;
+
 /// How many times to run a dispatch, with the per-dispatch state that lives until the end.
-#[derive(Debug)]
-pub enum PassPlan<S> {
+///
+/// `'p` is the lifetime of the policy the plan came from: a continue decision may borrow it.
+/// Build one with [`skip`](Self::skip), [`exactly`](Self::exactly), [`up_to`](Self::up_to) or
+/// [`until`](Self::until).
+pub enum PassPlan<'p, S> {
     /// Do not replay: the dispatch runs once, the ordinary way, with no snapshot.
     Skip,
     /// Run exactly `passes` times (0 or 1 means: do not replay).
@@ -49,44 +62,101 @@ pub enum PassPlan<S> {
         /// Per-dispatch state.
         state: S,
     },
-    /// Run at most `passes` times; [`ReplayPolicy::should_continue`] may stop earlier.
+    /// Run at most `passes` times; `keep_going` may stop earlier.
     UpTo {
         /// Upper bound on passes.
         passes: u32,
         /// Per-dispatch state.
         state: S,
+        /// The continue decision.
+        keep_going: KeepGoing<'p, S>,
     },
-    /// Run until [`ReplayPolicy::should_continue`] returns false, at most
-    /// [`MAX_OPEN_ENDED_PASSES`] times. Requires [`ReplayPolicy::DECIDES_CONTINUE`].
+    /// Run until `keep_going` returns false, at most [`MAX_OPEN_ENDED_PASSES`] times.
     Until {
         /// Per-dispatch state.
         state: S,
+        /// The continue decision.
+        keep_going: KeepGoing<'p, S>,
     },
 }
 
-impl<S> PassPlan<S> {
-    /// [`PassPlan::Skip`].
+impl<S: std::fmt::Debug> std::fmt::Debug for PassPlan<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PassPlan::Skip => f.write_str("Skip"),
+            PassPlan::Exactly { passes, state } => f
+                .debug_struct("Exactly")
+                .field("passes", passes)
+                .field("state", state)
+                .finish(),
+            PassPlan::UpTo { passes, state, .. } => f
+                .debug_struct("UpTo")
+                .field("passes", passes)
+                .field("state", state)
+                .finish_non_exhaustive(),
+            PassPlan::Until { state, .. } => f
+                .debug_struct("Until")
+                .field("state", state)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl<'p, S> PassPlan<'p, S> {
+    /// [`PassPlan::Skip`]: the dispatch runs once, the ordinary way.
     pub fn skip() -> Self {
         PassPlan::Skip
     }
-    /// [`PassPlan::Exactly`].
+
+    /// [`PassPlan::Exactly`]: `passes` passes, no early stop.
     pub fn exactly(passes: u32, state: S) -> Self {
         PassPlan::Exactly { passes, state }
     }
-    /// [`PassPlan::UpTo`].
-    pub fn up_to(passes: u32, state: S) -> Self {
-        PassPlan::UpTo { passes, state }
+
+    /// [`PassPlan::UpTo`]: at most `passes` passes; after each completed pass but the last,
+    /// `keep_going(&state, completed)` decides whether another one runs.
+    ///
+    /// ```
+    /// use rocprof_replay::{DispatchInfo, PassPlan, PassReport, ReplayPolicy};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// /// Up to 20 passes; stops once 3 passes took under `fast` each.
+    /// struct UntilThreeFast { fast: Duration }
+    ///
+    /// impl ReplayPolicy for UntilThreeFast {
+    ///     type State = u32; // fast passes so far
+    ///     type PassState = ();
+    ///     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, u32> {
+    ///         // The decision borrows `self`; it sees the state as `on_pass_end` left it.
+    ///         PassPlan::up_to(20, 0, |fast, _completed| *fast < 3)
+    ///     }
+    ///     fn on_pass_end(&self, pass: &PassReport<'_>, fast: &mut u32, _: &mut ()) {
+    ///         *fast += u32::from(pass.kernel_time.is_some_and(|t| t < self.fast));
+    ///     }
+    /// }
+    /// ```
+    pub fn up_to(passes: u32, state: S, keep_going: impl FnMut(&S, u32) -> bool + 'p) -> Self {
+        PassPlan::UpTo {
+            passes,
+            state,
+            keep_going: Box::new(keep_going),
+        }
     }
-    /// [`PassPlan::Until`].
-    pub fn until(state: S) -> Self {
-        PassPlan::Until { state }
+
+    /// [`PassPlan::Until`]: open-ended; after each completed pass `keep_going(&state,
+    /// completed)` decides whether another one runs, and at most [`MAX_OPEN_ENDED_PASSES`] run.
+    pub fn until(state: S, keep_going: impl FnMut(&S, u32) -> bool + 'p) -> Self {
+        PassPlan::Until {
+            state,
+            keep_going: Box::new(keep_going),
+        }
     }
 }
 
 /// A kernel-replay policy: decides how often each dispatch runs and what happens per pass.
 ///
 /// The engine calls every method on the thread that submitted the dispatch, inside the
-/// replay window, so keep them short; a panic in any of them is caught, reported, and ends
+/// replay window (`on_end` after it), so keep them short; a panic in any of them is caught, reported, and ends
 /// replay of that dispatch safely (outcome `declined`, reason `policy_panicked`).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a `ReplayPolicy`",
@@ -102,24 +172,9 @@ pub trait ReplayPolicy: Send + Sync + 'static {
     /// [`on_pass`](Self::on_pass) and [`on_pass_end`](Self::on_pass_end) of that pass only.
     type PassState: Default + Send + 'static;
 
-    /// Set to `true` when [`should_continue`](Self::should_continue) makes real decisions;
-    /// [`PassPlan::Until`] is refused without it.
-    const DECIDES_CONTINUE: bool = false;
-
-    /// Decides how this dispatch is replayed and creates its state.
-    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Self::State>;
-
-    /// Called after each completed pass of an [`PassPlan::UpTo`] or [`PassPlan::Until`]
-    /// replay (never after the last allowed pass): `false` stops the loop.
-    fn should_continue(
-        &self,
-        info: &DispatchInfo,
-        state: &Self::State,
-        completed_passes: u32,
-    ) -> bool {
-        let _ = (info, state, completed_passes);
-        true
-    }
+    /// Decides how this dispatch is replayed and creates its state. A plan that may stop
+    /// early ([`PassPlan::up_to`], [`PassPlan::until`]) carries its continue decision.
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<'_, Self::State>;
 
     /// Called at the start of every pass, before the kernel runs.
     fn on_pass(&self, pass: &mut Pass<'_>, state: &mut Self::State, scope: &mut Self::PassState) {
@@ -138,6 +193,12 @@ pub trait ReplayPolicy: Send + Sync + 'static {
 
     /// Called once per dispatch the policy created state for, after the last pass (or the
     /// single ordinary run when replay was declined).
+    ///
+    /// Keep it cheap: it runs on the application's submitting thread before the application
+    /// sees its completion (formatting one line is fine; blocking I/O is not). Everything it
+    /// needs to report is in `outcome` (pass times included) and the
+    /// [`Display`](std::fmt::Display) implementations of [`Outcome`] and [`DispatchInfo`] format
+    /// it.
     fn on_end(&self, info: &DispatchInfo, state: Self::State, outcome: &Outcome) {
         let _ = (info, state, outcome);
     }
@@ -148,7 +209,7 @@ pub struct Pass<'a> {
     pub(crate) index: u32,
     pub(crate) total: Option<u32>,
     pub(crate) info: &'a DispatchInfo,
-    pub(crate) contexts: &'a mut PassGuard,
+    pub(crate) contexts: &'a mut LoopContexts,
 }
 
 impl<'a> Pass<'a> {
@@ -164,9 +225,48 @@ impl<'a> Pass<'a> {
     pub fn info(&self) -> &DispatchInfo {
         self.info
     }
-    /// The localized-context scope of this replay loop: enable or disable contexts from this
-    /// pass on. Changes stay in force for later passes and are undone when the loop ends.
-    pub fn contexts(&mut self) -> &mut PassGuard {
+
+    /// Activates `context` for this pass only, for as long as the returned guard lives: keep
+    /// the guard in the pass state (`type PassState = PassGuard;` and `*scope =
+    /// pass.enable(..)`), which the engine drops when the pass ends.
+    ///
+    /// A guard dropped before the pass's kernel ran (inside `on_pass`) covered no kernel; the
+    /// engine reports that on stderr.
+    ///
+    /// ```
+    /// use rocprof_replay::{Context, DispatchInfo, Pass, PassGuard, PassPlan, ReplayPolicy, Service};
+    ///
+    /// /// Times the even passes only.
+    /// struct EvenPasses { timing: Context }
+    ///
+    /// impl ReplayPolicy for EvenPasses {
+    ///     type State = ();
+    ///     type PassState = PassGuard; // ends the override when the pass ends
+    ///     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    ///         PassPlan::exactly(4, ())
+    ///     }
+    ///     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), guard: &mut PassGuard) {
+    ///         if pass.index() % 2 == 0 {
+    ///             *guard = pass.enable(&self.timing);
+    ///         }
+    ///     }
+    /// }
+    /// # let _ = EvenPasses { timing: Context::new("t", &[Service::DispatchTiming]) };
+    /// ```
+    pub fn enable(&mut self, context: &Context) -> PassGuard {
+        PassGuard::new(context, true)
+    }
+
+    /// Deactivates `context` (started globally, say) for this pass only, for as long as the
+    /// returned guard lives; see [`enable`](Self::enable).
+    pub fn disable(&mut self, context: &Context) -> PassGuard {
+        PassGuard::new(context, false)
+    }
+
+    /// The sticky form: overrides made through [`LoopContexts`] stay in force for this and
+    /// the following passes of the loop until changed, and are undone when the loop ends.
+    /// A [`PassGuard`] of the same context takes precedence while it lives.
+    pub fn contexts(&mut self) -> &mut LoopContexts {
         self.contexts
     }
 }
@@ -217,8 +317,8 @@ pub enum DeclineReason {
     /// Other work waited for the agent longer than the lock deadline: the replay stopped after
     /// the pass that was running, whose result the application sees.
     LockContention,
-    /// A pass did not complete before the pass deadline. Nothing was restored or run again:
-    /// the application's completion follows that pass, whose result it sees.
+    /// A pass did not complete before the pass deadline, but did before the late-pass
+    /// deadline. Nothing was restored or run again: the application sees that pass's result.
     PassTimeout,
     /// A policy callback panicked.
     PolicyPanicked,
@@ -226,8 +326,6 @@ pub enum DeclineReason {
     MultiPacket,
     /// The snapshot would exceed the memory budget.
     OverBudget,
-    /// [`PassPlan::Until`] from a policy without a continue decision.
-    OpenEndedWithoutContinue,
     /// The plan asked for more than [`MAX_PASSES`] passes.
     TooManyPasses,
     /// The dispatch was submitted from the runtime's own asynchronous-event thread, which a
@@ -253,7 +351,6 @@ impl DeclineReason {
             DeclineReason::PolicyPanicked => "policy_panicked",
             DeclineReason::MultiPacket => "multi_packet",
             DeclineReason::OverBudget => "over_budget",
-            DeclineReason::OpenEndedWithoutContinue => "open_ended_without_continue",
             DeclineReason::TooManyPasses => "too_many_passes",
             DeclineReason::RuntimeThread => "runtime_thread",
             DeclineReason::SubmitFailed => "submit_failed",
@@ -280,6 +377,9 @@ pub enum FailureReason {
     /// Restore copies were still in flight at the copy deadline; they may have landed after
     /// the final run.
     RestoreStuck,
+    /// A pass was still running at the late-pass deadline: the application was given its
+    /// completion (rather than a hang) while the pass may still be writing its memory.
+    PassStuck,
     /// An internal error (a bug in rocprof-replay) interrupted the replay window.
     InternalError,
 }
@@ -290,6 +390,7 @@ impl FailureReason {
         match self {
             FailureReason::RestoreFailed => "restore_failed",
             FailureReason::RestoreStuck => "restore_stuck",
+            FailureReason::PassStuck => "pass_stuck",
             FailureReason::InternalError => "internal_error",
         }
     }
@@ -372,9 +473,22 @@ pub struct Outcome {
     pub snapshot_time: Duration,
     /// Time spent restoring, all restores together.
     pub restore_time: Duration,
+    /// Wall-clock time at which the engine took the dispatch (before the pass decision);
+    /// `None` in values built by [`testing::outcome`](crate::testing::outcome).
+    pub started_at: Option<SystemTime>,
 }
 
 impl Outcome {
+    /// The kernel times of the passes that got one, in pass order.
+    pub fn kernel_times(&self) -> impl Iterator<Item = Duration> + '_ {
+        self.pass_times.iter().flatten().copied()
+    }
+
+    /// Statistics of [`kernel_times`](Self::kernel_times); `None` when no pass was timed.
+    pub fn kernel_stats(&self) -> Option<crate::stats::Summary> {
+        crate::stats::Summary::of(&self.kernel_times().collect::<Vec<_>>())
+    }
+
     pub(crate) fn ordinary(kind: OutcomeKind) -> Outcome {
         Outcome {
             kind,
@@ -385,6 +499,7 @@ impl Outcome {
             skipped_regions: 0,
             snapshot_time: Duration::ZERO,
             restore_time: Duration::ZERO,
+            started_at: None,
         }
     }
 }

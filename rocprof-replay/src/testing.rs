@@ -14,7 +14,7 @@
 //! impl ReplayPolicy for Three {
 //!     type State = ();
 //!     type PassState = ();
-//!     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+//!     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
 //!         PassPlan::exactly(3, ())
 //!     }
 //! }
@@ -159,8 +159,8 @@ impl<K: FnMut(&mut [u8])> ReplayTarget for Simulated<'_, K> {
     fn complete(&mut self) {
         self.completions += 1;
     }
-    fn complete_after_pass(&mut self) {
-        self.completions += 1;
+    fn settle_late_pass(&mut self) -> bool {
+        true
     }
     fn contended(&self) -> bool {
         false

@@ -1,10 +1,12 @@
-//! Harness for the end-to-end tests: builds hsa-emu and the C sample applications once per
-//! test process, and runs applications as separate processes with a deadline.
+//! Harness for the end-to-end tests: builds hsa-emu, the C sample applications and the HIP
+//! samples once per test process, and runs applications as separate processes with a deadline.
 //!
-//! Every artefact lands under `<target>/e2e/`. Tests that need Debian's HSA headers (the C
-//! samples include `<hsa/hsa.h>`) call [`c_samples`], which returns `None` and prints why
-//! when the headers are missing; CI installs them and sets
-//! `ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1`, which turns that skip into a failure.
+//! Every artefact lands under `<target>/e2e/`. Tooling is detected by `tests/build.rs`, which
+//! emits `cfg(have_hsa_headers)` (Debian's HSA headers, for the C samples) and
+//! `cfg(have_hipcc)` (Debian's hipcc, for the HIP samples). Tests that need them carry
+//! `#[cfg_attr(not(have_hsa_headers), ignore = "...")]` / `#[cfg_attr(not(have_hipcc), ignore
+//! = "...")]` and show as ignored with that reason when the tool is missing; CI installs them
+//! and sets `ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1`, which makes a missing tool a build error.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -73,24 +75,24 @@ pub fn hsa_headers_present() -> bool {
     Path::new("/usr/include/hsa/hsa.h").exists()
 }
 
+/// Why a test that needs the HSA headers is ignored without them (the text of its
+/// `cfg_attr(not(have_hsa_headers), ignore = ...)`).
+pub const NEEDS_HSA_HEADERS: &str =
+    "needs Debian's HSA headers: apt-get install libhsa-runtime-dev";
+
+/// Why a test that needs hipcc is ignored without it (the text of its
+/// `cfg_attr(not(have_hipcc), ignore = ...)`).
+pub const NEEDS_HIPCC: &str = "needs apt install hipcc libamdhip64-dev";
+
 /// The C sample applications and kernel library, built against Debian's headers and linked
-/// against hsa-emu; `None` (with a message) when the headers are missing.
-pub fn c_samples() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+/// against hsa-emu. Tests that call it carry `cfg_attr(not(have_hsa_headers), ignore)`.
+pub fn c_samples() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        if !hsa_headers_present() {
-            let required =
-                std::env::var("ROCPROF_REPLAY_REQUIRE_HSA_HEADERS").is_ok_and(|v| v == "1");
-            assert!(
-                !required,
-                "ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1 but /usr/include/hsa/hsa.h is missing"
-            );
-            eprintln!(
-                "SKIPPED: the C samples need Debian's HSA headers \
-                 (apt-get install -y libhsa-runtime-dev)"
-            );
-            return None;
-        }
+        assert!(
+            hsa_headers_present(),
+            "this test {NEEDS_HSA_HEADERS} (mark it cfg_attr(not(have_hsa_headers), ignore))"
+        );
         let out = e2e_dir().join("apps");
         let emu = emu_dir();
         run_checked(
@@ -100,15 +102,13 @@ pub fn c_samples() -> Option<&'static Path> {
                 .env("LDFLAGS", format!("-L{}", emu.display())),
             "building the C samples",
         );
-        Some(out)
+        out
     })
-    .as_deref()
 }
 
 /// Packages of the tool libraries the end-to-end tests load.
 const TOOL_PACKAGES: &[&str] = &[
     "e2e-plan-tool",
-    "e2e-open-ended-tool",
     "rocprof-replay-example-pass-timer",
     "rocprof-replay-example-adaptive-timer",
     "rocprof-replay-example-selective",
@@ -132,11 +132,11 @@ pub fn tool_lib(name: &str) -> PathBuf {
     lib
 }
 
-/// The replay probe application (`tests/fixtures/replay_probe.c`) and the sample kernels;
-/// `None` when the HSA headers are missing (see [`c_samples`]).
-pub fn replay_probe() -> Option<(PathBuf, PathBuf)> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    let samples = c_samples()?;
+/// The replay probe application (`tests/fixtures/replay_probe.c`) and the sample kernels
+/// (needs the HSA headers, see [`c_samples`]).
+pub fn replay_probe() -> (PathBuf, PathBuf) {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let samples = c_samples();
     let exe = BUILT
         .get_or_init(|| {
             let root = workspace_root();
@@ -153,10 +153,62 @@ pub fn replay_probe() -> Option<(PathBuf, PathBuf)> {
                     .args(["-lhsa-runtime64", "-lpthread"]),
                 "building replay_probe",
             );
-            Some(exe)
+            exe
         })
-        .clone()?;
-    Some((exe, samples.join("libsample_kernels.so")))
+        .clone();
+    (exe, samples.join("libsample_kernels.so"))
+}
+
+/// The HIP samples of `examples/hip`, built with Debian's hipcc for gfx90a by
+/// `examples/hip/build.sh` once per test process: `<dir>/<sample>`, `<dir>/lib<sample>_shadow.so`
+/// and `<dir>/module_kernels.co`. Tests that call it carry `cfg_attr(not(have_hipcc), ignore)`.
+pub fn hip_samples() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = e2e_dir().join("hip");
+        let script = workspace_root().join("examples/hip/build.sh");
+        // hipcc takes one to two seconds per file: build in two halves at once, three hipcc
+        // runs each (module also builds its --genco code object).
+        let halves = [
+            ["vector_add", "streams", "memops"].as_slice(),
+            &["symbols", "module"],
+        ];
+        let children: Vec<_> = halves
+            .iter()
+            .map(|half| {
+                Command::new("sh")
+                    .arg(&script)
+                    .arg(&out)
+                    .args(half.iter())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("building the HIP samples: cannot start: {e}"))
+            })
+            .collect();
+        for child in children {
+            let o = child.wait_with_output().expect("waiting for build.sh");
+            assert!(
+                o.status.success(),
+                "building the HIP samples failed ({}; {NEEDS_HIPCC}):\n{}\n{}",
+                o.status,
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        out
+    })
+}
+
+/// `HSA_EMU_SHADOW` for a HIP sample: its shadow library, or empty for `memops` (no kernels of
+/// its own).
+pub fn hip_shadow(sample: &str) -> String {
+    let lib = hip_samples().join(format!("lib{sample}_shadow.so"));
+    if lib.exists() {
+        lib.to_string_lossy().into_owned()
+    } else {
+        String::new()
+    }
 }
 
 /// Variants of the C tool probe (`tests/fixtures/tool_probe.c`), built once:
@@ -239,26 +291,93 @@ pub fn run_on_emu(program: &Path, args: &[&str], env: &[(&str, &str)], deadline:
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-    loop {
+    // Drain both pipes while the child runs: a chatty child must never block on a full pipe.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    );
+    let status = loop {
         match child.try_wait().expect("waiting for the child") {
-            Some(_) => break,
+            Some(status) => break status,
             None if start.elapsed() > deadline => {
                 let _ = child.kill();
-                let output = child.wait_with_output().expect("collecting output");
+                let _ = child.wait();
+                let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
                 panic!(
                     "{} ran past its {:?} deadline and was killed:\n{}\n{}",
                     program.display(),
                     deadline,
-                    String::from_utf8_lossy(&output.stdout),
-                    String::from_utf8_lossy(&output.stderr)
+                    String::from_utf8_lossy(&stdout),
+                    String::from_utf8_lossy(&stderr)
                 );
             }
             None => std::thread::sleep(Duration::from_millis(5)),
         }
-    }
-    let output = child.wait_with_output().expect("collecting output");
+    };
+    let output = Output {
+        status,
+        stdout: out.join().expect("reading stdout"),
+        stderr: err.join().expect("reading stderr"),
+    };
     Run {
         output,
         elapsed: start.elapsed(),
     }
+}
+
+/// The fault-matrix application (`tests/fixtures/fault_probe.c`) and its kernel library
+/// (`tests/fixtures/fault_kernels.c`: the sample kernels plus kernels that misbehave on
+/// purpose); needs the HSA headers (see [`c_samples`]).
+pub fn fault_probe() -> (PathBuf, PathBuf) {
+    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    let samples = c_samples();
+    BUILT
+        .get_or_init(|| {
+            let root = workspace_root();
+            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+            let exe = samples.join("fault_probe");
+            let kernels = samples.join("libfault_kernels.so");
+            run_checked(
+                Command::new(&cc)
+                    .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2"])
+                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
+                    .arg(format!("-I{}", root.join("examples/apps").display()))
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg(root.join("tests/fixtures/fault_probe.c"))
+                    .arg(format!("-L{}", emu_dir().display()))
+                    .args(["-lhsa-runtime64", "-lpthread", "-ldl"]),
+                "building fault_probe",
+            );
+            run_checked(
+                Command::new(&cc)
+                    .args([
+                        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC",
+                    ])
+                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
+                    .arg("-o")
+                    .arg(&kernels)
+                    .arg(root.join("tests/fixtures/fault_kernels.c")),
+                "building the fault kernels",
+            );
+            (exe, kernels)
+        })
+        .clone()
 }

@@ -43,9 +43,8 @@ fn plan_tool_lines(run: &Run) -> Vec<Value> {
 }
 
 /// Runs replay_probe MODE with `tool` preloaded and `env`; returns the run and the records.
-/// `None` when the C samples cannot be built (no HSA headers: reported by the harness).
-fn probe(mode: &str, tool: &str, env: &[(&str, &str)]) -> Option<(Run, Vec<Value>)> {
-    let (exe, kernels) = replay_probe()?;
+fn probe(mode: &str, tool: &str, env: &[(&str, &str)]) -> (Run, Vec<Value>) {
+    let (exe, kernels) = replay_probe();
     let records = records_path(mode);
     let lib = tool_lib(tool);
     let mut all: Vec<(&str, &str)> = vec![
@@ -62,7 +61,7 @@ fn probe(mode: &str, tool: &str, env: &[(&str, &str)]) -> Option<(Run, Vec<Value
         run.stdout()
     );
     let recs = read_records(&records);
-    Some((run, recs))
+    (run, recs)
 }
 
 fn kernel_records<'a>(recs: &'a [Value], kernel: &str) -> Vec<&'a Value> {
@@ -70,10 +69,9 @@ fn kernel_records<'a>(recs: &'a [Value], kernel: &str) -> Vec<&'a Value> {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn five_passes_see_identical_inputs_and_the_app_sees_one_execution() {
-    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:5")]) else {
-        return;
-    };
+    let (run, recs) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:5")]);
     // The kernel wrote one checksum per pass into memory that is not restored: 5 passes ran,
     // each saw identical inputs; the data shows exactly one scramble (checked by the app).
     assert!(
@@ -101,10 +99,9 @@ fn five_passes_see_identical_inputs_and_the_app_sees_one_execution() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn module_counter_and_memory_show_one_execution_per_dispatch() {
-    let Some((_, recs)) = probe("counter", "e2e_plan_tool", &[("E2E_PLAN", "exactly:4")]) else {
-        return;
-    };
+    let (_, recs) = probe("counter", "e2e_plan_tool", &[("E2E_PLAN", "exactly:4")]);
     let r = kernel_records(&recs, "inc_in_place");
     assert_eq!(r.len(), 2);
     assert!(
@@ -119,10 +116,9 @@ fn module_counter_and_memory_show_one_execution_per_dispatch() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn pass_count_table_row_no_decision() {
-    let Some((_, recs)) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "skip")]) else {
-        return;
-    };
+    let (_, recs) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "skip")]);
     let r = kernel_records(&recs, "checksum_then_scribble");
     assert_eq!(
         (r[0]["outcome"].as_str(), r[0]["passes"].as_u64()),
@@ -132,10 +128,9 @@ fn pass_count_table_row_no_decision() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn pass_count_table_row_one_pass() {
-    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:1")]) else {
-        return;
-    };
+    let (run, recs) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:1")]);
     assert!(
         run.stdout().contains("passes_recorded=1"),
         "{}",
@@ -149,11 +144,10 @@ fn pass_count_table_row_one_pass() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn pass_count_table_row_n_with_continue_stops_early() {
     let env = [("E2E_PLAN", "upto:8"), ("E2E_STOP_AFTER", "3")];
-    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (run, recs) = probe("checksum", "e2e_plan_tool", &env);
     assert!(
         run.stdout()
             .contains("passes_recorded=3 identical_inputs=1"),
@@ -167,11 +161,10 @@ fn pass_count_table_row_n_with_continue_stops_early() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn pass_count_table_row_open_ended_with_continue() {
     let env = [("E2E_PLAN", "until"), ("E2E_STOP_AFTER", "7")];
-    let Some((run, _)) = probe("checksum", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (run, _) = probe("checksum", "e2e_plan_tool", &env);
     assert!(
         run.stdout()
             .contains("passes_recorded=7 identical_inputs=1"),
@@ -181,31 +174,9 @@ fn pass_count_table_row_open_ended_with_continue() {
 }
 
 #[test]
-fn pass_count_table_row_open_ended_without_continue_is_rejected() {
-    let Some((run, recs)) = probe("checksum", "e2e_open_ended_tool", &[]) else {
-        return;
-    };
-    assert!(
-        run.stdout().contains("passes_recorded=1"),
-        "{}",
-        run.stdout()
-    );
-    let r = kernel_records(&recs, "checksum_then_scribble");
-    assert_eq!(r[0]["outcome"], "declined");
-    assert_eq!(r[0]["reason"], "open_ended_without_continue");
-    assert!(
-        run.stderr()
-            .contains("open-ended replay needs a continue decision"),
-        "{}",
-        run.stderr()
-    );
-}
-
-#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn per_dispatch_and_per_pass_state_follow_the_reference_rules() {
-    let Some((run, _)) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:3")]) else {
-        return;
-    };
+    let (run, _) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:3")]);
     let lines = plan_tool_lines(&run);
     let id = lines[0]["dispatch_id"].as_u64().unwrap();
     let seen: Vec<&str> = lines[0]["seen"]
@@ -238,9 +209,7 @@ fn single(recs: &[Value], kernel: &str) -> Value {
 fn assert_declined(env: &[(&str, &str)], reason: &str) {
     let mut all = vec![("E2E_PLAN", "exactly:5")];
     all.extend_from_slice(env);
-    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &all) else {
-        return;
-    };
+    let (run, recs) = probe("checksum", "e2e_plan_tool", &all);
     assert!(
         run.stdout()
             .contains("passes_recorded=1 identical_inputs=1 one_execution=1"),
@@ -257,6 +226,7 @@ fn assert_declined(env: &[(&str, &str)], reason: &str) {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn failing_snapshot_allocation_declines_with_snapshot_alloc_failed() {
     // replay_probe makes exactly 4 pool allocations before its dispatch; the 5th is the
     // snapshot's first staging buffer.
@@ -264,12 +234,14 @@ fn failing_snapshot_allocation_declines_with_snapshot_alloc_failed() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn failing_snapshot_copy_declines_with_copy_failed() {
     // replay_probe makes exactly one hsa_memory_copy before its dispatch.
     assert_declined(&[("HSA_EMU_FAIL_COPY_NTH", "2")], "copy_failed");
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_stuck_drain_declines_with_drain_timeout() {
     assert_declined(
         &[
@@ -281,15 +253,14 @@ fn a_stuck_drain_declines_with_drain_timeout() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn failing_symbol_iteration_declines_with_symbols_unavailable() {
     // Kernel names come from symbol iteration too, so the record's kernel is unknown.
     let env = [
         ("E2E_PLAN", "exactly:5"),
         ("HSA_EMU_FAIL_SYMBOL_ITERATION", "1"),
     ];
-    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (run, recs) = probe("checksum", "e2e_plan_tool", &env);
     assert!(
         run.stdout()
             .contains("passes_recorded=1 identical_inputs=1 one_execution=1"),
@@ -304,11 +275,13 @@ fn failing_symbol_iteration_declines_with_symbols_unavailable() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_snapshot_over_budget_declines_with_over_budget() {
     assert_declined(&[("ROCPROF_REPLAY_BUDGET_MB", "0")], "over_budget");
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_panicking_policy_declines_with_policy_panicked() {
     for at in [
         "pass_count",
@@ -323,9 +296,7 @@ fn a_panicking_policy_declines_with_policy_panicked() {
             "exactly:5"
         };
         let env = [("E2E_PLAN", plan), ("E2E_PANIC", at)];
-        let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &env) else {
-            return;
-        };
+        let (run, recs) = probe("checksum", "e2e_plan_tool", &env);
         assert!(
             run.stdout().contains("identical_inputs=1 one_execution=1"),
             "{at}: {}",
@@ -346,13 +317,12 @@ fn a_panicking_policy_declines_with_policy_panicked() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn an_opted_out_kernel_running_concurrently_on_another_queue_is_not_corrupted() {
     // inc_in_place is replayed (5 passes, snapshot + restores of the agent's memory) while
     // vector_add runs 20 times on a second queue of the same agent and checks every result.
     let env = [("E2E_PLAN", "exactly:5"), ("E2E_KERNEL", "inc_in_place")];
-    let Some((_, recs)) = probe("concurrent", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (_, recs) = probe("concurrent", "e2e_plan_tool", &env);
     let inc = kernel_records(&recs, "inc_in_place");
     assert_eq!(inc.len(), 20);
     assert!(
@@ -365,15 +335,14 @@ fn an_opted_out_kernel_running_concurrently_on_another_queue_is_not_corrupted() 
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_region_freed_during_the_window_is_skipped_not_written() {
     let env = [
         ("E2E_PLAN", "exactly:5"),
         ("E2E_KERNEL", "sleep_kernel"),
         ("SAMPLE_SLEEP_MS", "40"),
     ];
-    let Some((_, recs)) = probe("free", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (_, recs) = probe("free", "e2e_plan_tool", &env);
     let r = single(&recs, "sleep_kernel");
     assert_eq!(r["outcome"], "replayed");
     assert!(
@@ -383,6 +352,7 @@ fn a_region_freed_during_the_window_is_skipped_not_written() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn an_async_copy_released_during_the_window_is_waited_for_not_undone() {
     // The copy is queued behind a signal released 60 ms into the dispatch. Unfenced, it would
     // land during a pass and the next restore would undo it (the app checks the buffer).
@@ -391,9 +361,7 @@ fn an_async_copy_released_during_the_window_is_waited_for_not_undone() {
         ("E2E_KERNEL", "sleep_kernel"),
         ("SAMPLE_SLEEP_MS", "40"),
     ];
-    let Some((run, recs)) = probe("copy-before", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (run, recs) = probe("copy-before", "e2e_plan_tool", &env);
     assert!(run.stdout().contains("OK copy-before"), "{}", run.stdout());
     let r = single(&recs, "sleep_kernel");
     assert_eq!(r["outcome"], "replayed", "{r}");
@@ -401,6 +369,7 @@ fn an_async_copy_released_during_the_window_is_waited_for_not_undone() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_rect_async_copy_released_during_the_window_is_waited_for_too() {
     let env = [
         ("E2E_PLAN", "exactly:5"),
@@ -408,14 +377,13 @@ fn a_rect_async_copy_released_during_the_window_is_waited_for_too() {
         ("SAMPLE_SLEEP_MS", "40"),
         ("SAMPLE_COPY", "rect"),
     ];
-    let Some((_, recs)) = probe("copy-before", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (_, recs) = probe("copy-before", "e2e_plan_tool", &env);
     let r = single(&recs, "sleep_kernel");
     assert_eq!(r["outcome"], "replayed", "{r}");
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn an_async_copy_waiting_for_the_replayed_dispatch_declines_at_once_and_stays_correct() {
     // The copy depends on the dispatch's own completion signal: it cannot run before the
     // window ends, and the snapshot's copies would queue behind it on the in-order copy
@@ -428,9 +396,7 @@ fn an_async_copy_waiting_for_the_replayed_dispatch_declines_at_once_and_stays_co
         ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "60000"),
         ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "60000"),
     ];
-    let Some((run, recs)) = probe("copy-after", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (run, recs) = probe("copy-after", "e2e_plan_tool", &env);
     assert!(run.stdout().contains("OK copy-after"), "{}", run.stdout());
     assert!(run.elapsed < Duration::from_secs(30), "{:?}", run.elapsed);
     let r = single(&recs, "sleep_kernel");
@@ -439,6 +405,7 @@ fn an_async_copy_waiting_for_the_replayed_dispatch_declines_at_once_and_stays_co
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_dispatch_behind_a_full_queue_is_replayed_not_stalled() {
     // 150 skipped sleep_kernel dispatches (each forwarded with a progress barrier) overfill the
     // runtime's 64-packet ring; ROCr (and hsa-emu) put what does not fit in an overflow buffer
@@ -451,9 +418,7 @@ fn a_dispatch_behind_a_full_queue_is_replayed_not_stalled() {
         ("SAMPLE_SLEEP_MS", "2"),
         ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "10000"),
     ];
-    let Some((run, recs)) = probe("backlog", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (run, recs) = probe("backlog", "e2e_plan_tool", &env);
     assert!(run.stdout().contains("OK backlog"), "{}", run.stdout());
     let r = single(&recs, "inc_in_place");
     assert_eq!(r["outcome"], "replayed", "{r}");
@@ -464,15 +429,14 @@ fn a_dispatch_behind_a_full_queue_is_replayed_not_stalled() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_second_replay_tool_is_rejected_and_the_first_keeps_working() {
-    let Some((exe, kernels)) = replay_probe() else {
-        return;
-    };
+    let (exe, kernels) = replay_probe();
     let records = records_path("two-tools");
     let preload = format!(
         "{} {}",
         tool_lib("e2e_plan_tool").display(),
-        tool_lib("e2e_open_ended_tool").display()
+        tool_lib("pass_timer").display()
     );
     let run = run_on_emu(
         &exe,
@@ -499,10 +463,9 @@ fn a_second_replay_tool_is_rejected_and_the_first_keeps_working() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn tools_load_through_hsa_tools_lib_too() {
-    let Some((exe, kernels)) = replay_probe() else {
-        return;
-    };
+    let (exe, kernels) = replay_probe();
     let lib = tool_lib("e2e_plan_tool");
     let run = run_on_emu(
         &exe,
@@ -523,11 +486,10 @@ fn tools_load_through_hsa_tools_lib_too() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn replay_works_with_the_rocm_5_2_table_layout() {
     let env = [("E2E_PLAN", "exactly:5"), ("HSA_EMU_ABI", "5.2")];
-    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (run, recs) = probe("checksum", "e2e_plan_tool", &env);
     assert!(
         run.stdout()
             .contains("passes_recorded=5 identical_inputs=1"),
@@ -541,11 +503,10 @@ fn replay_works_with_the_rocm_5_2_table_layout() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn an_unknown_table_layout_disables_the_tool_and_the_app_runs_unprofiled() {
     let env = [("E2E_PLAN", "exactly:5"), ("HSA_EMU_AMD_EXT_MAJOR", "9")];
-    let Some((run, recs)) = probe("checksum", "e2e_plan_tool", &env) else {
-        return;
-    };
+    let (run, recs) = probe("checksum", "e2e_plan_tool", &env);
     assert!(
         run.stdout()
             .contains("passes_recorded=1 identical_inputs=1 one_execution=1"),
@@ -561,10 +522,9 @@ fn an_unknown_table_layout_disables_the_tool_and_the_app_runs_unprofiled() {
 }
 
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn multi_packet_submissions_are_not_replayed_but_stay_correct() {
-    let Some((run, recs)) = probe("batch", "e2e_plan_tool", &[("E2E_PLAN", "exactly:5")]) else {
-        return;
-    };
+    let (run, recs) = probe("batch", "e2e_plan_tool", &[("E2E_PLAN", "exactly:5")]);
     assert!(run.stdout().contains("counter=2"), "{}", run.stdout());
     let r = kernel_records(&recs, "inc_in_place");
     assert_eq!(r.len(), 2, "{recs:?}");

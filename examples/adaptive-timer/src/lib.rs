@@ -1,12 +1,11 @@
 //! `adaptive_timer`: an example rocprof-replay tool that replays each kernel dispatch until its
 //! kernel time is known precisely enough.
 //!
-//! Every dispatch is replayed open-ended ([`PassPlan::until`] with
-//! [`ReplayPolicy::DECIDES_CONTINUE`]) with a started [`Service::DispatchTiming`] context. After
-//! each pass [`ReplayPolicy::should_continue`] computes the relative standard error of the mean
-//! kernel time, `RSE = stddev / sqrt(n) / mean` (sample standard deviation), and stops once it
-//! is below the target, after at least [`MIN_PASSES`] passes and at most
-//! `ROCPROF_REPLAY_MAX_PASSES`. When a dispatch ends, one line goes to stderr:
+//! Every dispatch is replayed with [`PassPlan::up_to`] `ROCPROF_REPLAY_MAX_PASSES` passes and a
+//! started [`Service::DispatchTiming`] context. After each pass the plan's continue decision
+//! ([`decide`]) computes the relative standard error of the mean kernel time,
+//! `RSE = stddev / sqrt(n) / mean` (sample standard deviation, [`Summary`]), and stops once it
+//! is below the target, after at least [`MIN_PASSES`] passes. When a dispatch ends, one line goes to stderr:
 //!
 //! ```text
 //! adaptive_timer: vector_add dispatch 3 on agent 0: replayed, 6 passes, RSE 1.21% (target 2.00%, reached), kernel mean 12.4 us (stddev 0.4 us)
@@ -30,9 +29,11 @@
 
 use std::time::Duration;
 
+use rocprof_replay::report::TimeUnit;
+use rocprof_replay::stats::Summary;
 use rocprof_replay::{
     Context, DispatchInfo, MAX_OPEN_ENDED_PASSES, Outcome, OutcomeKind, PassPlan, PassReport,
-    ReplayPolicy, Service,
+    ReplayPolicy, Service, config,
 };
 
 /// Fewest passes before the loop may stop (a standard error needs a few samples).
@@ -43,12 +44,6 @@ pub const DEFAULT_TARGET_RSE: f64 = 0.02;
 
 /// Most passes when `ROCPROF_REPLAY_MAX_PASSES` is not set.
 pub const DEFAULT_MAX_PASSES: u32 = 50;
-
-/// The environment variable holding the target relative standard error.
-pub const TARGET_RSE_VAR: &str = "ROCPROF_REPLAY_TARGET_RSE";
-
-/// The environment variable holding the pass cap.
-pub const MAX_PASSES_VAR: &str = "ROCPROF_REPLAY_MAX_PASSES";
 
 /// When to stop replaying a dispatch.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -71,108 +66,18 @@ impl Default for Settings {
 /// Reads the settings from the environment; an invalid value is reported on stderr and its
 /// default is used.
 pub fn config() -> Settings {
-    let target_rse = parse_target_rse(env(TARGET_RSE_VAR).as_deref()).unwrap_or_else(|message| {
-        eprintln!("adaptive_timer: {message}; using the default of 2%");
-        DEFAULT_TARGET_RSE
-    });
-    let max_passes = parse_max_passes(env(MAX_PASSES_VAR).as_deref()).unwrap_or_else(|message| {
-        eprintln!("adaptive_timer: {message}; using the default of {DEFAULT_MAX_PASSES} passes");
-        DEFAULT_MAX_PASSES
-    });
+    let tool = "adaptive_timer";
     Settings {
-        target_rse,
-        max_passes,
+        target_rse: config::setting(
+            tool,
+            config::TARGET_RSE,
+            DEFAULT_TARGET_RSE,
+            config::fraction,
+        ),
+        max_passes: config::setting(tool, config::MAX_PASSES, DEFAULT_MAX_PASSES, |text| {
+            config::integer_in(text, MIN_PASSES..=MAX_OPEN_ENDED_PASSES)
+        }),
     }
-}
-
-/// The variable's value; a non-UTF-8 value is passed on lossily, so that it fails to parse.
-fn env(name: &str) -> Option<String> {
-    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
-}
-
-/// Parses a target relative standard error: `None` or empty gives [`DEFAULT_TARGET_RSE`];
-/// `2%` and `0.02` both mean 2%. It must be above 0 and below 100%.
-pub fn parse_target_rse(value: Option<&str>) -> Result<f64, String> {
-    let Some(text) = value.map(str::trim).filter(|s| !s.is_empty()) else {
-        return Ok(DEFAULT_TARGET_RSE);
-    };
-    let invalid = || {
-        format!(
-            "{TARGET_RSE_VAR}={text:?} is not a relative standard error between 0 and 1 \
-             (write a fraction such as 0.02 or a percentage such as 2%)"
-        )
-    };
-    let (number, scale) = match text.strip_suffix('%') {
-        Some(percent) => (percent.trim(), 100.0),
-        None => (text, 1.0),
-    };
-    let value = number.parse::<f64>().map_err(|_| invalid())? / scale;
-    if value.is_finite() && value > 0.0 && value < 1.0 {
-        Ok(value)
-    } else {
-        Err(invalid())
-    }
-}
-
-/// Parses the pass cap: `None` or empty gives [`DEFAULT_MAX_PASSES`]; otherwise an integer
-/// from [`MIN_PASSES`] to [`MAX_OPEN_ENDED_PASSES`].
-pub fn parse_max_passes(value: Option<&str>) -> Result<u32, String> {
-    let Some(text) = value.map(str::trim).filter(|s| !s.is_empty()) else {
-        return Ok(DEFAULT_MAX_PASSES);
-    };
-    match text.parse::<u32>() {
-        Ok(n) if (MIN_PASSES..=MAX_OPEN_ENDED_PASSES).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{MAX_PASSES_VAR}={text:?} is not an integer from {MIN_PASSES} to \
-             {MAX_OPEN_ENDED_PASSES}"
-        )),
-    }
-}
-
-/// Mean, spread and relative standard error of a set of kernel times.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Stats {
-    /// Number of samples.
-    pub n: usize,
-    /// Mean, in seconds.
-    pub mean: f64,
-    /// Sample standard deviation (n - 1 in the denominator), in seconds; 0 for one sample.
-    pub stddev: f64,
-    /// `stddev / sqrt(n) / mean`; `None` with fewer than two samples, 0 when every sample is
-    /// 0 (times are never negative, so a zero mean means no spread).
-    pub rse: Option<f64>,
-}
-
-/// Statistics of `samples`; `None` when there are none.
-pub fn stats(samples: &[Duration]) -> Option<Stats> {
-    if samples.is_empty() {
-        return None;
-    }
-    let n = samples.len();
-    let nf = n as f64;
-    let mean = samples.iter().map(Duration::as_secs_f64).sum::<f64>() / nf;
-    let stddev = if n < 2 {
-        0.0
-    } else {
-        let ss: f64 = samples
-            .iter()
-            .map(|d| (d.as_secs_f64() - mean).powi(2))
-            .sum();
-        (ss / (nf - 1.0)).sqrt()
-    };
-    let rse = (n >= 2).then(|| {
-        if mean > 0.0 {
-            stddev / nf.sqrt() / mean
-        } else {
-            0.0
-        }
-    });
-    Some(Stats {
-        n,
-        mean,
-        stddev,
-        rse,
-    })
 }
 
 /// What to do after a pass.
@@ -199,7 +104,7 @@ pub fn decide(settings: &Settings, samples: &[Duration], completed: u32) -> Deci
     if samples.is_empty() {
         return Decision::NoTiming;
     }
-    match stats(samples).and_then(|s| s.rse) {
+    match Summary::of(samples).and_then(|s| s.rse) {
         Some(rse) if rse < settings.target_rse => Decision::Converged,
         _ => Decision::Continue,
     }
@@ -210,16 +115,16 @@ pub fn decide(settings: &Settings, samples: &[Duration], completed: u32) -> Deci
 #[derive(Debug)]
 pub struct AdaptiveTimer {
     settings: Settings,
-    /// Kept alive for the tool's lifetime: a dropped context stops providing its service.
     timing: Context,
 }
 
 impl AdaptiveTimer {
     /// A timer with these settings, its timing context started.
     pub fn new(settings: Settings) -> AdaptiveTimer {
-        let timing = Context::new("adaptive_timer", &[Service::DispatchTiming]);
-        timing.start();
-        AdaptiveTimer { settings, timing }
+        AdaptiveTimer {
+            settings,
+            timing: Context::started("adaptive_timer", &[Service::DispatchTiming]),
+        }
     }
 
     /// A timer configured from the environment (see the crate docs).
@@ -243,19 +148,12 @@ impl ReplayPolicy for AdaptiveTimer {
     type State = Vec<Duration>;
     type PassState = ();
 
-    const DECIDES_CONTINUE: bool = true;
-
-    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<Vec<Duration>> {
-        PassPlan::until(Vec::with_capacity(16))
-    }
-
-    fn should_continue(
-        &self,
-        _info: &DispatchInfo,
-        samples: &Vec<Duration>,
-        completed: u32,
-    ) -> bool {
-        decide(&self.settings, samples, completed) == Decision::Continue
+    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<'_, Vec<Duration>> {
+        // The cap is the plan's bound; the decision stops earlier once the error is small.
+        let samples = Vec::with_capacity(16);
+        PassPlan::up_to(self.settings.max_passes, samples, |samples, completed| {
+            decide(&self.settings, samples, completed) == Decision::Continue
+        })
     }
 
     fn on_pass_end(&self, pass: &PassReport<'_>, samples: &mut Vec<Duration>, _: &mut ()) {
@@ -275,21 +173,12 @@ pub fn format_line(
     samples: &[Duration],
 ) -> String {
     let mut line = format!(
-        "adaptive_timer: {} dispatch {} on agent {}: {}",
-        info.kernel(),
-        info.dispatch_id,
-        info.agent_index,
-        outcome.kind.label()
-    );
-    if let Some(reason) = outcome.kind.reason() {
-        line.push_str(&format!(" ({})", reason.code()));
-    }
-    line.push_str(&format!(
-        ", {} pass{}",
+        "adaptive_timer: {info}: {}, {} pass{}",
+        outcome.kind,
         outcome.passes,
         if outcome.passes == 1 { "" } else { "es" }
-    ));
-    let Some(s) = stats(samples) else {
+    );
+    let Some(s) = Summary::of(samples) else {
         if outcome.kind == OutcomeKind::Replayed {
             line.push_str(", no kernel times");
         }
@@ -317,11 +206,13 @@ pub fn format_line(
         }
         None => line.push_str(&format!(", RSE unknown with {} sample", s.n)),
     }
-    let (unit, per_second) = time_unit(s.mean);
+    let unit = TimeUnit::for_duration(s.mean);
     line.push_str(&format!(
-        ", kernel mean {:.1} {unit} (stddev {:.1} {unit})",
-        s.mean * per_second,
-        s.stddev * per_second
+        ", kernel mean {} {} (stddev {} {})",
+        unit.format(s.mean),
+        unit.name(),
+        unit.format(s.stddev),
+        unit.name()
     ));
     line
 }
@@ -329,16 +220,6 @@ pub fn format_line(
 /// A fraction as a percentage with two decimals.
 fn percent(fraction: f64) -> String {
     format!("{:.2}%", fraction * 100.0)
-}
-
-/// The unit to show a time of `seconds` in, and how many of it make a second.
-fn time_unit(seconds: f64) -> (&'static str, f64) {
-    match seconds {
-        s if s < 1e-6 => ("ns", 1e9),
-        s if s < 1e-3 => ("us", 1e6),
-        s if s < 1.0 => ("ms", 1e3),
-        _ => ("s", 1.0),
-    }
 }
 
 #[cfg(test)]
@@ -358,26 +239,6 @@ mod tests {
 
     fn outcome(kind: OutcomeKind, passes: u32) -> Outcome {
         rocprof_replay::testing::outcome(kind, passes)
-    }
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() <= 1e-12 * b.abs().max(1e-12)
-    }
-
-    #[test]
-    fn stats_match_hand_computation() {
-        assert_eq!(stats(&[]), None);
-        let one = stats(&us(&[10])).unwrap();
-        assert_eq!((one.n, one.stddev, one.rse), (1, 0.0, None));
-        // 10, 12, 14 us: mean 12, sample stddev 2, RSE 2 / sqrt(3) / 12.
-        let s = stats(&us(&[10, 12, 14])).unwrap();
-        assert_eq!(s.n, 3);
-        assert!(close(s.mean, 12e-6), "{s:?}");
-        assert!(close(s.stddev, 2e-6), "{s:?}");
-        assert!(close(s.rse.unwrap(), 2.0 / 3f64.sqrt() / 12.0), "{s:?}");
-        let same = stats(&us(&[7, 7, 7, 7])).unwrap();
-        assert_eq!(same.rse, Some(0.0));
-        assert_eq!(stats(&us(&[0, 0])).unwrap().rse, Some(0.0));
     }
 
     #[test]
@@ -425,35 +286,7 @@ mod tests {
         }
         let n = stopped_at.unwrap();
         assert!((25..=30).contains(&n), "stopped after {n} passes");
-        assert!(stats(&samples).unwrap().rse.unwrap() < 0.02);
-    }
-
-    #[test]
-    fn target_rse_parsing() {
-        assert_eq!(parse_target_rse(None), Ok(0.02));
-        assert_eq!(parse_target_rse(Some(" ")), Ok(0.02));
-        assert_eq!(parse_target_rse(Some("0.02")), Ok(0.02));
-        assert_eq!(parse_target_rse(Some("2%")), Ok(0.02));
-        assert_eq!(parse_target_rse(Some(" 0.5 % ")), Ok(0.005));
-        assert_eq!(parse_target_rse(Some("0.1")), Ok(0.1));
-        for bad in ["2", "0", "-1%", "100%", "abc", "%", "nan", "inf", "1"] {
-            let err = parse_target_rse(Some(bad)).unwrap_err();
-            assert!(
-                err.contains(TARGET_RSE_VAR) && err.contains("2%"),
-                "{bad}: {err}"
-            );
-        }
-    }
-
-    #[test]
-    fn max_passes_parsing() {
-        assert_eq!(parse_max_passes(None), Ok(50));
-        assert_eq!(parse_max_passes(Some("3")), Ok(3));
-        assert_eq!(parse_max_passes(Some("1000")), Ok(1000));
-        for bad in ["2", "0", "1001", "ten", "-5"] {
-            let err = parse_max_passes(Some(bad)).unwrap_err();
-            assert!(err.contains(MAX_PASSES_VAR), "{err}");
-        }
+        assert!(Summary::of(&samples).unwrap().rse.unwrap() < 0.02);
     }
 
     #[test]
@@ -494,24 +327,45 @@ mod tests {
     }
 
     #[test]
-    fn policy_is_open_ended_and_stops_by_the_rule() {
+    fn the_plan_is_capped_and_stops_by_the_rule() {
         let tool = AdaptiveTimer::new(Settings::default());
         assert!(tool.timing().is_active());
-        const { assert!(<AdaptiveTimer as ReplayPolicy>::DECIDES_CONTINUE) };
         let info = info();
-        let PassPlan::Until { mut state } = tool.pass_count(&info) else {
-            panic!("expected an open-ended plan");
+        let PassPlan::UpTo {
+            passes,
+            mut state,
+            mut keep_going,
+        } = tool.pass_count(&info)
+        else {
+            panic!("expected an up-to plan");
         };
+        assert_eq!(passes, DEFAULT_MAX_PASSES);
         for (index, t) in [100u64, 100, 101].into_iter().enumerate() {
             let kernel_time = Some(Duration::from_micros(t));
             let report =
                 rocprof_replay::testing::pass_report(index as u32, None, &info, kernel_time);
             tool.on_pass_end(&report, &mut state, &mut ());
             let completed = index as u32 + 1;
-            assert_eq!(
-                tool.should_continue(&info, &state, completed),
-                completed < 3
-            );
+            assert_eq!(keep_going(&state, completed), completed < 3);
         }
+    }
+
+    #[test]
+    fn a_steady_kernel_stops_after_the_minimum_in_the_engine() {
+        let tool = AdaptiveTimer::new(Settings::default());
+        let mut memory = vec![0u8; 8];
+        // Kernel times on the simulated device are wall times of this closure: make them
+        // steady enough by doing the same small amount of work each pass.
+        let run = rocprof_replay::testing::simulate(&tool, &info(), &mut memory, |m| {
+            std::thread::sleep(Duration::from_millis(2));
+            m[0] = m[0].wrapping_add(1);
+        });
+        assert_eq!(run.completions, 1);
+        assert_eq!(memory[0], 1, "one execution seen");
+        assert!(
+            (MIN_PASSES..=DEFAULT_MAX_PASSES).contains(&run.outcome.passes),
+            "{}",
+            run.outcome
+        );
     }
 }

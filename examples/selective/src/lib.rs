@@ -7,7 +7,7 @@
 //! matches. For each selected dispatch one line goes to stderr:
 //!
 //! ```text
-//! selective: vector_add dispatch 3 on agent 0: replayed, 5 passes, snapshot 512 KiB, restored 2 MiB
+//! selective: vector_add dispatch 3 on agent 0: replayed, 5 passes, no kernel times, snapshot 512 KiB in 0.21 ms, restores 0.80 ms
 //! selective: vector_add dispatch 9 on agent 0: declined (over_budget), 1 pass
 //! ```
 //!
@@ -20,20 +20,14 @@
 //!
 //! | variable | effect |
 //! |---|---|
-//! | `ROCPROF_REPLAY_KERNEL` | regular expression for the kernel names to replay. Unset, empty, or invalid: a message on stderr at load and nothing is replayed |
+//! | `ROCPROF_REPLAY_KERNEL` | regular expression for the kernel names to replay. Unset, blank, or invalid: a message on stderr at load and nothing is replayed |
 //! | `ROCPROF_REPLAY_PASSES` | passes per selected dispatch, a positive integer (default 5); invalid: a message at load and the default |
 
 use regex::Regex;
-use rocprof_replay::{DispatchInfo, Outcome, PassPlan, ReplayPolicy};
+use rocprof_replay::{DispatchInfo, Outcome, PassPlan, ReplayPolicy, config};
 
 /// Passes per selected dispatch when `ROCPROF_REPLAY_PASSES` is not set.
 pub const DEFAULT_PASSES: u32 = 5;
-
-/// The environment variable holding the kernel-name pattern.
-pub const KERNEL_VAR: &str = "ROCPROF_REPLAY_KERNEL";
-
-/// The environment variable holding the pass count.
-pub const PASSES_VAR: &str = "ROCPROF_REPLAY_PASSES";
 
 /// The tool: replays the dispatches of matching kernels, skips the rest.
 #[rocprof_replay::rocprof_tool(new = Selective::from_env)]
@@ -52,14 +46,11 @@ impl Selective {
 
     /// A tool configured from the environment; problems are reported on stderr.
     pub fn from_env() -> Selective {
-        let pattern = parse_pattern(env(KERNEL_VAR).as_deref()).unwrap_or_else(|message| {
-            eprintln!("selective: {message}; no kernel is replayed");
+        let pattern = parse_pattern(config::var(config::KERNEL).as_deref()).unwrap_or_else(|e| {
+            eprintln!("selective: {e}; no kernel is replayed");
             None
         });
-        let passes = parse_passes(env(PASSES_VAR).as_deref()).unwrap_or_else(|message| {
-            eprintln!("selective: {message}; using the default of {DEFAULT_PASSES} passes");
-            DEFAULT_PASSES
-        });
+        let passes = config::setting("selective", config::PASSES, DEFAULT_PASSES, config::passes);
         Selective::new(pattern, passes)
     }
 
@@ -77,48 +68,31 @@ impl Selective {
     }
 }
 
-/// The variable's value; a non-UTF-8 value is passed on lossily, so that it fails to parse.
-fn env(name: &str) -> Option<String> {
-    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
-}
-
-/// Compiles the kernel-name pattern. Unset or empty is an error too: with no pattern nothing
+/// Compiles the kernel-name pattern. Unset or blank is an error too: with no pattern nothing
 /// would ever be replayed, which is worth saying.
 pub fn parse_pattern(value: Option<&str>) -> Result<Option<Regex>, String> {
-    match value {
-        None => Err(format!("{KERNEL_VAR} is not set")),
-        Some("") => Err(format!("{KERNEL_VAR} is empty")),
-        Some(text) => Regex::new(text).map(Some).map_err(|e| {
-            format!(
-                "{KERNEL_VAR}={text:?} is not a valid regular expression: {}",
-                // The regex crate's message spans lines; keep the report on one.
-                e.to_string()
-                    .lines()
-                    .map(str::trim)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )
-        }),
-    }
-}
-
-/// Parses a pass count: `None` or an empty value gives [`DEFAULT_PASSES`]; otherwise a
-/// positive integer, or an error message naming the variable.
-pub fn parse_passes(value: Option<&str>) -> Result<u32, String> {
-    let Some(text) = value.map(str::trim).filter(|s| !s.is_empty()) else {
-        return Ok(DEFAULT_PASSES);
+    let Some(text) = value else {
+        return Err(format!("{} is not set", config::KERNEL));
     };
-    match text.parse::<u32>() {
-        Ok(0) | Err(_) => Err(format!("{PASSES_VAR}={text:?} is not a positive integer")),
-        Ok(n) => Ok(n),
-    }
+    Regex::new(text).map(Some).map_err(|e| {
+        format!(
+            "{}={text:?} is not a valid regular expression: {}",
+            config::KERNEL,
+            // The regex crate's message spans lines; keep the report on one.
+            e.to_string()
+                .lines()
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    })
 }
 
 impl ReplayPolicy for Selective {
     type State = ();
     type PassState = ();
 
-    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<'_, ()> {
         if self.selects(info.kernel_name.as_deref()) {
             PassPlan::exactly(self.passes, ())
         } else {
@@ -133,49 +107,7 @@ impl ReplayPolicy for Selective {
 
 /// The report line of one selected dispatch (without a trailing newline).
 pub fn format_line(info: &DispatchInfo, outcome: &Outcome) -> String {
-    let mut line = format!(
-        "selective: {} dispatch {} on agent {}: {}",
-        info.kernel(),
-        info.dispatch_id,
-        info.agent_index,
-        outcome.kind.label()
-    );
-    if let Some(reason) = outcome.kind.reason() {
-        line.push_str(&format!(" ({})", reason.code()));
-    }
-    line.push_str(&format!(
-        ", {} pass{}",
-        outcome.passes,
-        if outcome.passes == 1 { "" } else { "es" }
-    ));
-    if outcome.snapshot_bytes > 0 || outcome.restored_bytes > 0 {
-        line.push_str(&format!(
-            ", snapshot {}, restored {}",
-            format_bytes(outcome.snapshot_bytes),
-            format_bytes(outcome.restored_bytes)
-        ));
-    }
-    line
-}
-
-/// A byte count in binary units with at most one decimal: `512 B`, `512 KiB`, `1.5 MiB`.
-fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut scale = 1024u64;
-    let mut unit = UNITS[0];
-    for next in &UNITS[1..] {
-        if bytes < scale * 1024 {
-            break;
-        }
-        scale *= 1024;
-        unit = next;
-    }
-    // One decimal, without a trailing `.0`: `16 KiB` for 16 KiB plus a few bytes.
-    let value = format!("{:.1}", bytes as f64 / scale as f64);
-    format!("{} {unit}", value.strip_suffix(".0").unwrap_or(&value))
+    format!("selective: {info}: {outcome}")
 }
 
 #[cfg(test)]
@@ -246,16 +178,10 @@ mod tests {
         );
         assert!(!err.contains('\n'), "{err}");
         assert!(parse_pattern(None).unwrap_err().contains("not set"));
-        assert!(parse_pattern(Some("")).unwrap_err().contains("empty"));
     }
 
     #[test]
-    fn pass_count_parsing() {
-        assert_eq!(parse_passes(None), Ok(DEFAULT_PASSES));
-        assert_eq!(parse_passes(Some("3")), Ok(3));
-        for bad in ["0", "x", "-1"] {
-            assert!(parse_passes(Some(bad)).unwrap_err().contains(PASSES_VAR));
-        }
+    fn the_pass_count_is_the_configured_one() {
         let tool = Selective::new(parse_pattern(Some("k")).unwrap(), 9);
         assert_eq!(tool.passes(), 9);
         assert!(matches!(
@@ -271,8 +197,8 @@ mod tests {
         outcome.restored_bytes = 4 * 512 * 1024;
         assert_eq!(
             format_line(&info(Some("vector_add")), &outcome),
-            "selective: vector_add dispatch 3 on agent 1: replayed, 5 passes, snapshot 512 KiB, \
-             restored 2 MiB"
+            "selective: vector_add dispatch 3 on agent 1: replayed, 5 passes, no kernel times, \
+             snapshot 512 KiB in 0.00 ms, restores 0.00 ms"
         );
         outcome.kind = OutcomeKind::Declined(DeclineReason::OverBudget);
         outcome.passes = 1;

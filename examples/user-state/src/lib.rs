@@ -2,16 +2,16 @@
 //! and a context enabled on chosen passes only.
 //!
 //! Every dispatch is replayed `ROCPROF_REPLAY_PASSES` times. The tool owns a timing context
-//! ([`Service::DispatchTiming`]) that is *not* started globally: at the start of each pass it
-//! enables the context through the loop's [`PassGuard`](rocprof_replay::PassGuard)
-//! (`pass.contexts().enable(..)`) when the pass index is listed in
-//! `ROCPROF_REPLAY_TIMED_PASSES`, and disables it otherwise (overrides are sticky across passes,
-//! so a timed pass must be followed by an explicit disable).
+//! ([`Service::DispatchTiming`]) that is *not* started globally: at the start of each pass
+//! listed in `ROCPROF_REPLAY_TIMED_PASSES` it enables the context for that pass only, with
+//! [`Pass::enable`], and keeps the returned [`PassGuard`] in the per-pass state; the engine
+//! drops the per-pass state when the pass ends, and with it the override. No pass has to undo
+//! what an earlier one did.
 //!
 //! - The per-dispatch state ([`Record`]) collects events in order: `pass 0 start`,
 //!   `pass 0 end timed=false`, ... and the indices of the passes that got a kernel time.
-//! - The per-pass state (`Option<u32>`) is fresh (`None`) at each pass start, where it is set
-//!   to `Some(index)`, and checked at that pass's end. A violation is recorded as an event
+//! - The per-pass state ([`Scope`]) is fresh at each pass start, where its index is set to
+//!   `Some(index)`, and checked at that pass's end. A violation is recorded as an event
 //!   (`pass 1 start scope not fresh: Some(0)`, `pass 1 end scope mismatch: None`).
 //!
 //! When the dispatch ends, one line goes to stderr: `user_state: ` and a compact JSON object,
@@ -38,7 +38,8 @@
 //! An invalid value is reported on stderr at load and the default is used.
 
 use rocprof_replay::{
-    Context, DispatchInfo, Outcome, Pass, PassPlan, PassReport, ReplayPolicy, Service,
+    Context, DispatchInfo, Outcome, Pass, PassGuard, PassPlan, PassReport, ReplayPolicy, Service,
+    config,
 };
 
 /// Passes per dispatch when `ROCPROF_REPLAY_PASSES` is not set.
@@ -46,12 +47,6 @@ pub const DEFAULT_PASSES: u32 = 4;
 
 /// Timed passes when `ROCPROF_REPLAY_TIMED_PASSES` is not set.
 pub const DEFAULT_TIMED_PASSES: &[u32] = &[2];
-
-/// The environment variable holding the pass count.
-pub const PASSES_VAR: &str = "ROCPROF_REPLAY_PASSES";
-
-/// The environment variable holding the timed pass indices.
-pub const TIMED_PASSES_VAR: &str = "ROCPROF_REPLAY_TIMED_PASSES";
 
 /// The tool's configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,18 +60,17 @@ pub struct Settings {
 /// Reads the settings from the environment; invalid values are reported on stderr and their
 /// defaults are used.
 pub fn config() -> Settings {
-    let passes = parse_passes(env(PASSES_VAR).as_deref()).unwrap_or_else(|message| {
-        eprintln!("user_state: {message}; using the default of {DEFAULT_PASSES} passes");
-        DEFAULT_PASSES
-    });
-    let timed_passes =
-        parse_timed_passes(env(TIMED_PASSES_VAR).as_deref()).unwrap_or_else(|message| {
-            eprintln!("user_state: {message}; using the default {DEFAULT_TIMED_PASSES:?}");
+    let tool = "user_state";
+    let passes = config::setting(tool, config::PASSES, DEFAULT_PASSES, config::passes);
+    let timed_passes = parse_timed_passes(std::env::var(config::TIMED_PASSES).ok().as_deref())
+        .unwrap_or_else(|message| {
+            eprintln!("{tool}: {message}; using the default {DEFAULT_TIMED_PASSES:?}");
             DEFAULT_TIMED_PASSES.to_vec()
         });
     if let Some(beyond) = timed_passes.iter().find(|&&i| i >= passes) {
         eprintln!(
-            "user_state: {TIMED_PASSES_VAR} names pass {beyond}, but only passes 0 to {} run",
+            "{tool}: {} names pass {beyond}, but only passes 0 to {} run",
+            config::TIMED_PASSES,
             passes.saturating_sub(1)
         );
     }
@@ -86,45 +80,25 @@ pub fn config() -> Settings {
     }
 }
 
-/// The variable's value; a non-UTF-8 value is passed on lossily, so that it fails to parse.
-fn env(name: &str) -> Option<String> {
-    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
-}
-
-/// Parses a pass count: `None` or an empty value gives [`DEFAULT_PASSES`]; otherwise a
-/// positive integer, or an error message naming the variable.
-pub fn parse_passes(value: Option<&str>) -> Result<u32, String> {
-    let Some(text) = value.map(str::trim).filter(|s| !s.is_empty()) else {
-        return Ok(DEFAULT_PASSES);
-    };
-    match text.parse::<u32>() {
-        Ok(0) | Err(_) => Err(format!("{PASSES_VAR}={text:?} is not a positive integer")),
-        Ok(n) => Ok(n),
-    }
-}
-
 /// Parses the timed pass list: `None` gives [`DEFAULT_TIMED_PASSES`], an empty value no pass,
 /// otherwise comma-separated 0-based indices (spaces allowed), returned sorted and deduplicated.
 pub fn parse_timed_passes(value: Option<&str>) -> Result<Vec<u32>, String> {
-    let Some(text) = value.map(str::trim) else {
-        return Ok(DEFAULT_TIMED_PASSES.to_vec());
-    };
-    if text.is_empty() {
-        return Ok(Vec::new());
+    match value {
+        None => Ok(DEFAULT_TIMED_PASSES.to_vec()),
+        Some(text) => {
+            config::index_list(text).map_err(|e| format!("{}={text:?}: {e}", config::TIMED_PASSES))
+        }
     }
-    let mut indices = text
-        .split(',')
-        .map(|item| item.trim().parse::<u32>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| {
-            format!(
-                "{TIMED_PASSES_VAR}={text:?} is not a comma-separated list of pass indices \
-                 (such as 0,2)"
-            )
-        })?;
-    indices.sort_unstable();
-    indices.dedup();
-    Ok(indices)
+}
+
+/// The per-pass state: the pass index written at its start, and the timing override of a timed
+/// pass (dropped, and so ended, with the pass).
+#[derive(Debug, Default)]
+pub struct Scope {
+    /// `Some(index)` once `on_pass` of pass `index` ran.
+    pub index: Option<u32>,
+    /// The per-pass timing override; an empty guard on untimed passes.
+    pub timing: PassGuard,
 }
 
 /// The per-dispatch state: what happened, in order.
@@ -141,7 +115,7 @@ pub struct Record {
 #[derive(Debug)]
 pub struct UserState {
     settings: Settings,
-    /// Enabled per pass through the replay loop's guard; never started globally.
+    /// Enabled per pass with a guard; never started globally.
     timing: Context,
 }
 
@@ -177,25 +151,23 @@ impl UserState {
 
 impl ReplayPolicy for UserState {
     type State = Record;
-    /// The index of the running pass, written at its start.
-    type PassState = Option<u32>;
+    type PassState = Scope;
 
-    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<Record> {
+    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<'_, Record> {
         PassPlan::exactly(self.settings.passes, Record::default())
     }
 
-    fn on_pass(&self, pass: &mut Pass<'_>, record: &mut Record, scope: &mut Option<u32>) {
+    fn on_pass(&self, pass: &mut Pass<'_>, record: &mut Record, scope: &mut Scope) {
         let index = pass.index();
         if self.is_timed(index) {
-            pass.contexts().enable(&self.timing);
-        } else {
-            pass.contexts().disable(&self.timing);
+            // Ends when the engine drops `scope` at the end of this pass.
+            scope.timing = pass.enable(&self.timing);
         }
-        record.events.push(pass_start(index, scope));
+        record.events.push(pass_start(index, &mut scope.index));
     }
 
-    fn on_pass_end(&self, pass: &PassReport<'_>, record: &mut Record, scope: &mut Option<u32>) {
-        pass_end(record, pass.index, pass.kernel_time.is_some(), scope);
+    fn on_pass_end(&self, pass: &PassReport<'_>, record: &mut Record, scope: &mut Scope) {
+        pass_end(record, pass.index, pass.kernel_time.is_some(), &scope.index);
     }
 
     fn on_end(&self, info: &DispatchInfo, record: Record, outcome: &Outcome) {
@@ -240,7 +212,7 @@ pub fn summary_json(info: &DispatchInfo, record: &Record, outcome: &Outcome) -> 
         ("dispatch_id", json!(info.dispatch_id.0)),
         ("passes", json!(outcome.passes)),
         ("outcome", json!(outcome.kind.label())),
-        ("reason", json!(outcome.kind.reason().map(|r| r.code()))),
+        ("reason", json!(outcome.kind.reason_code())),
         ("timed_passes", json!(record.timed_passes)),
         ("events", json!(record.events)),
     ];
@@ -256,7 +228,6 @@ mod tests {
     use super::*;
     use rocprof_replay::{DeclineReason, DispatchId, OutcomeKind};
     use serde_json::{Value, json};
-    use std::time::Duration;
 
     fn info(name: Option<&str>) -> DispatchInfo {
         let mut info = rocprof_replay::testing::dispatch("");
@@ -269,45 +240,23 @@ mod tests {
         rocprof_replay::testing::outcome(kind, passes)
     }
 
-    /// What the engine does with the per-pass state, minus the kernel: a fresh value per pass.
-    fn simulate(tool: &UserState, info: &DispatchInfo) -> Record {
-        let PassPlan::Exactly { passes, state } = tool.pass_count(info) else {
-            panic!("expected a fixed plan");
-        };
-        let mut record = state;
-        for index in 0..passes {
-            let mut scope = None;
-            record.events.push(pass_start(index, &mut scope));
-            let kernel_time = tool.is_timed(index).then_some(Duration::from_micros(5));
-            let report =
-                rocprof_replay::testing::pass_report(index, Some(passes), info, kernel_time);
-            tool.on_pass_end(&report, &mut record, &mut scope);
-        }
-        record
-    }
-
     #[test]
-    fn events_are_recorded_in_order() {
+    fn events_are_recorded_in_order_and_only_the_chosen_pass_is_timed() {
         let tool = UserState::new(Settings {
             passes: 4,
             timed_passes: vec![2],
         });
         assert!(!tool.timing().is_active(), "must not be started globally");
-        let record = simulate(&tool, &info(Some("k")));
-        assert_eq!(
-            record.events,
-            [
-                "pass 0 start",
-                "pass 0 end timed=false",
-                "pass 1 start",
-                "pass 1 end timed=false",
-                "pass 2 start",
-                "pass 2 end timed=true",
-                "pass 3 start",
-                "pass 3 end timed=false",
-            ]
+        let mut memory = vec![0u8; 8];
+        let run =
+            rocprof_replay::testing::simulate(&tool, &info(Some("k")), &mut memory, |m| m[0] += 1);
+        assert_eq!((run.kernel_runs, run.completions, memory[0]), (4, 1, 1));
+        let timed: Vec<bool> = run.outcome.pass_times.iter().map(Option::is_some).collect();
+        assert_eq!(timed, [false, false, true, false]);
+        assert!(
+            !tool.timing().is_active(),
+            "the override ended with its pass"
         );
-        assert_eq!(record.timed_passes, [2]);
     }
 
     #[test]
@@ -369,15 +318,12 @@ mod tests {
 
     #[test]
     fn settings_parsing() {
-        assert_eq!(parse_passes(None), Ok(4));
-        assert_eq!(parse_passes(Some("6")), Ok(6));
-        assert!(parse_passes(Some("0")).unwrap_err().contains(PASSES_VAR));
         assert_eq!(parse_timed_passes(None), Ok(vec![2]));
         assert_eq!(parse_timed_passes(Some("")), Ok(vec![]));
         assert_eq!(parse_timed_passes(Some(" 3, 0 ,3")), Ok(vec![0, 3]));
         for bad in ["1;2", "a", "1,,2", "-1", "1,"] {
             let err = parse_timed_passes(Some(bad)).unwrap_err();
-            assert!(err.contains(TIMED_PASSES_VAR), "{bad}: {err}");
+            assert!(err.contains(config::TIMED_PASSES), "{bad}: {err}");
         }
     }
 }

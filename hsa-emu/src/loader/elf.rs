@@ -1,5 +1,9 @@
-//! A small, bounds-checked reader of the parts of an x86-64 ELF shared object the loader needs:
-//! the header, the `PT_LOAD` program headers and the defined dynamic symbols (`.dynsym`).
+//! A small, bounds-checked reader of the parts of an ELF shared object the loader needs: the
+//! header, the `PT_LOAD` program headers, the defined dynamic symbols (`.dynsym`) and, for
+//! AMDGPU code objects, the notes and the dynamic relocations (`SHT_RELA`).
+//!
+//! Two machines are accepted: x86-64 (host shared libraries, hsa-emu's own code objects) and
+//! AMDGPU (`EM_AMDGPU`, the code objects hipcc and comgr produce).
 //!
 //! Input is untrusted: every offset and size is checked, and a malformed file is an
 //! [`ElfError`], never a panic.
@@ -10,8 +14,13 @@ const ELFCLASS64: u8 = 2;
 const ELFDATA2LSB: u8 = 1;
 const ET_DYN: u16 = 3;
 const EM_X86_64: u16 = 62;
+/// `EM_AMDGPU`.
+pub(crate) const EM_AMDGPU: u16 = 224;
 const PT_LOAD: u32 = 1;
+const SHT_RELA: u32 = 4;
+const SHT_NOTE: u32 = 7;
 const SHT_DYNSYM: u32 = 11;
+const SHF_ALLOC: u64 = 2;
 const SHF_WRITE: u64 = 1;
 const SHN_UNDEF: u16 = 0;
 const SHN_LORESERVE: u16 = 0xff00;
@@ -27,6 +36,7 @@ const EHDR_SIZE: usize = 64;
 const PHDR_SIZE: usize = 56;
 const SHDR_SIZE: usize = 64;
 const SYM_SIZE: usize = 24;
+const RELA_SIZE: usize = 24;
 
 /// Why bytes are not a loadable code object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +59,8 @@ pub(crate) struct LoadSegment {
     pub(crate) offset: u64,
     /// `p_vaddr`.
     pub(crate) vaddr: u64,
+    /// `p_filesz`: bytes taken from the file (the rest of `memsz` is zero).
+    pub(crate) filesz: u64,
     /// `p_memsz`.
     pub(crate) memsz: u64,
 }
@@ -78,11 +90,64 @@ pub(crate) struct DynSymbol {
     /// Whether it lives in read-only data: its section is not writable (`SHF_WRITE` clear),
     /// or is `.data.rel.ro*` (writable only while relocations are applied).
     pub(crate) read_only: bool,
+    /// `STB_WEAK` binding.
+    pub(crate) weak: bool,
+    /// Whether its section is allocated (`SHF_ALLOC`): part of the loaded image.
+    pub(crate) allocated: bool,
+}
+
+/// Which machine an ELF file is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Machine {
+    /// `EM_X86_64`: a host shared library.
+    #[default]
+    X86_64,
+    /// `EM_AMDGPU`: a GPU code object.
+    Amdgpu,
+}
+
+/// One ELF note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Note {
+    /// The owner (name) without its NUL.
+    pub(crate) owner: String,
+    /// `n_type`.
+    pub(crate) kind: u32,
+    /// The descriptor bytes.
+    pub(crate) desc: Vec<u8>,
+}
+
+/// One `Elf64_Rela` of an `SHT_RELA` section of the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rela {
+    /// `r_offset`: the address (before relocation) to patch.
+    pub(crate) offset: u64,
+    /// `ELF64_R_TYPE(r_info)`.
+    pub(crate) kind: u32,
+    /// The referenced dynamic symbol's `st_value` when it is defined in this file; `None` for
+    /// no symbol (index 0) or an undefined one.
+    pub(crate) symbol_value: Option<u64>,
+    /// Whether the relocation names a symbol at all (index other than 0).
+    pub(crate) has_symbol: bool,
+    /// `r_addend`.
+    pub(crate) addend: i64,
 }
 
 /// The parsed parts of a code object.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ElfInfo {
+    /// The machine.
+    pub(crate) machine: Machine,
+    /// `EI_OSABI`.
+    pub(crate) os_abi: u8,
+    /// `EI_ABIVERSION`.
+    pub(crate) abi_version: u8,
+    /// `e_flags` (for AMDGPU: the target processor and features).
+    pub(crate) flags: u32,
+    /// Notes of `SHT_NOTE` sections (parsed for AMDGPU files only).
+    pub(crate) notes: Vec<Note>,
+    /// Relocations of allocated `SHT_RELA` sections (parsed for AMDGPU files only).
+    pub(crate) relocations: Vec<Rela>,
     /// `PT_LOAD` segments in file order.
     pub(crate) loads: Vec<LoadSegment>,
     /// Defined global/weak symbols of `.dynsym` with default or protected visibility, in
@@ -134,8 +199,8 @@ fn c_str_at(table: &[u8], at: u32) -> Option<&str> {
     std::str::from_utf8(&rest[..end]).ok()
 }
 
-/// Checks the header only: a 64-bit little-endian x86-64 `ET_DYN` ELF file.
-pub(crate) fn check_header(bytes: &[u8]) -> Result<(), ElfError> {
+/// Checks the header only: a 64-bit little-endian `ET_DYN` ELF file for x86-64 or AMDGPU.
+pub(crate) fn check_header(bytes: &[u8]) -> Result<Machine, ElfError> {
     if bytes.len() < EHDR_SIZE || &bytes[..4] != b"\x7fELF" {
         return err("not an ELF file");
     }
@@ -145,15 +210,18 @@ pub(crate) fn check_header(bytes: &[u8]) -> Result<(), ElfError> {
     if u16_at(bytes, 16) != ET_DYN {
         return err("not a shared object (ET_DYN)");
     }
-    if u16_at(bytes, 18) != EM_X86_64 {
-        return err("not an x86-64 ELF file");
+    match u16_at(bytes, 18) {
+        EM_X86_64 => Ok(Machine::X86_64),
+        EM_AMDGPU => Ok(Machine::Amdgpu),
+        other => err(format!(
+            "ELF machine {other} is neither x86-64 (62) nor AMDGPU (224)"
+        )),
     }
-    Ok(())
 }
 
 /// Parses the header, the `PT_LOAD` segments and the defined dynamic symbols.
 pub(crate) fn parse(bytes: &[u8]) -> Result<ElfInfo, ElfError> {
-    check_header(bytes)?;
+    let machine = check_header(bytes)?;
     let phoff = u64_at(bytes, 32);
     let shoff = u64_at(bytes, 40);
     let phentsize = u16_at(bytes, 54) as u64;
@@ -162,7 +230,13 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<ElfInfo, ElfError> {
     let shnum = u16_at(bytes, 60) as u64;
     let shstrndx = u16_at(bytes, 62) as usize;
 
-    let mut info = ElfInfo::default();
+    let mut info = ElfInfo {
+        machine,
+        os_abi: bytes[7],
+        abi_version: bytes[8],
+        flags: u32_at(bytes, 48),
+        ..ElfInfo::default()
+    };
     if phnum > 0 {
         if phentsize < PHDR_SIZE as u64 {
             return err("program header entries are too small");
@@ -174,6 +248,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<ElfInfo, ElfError> {
                 info.loads.push(LoadSegment {
                     offset: u64_at(p, 8),
                     vaddr: u64_at(p, 16),
+                    filesz: u64_at(p, 32),
                     memsz: u64_at(p, 40),
                 });
             }
@@ -265,9 +340,96 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<ElfInfo, ElfError> {
             value: u64_at(s, 8),
             size: u64_at(s, 16),
             read_only: section_read_only(st_shndx),
+            weak: bind == STB_WEAK,
+            allocated: sections
+                .get(st_shndx as usize)
+                .is_some_and(|s| s.flags & SHF_ALLOC != 0),
         });
     }
+    if machine == Machine::Amdgpu {
+        for s in &sections {
+            if s.kind == SHT_NOTE {
+                info.notes
+                    .extend(parse_notes(slice(bytes, s.offset, s.size)?)?);
+            }
+        }
+        for s in sections
+            .iter()
+            .filter(|s| s.kind == SHT_RELA && s.flags & SHF_ALLOC != 0)
+        {
+            let entsize = if s.entsize == 0 {
+                RELA_SIZE as u64
+            } else {
+                s.entsize
+            };
+            if entsize < RELA_SIZE as u64 {
+                return err("relocation entries are too small");
+            }
+            let table = slice(bytes, s.offset, s.size)?;
+            for i in 0..(table.len() / entsize as usize) {
+                let r = &table[i * entsize as usize..];
+                let r_info = u64_at(r, 8);
+                let index = (r_info >> 32) as usize;
+                let symbol_value = if index == 0 {
+                    None
+                } else {
+                    let at = index
+                        .checked_mul(entsize_of(dynsym))
+                        .filter(|&at| at + SYM_SIZE <= syms.len());
+                    let Some(at) = at else {
+                        return err(format!("relocation {i} names a missing dynamic symbol"));
+                    };
+                    let shndx = u16_at(syms, at + 6);
+                    (shndx != SHN_UNDEF && shndx < SHN_LORESERVE).then(|| u64_at(syms, at + 8))
+                };
+                info.relocations.push(Rela {
+                    offset: u64_at(r, 0),
+                    kind: (r_info & 0xffff_ffff) as u32,
+                    symbol_value,
+                    has_symbol: index != 0,
+                    addend: u64_at(r, 16) as i64,
+                });
+            }
+        }
+    }
     Ok(info)
+}
+
+/// `sh_entsize` of a symbol table, with 0 meaning the standard size.
+fn entsize_of(s: &Section) -> usize {
+    if s.entsize == 0 {
+        SYM_SIZE
+    } else {
+        s.entsize as usize
+    }
+}
+
+/// Splits a note section into its notes (4-byte aligned names and descriptors).
+fn parse_notes(mut b: &[u8]) -> Result<Vec<Note>, ElfError> {
+    let mut notes = Vec::new();
+    let align4 = |n: usize| n.div_ceil(4) * 4;
+    while b.len() >= 12 {
+        let namesz = u32_at(b, 0) as usize;
+        let descsz = u32_at(b, 4) as usize;
+        let kind = u32_at(b, 8);
+        let name_end = 12usize
+            .checked_add(align4(namesz))
+            .filter(|&e| e <= b.len())
+            .ok_or_else(|| ElfError("a note's name runs past its section".into()))?;
+        let desc_end = name_end
+            .checked_add(descsz)
+            .filter(|&e| e <= b.len())
+            .ok_or_else(|| ElfError("a note's descriptor runs past its section".into()))?;
+        let name = &b[12..12 + namesz];
+        let owner = String::from_utf8_lossy(name.strip_suffix(&[0]).unwrap_or(name)).into_owned();
+        notes.push(Note {
+            owner,
+            kind,
+            desc: b[name_end..desc_end].to_vec(),
+        });
+        b = &b[align4(desc_end).min(b.len())..];
+    }
+    Ok(notes)
 }
 
 #[cfg(test)]

@@ -240,6 +240,9 @@ unsafe fn perform(op: Op) {
 
 /// Runs a job and completes its signal.
 fn run(job: &Job) {
+    if let Some(delay) = crate::faults::faults().copy_delay() {
+        std::thread::sleep(delay);
+    }
     let start = now_ticks();
     // SAFETY: the application guaranteed the ranges when it submitted the copy.
     unsafe { perform(job.op) };

@@ -168,8 +168,8 @@ pub(super) unsafe extern "C" fn intercept_create(
     agent: hsa_agent_t,
     size: u32,
     type_: hsa_queue_type32_t,
-    _callback: hsa_queue_error_callback_t,
-    _data: *mut c_void,
+    callback: hsa_queue_error_callback_t,
+    data: *mut c_void,
     _private_segment_size: u32,
     _group_segment_size: u32,
     queue: *mut *mut hsa_queue_t,
@@ -226,6 +226,8 @@ pub(super) unsafe extern "C" fn intercept_create(
                 }
             }),
         );
+        // Errors of the hardware queue are the proxy's: the application only knows the proxy.
+        real.set_error_callback(callback, data, proxy.public());
         let p = register(proxy);
         // SAFETY: `queue` is non-null (validated) and writable per the API contract.
         unsafe { queue.write(p) };
@@ -337,6 +339,19 @@ fn drain(proxy: &Queue, state: &InterceptState) {
             return;
         }
         proxy.read_index().store(read + n as u64, Ordering::Release);
+        if crate::trace::enabled() {
+            crate::trace::line(format_args!(
+                "proxy q{} doorbell: {n} packet(s) at {read}",
+                proxy.id()
+            ));
+            for (i, p) in batch[..n].iter().enumerate() {
+                crate::trace::line(format_args!(
+                    "  [{}] {}",
+                    read + i as u64,
+                    crate::trace::describe(p)
+                ));
+            }
+        }
         let handlers = state.handlers.read().clone();
         let pkts = batch.as_ptr().cast::<c_void>();
         match handlers.len() {

@@ -8,6 +8,16 @@
 //! after recording profiling timestamps. Advancing the read index before the signal means a
 //! waiter that sees the completion also sees the read index past the packet. Each packet
 //! finishes before the next starts, so the barrier bit holds trivially.
+//!
+//! A dispatch of an AMDGPU kernel runs its shadow (see `crate::shadow`). A dispatch of one that
+//! has no usable shadow is a queue error, as an invalid code object is for ROCr: the processor
+//! prints `hsa-emu: queue N: ... kernel K has no shadow ... HSA_EMU_SHADOW ...` on stderr,
+//! calls the queue's error callback (the one given to `hsa_queue_create` or
+//! `hsa_amd_queue_intercept_create`, with the queue handle the application holds) with
+//! `HSA_STATUS_ERROR_INVALID_CODE_OBJECT`, and puts the queue in an error state: that packet
+//! and every later one stay unprocessed (never completed, the read index stays on the failed
+//! packet) and the processor stops. The queue can still be destroyed. (HIP's callback aborts
+//! the process.)
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -32,6 +42,8 @@ enum Outcome {
     Done,
     /// The queue is stopping while the packet waited: leave it.
     Stopped,
+    /// The packet cannot run (a kernel without a shadow): the queue is now in its error state.
+    Failed,
 }
 
 /// The processor thread's body.
@@ -54,9 +66,16 @@ pub(super) fn run(q: Arc<Queue>) {
         // SAFETY: the header was acquire-loaded as valid, so the producer finished the body;
         // the slot is ours until the read index moves past it.
         let packet = unsafe { q.slot(read).read() };
+        if crate::trace::enabled() {
+            crate::trace::line(format_args!(
+                "q{} [{read}] {}",
+                q.id(),
+                crate::trace::describe(&packet)
+            ));
+        }
         let start = crate::clock::now_ticks();
         let outcome = crate::ffi::guard(Outcome::Done, || execute(&q, &packet, header));
-        if outcome == Outcome::Stopped {
+        if matches!(outcome, Outcome::Stopped | Outcome::Failed) {
             break;
         }
         let end = crate::clock::now_ticks();
@@ -105,13 +124,20 @@ fn view<T>(p: &aql_packet_t) -> &T {
 
 fn execute(q: &Queue, p: &aql_packet_t, header: u16) -> Outcome {
     match header_type(header) {
-        HSA_PACKET_TYPE_KERNEL_DISPATCH => {
-            match prepare_dispatch(view(p)) {
-                Ok(d) => workers::run(&d),
-                Err(why) => q.warn_once(why),
+        HSA_PACKET_TYPE_KERNEL_DISPATCH => match prepare_dispatch(view(p)) {
+            Ok(d) => {
+                workers::run(&d);
+                Outcome::Done
             }
-            Outcome::Done
-        }
+            Err(DispatchError::Malformed(why)) => {
+                q.warn_once(why);
+                Outcome::Done
+            }
+            Err(DispatchError::NoShadow(why)) => {
+                q.fail(HSA_STATUS_ERROR_INVALID_CODE_OBJECT, &why);
+                Outcome::Failed
+            }
+        },
         HSA_PACKET_TYPE_BARRIER_AND => {
             let b: &hsa_barrier_and_packet_t = view(p);
             barrier(q, &b.dep_signal, false)
@@ -130,11 +156,29 @@ fn execute(q: &Queue, p: &aql_packet_t, header: u16) -> Outcome {
     }
 }
 
-/// Validates a dispatch packet and resolves its kernel.
-pub(super) fn prepare_dispatch(p: &hsa_kernel_dispatch_packet_t) -> Result<Dispatch, &'static str> {
+/// Why a dispatch packet does not run.
+#[derive(Debug)]
+pub(super) enum DispatchError {
+    /// Malformed: reported once per queue and completed without running.
+    Malformed(&'static str),
+    /// An AMDGPU kernel without a usable shadow: a queue error.
+    NoShadow(String),
+}
+
+impl From<&'static str> for DispatchError {
+    fn from(why: &'static str) -> DispatchError {
+        DispatchError::Malformed(why)
+    }
+}
+
+/// Validates a dispatch packet and resolves its kernel: a descriptor of a host code object, or
+/// an AMDGPU kernel object and its shadow.
+pub(super) fn prepare_dispatch(
+    p: &hsa_kernel_dispatch_packet_t,
+) -> Result<Dispatch, DispatchError> {
     let dims = usize::from(p.dimensions());
     if !(1..=3).contains(&dims) {
-        return Err("a dispatch packet has 0 dimensions");
+        return Err("a dispatch packet has 0 dimensions".into());
     }
     let mut workgroup_size =
         [p.workgroup_size_x, p.workgroup_size_y, p.workgroup_size_z].map(u32::from);
@@ -144,19 +188,31 @@ pub(super) fn prepare_dispatch(p: &hsa_kernel_dispatch_packet_t) -> Result<Dispa
         grid_size[d] = 1;
     }
     if workgroup_size.contains(&0) {
-        return Err("a dispatch packet has a zero work-group size");
+        return Err("a dispatch packet has a zero work-group size".into());
     }
-    if !readable(p.kernel_object) {
-        return Err("a dispatch packet's kernel_object is not mapped memory");
-    }
-    // SAFETY: the address is 0 or mapped (checked above); from_object checks 0, alignment and
-    // the magic before trusting anything else.
-    let Some(kd) = (unsafe { KernelDescriptor::from_object(p.kernel_object) }) else {
-        return Err("a dispatch packet's kernel_object is not a kernel descriptor of this runtime");
+    let (entry, kernel_group) = match crate::shadow::lookup(p.kernel_object) {
+        Some(shadow) => match &shadow.resolved {
+            Ok(r) => (r.entry, r.group_segment_size),
+            Err(why) => return Err(DispatchError::NoShadow(why.clone())),
+        },
+        None => {
+            if !readable(p.kernel_object) {
+                return Err("a dispatch packet's kernel_object is not mapped memory".into());
+            }
+            // SAFETY: the address is 0 or mapped (checked above); from_object checks 0,
+            // alignment and the magic before trusting anything else.
+            let Some(kd) = (unsafe { KernelDescriptor::from_object(p.kernel_object) }) else {
+                return Err(
+                    "a dispatch packet's kernel_object is not a kernel descriptor of this runtime"
+                        .into(),
+                );
+            };
+            (kd.entry, kd.group_segment_size)
+        }
     };
-    let group_bytes = p.group_segment_size.max(kd.group_segment_size) as usize;
+    let group_bytes = p.group_segment_size.max(kernel_group) as usize;
     if group_bytes > GROUP_SEGMENT_BYTES {
-        return Err("a dispatch packet asks for more group memory than the agent has");
+        return Err("a dispatch packet asks for more group memory than the agent has".into());
     }
     let groups = [0, 1, 2].map(|d| grid_size[d].div_ceil(workgroup_size[d]));
     let total = groups
@@ -164,7 +220,7 @@ pub(super) fn prepare_dispatch(p: &hsa_kernel_dispatch_packet_t) -> Result<Dispa
         .try_fold(1u64, |acc, &g| acc.checked_mul(u64::from(g)))
         .ok_or("a dispatch packet has too many work-groups")?;
     Ok(Dispatch {
-        entry: kd.entry,
+        entry,
         kernarg: p.kernarg_address,
         workgroup_size,
         grid_size,

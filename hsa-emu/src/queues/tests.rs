@@ -1320,3 +1320,136 @@ fn intercept_destroy_with_overflow_drops_it() {
     assert!(done.still_pending(0..64));
     crate::signals::destroy(gate);
 }
+
+// ---- AMDGPU kernel objects: shadows and the queue error callback -----------------------------
+
+/// A stand-in for an AMDGPU kernel descriptor (what a loaded image holds at `N.kd`).
+#[repr(C, align(64))]
+struct FakeAmdDescriptor([u8; 64]);
+
+fn amd_kernel(resolved: Result<crate::shadow::Resolved, String>) -> Box<FakeAmdDescriptor> {
+    let kd = Box::new(FakeAmdDescriptor([0; 64]));
+    crate::shadow::register(
+        &*kd as *const FakeAmdDescriptor as u64,
+        Arc::new(crate::shadow::ShadowKernel {
+            source: "test".into(),
+            resolved,
+        }),
+    );
+    kd
+}
+
+fn amd_dispatch(
+    kd: &FakeAmdDescriptor,
+    kernarg: *const c_void,
+    grid: [u32; 3],
+    completion: hsa_signal_t,
+) -> hsa_kernel_dispatch_packet_t {
+    let mut p = dispatch_packet(
+        &descriptor(empty_kernel),
+        kernarg,
+        3,
+        [4, 2, 1],
+        grid,
+        completion,
+    );
+    p.kernel_object = kd as *const FakeAmdDescriptor as u64;
+    p
+}
+
+#[test]
+fn an_amdgpu_kernel_object_runs_its_shadow() {
+    let q = create(64);
+    let kd = amd_kernel(Ok(crate::shadow::Resolved {
+        entry: count_kernel,
+        group_segment_size: 0,
+    }));
+    let hits = Hits::new([3, 2, 1]);
+    let done = signal(1);
+    let p = amd_dispatch(&kd, (&*hits as *const Hits).cast(), [10, 3, 1], done);
+    submit(q, &p);
+    assert_eq!(wait_zero(done), 0);
+    assert!(hits.all_once());
+    assert_eq!(hits.items.load(Ordering::Relaxed), 30);
+    crate::shadow::unregister(&*kd as *const FakeAmdDescriptor as u64);
+    destroy(q);
+}
+
+/// What the error callback saw.
+#[derive(Default)]
+struct Reported {
+    calls: StdMutex<Vec<(hsa_status_t, usize)>>,
+}
+
+unsafe extern "C" fn on_queue_error(
+    status: hsa_status_t,
+    queue: *mut hsa_queue_t,
+    data: *mut c_void,
+) {
+    // SAFETY: the tests pass a live `Reported`.
+    let r = unsafe { &*data.cast::<Reported>() };
+    r.calls.lock().unwrap().push((status, queue as usize));
+}
+
+#[test]
+fn a_kernel_without_a_shadow_calls_the_error_callback_and_stops_the_queue() {
+    for intercepted in [false, true] {
+        let reported = Box::new(Reported::default());
+        let mut q = std::ptr::null_mut();
+        let make = if intercepted {
+            intercept_create
+        } else {
+            queue_create
+        };
+        // SAFETY: valid out-pointer; the callback's data outlives the queue.
+        let st = unsafe {
+            make(
+                gpu(),
+                64,
+                HSA_QUEUE_TYPE_MULTI,
+                Some(on_queue_error),
+                (&*reported as *const Reported).cast_mut().cast(),
+                0,
+                0,
+                &mut q,
+            )
+        };
+        assert_eq!(st, HSA_STATUS_SUCCESS);
+        let kd = amd_kernel(Err("kernel k_missing has no shadow".into()));
+        let failed = signal(1);
+        let later = signal(1);
+        let empty = descriptor(empty_kernel);
+        submit(q, &amd_dispatch(&kd, std::ptr::null(), [1, 1, 1], failed));
+        submit(
+            q,
+            &dispatch_packet(&empty, std::ptr::null(), 1, [1, 1, 1], [1, 1, 1], later),
+        );
+        assert!(
+            until(|| !reported.calls.lock().unwrap().is_empty()),
+            "the callback is called"
+        );
+        assert_eq!(
+            *reported.calls.lock().unwrap(),
+            [(HSA_STATUS_ERROR_INVALID_CODE_OBJECT, q as usize)],
+            "once, with the queue the application holds (intercepted: {intercepted})"
+        );
+        // Error state: neither the failed packet nor the next one completes.
+        let v = crate::signals::wait(
+            later,
+            HSA_SIGNAL_CONDITION_EQ,
+            0,
+            Some(Instant::now() + Duration::from_millis(200)),
+        );
+        assert_eq!((crate::signals::load(failed), v), (1, 1));
+        if !intercepted {
+            assert_eq!(
+                // SAFETY: a live queue.
+                unsafe { load_read_index_scacquire(q) },
+                0,
+                "the read index stays on the failed packet"
+            );
+        }
+        crate::shadow::unregister(&*kd as *const FakeAmdDescriptor as u64);
+        destroy(q);
+    }
+}

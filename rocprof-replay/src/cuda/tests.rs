@@ -48,6 +48,11 @@ struct FakeGpu {
     failing_restores: u32,
     stick_copies: bool,
     stick_relaunches: bool,
+    /// Relaunches take this long (their events complete that much later).
+    slow_relaunches: Option<Duration>,
+    /// Streams whose events complete only at the given time, and those events.
+    slow_streams: HashMap<usize, Instant>,
+    slow_events: HashMap<usize, Instant>,
     fail_app_launch: bool,
     capturing: bool,
     stream_waits: Vec<(usize, usize)>,
@@ -188,10 +193,19 @@ unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
     } else {
         g.stuck_events.remove(&(e as usize));
     }
+    match g.slow_streams.get(&(s as usize)).copied() {
+        Some(until) => g.slow_events.insert(e as usize, until),
+        None => g.slow_events.remove(&(e as usize)),
+    };
     CUDA_SUCCESS
 }
 unsafe extern "C" fn event_query(e: CUevent) -> CUresult {
-    if gpu().stuck_events.contains(&(e as usize)) {
+    let g = gpu();
+    let slow = g
+        .slow_events
+        .get(&(e as usize))
+        .is_some_and(|until| Instant::now() < *until);
+    if slow || g.stuck_events.contains(&(e as usize)) {
         CUDA_ERROR_NOT_READY
     } else {
         CUDA_SUCCESS
@@ -271,6 +285,9 @@ fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
         g.relaunches += 1;
         if g.stick_relaunches {
             g.stuck_streams.insert(stream as usize);
+        }
+        if let Some(d) = g.slow_relaunches {
+            g.slow_streams.insert(stream as usize, Instant::now() + d);
         }
     }
     g.launches += 1;
@@ -382,7 +399,7 @@ struct Passes(u32);
 impl ReplayPolicy for Passes {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         if self.0 == 0 {
             PassPlan::skip()
         } else {
@@ -446,6 +463,7 @@ fn quick() -> Settings {
     Settings {
         drain: Duration::from_millis(200),
         pass: Duration::from_millis(200),
+        late_pass: Duration::from_millis(100),
         lock: Duration::from_millis(200),
         copy: Duration::from_millis(200),
         budget: u64::MAX,
@@ -800,18 +818,37 @@ fn a_restore_that_fails_twice_is_reported_failed() {
 }
 
 #[test]
-fn a_late_relaunch_ends_the_window_and_orders_the_application_stream_after_it() {
+fn a_stuck_relaunch_fails_and_orders_the_application_stream_after_it() {
     let h = harness(3, quick());
     let mut buf = Buffer::new(&h, 8);
     gpu().stick_relaunches = true;
     let mut args = buf.args();
     h.launch(&ADD_ONE, &mut args, 0x5000);
     let o = &h.outcomes()[0].1;
-    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::PassTimeout));
+    assert_eq!(o.kind, OutcomeKind::Failed(FailureReason::PassStuck));
     assert_eq!(o.passes, 2);
     let waits = gpu().stream_waits.clone();
     assert_eq!(waits.len(), 1, "{waits:?}");
     assert_eq!(waits[0].0, 0x5000, "the application's stream waits");
+}
+
+#[test]
+fn a_late_relaunch_that_finishes_within_the_second_deadline_is_declined() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    // Past the pass deadline (200 ms), within the late-pass one (100 ms more).
+    gpu().slow_relaunches = Some(Duration::from_millis(250));
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::PassTimeout));
+    assert_eq!(o.passes, 2);
+    assert!(gpu().stream_waits.is_empty(), "nothing left to wait for");
+    assert_eq!(
+        buf.values(),
+        vec![1; 8],
+        "the late pass's result, one execution"
+    );
 }
 
 #[test]

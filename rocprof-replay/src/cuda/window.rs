@@ -672,6 +672,8 @@ struct CudaTarget<'a> {
     /// Device memory may hold a partly restored state (a restore began and no pass has run
     /// since).
     dirty: bool,
+    /// The end event of pass 1 (the original launch), while it may still be waited for.
+    original_end: Option<usize>,
 }
 
 impl<'a> CudaTarget<'a> {
@@ -986,8 +988,10 @@ impl ReplayTarget for CudaTarget<'_> {
             return Err(submit_failed);
         }
         self.last = Last::Original;
+        self.original_end = Some(end);
         match self.wait(end, deadline) {
             Poll::Done => {
+                self.original_end = None;
                 let t = self.elapsed(start, end).filter(|_| timed);
                 give_event(self.ctx, start, true);
                 give_event(self.ctx, end, true);
@@ -1043,11 +1047,29 @@ impl ReplayTarget for CudaTarget<'_> {
 
     fn complete(&mut self) {}
 
-    fn complete_after_pass(&mut self) {
-        if let Last::Relaunch(ev) = self.last
-            && ev != 0
-        {
-            self.wait_event = ev;
+    fn settle_late_pass(&mut self) -> bool {
+        let deadline = Instant::now() + self.settings().late_pass;
+        match self.last {
+            Last::Original => {
+                // The application's own launch: its call may not even have returned yet.
+                if self.job.hand.wait_launched(deadline).is_none() {
+                    return false;
+                }
+                let Some(end) = self.original_end else {
+                    return false;
+                };
+                // An error means it is no longer running (the context reports it from now on).
+                !matches!(self.wait(end, deadline), Poll::TimedOut)
+            }
+            Last::Relaunch(end) if end != 0 => match self.wait(end, deadline) {
+                Poll::Done | Poll::Failed(_) => true,
+                Poll::TimedOut => {
+                    // Still running: the application's later work on its stream waits for it.
+                    self.wait_event = end;
+                    false
+                }
+            },
+            _ => true,
         }
     }
 
@@ -1111,6 +1133,7 @@ fn run_job(job: Job, relaxed: &mut bool) {
         last: Last::None,
         wait_event: 0,
         dirty: false,
+        original_end: None,
     };
     tracing::trace!(kernel = job.info.kernel(), "window starts");
     let result = catch_unwind(AssertUnwindSafe(|| (be.runner)(&job.info, &mut target)));

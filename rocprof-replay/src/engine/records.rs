@@ -40,6 +40,11 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "pass_ns": pass_ns,
         "snapshot_ns": outcome.snapshot_time.as_nanos() as u64,
         "restore_ns": outcome.restore_time.as_nanos() as u64,
+        "start_ns": outcome
+            .started_at
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos() as u64),
+        "pid": std::process::id(),
     })
     .to_string()
 }
@@ -56,6 +61,19 @@ fn writer() -> Option<&'static Writer> {
     WRITER
         .get_or_init(|| {
             let path = PathBuf::from(std::env::var_os("ROCPROF_REPLAY_OUTPUT")?);
+            // Opened here, on the first record, so a bad path is reported at once and the file
+            // is open (one descriptor, for the whole run) before anything is written.
+            let file = match OpenOptions::new().create(true).append(true).open(&path) {
+                Ok(f) => f,
+                Err(e) => {
+                    eprintln!(
+                        "rocprof-replay: cannot open ROCPROF_REPLAY_OUTPUT={}: {e}; outcome \
+                         records are not written",
+                        path.display()
+                    );
+                    return None;
+                }
+            };
             let (tx, rx) = channel::<String>();
             let w = Writer {
                 tx: Mutex::new(tx),
@@ -64,7 +82,7 @@ fn writer() -> Option<&'static Writer> {
             };
             std::thread::Builder::new()
                 .name("rocprof-replay-records".into())
-                .spawn(move || write_loop(path, rx))
+                .spawn(move || write_loop(path, file, rx))
                 .ok()?;
             // SAFETY: registering a plain extern "C" function with no captured state.
             unsafe { libc::atexit(flush_at_exit) };
@@ -73,23 +91,11 @@ fn writer() -> Option<&'static Writer> {
         .as_ref()
 }
 
-fn write_loop(path: PathBuf, rx: Receiver<String>) {
-    let mut file = match OpenOptions::new().create(true).append(true).open(&path) {
-        Ok(f) => Some(f),
-        Err(e) => {
-            tracing::error!(
-                "cannot open ROCPROF_REPLAY_OUTPUT={}: {e}; records are dropped",
-                path.display()
-            );
-            None
-        }
-    };
+fn write_loop(path: PathBuf, mut file: std::fs::File, rx: Receiver<String>) {
     while let Ok(line) = rx.recv() {
-        if let Some(f) = file.as_mut() {
-            // One write per record: lines from concurrent processes never interleave mid-line.
-            if let Err(e) = f.write_all(format!("{line}\n").as_bytes()) {
-                tracing::error!("writing {}: {e}", path.display());
-            }
+        // One write per record: lines from concurrent processes never interleave mid-line.
+        if let Err(e) = file.write_all(format!("{line}\n").as_bytes()) {
+            tracing::error!("writing {}: {e}", path.display());
         }
         if let Some(w) = writer() {
             let mut p = w.progress.lock();

@@ -4,7 +4,8 @@
 //! |---|---|---|
 //! | `ROCPROF_REPLAY_BUDGET_MB` | half the available host memory | largest snapshot |
 //! | `ROCPROF_REPLAY_DRAIN_TIMEOUT_MS` | 60000 | the agent going idle before a window |
-//! | `ROCPROF_REPLAY_PASS_TIMEOUT_MS` | 120000 | one pass |
+//! | `ROCPROF_REPLAY_PASS_TIMEOUT_MS` | 120000 | one pass; a pass past it ends replay of the dispatch |
+//! | `ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS` | 60000 | how much longer a late pass is waited for before the application is given its completion anyway (outcome `failed`) |
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | 60000 | taking the agent's lock; other work waiting longer cuts a window short |
 //! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | 60000 | one capture or restore |
 //!
@@ -19,6 +20,8 @@ pub(crate) struct Settings {
     pub(crate) drain: Duration,
     /// One pass.
     pub(crate) pass: Duration,
+    /// How much longer a pass that outlived `pass` is waited for.
+    pub(crate) late_pass: Duration,
     /// Taking the agent's lock; also how long other work may wait for a window before the
     /// window is cut short.
     pub(crate) lock: Duration,
@@ -52,6 +55,7 @@ impl Settings {
         Settings {
             drain: ms("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", 60_000),
             pass: ms("ROCPROF_REPLAY_PASS_TIMEOUT_MS", 120_000),
+            late_pass: ms("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", 60_000),
             lock: ms("ROCPROF_REPLAY_LOCK_TIMEOUT_MS", 60_000),
             copy: ms("ROCPROF_REPLAY_COPY_TIMEOUT_MS", 60_000),
             budget: number("ROCPROF_REPLAY_BUDGET_MB")

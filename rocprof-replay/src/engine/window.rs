@@ -15,15 +15,18 @@
 //!   ┌► on_pass ─► run pass (own completion signal) ─► on_pass_end
 //!   │     │ panic before the pass: memory is as captured ──────────► run_once      (declined)
 //!   │     │ not submitted ──────────────────────────────────────────► run_once      (declined)
-//!   │     │ late (past the pass deadline) ──────► completion follows that pass  (declined)
+//!   │     │ late: waited for (second deadline); done ─► complete once    (declined)
+//!   │     │           still running at the second deadline ─► complete once    (failed)
 //!   │     ▼
-//!   │   more passes? (plan, contention, should_continue) ──no──► complete once (replayed)
+//!   │   more passes? (plan, contention, keep_going) ──no──► complete once   (replayed)
 //!   └── restore ◄──yes        │ failed twice / stuck ──────────────► run_once      (failed)
 //! ```
 //! The last pass is never followed by a restore: the application sees what the kernel made.
-//! A pass always starts from the captured inputs, so stopping after any completed (or late)
-//! pass leaves the application the result of one correct execution. Only a restore that does
-//! not complete leaves memory in a state no execution produces: that outcome is `failed`.
+//! A pass always starts from the captured inputs, so stopping after any completed pass — one
+//! that completed late included — leaves the application the result of one correct execution.
+//! Only two paths leave memory in a state no execution produces, and their outcome is
+//! `failed`: a restore that does not complete, and a pass still running after the second
+//! (late-pass) deadline, when the application is given its completion rather than a hang.
 //!
 //! [`ReplayTarget::end`] releases the agent before [`ReplayPolicy::on_end`] runs, so the tool's
 //! end-of-dispatch work never holds up other work on the agent.
@@ -31,7 +34,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
-use crate::context::{PassGuard, Service, service_active};
+use crate::context::{LoopContexts, Service, service_active};
 use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::settings::Settings;
@@ -66,9 +69,9 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     fn run_once(&mut self);
     /// Signals the application's completion exactly once, after the last pass.
     fn complete(&mut self);
-    /// Arranges the application's completion to follow the pass still running (after
-    /// [`PassError::Late`]): that pass's result is the application's.
-    fn complete_after_pass(&mut self);
+    /// After [`PassError::Late`]: waits for that pass (the late-pass deadline); `true` when it
+    /// completed, so its result is the application's.
+    fn settle_late_pass(&mut self) -> bool;
     /// Whether other work has waited for the agent longer than the lock deadline (the
     /// window then stops after the current pass).
     fn contended(&self) -> bool;
@@ -107,26 +110,33 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     inventory: &AllocationInventory,
     settings: &Settings,
 ) -> Outcome {
+    let started_at = std::time::SystemTime::now();
+    let start = |kind| Outcome {
+        started_at: Some(started_at),
+        ..Outcome::ordinary(kind)
+    };
     let Some(plan) = call("pass_count", info, || policy.pass_count(info)) else {
         target.run_once();
-        return Outcome::ordinary(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
+        return start(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
     };
     // Ends a dispatch that never entered the window: one ordinary run.
     let ordinary = |target: &mut dyn ReplayTarget, kind: OutcomeKind, state: P::State| {
         target.run_once();
-        let outcome = Outcome::ordinary(kind);
+        let outcome = start(kind);
         call("on_end", info, || policy.on_end(info, state, &outcome));
         outcome
     };
-    let (limit, fixed, asks, mut state) = match plan {
+    let (limit, fixed, mut keep_going, mut state) = match plan {
         PassPlan::Skip => {
             target.run_once();
-            return Outcome::ordinary(OutcomeKind::Skipped);
+            return start(OutcomeKind::Skipped);
         }
-        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state } if passes <= 1 => {
+        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
+            if passes <= 1 =>
+        {
             return ordinary(target, OutcomeKind::Skipped, state);
         }
-        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state }
+        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
             if passes > MAX_PASSES =>
         {
             warn_once(&TOO_MANY, || {
@@ -142,24 +152,14 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 state,
             );
         }
-        PassPlan::Exactly { passes, state } => (passes, true, false, state),
-        PassPlan::UpTo { passes, state } => (passes, false, P::DECIDES_CONTINUE, state),
-        PassPlan::Until { state } => {
-            if !P::DECIDES_CONTINUE {
-                warn_once(&OPEN_ENDED, || {
-                    tracing::warn!(
-                        "a policy returned PassPlan::Until without DECIDES_CONTINUE: \
-                         open-ended replay needs a continue decision; such dispatches are not \
-                         replayed"
-                    )
-                });
-                return ordinary(
-                    target,
-                    OutcomeKind::Declined(DeclineReason::OpenEndedWithoutContinue),
-                    state,
-                );
-            }
-            (MAX_OPEN_ENDED_PASSES, false, true, state)
+        PassPlan::Exactly { passes, state } => (passes, true, None, state),
+        PassPlan::UpTo {
+            passes,
+            state,
+            keep_going,
+        } => (passes, false, Some(keep_going), state),
+        PassPlan::Until { state, keep_going } => {
+            (MAX_OPEN_ENDED_PASSES, false, Some(keep_going), state)
         }
     };
     let total = fixed.then_some(limit);
@@ -177,11 +177,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     let decline = |target: &mut dyn ReplayTarget, reason: DeclineReason, state: P::State| {
         tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
         target.run_once();
-        finish(
-            target,
-            state,
-            Outcome::ordinary(OutcomeKind::Declined(reason)),
-        )
+        finish(target, state, start(OutcomeKind::Declined(reason)))
     };
 
     if let Err(reason) = target.drain() {
@@ -196,12 +192,12 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         Err(reason) => return decline(target, reason, state),
     };
 
-    let mut outcome = Outcome::ordinary(OutcomeKind::Replayed);
+    let mut outcome = start(OutcomeKind::Replayed);
     outcome.passes = 0;
     outcome.snapshot_bytes = snapshot.bytes;
     outcome.snapshot_time = snapshot.capture_time;
     outcome.skipped_regions = snapshot.skipped;
-    let mut guard = PassGuard::new();
+    let mut guard = LoopContexts::new();
     let mut index = 0u32;
     loop {
         let mut scope = P::PassState::default();
@@ -258,20 +254,24 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 return finish(target, state, outcome);
             }
             Err(PassError::Late) => {
-                // The pass started from the captured inputs and will finish on its own: its
-                // result is one correct execution. Restoring or running again now would race
-                // with it, so the application's completion simply follows it.
-                tracing::warn!(
-                    kernel = info.kernel(),
-                    dispatch = %info.dispatch_id,
-                    "a replay pass outlived the pass deadline; the application's completion \
-                     follows that pass and replay of this dispatch ends"
-                );
+                // The pass started from the captured inputs: once it finishes, its result is
+                // one correct execution. Restoring or running again while it runs would race
+                // with it, so it is waited for, and then replay of this dispatch ends.
                 drop(guard);
-                outcome.kind = OutcomeKind::Declined(DeclineReason::PassTimeout);
                 outcome.passes += 1;
                 outcome.pass_times.push(None);
-                target.complete_after_pass();
+                outcome.kind = if target.settle_late_pass() {
+                    tracing::warn!(
+                        kernel = info.kernel(),
+                        dispatch = %info.dispatch_id,
+                        "a replay pass outlived the pass deadline; replay of this dispatch \
+                         stops and the application sees that pass's result"
+                    );
+                    OutcomeKind::Declined(DeclineReason::PassTimeout)
+                } else {
+                    OutcomeKind::Failed(FailureReason::PassStuck)
+                };
+                target.complete();
                 return finish(target, state, outcome);
             }
         }
@@ -290,9 +290,9 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             outcome.kind = OutcomeKind::Declined(DeclineReason::LockContention);
             break;
         }
-        if asks {
-            match call("should_continue", info, || {
-                policy.should_continue(info, &state, completed)
+        if let Some(keep_going) = keep_going.as_mut() {
+            match call("the continue decision", info, || {
+                keep_going(&state, completed)
             }) {
                 Some(true) => {}
                 Some(false) => break,
@@ -338,7 +338,6 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     finish(target, state, outcome)
 }
 
-static OPEN_ENDED: std::sync::Once = std::sync::Once::new();
 static TOO_MANY: std::sync::Once = std::sync::Once::new();
 
 fn warn_once(once: &std::sync::Once, warn: impl FnOnce()) {

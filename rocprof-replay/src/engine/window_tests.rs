@@ -24,6 +24,8 @@ struct SimDevice {
     stuck_restore: bool,
     /// The pass (0-based) that outlives its deadline: it runs, but "late".
     late_pass: Option<u32>,
+    /// The late pass never completes.
+    stuck_pass: bool,
     /// The pass that cannot be submitted.
     unsubmittable_pass: Option<u32>,
     /// Contention reported after this many passes.
@@ -49,6 +51,7 @@ impl SimDevice {
             failing_restores: 0,
             stuck_restore: false,
             late_pass: None,
+            stuck_pass: false,
             unsubmittable_pass: None,
             contended_after: None,
             open: false,
@@ -131,9 +134,9 @@ impl ReplayTarget for SimDevice {
     fn complete(&mut self) {
         self.completions += 1;
     }
-    fn complete_after_pass(&mut self) {
-        // The late pass already ran in `run_pass`; its completion is the application's.
-        self.completions += 1;
+    fn settle_late_pass(&mut self) -> bool {
+        // The late pass already ran in `run_pass`; it "completes" unless it is stuck.
+        !self.stuck_pass
     }
     fn contended(&self) -> bool {
         self.contended_after.is_some_and(|n| self.passes >= n)
@@ -194,36 +197,47 @@ fn assert_one_execution(dev: &SimDevice) {
     assert_eq!(dev.counter, 1, "module counter shows one execution");
 }
 
-/// Fixed plan, optional continue decision, records what it saw.
+/// The shape of a plan with a continue decision.
+#[derive(Clone, Copy)]
+enum Shape {
+    UpTo(u32),
+    Until,
+}
+
+/// A plan with a continue decision, records what it saw.
 struct Plan {
-    plan: fn() -> PassPlan<Vec<String>>,
+    shape: Shape,
     stop_after: Option<u32>,
     ends: Mutex<Vec<(Vec<String>, OutcomeKind)>>,
 }
 
 impl Plan {
-    fn new(plan: fn() -> PassPlan<Vec<String>>, stop_after: Option<u32>) -> Self {
+    fn new(shape: Shape, stop_after: Option<u32>) -> Self {
         Plan {
-            plan,
+            shape,
             stop_after,
             ends: Mutex::new(Vec::new()),
         }
+    }
+
+    fn keep_going(&self, state: &[String], completed: u32) -> bool {
+        assert!(
+            state.iter().any(|s| s == &format!("end {}", completed - 1)),
+            "continue sees pass-end writes"
+        );
+        self.stop_after.is_none_or(|n| completed < n)
     }
 }
 
 impl ReplayPolicy for Plan {
     type State = Vec<String>;
     type PassState = Option<u32>;
-    const DECIDES_CONTINUE: bool = true;
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Vec<String>> {
-        (self.plan)()
-    }
-    fn should_continue(&self, _: &DispatchInfo, state: &Vec<String>, completed: u32) -> bool {
-        assert!(
-            state.iter().any(|s| s == &format!("end {}", completed - 1)),
-            "continue sees pass-end writes"
-        );
-        self.stop_after.is_none_or(|n| completed < n)
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, Vec<String>> {
+        let keep_going = |state: &Vec<String>, completed| self.keep_going(state, completed);
+        match self.shape {
+            Shape::UpTo(n) => PassPlan::up_to(n, Vec::new(), keep_going),
+            Shape::Until => PassPlan::until(Vec::new(), keep_going),
+        }
     }
     fn on_pass(&self, pass: &mut Pass<'_>, state: &mut Vec<String>, scope: &mut Option<u32>) {
         assert_eq!(*scope, None, "per-pass state leaked from the previous pass");
@@ -244,11 +258,11 @@ impl ReplayPolicy for Plan {
 }
 
 /// Same, without a continue decision.
-struct NoContinue(fn() -> PassPlan<()>);
+struct NoContinue(fn() -> PassPlan<'static, ()>);
 impl ReplayPolicy for NoContinue {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         (self.0)()
     }
 }
@@ -294,7 +308,7 @@ fn row_n_passes_without_continue_runs_exactly_n() {
 
 #[test]
 fn row_up_to_n_with_continue_may_stop_early() {
-    let p = Plan::new(|| PassPlan::up_to(8, Vec::new()), Some(3));
+    let p = Plan::new(Shape::UpTo(8), Some(3));
     let (dev, out) = run(&p, |_| {});
     assert_eq!((out.kind, out.passes), (OutcomeKind::Replayed, 3));
     assert_one_execution(&dev);
@@ -307,7 +321,7 @@ fn row_up_to_n_with_continue_may_stop_early() {
 
 #[test]
 fn row_up_to_n_never_exceeds_n() {
-    let p = Plan::new(|| PassPlan::up_to(4, Vec::new()), None);
+    let p = Plan::new(Shape::UpTo(4), None);
     let (dev, out) = run(&p, |_| {});
     assert_eq!(out.passes, 4);
     assert_one_execution(&dev);
@@ -315,7 +329,7 @@ fn row_up_to_n_never_exceeds_n() {
 
 #[test]
 fn row_open_ended_with_continue_runs_until_told() {
-    let p = Plan::new(|| PassPlan::until(Vec::new()), Some(6));
+    let p = Plan::new(Shape::Until, Some(6));
     let (dev, out) = run(&p, |_| {});
     assert_eq!((out.kind, out.passes), (OutcomeKind::Replayed, 6));
     assert_one_execution(&dev);
@@ -323,20 +337,9 @@ fn row_open_ended_with_continue_runs_until_told() {
 
 #[test]
 fn row_open_ended_is_capped() {
-    let p = Plan::new(|| PassPlan::until(Vec::new()), None);
+    let p = Plan::new(Shape::Until, None);
     let (dev, out) = run(&p, |_| {});
     assert_eq!(out.passes, MAX_OPEN_ENDED_PASSES);
-    assert_one_execution(&dev);
-}
-
-#[test]
-fn row_open_ended_without_continue_is_rejected() {
-    let (dev, out) = run(&NoContinue(|| PassPlan::until(())), |_| {});
-    assert_eq!(
-        out.kind,
-        OutcomeKind::Declined(DeclineReason::OpenEndedWithoutContinue)
-    );
-    assert_eq!((dev.passes, dev.ordinary_runs), (0, 1));
     assert_one_execution(&dev);
 }
 
@@ -389,6 +392,16 @@ fn a_late_pass_is_the_one_execution_nothing_is_restored_or_run_again() {
         "restored before passes 1 and 2 only"
     );
     assert_one_execution(&dev);
+}
+
+#[test]
+fn a_pass_still_running_at_the_late_deadline_fails_but_the_app_gets_its_completion() {
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(4, ())), |d| {
+        d.late_pass = Some(1);
+        d.stuck_pass = true;
+    });
+    assert_eq!(out.kind, OutcomeKind::Failed(FailureReason::PassStuck));
+    assert_eq!((dev.completions, dev.ordinary_runs, dev.ended), (1, 0, 1));
 }
 
 #[test]
@@ -449,7 +462,7 @@ fn contention_stops_the_replay_after_the_running_pass() {
 fn an_absurd_pass_count_is_declined_and_runs_once() {
     for plan in [
         || PassPlan::exactly(MAX_PASSES + 1, ()),
-        || PassPlan::up_to(u32::MAX, ()),
+        || PassPlan::up_to(u32::MAX, (), |_, _| true),
     ] {
         let (dev, out) = run(&NoContinue(plan), |_| {});
         assert_eq!(
@@ -471,7 +484,7 @@ struct ChecksEnd {
 impl ReplayPolicy for ChecksEnd {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         PassPlan::exactly(3, ())
     }
     fn on_end(&self, _: &DispatchInfo, _: (), _: &Outcome) {
@@ -522,7 +535,7 @@ struct Panics {
 impl ReplayPolicy for Panics {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         PassPlan::exactly(5, ())
     }
     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), _: &mut ()) {
@@ -570,7 +583,7 @@ struct TimesPassTwo {
 impl ReplayPolicy for TimesPassTwo {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         PassPlan::exactly(4, ())
     }
     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), _: &mut ()) {

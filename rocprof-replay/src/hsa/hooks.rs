@@ -351,9 +351,37 @@ unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
-    forget(ptr);
+    if before_free(be, ptr, be.orig.pool_free) {
+        return HSA_STATUS_SUCCESS;
+    }
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.pool_free)(ptr) }
+}
+
+/// Bookkeeping before memory is released: forgets a tracked allocation (waiting for snapshot
+/// copies and stuck work that use it). Returns `true` when the free is deferred instead (the
+/// kernarg of a stuck pass; see `stuck`).
+fn before_free(be: &super::Backend, ptr: *mut c_void, free: super::stuck::Free) -> bool {
+    guarded("releasing memory", || {
+        if !be.stuck.any() {
+            forget(ptr);
+            return false;
+        }
+        if be.stuck.defer_free(be, ptr as usize, free) {
+            return true;
+        }
+        if let Some(owner) = INVENTORY.agent_of(ptr as usize) {
+            let gpu = be.gpus.iter().find(|g| g.agent.handle == owner.0);
+            be.stuck.wait_for(
+                be,
+                gpu.map(|g| g.index),
+                be.settings().copy.saturating_mul(2),
+            );
+        }
+        forget(ptr);
+        false
+    })
+    .unwrap_or(false)
 }
 
 unsafe extern "C" fn memory_allocate(
@@ -377,7 +405,9 @@ unsafe extern "C" fn memory_free(ptr: *mut c_void) -> hsa_status_t {
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
-    forget(ptr);
+    if before_free(be, ptr, be.orig.memory_free) {
+        return HSA_STATUS_SUCCESS;
+    }
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.memory_free)(ptr) }
 }
@@ -685,6 +715,14 @@ unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t {
     };
     if INVENTORY.is_tracking() {
         quietly("forgetting a vmem mapping", || {
+            if let Some(owner) = INVENTORY.agent_of(va as usize) {
+                let gpu = be.gpus.iter().find(|g| g.agent.handle == owner.0);
+                be.stuck.wait_for(
+                    be,
+                    gpu.map(|g| g.index),
+                    be.settings().copy.saturating_mul(2),
+                );
+            }
             INVENTORY.remove_range(va as usize, size);
         });
     }
@@ -718,7 +756,12 @@ unsafe extern "C" fn executable_destroy(executable: hsa_executable_t) -> hsa_sta
     };
     quietly("forgetting an executable", || {
         be.executables.lock().retain(|e| *e != executable);
+        // A stuck pass may still run code of this executable.
+        be.stuck
+            .wait_for(be, None, be.settings().copy.saturating_mul(2));
     });
+    // Its module variables may be in a window's snapshot: destroy it outside every window.
+    let _fence = backend().and_then(|be| guarded("fencing an executable", || Fence::all(be)));
     // SAFETY: forwarding unchanged.
     unsafe { (be.orig.executable_destroy)(executable) }
 }

@@ -350,35 +350,6 @@ impl HsaTarget<'_> {
             Err(DeclineReason::DrainTimeout)
         }
     }
-
-    /// Forwards a barrier-AND carrying the application's completion signal behind everything
-    /// already on the queue (tracked, so later windows' drains wait for it).
-    fn complete_behind_queue(&mut self) {
-        let barrier = hsa_barrier_and_packet_t {
-            header: packet_header(
-                HSA_PACKET_TYPE_BARRIER_AND,
-                true,
-                HSA_FENCE_SCOPE_SYSTEM,
-                HSA_FENCE_SCOPE_SYSTEM,
-            ),
-            completion_signal: self.packet.completion_signal,
-            ..Default::default()
-        };
-        self.progress.forwarded.set(true);
-        self.progress.completed.set(true);
-        let reader = self.window.is_none().then_some(self.gpu);
-        // SAFETY: one packet, forwarded inside the handler.
-        unsafe {
-            forward_tracked(
-                self.be,
-                self.queue,
-                reader,
-                self.write,
-                (&barrier as *const hsa_barrier_and_packet_t).cast(),
-                1,
-            )
-        };
-    }
 }
 
 /// Gives up a signal without destroying it: a packet or copy still in flight references it
@@ -480,7 +451,10 @@ impl DeviceMemory for HsaTarget<'_> {
             }
         }
         if !self.wait_zero(signal, self.be.settings().copy) {
-            abandon(&mut self.copy_signal);
+            // The copies may still read or write the regions: frees of the GPU's memory wait
+            // for them (see `stuck`), which also keeps the signal alive until they end.
+            self.copy_signal = None;
+            self.be.stuck.add(self.gpu.index, signal, 0);
             return Err(CopyError::Stuck);
         }
         if failed {
@@ -633,7 +607,6 @@ impl ReplayTarget for HsaTarget<'_> {
         // SAFETY: one packet, forwarded inside the handler.
         unsafe { (self.write)((&pass as *const hsa_kernel_dispatch_packet_t).cast(), 1) };
         if !self.wait_zero(signal, self.be.settings().pass) {
-            abandon(&mut self.signal);
             return Err(PassError::Late);
         }
         let mut t = hsa_amd_profiling_dispatch_time_t::default();
@@ -681,9 +654,41 @@ impl ReplayTarget for HsaTarget<'_> {
         }
     }
 
-    fn complete_after_pass(&mut self) {
-        // The late pass is still on this queue: a barrier behind it carries the completion.
-        self.complete_behind_queue();
+    fn settle_late_pass(&mut self) -> bool {
+        let Some(signal) = self.signal else {
+            return false;
+        };
+        if self.wait_zero(signal, self.be.settings().late_pass) {
+            return true;
+        }
+        // Stuck: the application gets its completion now, so protect what the pass still uses
+        // (see `stuck`), and make later windows on this GPU wait for it: a tracked barrier
+        // behind it counts in the queue's progress signal.
+        self.signal = None;
+        self.be
+            .stuck
+            .add(self.gpu.index, signal, self.packet.kernarg_address as usize);
+        let barrier = hsa_barrier_and_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_BARRIER_AND,
+                true,
+                HSA_FENCE_SCOPE_NONE,
+                HSA_FENCE_SCOPE_NONE,
+            ),
+            ..Default::default()
+        };
+        // SAFETY: one packet, forwarded inside the handler (we hold the agent: no reader lock).
+        unsafe {
+            forward_tracked(
+                self.be,
+                self.queue,
+                None,
+                self.write,
+                (&barrier as *const hsa_barrier_and_packet_t).cast(),
+                1,
+            )
+        };
+        false
     }
 
     fn contended(&self) -> bool {

@@ -6,6 +6,7 @@ mod copies;
 mod hooks;
 mod intercept;
 mod originals;
+mod stuck;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -217,6 +218,8 @@ pub(crate) struct Backend {
     pub(crate) copies: copies::CopyTracker,
     /// Timestamps of replayed dispatches, answered for the application's completion signal.
     pub(crate) dispatch_times: SignalTimes<hsa_amd_profiling_dispatch_time_t>,
+    /// Passes and snapshot copies still running after their deadlines.
+    pub(crate) stuck: stuck::StuckWork,
 }
 
 impl Backend {
@@ -483,6 +486,7 @@ pub(crate) unsafe fn install(
         next_dispatch: AtomicU64::new(1),
         copies: copies::CopyTracker::default(),
         dispatch_times: SignalTimes::new(),
+        stuck: stuck::StuckWork::default(),
     };
     if BACKEND.set(backend).is_err() {
         return Err(Error::ServiceAlreadyConfigured {

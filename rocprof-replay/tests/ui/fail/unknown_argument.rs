@@ -1,4 +1,4 @@
-// The only argument is `new = ...`.
+// The arguments are `new = ...` and `crate = ...`.
 use rocprof_replay::{DispatchInfo, PassPlan, ReplayPolicy};
 
 #[rocprof_replay::rocprof_tool(make = f)]

@@ -10,7 +10,7 @@ pub struct Tool {
 impl ReplayPolicy for Tool {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
         PassPlan::exactly(self.passes, ())
     }
 }

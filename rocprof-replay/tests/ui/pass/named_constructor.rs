@@ -23,8 +23,8 @@ impl Tool {
 impl ReplayPolicy for Tool {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
-        PassPlan::up_to(self.passes, ())
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+        PassPlan::up_to(self.passes, (), |_, completed| completed < 2)
     }
 }
 

@@ -3,9 +3,9 @@
 //! | variable | meaning |
 //! |---|---|
 //! | `E2E_PLAN` | `skip`, `exactly:N`, `upto:N` or `until` (default `exactly:3`) |
-//! | `E2E_STOP_AFTER` | `should_continue` returns false once this many passes completed |
+//! | `E2E_STOP_AFTER` | the plan's continue decision returns false once this many passes completed |
 //! | `E2E_KERNEL` | only kernels whose name contains this string are replayed |
-//! | `E2E_PANIC` | `pass_count`, `on_pass:K`, `on_pass_end:K` or `should_continue`: panic there |
+//! | `E2E_PANIC` | `new` (the constructor), `pass_count`, `on_pass:K`, `on_pass_end:K`, `should_continue` (the continue decision) or `on_end`: panic there |
 //!
 //! On every dispatch's end it prints `e2e_plan_tool: {json}` to stderr.
 
@@ -26,6 +26,9 @@ pub struct PlanTool {
 impl Default for PlanTool {
     fn default() -> Self {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        if var("E2E_PANIC").as_deref() == Some("new") {
+            panic!("E2E_PANIC=new");
+        }
         let timing = Context::new("e2e-timing", &[Service::DispatchTiming]);
         timing.start();
         PlanTool {
@@ -42,6 +45,14 @@ impl PlanTool {
     fn panics_at(&self, what: &str) -> bool {
         self.panic_at.as_deref() == Some(what)
     }
+
+    /// The continue decision of the `upto` and `until` plans.
+    fn keep_going(&self, completed: u32) -> bool {
+        if self.panics_at("should_continue") {
+            panic!("E2E_PANIC=should_continue");
+        }
+        self.stop_after.is_none_or(|n| completed < n)
+    }
 }
 
 /// Per-dispatch state: the callbacks seen, in order.
@@ -50,9 +61,8 @@ pub struct Seen(Vec<String>);
 impl ReplayPolicy for PlanTool {
     type State = Seen;
     type PassState = Option<u32>;
-    const DECIDES_CONTINUE: bool = true;
 
-    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Seen> {
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<'_, Seen> {
         if self.panics_at("pass_count") {
             panic!("E2E_PANIC=pass_count");
         }
@@ -65,17 +75,14 @@ impl ReplayPolicy for PlanTool {
         let n = |s: &str| s.parse::<u32>().unwrap_or(3);
         match self.plan.split_once(':') {
             Some(("exactly", v)) => PassPlan::exactly(n(v), state),
-            Some(("upto", v)) => PassPlan::up_to(n(v), state),
-            _ if self.plan == "until" => PassPlan::until(state),
+            Some(("upto", v)) => {
+                PassPlan::up_to(n(v), state, |_, completed| self.keep_going(completed))
+            }
+            _ if self.plan == "until" => {
+                PassPlan::until(state, |_, completed| self.keep_going(completed))
+            }
             _ => PassPlan::skip(),
         }
-    }
-
-    fn should_continue(&self, _: &DispatchInfo, _: &Seen, completed: u32) -> bool {
-        if self.panics_at("should_continue") {
-            panic!("E2E_PANIC=should_continue");
-        }
-        self.stop_after.is_none_or(|n| completed < n)
     }
 
     fn on_pass(&self, pass: &mut Pass<'_>, seen: &mut Seen, scope: &mut Option<u32>) {
@@ -99,11 +106,14 @@ impl ReplayPolicy for PlanTool {
     }
 
     fn on_end(&self, info: &DispatchInfo, seen: Seen, outcome: &Outcome) {
+        if self.panics_at("on_end") {
+            panic!("E2E_PANIC=on_end");
+        }
         let line = serde_json::json!({
             "kernel": info.kernel(),
             "dispatch_id": info.dispatch_id.0,
             "outcome": outcome.kind.label(),
-            "reason": outcome.kind.reason().map(|r| r.code()),
+            "reason": outcome.kind.reason_code(),
             "passes": outcome.passes,
             "seen": seen.0,
         });

@@ -1,0 +1,17 @@
+//! Emits `cfg(have_hsa_headers)` when Debian's HSA headers are installed (the C sample
+//! applications the end-to-end tests run include `<hsa/hsa.h>`). With
+//! `ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1` (CI) missing headers fail the build instead.
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(have_hsa_headers)");
+    println!("cargo::rerun-if-changed=/usr/include/hsa/hsa.h");
+    println!("cargo::rerun-if-env-changed=ROCPROF_REPLAY_REQUIRE_HSA_HEADERS");
+    if std::path::Path::new("/usr/include/hsa/hsa.h").exists() {
+        println!("cargo::rustc-cfg=have_hsa_headers");
+    } else if std::env::var("ROCPROF_REPLAY_REQUIRE_HSA_HEADERS").is_ok_and(|v| v == "1") {
+        panic!(
+            "ROCPROF_REPLAY_REQUIRE_HSA_HEADERS=1 but /usr/include/hsa/hsa.h is missing \
+             (apt-get install libhsa-runtime-dev)"
+        );
+    }
+}

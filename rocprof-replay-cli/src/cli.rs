@@ -1,0 +1,243 @@
+//! The command line.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use regex::Regex;
+
+/// Kernel replay for HSA/HIP applications: each selected kernel dispatch runs several times,
+/// with device memory restored between passes, while the application sees one execution.
+/// Per-pass kernel times and replay costs are reported per kernel.
+#[derive(Debug, Parser)]
+#[command(name = "rocprof-replay", version, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run an application with its kernel dispatches replayed, and report per kernel.
+    #[command(after_long_help = "EXAMPLES:\n  \
+        rocprof-replay run -- ./my_app input.dat\n  \
+        rocprof-replay run --passes 10 --kernel '^gemm' -- ./my_app\n  \
+        rocprof-replay run --until-stable 1% --max-passes 100 -- ./my_app\n  \
+        rocprof-replay run --output trace.json --format perfetto -- ./my_app\n  \
+        rocprof-replay run --runtime emu --shadow ./libshadows.so -- ./hip_app\n\n\
+        EXIT STATUS:\n  \
+        the application's exit status; 128+N when it was killed by signal N; 125 when\n  \
+        rocprof-replay itself fails (tool does not load, runtime or output unusable); 126 when\n  \
+        APP cannot be executed; 127 when APP is not found; 2 for invalid options.\n\n\
+        ENVIRONMENT:\n  \
+        ROCPROF_REPLAY_TIMER_LIB   the built-in timer library (default: next to this program)\n  \
+        ROCPROF_REPLAY_EMU_DIR     directory with hsa-emu's libhsa-runtime64.so.1 (default:\n                             \
+        hsa-emu/ next to this program)\n  \
+        ROCPROF_REPLAY_LOG, ROCPROF_REPLAY_BUDGET_MB, ROCPROF_REPLAY_*_TIMEOUT_MS are passed to\n  \
+        the tool. The application's stdout and stderr pass through untouched; Ctrl-C reaches it\n  \
+        and the report is still written.")]
+    Run(RunArgs),
+    /// Build what is needed and run the bundled sample application on hsa-emu under the
+    /// timer with 5 passes, then print the report.
+    Demo(DemoArgs),
+    /// Internal: checks in a separate process that the tool and the runtime load.
+    #[command(name = "__preflight", hide = true)]
+    Preflight(PreflightArgs),
+}
+
+/// Options of `run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Passes per replayed dispatch (default 5).
+    #[arg(long, value_name = "N", value_parser = parse_passes, conflicts_with = "until_stable")]
+    pub(crate) passes: Option<u32>,
+
+    /// Replay each dispatch until the relative standard error of its kernel time is below
+    /// RSE (e.g. 2% or 0.02), at least 3 and at most --max-passes passes.
+    #[arg(long, value_name = "RSE", value_parser = parse_rse)]
+    pub(crate) until_stable: Option<f64>,
+
+    /// Cap on passes with --until-stable, 3 to 1000 (default 50).
+    #[arg(long, value_name = "N", value_parser = parse_max_passes, requires = "until_stable")]
+    pub(crate) max_passes: Option<u32>,
+
+    /// Replay only kernels whose name matches REGEX (searched anywhere in the name; anchor it
+    /// with ^...$); the others run once, the ordinary way.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub(crate) kernel: Option<Regex>,
+
+    /// Do not replay kernels whose name matches REGEX.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub(crate) exclude: Option<Regex>,
+
+    /// HSA runtime: `emu` (the bundled hsa-emu, kernels on the CPU) or `system` (the installed
+    /// ROCr). Default: system when /dev/kfd exists, else emu.
+    #[arg(long, value_enum, value_name = "RUNTIME")]
+    pub(crate) runtime: Option<Runtime>,
+
+    /// Host shadow library for hsa-emu (HSA_EMU_SHADOW); repeat for several.
+    #[arg(long, value_name = "LIB")]
+    pub(crate) shadow: Vec<PathBuf>,
+
+    /// Replay tool library to load instead of the built-in timer (any tool built on the SDK;
+    /// the options above are passed to it as ROCPROF_REPLAY_* variables, for it to honour).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) tool: Option<PathBuf>,
+
+    /// Write the report to FILE (format from --format, or from the extension: .csv, .json,
+    /// .trace.json / .perfetto.json; anything else: table). The table is still printed.
+    #[arg(short, long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+
+    /// Report format (default: table; with --output, from its extension).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub(crate) format: Option<Format>,
+
+    /// Print no table on stdout (with --output).
+    #[arg(short, long, requires = "output")]
+    pub(crate) quiet: bool,
+
+    /// The application and its arguments.
+    #[arg(required = true, last = true, value_name = "APP")]
+    pub(crate) app: Vec<OsString>,
+}
+
+/// Options of `demo`.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Also write the report to FILE (as with `run --output`).
+    #[arg(short, long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+
+    /// Format of --output.
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "output")]
+    pub(crate) format: Option<Format>,
+}
+
+/// Arguments of the hidden preflight.
+#[derive(Debug, Args)]
+pub(crate) struct PreflightArgs {
+    /// The tool library to load.
+    pub(crate) tool: PathBuf,
+}
+
+/// Which HSA runtime the application gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Runtime {
+    /// The bundled hsa-emu (kernels run on the CPU).
+    Emu,
+    /// The installed ROCm runtime.
+    System,
+}
+
+/// Report formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// An aligned table.
+    Table,
+    /// One row per kernel.
+    Csv,
+    /// Kernels and every dispatch record.
+    Json,
+    /// Chrome trace JSON (one track per agent) that ui.perfetto.dev opens.
+    Perfetto,
+}
+
+impl Format {
+    /// The format a file name implies.
+    pub(crate) fn from_extension(path: &std::path::Path) -> Format {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        if name.ends_with(".trace.json")
+            || name.ends_with(".perfetto.json")
+            || name.ends_with(".trace")
+        {
+            Format::Perfetto
+        } else if name.ends_with(".json") {
+            Format::Json
+        } else if name.ends_with(".csv") {
+            Format::Csv
+        } else {
+            Format::Table
+        }
+    }
+}
+
+fn parse_passes(text: &str) -> Result<u32, String> {
+    rocprof_replay::config::passes(text).map_err(|e| e.to_string())
+}
+
+fn parse_max_passes(text: &str) -> Result<u32, String> {
+    rocprof_replay::config::integer_in(text, 3..=rocprof_replay::MAX_OPEN_ENDED_PASSES)
+        .map_err(|e| e.to_string())
+}
+
+fn parse_rse(text: &str) -> Result<f64, String> {
+    rocprof_replay::config::fraction(text).map_err(|e| e.to_string())
+}
+
+fn parse_regex(text: &str) -> Result<Regex, String> {
+    Regex::new(text).map_err(|e| {
+        // The regex crate's message spans lines; keep it on one.
+        let e = e.to_string();
+        let lines: Vec<&str> = e.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        format!("not a valid regular expression: {}", lines.join(" "))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn formats_follow_extensions() {
+        let f = |p: &str| Format::from_extension(std::path::Path::new(p));
+        assert_eq!(f("r.csv"), Format::Csv);
+        assert_eq!(f("r.JSON"), Format::Json);
+        assert_eq!(f("r.trace.json"), Format::Perfetto);
+        assert_eq!(f("r.perfetto.json"), Format::Perfetto);
+        assert_eq!(f("report.txt"), Format::Table);
+    }
+
+    #[test]
+    fn conflicting_and_malformed_options_are_refused() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(args)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        assert!(parse(&["rocprof-replay", "run", "--", "app"]).is_ok());
+        let e = parse(&[
+            "rocprof-replay",
+            "run",
+            "--passes",
+            "3",
+            "--until-stable",
+            "2%",
+            "--",
+            "a",
+        ]);
+        assert!(e.unwrap_err().contains("cannot be used with"));
+        let e = parse(&["rocprof-replay", "run", "--max-passes", "9", "--", "a"]);
+        assert!(e.unwrap_err().contains("--until-stable"));
+        let e = parse(&["rocprof-replay", "run", "--kernel", "(", "--", "a"]);
+        assert!(e.unwrap_err().contains("not a valid regular expression"));
+        let e = parse(&["rocprof-replay", "run", "--until-stable", "200%", "--", "a"]);
+        assert!(e.unwrap_err().contains("expected a fraction"));
+        let e = parse(&["rocprof-replay", "run", "--passes", "0", "--", "a"]);
+        assert!(e.unwrap_err().contains("expected a positive integer"));
+        assert!(
+            parse(&["rocprof-replay", "run"]).is_err(),
+            "APP is required"
+        );
+    }
+}

@@ -1,0 +1,541 @@
+//! The reports: an aligned table, CSV, JSON, and a Perfetto / Chrome trace.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use rocprof_replay::report::{Bytes, Time};
+use serde_json::{Value, json};
+
+use crate::records::Records;
+use crate::summary::{self, KNOWN_KINDS, KernelSummary};
+
+/// How the application ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Exit {
+    /// Exit code, when it exited.
+    pub(crate) code: Option<i32>,
+    /// Signal, when one killed it.
+    pub(crate) signal: Option<i32>,
+}
+
+/// Everything a report shows.
+pub(crate) struct Run<'a> {
+    /// The application and its arguments.
+    pub(crate) command: Vec<String>,
+    /// `emu` or `system`.
+    pub(crate) runtime: &'static str,
+    /// The tool library.
+    pub(crate) tool: String,
+    /// How the application ended.
+    pub(crate) exit: Exit,
+    /// Wall-clock launch time, ns since the Unix epoch.
+    pub(crate) launched_ns: u64,
+    /// The records.
+    pub(crate) records: &'a Records,
+    /// Per kernel.
+    pub(crate) kernels: Vec<KernelSummary>,
+}
+
+impl<'a> Run<'a> {
+    /// A run with its kernel summaries computed.
+    pub(crate) fn new(
+        command: Vec<String>,
+        runtime: &'static str,
+        tool: String,
+        exit: Exit,
+        launched_ns: u64,
+        records: &'a Records,
+    ) -> Run<'a> {
+        Run {
+            kernels: summary::by_kernel(&records.records),
+            command,
+            runtime,
+            tool,
+            exit,
+            launched_ns,
+            records,
+        }
+    }
+
+    fn total(&self, kind: &str) -> u64 {
+        self.kernels.iter().map(|k| k.count(kind)).sum()
+    }
+}
+
+fn time_ns(ns: u64) -> String {
+    Time(Duration::from_nanos(ns)).to_string()
+}
+
+/// The aligned table (ends with a newline).
+pub(crate) fn table(run: &Run<'_>) -> String {
+    let others = summary::other_kinds(&run.kernels);
+    let mut out = String::new();
+    let dispatches: u64 = run.kernels.iter().map(|k| k.dispatches).sum();
+    let passes: u64 = run
+        .records
+        .records
+        .iter()
+        .filter(|r| r.outcome == "replayed")
+        .map(|r| r.passes)
+        .sum();
+    let _ = write!(
+        out,
+        "rocprof-replay: {dispatches} dispatch{} of {} kernel{}: {} replayed ({passes} passes), {} skipped, {} declined",
+        if dispatches == 1 { "" } else { "es" },
+        run.kernels.len(),
+        if run.kernels.len() == 1 { "" } else { "s" },
+        run.total("replayed"),
+        run.total("skipped"),
+        run.total("declined"),
+    );
+    for kind in &others {
+        let _ = write!(out, ", {} {kind}", run.total(kind));
+    }
+    out.push('\n');
+    if run.records.malformed > 0 {
+        let _ = writeln!(
+            out,
+            "rocprof-replay: {} malformed record line(s) skipped",
+            run.records.malformed
+        );
+    }
+    if run.kernels.is_empty() {
+        out.push_str("rocprof-replay: no kernel dispatch was seen\n");
+        return out;
+    }
+    let mut header: Vec<String> = ["Kernel", "Dispatches", "Replayed", "Skipped", "Declined"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    header.extend(others.iter().map(|k| capitalize(k)));
+    header.extend(
+        [
+            "Passes",
+            "Min",
+            "Median",
+            "Max",
+            "Stddev",
+            "Snapshot",
+            "Snap time",
+            "Restored",
+            "Restore time",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let mut rows = vec![header];
+    for k in &run.kernels {
+        let mut row = vec![
+            k.kernel.clone(),
+            k.dispatches.to_string(),
+            k.count("replayed").to_string(),
+            k.count("skipped").to_string(),
+            k.count("declined").to_string(),
+        ];
+        row.extend(others.iter().map(|kind| k.count(kind).to_string()));
+        row.push(k.passes.to_string());
+        match k.pass_time {
+            Some(t) => row.extend([t.min_ns, t.median_ns, t.max_ns, t.stddev_ns].map(time_ns)),
+            None => row.extend(std::iter::repeat_n("-".to_string(), 4)),
+        }
+        let replayed = k.count("replayed") > 0 || k.snapshot_bytes > 0;
+        if replayed {
+            row.extend([
+                Bytes(k.snapshot_bytes).to_string(),
+                time_ns(k.snapshot_ns),
+                Bytes(k.restored_bytes).to_string(),
+                time_ns(k.restore_ns),
+            ]);
+        } else {
+            row.extend(std::iter::repeat_n("-".to_string(), 4));
+        }
+        rows.push(row);
+    }
+    let columns = rows[0].len();
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let pad = widths[c] - cell.chars().count();
+            if c == 0 {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            } else {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    let with_reasons: Vec<&KernelSummary> = run
+        .kernels
+        .iter()
+        .filter(|k| !k.reasons.is_empty())
+        .collect();
+    if !with_reasons.is_empty() {
+        out.push_str("Not replayed, by reason:\n");
+        for k in with_reasons {
+            let reasons: Vec<String> = k
+                .reasons
+                .iter()
+                .map(|(kind_reason, n)| {
+                    let (kind, reason) = kind_reason.split_once(':').unwrap_or(("", kind_reason));
+                    format!("{kind} {reason} x{n}")
+                })
+                .collect();
+            let _ = writeln!(out, "  {}: {}", k.kernel, reasons.join(", "));
+        }
+    }
+    let skipped_regions: u64 = run.kernels.iter().map(|k| k.skipped_regions).sum();
+    if skipped_regions > 0 {
+        let _ = writeln!(
+            out,
+            "{skipped_regions} region(s) were freed or reallocated during a replay and skipped at restore"
+        );
+    }
+    out
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+/// The CSV header columns before and after the per-kind counts.
+const CSV_HEAD: [&str; 2] = ["kernel", "dispatches"];
+const CSV_TAIL: [&str; 13] = [
+    "reasons",
+    "passes",
+    "timed_passes",
+    "min_ns",
+    "median_ns",
+    "max_ns",
+    "mean_ns",
+    "stddev_ns",
+    "snapshot_bytes",
+    "snapshot_ns",
+    "restored_bytes",
+    "restore_ns",
+    "skipped_regions",
+];
+
+/// One row per kernel. Outcome kinds beyond replayed/skipped/declined get their own column;
+/// `reasons` is `kind:reason=count` joined by `;`. Empty cells where nothing was timed.
+pub(crate) fn csv(run: &Run<'_>) -> Result<String, String> {
+    let others = summary::other_kinds(&run.kernels);
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<String> = CSV_HEAD.iter().map(|s| s.to_string()).collect();
+    header.extend(KNOWN_KINDS.iter().map(|s| s.to_string()));
+    header.extend(others.iter().cloned());
+    header.extend(CSV_TAIL.iter().map(|s| s.to_string()));
+    w.write_record(&header).map_err(|e| e.to_string())?;
+    for k in &run.kernels {
+        let mut row = vec![k.kernel.clone(), k.dispatches.to_string()];
+        row.extend(KNOWN_KINDS.iter().map(|kind| k.count(kind).to_string()));
+        row.extend(others.iter().map(|kind| k.count(kind).to_string()));
+        let reasons: Vec<String> = k.reasons.iter().map(|(r, n)| format!("{r}={n}")).collect();
+        row.push(reasons.join(";"));
+        row.push(k.passes.to_string());
+        match k.pass_time {
+            Some(t) => row.extend(
+                [
+                    t.n as u64,
+                    t.min_ns,
+                    t.median_ns,
+                    t.max_ns,
+                    t.mean_ns,
+                    t.stddev_ns,
+                ]
+                .map(|v| v.to_string()),
+            ),
+            None => {
+                row.push("0".into());
+                row.extend(std::iter::repeat_n(String::new(), 5));
+            }
+        }
+        row.extend(
+            [
+                k.snapshot_bytes,
+                k.snapshot_ns,
+                k.restored_bytes,
+                k.restore_ns,
+                k.skipped_regions,
+            ]
+            .map(|v| v.to_string()),
+        );
+        w.write_record(&row).map_err(|e| e.to_string())?;
+    }
+    let bytes = w.into_inner().map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|e| e.to_string())
+}
+
+/// The JSON report: the run, totals, kernels and every record.
+pub(crate) fn json(run: &Run<'_>) -> String {
+    let mut totals = BTreeMap::new();
+    totals.insert(
+        "dispatches".to_string(),
+        run.kernels.iter().map(|k| k.dispatches).sum::<u64>(),
+    );
+    for k in &run.kernels {
+        for (kind, n) in &k.outcomes {
+            *totals.entry(kind.clone()).or_insert(0) += n;
+        }
+    }
+    for kind in KNOWN_KINDS {
+        totals.entry(kind.to_string()).or_insert(0);
+    }
+    let value = json!({
+        "format": "rocprof-replay-report",
+        "version": 1,
+        "command": run.command,
+        "runtime": run.runtime,
+        "tool": run.tool,
+        "exit": {"code": run.exit.code, "signal": run.exit.signal},
+        "malformed_records": run.records.malformed,
+        "totals": totals,
+        "kernels": run.kernels,
+        "dispatches": run.records.records,
+    });
+    let mut text = serde_json::to_string_pretty(&value).expect("a JSON value serializes");
+    text.push('\n');
+    text
+}
+
+/// Microseconds (the trace format's unit) with nanosecond precision.
+fn us(ns: u64) -> f64 {
+    (ns as f64 / 1e3 * 1e3).round() / 1e3
+}
+
+/// A Chrome trace (JSON object format) that ui.perfetto.dev and chrome://tracing open: one
+/// process per application process, one thread track per GPU agent, each replayed dispatch a
+/// slice containing its snapshot, passes and restores, laid out in order from the dispatch's
+/// start (`start_ns`) with their measured durations (pass: kernel time; restore: the mean of the
+/// dispatch's restores). Dispatches that were not replayed are instant events.
+pub(crate) fn trace(run: &Run<'_>) -> String {
+    let records = &run.records.records;
+    let base = records
+        .iter()
+        .filter_map(|r| r.start_ns)
+        .min()
+        .map_or(run.launched_ns, |first| first.min(run.launched_ns));
+    let mut events: Vec<Value> = Vec::new();
+    let app = run.command.first().cloned().unwrap_or_default();
+    let mut tracks: BTreeMap<(u64, u64), u64> = BTreeMap::new(); // (pid, tid) -> end of last slice
+    for r in records {
+        let pid = r.pid.unwrap_or(0);
+        let tid = r.agent + 1;
+        let end_of_last = tracks.entry((pid, tid)).or_insert(0);
+        // Records without a start (an older engine) follow the previous one.
+        let mut start = r
+            .start_ns
+            .map_or(*end_of_last + 1_000, |s| s.saturating_sub(base));
+        start = start.max(*end_of_last);
+        let args = json!({
+            "dispatch_id": r.dispatch_id,
+            "outcome": r.outcome,
+            "reason": r.reason,
+            "passes": r.passes,
+            "snapshot_bytes": r.snapshot_bytes,
+            "restored_bytes": r.restored_bytes,
+        });
+        if r.outcome != "replayed" {
+            let name = match &r.reason {
+                Some(reason) => format!("{} ({} {reason})", r.kernel, r.outcome),
+                None => format!("{} ({})", r.kernel, r.outcome),
+            };
+            events.push(json!({
+                "ph": "i", "s": "t", "name": name, "cat": r.outcome,
+                "pid": pid, "tid": tid, "ts": us(start), "args": args,
+            }));
+            *end_of_last = start;
+            continue;
+        }
+        let mut children = Vec::new();
+        let mut cursor = start;
+        let mut child = |name: String, cat: &str, dur: u64, args: Value, cursor: &mut u64| {
+            children.push(json!({
+                "ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid,
+                "ts": us(*cursor), "dur": us(dur), "args": args,
+            }));
+            *cursor += dur;
+        };
+        child(
+            "snapshot".into(),
+            "snapshot",
+            r.snapshot_ns,
+            json!({"bytes": r.snapshot_bytes}),
+            &mut cursor,
+        );
+        let passes = r.passes.max(r.pass_ns.len() as u64);
+        let restores = passes.saturating_sub(1);
+        let restore_each = r.restore_ns.checked_div(restores).unwrap_or(0);
+        for i in 0..passes {
+            let ns = r.pass_ns.get(i as usize).copied().flatten();
+            child(
+                format!("pass {i}"),
+                "pass",
+                ns.unwrap_or(0),
+                json!({"kernel_ns": ns, "timed": ns.is_some()}),
+                &mut cursor,
+            );
+            if i + 1 < passes {
+                child(
+                    "restore".into(),
+                    "restore",
+                    restore_each,
+                    json!({"bytes": r.restored_bytes / restores.max(1), "mean_of_restores": true}),
+                    &mut cursor,
+                );
+            }
+        }
+        events.push(json!({
+            "ph": "X", "name": r.kernel, "cat": "dispatch", "pid": pid, "tid": tid,
+            "ts": us(start), "dur": us(cursor - start), "args": args,
+        }));
+        events.extend(children);
+        *end_of_last = cursor;
+    }
+    let mut meta = Vec::new();
+    let pids: std::collections::BTreeSet<u64> = tracks.keys().map(|(p, _)| *p).collect();
+    for pid in pids {
+        meta.push(json!({
+            "ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+            "args": {"name": format!("{app} (pid {pid})")},
+        }));
+    }
+    for (pid, tid) in tracks.keys() {
+        meta.push(json!({
+            "ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+            "args": {"name": format!("GPU agent {}", tid - 1)},
+        }));
+        meta.push(json!({
+            "ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+            "args": {"sort_index": tid},
+        }));
+    }
+    meta.extend(events);
+    let value = json!({
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "generator": "rocprof-replay",
+            "command": run.command,
+            "runtime": run.runtime,
+            "base_unix_ns": base,
+            "layout": "slices laid out in order from each dispatch's start with measured durations; a restore slice is the mean of the dispatch's restores",
+        },
+        "traceEvents": meta,
+    });
+    let mut text = serde_json::to_string(&value).expect("a JSON value serializes");
+    text.push('\n');
+    text
+}
+
+/// Counts used by tests: records by outcome kind.
+#[cfg(test)]
+pub(crate) fn kinds(records: &[crate::records::Record]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for r in records {
+        *m.entry(r.outcome.clone()).or_insert(0) += 1;
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = r#"{"kernel":"vector_add","dispatch_id":1,"agent":0,"outcome":"replayed","passes":3,"pass_ns":[1000,2000,3000],"snapshot_bytes":4096,"restored_bytes":8192,"snapshot_ns":500,"restore_ns":800,"start_ns":1000000,"pid":9}
+{"kernel":"inc, \"quoted\"","dispatch_id":2,"agent":1,"outcome":"declined","reason":"over_budget","passes":1,"start_ns":1100000,"pid":9}
+{"kernel":"inc, \"quoted\"","dispatch_id":3,"agent":1,"outcome":"failed","reason":"restore_failed","passes":2,"pass_ns":[5,null],"start_ns":1200000,"pid":9}
+"#;
+
+    fn run(records: &Records) -> Run<'_> {
+        Run::new(
+            vec!["app".into()],
+            "emu",
+            "libt.so".into(),
+            Exit {
+                code: Some(0),
+                signal: None,
+            },
+            900_000,
+            records,
+        )
+    }
+
+    #[test]
+    fn the_table_is_aligned_and_names_every_kind_and_reason() {
+        let records = Records::parse(TEXT);
+        let t = table(&run(&records));
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[0].contains(
+                "3 dispatches of 2 kernels: 1 replayed (3 passes), 0 skipped, 1 declined, 1 failed"
+            ),
+            "{t}"
+        );
+        assert!(
+            lines[1].starts_with("Kernel") && lines[1].contains("Failed"),
+            "{t}"
+        );
+        let col = lines[1].find("Dispatches").unwrap() + "Dispatches".len();
+        assert_eq!(&lines[2][col - 1..col], "1", "{t}");
+        assert!(
+            lines[2].contains("1.0 us")
+                && lines[2].contains("2.0 us")
+                && lines[2].contains("4 KiB"),
+            "{t}"
+        );
+        assert!(
+            t.contains("inc, \"quoted\": declined over_budget x1, failed restore_failed x1"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn csv_has_a_row_per_kernel_and_quotes_names() {
+        let records = Records::parse(TEXT);
+        let text = csv(&run(&records)).unwrap();
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+        assert!(header.contains(&"failed".to_string()));
+        let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 2);
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        assert_eq!(&rows[1][col("kernel")], "inc, \"quoted\"");
+        assert_eq!(
+            &rows[1][col("reasons")],
+            "declined:over_budget=1;failed:restore_failed=1"
+        );
+        assert_eq!(&rows[0][col("median_ns")], "2000");
+    }
+
+    #[test]
+    fn the_trace_nests_passes_in_their_dispatch() {
+        let records = Records::parse(TEXT);
+        let v: Value = serde_json::from_str(&trace(&run(&records))).unwrap();
+        let events = v["traceEvents"].as_array().unwrap();
+        let x: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+        // vector_add + snapshot + 3 passes + 2 restores.
+        assert_eq!(x.len(), 7);
+        let parent = x.iter().find(|e| e["cat"] == "dispatch").unwrap();
+        assert_eq!(parent["ts"], 100.0); // 1_000_000 ns - base 900_000 ns
+        let end = parent["ts"].as_f64().unwrap() + parent["dur"].as_f64().unwrap();
+        assert!((end - (100.0 + 0.5 + 6.0 + 0.8)).abs() < 1e-9, "{parent}");
+        for e in x.iter().filter(|e| e["cat"] != "dispatch") {
+            let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+            assert!(ts >= 100.0 && ts + dur <= end + 1e-9, "{e}");
+        }
+        assert_eq!(events.iter().filter(|e| e["ph"] == "i").count(), 2);
+        assert_eq!(kinds(&records.records)["failed"], 1);
+    }
+}

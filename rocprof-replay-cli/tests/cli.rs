@@ -1,0 +1,843 @@
+//! The `rocprof-replay` command end to end on hsa-emu: the demo (the README's main job), each
+//! report format checked against the outcome records, the trace checked against a strict
+//! Chrome-trace JSON Schema, filters, exit statuses and signals, and every error case.
+//!
+//! The first test to need them runs `rocprof-replay demo` once, which builds the timer, the
+//! Rust sample application, hsa-emu and the sample kernels next to the command
+//! (`target/debug/`); the other tests then run `rocprof-replay run` on those.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const EXE: &str = env!("CARGO_BIN_EXE_rocprof-replay");
+/// Generous: the first call may build hsa-emu, the timer, the app and the kernels.
+const DEADLINE: Duration = Duration::from_secs(600);
+
+fn profile_dir() -> PathBuf {
+    Path::new(EXE).parent().unwrap().to_path_buf()
+}
+
+/// Waits for `child` (killing it after `DEADLINE`) and collects its output.
+fn finish(mut child: Child) -> Output {
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rocprof-replay ran past {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(EXE);
+    cmd.args(args)
+        .env_remove("ROCPROF_REPLAY_OUTPUT")
+        .env_remove("ROCPROF_REPLAY_PASSES")
+        .env_remove("ROCPROF_REPLAY_TARGET_RSE")
+        .env_remove("ROCPROF_REPLAY_KERNEL")
+        .env_remove("ROCPROF_REPLAY_EXCLUDE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    finish(cmd.spawn().expect("start rocprof-replay"))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// The demo's output, run once; it builds everything the other tests use.
+fn demo() -> &'static Output {
+    static DEMO: OnceLock<Output> = OnceLock::new();
+    DEMO.get_or_init(|| run(&mut command(&["demo"])))
+}
+
+/// The Rust sample application and its kernels, built by the demo.
+fn sample_app() -> (PathBuf, PathBuf) {
+    let out = demo();
+    assert!(out.status.success(), "the demo failed:\n{}", show(out));
+    let dir = profile_dir();
+    (
+        dir.join("rocprof-replay-demo"),
+        dir.join("demo/libsample_kernels.so"),
+    )
+}
+
+/// `rocprof-replay run OPTIONS -- <sample app> app <kernels>` with the records also written to
+/// a file of the test's; returns the output and the records (as the SDK wrote them).
+fn run_sample(options: &[&str], tag: &str) -> (Output, Vec<Value>) {
+    let (app, kernels) = sample_app();
+    let records = scratch(&format!("{tag}.records.jsonl"));
+    let _ = std::fs::remove_file(&records);
+    let mut args = vec!["run", "--runtime", "emu"];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&[
+        "--",
+        app.to_str().unwrap(),
+        "app",
+        kernels.to_str().unwrap(),
+    ]);
+    let out = run(command(&args).env("ROCPROF_REPLAY_OUTPUT", &records));
+    let lines = std::fs::read_to_string(&records).unwrap_or_default();
+    let parsed = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record is JSON"))
+        .collect();
+    (out, parsed)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn of_kernel<'a>(records: &'a [Value], kernel: &str) -> Vec<&'a Value> {
+    records.iter().filter(|r| r["kernel"] == kernel).collect()
+}
+
+fn pass_ns(records: &[&Value]) -> Vec<u64> {
+    let mut v: Vec<u64> = records
+        .iter()
+        .flat_map(|r| r["pass_ns"].as_array().unwrap().iter())
+        .filter_map(Value::as_u64)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn median(sorted: &[u64]) -> u64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2
+    }
+}
+
+fn sum(records: &[&Value], field: &str) -> u64 {
+    records.iter().map(|r| r[field].as_u64().unwrap()).sum()
+}
+
+#[test]
+fn the_demo_replays_every_dispatch_and_the_app_sees_one_execution() {
+    let out = demo();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", show(out));
+    assert!(
+        stdout.contains("demo: all results correct"),
+        "{}",
+        show(out)
+    );
+    assert!(
+        stdout.contains("3 dispatches of 2 kernels: 3 replayed (15 passes)"),
+        "{}",
+        show(out)
+    );
+    let row = |kernel: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(kernel))
+            .unwrap_or_else(|| panic!("no {kernel} row:\n{stdout}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // Kernel, Dispatches, Replayed, Skipped, Declined, Passes.
+    assert_eq!(row("vector_add")[1..6], ["1", "1", "0", "0", "5"]);
+    assert_eq!(row("inc_in_place")[1..6], ["2", "2", "0", "0", "10"]);
+    assert!(
+        text(&out.stderr).contains("runtime: hsa-emu"),
+        "{}",
+        show(out)
+    );
+}
+
+#[test]
+fn csv_matches_the_records() {
+    let path = scratch("report.csv");
+    let (out, records) = run_sample(&["--passes", "4", "-o", path.to_str().unwrap()], "csv");
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(records.len(), 3);
+    let mut reader = csv::Reader::from_path(&path).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 2, "one row per kernel");
+    for row in &rows {
+        let mine = of_kernel(&records, &row[col("kernel")]);
+        assert!(!mine.is_empty(), "{row:?}");
+        let n = |name: &str| row[col(name)].parse::<u64>().unwrap();
+        assert_eq!(n("dispatches"), mine.len() as u64);
+        assert_eq!(n("replayed"), mine.len() as u64);
+        assert_eq!(n("passes"), sum(&mine, "passes"));
+        assert_eq!(n("passes"), 4 * mine.len() as u64);
+        let times = pass_ns(&mine);
+        assert_eq!(n("timed_passes"), times.len() as u64);
+        assert_eq!(n("min_ns"), times[0]);
+        assert_eq!(n("max_ns"), *times.last().unwrap());
+        assert_eq!(n("median_ns"), median(&times));
+        assert_eq!(n("snapshot_bytes"), sum(&mine, "snapshot_bytes"));
+        assert_eq!(n("restored_bytes"), sum(&mine, "restored_bytes"));
+        assert_eq!(n("restore_ns"), sum(&mine, "restore_ns"));
+    }
+    // The table is still printed, and the file is named on stderr.
+    assert!(text(&out.stdout).contains("Dispatches"), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("CSV report written to"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn json_matches_the_records() {
+    let path = scratch("report.json");
+    let (out, records) = run_sample(&["-o", path.to_str().unwrap(), "--quiet"], "json");
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        !text(&out.stdout).contains("Dispatches"),
+        "--quiet: no table"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(v["format"], "rocprof-replay-report");
+    assert_eq!(v["exit"]["code"], 0);
+    assert_eq!(v["runtime"], "emu");
+    assert_eq!(v["dispatches"].as_array().unwrap(), &records);
+    assert_eq!(v["totals"]["dispatches"], 3);
+    assert_eq!(v["totals"]["replayed"], 3);
+    for k in v["kernels"].as_array().unwrap() {
+        let mine = of_kernel(&records, k["kernel"].as_str().unwrap());
+        let times = pass_ns(&mine);
+        assert_eq!(k["dispatches"], mine.len());
+        assert_eq!(k["passes"], 5 * mine.len());
+        assert_eq!(k["pass_time"]["median_ns"], median(&times));
+        assert_eq!(k["pass_time"]["n"], times.len());
+        assert_eq!(k["snapshot_bytes"], sum(&mine, "snapshot_bytes"));
+    }
+}
+
+/// A strict schema of the Chrome Trace Event Format subset the trace uses (JSON object form):
+/// metadata, complete and instant events, each with exactly the fields the format defines.
+const TRACE_SCHEMA: &str = r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "required": ["traceEvents"],
+  "additionalProperties": false,
+  "properties": {
+    "displayTimeUnit": {"enum": ["ms", "ns"]},
+    "otherData": {"type": "object"},
+    "traceEvents": {
+      "type": "array",
+      "items": {
+        "type": "object",
+        "required": ["ph", "name", "pid", "tid"],
+        "properties": {
+          "ph": {"enum": ["M", "X", "i"]},
+          "name": {"type": "string", "minLength": 1},
+          "cat": {"type": "string"},
+          "pid": {"type": "integer", "minimum": 0},
+          "tid": {"type": "integer", "minimum": 0},
+          "ts": {"type": "number", "minimum": 0},
+          "dur": {"type": "number", "minimum": 0},
+          "s": {"enum": ["g", "p", "t"]},
+          "args": {"type": "object"}
+        },
+        "additionalProperties": false,
+        "allOf": [
+          {"if": {"properties": {"ph": {"const": "X"}}},
+           "then": {"required": ["ts", "dur"], "not": {"required": ["s"]}}},
+          {"if": {"properties": {"ph": {"const": "i"}}},
+           "then": {"required": ["ts", "s"], "not": {"required": ["dur"]}}},
+          {"if": {"properties": {"ph": {"const": "M"}}},
+           "then": {
+             "required": ["args"],
+             "properties": {
+               "name": {"enum": ["process_name", "thread_name", "thread_sort_index", "process_sort_index"]},
+               "args": {"anyOf": [
+                 {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}},
+                 {"type": "object", "required": ["sort_index"], "properties": {"sort_index": {"type": "integer"}}}
+               ]}
+             },
+             "not": {"anyOf": [{"required": ["ts"]}, {"required": ["dur"]}]}
+           }}
+        ]
+      }
+    }
+  }
+}"#;
+
+#[test]
+fn the_perfetto_trace_is_valid_and_matches_the_records() {
+    let path = scratch("report.trace.json");
+    let (out, records) = run_sample(&["--passes", "3", "-o", path.to_str().unwrap()], "trace");
+    assert!(out.status.success(), "{}", show(&out));
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(TRACE_SCHEMA).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&trace)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    // The schema is strict: a misspelt field or a complete event without a duration fails.
+    let mut broken = trace.clone();
+    let first_x = broken["traceEvents"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e["ph"] == "X")
+        .unwrap();
+    first_x.as_object_mut().unwrap().remove("dur");
+    assert!(!validator.is_valid(&broken));
+    let mut broken = trace.clone();
+    broken["traceEvents"][0]["duration"] = 1.into();
+    assert!(!validator.is_valid(&broken));
+
+    let events = trace["traceEvents"].as_array().unwrap();
+    let x: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    let dispatches: Vec<&Value> = x
+        .iter()
+        .copied()
+        .filter(|e| e["cat"] == "dispatch")
+        .collect();
+    assert_eq!(
+        dispatches.len(),
+        records.len(),
+        "one slice per replayed dispatch"
+    );
+    // Each dispatch: snapshot, 3 passes, 2 restores.
+    assert_eq!(x.len(), records.len() * 7);
+    let f = |e: &Value, k: &str| e[k].as_f64().unwrap();
+    for d in &dispatches {
+        let record = records
+            .iter()
+            .find(|r| r["dispatch_id"] == d["args"]["dispatch_id"] && r["pid"] == d["pid"])
+            .expect("the slice's record");
+        assert_eq!(d["name"], record["kernel"]);
+        assert_eq!(
+            d["tid"].as_u64().unwrap(),
+            record["agent"].as_u64().unwrap() + 1
+        );
+        let (start, end) = (f(d, "ts"), f(d, "ts") + f(d, "dur"));
+        let children: Vec<&Value> = x
+            .iter()
+            .copied()
+            .filter(|e| {
+                e["cat"] != "dispatch"
+                    && e["tid"] == d["tid"]
+                    && f(e, "ts") >= start - 1e-9
+                    && f(e, "ts") < end + 1e-9
+            })
+            .filter(|e| f(e, "ts") + f(e, "dur") <= end + 1e-6)
+            .collect();
+        let passes: Vec<f64> = children
+            .iter()
+            .filter(|e| e["cat"] == "pass")
+            .map(|e| f(e, "dur"))
+            .collect();
+        let want: Vec<f64> = record["pass_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ns| ns.as_u64().unwrap() as f64 / 1e3)
+            .collect();
+        assert_eq!(passes, want, "pass slices carry the records' kernel times");
+        assert_eq!(children.iter().filter(|e| e["cat"] == "restore").count(), 2);
+        assert_eq!(
+            children.iter().filter(|e| e["cat"] == "snapshot").count(),
+            1
+        );
+    }
+    // Dispatch slices on one track never overlap (the UI nests by time).
+    let mut spans: Vec<(f64, f64)> = dispatches
+        .iter()
+        .map(|d| (f(d, "ts"), f(d, "ts") + f(d, "dur")))
+        .collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(
+        spans.windows(2).all(|w| w[0].1 <= w[1].0 + 1e-9),
+        "{spans:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["name"] == "thread_name" && e["args"]["name"] == "GPU agent 0")
+    );
+}
+
+#[test]
+fn kernel_and_exclude_select_what_is_replayed() {
+    let (out, records) = run_sample(&["--kernel", "^inc_"], "kernel");
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        of_kernel(&records, "vector_add")
+            .iter()
+            .all(|r| r["outcome"] == "skipped")
+    );
+    assert!(
+        of_kernel(&records, "inc_in_place")
+            .iter()
+            .all(|r| r["outcome"] == "replayed")
+    );
+    assert!(text(&out.stdout).contains("1 skipped"), "{}", show(&out));
+    let (out, records) = run_sample(&["--exclude", "inc"], "exclude");
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        of_kernel(&records, "vector_add")
+            .iter()
+            .all(|r| r["outcome"] == "replayed")
+    );
+    assert!(
+        of_kernel(&records, "inc_in_place")
+            .iter()
+            .all(|r| r["outcome"] == "skipped")
+    );
+}
+
+#[test]
+fn until_stable_stays_within_its_bounds() {
+    let (out, records) = run_sample(&["--until-stable", "50%", "--max-passes", "4"], "stable");
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        let passes = r["passes"].as_u64().unwrap();
+        assert!((3..=4).contains(&passes), "{r}");
+    }
+}
+
+#[test]
+fn a_user_tool_replaces_the_timer_and_still_gets_the_report() {
+    sample_app();
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "rocprof-replay-example-pass-timer",
+        ])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let tool = profile_dir().join("libpass_timer.so");
+    let (out, records) = run_sample(&["--tool", tool.to_str().unwrap(), "--passes", "3"], "tool");
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.matches("pass_timer: ").count(), 3, "{stderr}");
+    assert!(records.iter().all(|r| r["passes"] == 3));
+    assert!(
+        text(&out.stdout).contains("3 replayed (9 passes)"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn the_applications_status_output_and_signals_pass_through() {
+    sample_app();
+    let out = run(&mut command(&[
+        "run",
+        "--runtime",
+        "emu",
+        "--",
+        "sh",
+        "-c",
+        "printf 'out\\n'; printf 'err\\n' >&2; exit 3",
+    ]));
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    assert!(text(&out.stdout).starts_with("out\n"), "{}", show(&out));
+    assert!(text(&out.stderr).contains("err\n"), "{}", show(&out));
+    assert!(
+        text(&out.stdout).contains("no kernel dispatch was seen"),
+        "{}",
+        show(&out)
+    );
+
+    let out = run(&mut command(&[
+        "run",
+        "--runtime",
+        "emu",
+        "--",
+        "sh",
+        "-c",
+        "kill -TERM $$",
+    ]));
+    assert_eq!(out.status.code(), Some(128 + 15), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("killed by signal 15"),
+        "{}",
+        show(&out)
+    );
+
+    // --quiet with an output file: stdout is exactly the application's.
+    let path = scratch("quiet.csv");
+    let out = run(&mut command(&[
+        "run",
+        "--runtime",
+        "emu",
+        "-q",
+        "-o",
+        path.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "printf 'only this\\n'",
+    ]));
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(text(&out.stdout), "only this\n");
+}
+
+#[test]
+fn ctrl_c_reaches_the_application_and_the_report_is_still_written() {
+    use std::os::unix::process::CommandExt;
+    let (app, kernels) = sample_app();
+    let records = scratch("ctrl-c.records.jsonl");
+    let _ = std::fs::remove_file(&records);
+    let json = scratch("ctrl-c.json");
+    // The sample app runs to completion, then the shell waits in `sleep` until interrupted.
+    let script = "\"$0\" app \"$1\" && exec sleep 60";
+    let mut cmd = command(&[
+        "run",
+        "--runtime",
+        "emu",
+        "-o",
+        json.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+        app.to_str().unwrap(),
+        kernels.to_str().unwrap(),
+    ]);
+    cmd.env("ROCPROF_REPLAY_OUTPUT", &records).process_group(0);
+    let child = cmd.spawn().unwrap();
+    let pgid = child.id() as i32;
+    let start = Instant::now();
+    while std::fs::read_to_string(&records).map_or(0, |t| t.lines().count()) < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the app did not finish its dispatches"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // What a terminal does on Ctrl-C: SIGINT to the whole foreground process group.
+    // SAFETY: signalling the process group this test created.
+    assert_eq!(unsafe { libc::kill(-pgid, libc::SIGINT) }, 0);
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(128 + 2), "{}", show(&out));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["totals"]["replayed"], 3, "{v}");
+    assert_eq!(v["exit"]["signal"], 2);
+    assert!(text(&out.stdout).contains("3 replayed"), "{}", show(&out));
+}
+
+#[test]
+fn sigterm_to_the_command_is_forwarded_to_the_application() {
+    sample_app();
+    let child = command(&["run", "--runtime", "emu", "--", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(128 + 15), "{}", show(&out));
+}
+
+#[test]
+fn shadows_reach_hsa_emu_colon_joined() {
+    sample_app();
+    let (a, b) = (scratch("shadow_a.so"), scratch("shadow_b.so"));
+    std::fs::write(&a, "").unwrap();
+    std::fs::write(&b, "").unwrap();
+    let out = run(&mut command(&[
+        "run",
+        "--runtime",
+        "emu",
+        "--shadow",
+        a.to_str().unwrap(),
+        "--shadow",
+        b.to_str().unwrap(),
+        "-q",
+        "-o",
+        scratch("shadow.csv").to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "printf '%s\\n' \"$HSA_EMU_SHADOW\"",
+    ]));
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        text(&out.stdout),
+        format!("{}:{}\n", a.display(), b.display())
+    );
+}
+
+fn assert_fails(args: &[&str], status: i32, message: &str) -> Output {
+    let out = run(&mut command(args));
+    assert_eq!(out.status.code(), Some(status), "{args:?}:\n{}", show(&out));
+    assert!(
+        text(&out.stderr).contains(message),
+        "{args:?}: want {message:?}\n{}",
+        show(&out)
+    );
+    out
+}
+
+#[test]
+fn bad_input_is_a_clear_error_and_the_application_does_not_run() {
+    sample_app();
+    let marker = scratch("marker");
+    let _ = std::fs::remove_file(&marker);
+    let touch = format!("touch {}", marker.display());
+    let e = ["run", "--runtime", "emu"];
+    let with = |extra: &[&str], app: &[&str]| {
+        let mut v: Vec<String> = e.iter().map(|s| s.to_string()).collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.push("--".into());
+        v.extend(app.iter().map(|s| s.to_string()));
+        v
+    };
+    let call = |v: &[String], status, message| {
+        let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+        assert_fails(&refs, status, message)
+    };
+    call(&with(&[], &["no-such-app-xyz"]), 127, "not found in PATH");
+    let plain = scratch("not-executable");
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    call(
+        &with(&[], &[plain.to_str().unwrap()]),
+        126,
+        "not executable",
+    );
+    // A tool that is not a library: the loader's message.
+    let junk = scratch("libjunk.so");
+    std::fs::write(&junk, "not an ELF file").unwrap();
+    call(
+        &with(&["--tool", junk.to_str().unwrap()], &["sh", "-c", &touch]),
+        125,
+        "cannot be loaded",
+    );
+    let out = call(
+        &with(&["--tool", junk.to_str().unwrap()], &["true"]),
+        125,
+        "cannot be loaded",
+    );
+    assert!(
+        text(&out.stderr).contains("invalid ELF header") || text(&out.stderr).contains("too short"),
+        "{}",
+        show(&out)
+    );
+    // A library that is no HSA tool.
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists())
+    .expect("libm");
+    call(
+        &with(&["--tool", libm], &["sh", "-c", &touch]),
+        125,
+        "exports no OnLoad",
+    );
+    call(
+        &with(&["--tool", "/no/such/tool.so"], &["true"]),
+        125,
+        "does not exist",
+    );
+    // Runtime library not found.
+    let out = run(
+        command(&["run", "--runtime", "emu", "--", "sh", "-c", &touch])
+            .env("ROCPROF_REPLAY_EMU_DIR", "/nonexistent"),
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("runtime library not found"),
+        "{}",
+        show(&out)
+    );
+    // Unwritable output.
+    call(
+        &with(
+            &["-o", "/nonexistent/dir/report.csv"],
+            &["sh", "-c", &touch],
+        ),
+        125,
+        "cannot write the output file",
+    );
+    // Conflicting and malformed options.
+    call(
+        &with(&["--passes", "3", "--until-stable", "2%"], &["true"]),
+        2,
+        "cannot be used with",
+    );
+    call(
+        &with(&["--max-passes", "5"], &["true"]),
+        2,
+        "--until-stable",
+    );
+    call(
+        &with(&["--kernel", "vector_(add"], &["true"]),
+        2,
+        "not a valid regular expression",
+    );
+    call(
+        &with(&["--exclude", "["], &["true"]),
+        2,
+        "not a valid regular expression",
+    );
+    call(
+        &with(&["--until-stable", "150%"], &["true"]),
+        2,
+        "expected a fraction",
+    );
+    call(
+        &with(&["--until-stable", "two"], &["true"]),
+        2,
+        "expected a fraction",
+    );
+    call(
+        &with(&["--passes", "0"], &["true"]),
+        2,
+        "expected a positive integer",
+    );
+    assert_fails(
+        &[
+            "run",
+            "--runtime",
+            "system",
+            "--shadow",
+            "x.so",
+            "--",
+            "true",
+        ],
+        2,
+        "--shadow is for hsa-emu",
+    );
+    assert!(!marker.exists(), "an application ran despite an error");
+}
+
+#[test]
+fn help_documents_every_option() {
+    let out = run(&mut command(&["run", "--help"]));
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for option in [
+        "--passes",
+        "--until-stable",
+        "--max-passes",
+        "--kernel",
+        "--exclude",
+        "--runtime",
+        "--shadow",
+        "--tool",
+        "--output",
+        "--format",
+        "--quiet",
+        "EXIT STATUS",
+        "perfetto",
+        "ROCPROF_REPLAY_TIMER_LIB",
+    ] {
+        assert!(
+            help.contains(option),
+            "{option} missing from --help:\n{help}"
+        );
+    }
+    let out = run(&mut command(&["--help"]));
+    assert!(text(&out.stdout).contains("demo"));
+}
+
+/// The C samples (need Debian's HSA headers) under the command.
+#[test]
+#[cfg_attr(
+    not(have_hsa_headers),
+    ignore = "needs Debian's HSA headers: apt-get install libhsa-runtime-dev"
+)]
+fn the_c_samples_run_under_the_command() {
+    sample_app();
+    let dir = scratch("apps");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let built = Command::new("bash")
+        .arg(format!("{root}/examples/apps/build.sh"))
+        .arg(&dir)
+        .env(
+            "LDFLAGS",
+            format!("-L{}", profile_dir().join("hsa-emu").display()),
+        )
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let json = scratch("inplace.json");
+    let out = run(command(&[
+        "run",
+        "--runtime",
+        "emu",
+        "--passes",
+        "3",
+        "-o",
+        json.to_str().unwrap(),
+        "--",
+        dir.join("inplace_counter").to_str().unwrap(),
+        dir.join("libsample_kernels.so").to_str().unwrap(),
+    ])
+    .env("SAMPLE_DISPATCHES", "4"));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stdout).contains("RESULT inplace_counter OK counter=4"),
+        "{}",
+        show(&out)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["totals"]["replayed"], 4, "{v}");
+    assert!(
+        v["dispatches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["passes"] == 3)
+    );
+}

@@ -1,0 +1,530 @@
+//! The fault matrix: one test per way a replay window can go wrong, end to end (the
+//! `fault_probe` application, hsa-emu with a fault armed at run time, and the `e2e_plan_tool`
+//! fixture tool as three processes).
+//!
+//! Every cell asserts
+//! - the application's own checks (exact values after each dispatch; where the outcome is
+//!   `failed`, the application may see a wrong value, and then checks that memory is consistent
+//!   again once the queue has drained);
+//! - the outcome and reason of the faulty dispatch, from the outcome records;
+//! - that nothing leaked: threads and open descriptors are the same before the faulty dispatch
+//!   and after the next one;
+//! - that the next dispatch is replayed normally.
+//!
+//! `fault_probe`'s frame: warm-up dispatch (inc_in_place, replayed), resources counted, the
+//! scenario (fault armed just before it is submitted), the next dispatch (inc_in_place,
+//! replayed), resources counted. Its snapshot covers two regions (the buffer `a` and the
+//! module variable `hit_counter`), so a capture is copies 1-2 after arming and the first
+//! restore copies 3-4.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use rocprof_replay_e2e::{Run, e2e_dir, fault_probe, run_on_emu, tool_lib};
+use serde_json::Value;
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn records_path(test: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = e2e_dir().join("records");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(format!(
+        "fault-{test}-{}-{}.jsonl",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn read_records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l:?}: {e}")))
+        .collect()
+}
+
+/// One run of the fault probe.
+struct Cell {
+    run: Run,
+    records: Vec<Value>,
+}
+
+impl Cell {
+    /// The probe's RESULT line fields (`key=value`).
+    fn field(&self, key: &str) -> String {
+        let out = self.run.stdout();
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("RESULT fault_probe OK"))
+            .unwrap_or_else(|| panic!("no RESULT line:\n{out}\n{}", self.run.stderr()));
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key} in {line}"))
+            .to_owned()
+    }
+
+    /// `before->after` of a resource, as numbers.
+    fn resource(&self, key: &str) -> (i64, i64) {
+        let v = self.field(key);
+        let (a, b) = v.split_once("->").unwrap();
+        (a.parse().unwrap(), b.parse().unwrap())
+    }
+
+    /// Records of `kernel`, in order.
+    fn of(&self, kernel: &str) -> Vec<&Value> {
+        self.records
+            .iter()
+            .filter(|r| r["kernel"] == kernel)
+            .collect()
+    }
+
+    /// The record of the scenario's dispatch of `kernel` (the only one of that kernel, or the
+    /// one between the warm-up and the next dispatch for inc_in_place).
+    fn faulty(&self, kernel: &str) -> &Value {
+        let recs = self.of(kernel);
+        match kernel {
+            "inc_in_place" => {
+                assert_eq!(recs.len(), 3, "warm-up, scenario, next: {recs:?}");
+                recs[1]
+            }
+            _ => {
+                assert_eq!(recs.len(), 1, "{recs:?}");
+                recs[0]
+            }
+        }
+    }
+
+    /// Asserts the frame: no leak, the warm-up and the next dispatch replayed normally.
+    fn assert_frame(&self, passes: u64) {
+        let (t0, t1) = self.resource("threads");
+        assert_eq!(t0, t1, "threads leaked: {t0} -> {t1}");
+        let (f0, f1) = self.resource("fds");
+        assert_eq!(f0, f1, "file descriptors leaked: {f0} -> {f1}");
+        let incs = self.of("inc_in_place");
+        let next = incs.last().expect("the next dispatch has a record");
+        assert_eq!(next["outcome"], "replayed", "the next dispatch: {next}");
+        assert_eq!(next["passes"], passes, "the next dispatch: {next}");
+        assert_eq!(incs[0]["outcome"], "replayed", "the warm-up: {}", incs[0]);
+    }
+
+    fn assert_outcome(record: &Value, outcome: &str, reason: Option<&str>) {
+        assert_eq!(record["outcome"], outcome, "{record}");
+        assert_eq!(record["reason"].as_str(), reason, "{record}");
+    }
+}
+
+/// Runs `fault_probe KERNELS scenario` under the plan tool with `env`.
+fn cell(scenario: &str, env: &[(&str, &str)]) -> Cell {
+    let (exe, kernels) = fault_probe();
+    let records = records_path(scenario);
+    let lib = tool_lib("e2e_plan_tool");
+    let mut all: Vec<(&str, &str)> = vec![
+        ("LD_PRELOAD", lib.to_str().unwrap()),
+        ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+        ("ROCPROF_REPLAY_LOG", "warn"),
+        ("E2E_PLAN", "exactly:3"),
+    ];
+    all.extend_from_slice(env);
+    let run = run_on_emu(&exe, &[kernels.to_str().unwrap(), scenario], &all, DEADLINE);
+    run.assert_success();
+    let records = read_records(&records);
+    Cell { run, records }
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn allocation_failure_during_capture_declines_and_the_app_is_right() {
+    // The extra 1 MiB buffer needs staging the warm-up did not leave behind: the first
+    // allocation after arming is the snapshot's, and it fails.
+    let c = cell(
+        "inc",
+        &[
+            ("FAULT_EXTRA_KB", "1024"),
+            ("FAULT_ARM", "FAIL_ALLOC_NTH=1"),
+        ],
+    );
+    Cell::assert_outcome(
+        c.faulty("inc_in_place"),
+        "declined",
+        Some("snapshot_alloc_failed"),
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn copy_failure_mid_capture_declines_and_the_app_is_right() {
+    let c = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=2")]);
+    Cell::assert_outcome(c.faulty("inc_in_place"), "declined", Some("copy_failed"));
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn one_copy_failure_mid_restore_is_retried_and_the_replay_completes() {
+    let c = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=3")]);
+    let r = c.faulty("inc_in_place");
+    Cell::assert_outcome(r, "replayed", None);
+    assert_eq!(r["passes"], 3, "{r}");
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn restore_copies_that_keep_failing_end_failed_and_the_app_runs_on() {
+    let c = cell(
+        "inc",
+        &[("FAULT_ARM", "FAIL_COPY_FROM=3"), ("FAULT_CHECK", "report")],
+    );
+    Cell::assert_outcome(c.faulty("inc_in_place"), "failed", Some("restore_failed"));
+    assert!(
+        c.run.stderr().contains("may have seen a wrong result"),
+        "a failure is logged as an error: {}",
+        c.run.stderr()
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn restore_copies_past_the_copy_deadline_end_failed() {
+    // The 3rd asynchronous copy (the first of the first restore) waits 1.5 s on the copy
+    // engine; the copy deadline is 300 ms. The app lets it finish before its next dispatch.
+    let c = cell(
+        "inc",
+        &[
+            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=3"),
+            ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
+            ("FAULT_CHECK", "report"),
+            ("FAULT_SETTLE_MS", "1500"),
+        ],
+    );
+    Cell::assert_outcome(c.faulty("inc_in_place"), "failed", Some("restore_stuck"));
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn capture_copies_past_the_copy_deadline_decline_and_the_app_is_right() {
+    let c = cell(
+        "inc",
+        &[
+            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=1"),
+            ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
+            ("FAULT_SETTLE_MS", "1500"),
+        ],
+    );
+    Cell::assert_outcome(c.faulty("inc_in_place"), "declined", Some("copy_timeout"));
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn symbol_iteration_failure_declines_and_the_app_is_right() {
+    let c = cell("inc", &[("FAULT_ARM", "FAIL_SYMBOL_ITERATION=1")]);
+    Cell::assert_outcome(
+        c.faulty("inc_in_place"),
+        "declined",
+        Some("symbols_unavailable"),
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_stuck_queue_drain_declines_and_the_app_is_right() {
+    // The first barrier after arming (the window's own drain barrier) is held 1.5 s; the drain
+    // deadline is 300 ms.
+    let c = cell(
+        "inc",
+        &[
+            ("FAULT_ARM", "HOLD_BARRIERS_MS=1500,HOLD_BARRIER_NTH=1"),
+            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "300"),
+        ],
+    );
+    Cell::assert_outcome(c.faulty("inc_in_place"), "declined", Some("drain_timeout"));
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_pass_that_completes_after_its_deadline_is_the_one_execution() {
+    // slow_inc's 2nd execution (pass 2) sleeps 1.5 s; the pass deadline is 300 ms, the late-pass
+    // deadline 10 s: the pass is waited for, nothing is restored or run again, the app sees it.
+    let c = cell(
+        "slow",
+        &[
+            ("E2E_PLAN", "exactly:4"),
+            ("SLOW_RUN", "2"),
+            ("SLOW_MS", "1500"),
+            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "300"),
+            ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "10000"),
+        ],
+    );
+    let r = c.faulty("slow_inc");
+    Cell::assert_outcome(r, "declined", Some("pass_timeout"));
+    assert_eq!(r["passes"], 2, "{r}");
+    c.assert_frame(4);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_pass_that_never_completes_fails_without_hanging_or_crashing_the_app() {
+    // Pass 2 sleeps 4 s; both deadlines are 300 ms: the app gets its completion at ~0.6 s
+    // (outcome failed), frees the kernarg the pass still reads (deferred) and goes on; the next
+    // dispatch's window waits for the stuck pass.
+    let c = cell(
+        "slow",
+        &[
+            ("E2E_PLAN", "exactly:4"),
+            ("SLOW_RUN", "2"),
+            ("SLOW_MS", "4000"),
+            ("FAULT_CHECK", "report"),
+            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "300"),
+            ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "300"),
+            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "20000"),
+        ],
+    );
+    Cell::assert_outcome(c.faulty("slow_inc"), "failed", Some("pass_stuck"));
+    c.assert_frame(4);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn opted_out_work_waits_for_the_window_and_cuts_it_short_never_goes_in_unprotected() {
+    // Thread A: slow_inc (200 ms per execution) replayed 5 times on queue 1. Thread B: vector
+    // adds on queue 2 of the same GPU, opted out, each checked by the app. The lock deadline is
+    // 100 ms: B waits, the window stops after its current pass, B's work is never undone.
+    let c = cell(
+        "contention",
+        &[
+            ("E2E_PLAN", "exactly:5"),
+            ("E2E_KERNEL", "slow_inc"),
+            ("SLOW_MS", "200"),
+            ("VADD_ROUNDS", "10"),
+            ("ROCPROF_REPLAY_LOCK_TIMEOUT_MS", "100"),
+        ],
+    );
+    let r = c.faulty("slow_inc");
+    Cell::assert_outcome(r, "declined", Some("lock_contention"));
+    assert!(r["passes"].as_u64().unwrap() < 5, "{r}");
+    assert_eq!(c.of("vector_add").len(), 10);
+    let (t0, t1) = c.resource("fds");
+    assert_eq!(t0, t1);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_copy_waited_for_inside_an_async_handler_completes_with_the_tool_loaded() {
+    let c = cell("handler-copy", &[]);
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_window_is_never_opened_on_the_runtime_async_thread() {
+    let c = cell("handler-dispatch", &[]);
+    Cell::assert_outcome(c.faulty("inc_in_place"), "declined", Some("runtime_thread"));
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_free_and_reallocation_during_capture_wait_and_are_never_restored_over() {
+    // Every async copy takes 150 ms: the capture of three regions lasts ~450 ms and the free
+    // comes 100 ms into it. The free waits for the capture; the new allocation's bytes (0x22)
+    // must survive the restores.
+    let c = cell(
+        "free-during",
+        &[
+            ("E2E_KERNEL", "slow_inc"),
+            ("FAULT_ARM", "COPY_DELAY_MS=150"),
+            ("FREE_AFTER_MS", "100"),
+            ("SLOW_MS", "20"),
+        ],
+    );
+    let r = c.faulty("slow_inc");
+    Cell::assert_outcome(r, "replayed", None);
+    assert!(r["skipped_regions"].as_u64().unwrap() >= 1, "{r}");
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_free_and_reallocation_during_a_restore_wait_and_are_never_restored_over() {
+    // Capture ~450 ms, pass 1 ~20 ms, then the first restore (~450 ms): the free comes 650 ms
+    // in, during that restore.
+    let c = cell(
+        "free-during",
+        &[
+            ("E2E_KERNEL", "slow_inc"),
+            ("E2E_PLAN", "exactly:3"),
+            ("FAULT_ARM", "COPY_DELAY_MS=150"),
+            ("FREE_AFTER_MS", "650"),
+            ("SLOW_MS", "20"),
+        ],
+    );
+    let r = c.faulty("slow_inc");
+    Cell::assert_outcome(r, "replayed", None);
+    assert!(r["skipped_regions"].as_u64().unwrap() >= 1, "{r}");
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_policy_panicking_in_any_callback_leaves_one_correct_execution() {
+    for at in [
+        "pass_count",
+        "on_pass:0",
+        "on_pass:1",
+        "on_pass_end:1",
+        "should_continue",
+        "on_end",
+    ] {
+        let plan = if at == "should_continue" {
+            "upto:3"
+        } else {
+            "exactly:3"
+        };
+        let c = cell(
+            "inc",
+            &[("E2E_PANIC", at), ("E2E_PLAN", plan), ("E2E_KERNEL", "inc")],
+        );
+        let recs = c.of("inc_in_place");
+        assert_eq!(recs.len(), 3, "{at}: {recs:?}");
+        for r in recs {
+            if at == "on_end" {
+                // The window completed; the panic came after it.
+                assert_eq!(r["outcome"], "replayed", "{at}: {r}");
+            } else {
+                Cell::assert_outcome(r, "declined", Some("policy_panicked"));
+            }
+        }
+        assert!(
+            c.run.stderr().contains("panicked"),
+            "{at}: {}",
+            c.run.stderr()
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn an_absurd_pass_count_is_declined_and_the_app_is_right() {
+    // Every dispatch asks for 4e9 passes: declined at once, each runs once.
+    let c = cell(
+        "slow",
+        &[
+            ("E2E_PLAN", "exactly:4000000000"),
+            ("SLOW_RUN", "0"),
+            ("SLOW_MS", "0"),
+        ],
+    );
+    for r in &c.records {
+        Cell::assert_outcome(r, "declined", Some("too_many_passes"));
+    }
+    assert_eq!(
+        c.records.len(),
+        3,
+        "warm-up, slow_inc, next: {:?}",
+        c.records
+    );
+    let (f0, f1) = c.resource("fds");
+    assert_eq!(f0, f1);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_tool_whose_constructor_panics_is_not_loaded_and_the_app_runs() {
+    let (exe, kernels) = fault_probe();
+    let lib = tool_lib("e2e_plan_tool");
+    let run = run_on_emu(
+        &exe,
+        &[kernels.to_str().unwrap(), "inc"],
+        &[("LD_PRELOAD", lib.to_str().unwrap()), ("E2E_PANIC", "new")],
+        DEADLINE,
+    );
+    run.assert_success();
+    assert!(run.stdout().contains("RESULT fault_probe OK inc"));
+    assert!(
+        run.stderr().contains("constructor panicked") && run.stderr().contains("runs without"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_forked_child_runs_without_replay_and_never_deadlocks() {
+    let c = cell("fork", &[("E2E_PLAN", "exactly:3"), ("SLOW_MS", "300")]);
+    c.assert_frame(3);
+    // Only the parent records: warm-up, the window the fork happened in, the next dispatch.
+    assert_eq!(c.records.len(), 3, "{:?}", c.records);
+    Cell::assert_outcome(c.faulty("slow_inc"), "replayed", None);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
+    let c = cell("dispatch-time", &[]);
+    assert!(
+        c.run.stdout().contains("dispatch-time ns="),
+        "{}",
+        c.run.stdout()
+    );
+    Cell::assert_outcome(c.faulty("inc_in_place"), "replayed", None);
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn soak_a_hundred_thousand_replayed_dispatches_leak_nothing_and_lose_no_record() {
+    const N: u64 = 100_000;
+    let n = N.to_string();
+    let c = cell("soak", &[("E2E_PLAN", "exactly:2"), ("SOAK_N", &n)]);
+    let out = c.run.stdout();
+    let start = out
+        .lines()
+        .find_map(|l| l.strip_prefix("soak start "))
+        .expect("the soak prints its start resources");
+    let at = |line: &str, key: &str| -> i64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {line}"))
+    };
+    let (rss0, threads0, fds0) = (at(start, "rss_kb"), at(start, "threads"), at(start, "fds"));
+    let (_, rss1) = c.resource("rss_kb");
+    let (_, threads1) = c.resource("threads");
+    let (_, fds1) = c.resource("fds");
+    println!(
+        "soak of {N}: threads {threads0} -> {threads1}, fds {fds0} -> {fds1}, RSS {rss0} KiB -> \
+         {rss1} KiB, {:.1} s",
+        c.run.elapsed.as_secs_f64()
+    );
+    assert_eq!(threads0, threads1, "threads");
+    assert_eq!(fds0, fds1, "file descriptors");
+    assert!(
+        rss1 - rss0 < 16 << 10,
+        "RSS grew by {} KiB over {N} dispatches",
+        rss1 - rss0
+    );
+    // Warm-up, N, next: every record there, each once, each replayed with its 2 passes.
+    assert_eq!(c.records.len() as u64, N + 2, "records lost");
+    let mut ids: Vec<u64> = c
+        .records
+        .iter()
+        .map(|r| r["dispatch_id"].as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len() as u64, N + 2, "duplicate records");
+    assert!(
+        c.records
+            .iter()
+            .all(|r| r["outcome"] == "replayed" && r["passes"] == 2),
+        "every soak dispatch is replayed twice"
+    );
+}

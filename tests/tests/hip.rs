@@ -1,0 +1,412 @@
+//! HIP programs built with Debian's hipcc for gfx90a (`examples/hip`) run unmodified on hsa-emu
+//! through the real HIP runtime (ROCclr 5.2), their kernels executed by shadows: the samples'
+//! shadow libraries for their own kernels, hsa-emu's built-in shadows for ROCclr's blit kernels.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use rocprof_replay_e2e::{
+    Run, e2e_dir, emu_dir, hip_samples, hip_shadow, run_on_emu, workspace_root,
+};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Runs a HIP sample on hsa-emu with its shadow library and `env`.
+fn run_hip(sample: &str, env: &[(&str, &str)]) -> Run {
+    let shadow = hip_shadow(sample);
+    let mut all = vec![("HSA_EMU_SHADOW", shadow.as_str())];
+    all.extend_from_slice(env);
+    run_on_emu(&hip_samples().join(sample), &[], &all, DEADLINE)
+}
+
+fn assert_ok(run: &Run, sample: &str) {
+    run.assert_success();
+    assert!(
+        run.stdout().contains(&format!("RESULT {sample} OK")),
+        "{sample} did not report OK:\n{}\n{}",
+        run.stdout(),
+        run.stderr()
+    );
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn vector_add_runs_through_the_real_hip_runtime() {
+    assert_ok(&run_hip("vector_add", &[]), "vector_add");
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn streams_events_async_copies_and_a_templated_kernel() {
+    let run = run_hip("streams", &[]);
+    assert_ok(&run, "streams");
+    assert!(run.stdout().contains("elapsed_ms="), "{}", run.stdout());
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn device_globals_are_shared_by_memcpy_to_symbol_and_the_shadow() {
+    assert_ok(&run_hip("symbols", &[]), "symbols");
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn a_code_object_file_loads_with_hip_module_load() {
+    let run = run_hip("module", &[]);
+    assert_ok(&run, "module");
+    assert!(run.stdout().contains("global_size=4"), "{}", run.stdout());
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn memsets_and_copies_run_on_the_built_in_blit_shadows() {
+    let run = run_hip("memops", &[("HSA_EMU_TRACE_PACKETS", "1")]);
+    assert_ok(&run, "memops");
+    // The trace names every dispatched kernel: ROCclr ran these blit kernels, each on its
+    // built-in shadow (memops has no shadow library).
+    let err = run.stderr();
+    assert!(!err.contains("has no shadow"), "{err}");
+    for kernel in [
+        "__amd_rocclr_fillBufferAligned.kd",
+        "__amd_rocclr_fillBufferAligned2D.kd",
+        "__amd_rocclr_copyBuffer.kd",
+        "__amd_rocclr_copyBufferRect.kd",
+        "__amd_rocclr_copyBufferRectAligned.kd",
+    ] {
+        assert!(
+            err.contains(&format!("kernel={kernel} ")),
+            "no dispatch of {kernel}:\n{err}"
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn a_kernel_without_a_shadow_fails_visibly() {
+    let run = run_on_emu(
+        &hip_samples().join("vector_add"),
+        &[],
+        &[("HSA_EMU_SHADOW", "")],
+        DEADLINE,
+    );
+    let err = run.stderr();
+    assert!(
+        err.contains("kernel vadd has no shadow") && err.contains("HSA_EMU_SHADOW"),
+        "{err}"
+    );
+    // hsa-emu called the queue's error callback; HIP's callback aborts the process.
+    assert!(err.contains("callbackQueue"), "{err}");
+    assert_eq!(run.output.status.signal(), Some(SIGABRT), "{err}");
+    assert!(!run.stdout().contains("RESULT vector_add OK"));
+}
+
+/// `SIGABRT` on Linux.
+const SIGABRT: i32 = 6;
+
+/// A shadow of vector_add's kernel whose argument struct misses the last argument.
+fn bad_vector_add_shadow() -> PathBuf {
+    let dir = e2e_dir().join("hip-bad-shadow");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("bad_shadow.c");
+    std::fs::write(
+        &src,
+        "#include \"hsa_emu_kernel.h\"\n\
+         typedef struct { const float* a; const float* b; float* c; } missing_n_t;\n\
+         HSA_EMU_KERNEL(vadd, missing_n_t) { (void)wg; }\n",
+    )
+    .unwrap();
+    let lib = dir.join("libbad_shadow.so");
+    let ok = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c11", "-Wall", "-Werror", "-shared", "-fPIC", "-I"])
+        .arg(workspace_root().join("hsa-emu/include"))
+        .arg("-o")
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "building the bad shadow");
+    lib
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn a_shadow_whose_arguments_do_not_mirror_the_kernel_is_refused_loudly() {
+    let lib = bad_vector_add_shadow();
+    let run = run_on_emu(
+        &hip_samples().join("vector_add"),
+        &[],
+        &[("HSA_EMU_SHADOW", lib.to_str().unwrap())],
+        DEADLINE,
+    );
+    let err = run.stderr();
+    // At load: the declared size against the metadata's explicit arguments.
+    assert!(
+        err.contains("shadow of kernel vadd: sizeof(args_t) = 24")
+            && err.contains("end at byte 28"),
+        "{err}"
+    );
+    // At dispatch: a queue error, never a run of the wrong shadow.
+    assert!(!run.output.status.success(), "{err}");
+    assert!(!run.stdout().contains("RESULT vector_add OK"));
+}
+
+/// The `name@@VERSION` / `name@VERSION` dynamic symbols of `lib` (defined or undefined).
+fn dynamic_symbols(lib: &std::path::Path, defined: bool) -> std::collections::BTreeSet<String> {
+    let flag = if defined {
+        "--defined-only"
+    } else {
+        "--undefined-only"
+    };
+    let out = Command::new("nm")
+        .args(["-D", flag])
+        .arg(lib)
+        .output()
+        .expect("nm runs");
+    assert!(out.status.success(), "nm -D {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|s| s.starts_with("hsa_"))
+        .map(|s| s.replace("@@", "@"))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn hsa_emu_exports_every_function_hip_imports() {
+    let emu = dynamic_symbols(&emu_dir().join("libhsa-runtime64.so.1"), true);
+    let hip = dynamic_symbols(
+        std::path::Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5"),
+        false,
+    );
+    let missing: Vec<_> = hip.difference(&emu).collect();
+    assert!(
+        missing.is_empty(),
+        "HIP imports these, hsa-emu lacks them: {missing:?}"
+    );
+    // So HIP loads with immediate binding too (it used to fail on hsa_ext_image_*).
+    assert_ok(
+        &run_hip("vector_add", &[("LD_BIND_NOW", "1")]),
+        "vector_add",
+    );
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn hsa_emu_exports_every_function_rocr_exports() {
+    let emu = dynamic_symbols(&emu_dir().join("libhsa-runtime64.so.1"), true);
+    let rocr = dynamic_symbols(
+        std::path::Path::new("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1"),
+        true,
+    );
+    let missing: Vec<_> = rocr.difference(&emu).collect();
+    assert!(
+        missing.is_empty(),
+        "ROCr 5.2 exports these, hsa-emu does not: {missing:?}"
+    );
+}
+
+// ---- replay under HIP: each sample under each example tool, both ways of loading it ---------
+
+/// How the tool is loaded.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    Preload,
+    ToolsLib,
+}
+
+/// The sample's own kernels (symbol names) and how many times it dispatches each.
+fn user_kernels(sample: &str) -> &'static [(&'static str, usize)] {
+    match sample {
+        "vector_add" => &[("vadd", 3)],
+        "streams" => &[("_Z7scale_kILi3EEvPii", 3), ("_Z7scale_kILi2EEvPii", 3)],
+        "symbols" => &[("_Z5weighPKii", 2)],
+        "module" => &[("saxpy", 2)],
+        "memops" => &[],
+        other => panic!("unknown sample {other}"),
+    }
+}
+
+/// Whether `kernel` is one of ROCclr's blit kernels.
+fn is_blit(kernel: &str) -> bool {
+    kernel.starts_with("__amd_rocclr_")
+}
+
+/// Runs `sample` with `tool` loaded `way` and `env`; checks the sample's own OK and returns the
+/// outcome records.
+fn replay(sample: &str, tool: &str, way: Way, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
+    let dir = e2e_dir().join("hip-records");
+    std::fs::create_dir_all(&dir).unwrap();
+    let records = dir.join(format!("{sample}-{tool}-{way:?}.jsonl"));
+    let _ = std::fs::remove_file(&records);
+    let lib = rocprof_replay_e2e::tool_lib(tool);
+    let load = match way {
+        Way::Preload => "LD_PRELOAD",
+        Way::ToolsLib => "HSA_TOOLS_LIB",
+    };
+    let mut all = vec![
+        (load, lib.to_str().unwrap()),
+        ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+        ("ROCPROF_REPLAY_LOG", "warn"),
+    ];
+    all.extend_from_slice(env);
+    let run = run_hip(sample, &all);
+    assert_ok(&run, sample);
+    let recs: Vec<serde_json::Value> = std::fs::read_to_string(&records)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l:?}: {e}")))
+        .collect();
+    // Every dispatch has a record with an outcome, and none ran out of time.
+    for r in &recs {
+        assert!(
+            !matches!(r["reason"].as_str(), Some("drain_timeout" | "pass_timeout")),
+            "{sample} under {tool} ({way:?}): {r}\n{}",
+            run.stderr()
+        );
+    }
+    // ROCclr's blit kernels are dispatches like any other (every sample copies).
+    assert!(
+        recs.iter()
+            .any(|r| is_blit(r["kernel"].as_str().unwrap_or(""))),
+        "{sample} under {tool} ({way:?}): no blit kernel among {recs:?}"
+    );
+    // Each user kernel has a record per dispatch.
+    for (kernel, count) in user_kernels(sample) {
+        let n = recs.iter().filter(|r| r["kernel"] == *kernel).count();
+        assert_eq!(
+            n, *count,
+            "{sample} under {tool} ({way:?}): records of {kernel}"
+        );
+    }
+    recs
+}
+
+/// Asserts that every record matching `pick` was replayed with `passes` passes.
+fn assert_replayed(
+    recs: &[serde_json::Value],
+    pick: impl Fn(&str) -> bool,
+    passes: impl Fn(u64) -> bool,
+    what: &str,
+) {
+    let picked: Vec<_> = recs
+        .iter()
+        .filter(|r| pick(r["kernel"].as_str().unwrap_or("")))
+        .collect();
+    assert!(!picked.is_empty(), "{what}: no records picked");
+    for r in picked {
+        assert_eq!(r["outcome"], "replayed", "{what}: {r}");
+        assert!(r["reason"].is_null(), "{what}: {r}");
+        let n = r["passes"].as_u64().unwrap_or(0);
+        assert!(passes(n), "{what}: {n} passes: {r}");
+    }
+}
+
+fn pass_timer(sample: &str) {
+    for way in [Way::Preload, Way::ToolsLib] {
+        let recs = replay(sample, "pass_timer", way, &[("ROCPROF_REPLAY_PASSES", "3")]);
+        assert_replayed(
+            &recs,
+            |_| true,
+            |n| n == 3,
+            &format!("{sample} pass_timer {way:?}"),
+        );
+    }
+}
+
+fn user_state(sample: &str) {
+    for way in [Way::Preload, Way::ToolsLib] {
+        let recs = replay(sample, "user_state", way, &[("ROCPROF_REPLAY_PASSES", "3")]);
+        assert_replayed(
+            &recs,
+            |_| true,
+            |n| n == 3,
+            &format!("{sample} user_state {way:?}"),
+        );
+    }
+}
+
+fn adaptive_timer(sample: &str) {
+    for way in [Way::Preload, Way::ToolsLib] {
+        let recs = replay(
+            sample,
+            "adaptive_timer",
+            way,
+            &[("ROCPROF_REPLAY_MAX_PASSES", "6")],
+        );
+        assert_replayed(
+            &recs,
+            |_| true,
+            |n| (3..=6).contains(&n),
+            &format!("{sample} adaptive_timer {way:?}"),
+        );
+    }
+}
+
+/// `selective` replays the sample's own kernels (for `memops`, the fills) and skips the rest.
+fn selective(sample: &str) {
+    let users: Vec<&str> = user_kernels(sample).iter().map(|(k, _)| *k).collect();
+    let pattern = if users.is_empty() {
+        "^__amd_rocclr_fillBuffer".to_owned()
+    } else {
+        format!("^({})$", users.join("|"))
+    };
+    let re = |k: &str| {
+        if users.is_empty() {
+            k.starts_with("__amd_rocclr_fillBuffer")
+        } else {
+            users.contains(&k)
+        }
+    };
+    for way in [Way::Preload, Way::ToolsLib] {
+        let env = [
+            ("ROCPROF_REPLAY_KERNEL", pattern.as_str()),
+            ("ROCPROF_REPLAY_PASSES", "3"),
+        ];
+        let recs = replay(sample, "selective", way, &env);
+        let what = format!("{sample} selective {way:?}");
+        assert_replayed(&recs, re, |n| n == 3, &what);
+        for r in recs
+            .iter()
+            .filter(|r| !re(r["kernel"].as_str().unwrap_or("")))
+        {
+            assert_eq!(r["outcome"], "skipped", "{what}: {r}");
+        }
+    }
+}
+
+macro_rules! replay_tests {
+    ($($name:ident: $tool:ident($sample:literal);)*) => {$(
+        #[test]
+        #[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+        fn $name() {
+            $tool($sample);
+        }
+    )*};
+}
+
+replay_tests! {
+    vector_add_under_pass_timer: pass_timer("vector_add");
+    vector_add_under_selective: selective("vector_add");
+    vector_add_under_user_state: user_state("vector_add");
+    vector_add_under_adaptive_timer: adaptive_timer("vector_add");
+    streams_under_pass_timer: pass_timer("streams");
+    streams_under_selective: selective("streams");
+    streams_under_user_state: user_state("streams");
+    streams_under_adaptive_timer: adaptive_timer("streams");
+    symbols_under_pass_timer: pass_timer("symbols");
+    symbols_under_selective: selective("symbols");
+    symbols_under_user_state: user_state("symbols");
+    symbols_under_adaptive_timer: adaptive_timer("symbols");
+    module_under_pass_timer: pass_timer("module");
+    module_under_selective: selective("module");
+    module_under_user_state: user_state("module");
+    module_under_adaptive_timer: adaptive_timer("module");
+    memops_under_pass_timer: pass_timer("memops");
+    memops_under_selective: selective("memops");
+    memops_under_user_state: user_state("memops");
+    memops_under_adaptive_timer: adaptive_timer("memops");
+}
