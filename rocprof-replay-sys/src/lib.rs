@@ -43,6 +43,8 @@
 
 mod layout;
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod enums;
 pub mod fns;
 pub mod packets;

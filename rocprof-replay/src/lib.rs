@@ -6,7 +6,8 @@
 //! kernel may touch, runs the dispatch that many times restoring memory between passes, and
 //! lets the application see exactly one execution and one completion. Put
 //! [`#[rocprof_tool]`](rocprof_tool) on the type, build a `cdylib`, and run any HSA or HIP
-//! application with `LD_PRELOAD=libmytool.so` (or `HSA_TOOLS_LIB=libmytool.so`).
+//! application with `LD_PRELOAD=libmytool.so` (or `HSA_TOOLS_LIB=libmytool.so`). With the `cuda`
+//! feature the library also replays CUDA launches: `CUDA_INJECTION64_PATH=libmytool.so app`.
 //!
 //! ```
 //! use rocprof_replay::{Context, DispatchInfo, Outcome, PassPlan, ReplayPolicy, Service};
@@ -56,6 +57,7 @@
 //! | [`testing`] | [`testing::simulate`]: run a policy through the real engine against host memory, for unit tests; [`testing::dispatch`], [`testing::outcome`], [`testing::pass_report`] build the engine's values for tests |
 //! | `engine` | vendor-neutral: allocation inventory, snapshot, replay window, outcome records |
 //! | `hsa` | the HSA backend: table hooks, intercept queues, drains, allocation tracking |
+//! | `cuda` | the CUDA backend (feature `cuda`): CUPTI callbacks, the window across a launch's enter and exit callbacks, device arena |
 //!
 //! # Environment
 //! | variable | effect |
@@ -71,6 +73,8 @@
 
 pub mod config;
 pub mod context;
+#[cfg(feature = "cuda")]
+mod cuda;
 pub mod dispatch;
 mod engine;
 pub mod error;
@@ -95,6 +99,8 @@ pub use rocprof_replay_macros::rocprof_tool;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::registration::{Claim, TOOL_PRIORITY, on_load, on_unload};
+    #[cfg(feature = "cuda")]
+    pub use crate::registration::{cuda_preload, initialize_injection};
     pub use rocprof_replay_sys::HsaApiTable;
 }
 

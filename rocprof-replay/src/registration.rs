@@ -142,6 +142,8 @@ fn engine<P: ReplayPolicy>(
 fn watch_forks() {
     extern "C" fn in_child() {
         crate::hsa::disable_in_child();
+        #[cfg(feature = "cuda")]
+        crate::cuda::disable_in_child();
         crate::engine::state::INVENTORY.disable();
         crate::engine::records::disable_in_child();
     }
@@ -196,6 +198,92 @@ pub unsafe fn on_load<P: ReplayPolicy>(
     }
 }
 
+/// `InitializeInjection` of a tool (feature `cuda`): called by the CUDA driver during `cuInit`
+/// when `CUDA_INJECTION64_PATH` names the tool library. Claims replay, builds the policy and
+/// the engine (or reuses them when the HSA backend of this library attached first), and
+/// attaches the CUDA backend. Always reports success to the driver: a tool that cannot attach
+/// says why on stderr and the application runs without it.
+#[cfg(feature = "cuda")]
+pub fn initialize_injection<P: ReplayPolicy>(make: impl FnOnce() -> P) -> std::ffi::c_int {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let mut make = Some(make);
+    ONCE.call_once(|| {
+        crate::log::init();
+        let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+            claim().map_err(|e| e.to_string())?;
+            let make = make.take().ok_or("injection initialised twice")?;
+            let engine = engine(make).map_err(|e| e.to_string())?;
+            crate::cuda::install(engine).map_err(|e| e.to_string())
+        }));
+        match result {
+            Ok(Ok(())) => tracing::info!("rocprof-replay tool loaded (CUDA)"),
+            Ok(Err(e)) => eprintln!(
+                "rocprof-replay: {e}; kernel replay is off for CUDA in this process and the \
+                 application runs without it"
+            ),
+            Err(_) => eprintln!(
+                "rocprof-replay: internal error (panic) while attaching to CUDA; the application \
+                 runs without kernel replay"
+            ),
+        }
+    });
+    1
+}
+
+/// Library constructor of a tool (feature `cuda`): when the tool was preloaded
+/// (`LD_PRELOAD` names it) and `CUDA_INJECTION64_PATH` is unset, points that variable at the
+/// tool, so the CUDA driver calls the tool's `InitializeInjection` at `cuInit`. A process that
+/// never initialises CUDA never loads anything of CUDA because of this.
+#[cfg(feature = "cuda")]
+pub extern "C" fn cuda_preload() {
+    let _ = catch_unwind(|| {
+        let Some(preload) = std::env::var_os("LD_PRELOAD") else {
+            return;
+        };
+        let Some(me) = object_of(cuda_preload as *const c_void) else {
+            return;
+        };
+        let me = std::path::PathBuf::from(
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(me.as_bytes()),
+        );
+        if !preloads(&preload.to_string_lossy(), &me) {
+            return;
+        }
+        let path = std::fs::canonicalize(&me).unwrap_or(me);
+        match std::env::var_os("CUDA_INJECTION64_PATH") {
+            None => {
+                // SAFETY: runs in a library constructor at program start (the tool is
+                // preloaded), before the program's own threads exist.
+                unsafe { std::env::set_var("CUDA_INJECTION64_PATH", &path) };
+            }
+            Some(other) => {
+                let same = std::fs::canonicalize(&other).is_ok_and(|o| o == path);
+                if !same {
+                    eprintln!(
+                        "rocprof-replay: CUDA_INJECTION64_PATH names another library ({}); \
+                         CUDA kernels are not replayed by {} in this process",
+                        other.to_string_lossy(),
+                        path.display()
+                    );
+                }
+            }
+        }
+    });
+}
+
+/// Whether an `LD_PRELOAD` value names the library at `me` (by path or by file name).
+#[cfg(feature = "cuda")]
+pub(crate) fn preloads(ld_preload: &str, me: &std::path::Path) -> bool {
+    let file = me.file_name();
+    ld_preload
+        .split([' ', ':'])
+        .filter(|p| !p.is_empty())
+        .any(|p| {
+            let p = std::path::Path::new(p);
+            p == me || (file.is_some() && p.file_name() == file)
+        })
+}
+
 /// `OnUnload` of a tool: stops replay and writes out pending records.
 pub fn on_unload() {
     let _ = catch_unwind(|| {
@@ -205,7 +293,8 @@ pub fn on_unload() {
 }
 
 /// Emits the C entry points of a tool (`OnLoad`, `OnUnload`, `HSA_AMD_TOOL_PRIORITY`,
-/// `ROCPROF_REPLAY_CLAIM`). Used by `#[rocprof_tool]`; not meant to be called by hand.
+/// `ROCPROF_REPLAY_CLAIM`, and with the `cuda` feature `InitializeInjection`). Used by
+/// `#[rocprof_tool]`; not meant to be called by hand.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_tool {
@@ -256,5 +345,36 @@ macro_rules! __export_tool {
         pub extern "C" fn OnUnload() {
             $crate::__private::on_unload()
         }
+
+        $crate::__export_cuda_injection!($ty, $make);
     };
+}
+
+/// Emits the CUDA entry points of a tool (feature `cuda`): `InitializeInjection`, called by the
+/// CUDA driver when `CUDA_INJECTION64_PATH` names the library, and a library constructor that
+/// sets that variable when the library is preloaded. Used by `__export_tool!`.
+#[cfg(feature = "cuda")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_cuda_injection {
+    ($ty:ty, $make:expr) => {
+        /// Called by the CUDA driver during `cuInit` (`CUDA_INJECTION64_PATH`).
+        #[unsafe(no_mangle)]
+        pub extern "C" fn InitializeInjection() -> ::core::ffi::c_int {
+            $crate::__private::initialize_injection::<$ty>(|| ($make)())
+        }
+
+        /// Points `CUDA_INJECTION64_PATH` at this library when it is preloaded.
+        #[used]
+        #[unsafe(link_section = ".init_array")]
+        static __ROCPROF_REPLAY_CUDA_PRELOAD: extern "C" fn() = $crate::__private::cuda_preload;
+    };
+}
+
+/// Without the `cuda` feature a tool has no CUDA entry points.
+#[cfg(not(feature = "cuda"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_cuda_injection {
+    ($ty:ty, $make:expr) => {};
 }

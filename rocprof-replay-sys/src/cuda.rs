@@ -1,0 +1,805 @@
+//! The part of the CUDA driver API and of the CUPTI callback API that rocprof-replay's CUDA
+//! backend uses, hand-written (feature `cuda`).
+//!
+//! Nothing here links against CUDA: the backend loads `libcuda.so.1` and `libcupti.so` at run
+//! time and looks the functions up by name, with the signatures below. Names follow `cuda.h`,
+//! `cupti_callbacks.h` and CUPTI's `generated_cuda_meta.h`, so code reads like NVIDIA's
+//! documentation.
+//!
+//! Every struct carries compile-time size and offset assertions. The figures were read from the
+//! real headers of CUDA 13.0 (driver 580, CUPTI 13.0) on an H200 machine by the probe that
+//! `tests/cuda_layout.rs` generates; that test keeps the recorded figures (and every enum value
+//! and callback id below) and compares them with this module on every run, and compiles the
+//! probe again wherever the CUDA headers are installed.
+//!
+//! Callback ids (`CUPTI_DRIVER_TRACE_CBID_*`) are CUPTI 13.0's. The backend resolves the ids it
+//! subscribes to by name at run time (`cuptiGetCallbackName`), so another CUPTI version with
+//! other numbers still works; the constants are the cross-check.
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+
+use crate::layout::{const_assert_layout, const_assert_offsets};
+
+macro_rules! opaque {
+    ($($(#[$m:meta])* $st:ident => $handle:ident;)*) => {$(
+        #[doc = concat!("The opaque object behind [`", stringify!($handle), "`].")]
+        #[repr(C)]
+        pub struct $st {
+            _private: [u8; 0],
+        }
+        $(#[$m])*
+        pub type $handle = *mut $st;
+    )*};
+}
+
+opaque! {
+    /// A CUDA context (`CUcontext`).
+    CUctx_st => CUcontext;
+    /// A stream (`CUstream`); 0 is the legacy default stream, [`CU_STREAM_LEGACY`] and
+    /// [`CU_STREAM_PER_THREAD`] are pseudo-handles.
+    CUstream_st => CUstream;
+    /// An event (`CUevent`).
+    CUevent_st => CUevent;
+    /// A kernel of a loaded module (`CUfunction`); a `CUkernel` may be passed where a launch
+    /// takes one.
+    CUfunc_st => CUfunction;
+    /// A loaded module (`CUmodule`).
+    CUmod_st => CUmodule;
+    /// A library (`CUlibrary`, context-independent module).
+    CUlib_st => CUlibrary;
+    /// A context-independent kernel (`CUkernel`).
+    CUkern_st => CUkernel;
+    /// A memory pool (`CUmemoryPool`).
+    CUmemPoolHandle_st => CUmemoryPool;
+    /// An executable graph (`CUgraphExec`).
+    CUgraphExec_st => CUgraphExec;
+    /// A CUPTI callback subscriber (`CUpti_SubscriberHandle`).
+    CUpti_Subscriber_st => CUpti_SubscriberHandle;
+}
+
+/// A driver API status (`CUresult`).
+pub type CUresult = c_uint;
+/// A device ordinal (`CUdevice`).
+pub type CUdevice = c_int;
+/// A device address (`CUdeviceptr`, `unsigned long long` on 64-bit hosts).
+pub type CUdeviceptr = u64;
+/// A physical allocation of the virtual memory management API.
+pub type CUmemGenericAllocationHandle = u64;
+/// `CUstreamCaptureStatus`.
+pub type CUstreamCaptureStatus = c_uint;
+/// `CUstreamCaptureMode`.
+pub type CUstreamCaptureMode = c_uint;
+/// `CUlaunchAttributeID`.
+pub type CUlaunchAttributeID = c_uint;
+/// `CUfunction_attribute`.
+pub type CUfunction_attribute = c_uint;
+
+/// `CUDA_SUCCESS`.
+pub const CUDA_SUCCESS: CUresult = 0;
+/// `CUDA_ERROR_INVALID_VALUE`.
+pub const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
+/// `CUDA_ERROR_OUT_OF_MEMORY`.
+pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+/// `CUDA_ERROR_NOT_INITIALIZED`.
+pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
+/// `CUDA_ERROR_DEINITIALIZED`.
+pub const CUDA_ERROR_DEINITIALIZED: CUresult = 4;
+/// `CUDA_ERROR_NO_DEVICE`.
+pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+/// `CUDA_ERROR_INVALID_CONTEXT`.
+pub const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
+/// `CUDA_ERROR_INVALID_HANDLE`.
+pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+/// `CUDA_ERROR_NOT_FOUND`.
+pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
+/// `CUDA_ERROR_NOT_READY`: asynchronous work has not completed yet.
+pub const CUDA_ERROR_NOT_READY: CUresult = 600;
+/// `CUDA_ERROR_ILLEGAL_ADDRESS`.
+pub const CUDA_ERROR_ILLEGAL_ADDRESS: CUresult = 700;
+/// `CUDA_ERROR_LAUNCH_FAILED`.
+pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
+/// `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`.
+pub const CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: CUresult = 900;
+
+/// `CU_STREAM_LEGACY`: the legacy default stream, named explicitly.
+pub const CU_STREAM_LEGACY: usize = 0x1;
+/// `CU_STREAM_PER_THREAD`: the calling thread's default stream.
+pub const CU_STREAM_PER_THREAD: usize = 0x2;
+/// `CU_STREAM_NON_BLOCKING`: no implicit synchronisation with the legacy default stream.
+pub const CU_STREAM_NON_BLOCKING: c_uint = 0x1;
+/// `CU_EVENT_DEFAULT`.
+pub const CU_EVENT_DEFAULT: c_uint = 0x0;
+/// `CU_EVENT_DISABLE_TIMING`.
+pub const CU_EVENT_DISABLE_TIMING: c_uint = 0x2;
+/// `CU_MEMHOSTALLOC_PORTABLE`.
+pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x1;
+
+/// `CU_STREAM_CAPTURE_STATUS_NONE`.
+pub const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus = 0;
+/// `CU_STREAM_CAPTURE_STATUS_ACTIVE`.
+pub const CU_STREAM_CAPTURE_STATUS_ACTIVE: CUstreamCaptureStatus = 1;
+/// `CU_STREAM_CAPTURE_STATUS_INVALIDATED`.
+pub const CU_STREAM_CAPTURE_STATUS_INVALIDATED: CUstreamCaptureStatus = 2;
+/// `CU_STREAM_CAPTURE_MODE_GLOBAL`.
+pub const CU_STREAM_CAPTURE_MODE_GLOBAL: CUstreamCaptureMode = 0;
+/// `CU_STREAM_CAPTURE_MODE_THREAD_LOCAL`.
+pub const CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: CUstreamCaptureMode = 1;
+/// `CU_STREAM_CAPTURE_MODE_RELAXED`: this thread may make calls that are unsafe during
+/// another thread's global-mode capture.
+pub const CU_STREAM_CAPTURE_MODE_RELAXED: CUstreamCaptureMode = 2;
+
+/// `CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`: static shared memory of a kernel.
+pub const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: CUfunction_attribute = 1;
+/// `CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES`: local memory per thread.
+pub const CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: CUfunction_attribute = 3;
+
+/// `CU_LAUNCH_ATTRIBUTE_IGNORE`: an attribute slot that is skipped.
+pub const CU_LAUNCH_ATTRIBUTE_IGNORE: CUlaunchAttributeID = 0;
+/// `CU_LAUNCH_ATTRIBUTE_COOPERATIVE`.
+pub const CU_LAUNCH_ATTRIBUTE_COOPERATIVE: CUlaunchAttributeID = 2;
+/// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`.
+pub const CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: CUlaunchAttributeID = 4;
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`.
+pub const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: CUlaunchAttributeID = 6;
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT`: records an application event from the kernel.
+pub const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: CUlaunchAttributeID = 7;
+/// `CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT`: records an application event when the
+/// kernel's blocks have all started.
+pub const CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: CUlaunchAttributeID = 12;
+/// `CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE` (graph kernel nodes only).
+pub const CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE: CUlaunchAttributeID = 13;
+
+/// The value of a launch attribute (`CUlaunchAttributeValue`, a 64-byte union).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CUlaunchAttributeValue {
+    /// The union's bytes, as 8-byte words (the union holds pointers and 64-bit values).
+    pub words: [u64; 8],
+}
+const_assert_layout!(CUlaunchAttributeValue, size = 64, align = 8);
+
+/// One launch attribute (`CUlaunchAttribute`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CUlaunchAttribute {
+    /// Which attribute.
+    pub id: CUlaunchAttributeID,
+    /// Padding before the value.
+    pub pad: [u8; 4],
+    /// Its value.
+    pub value: CUlaunchAttributeValue,
+}
+const_assert_layout!(CUlaunchAttribute, size = 72, align = 8);
+const_assert_offsets!(CUlaunchAttribute { id: 0, value: 8 });
+
+/// The configuration of a `cuLaunchKernelEx` launch (`CUlaunchConfig`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUlaunchConfig {
+    /// Grid width in blocks.
+    pub gridDimX: c_uint,
+    /// Grid height in blocks.
+    pub gridDimY: c_uint,
+    /// Grid depth in blocks.
+    pub gridDimZ: c_uint,
+    /// Block width in threads.
+    pub blockDimX: c_uint,
+    /// Block height in threads.
+    pub blockDimY: c_uint,
+    /// Block depth in threads.
+    pub blockDimZ: c_uint,
+    /// Dynamic shared memory per block.
+    pub sharedMemBytes: c_uint,
+    /// The stream.
+    pub hStream: CUstream,
+    /// `numAttrs` attributes.
+    pub attrs: *mut CUlaunchAttribute,
+    /// Number of attributes.
+    pub numAttrs: c_uint,
+}
+const_assert_layout!(CUlaunchConfig, size = 56, align = 8);
+const_assert_offsets!(CUlaunchConfig {
+    gridDimX: 0,
+    blockDimX: 12,
+    sharedMemBytes: 24,
+    hStream: 32,
+    attrs: 40,
+    numAttrs: 48,
+});
+
+// ---------------------------------------------------------------------------------------------
+// CUPTI callback API
+
+/// A CUPTI status (`CUptiResult`).
+pub type CUptiResult = c_uint;
+/// `CUpti_CallbackDomain`.
+pub type CUpti_CallbackDomain = c_uint;
+/// `CUpti_CallbackId`: a driver, runtime, resource or synchronisation callback id.
+pub type CUpti_CallbackId = u32;
+/// `CUpti_ApiCallbackSite`.
+pub type CUpti_ApiCallbackSite = c_uint;
+
+/// `CUPTI_SUCCESS`.
+pub const CUPTI_SUCCESS: CUptiResult = 0;
+/// `CUPTI_ERROR_INVALID_PARAMETER`.
+pub const CUPTI_ERROR_INVALID_PARAMETER: CUptiResult = 1;
+/// `CUPTI_ERROR_NOT_INITIALIZED`.
+pub const CUPTI_ERROR_NOT_INITIALIZED: CUptiResult = 15;
+/// `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`: another subscriber (a profiler, a
+/// debugger, or the application's own CUPTI use) already holds the callback API.
+pub const CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUptiResult = 39;
+
+/// `CUPTI_API_ENTER`.
+pub const CUPTI_API_ENTER: CUpti_ApiCallbackSite = 0;
+/// `CUPTI_API_EXIT`.
+pub const CUPTI_API_EXIT: CUpti_ApiCallbackSite = 1;
+
+/// `CUPTI_CB_DOMAIN_DRIVER_API`.
+pub const CUPTI_CB_DOMAIN_DRIVER_API: CUpti_CallbackDomain = 1;
+/// `CUPTI_CB_DOMAIN_RUNTIME_API`.
+pub const CUPTI_CB_DOMAIN_RUNTIME_API: CUpti_CallbackDomain = 2;
+/// `CUPTI_CB_DOMAIN_RESOURCE`.
+pub const CUPTI_CB_DOMAIN_RESOURCE: CUpti_CallbackDomain = 3;
+
+/// `CUPTI_CBID_RESOURCE_CONTEXT_CREATED`.
+pub const CUPTI_CBID_RESOURCE_CONTEXT_CREATED: CUpti_CallbackId = 1;
+/// `CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING`.
+pub const CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING: CUpti_CallbackId = 2;
+/// `CUPTI_CBID_RESOURCE_STREAM_CREATED`.
+pub const CUPTI_CBID_RESOURCE_STREAM_CREATED: CUpti_CallbackId = 3;
+/// `CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING`.
+pub const CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING: CUpti_CallbackId = 4;
+/// `CUPTI_CBID_RESOURCE_MODULE_LOADED`.
+pub const CUPTI_CBID_RESOURCE_MODULE_LOADED: CUpti_CallbackId = 6;
+/// `CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING`.
+pub const CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING: CUpti_CallbackId = 7;
+
+/// A CUPTI callback (`CUpti_CallbackFunc`); `cbdata` is a [`CUpti_CallbackData`] for the
+/// driver and runtime domains and a [`CUpti_ResourceData`] for the resource domain.
+pub type CUpti_CallbackFunc = Option<
+    unsafe extern "C" fn(
+        userdata: *mut c_void,
+        domain: CUpti_CallbackDomain,
+        cbid: CUpti_CallbackId,
+        cbdata: *const c_void,
+    ),
+>;
+
+/// What a driver or runtime API callback receives (`CUpti_CallbackData`); valid only during
+/// the callback.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUpti_CallbackData {
+    /// [`CUPTI_API_ENTER`] or [`CUPTI_API_EXIT`].
+    pub callbackSite: CUpti_ApiCallbackSite,
+    /// The API function's name (a static string).
+    pub functionName: *const c_char,
+    /// The call's arguments (`<function>_params`).
+    pub functionParams: *const c_void,
+    /// The `CUresult` the call returns (exit callbacks only).
+    pub functionReturnValue: *mut c_void,
+    /// The kernel's name, for launch callbacks.
+    pub symbolName: *const c_char,
+    /// The context current to the calling thread, or null.
+    pub context: CUcontext,
+    /// The context's process-unique id.
+    pub contextUid: u32,
+    /// 64 bits shared by the enter and exit callbacks of one call.
+    pub correlationData: *mut u64,
+    /// The activity-record correlation id of the call.
+    pub correlationId: u32,
+}
+const_assert_layout!(CUpti_CallbackData, size = 72, align = 8);
+const_assert_offsets!(CUpti_CallbackData {
+    callbackSite: 0,
+    functionName: 8,
+    functionParams: 16,
+    functionReturnValue: 24,
+    symbolName: 32,
+    context: 40,
+    contextUid: 48,
+    correlationData: 56,
+    correlationId: 64,
+});
+
+/// What a resource callback receives (`CUpti_ResourceData`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUpti_ResourceData {
+    /// The context created or destroyed, or the one owning the stream or module.
+    pub context: CUcontext,
+    /// The stream created or destroyed (the C union has no other member).
+    pub resourceHandle: CUstream,
+    /// For module callbacks a [`CUpti_ModuleResourceData`].
+    pub resourceDescriptor: *mut c_void,
+}
+const_assert_layout!(CUpti_ResourceData, size = 24, align = 8);
+const_assert_offsets!(CUpti_ResourceData {
+    context: 0,
+    resourceHandle: 8,
+    resourceDescriptor: 16,
+});
+
+/// A module loaded or unloaded (`CUpti_ModuleResourceData`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUpti_ModuleResourceData {
+    /// CUPTI's id of the module.
+    pub moduleId: u32,
+    /// Bytes of the cubin.
+    pub cubinSize: usize,
+    /// The cubin (an ELF image).
+    pub pCubin: *const c_char,
+}
+const_assert_layout!(CUpti_ModuleResourceData, size = 24, align = 8);
+const_assert_offsets!(CUpti_ModuleResourceData {
+    moduleId: 0,
+    cubinSize: 8,
+    pCubin: 16,
+});
+
+/// Arguments of the traced driver functions, as CUPTI passes them in
+/// [`CUpti_CallbackData::functionParams`] (`generated_cuda_meta.h`): one field per argument of
+/// the C prototype, in order and named as there.
+#[allow(missing_docs)] // the fields are the C prototype's arguments, documented by NVIDIA
+pub mod params {
+    use core::ffi::{c_char, c_uint, c_void};
+
+    use super::*;
+
+    /// `cuLaunchKernel_params` (also `cuLaunchKernel_ptsz_params`).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuLaunchKernel_params {
+        pub f: CUfunction,
+        pub gridDimX: c_uint,
+        pub gridDimY: c_uint,
+        pub gridDimZ: c_uint,
+        pub blockDimX: c_uint,
+        pub blockDimY: c_uint,
+        pub blockDimZ: c_uint,
+        pub sharedMemBytes: c_uint,
+        pub hStream: CUstream,
+        pub kernelParams: *mut *mut c_void,
+        pub extra: *mut *mut c_void,
+    }
+    const_assert_layout!(cuLaunchKernel_params, size = 64, align = 8);
+    const_assert_offsets!(cuLaunchKernel_params {
+        f: 0,
+        gridDimX: 8,
+        blockDimX: 20,
+        sharedMemBytes: 32,
+        hStream: 40,
+        kernelParams: 48,
+        extra: 56,
+    });
+
+    /// `cuLaunchCooperativeKernel_params` (also the `_ptsz` variant).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuLaunchCooperativeKernel_params {
+        pub f: CUfunction,
+        pub gridDimX: c_uint,
+        pub gridDimY: c_uint,
+        pub gridDimZ: c_uint,
+        pub blockDimX: c_uint,
+        pub blockDimY: c_uint,
+        pub blockDimZ: c_uint,
+        pub sharedMemBytes: c_uint,
+        pub hStream: CUstream,
+        pub kernelParams: *mut *mut c_void,
+    }
+    const_assert_layout!(cuLaunchCooperativeKernel_params, size = 56, align = 8);
+    const_assert_offsets!(cuLaunchCooperativeKernel_params {
+        f: 0,
+        gridDimX: 8,
+        sharedMemBytes: 32,
+        hStream: 40,
+        kernelParams: 48,
+    });
+
+    /// `cuLaunchKernelEx_params` (also the `_ptsz` variant).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuLaunchKernelEx_params {
+        pub config: *const CUlaunchConfig,
+        pub f: CUfunction,
+        pub kernelParams: *mut *mut c_void,
+        pub extra: *mut *mut c_void,
+    }
+    const_assert_layout!(cuLaunchKernelEx_params, size = 32, align = 8);
+    const_assert_offsets!(cuLaunchKernelEx_params {
+        config: 0,
+        f: 8,
+        kernelParams: 16,
+        extra: 24,
+    });
+
+    /// `cuMemAlloc_v2_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemAlloc_v2_params {
+        pub dptr: *mut CUdeviceptr,
+        pub bytesize: usize,
+    }
+    const_assert_layout!(cuMemAlloc_v2_params, size = 16, align = 8);
+
+    /// `cuMemAllocPitch_v2_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemAllocPitch_v2_params {
+        pub dptr: *mut CUdeviceptr,
+        pub pPitch: *mut usize,
+        pub WidthInBytes: usize,
+        pub Height: usize,
+        pub ElementSizeBytes: c_uint,
+    }
+    const_assert_layout!(cuMemAllocPitch_v2_params, size = 40, align = 8);
+    const_assert_offsets!(cuMemAllocPitch_v2_params {
+        dptr: 0,
+        pPitch: 8,
+        WidthInBytes: 16,
+        Height: 24,
+        ElementSizeBytes: 32,
+    });
+
+    /// `cuMemAllocManaged_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemAllocManaged_params {
+        pub dptr: *mut CUdeviceptr,
+        pub bytesize: usize,
+        pub flags: c_uint,
+    }
+    const_assert_layout!(cuMemAllocManaged_params, size = 24, align = 8);
+
+    /// `cuMemAllocAsync_params` (also the `_ptsz` variant).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemAllocAsync_params {
+        pub dptr: *mut CUdeviceptr,
+        pub bytesize: usize,
+        pub hStream: CUstream,
+    }
+    const_assert_layout!(cuMemAllocAsync_params, size = 24, align = 8);
+
+    /// `cuMemAllocFromPoolAsync_params` (also the `_ptsz` variant).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemAllocFromPoolAsync_params {
+        pub dptr: *mut CUdeviceptr,
+        pub bytesize: usize,
+        pub pool: CUmemoryPool,
+        pub hStream: CUstream,
+    }
+    const_assert_layout!(cuMemAllocFromPoolAsync_params, size = 32, align = 8);
+    const_assert_offsets!(cuMemAllocFromPoolAsync_params {
+        dptr: 0,
+        bytesize: 8,
+        pool: 16,
+        hStream: 24,
+    });
+
+    /// `cuMemFree_v2_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemFree_v2_params {
+        pub dptr: CUdeviceptr,
+    }
+    const_assert_layout!(cuMemFree_v2_params, size = 8, align = 8);
+
+    /// `cuMemFreeAsync_params` (also the `_ptsz` variant).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemFreeAsync_params {
+        pub dptr: CUdeviceptr,
+        pub hStream: CUstream,
+    }
+    const_assert_layout!(cuMemFreeAsync_params, size = 16, align = 8);
+
+    /// `cuMemMap_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemMap_params {
+        pub ptr: CUdeviceptr,
+        pub size: usize,
+        pub offset: usize,
+        pub handle: CUmemGenericAllocationHandle,
+        pub flags: u64,
+    }
+    const_assert_layout!(cuMemMap_params, size = 40, align = 8);
+
+    /// `cuMemUnmap_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemUnmap_params {
+        pub ptr: CUdeviceptr,
+        pub size: usize,
+    }
+    const_assert_layout!(cuMemUnmap_params, size = 16, align = 8);
+
+    /// `cuModuleGetGlobal_v2_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuModuleGetGlobal_v2_params {
+        pub dptr: *mut CUdeviceptr,
+        pub bytes: *mut usize,
+        pub hmod: CUmodule,
+        pub name: *const c_char,
+    }
+    const_assert_layout!(cuModuleGetGlobal_v2_params, size = 32, align = 8);
+
+    /// `cuLibraryGetGlobal_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuLibraryGetGlobal_params {
+        pub dptr: *mut CUdeviceptr,
+        pub bytes: *mut usize,
+        pub library: CUlibrary,
+        pub name: *const c_char,
+    }
+    const_assert_layout!(cuLibraryGetGlobal_params, size = 32, align = 8);
+
+    /// `cuGraphLaunch_params` (also the `_ptsz` variant).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuGraphLaunch_params {
+        pub hGraph: CUgraphExec,
+        pub hStream: CUstream,
+    }
+
+    /// `cuLibraryGetKernel_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuLibraryGetKernel_params {
+        pub pKernel: *mut CUkernel,
+        pub library: CUlibrary,
+        pub name: *const c_char,
+    }
+    const_assert_layout!(cuLibraryGetKernel_params, size = 24, align = 8);
+
+    /// `cuLibraryEnumerateKernels_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuLibraryEnumerateKernels_params {
+        pub kernels: *mut CUkernel,
+        pub numKernels: c_uint,
+        pub lib: CUlibrary,
+    }
+    const_assert_layout!(cuLibraryEnumerateKernels_params, size = 24, align = 8);
+
+    /// `cuKernelGetFunction_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuKernelGetFunction_params {
+        pub pFunc: *mut CUfunction,
+        pub kernel: CUkernel,
+    }
+    const_assert_layout!(cuKernelGetFunction_params, size = 16, align = 8);
+
+    /// `cuModuleGetFunction_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuModuleGetFunction_params {
+        pub hfunc: *mut CUfunction,
+        pub hmod: CUmodule,
+        pub name: *const c_char,
+    }
+    const_assert_layout!(cuModuleGetFunction_params, size = 24, align = 8);
+
+    /// `cuModuleEnumerateFunctions_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuModuleEnumerateFunctions_params {
+        pub functions: *mut CUfunction,
+        pub numFunctions: c_uint,
+        pub r#mod: CUmodule,
+    }
+    const_assert_layout!(cuModuleEnumerateFunctions_params, size = 24, align = 8);
+    const_assert_layout!(cuGraphLaunch_params, size = 16, align = 8);
+}
+pub use params::*;
+
+/// CUPTI 13.0's ids of the driver functions the backend traces (`cupti_driver_cbid.h`).
+pub mod cbid {
+    use super::CUpti_CallbackId;
+
+    macro_rules! ids {
+        ($($name:ident = $value:expr;)*) => {
+            $(
+                #[doc = concat!("`CUPTI_DRIVER_TRACE_CBID_", stringify!($name), "`.")]
+                pub const $name: CUpti_CallbackId = $value;
+            )*
+            /// Every id above with its function name.
+            pub const ALL: &[(&str, CUpti_CallbackId)] = &[$((stringify!($name), $value)),*];
+        };
+    }
+
+    ids! {
+        cuMemAlloc_v2 = 243;
+        cuMemAllocPitch_v2 = 244;
+        cuMemFree_v2 = 245;
+        cuLaunchKernel = 307;
+        cuLaunchKernel_ptsz = 442;
+        cuLaunchCooperativeKernel = 477;
+        cuLaunchCooperativeKernel_ptsz = 478;
+        cuLaunchCooperativeKernelMultiDevice = 480;
+        cuLaunchKernelEx = 652;
+        cuLaunchKernelEx_ptsz = 653;
+        cuMemAllocManaged = 371;
+        cuMemAllocAsync = 598;
+        cuMemAllocAsync_ptsz = 599;
+        cuMemAllocFromPoolAsync = 611;
+        cuMemAllocFromPoolAsync_ptsz = 612;
+        cuMemFreeAsync = 600;
+        cuMemFreeAsync_ptsz = 601;
+        cuMemMap = 551;
+        cuMemUnmap = 552;
+        cuModuleGetGlobal_v2 = 241;
+        cuLibraryGetGlobal = 684;
+        cuGraphLaunch = 514;
+        cuGraphLaunch_ptsz = 515;
+        cuLibraryGetKernel = 681;
+        cuLibraryEnumerateKernels = 740;
+        cuKernelGetFunction = 683;
+        cuModuleGetFunction = 23;
+        cuModuleEnumerateFunctions = 738;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signatures of the functions the backend calls.
+
+/// `cuptiSubscribe`.
+pub type cuptiSubscribe_fn = unsafe extern "C" fn(
+    subscriber: *mut CUpti_SubscriberHandle,
+    callback: CUpti_CallbackFunc,
+    userdata: *mut c_void,
+) -> CUptiResult;
+/// `cuptiUnsubscribe`.
+pub type cuptiUnsubscribe_fn =
+    unsafe extern "C" fn(subscriber: CUpti_SubscriberHandle) -> CUptiResult;
+/// `cuptiEnableCallback`.
+pub type cuptiEnableCallback_fn = unsafe extern "C" fn(
+    enable: u32,
+    subscriber: CUpti_SubscriberHandle,
+    domain: CUpti_CallbackDomain,
+    cbid: CUpti_CallbackId,
+) -> CUptiResult;
+/// `cuptiGetCallbackName`.
+pub type cuptiGetCallbackName_fn = unsafe extern "C" fn(
+    domain: CUpti_CallbackDomain,
+    cbid: u32,
+    name: *mut *const c_char,
+) -> CUptiResult;
+/// `cuptiGetResultString`.
+pub type cuptiGetResultString_fn =
+    unsafe extern "C" fn(result: CUptiResult, str: *mut *const c_char) -> CUptiResult;
+
+/// `CU_GET_PROC_ADDRESS_LEGACY_STREAM`: look a function up in its legacy-default-stream form.
+pub const CU_GET_PROC_ADDRESS_LEGACY_STREAM: u64 = 1;
+
+/// `cuGetProcAddress_v2`: the function `symbol` as of CUDA version `cudaVersion` (e.g. 12000
+/// for 12.0), whatever its exported name (`_v2`, `_v3` suffixes).
+pub type cuGetProcAddress_fn = unsafe extern "C" fn(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cudaVersion: c_int,
+    flags: u64,
+    symbolStatus: *mut c_int,
+) -> CUresult;
+/// `cuGetErrorName`.
+pub type cuGetErrorName_fn =
+    unsafe extern "C" fn(error: CUresult, pStr: *mut *const c_char) -> CUresult;
+/// `cuCtxGetCurrent`.
+pub type cuCtxGetCurrent_fn = unsafe extern "C" fn(pctx: *mut CUcontext) -> CUresult;
+/// `cuCtxSetCurrent`.
+pub type cuCtxSetCurrent_fn = unsafe extern "C" fn(ctx: CUcontext) -> CUresult;
+/// `cuCtxGetDevice`.
+pub type cuCtxGetDevice_fn = unsafe extern "C" fn(device: *mut CUdevice) -> CUresult;
+/// `cuMemGetInfo_v2`.
+pub type cuMemGetInfo_fn = unsafe extern "C" fn(free: *mut usize, total: *mut usize) -> CUresult;
+/// `cuMemAlloc_v2`.
+pub type cuMemAlloc_fn = unsafe extern "C" fn(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult;
+/// `cuMemFree_v2`.
+pub type cuMemFree_fn = unsafe extern "C" fn(dptr: CUdeviceptr) -> CUresult;
+/// `cuMemHostAlloc`.
+pub type cuMemHostAlloc_fn =
+    unsafe extern "C" fn(pp: *mut *mut c_void, bytesize: usize, flags: c_uint) -> CUresult;
+/// `cuMemFreeHost`.
+pub type cuMemFreeHost_fn = unsafe extern "C" fn(p: *mut c_void) -> CUresult;
+/// `cuMemcpyAsync` (unified addressing: either side may be device or pinned host memory).
+pub type cuMemcpyAsync_fn = unsafe extern "C" fn(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    byte_count: usize,
+    hStream: CUstream,
+) -> CUresult;
+/// `cuStreamCreate`.
+pub type cuStreamCreate_fn =
+    unsafe extern "C" fn(phStream: *mut CUstream, flags: c_uint) -> CUresult;
+/// `cuStreamDestroy_v2`.
+pub type cuStreamDestroy_fn = unsafe extern "C" fn(hStream: CUstream) -> CUresult;
+/// `cuStreamQuery`.
+pub type cuStreamQuery_fn = unsafe extern "C" fn(hStream: CUstream) -> CUresult;
+/// `cuStreamIsCapturing`.
+pub type cuStreamIsCapturing_fn =
+    unsafe extern "C" fn(hStream: CUstream, captureStatus: *mut CUstreamCaptureStatus) -> CUresult;
+/// `cuStreamWaitEvent`.
+pub type cuStreamWaitEvent_fn =
+    unsafe extern "C" fn(hStream: CUstream, hEvent: CUevent, flags: c_uint) -> CUresult;
+/// `cuThreadExchangeStreamCaptureMode`.
+pub type cuThreadExchangeStreamCaptureMode_fn =
+    unsafe extern "C" fn(mode: *mut CUstreamCaptureMode) -> CUresult;
+/// `cuEventCreate`.
+pub type cuEventCreate_fn = unsafe extern "C" fn(phEvent: *mut CUevent, flags: c_uint) -> CUresult;
+/// `cuEventDestroy_v2`.
+pub type cuEventDestroy_fn = unsafe extern "C" fn(hEvent: CUevent) -> CUresult;
+/// `cuEventRecord`.
+pub type cuEventRecord_fn = unsafe extern "C" fn(hEvent: CUevent, hStream: CUstream) -> CUresult;
+/// `cuEventQuery`.
+pub type cuEventQuery_fn = unsafe extern "C" fn(hEvent: CUevent) -> CUresult;
+/// `cuEventElapsedTime` (milliseconds between two recorded events).
+pub type cuEventElapsedTime_fn =
+    unsafe extern "C" fn(pMilliseconds: *mut f32, hStart: CUevent, hEnd: CUevent) -> CUresult;
+/// `cuFuncGetAttribute`.
+pub type cuFuncGetAttribute_fn = unsafe extern "C" fn(
+    pi: *mut c_int,
+    attrib: CUfunction_attribute,
+    hfunc: CUfunction,
+) -> CUresult;
+/// `cuFuncGetModule`.
+pub type cuFuncGetModule_fn =
+    unsafe extern "C" fn(hmod: *mut CUmodule, hfunc: CUfunction) -> CUresult;
+/// `cuKernelGetFunction`: the `CUfunction` of a `CUkernel` in the current context (loads
+/// its module if needed).
+pub type cuKernelGetFunction_fn =
+    unsafe extern "C" fn(pFunc: *mut CUfunction, kernel: CUkernel) -> CUresult;
+/// `cuKernelGetAttribute`.
+pub type cuKernelGetAttribute_fn = unsafe extern "C" fn(
+    pi: *mut c_int,
+    attrib: CUfunction_attribute,
+    kernel: CUkernel,
+    dev: CUdevice,
+) -> CUresult;
+/// `cuModuleGetGlobal_v2`.
+pub type cuModuleGetGlobal_fn = unsafe extern "C" fn(
+    dptr: *mut CUdeviceptr,
+    bytes: *mut usize,
+    hmod: CUmodule,
+    name: *const c_char,
+) -> CUresult;
+/// `cuLaunchKernel`.
+pub type cuLaunchKernel_fn = unsafe extern "C" fn(
+    f: CUfunction,
+    gridDimX: c_uint,
+    gridDimY: c_uint,
+    gridDimZ: c_uint,
+    blockDimX: c_uint,
+    blockDimY: c_uint,
+    blockDimZ: c_uint,
+    sharedMemBytes: c_uint,
+    hStream: CUstream,
+    kernelParams: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult;
+/// `cuLaunchCooperativeKernel`.
+pub type cuLaunchCooperativeKernel_fn = unsafe extern "C" fn(
+    f: CUfunction,
+    gridDimX: c_uint,
+    gridDimY: c_uint,
+    gridDimZ: c_uint,
+    blockDimX: c_uint,
+    blockDimY: c_uint,
+    blockDimZ: c_uint,
+    sharedMemBytes: c_uint,
+    hStream: CUstream,
+    kernelParams: *mut *mut c_void,
+) -> CUresult;
+/// `cuLaunchKernelEx`.
+pub type cuLaunchKernelEx_fn = unsafe extern "C" fn(
+    config: *const CUlaunchConfig,
+    f: CUfunction,
+    kernelParams: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult;

@@ -1,0 +1,298 @@
+//! The CUDA driver and CUPTI functions the backend calls, loaded at run time.
+//!
+//! `libcuda.so.1` is already loaded when the driver calls `InitializeInjection`; the driver's
+//! functions are looked up through `cuGetProcAddress_v2` *as of CUDA 12.0* ([`API_VERSION`]),
+//! the version whose signatures `rocprof-replay-sys` declares (so `cuMemAlloc` is
+//! `cuMemAlloc_v2`), falling back to the exported names. Asking for the driver's own version
+//! instead would hand out newer forms with other signatures: CUDA 13.0's `cuCtxGetDevice` is
+//! `cuCtxGetDevice_v2(CUdevice*, CUcontext)`. CUPTI is the copy already loaded in the process if there is one (PyTorch
+//! loads its own), else `ROCPROF_REPLAY_CUPTI`, else the usual names and toolkit paths.
+
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::path::PathBuf;
+
+use libloading::Library;
+use rocprof_replay_sys::cuda::*;
+
+/// The driver functions the backend calls. Tests build one from fakes.
+#[derive(Clone, Copy)]
+pub(crate) struct Driver {
+    pub(crate) get_error_name: cuGetErrorName_fn,
+    pub(crate) ctx_set_current: cuCtxSetCurrent_fn,
+    pub(crate) ctx_get_device: cuCtxGetDevice_fn,
+    pub(crate) mem_get_info: cuMemGetInfo_fn,
+    pub(crate) mem_alloc: cuMemAlloc_fn,
+    pub(crate) mem_free: cuMemFree_fn,
+    pub(crate) mem_host_alloc: cuMemHostAlloc_fn,
+    pub(crate) mem_free_host: cuMemFreeHost_fn,
+    pub(crate) memcpy_async: cuMemcpyAsync_fn,
+    pub(crate) stream_create: cuStreamCreate_fn,
+    pub(crate) stream_query: cuStreamQuery_fn,
+    pub(crate) stream_is_capturing: cuStreamIsCapturing_fn,
+    pub(crate) stream_wait_event: cuStreamWaitEvent_fn,
+    pub(crate) exchange_capture_mode: cuThreadExchangeStreamCaptureMode_fn,
+    pub(crate) event_create: cuEventCreate_fn,
+    pub(crate) event_record: cuEventRecord_fn,
+    pub(crate) event_query: cuEventQuery_fn,
+    pub(crate) event_elapsed: cuEventElapsedTime_fn,
+    pub(crate) func_get_attribute: cuFuncGetAttribute_fn,
+    pub(crate) func_get_module: cuFuncGetModule_fn,
+    pub(crate) kernel_get_function: cuKernelGetFunction_fn,
+    pub(crate) module_get_global: cuModuleGetGlobal_fn,
+    pub(crate) launch_kernel: cuLaunchKernel_fn,
+    pub(crate) launch_cooperative: cuLaunchCooperativeKernel_fn,
+    pub(crate) launch_kernel_ex: cuLaunchKernelEx_fn,
+}
+
+/// The CUPTI functions the backend calls.
+#[derive(Clone, Copy)]
+pub(crate) struct Cupti {
+    pub(crate) subscribe: cuptiSubscribe_fn,
+    pub(crate) unsubscribe: cuptiUnsubscribe_fn,
+    pub(crate) enable_callback: cuptiEnableCallback_fn,
+    pub(crate) get_callback_name: cuptiGetCallbackName_fn,
+    pub(crate) get_result_string: cuptiGetResultString_fn,
+}
+
+/// Why the driver or CUPTI could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LoadError {
+    #[error("cannot load {what}: {detail}")]
+    Library { what: String, detail: String },
+    #[error("{library} has no {symbol}")]
+    Symbol {
+        library: &'static str,
+        symbol: &'static str,
+    },
+}
+
+/// A driver status with its name (`CUDA_ERROR_OUT_OF_MEMORY (2)`).
+pub(crate) fn error_name(drv: &Driver, status: CUresult) -> String {
+    let mut p: *const c_char = std::ptr::null();
+    // SAFETY: cuGetErrorName writes a pointer to a static string or leaves it null.
+    let r = unsafe { (drv.get_error_name)(status, &mut p) };
+    if r == CUDA_SUCCESS && !p.is_null() {
+        // SAFETY: a NUL-terminated static string of the driver.
+        let name = unsafe { CStr::from_ptr(p) }.to_string_lossy();
+        format!("{name} ({status})")
+    } else {
+        format!("CUresult {status}")
+    }
+}
+
+/// A CUPTI status with its text.
+pub(crate) fn cupti_error(cupti: &Cupti, status: CUptiResult) -> String {
+    let mut p: *const c_char = std::ptr::null();
+    // SAFETY: writes a pointer to a static string or leaves it null.
+    let r = unsafe { (cupti.get_result_string)(status, &mut p) };
+    if r == CUPTI_SUCCESS && !p.is_null() {
+        // SAFETY: a NUL-terminated static string of CUPTI.
+        let text = unsafe { CStr::from_ptr(p) }.to_string_lossy();
+        format!("{text} ({status})")
+    } else {
+        format!("CUptiResult {status}")
+    }
+}
+
+fn open(what: &str, candidates: &[PathBuf]) -> Result<Library, LoadError> {
+    let mut errors = Vec::new();
+    for c in candidates {
+        // SAFETY: loading a vendor library whose initialisers are those of the CUDA stack the
+        // application itself uses.
+        match unsafe { Library::new(c) } {
+            Ok(lib) => return Ok(lib),
+            Err(e) => errors.push(format!("{}: {e}", c.display())),
+        }
+    }
+    Err(LoadError::Library {
+        what: what.into(),
+        detail: errors.join("; "),
+    })
+}
+
+/// The CUDA API version of the signatures the backend calls the driver with.
+pub(crate) const API_VERSION: c_int = 12000;
+
+/// Resolves driver functions, preferring `cuGetProcAddress_v2`.
+struct Resolver<'a> {
+    lib: &'a Library,
+    get_proc: Option<cuGetProcAddress_fn>,
+    version: c_int,
+}
+
+impl Resolver<'_> {
+    /// The function `name` as of [`API_VERSION`], or the exported `fallback` name.
+    ///
+    /// # Safety
+    /// `F` must be the function's signature.
+    unsafe fn get<F: Copy>(
+        &self,
+        name: &'static str,
+        fallback: &'static str,
+    ) -> Result<F, LoadError> {
+        assert_eq!(size_of::<F>(), size_of::<*mut c_void>());
+        if let (Some(get_proc), Ok(cname)) = (self.get_proc, CString::new(name)) {
+            let mut p: *mut c_void = std::ptr::null_mut();
+            let mut status: c_int = 0;
+            // SAFETY: plain out-parameters; the driver only writes them.
+            let r = unsafe {
+                get_proc(
+                    cname.as_ptr(),
+                    &mut p,
+                    self.version,
+                    CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                    &mut status,
+                )
+            };
+            if r == CUDA_SUCCESS && !p.is_null() {
+                // SAFETY: a non-null function pointer of signature `F` (caller contract).
+                return Ok(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) });
+            }
+        }
+        let cname = CString::new(fallback).expect("no NUL in a symbol name");
+        // SAFETY: the symbol has signature `F` (caller contract).
+        match unsafe { self.lib.get::<F>(cname.as_bytes_with_nul()) } {
+            Ok(sym) => Ok(*sym),
+            Err(_) => Err(LoadError::Symbol {
+                library: "libcuda.so.1",
+                symbol: fallback,
+            }),
+        }
+    }
+}
+
+/// Loads the driver's functions (the library stays loaded for the process's lifetime).
+pub(crate) fn load_driver() -> Result<Driver, LoadError> {
+    let lib = open("the CUDA driver", &[PathBuf::from("libcuda.so.1")])?;
+    // SAFETY: the signatures are those of cuda.h (checked by rocprof-replay-sys's layout test).
+    let get_proc = unsafe { lib.get::<cuGetProcAddress_fn>(b"cuGetProcAddress_v2\0") }
+        .ok()
+        .map(|s| *s);
+    let mut driver: c_int = 0;
+    type GetVersion = unsafe extern "C" fn(*mut c_int) -> CUresult;
+    // SAFETY: `cuDriverGetVersion(int*)`, as in cuda.h.
+    if let Ok(get_version) = unsafe { lib.get::<GetVersion>(b"cuDriverGetVersion\0") } {
+        // SAFETY: a plain out-parameter.
+        unsafe { get_version(&mut driver) };
+    }
+    if driver != 0 && driver < API_VERSION {
+        return Err(LoadError::Library {
+            what: "the CUDA driver".into(),
+            detail: format!("driver version {driver} is older than CUDA 12.0"),
+        });
+    }
+    let version = API_VERSION;
+    let r = Resolver {
+        lib: &lib,
+        get_proc,
+        version,
+    };
+    // SAFETY: each type is the signature of that function in cuda.h.
+    let drv = unsafe {
+        Driver {
+            get_error_name: r.get("cuGetErrorName", "cuGetErrorName")?,
+            ctx_set_current: r.get("cuCtxSetCurrent", "cuCtxSetCurrent")?,
+            ctx_get_device: r.get("cuCtxGetDevice", "cuCtxGetDevice")?,
+            mem_get_info: r.get("cuMemGetInfo", "cuMemGetInfo_v2")?,
+            mem_alloc: r.get("cuMemAlloc", "cuMemAlloc_v2")?,
+            mem_free: r.get("cuMemFree", "cuMemFree_v2")?,
+            mem_host_alloc: r.get("cuMemHostAlloc", "cuMemHostAlloc")?,
+            mem_free_host: r.get("cuMemFreeHost", "cuMemFreeHost")?,
+            memcpy_async: r.get("cuMemcpyAsync", "cuMemcpyAsync")?,
+            stream_create: r.get("cuStreamCreate", "cuStreamCreate")?,
+            stream_query: r.get("cuStreamQuery", "cuStreamQuery")?,
+            stream_is_capturing: r.get("cuStreamIsCapturing", "cuStreamIsCapturing")?,
+            stream_wait_event: r.get("cuStreamWaitEvent", "cuStreamWaitEvent")?,
+            exchange_capture_mode: r.get(
+                "cuThreadExchangeStreamCaptureMode",
+                "cuThreadExchangeStreamCaptureMode",
+            )?,
+            event_create: r.get("cuEventCreate", "cuEventCreate")?,
+            event_record: r.get("cuEventRecord", "cuEventRecord")?,
+            event_query: r.get("cuEventQuery", "cuEventQuery")?,
+            event_elapsed: r.get("cuEventElapsedTime", "cuEventElapsedTime")?,
+            func_get_attribute: r.get("cuFuncGetAttribute", "cuFuncGetAttribute")?,
+            func_get_module: r.get("cuFuncGetModule", "cuFuncGetModule")?,
+            kernel_get_function: r.get("cuKernelGetFunction", "cuKernelGetFunction")?,
+            module_get_global: r.get("cuModuleGetGlobal", "cuModuleGetGlobal_v2")?,
+            launch_kernel: r.get("cuLaunchKernel", "cuLaunchKernel")?,
+            launch_cooperative: r.get("cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel")?,
+            launch_kernel_ex: r.get("cuLaunchKernelEx", "cuLaunchKernelEx")?,
+        }
+    };
+    // The driver is never unloaded while the process uses CUDA; neither are we.
+    std::mem::forget(lib);
+    Ok(drv)
+}
+
+/// A `libcupti` already loaded in this process (so that one CUPTI serves everyone).
+fn loaded_cupti() -> Option<PathBuf> {
+    let mut found: Option<PathBuf> = None;
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
+        // SAFETY: dl_iterate_phdr passes a valid info and our `data`.
+        let (info, found) = unsafe { (&*info, &mut *data.cast::<Option<PathBuf>>()) };
+        if info.dlpi_name.is_null() {
+            return 0;
+        }
+        // SAFETY: NUL-terminated object name.
+        let name = unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy();
+        let file = name.rsplit('/').next().unwrap_or("");
+        if file.starts_with("libcupti.so") {
+            *found = Some(PathBuf::from(name.as_ref()));
+            return 1;
+        }
+        0
+    }
+    // SAFETY: the callback only writes `found`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut Option<PathBuf>).cast()) };
+    found
+}
+
+/// Where CUPTI is looked for, in order.
+pub(crate) fn cupti_candidates() -> Vec<PathBuf> {
+    let mut c = Vec::new();
+    c.extend(loaded_cupti());
+    if let Some(p) = std::env::var_os("ROCPROF_REPLAY_CUPTI") {
+        c.push(PathBuf::from(p));
+    }
+    for name in ["libcupti.so", "libcupti.so.13", "libcupti.so.12"] {
+        c.push(PathBuf::from(name));
+    }
+    let roots = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| std::env::var_os(v).map(PathBuf::from))
+        .chain(std::iter::once(PathBuf::from("/usr/local/cuda")));
+    for root in roots {
+        c.push(root.join("extras/CUPTI/lib64/libcupti.so"));
+        c.push(root.join("lib64/libcupti.so"));
+    }
+    c
+}
+
+/// Loads CUPTI's callback API.
+pub(crate) fn load_cupti() -> Result<Cupti, LoadError> {
+    let lib = open("CUPTI (libcupti.so)", &cupti_candidates())?;
+    macro_rules! sym {
+        ($name:literal) => {
+            // SAFETY: the signature is that of cupti_callbacks.h / cupti_result.h.
+            match unsafe { lib.get(concat!($name, "\0").as_bytes()) } {
+                Ok(s) => *s,
+                Err(_) => {
+                    return Err(LoadError::Symbol {
+                        library: "libcupti.so",
+                        symbol: $name,
+                    });
+                }
+            }
+        };
+    }
+    let cupti = Cupti {
+        subscribe: sym!("cuptiSubscribe"),
+        unsubscribe: sym!("cuptiUnsubscribe"),
+        enable_callback: sym!("cuptiEnableCallback"),
+        get_callback_name: sym!("cuptiGetCallbackName"),
+        get_result_string: sym!("cuptiGetResultString"),
+    };
+    std::mem::forget(lib);
+    Ok(cupti)
+}

@@ -1,0 +1,1071 @@
+//! The CUDA backend (feature `cuda`): CUPTI driver-API callbacks track allocations, streams and
+//! modules, and every kernel launch goes through the shared engine's replay window.
+//!
+//! # How a launch is replayed
+//! The application must see one launch, and the snapshot must hold the memory as it was before
+//! that launch ran. CUPTI calls us twice per launch, on the application's thread: at API enter
+//! (nothing enqueued yet) and at API exit (the launch is enqueued). The window runs on a
+//! companion thread of the launching thread ([`window`]), so that one engine call can span
+//! both callbacks:
+//!
+//! ```text
+//! app thread (CUPTI)             companion thread (engine::run_window)
+//! enter ── job ───────────────►  pass_count; begin (context writer lock); drain (streams idle,
+//!   │                            bounded); capture (device-to-device into the arena, private
+//!   │ ◄──── release as pass 1 ── stream + event, bounded)
+//! record start event, return
+//! [driver enqueues the launch: pass 1, the application's own]
+//! exit: record end event ─────►  wait pass 1 (bounded) ─ restore ─ relaunch (pass 2, private
+//!   │                            stream, events) ─ ... ─ last pass, not restored; end
+//!   │ ◄──────────────── done ──
+//! return to the application      (its later work on the stream is enqueued only now)
+//! ```
+//!
+//! Every pass starts from the captured memory, the last one's result is left in place, and
+//! the application's later work on the stream is enqueued after the callback returns, so the
+//! application sees one execution and its stream order is kept. A dispatch the policy skips
+//! (or that is declined before pass 1) is released as the ordinary run: the original launch,
+//! under the context's reader lock.
+//!
+//! # What is not replayed
+//! Launches into a stream that is capturing (they only record a graph node), graph launches
+//! (`cuGraphLaunch`: their kernels are not visible as launches) and multi-device cooperative
+//! launches run as the application made them; each is reported once on stderr through the log.
+
+mod api;
+mod arena;
+mod globals;
+mod window;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::ffi::{CStr, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use rocprof_replay_sys::cuda::*;
+
+pub(crate) use api::Driver;
+use arena::Arena;
+use globals::GlobalNames;
+
+use crate::dispatch::DispatchInfo;
+use crate::engine::inventory::{AllocationInventory, Origin};
+use crate::engine::settings::Settings;
+use crate::engine::state::Engine;
+use crate::engine::window::ReplayTarget;
+use crate::policy::Outcome;
+
+/// What the backend does with a driver callback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// A kernel launch that may be replayed.
+    Launch(LaunchApi),
+    /// `cuLaunchCooperativeKernelMultiDevice`: not replayed.
+    LaunchMultiDevice,
+    /// `cuMemAlloc_v2`.
+    MemAlloc,
+    /// `cuMemAllocPitch_v2`.
+    MemAllocPitch,
+    /// `cuMemAllocManaged`.
+    MemAllocManaged,
+    /// `cuMemAllocAsync` (and `_ptsz`).
+    MemAllocAsync,
+    /// `cuMemAllocFromPoolAsync` (and `_ptsz`).
+    MemAllocFromPoolAsync,
+    /// `cuMemFree_v2`.
+    MemFree,
+    /// `cuMemFreeAsync` (and `_ptsz`).
+    MemFreeAsync,
+    /// `cuMemMap`.
+    MemMap,
+    /// `cuMemUnmap`.
+    MemUnmap,
+    /// `cuModuleGetGlobal_v2`.
+    ModuleGetGlobal,
+    /// `cuLibraryGetGlobal`.
+    LibraryGetGlobal,
+    /// `cuGraphLaunch` (and `_ptsz`): not replayed, held off a window like stream work.
+    GraphLaunch,
+    /// `cuLibraryGetKernel`: a `CUkernel` handle.
+    LibraryGetKernel,
+    /// `cuLibraryEnumerateKernels`: `CUkernel` handles.
+    LibraryEnumerateKernels,
+    /// `cuKernelGetFunction`: a `CUfunction` handle.
+    KernelGetFunction,
+    /// `cuModuleGetFunction`: a `CUfunction` handle.
+    ModuleGetFunction,
+    /// `cuModuleEnumerateFunctions`: `CUfunction` handles.
+    ModuleEnumerateFunctions,
+    /// Work that writes device memory from a stream (`cuMemcpy*`, `cuMemset*`,
+    /// `cuStreamWriteValue*`, `cuStreamBatchMemOp*`): held off a window (reader lock).
+    StreamWork,
+}
+
+/// The launch entry points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LaunchApi {
+    /// `cuLaunchKernel`.
+    Kernel { ptsz: bool },
+    /// `cuLaunchCooperativeKernel`.
+    Cooperative { ptsz: bool },
+    /// `cuLaunchKernelEx`.
+    KernelEx { ptsz: bool },
+}
+
+impl LaunchApi {
+    fn ptsz(self) -> bool {
+        match self {
+            LaunchApi::Kernel { ptsz }
+            | LaunchApi::Cooperative { ptsz }
+            | LaunchApi::KernelEx { ptsz } => ptsz,
+        }
+    }
+}
+
+/// Classifies a driver function by name.
+pub(crate) fn classify(name: &str) -> Option<Api> {
+    let (base, ptsz) = match name.strip_suffix("_ptsz") {
+        Some(b) => (b, true),
+        None => (name, false),
+    };
+    Some(match base {
+        "cuLaunchKernel" => Api::Launch(LaunchApi::Kernel { ptsz }),
+        "cuLaunchCooperativeKernel" => Api::Launch(LaunchApi::Cooperative { ptsz }),
+        "cuLaunchKernelEx" => Api::Launch(LaunchApi::KernelEx { ptsz }),
+        "cuLaunchCooperativeKernelMultiDevice" => Api::LaunchMultiDevice,
+        "cuMemAlloc_v2" => Api::MemAlloc,
+        "cuMemAllocPitch_v2" => Api::MemAllocPitch,
+        "cuMemAllocManaged" => Api::MemAllocManaged,
+        "cuMemAllocAsync" => Api::MemAllocAsync,
+        "cuMemAllocFromPoolAsync" => Api::MemAllocFromPoolAsync,
+        "cuMemFree_v2" => Api::MemFree,
+        "cuMemFreeAsync" => Api::MemFreeAsync,
+        "cuMemMap" => Api::MemMap,
+        "cuMemUnmap" => Api::MemUnmap,
+        "cuModuleGetGlobal_v2" => Api::ModuleGetGlobal,
+        "cuLibraryGetGlobal" => Api::LibraryGetGlobal,
+        "cuGraphLaunch" => Api::GraphLaunch,
+        "cuLibraryGetKernel" => Api::LibraryGetKernel,
+        "cuLibraryEnumerateKernels" => Api::LibraryEnumerateKernels,
+        "cuKernelGetFunction" => Api::KernelGetFunction,
+        "cuModuleGetFunction" => Api::ModuleGetFunction,
+        "cuModuleEnumerateFunctions" => Api::ModuleEnumerateFunctions,
+        b if b.starts_with("cuMemcpy")
+            || b.starts_with("cuMemset")
+            || b.starts_with("cuStreamWriteValue")
+            || b.starts_with("cuStreamBatchMemOp") =>
+        {
+            Api::StreamWork
+        }
+        _ => return None,
+    })
+}
+
+/// Driver callback ids the backend handles, by id.
+#[derive(Default)]
+pub(crate) struct Ids {
+    table: Vec<Option<Api>>,
+}
+
+impl Ids {
+    /// Builds the table from `(name, id)` pairs.
+    pub(crate) fn from_names<'a>(names: impl IntoIterator<Item = (&'a str, u32)>) -> Ids {
+        let mut table = Vec::new();
+        for (name, id) in names {
+            if let Some(api) = classify(name) {
+                let i = id as usize;
+                if table.len() <= i {
+                    table.resize(i + 1, None);
+                }
+                table[i] = Some(api);
+            }
+        }
+        Ids { table }
+    }
+
+    fn get(&self, cbid: u32) -> Option<Api> {
+        self.table.get(cbid as usize).copied().flatten()
+    }
+
+    /// Every id handled.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.table
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.is_some())
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Whether the launch entry points were found.
+    fn has_launches(&self) -> bool {
+        self.table
+            .iter()
+            .any(|a| matches!(a, Some(Api::Launch(LaunchApi::Kernel { ptsz: false }))))
+    }
+}
+
+thread_local! {
+    /// Non-zero while this thread makes calls of the backend's own (and always on companion
+    /// threads): callbacks for them only pass through.
+    static GUARD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks the calling thread as making the backend's own calls until dropped.
+pub(crate) struct Guard(());
+
+impl Guard {
+    pub(crate) fn new() -> Guard {
+        GUARD.with(|g| g.set(g.get() + 1));
+        Guard(())
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        GUARD.with(|g| g.set(g.get().saturating_sub(1)));
+    }
+}
+
+fn guarded_thread() -> bool {
+    GUARD.with(|g| g.get() > 0)
+}
+
+/// Per-context state.
+pub(crate) struct Ctx {
+    pub(crate) handle: usize,
+    /// Device ordinal (`u32::MAX` until learned on a thread where the context is current).
+    ordinal: AtomicU32,
+    /// Writer: a replay window; readers: ordinary launches and stream work outside a window.
+    pub(crate) lock: RwLock<()>,
+    /// Work waiting for this context longer than the lock deadline: while non-zero, a window
+    /// stops after its current pass.
+    pub(crate) waiting_long: AtomicU32,
+    /// Application streams of the context (resource callbacks).
+    pub(crate) streams: Mutex<Vec<usize>>,
+    /// Variables the application looked up (`cuModuleGetGlobal`, `cuLibraryGetGlobal`).
+    pub(crate) requested_globals: Mutex<Vec<(usize, usize)>>,
+    /// Per module: names tried so far and the variables found.
+    pub(crate) modules: Mutex<HashMap<usize, ModuleVariables>>,
+    pub(crate) arena: Mutex<Arena>,
+    /// The backend's own stream and events (used under the writer lock or by the launching
+    /// thread; the pools are locked).
+    pub(crate) private: Mutex<Private>,
+}
+
+/// How many global names were tried in a module, and the variables (address, size) found.
+pub(crate) type ModuleVariables = (usize, Vec<(usize, usize)>);
+
+/// The backend's own stream and event pools of a context.
+#[derive(Default)]
+pub(crate) struct Private {
+    pub(crate) stream: usize,
+    pub(crate) timing_events: Vec<usize>,
+    pub(crate) plain_events: Vec<usize>,
+}
+
+impl Ctx {
+    fn new(handle: usize) -> Ctx {
+        Ctx {
+            handle,
+            ordinal: AtomicU32::new(u32::MAX),
+            lock: RwLock::new(()),
+            waiting_long: AtomicU32::new(0),
+            streams: Mutex::new(Vec::new()),
+            requested_globals: Mutex::new(Vec::new()),
+            modules: Mutex::new(HashMap::new()),
+            arena: Mutex::new(Arena::default()),
+            private: Mutex::new(Private::default()),
+        }
+    }
+
+    /// The reader side, for ordinary work outside a replay window: waits for a window that
+    /// holds the context to end. Past `deadline` the window is told to stop after its current
+    /// pass (its own deadlines bound that) and the wait goes on, with a warning.
+    pub(crate) fn read_outside_window(&self, deadline: Duration) {
+        let lock_once = || {
+            self.lock.try_read_for(deadline).map(|g| {
+                // Released in the matching exit callback (`unlock_read`).
+                std::mem::forget(g);
+            })
+        };
+        if self.lock.try_read().map(std::mem::forget).is_some() {
+            return;
+        }
+        let mut late = false;
+        loop {
+            if lock_once().is_some() {
+                if late {
+                    self.waiting_long.fetch_sub(1, Ordering::AcqRel);
+                }
+                return;
+            }
+            if !late {
+                late = true;
+                self.waiting_long.fetch_add(1, Ordering::AcqRel);
+                warn_once(&CONTENDED, || {
+                    tracing::warn!(
+                        "work waited {deadline:?} for a replay window on its GPU; the window \
+                         stops after its current pass (ROCPROF_REPLAY_LOCK_TIMEOUT_MS)"
+                    )
+                });
+            }
+        }
+    }
+
+    /// Releases a reader taken by [`read_outside_window`](Self::read_outside_window).
+    pub(crate) fn unlock_read(&self) {
+        // SAFETY: called once per reader taken (and forgotten) by `read_outside_window`.
+        unsafe { self.lock.force_unlock_read() };
+    }
+}
+
+/// Cached facts about a launched kernel handle in one context.
+#[derive(Clone)]
+pub(crate) struct KernelFacts {
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) static_shared: u32,
+    pub(crate) local: u32,
+    /// The kernel's module, when the handle is known (`None`: its `__device__` variables
+    /// cannot be looked up).
+    pub(crate) module: Option<usize>,
+}
+
+/// Kernel handles the application obtained, by kind. A launch takes either a `CUfunction` or
+/// a `CUkernel`; the driver's `cuFunc*` and `cuKernel*` queries must each be given their own
+/// kind (a handle of the other kind can crash the driver), so a handle seen nowhere is never
+/// queried.
+#[derive(Default)]
+pub(crate) struct Handles {
+    pub(crate) kernels: std::collections::HashSet<usize>,
+    pub(crate) functions: std::collections::HashSet<usize>,
+}
+
+/// Runs the replay window for one dispatch (the engine, or a test's own policy).
+pub(crate) type Runner = Box<dyn Fn(&DispatchInfo, &mut dyn ReplayTarget) -> Outcome + Send + Sync>;
+
+/// The backend's state.
+pub(crate) struct Backend {
+    pub(crate) drv: Driver,
+    pub(crate) runner: Runner,
+    pub(crate) inventory: &'static AllocationInventory,
+    pub(crate) settings: Settings,
+    pub(crate) ids: Ids,
+    pub(crate) active: AtomicBool,
+    pub(crate) contexts: RwLock<HashMap<usize, Arc<Ctx>>>,
+    /// Facts per (kernel handle, context).
+    pub(crate) kernels: RwLock<HashMap<(usize, usize), KernelFacts>>,
+    pub(crate) handles: RwLock<Handles>,
+    pub(crate) globals: GlobalNames,
+    pub(crate) next_dispatch: AtomicU64,
+}
+
+impl Backend {
+    /// A backend over `drv`, not yet active.
+    pub(crate) fn new(
+        drv: Driver,
+        runner: Runner,
+        inventory: &'static AllocationInventory,
+        settings: Settings,
+        ids: Ids,
+    ) -> Backend {
+        Backend {
+            drv,
+            runner,
+            inventory,
+            settings,
+            ids,
+            active: AtomicBool::new(false),
+            contexts: RwLock::new(HashMap::new()),
+            kernels: RwLock::new(HashMap::new()),
+            handles: RwLock::new(Handles::default()),
+            globals: GlobalNames::default(),
+            next_dispatch: AtomicU64::new(1),
+        }
+    }
+
+    /// The context's state, created on first sight.
+    pub(crate) fn ctx(&self, handle: usize) -> Arc<Ctx> {
+        if let Some(c) = self.contexts.read().get(&handle) {
+            return c.clone();
+        }
+        self.contexts
+            .write()
+            .entry(handle)
+            .or_insert_with(|| Arc::new(Ctx::new(handle)))
+            .clone()
+    }
+
+    /// The device ordinal of a context current on this thread.
+    pub(crate) fn ordinal(&self, ctx: &Ctx) -> u32 {
+        let known = ctx.ordinal.load(Ordering::Relaxed);
+        if known != u32::MAX {
+            return known;
+        }
+        let mut dev: CUdevice = 0;
+        let _g = Guard::new();
+        // SAFETY: a plain out-parameter; the context is current on this thread.
+        if unsafe { (self.drv.ctx_get_device)(&mut dev) } == CUDA_SUCCESS && dev >= 0 {
+            ctx.ordinal.store(dev as u32, Ordering::Relaxed);
+            return dev as u32;
+        }
+        0
+    }
+
+    /// Name, static shared memory, local memory and module of a kernel handle launched in
+    /// `ctx` (current on this thread), cached.
+    pub(crate) fn kernel_facts(
+        &self,
+        ctx: usize,
+        f: CUfunction,
+        symbol: *const std::ffi::c_char,
+    ) -> KernelFacts {
+        let key = (f as usize, ctx);
+        if let Some(k) = self.kernels.read().get(&key) {
+            return k.clone();
+        }
+        let name = (!symbol.is_null())
+            // SAFETY: CUPTI's symbol name, NUL-terminated, valid during the callback.
+            .then(|| unsafe { CStr::from_ptr(symbol) }.to_string_lossy().into());
+        let (is_kernel, is_function) = {
+            let h = self.handles.read();
+            (
+                h.kernels.contains(&(f as usize)),
+                h.functions.contains(&(f as usize)),
+            )
+        };
+        let _g = Guard::new();
+        let function = if is_kernel {
+            let mut g: CUfunction = std::ptr::null_mut();
+            // SAFETY: `f` is a CUkernel the application obtained; the context is current.
+            let r = unsafe { (self.drv.kernel_get_function)(&mut g, f.cast()) };
+            (r == CUDA_SUCCESS && !g.is_null()).then_some(g)
+        } else if is_function {
+            Some(f)
+        } else {
+            warn_once(&UNKNOWN_HANDLE, || {
+                tracing::warn!(
+                    kernel = name.as_deref().unwrap_or("<unknown>"),
+                    "a kernel was launched through a handle the application never obtained                      from the driver: its module cannot be queried"
+                )
+            });
+            None
+        };
+        let attr = |func: CUfunction, a: CUfunction_attribute| {
+            let mut v: std::ffi::c_int = 0;
+            // SAFETY: a plain out-parameter; `func` is a CUfunction of this context.
+            let r = unsafe { (self.drv.func_get_attribute)(&mut v, a, func) };
+            if r == CUDA_SUCCESS {
+                v.max(0) as u32
+            } else {
+                0
+            }
+        };
+        let module = function.and_then(|func| {
+            let mut m: CUmodule = std::ptr::null_mut();
+            // SAFETY: a plain out-parameter; `func` is a CUfunction of this context.
+            let r = unsafe { (self.drv.func_get_module)(&mut m, func) };
+            (r == CUDA_SUCCESS && !m.is_null()).then_some(m as usize)
+        });
+        let facts = KernelFacts {
+            name,
+            static_shared: function.map_or(0, |g| attr(g, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)),
+            local: function.map_or(0, |g| attr(g, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)),
+            module,
+        };
+        let mut kernels = self.kernels.write();
+        if kernels.len() > 65_536 {
+            kernels.clear();
+        }
+        kernels.insert(key, facts.clone());
+        facts
+    }
+
+    /// Records kernel handles an application call returned.
+    ///
+    /// # Safety
+    /// `params` are the parameters of `api`, whose exit callback this is.
+    unsafe fn record_handles(&self, api: Api, params: *const c_void) {
+        let mut found: Vec<usize> = Vec::new();
+        // SAFETY: caller contract; each arm reads that entry point's parameters and the
+        // outputs the driver wrote.
+        unsafe {
+            let one = |p: *const usize| (!p.is_null()).then(|| *p).filter(|h| *h != 0);
+            let many = |p: *const usize, n: u32| {
+                if p.is_null() {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(p, n as usize).to_vec()
+                }
+            };
+            match api {
+                Api::LibraryGetKernel => {
+                    let p = *params.cast::<cuLibraryGetKernel_params>();
+                    found.extend(one(p.pKernel.cast()));
+                }
+                Api::LibraryEnumerateKernels => {
+                    let p = *params.cast::<cuLibraryEnumerateKernels_params>();
+                    found = many(p.kernels.cast(), p.numKernels);
+                }
+                Api::KernelGetFunction => {
+                    let p = *params.cast::<cuKernelGetFunction_params>();
+                    found.extend(one(p.pFunc.cast()));
+                }
+                Api::ModuleGetFunction => {
+                    let p = *params.cast::<cuModuleGetFunction_params>();
+                    found.extend(one(p.hfunc.cast()));
+                }
+                Api::ModuleEnumerateFunctions => {
+                    let p = *params.cast::<cuModuleEnumerateFunctions_params>();
+                    found = many(p.functions.cast(), p.numFunctions);
+                }
+                _ => {}
+            }
+        }
+        found.retain(|h| *h != 0);
+        if found.is_empty() {
+            return;
+        }
+        let kernels = matches!(api, Api::LibraryGetKernel | Api::LibraryEnumerateKernels);
+        let mut h = self.handles.write();
+        let set = if kernels {
+            &mut h.kernels
+        } else {
+            &mut h.functions
+        };
+        set.extend(found);
+    }
+
+    /// Handles one CUPTI callback.
+    ///
+    /// # Safety
+    /// `cbdata` is what CUPTI passes for `domain` and `cbid`, valid during the call.
+    pub(crate) unsafe fn on_callback(&'static self, domain: u32, cbid: u32, cbdata: *const c_void) {
+        if !self.active.load(Ordering::Relaxed) || cbdata.is_null() {
+            return;
+        }
+        match domain {
+            CUPTI_CB_DOMAIN_DRIVER_API => {
+                let Some(api) = self.ids.get(cbid) else {
+                    return;
+                };
+                // SAFETY: the driver domain passes a CUpti_CallbackData.
+                let cb = unsafe { &*cbdata.cast::<CUpti_CallbackData>() };
+                // SAFETY: forwarded.
+                unsafe { self.on_driver(api, cb) }
+            }
+            // SAFETY: the resource domain passes a CUpti_ResourceData.
+            CUPTI_CB_DOMAIN_RESOURCE => unsafe {
+                self.on_resource(cbid, &*cbdata.cast::<CUpti_ResourceData>())
+            },
+            _ => {}
+        }
+    }
+
+    unsafe fn on_driver(&'static self, api: Api, cb: &CUpti_CallbackData) {
+        let enter = cb.callbackSite == CUPTI_API_ENTER;
+        let result = || {
+            if cb.functionReturnValue.is_null() {
+                CUDA_ERROR_INVALID_VALUE
+            } else {
+                // SAFETY: a CUresult, valid in exit callbacks.
+                unsafe { *cb.functionReturnValue.cast::<CUresult>() }
+            }
+        };
+        let ctx_handle = cb.context as usize;
+        let params = cb.functionParams;
+        if params.is_null() {
+            return;
+        }
+        let call = cb.correlationId;
+        match api {
+            Api::Launch(kind) => {
+                if guarded_thread() {
+                    return;
+                }
+                if enter {
+                    // SAFETY: the parameters of this launch entry point.
+                    let token = unsafe { window::enter_launch(self, kind, cb) };
+                    calls_push(&LAUNCHES, call, token);
+                } else if let Some(token) = calls_pop(&LAUNCHES, call) {
+                    // SAFETY: forwarded.
+                    unsafe { window::exit_launch(self, kind, cb, token, result()) };
+                }
+            }
+            Api::LaunchMultiDevice => {
+                if enter {
+                    warn_once(&MULTI_DEVICE, || {
+                        tracing::warn!(
+                            "cuLaunchCooperativeKernelMultiDevice launches are not replayed: \
+                             they run once"
+                        )
+                    });
+                }
+            }
+            Api::GraphLaunch | Api::StreamWork => {
+                if guarded_thread() || ctx_handle == 0 {
+                    return;
+                }
+                if enter {
+                    if api == Api::GraphLaunch {
+                        warn_once(&GRAPHS, || {
+                            tracing::warn!(
+                                "graph launches (cuGraphLaunch) are not replayed: their kernels \
+                                 run once"
+                            )
+                        });
+                    }
+                    self.ctx(ctx_handle).read_outside_window(self.settings.lock);
+                    calls_push(&READERS, call, ctx_handle as u64);
+                } else if let Some(ctx) = calls_pop(&READERS, call) {
+                    self.ctx(ctx as usize).unlock_read();
+                }
+            }
+            Api::MemAlloc
+            | Api::MemAllocPitch
+            | Api::MemAllocManaged
+            | Api::MemAllocAsync
+            | Api::MemAllocFromPoolAsync => {
+                if guarded_thread() || ctx_handle == 0 {
+                    return;
+                }
+                // SAFETY: the parameters of this allocation entry point.
+                let (out, size) = unsafe { allocation_of(api, params, !enter) };
+                let ctx = self.ctx(ctx_handle);
+                if enter {
+                    self.relieve(&ctx, size);
+                    return;
+                }
+                match result() {
+                    CUDA_SUCCESS if !out.is_null() => {
+                        // SAFETY: the driver wrote the new address.
+                        let base = unsafe { *out } as usize;
+                        if base != 0 && size != 0 {
+                            self.inventory.record(
+                                base,
+                                size,
+                                crate::AgentId(ctx_handle as u64),
+                                Origin::Pool,
+                            );
+                        }
+                    }
+                    CUDA_ERROR_OUT_OF_MEMORY => self.after_oom(&ctx),
+                    _ => {}
+                }
+            }
+            Api::MemFree | Api::MemFreeAsync => {
+                if enter && !guarded_thread() {
+                    // SAFETY: both parameter structs start with the device pointer.
+                    let ptr = unsafe { *params.cast::<CUdeviceptr>() } as usize;
+                    if ptr != 0 {
+                        // Waits while a snapshot copy uses the memory.
+                        self.inventory.remove(ptr);
+                    }
+                }
+            }
+            Api::MemMap => {
+                if !enter && !guarded_thread() && ctx_handle != 0 && result() == CUDA_SUCCESS {
+                    // SAFETY: cuMemMap's parameters.
+                    let p = unsafe { *params.cast::<cuMemMap_params>() };
+                    self.inventory.record(
+                        p.ptr as usize,
+                        p.size,
+                        crate::AgentId(ctx_handle as u64),
+                        Origin::VmemMapping,
+                    );
+                }
+            }
+            Api::MemUnmap => {
+                if enter && !guarded_thread() {
+                    // SAFETY: cuMemUnmap's parameters.
+                    let p = unsafe { *params.cast::<cuMemUnmap_params>() };
+                    self.inventory.remove_range(p.ptr as usize, p.size);
+                }
+            }
+            Api::LibraryGetKernel
+            | Api::LibraryEnumerateKernels
+            | Api::KernelGetFunction
+            | Api::ModuleGetFunction
+            | Api::ModuleEnumerateFunctions => {
+                // The backend's own lookups are recorded too: they are handles of the
+                // application's kernels all the same.
+                if !enter && result() == CUDA_SUCCESS {
+                    // SAFETY: this entry point's parameters, at exit.
+                    unsafe { self.record_handles(api, params) };
+                }
+            }
+            Api::ModuleGetGlobal | Api::LibraryGetGlobal => {
+                if enter || guarded_thread() || ctx_handle == 0 || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: both parameter structs start with (CUdeviceptr*, size_t*).
+                let p = unsafe { *params.cast::<cuModuleGetGlobal_v2_params>() };
+                if p.dptr.is_null() || p.bytes.is_null() {
+                    return;
+                }
+                // SAFETY: the driver wrote both outputs.
+                let (addr, size) = unsafe { (*p.dptr as usize, *p.bytes) };
+                if addr != 0 && size != 0 {
+                    let ctx = self.ctx(ctx_handle);
+                    let mut g = ctx.requested_globals.lock();
+                    if !g.contains(&(addr, size)) {
+                        g.push((addr, size));
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_resource(&self, cbid: u32, data: &CUpti_ResourceData) {
+        let ctx_handle = data.context as usize;
+        match cbid {
+            CUPTI_CBID_RESOURCE_STREAM_CREATED
+                if !guarded_thread() && ctx_handle != 0 && !data.resourceHandle.is_null() =>
+            {
+                let s = data.resourceHandle as usize;
+                let ctx = self.ctx(ctx_handle);
+                let mut streams = ctx.streams.lock();
+                if !streams.contains(&s) {
+                    streams.push(s);
+                }
+            }
+            CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING => {
+                if let Some(ctx) = self.contexts.read().get(&ctx_handle) {
+                    let s = data.resourceHandle as usize;
+                    ctx.streams.lock().retain(|x| *x != s);
+                }
+            }
+            CUPTI_CBID_RESOURCE_MODULE_LOADED => {
+                let m = data.resourceDescriptor.cast::<CUpti_ModuleResourceData>();
+                if m.is_null() {
+                    return;
+                }
+                // SAFETY: CUPTI's module data, valid during the callback.
+                let m = unsafe { &*m };
+                if !m.pCubin.is_null() && m.cubinSize > 0 {
+                    // SAFETY: `cubinSize` bytes of the loaded image.
+                    let image =
+                        unsafe { std::slice::from_raw_parts(m.pCubin.cast::<u8>(), m.cubinSize) };
+                    self.globals.add_cubin(image);
+                }
+            }
+            CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING => {
+                // Handles of the unloaded module may be reused: forget what is keyed by them.
+                self.kernels.write().clear();
+                *self.handles.write() = Handles::default();
+                for ctx in self.contexts.read().values() {
+                    ctx.modules.lock().clear();
+                    ctx.requested_globals.lock().clear();
+                }
+            }
+            CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING => {
+                let Some(ctx) = self.contexts.write().remove(&ctx_handle) else {
+                    return;
+                };
+                for a in self.inventory.owned_by(crate::AgentId(ctx_handle as u64)) {
+                    self.inventory.remove(a.base);
+                }
+                // The context frees its memory, streams and events itself.
+                ctx.arena.lock().abandon();
+            }
+            _ => {}
+        }
+    }
+
+    /// Before an application allocation: releases an idle arena that would leave the
+    /// allocation short of memory.
+    fn relieve(&self, ctx: &Ctx, request: usize) {
+        let Some(mut arena) = ctx.arena.try_lock() else {
+            return;
+        };
+        let mem = window::ArenaMemory { drv: &self.drv };
+        let _g = Guard::new();
+        let freed = arena.relieve(&mem, request);
+        if freed > 0 {
+            tracing::info!(
+                bytes = freed,
+                "snapshot arena released for an application allocation"
+            );
+        }
+    }
+
+    /// After an application allocation failed for lack of memory.
+    fn after_oom(&self, ctx: &Ctx) {
+        let Some(mut arena) = ctx.arena.try_lock() else {
+            return;
+        };
+        let mem = window::ArenaMemory { drv: &self.drv };
+        let _g = Guard::new();
+        let freed = arena.release_now(&mem);
+        if freed > 0 {
+            tracing::warn!(
+                bytes = freed,
+                "an application allocation failed while the snapshot arena held device memory; \
+                 the arena is released (a retry finds the memory)"
+            );
+        }
+    }
+}
+
+thread_local! {
+    /// Launch calls of this thread between their enter and exit callbacks: (correlation id,
+    /// token for the exit callback).
+    static LAUNCHES: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Stream work of this thread holding a context's reader lock: (correlation id, context).
+    static READERS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+type Calls = std::thread::LocalKey<std::cell::RefCell<Vec<(u32, u64)>>>;
+
+/// Remembers what an enter callback leaves for its exit callback. (Not CUPTI's
+/// `correlationData`: the backend keeps its own record, which a nested call cannot disturb.)
+fn calls_push(calls: &'static Calls, id: u32, value: u64) {
+    let _ = calls.try_with(|c| c.borrow_mut().push((id, value)));
+}
+
+/// What the enter callback of call `id` left, taken out. Calls of one thread nest, so it is
+/// the newest entry; the id is checked all the same.
+fn calls_pop(calls: &'static Calls, id: u32) -> Option<u64> {
+    calls
+        .try_with(|c| {
+            let mut c = c.borrow_mut();
+            let i = c.iter().rposition(|(cid, _)| *cid == id)?;
+            Some(c.remove(i).1)
+        })
+        .ok()
+        .flatten()
+}
+
+/// The out-pointer and size of an allocation call (`exit`: the call has returned, so its
+/// outputs are written).
+///
+/// # Safety
+/// `params` are the parameters of `api`.
+unsafe fn allocation_of(api: Api, params: *const c_void, exit: bool) -> (*mut CUdeviceptr, usize) {
+    // SAFETY: caller contract; each arm reads that entry point's parameter struct.
+    unsafe {
+        match api {
+            Api::MemAlloc => {
+                let p = *params.cast::<cuMemAlloc_v2_params>();
+                (p.dptr, p.bytesize)
+            }
+            Api::MemAllocPitch => {
+                let p = *params.cast::<cuMemAllocPitch_v2_params>();
+                // The pitch is known only at exit; before it, the unpadded size.
+                let pitch = if exit && !p.pPitch.is_null() {
+                    *p.pPitch
+                } else {
+                    0
+                };
+                (p.dptr, pitch.max(p.WidthInBytes).saturating_mul(p.Height))
+            }
+            Api::MemAllocManaged => {
+                let p = *params.cast::<cuMemAllocManaged_params>();
+                (p.dptr, p.bytesize)
+            }
+            Api::MemAllocAsync => {
+                let p = *params.cast::<cuMemAllocAsync_params>();
+                (p.dptr, p.bytesize)
+            }
+            Api::MemAllocFromPoolAsync => {
+                let p = *params.cast::<cuMemAllocFromPoolAsync_params>();
+                (p.dptr, p.bytesize)
+            }
+            _ => (std::ptr::null_mut(), 0),
+        }
+    }
+}
+
+static CONTENDED: std::sync::Once = std::sync::Once::new();
+static UNKNOWN_HANDLE: std::sync::Once = std::sync::Once::new();
+static MULTI_DEVICE: std::sync::Once = std::sync::Once::new();
+static GRAPHS: std::sync::Once = std::sync::Once::new();
+
+pub(crate) fn warn_once(once: &std::sync::Once, warn: impl FnOnce()) {
+    once.call_once(warn);
+}
+
+static BACKEND: OnceLock<Backend> = OnceLock::new();
+
+/// The callback registered with CUPTI; `userdata` is the backend.
+pub(crate) unsafe extern "C" fn callback(
+    userdata: *mut c_void,
+    domain: CUpti_CallbackDomain,
+    cbid: CUpti_CallbackId,
+    cbdata: *const c_void,
+) {
+    if userdata.is_null() {
+        return;
+    }
+    // SAFETY: `userdata` is the &'static Backend given to cuptiSubscribe.
+    let be: &'static Backend = unsafe { &*userdata.cast::<Backend>() };
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: CUPTI's data for this callback.
+        unsafe { be.on_callback(domain, cbid, cbdata) }
+    }));
+    if r.is_err() {
+        tracing::error!("internal error (panic) in a CUPTI callback; continuing without it");
+    }
+}
+
+/// Why the CUDA backend did not attach.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum InstallError {
+    #[error(transparent)]
+    Load(#[from] api::LoadError),
+    #[error(
+        "CUPTI already has a subscriber in this process (a profiler such as Nsight Systems or \
+         Nsight Compute, a debugger, or the application's own CUPTI use)"
+    )]
+    Taken,
+    #[error("{0}")]
+    Cupti(String),
+    #[error("this library's CUDA backend is already installed")]
+    Twice,
+}
+
+/// With `ROCPROF_REPLAY_DEBUG_SIGNALS=1`, a fatal signal (a crash in the driver, CUPTI or this
+/// library) first prints the crashing thread's backtrace on stderr, then takes its default
+/// action. A debugging aid for machines without a debugger; off by default.
+fn report_fatal_signals() {
+    if std::env::var_os("ROCPROF_REPLAY_DEBUG_SIGNALS").is_none_or(|v| v != "1") {
+        return;
+    }
+    extern "C" fn on_fatal(sig: libc::c_int) {
+        let bt = std::backtrace::Backtrace::force_capture();
+        eprintln!(
+            "rocprof-replay: fatal signal {sig} on thread {:?}\n{bt}",
+            std::thread::current().name()
+        );
+        // SAFETY: restores the default action and re-raises: the process ends as it would
+        // have without the handler.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+    for sig in [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGABRT,
+    ] {
+        // SAFETY: installs a handler for a fatal signal; see above.
+        unsafe {
+            libc::signal(
+                sig,
+                on_fatal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+    }
+}
+
+/// Attaches the CUDA backend to the engine: loads the driver and CUPTI, subscribes to the
+/// driver callbacks and resource events.
+pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
+    report_fatal_signals();
+    tracing::debug!("loading the CUDA driver and CUPTI");
+    let drv = api::load_driver()?;
+    let cupti = api::load_cupti()?;
+    // Resolve callback ids by name: CUPTI versions number them differently.
+    let mut names = Vec::new();
+    for id in 1..4096u32 {
+        let mut p: *const std::ffi::c_char = std::ptr::null();
+        // SAFETY: a plain out-parameter.
+        let r = unsafe { (cupti.get_callback_name)(CUPTI_CB_DOMAIN_DRIVER_API, id, &mut p) };
+        if r == CUPTI_SUCCESS && !p.is_null() {
+            // SAFETY: CUPTI's static NUL-terminated name.
+            names.push((
+                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned(),
+                id,
+            ));
+        }
+    }
+    tracing::debug!(names = names.len(), "CUPTI callback names read");
+    let mut ids = Ids::from_names(names.iter().map(|(n, i)| (n.as_str(), *i)));
+    if !ids.has_launches() {
+        tracing::warn!("CUPTI did not name its callbacks; using CUPTI 13.0's callback ids");
+        ids = Ids::from_names(cbid::ALL.iter().copied());
+    }
+    let runner: Runner = Box::new(move |info, target| engine.replay(info, target));
+    let backend = Backend::new(
+        drv,
+        runner,
+        &crate::engine::state::INVENTORY,
+        engine.settings,
+        ids,
+    );
+    if BACKEND.set(backend).is_err() {
+        return Err(InstallError::Twice);
+    }
+    let be = BACKEND.get().ok_or(InstallError::Twice)?;
+    let mut sub: CUpti_SubscriberHandle = std::ptr::null_mut();
+    // SAFETY: `callback` handles every domain; `be` lives for the process.
+    let r = unsafe {
+        (cupti.subscribe)(
+            &mut sub,
+            Some(callback),
+            (be as *const Backend).cast_mut().cast(),
+        )
+    };
+    match r {
+        CUPTI_SUCCESS => {}
+        CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => return Err(InstallError::Taken),
+        other => {
+            return Err(InstallError::Cupti(format!(
+                "cuptiSubscribe failed: {}",
+                api::cupti_error(&cupti, other)
+            )));
+        }
+    }
+    let enable = |domain: u32, id: u32| {
+        // SAFETY: our subscriber; a plain id.
+        let r = unsafe { (cupti.enable_callback)(1, sub, domain, id) };
+        (r == CUPTI_SUCCESS).then_some(()).ok_or(r)
+    };
+    let mut failed = Vec::new();
+    for id in be.ids.ids() {
+        if let Err(r) = enable(CUPTI_CB_DOMAIN_DRIVER_API, id) {
+            failed.push((id, r));
+        }
+    }
+    for id in [
+        CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
+        CUPTI_CBID_RESOURCE_STREAM_CREATED,
+        CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING,
+        CUPTI_CBID_RESOURCE_MODULE_LOADED,
+        CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING,
+    ] {
+        if let Err(r) = enable(CUPTI_CB_DOMAIN_RESOURCE, id) {
+            failed.push((id, r));
+        }
+    }
+    if let Some((id, r)) = failed.first() {
+        // SAFETY: our subscriber, no longer used.
+        unsafe { (cupti.unsubscribe)(sub) };
+        return Err(InstallError::Cupti(format!(
+            "cuptiEnableCallback({id}) failed: {}",
+            api::cupti_error(&cupti, *r)
+        )));
+    }
+    crate::engine::state::INVENTORY.enable();
+    be.active.store(true, Ordering::Release);
+    tracing::info!(
+        callbacks = be.ids.ids().count(),
+        "kernel replay installed on CUDA"
+    );
+    Ok(())
+}
+
+/// In a forked child: replay is off, callbacks only pass through.
+pub(crate) fn disable_in_child() {
+    if let Some(be) = BACKEND.get() {
+        be.active.store(false, Ordering::Relaxed);
+    }
+}

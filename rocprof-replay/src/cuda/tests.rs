@@ -1,0 +1,1203 @@
+//! The CUDA backend against a fake driver: no GPU, no CUDA installation.
+//!
+//! The fake driver keeps "device memory" in host buffers, runs a "kernel" (a Rust function
+//! behind the `CUfunction` handle) synchronously when it is launched, completes events and
+//! streams at once unless a test makes them stick, and counts what it was asked to do. Tests
+//! play the application: they call the backend's CUPTI callback at API enter, do what the
+//! driver would do, and call it again at API exit — on their own thread, so the companion
+//! thread, the handoff and every lock are the real ones.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
+use rocprof_replay_sys::cuda::*;
+
+use super::*;
+use crate::engine::inventory::AllocationInventory;
+use crate::engine::settings::Settings;
+use crate::engine::window::run_window;
+use crate::policy::{DeclineReason, FailureReason, OutcomeKind, PassPlan, ReplayPolicy};
+
+/// A fake kernel: what `CUfunction` points at.
+#[repr(C)]
+struct FakeKernel {
+    run: fn(*mut *mut c_void),
+    module: usize,
+}
+
+#[derive(Default)]
+struct FakeGpu {
+    /// Allocations: address -> buffer.
+    memory: HashMap<usize, Box<[u8]>>,
+    /// Addresses the "application" allocated (copies into them are restores).
+    app: HashSet<usize>,
+    /// Streams made by `cuStreamCreate` (the backend's own).
+    created_streams: HashSet<usize>,
+    /// Streams with work that never finishes.
+    stuck_streams: HashSet<usize>,
+    /// Events whose recorded work never finishes.
+    stuck_events: HashSet<usize>,
+    next_handle: usize,
+    launches: u32,
+    relaunches: u32,
+    /// Copies into application memory fail this many times.
+    failing_restores: u32,
+    stick_copies: bool,
+    stick_relaunches: bool,
+    /// Relaunches take this long (their events complete that much later).
+    slow_relaunches: Option<Duration>,
+    /// Streams whose events complete only at the given time, and those events.
+    slow_streams: HashMap<usize, Instant>,
+    slow_events: HashMap<usize, Instant>,
+    fail_app_launch: bool,
+    capturing: bool,
+    stream_waits: Vec<(usize, usize)>,
+    /// (module, name) -> (address, size).
+    globals: Vec<(usize, String, usize, usize)>,
+    restore_batches: u32,
+    device_free: usize,
+}
+
+static GPU: Mutex<Option<FakeGpu>> = Mutex::new(None);
+/// One test at a time uses the fake driver.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn gpu() -> parking_lot::MappedMutexGuard<'static, FakeGpu> {
+    MutexGuard::map(GPU.lock(), |g| g.get_or_insert_with(FakeGpu::default))
+}
+
+fn handle() -> usize {
+    let mut g = gpu();
+    g.next_handle += 0x100;
+    0x7000_0000 + g.next_handle
+}
+
+unsafe extern "C" fn get_error_name(_: CUresult, p: *mut *const c_char) -> CUresult {
+    // SAFETY: out-parameter.
+    unsafe { *p = c"FAKE_ERROR".as_ptr() };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn ctx_set_current(_: CUcontext) -> CUresult {
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn ctx_get_device(d: *mut CUdevice) -> CUresult {
+    // SAFETY: out-parameter.
+    unsafe { *d = 0 };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn mem_get_info(free: *mut usize, total: *mut usize) -> CUresult {
+    let g = gpu();
+    // SAFETY: out-parameters.
+    unsafe {
+        *free = g.device_free;
+        *total = 140 << 30;
+    }
+    CUDA_SUCCESS
+}
+fn fake_alloc(size: usize) -> usize {
+    let buf = vec![0u8; size.max(1)].into_boxed_slice();
+    let p = buf.as_ptr() as usize;
+    gpu().memory.insert(p, buf);
+    p
+}
+unsafe extern "C" fn mem_alloc(p: *mut CUdeviceptr, size: usize) -> CUresult {
+    // SAFETY: out-parameter.
+    unsafe { *p = fake_alloc(size) as CUdeviceptr };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn mem_free(p: CUdeviceptr) -> CUresult {
+    match gpu().memory.remove(&(p as usize)) {
+        Some(_) => CUDA_SUCCESS,
+        None => CUDA_ERROR_INVALID_VALUE,
+    }
+}
+unsafe extern "C" fn mem_host_alloc(p: *mut *mut c_void, size: usize, _: c_uint) -> CUresult {
+    // SAFETY: out-parameter.
+    unsafe { *p = fake_alloc(size) as *mut c_void };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn mem_free_host(p: *mut c_void) -> CUresult {
+    // SAFETY: forwarded.
+    unsafe { mem_free(p as CUdeviceptr) }
+}
+unsafe extern "C" fn memcpy_async(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    len: usize,
+    stream: CUstream,
+) -> CUresult {
+    let mut g = gpu();
+    let restore = g.app.contains(&(dst as usize));
+    if restore {
+        g.restore_batches += 1;
+        if g.failing_restores > 0 {
+            g.failing_restores -= 1;
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    if g.stick_copies {
+        g.stuck_streams.insert(stream as usize);
+        return CUDA_SUCCESS;
+    }
+    drop(g);
+    // SAFETY: both sides are live fake allocations of at least `len` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn stream_create(s: *mut CUstream, _: c_uint) -> CUresult {
+    let h = handle();
+    gpu().created_streams.insert(h);
+    // SAFETY: out-parameter.
+    unsafe { *s = h as CUstream };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn stream_query(s: CUstream) -> CUresult {
+    if gpu().stuck_streams.contains(&(s as usize)) {
+        CUDA_ERROR_NOT_READY
+    } else {
+        CUDA_SUCCESS
+    }
+}
+unsafe extern "C" fn stream_is_capturing(_: CUstream, st: *mut CUstreamCaptureStatus) -> CUresult {
+    let capturing = gpu().capturing;
+    // SAFETY: out-parameter.
+    unsafe {
+        *st = if capturing {
+            CU_STREAM_CAPTURE_STATUS_ACTIVE
+        } else {
+            CU_STREAM_CAPTURE_STATUS_NONE
+        }
+    };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn stream_wait_event(s: CUstream, e: CUevent, _: c_uint) -> CUresult {
+    gpu().stream_waits.push((s as usize, e as usize));
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn exchange_capture_mode(_: *mut CUstreamCaptureMode) -> CUresult {
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn event_create(e: *mut CUevent, _: c_uint) -> CUresult {
+    // SAFETY: out-parameter.
+    unsafe { *e = handle() as CUevent };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
+    let mut g = gpu();
+    if g.stuck_streams.contains(&(s as usize)) {
+        g.stuck_events.insert(e as usize);
+    } else {
+        g.stuck_events.remove(&(e as usize));
+    }
+    match g.slow_streams.get(&(s as usize)).copied() {
+        Some(until) => g.slow_events.insert(e as usize, until),
+        None => g.slow_events.remove(&(e as usize)),
+    };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn event_query(e: CUevent) -> CUresult {
+    let g = gpu();
+    let slow = g
+        .slow_events
+        .get(&(e as usize))
+        .is_some_and(|until| Instant::now() < *until);
+    if slow || g.stuck_events.contains(&(e as usize)) {
+        CUDA_ERROR_NOT_READY
+    } else {
+        CUDA_SUCCESS
+    }
+}
+unsafe extern "C" fn event_elapsed(ms: *mut f32, _: CUevent, _: CUevent) -> CUresult {
+    // SAFETY: out-parameter.
+    unsafe { *ms = 0.5 };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn func_get_attribute(
+    v: *mut c_int,
+    a: CUfunction_attribute,
+    _: CUfunction,
+) -> CUresult {
+    // SAFETY: out-parameter.
+    unsafe {
+        *v = if a == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES {
+            1024
+        } else {
+            16
+        }
+    };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn func_get_module(m: *mut CUmodule, f: CUfunction) -> CUresult {
+    // SAFETY: every CUfunction of these tests is a FakeKernel.
+    let k = unsafe { &*f.cast::<FakeKernel>() };
+    if k.module == 0 {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    // SAFETY: out-parameter.
+    unsafe { *m = k.module as CUmodule };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn kernel_get_function(f: *mut CUfunction, k: CUkernel) -> CUresult {
+    // The one CUkernel of these tests stands for BUMP's function in the context.
+    if !std::ptr::eq(k.cast::<FakeKernel>(), &KERNEL_BUMP) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    // SAFETY: out-parameter.
+    unsafe { *f = (&BUMP as *const FakeKernel).cast_mut().cast() };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn module_get_global(
+    p: *mut CUdeviceptr,
+    b: *mut usize,
+    m: CUmodule,
+    name: *const c_char,
+) -> CUresult {
+    // SAFETY: a NUL-terminated name.
+    let name = unsafe { CStr::from_ptr(name) }
+        .to_str()
+        .unwrap()
+        .to_string();
+    let g = gpu();
+    match g
+        .globals
+        .iter()
+        .find(|(mm, n, _, _)| *mm == m as usize && *n == name)
+    {
+        Some((_, _, addr, size)) => {
+            // SAFETY: out-parameters.
+            unsafe {
+                *p = *addr as CUdeviceptr;
+                *b = *size;
+            }
+            CUDA_SUCCESS
+        }
+        None => CUDA_ERROR_NOT_FOUND,
+    }
+}
+fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
+    let mut g = gpu();
+    let ours = g.created_streams.contains(&(stream as usize));
+    if ours {
+        g.relaunches += 1;
+        if g.stick_relaunches {
+            g.stuck_streams.insert(stream as usize);
+        }
+        if let Some(d) = g.slow_relaunches {
+            g.slow_streams.insert(stream as usize, Instant::now() + d);
+        }
+    }
+    g.launches += 1;
+    drop(g);
+    // SAFETY: every CUfunction of these tests is a FakeKernel.
+    let k = unsafe { &*f.cast::<FakeKernel>() };
+    (k.run)(params);
+}
+unsafe extern "C" fn launch_kernel(
+    f: CUfunction,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    s: CUstream,
+    params: *mut *mut c_void,
+    _: *mut *mut c_void,
+) -> CUresult {
+    run_kernel(f, params, s);
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn launch_cooperative(
+    f: CUfunction,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    _: c_uint,
+    s: CUstream,
+    params: *mut *mut c_void,
+) -> CUresult {
+    run_kernel(f, params, s);
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn launch_kernel_ex(
+    c: *const CUlaunchConfig,
+    f: CUfunction,
+    params: *mut *mut c_void,
+    _: *mut *mut c_void,
+) -> CUresult {
+    // SAFETY: the backend passes its own live config.
+    let c = unsafe { &*c };
+    // SAFETY: as above; attributes of a relaunch never carry application events.
+    let attrs = if c.attrs.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(c.attrs, c.numAttrs as usize) }
+    };
+    assert!(
+        attrs
+            .iter()
+            .all(|a| a.id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT),
+        "a relaunch re-recorded an application event"
+    );
+    run_kernel(f, params, c.hStream);
+    CUDA_SUCCESS
+}
+
+fn fake_driver() -> Driver {
+    Driver {
+        get_error_name,
+        ctx_set_current,
+        ctx_get_device,
+        mem_get_info,
+        mem_alloc,
+        mem_free,
+        mem_host_alloc,
+        mem_free_host,
+        memcpy_async,
+        stream_create,
+        stream_query,
+        stream_is_capturing,
+        stream_wait_event,
+        exchange_capture_mode,
+        event_create,
+        event_record,
+        event_query,
+        event_elapsed,
+        func_get_attribute,
+        func_get_module,
+        kernel_get_function,
+        module_get_global,
+        launch_kernel,
+        launch_cooperative,
+        launch_kernel_ex,
+    }
+}
+
+const LAUNCH: u32 = 10;
+const LAUNCH_EX: u32 = 11;
+const ALLOC: u32 = 12;
+const FREE: u32 = 13;
+const MEMCPY: u32 = 14;
+const GET_GLOBAL: u32 = 15;
+const GET_FUNCTION: u32 = 16;
+const GET_KERNEL: u32 = 17;
+const CTX: usize = 0xc0_0000;
+
+/// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
+/// process-wide and other tests of this binary count on none being active.)
+struct Passes(u32);
+
+impl ReplayPolicy for Passes {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+        if self.0 == 0 {
+            PassPlan::skip()
+        } else {
+            PassPlan::exactly(self.0, ())
+        }
+    }
+}
+
+struct Harness {
+    be: &'static Backend,
+    outcomes: Arc<Mutex<Vec<(DispatchInfo, Outcome)>>>,
+    _serial: MutexGuard<'static, ()>,
+}
+
+fn harness(passes: u32, settings: Settings) -> Harness {
+    let serial = SERIAL.lock();
+    let old = GPU.lock().replace(FakeGpu {
+        device_free: 100 << 30,
+        ..FakeGpu::default()
+    });
+    // Earlier tests' backends (leaked) still hold arena chunks in this memory: keep it, so
+    // that no address of a registered chunk is ever reused by another allocation.
+    std::mem::forget(old);
+    let inventory: &'static AllocationInventory = Box::leak(Box::new(AllocationInventory::new()));
+    inventory.enable();
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let seen = outcomes.clone();
+    let policy = Passes(passes);
+    let s = settings;
+    let runner: Runner = Box::new(move |info, target| {
+        let o = run_window(&policy, info, target, inventory, &s);
+        seen.lock().push((info.clone(), o.clone()));
+        o
+    });
+    let ids = Ids::from_names([
+        ("cuLaunchKernel", LAUNCH),
+        ("cuLaunchKernelEx", LAUNCH_EX),
+        ("cuMemAlloc_v2", ALLOC),
+        ("cuMemFree_v2", FREE),
+        ("cuMemcpyHtoDAsync_v2", MEMCPY),
+        ("cuModuleGetGlobal_v2", GET_GLOBAL),
+        ("cuModuleGetFunction", GET_FUNCTION),
+        ("cuLibraryGetKernel", GET_KERNEL),
+    ]);
+    let be: &'static Backend = Box::leak(Box::new(Backend::new(
+        fake_driver(),
+        runner,
+        inventory,
+        settings,
+        ids,
+    )));
+    be.active.store(true, Ordering::Release);
+    Harness {
+        be,
+        outcomes,
+        _serial: serial,
+    }
+}
+
+fn quick() -> Settings {
+    Settings {
+        drain: Duration::from_millis(200),
+        pass: Duration::from_millis(200),
+        late_pass: Duration::from_millis(100),
+        lock: Duration::from_millis(200),
+        copy: Duration::from_millis(200),
+        budget: u64::MAX,
+    }
+}
+
+impl Harness {
+    fn cb(&self, domain: u32, cbid: u32, data: *const c_void) {
+        // SAFETY: the backend is 'static; `data` is built like CUPTI's.
+        unsafe {
+            callback(
+                (self.be as *const Backend).cast_mut().cast(),
+                domain,
+                cbid,
+                data,
+            )
+        };
+    }
+
+    /// One driver call as the application makes it: enter callback, `body`, exit callback.
+    fn call(
+        &self,
+        cbid: u32,
+        name: &CStr,
+        params: *const c_void,
+        symbol: &CStr,
+        body: impl FnOnce() -> CUresult,
+    ) -> CUresult {
+        let mut corr = 0u64;
+        let mut result: CUresult = CUDA_SUCCESS;
+        let mut data = CUpti_CallbackData {
+            callbackSite: CUPTI_API_ENTER,
+            functionName: name.as_ptr(),
+            functionParams: params,
+            functionReturnValue: (&mut result as *mut CUresult).cast(),
+            symbolName: symbol.as_ptr(),
+            context: CTX as CUcontext,
+            contextUid: 1,
+            correlationData: &mut corr,
+            correlationId: 7,
+        };
+        self.cb(
+            CUPTI_CB_DOMAIN_DRIVER_API,
+            cbid,
+            (&data as *const CUpti_CallbackData).cast(),
+        );
+        result = body();
+        data.callbackSite = CUPTI_API_EXIT;
+        data.functionReturnValue = (&mut result as *mut CUresult).cast();
+        self.cb(
+            CUPTI_CB_DOMAIN_DRIVER_API,
+            cbid,
+            (&data as *const CUpti_CallbackData).cast(),
+        );
+        result
+    }
+
+    /// `cuMemAlloc` of the application.
+    fn alloc(&self, size: usize) -> usize {
+        let mut out: CUdeviceptr = 0;
+        let params = cuMemAlloc_v2_params {
+            dptr: &mut out,
+            bytesize: size,
+        };
+        let r = self.call(
+            ALLOC,
+            c"cuMemAlloc_v2",
+            (&params as *const cuMemAlloc_v2_params).cast(),
+            c"",
+            || {
+                let p = fake_alloc(size);
+                gpu().app.insert(p);
+                out = p as CUdeviceptr;
+                CUDA_SUCCESS
+            },
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+        out as usize
+    }
+
+    /// `cuMemFree` of the application.
+    fn free(&self, p: usize) {
+        let params = cuMemFree_v2_params {
+            dptr: p as CUdeviceptr,
+        };
+        self.call(
+            FREE,
+            c"cuMemFree_v2",
+            (&params as *const cuMemFree_v2_params).cast(),
+            c"",
+            || {
+                gpu().app.remove(&p);
+                // SAFETY: a fake allocation.
+                unsafe { mem_free(p as CUdeviceptr) }
+            },
+        );
+    }
+
+    /// `cuLaunchKernel` of the application into `stream`; the driver part runs the kernel
+    /// unless the fake fails it.
+    fn launch(&self, kernel: &FakeKernel, args: &mut [*mut c_void], stream: usize) -> CUresult {
+        let params = cuLaunchKernel_params {
+            f: (kernel as *const FakeKernel).cast_mut().cast(),
+            gridDimX: 4,
+            gridDimY: 2,
+            gridDimZ: 1,
+            blockDimX: 256,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 512,
+            hStream: stream as CUstream,
+            kernelParams: args.as_mut_ptr(),
+            extra: std::ptr::null_mut(),
+        };
+        let f = params.f;
+        let argp = params.kernelParams;
+        self.call(
+            LAUNCH,
+            c"cuLaunchKernel",
+            (&params as *const cuLaunchKernel_params).cast(),
+            c"_Z7add_onePji",
+            || {
+                if gpu().fail_app_launch {
+                    return CUDA_ERROR_INVALID_VALUE;
+                }
+                run_kernel(f, argp, stream as CUstream);
+                CUDA_SUCCESS
+            },
+        )
+    }
+
+    /// `cuModuleGetFunction` of the application returning `kernel`.
+    fn obtain_function(&self, kernel: &FakeKernel) {
+        let mut out: CUfunction = std::ptr::null_mut();
+        let params = cuModuleGetFunction_params {
+            hfunc: &mut out,
+            hmod: kernel.module as CUmodule,
+            name: c"k".as_ptr(),
+        };
+        self.call(
+            GET_FUNCTION,
+            c"cuModuleGetFunction",
+            (&params as *const cuModuleGetFunction_params).cast(),
+            c"",
+            || {
+                out = (kernel as *const FakeKernel).cast_mut().cast();
+                CUDA_SUCCESS
+            },
+        );
+    }
+
+    /// `cuLibraryGetKernel` of the application returning `kernel`.
+    fn obtain_kernel(&self, kernel: &FakeKernel) {
+        let mut out: CUkernel = std::ptr::null_mut();
+        let params = cuLibraryGetKernel_params {
+            pKernel: &mut out,
+            library: 0x11b as CUlibrary,
+            name: c"k".as_ptr(),
+        };
+        self.call(
+            GET_KERNEL,
+            c"cuLibraryGetKernel",
+            (&params as *const cuLibraryGetKernel_params).cast(),
+            c"",
+            || {
+                out = (kernel as *const FakeKernel).cast_mut().cast();
+                CUDA_SUCCESS
+            },
+        );
+    }
+
+    fn outcomes(&self) -> Vec<(DispatchInfo, Outcome)> {
+        self.outcomes.lock().clone()
+    }
+
+    fn launches(&self) -> u32 {
+        gpu().launches
+    }
+}
+
+/// `add_one(uint32_t* data, uint32_t n)`: data[i] += 1, not idempotent, so a replay that does
+/// not restore shows.
+fn add_one(args: *mut *mut c_void) {
+    // SAFETY: the tests pass (&CUdeviceptr, &u32).
+    unsafe {
+        let data = *(*args).cast::<CUdeviceptr>() as *mut u32;
+        let n = *(*args.add(1)).cast::<u32>();
+        for i in 0..n as usize {
+            *data.add(i) += 1;
+        }
+    }
+}
+
+static ADD_ONE: FakeKernel = FakeKernel {
+    run: add_one,
+    module: 0,
+};
+
+/// A buffer of `n` zeroed u32 and the kernel arguments naming it.
+struct Buffer {
+    ptr: CUdeviceptr,
+    n: u32,
+}
+
+impl Buffer {
+    fn new(h: &Harness, n: u32) -> Buffer {
+        Buffer {
+            ptr: h.alloc(n as usize * 4) as CUdeviceptr,
+            n,
+        }
+    }
+    fn args(&mut self) -> [*mut c_void; 2] {
+        [
+            (&mut self.ptr as *mut CUdeviceptr).cast(),
+            (&mut self.n as *mut u32).cast(),
+        ]
+    }
+    fn values(&self) -> Vec<u32> {
+        // SAFETY: a live fake allocation of n u32.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u32, self.n as usize) }.to_vec()
+    }
+}
+
+#[test]
+fn a_replayed_launch_runs_each_pass_and_leaves_one_execution() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 64);
+    let mut args = buf.args();
+    assert_eq!(h.launch(&ADD_ONE, &mut args, 0), CUDA_SUCCESS);
+    assert_eq!(
+        buf.values(),
+        vec![1; 64],
+        "the application sees one execution"
+    );
+    assert_eq!(h.launches(), 3, "the original launch and two relaunches");
+    assert_eq!(gpu().relaunches, 2);
+    let outcomes = h.outcomes();
+    let (info, o) = &outcomes[0];
+    assert_eq!(o.kind, OutcomeKind::Replayed);
+    assert_eq!(o.passes, 3);
+    assert_eq!(o.snapshot_bytes, 256);
+    assert_eq!(
+        o.restored_bytes, 512,
+        "restored before passes 2 and 3, not after 3"
+    );
+    assert_eq!(o.pass_times, vec![None; 3], "no timing was asked for");
+    assert_eq!(info.runtime, crate::Runtime::Cuda);
+    assert_eq!(info.agent, crate::AgentId(CTX as u64));
+    assert_eq!(info.kernel(), "_Z7add_onePji");
+    assert_eq!(info.grid, [1024, 2, 1]);
+    assert_eq!(info.workgroup, [256, 1, 1]);
+    assert_eq!(info.blocks, [4, 2, 1]);
+    assert_eq!(
+        info.group_segment_size,
+        512 + 1024,
+        "dynamic + static shared memory"
+    );
+    assert_eq!(info.private_segment_size, 16);
+}
+
+#[test]
+fn several_launches_each_leave_their_own_result() {
+    let h = harness(4, quick());
+    let mut buf = Buffer::new(&h, 16);
+    for _ in 0..5 {
+        let mut args = buf.args();
+        h.launch(&ADD_ONE, &mut args, 0);
+    }
+    assert_eq!(buf.values(), vec![5; 16]);
+    assert_eq!(h.launches(), 20);
+    assert!(
+        h.outcomes()
+            .iter()
+            .all(|(_, o)| o.kind == OutcomeKind::Replayed)
+    );
+    let ids: Vec<u64> = h.outcomes().iter().map(|(i, _)| i.dispatch_id.0).collect();
+    assert_eq!(ids, vec![1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn a_skipped_launch_runs_once() {
+    let h = harness(0, quick());
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert_eq!(h.launches(), 1);
+    assert_eq!(gpu().relaunches, 0);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        (o.kind, o.passes, o.snapshot_bytes),
+        (OutcomeKind::Skipped, 1, 0)
+    );
+}
+
+#[test]
+fn a_launch_into_a_capturing_stream_is_not_replayed() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().capturing = true;
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    assert_eq!(h.launches(), 1);
+    assert!(h.outcomes().is_empty(), "the window never ran");
+}
+
+#[test]
+fn a_failing_original_launch_is_not_run_again() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().fail_app_launch = true;
+    let mut args = buf.args();
+    assert_eq!(
+        h.launch(&ADD_ONE, &mut args, 0),
+        CUDA_ERROR_INVALID_VALUE,
+        "the application gets its launch's error"
+    );
+    assert_eq!(h.launches(), 0, "nothing ran, as without the tool");
+    assert_eq!(buf.values(), vec![0; 8]);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::SubmitFailed));
+}
+
+#[test]
+fn copies_that_never_finish_decline_before_the_launch() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stick_copies = true;
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert_eq!(h.launches(), 1);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::CopyTimeout));
+    assert_eq!(o.passes, 1);
+}
+
+#[test]
+fn a_restore_that_fails_twice_is_reported_failed() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().failing_restores = 2;
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Failed(FailureReason::RestoreFailed));
+    assert_eq!(gpu().restore_batches, 2, "retried once");
+    // Pass 1, then the final run on the unrestored memory: the outcome says the result may
+    // be wrong, and here it is.
+    assert_eq!(buf.values(), vec![2; 8]);
+}
+
+#[test]
+fn a_stuck_relaunch_fails_and_orders_the_application_stream_after_it() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stick_relaunches = true;
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Failed(FailureReason::PassStuck));
+    assert_eq!(o.passes, 2);
+    let waits = gpu().stream_waits.clone();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert_eq!(waits[0].0, 0x5000, "the application's stream waits");
+}
+
+#[test]
+fn a_late_relaunch_that_finishes_within_the_second_deadline_is_declined() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    // Past the pass deadline (200 ms), within the late-pass one (100 ms more).
+    gpu().slow_relaunches = Some(Duration::from_millis(250));
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::PassTimeout));
+    assert_eq!(o.passes, 2);
+    assert!(gpu().stream_waits.is_empty(), "nothing left to wait for");
+    assert_eq!(
+        buf.values(),
+        vec![1; 8],
+        "the late pass's result, one execution"
+    );
+}
+
+#[test]
+fn a_busy_application_stream_declines_with_drain_timeout() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stuck_streams.insert(0x5000);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::DrainTimeout));
+    assert_eq!(h.launches(), 1);
+}
+
+/// `bump(void)`: increments the module's `__device__ uint32_t counter`.
+fn bump(_: *mut *mut c_void) {
+    let addr = gpu()
+        .globals
+        .iter()
+        .find(|g| g.1 == "counter")
+        .map(|g| g.2)
+        .expect("counter");
+    // SAFETY: a live fake allocation of 4 bytes.
+    unsafe { *(addr as *mut u32) += 1 };
+}
+
+static BUMP: FakeKernel = FakeKernel {
+    run: bump,
+    module: 0xabc0,
+};
+
+/// A CUkernel whose function in the context is BUMP (the driver's cuFunc* queries do not
+/// take it: module 0).
+static KERNEL_BUMP: FakeKernel = FakeKernel {
+    run: bump,
+    module: 0,
+};
+
+fn counter() -> u32 {
+    let addr = gpu().globals.iter().find(|g| g.1 == "counter").unwrap().2;
+    // SAFETY: a live fake allocation of 4 bytes.
+    unsafe { *(addr as *const u32) }
+}
+
+fn load_module_with_counter(h: &Harness) {
+    let addr = fake_alloc(4);
+    gpu().globals.push((0xabc0, "counter".into(), addr, 4));
+    let image = globals::tests::elf(&[(".nv.global", 8)], &[("counter", 1, 4, 4)]);
+    let module = CUpti_ModuleResourceData {
+        moduleId: 1,
+        cubinSize: image.len(),
+        pCubin: image.as_ptr().cast(),
+    };
+    let data = CUpti_ResourceData {
+        context: CTX as CUcontext,
+        resourceHandle: std::ptr::null_mut(),
+        resourceDescriptor: (&module as *const CUpti_ModuleResourceData)
+            .cast_mut()
+            .cast(),
+    };
+    h.cb(
+        CUPTI_CB_DOMAIN_RESOURCE,
+        CUPTI_CBID_RESOURCE_MODULE_LOADED,
+        (&data as *const CUpti_ResourceData).cast(),
+    );
+}
+
+#[test]
+fn a_device_variable_of_the_kernels_module_is_restored_between_passes() {
+    let h = harness(3, quick());
+    h.obtain_function(&BUMP);
+    load_module_with_counter(&h);
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), 1, "one execution's worth");
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Replayed);
+    assert_eq!(o.snapshot_bytes, 4);
+}
+
+#[test]
+fn without_the_modules_image_its_variable_would_be_replayed_unrestored() {
+    // The control for the test above: the variable is only known from the cubin.
+    let h = harness(3, quick());
+    h.obtain_function(&BUMP);
+    let addr = fake_alloc(4);
+    gpu().globals.push((0xabc0, "counter".into(), addr, 4));
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), 3);
+}
+
+#[test]
+fn a_cukernel_is_queried_through_its_function_in_the_context() {
+    let h = harness(3, quick());
+    load_module_with_counter(&h);
+    h.obtain_kernel(&KERNEL_BUMP);
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&KERNEL_BUMP, &mut none, 0);
+    assert_eq!(counter(), 1);
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(h.outcomes()[0].0.group_segment_size, 512 + 1024);
+}
+
+#[test]
+fn a_kernel_handle_never_obtained_is_not_queried_and_not_replayed_when_variables_exist() {
+    let h = harness(3, quick());
+    load_module_with_counter(&h);
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&KERNEL_BUMP, &mut none, 0);
+    assert_eq!(counter(), 1, "ran once");
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Declined(DeclineReason::SymbolsUnavailable)
+    );
+    assert_eq!(
+        h.outcomes()[0].0.group_segment_size,
+        512,
+        "no query of an unknown handle"
+    );
+}
+
+#[test]
+fn a_variable_the_application_looked_up_is_snapshotted() {
+    let h = harness(3, quick());
+    let addr = fake_alloc(4);
+    gpu().globals.push((0xabc0, "counter".into(), addr, 4));
+    let (mut out, mut size): (CUdeviceptr, usize) = (0, 0);
+    let params = cuModuleGetGlobal_v2_params {
+        dptr: &mut out,
+        bytes: &mut size,
+        hmod: 0xabc0 as CUmodule,
+        name: c"counter".as_ptr(),
+    };
+    h.call(
+        GET_GLOBAL,
+        c"cuModuleGetGlobal_v2",
+        (&params as *const cuModuleGetGlobal_v2_params).cast(),
+        c"",
+        || {
+            // SAFETY: forwarded to the fake.
+            unsafe {
+                module_get_global(&mut out, &mut size, 0xabc0 as CUmodule, c"counter".as_ptr())
+            }
+        },
+    );
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), 1);
+}
+
+#[test]
+fn allocations_are_tracked_and_frees_forget_them() {
+    let h = harness(3, quick());
+    let a = h.alloc(100);
+    let b = h.alloc(50);
+    let agent = crate::AgentId(CTX as u64);
+    assert_eq!(h.be.inventory.owned_by(agent).len(), 2);
+    h.free(a);
+    let left = h.be.inventory.owned_by(agent);
+    assert_eq!(left.len(), 1);
+    assert_eq!((left[0].base, left[0].size), (b, 50));
+}
+
+#[test]
+fn stream_work_waits_for_a_window_on_its_context() {
+    static SLOW_RUNS: AtomicU32 = AtomicU32::new(0);
+    fn slow(args: *mut *mut c_void) {
+        SLOW_RUNS.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(60));
+        add_one(args);
+    }
+    static SLOW: FakeKernel = FakeKernel {
+        run: slow,
+        module: 0,
+    };
+    let h = harness(
+        3,
+        Settings {
+            lock: Duration::from_secs(5),
+            pass: Duration::from_secs(5),
+            ..quick()
+        },
+    );
+    let mut buf = Buffer::new(&h, 4);
+    let copy_ran_inside = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Wait until the window is running passes, then try a copy on the context.
+            while SLOW_RUNS.load(Ordering::SeqCst) < 2 {
+                std::thread::yield_now();
+            }
+            let p = [0u64; 3];
+            h.call(
+                MEMCPY,
+                c"cuMemcpyHtoDAsync_v2",
+                p.as_ptr().cast(),
+                c"",
+                || {
+                    // The window (three passes) must be over when the copy runs.
+                    if SLOW_RUNS.load(Ordering::SeqCst) != 3 {
+                        copy_ran_inside.store(true, Ordering::SeqCst);
+                    }
+                    CUDA_SUCCESS
+                },
+            );
+            assert!(started.elapsed() < Duration::from_secs(5));
+        });
+        let mut args = buf.args();
+        h.launch(&SLOW, &mut args, 0);
+    });
+    assert!(
+        !copy_ran_inside.load(Ordering::SeqCst),
+        "stream work ran inside the window"
+    );
+    assert_eq!(buf.values(), vec![1; 4]);
+}
+
+#[test]
+fn a_relaunch_leaves_out_attributes_that_record_application_events() {
+    let mut attrs = [CUlaunchAttribute::default(); 3];
+    attrs[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT;
+    attrs[2].id = CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT;
+    let config = CUlaunchConfig {
+        gridDimX: 1,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 1,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: std::ptr::null_mut(),
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: 3,
+    };
+    // SAFETY: three live attributes.
+    let kept = unsafe { window::relaunch_attributes(&config) };
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].id, CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+}
+
+#[test]
+fn launch_kernel_ex_is_replayed_from_its_configuration() {
+    let h = harness(2, quick());
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    let mut attrs = [CUlaunchAttribute::default(); 1];
+    attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT;
+    let config = CUlaunchConfig {
+        gridDimX: 2,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 32,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: 0x5000 as CUstream,
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: 1,
+    };
+    let f: CUfunction = (&ADD_ONE as *const FakeKernel).cast_mut().cast();
+    let params = cuLaunchKernelEx_params {
+        config: &config,
+        f,
+        kernelParams: args.as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+    };
+    let argp = params.kernelParams;
+    h.call(
+        LAUNCH_EX,
+        c"cuLaunchKernelEx",
+        (&params as *const cuLaunchKernelEx_params).cast(),
+        c"k",
+        || {
+            run_kernel(f, argp, 0x5000 as CUstream);
+            CUDA_SUCCESS
+        },
+    );
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert_eq!(gpu().relaunches, 1);
+    let (info, o) = &h.outcomes()[0];
+    assert_eq!(o.kind, OutcomeKind::Replayed);
+    assert_eq!(info.grid, [64, 1, 1]);
+    assert_eq!(info.queue, crate::QueueId(0x5000));
+}
+
+#[test]
+fn launches_from_the_companion_or_with_the_backend_off_pass_through() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 4);
+    h.be.active.store(false, Ordering::Release);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    h.be.active.store(true, Ordering::Release);
+    {
+        let _g = Guard::new();
+        let mut args = buf.args();
+        h.launch(&ADD_ONE, &mut args, 0);
+    }
+    assert_eq!(h.launches(), 2);
+    assert!(h.outcomes().is_empty());
+}
+
+#[test]
+fn callbacks_are_classified_by_name() {
+    assert_eq!(
+        classify("cuLaunchKernel_ptsz"),
+        Some(Api::Launch(LaunchApi::Kernel { ptsz: true }))
+    );
+    assert_eq!(
+        classify("cuLaunchKernelEx"),
+        Some(Api::Launch(LaunchApi::KernelEx { ptsz: false }))
+    );
+    assert_eq!(classify("cuMemAllocAsync_ptsz"), Some(Api::MemAllocAsync));
+    assert_eq!(classify("cuMemcpyDtoDAsync_v2_ptsz"), Some(Api::StreamWork));
+    assert_eq!(classify("cuMemsetD32_v2"), Some(Api::StreamWork));
+    assert_eq!(classify("cuGraphLaunch_ptsz"), Some(Api::GraphLaunch));
+    assert_eq!(
+        classify("cuMemAlloc"),
+        None,
+        "the pre-v2 entry point is not traced"
+    );
+    assert_eq!(classify("cuCtxSynchronize"), None);
+    let ids = Ids::from_names([("cuLaunchKernel", 300), ("cuCtxSynchronize", 5)]);
+    assert_eq!(ids.ids().collect::<Vec<_>>(), vec![300]);
+    assert!(ids.has_launches());
+}
+
+#[test]
+fn an_application_allocation_failing_for_memory_releases_an_idle_arena() {
+    let h = harness(2, quick());
+    let mut buf = Buffer::new(&h, 4);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    let ctx = h.be.ctx(CTX);
+    assert!(ctx.arena.lock().device_bytes() > 0, "kept between windows");
+    let mut out: CUdeviceptr = 0;
+    let params = cuMemAlloc_v2_params {
+        dptr: &mut out,
+        bytesize: 1024,
+    };
+    h.call(
+        ALLOC,
+        c"cuMemAlloc_v2",
+        (&params as *const cuMemAlloc_v2_params).cast(),
+        c"",
+        || CUDA_ERROR_OUT_OF_MEMORY,
+    );
+    assert_eq!(ctx.arena.lock().device_bytes(), 0);
+}

@@ -1,0 +1,1157 @@
+//! The replay window on CUDA: the launch callbacks, the companion thread that runs the engine,
+//! and [`CudaTarget`], the engine's handle on one intercepted launch.
+//!
+//! The application thread hands each launch to its companion thread at API enter and waits
+//! for one of two answers: *release as pass 1* (the window has drained the context and
+//! captured the memory: the original launch is the first pass) or *release as the ordinary
+//! run* (the policy skipped it, or the window declined before any pass). Either way the
+//! original launch is enqueued exactly once, by the driver, after the enter callback returns.
+//! At API exit the thread reports the launch's status and waits until the window is over;
+//! later passes are relaunches on the backend's private stream, each waited for, with the
+//! memory restored before each. The arguments of the launch (`kernelParams`, `extra`, the
+//! launch configuration) stay valid throughout: the application is still inside the call.
+//!
+//! Every wait of the companion thread has a deadline (drain, copy, pass, lock); the application
+//! thread waits for the companion thread, which is bounded by those deadlines plus the policy's
+//! own callbacks.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLockWriteGuard};
+use rocprof_replay_sys::cuda::*;
+
+use super::api::{Driver, error_name};
+use super::arena;
+use super::{Backend, Ctx, GUARD, Guard, KernelFacts, LaunchApi, warn_once};
+use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
+use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Staging, Transfer};
+use crate::engine::window::{PassError, ReplayTarget};
+use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
+
+/// One intercepted launch, as the application made it. The pointers stay valid while the
+/// application thread is inside the launch call, which outlasts the window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Launch {
+    pub(crate) kind: LaunchApi,
+    pub(crate) f: CUfunction,
+    pub(crate) grid: [u32; 3],
+    pub(crate) block: [u32; 3],
+    pub(crate) shared: u32,
+    /// The stream argument as given.
+    pub(crate) stream: CUstream,
+    pub(crate) params: *mut *mut c_void,
+    pub(crate) extra: *mut *mut c_void,
+    /// `cuLaunchKernelEx`'s configuration.
+    pub(crate) config: *const CUlaunchConfig,
+}
+
+impl Launch {
+    /// Decodes a launch from CUPTI's parameter block.
+    ///
+    /// # Safety
+    /// `params` points at the parameter struct of `kind`.
+    pub(crate) unsafe fn decode(kind: LaunchApi, params: *const c_void) -> Option<Launch> {
+        if params.is_null() {
+            return None;
+        }
+        // SAFETY: caller contract; each arm reads that entry point's parameters.
+        unsafe {
+            Some(match kind {
+                LaunchApi::Kernel { .. } => {
+                    let p = *params.cast::<cuLaunchKernel_params>();
+                    Launch {
+                        kind,
+                        f: p.f,
+                        grid: [p.gridDimX, p.gridDimY, p.gridDimZ],
+                        block: [p.blockDimX, p.blockDimY, p.blockDimZ],
+                        shared: p.sharedMemBytes,
+                        stream: p.hStream,
+                        params: p.kernelParams,
+                        extra: p.extra,
+                        config: std::ptr::null(),
+                    }
+                }
+                LaunchApi::Cooperative { .. } => {
+                    let p = *params.cast::<cuLaunchCooperativeKernel_params>();
+                    Launch {
+                        kind,
+                        f: p.f,
+                        grid: [p.gridDimX, p.gridDimY, p.gridDimZ],
+                        block: [p.blockDimX, p.blockDimY, p.blockDimZ],
+                        shared: p.sharedMemBytes,
+                        stream: p.hStream,
+                        params: p.kernelParams,
+                        extra: std::ptr::null_mut(),
+                        config: std::ptr::null(),
+                    }
+                }
+                LaunchApi::KernelEx { .. } => {
+                    let p = *params.cast::<cuLaunchKernelEx_params>();
+                    if p.config.is_null() {
+                        return None;
+                    }
+                    let c = *p.config;
+                    Launch {
+                        kind,
+                        f: p.f,
+                        grid: [c.gridDimX, c.gridDimY, c.gridDimZ],
+                        block: [c.blockDimX, c.blockDimY, c.blockDimZ],
+                        shared: c.sharedMemBytes,
+                        stream: c.hStream,
+                        params: p.kernelParams,
+                        extra: p.extra,
+                        config: p.config,
+                    }
+                }
+            })
+        }
+    }
+
+    /// The stream as the application thread must name it: a `_ptsz` launch into stream 0
+    /// means the thread's own default stream.
+    pub(crate) fn app_stream(&self) -> CUstream {
+        if self.stream.is_null() && self.kind.ptsz() {
+            CU_STREAM_PER_THREAD as CUstream
+        } else {
+            self.stream
+        }
+    }
+
+    /// Launches the kernel again, unchanged, into `stream`. Attributes that would record an
+    /// application event (`PROGRAMMATIC_EVENT`, `LAUNCH_COMPLETION_EVENT`) are left out of a
+    /// relaunch: the original launch recorded them.
+    ///
+    /// # Safety
+    /// The application thread is still inside the original call (its arguments are alive).
+    pub(crate) unsafe fn relaunch(&self, drv: &Driver, stream: CUstream) -> CUresult {
+        let [gx, gy, gz] = self.grid;
+        let [bx, by, bz] = self.block;
+        // SAFETY: the application's own arguments, still alive (caller contract).
+        unsafe {
+            match self.kind {
+                LaunchApi::Kernel { .. } => (drv.launch_kernel)(
+                    self.f,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
+                    self.shared,
+                    stream,
+                    self.params,
+                    self.extra,
+                ),
+                LaunchApi::Cooperative { .. } => (drv.launch_cooperative)(
+                    self.f,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
+                    self.shared,
+                    stream,
+                    self.params,
+                ),
+                LaunchApi::KernelEx { .. } => {
+                    let mut config = *self.config;
+                    let mut attrs = relaunch_attributes(&config);
+                    config.hStream = stream;
+                    config.attrs = if attrs.is_empty() {
+                        std::ptr::null_mut()
+                    } else {
+                        attrs.as_mut_ptr()
+                    };
+                    config.numAttrs = attrs.len() as u32;
+                    (drv.launch_kernel_ex)(&config, self.f, self.params, self.extra)
+                }
+            }
+        }
+    }
+}
+
+/// The attributes of a relaunch: the application's, without those that record its events.
+///
+/// # Safety
+/// `config.attrs` holds `config.numAttrs` attributes (or is null).
+pub(crate) unsafe fn relaunch_attributes(config: &CUlaunchConfig) -> Vec<CUlaunchAttribute> {
+    if config.attrs.is_null() || config.numAttrs == 0 {
+        return Vec::new();
+    }
+    // SAFETY: caller contract.
+    let given = unsafe { std::slice::from_raw_parts(config.attrs, config.numAttrs as usize) };
+    given
+        .iter()
+        .filter(|a| {
+            !matches!(
+                a.id,
+                CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT
+                    | CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT
+            )
+        })
+        .copied()
+        .collect()
+}
+
+/// What the application thread is told to do with its launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// The launch is pass 1: record `start` before it and `end` after it on its stream.
+    Pass { start: usize, end: usize },
+    /// The launch is the ordinary run; `reader`: take the context's reader lock around it
+    /// (no window holds the context).
+    Ordinary { reader: bool },
+}
+
+#[derive(Default)]
+struct HandoffState {
+    release: Option<Release>,
+    launched: Option<CUresult>,
+    done: bool,
+    /// An event the application's stream must wait for before its later work.
+    wait_event: usize,
+}
+
+/// The meeting point of a launch's callbacks and its window.
+#[derive(Default)]
+pub(crate) struct Handoff {
+    state: Mutex<HandoffState>,
+    changed: Condvar,
+}
+
+impl Handoff {
+    fn release(&self, r: Release) {
+        self.state.lock().release = Some(r);
+        self.changed.notify_all();
+    }
+
+    fn set_launched(&self, r: CUresult) {
+        self.state.lock().launched = Some(r);
+        self.changed.notify_all();
+    }
+
+    fn set_done(&self, wait_event: usize) {
+        let mut s = self.state.lock();
+        s.done = true;
+        s.wait_event = wait_event;
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// The release, or `None` when the window ended without one (an internal error).
+    fn wait_release(&self) -> Option<Release> {
+        let mut s = self.state.lock();
+        loop {
+            if let Some(r) = s.release {
+                return Some(r);
+            }
+            if s.done {
+                return None;
+            }
+            self.changed.wait_for(&mut s, Duration::from_secs(1));
+        }
+    }
+
+    /// The launch's status, or `None` at `deadline`.
+    fn wait_launched(&self, deadline: Instant) -> Option<CUresult> {
+        let mut s = self.state.lock();
+        loop {
+            if let Some(r) = s.launched {
+                return Some(r);
+            }
+            if self.changed.wait_until(&mut s, deadline).timed_out() {
+                return s.launched;
+            }
+        }
+    }
+
+    /// Waits until the window is over; returns its wait event.
+    fn wait_done(&self) -> usize {
+        let mut s = self.state.lock();
+        while !s.done {
+            self.changed.wait_for(&mut s, Duration::from_secs(1));
+        }
+        s.wait_event
+    }
+}
+
+/// What the exit callback needs (passed through CUPTI's per-call word).
+struct Pending {
+    hand: Arc<Handoff>,
+    ctx: Arc<Ctx>,
+    stream: CUstream,
+    release: Release,
+}
+
+/// A launch handed to a companion thread.
+struct Job {
+    be: &'static Backend,
+    ctx: Arc<Ctx>,
+    info: DispatchInfo,
+    launch: Launch,
+    /// The kernel's module (`None`: unknown).
+    module: Option<usize>,
+    hand: Arc<Handoff>,
+    /// Recorded by the application thread on its per-thread default stream (0: none).
+    before: usize,
+}
+
+// SAFETY: the raw pointers of `launch` are the application's arguments, valid while the
+// application thread waits inside the launch call; handles are plain driver handles.
+unsafe impl Send for Job {}
+
+thread_local! {
+    static COMPANION: RefCell<Option<mpsc::Sender<Job>>> = const { RefCell::new(None) };
+}
+
+fn spawn_companion() -> Option<mpsc::Sender<Job>> {
+    let (tx, rx) = mpsc::channel::<Job>();
+    let spawned = std::thread::Builder::new()
+        .name("rocprof-replay-cuda".into())
+        // Policies run here: room for what a tool does in its callbacks.
+        .stack_size(8 << 20)
+        .spawn(move || {
+            // Everything this thread calls is the backend's own.
+            GUARD.with(|g| g.set(1 << 30));
+            let mut relaxed = false;
+            for job in rx {
+                run_job(job, &mut relaxed);
+            }
+        });
+    match spawned {
+        Ok(_) => Some(tx),
+        Err(e) => {
+            tracing::error!("cannot start a replay thread ({e}); launches run without replay");
+            None
+        }
+    }
+}
+
+/// Hands `job` to this thread's companion; gives it back when there is none (no thread could
+/// be started, or the thread is exiting).
+fn submit(job: Job) -> Result<(), Option<Box<Job>>> {
+    let mut slot = Some(job);
+    let sent = COMPANION.try_with(|c| {
+        let mut c = c.borrow_mut();
+        for _ in 0..2 {
+            if c.is_none() {
+                *c = spawn_companion();
+            }
+            let (Some(tx), Some(job)) = (c.as_ref(), slot.take()) else {
+                return false;
+            };
+            match tx.send(job) {
+                Ok(()) => return true,
+                Err(mpsc::SendError(job)) => {
+                    // The companion is gone: start another one.
+                    slot = Some(job);
+                    *c = None;
+                }
+            }
+        }
+        false
+    });
+    match sent {
+        Ok(true) => Ok(()),
+        _ => Err(slot.map(Box::new)),
+    }
+}
+
+/// The enter callback of a launch: decides pass-through or window; returns the token for the
+/// exit callback (0: nothing to do there).
+///
+/// # Safety
+/// `cb` is CUPTI's data of an enter callback of `kind`.
+pub(crate) unsafe fn enter_launch(
+    be: &'static Backend,
+    kind: LaunchApi,
+    cb: &CUpti_CallbackData,
+) -> u64 {
+    if cb.context.is_null() {
+        return 0;
+    }
+    // SAFETY: caller contract.
+    let Some(launch) = (unsafe { Launch::decode(kind, cb.functionParams) }) else {
+        return 0;
+    };
+    let stream = launch.app_stream();
+    {
+        let _g = Guard::new();
+        let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: the application's stream, on its own thread.
+        let r = unsafe { (be.drv.stream_is_capturing)(stream, &mut status) };
+        if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+            warn_once(&CAPTURE, || {
+                tracing::warn!(
+                    "launches into a capturing stream are not replayed: they only add a node \
+                     to the graph being captured, which runs as a graph launch"
+                )
+            });
+            return 0;
+        }
+    }
+    let ctx = be.ctx(cb.context as usize);
+    let facts = be.kernel_facts(cb.context as usize, launch.f, cb.symbolName);
+    let info = dispatch_info(be, &ctx, &launch, &facts);
+    tracing::trace!(
+        kernel = info.kernel(),
+        dispatch = %info.dispatch_id,
+        stream = launch.stream as usize,
+        module = ?facts.module,
+        "launch intercepted"
+    );
+    let before = if stream as usize == CU_STREAM_PER_THREAD {
+        record_marker(be, &ctx, stream)
+    } else {
+        0
+    };
+    let hand = Arc::new(Handoff::default());
+    let job = Job {
+        be,
+        ctx: ctx.clone(),
+        info,
+        launch,
+        module: facts.module,
+        hand: hand.clone(),
+        before,
+    };
+    if let Err(job) = submit(job) {
+        if let Some(job) = job {
+            give_event(&job.ctx, job.before, false);
+        }
+        warn_once(&NO_COMPANION, || {
+            tracing::error!("no replay thread could be started: launches run without replay")
+        });
+        return 0;
+    }
+    let Some(release) = hand.wait_release() else {
+        return 0;
+    };
+    match release {
+        Release::Pass { start, .. } => {
+            let _g = Guard::new();
+            // SAFETY: our event, the application's stream, on its own thread.
+            let r = unsafe { (be.drv.event_record)(start as CUevent, stream) };
+            if r != CUDA_SUCCESS {
+                tracing::debug!(status = %error_name(&be.drv, r), "pass 1 start event not recorded");
+            }
+        }
+        Release::Ordinary { reader: true } => ctx.read_outside_window(be.settings.lock),
+        Release::Ordinary { reader: false } => {}
+    }
+    let pending = Box::new(Pending {
+        hand,
+        ctx,
+        stream,
+        release,
+    });
+    Box::into_raw(pending) as u64
+}
+
+/// The exit callback of a launch.
+///
+/// # Safety
+/// `token` is what [`enter_launch`] returned for this call.
+pub(crate) unsafe fn exit_launch(
+    be: &'static Backend,
+    _kind: LaunchApi,
+    _cb: &CUpti_CallbackData,
+    token: u64,
+    result: CUresult,
+) {
+    if token == 0 {
+        return;
+    }
+    // SAFETY: the box `enter_launch` leaked for this call, taken back once.
+    let p = unsafe { Box::from_raw(token as *mut Pending) };
+    match p.release {
+        Release::Pass { end, .. } => {
+            let _g = Guard::new();
+            // SAFETY: our event, the application's stream, on its own thread.
+            unsafe { (be.drv.event_record)(end as CUevent, p.stream) };
+        }
+        Release::Ordinary { reader: true } => p.ctx.unlock_read(),
+        Release::Ordinary { reader: false } => {}
+    }
+    p.hand.set_launched(result);
+    let wait = p.hand.wait_done();
+    if wait != 0 {
+        let _g = Guard::new();
+        // SAFETY: our event; the application's stream waits for the pass still running.
+        let r = unsafe { (be.drv.stream_wait_event)(p.stream, wait as CUevent, 0) };
+        if r != CUDA_SUCCESS {
+            tracing::error!(
+                status = %error_name(&be.drv, r),
+                "the application's stream could not be ordered after a late replay pass"
+            );
+        }
+    }
+}
+
+static CAPTURE: std::sync::Once = std::sync::Once::new();
+static NO_COMPANION: std::sync::Once = std::sync::Once::new();
+
+/// Records a plain event of ours on `stream` (the application thread's own default stream).
+fn record_marker(be: &Backend, ctx: &Ctx, stream: CUstream) -> usize {
+    let _g = Guard::new();
+    let Some(ev) = take_event(be, ctx, false) else {
+        return 0;
+    };
+    // SAFETY: our event, the application's stream, on its own thread.
+    if unsafe { (be.drv.event_record)(ev as CUevent, stream) } == CUDA_SUCCESS {
+        ev
+    } else {
+        give_event(ctx, ev, false);
+        0
+    }
+}
+
+/// An event of ours from the context's pool (or a new one; the context must be current).
+fn take_event(be: &Backend, ctx: &Ctx, timing: bool) -> Option<usize> {
+    {
+        let mut p = ctx.private.lock();
+        let pool = if timing {
+            &mut p.timing_events
+        } else {
+            &mut p.plain_events
+        };
+        if let Some(e) = pool.pop() {
+            return Some(e);
+        }
+    }
+    let mut ev: CUevent = std::ptr::null_mut();
+    let flags = if timing {
+        CU_EVENT_DEFAULT
+    } else {
+        CU_EVENT_DISABLE_TIMING
+    };
+    let _g = Guard::new();
+    // SAFETY: a plain out-parameter.
+    let r = unsafe { (be.drv.event_create)(&mut ev, flags) };
+    (r == CUDA_SUCCESS && !ev.is_null()).then_some(ev as usize)
+}
+
+fn give_event(ctx: &Ctx, ev: usize, timing: bool) {
+    if ev == 0 {
+        return;
+    }
+    let mut p = ctx.private.lock();
+    if timing {
+        p.timing_events.push(ev);
+    } else {
+        p.plain_events.push(ev);
+    }
+}
+
+fn dispatch_info(be: &Backend, ctx: &Ctx, l: &Launch, facts: &KernelFacts) -> DispatchInfo {
+    let grid = std::array::from_fn(|i| {
+        u32::try_from(u64::from(l.grid[i]) * u64::from(l.block[i])).unwrap_or(u32::MAX)
+    });
+    DispatchInfo {
+        runtime: Runtime::Cuda,
+        agent: AgentId(ctx.handle as u64),
+        agent_index: be.ordinal(ctx),
+        queue: QueueId(l.stream as u64),
+        dispatch_id: DispatchId(be.next_dispatch.fetch_add(1, Ordering::Relaxed)),
+        kernel_object: l.f as u64,
+        kernel_name: facts.name.clone(),
+        grid,
+        workgroup: l.block.map(|b| u16::try_from(b).unwrap_or(u16::MAX)),
+        blocks: l.grid,
+        group_segment_size: l.shared.saturating_add(facts.static_shared),
+        private_segment_size: facts.local,
+    }
+}
+
+/// The result of polling for asynchronous work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Poll {
+    Done,
+    Failed(CUresult),
+    TimedOut,
+}
+
+/// Polls `query` (an event or stream query) until it reports completion, an error, or
+/// `deadline` passes. Spins briefly, then yields, then sleeps in short slices.
+pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Poll {
+    let mut round = 0u32;
+    loop {
+        match query() {
+            CUDA_SUCCESS => return Poll::Done,
+            CUDA_ERROR_NOT_READY => {}
+            r => return Poll::Failed(r),
+        }
+        if Instant::now() >= deadline {
+            return Poll::TimedOut;
+        }
+        round += 1;
+        if round < 64 {
+            std::hint::spin_loop();
+        } else if round < 512 {
+            std::thread::yield_now();
+        } else {
+            let us = (u64::from(round - 512) * 5).clamp(20, 1000);
+            std::thread::sleep(Duration::from_micros(us));
+        }
+    }
+}
+
+/// Arena memory of the current context through the driver (callers hold a [`Guard`]).
+pub(crate) struct ArenaMemory<'a> {
+    pub(crate) drv: &'a Driver,
+}
+
+impl arena::Memory for ArenaMemory<'_> {
+    fn device_info(&self) -> Option<(usize, usize)> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: plain out-parameters.
+        let r = unsafe { (self.drv.mem_get_info)(&mut free, &mut total) };
+        (r == CUDA_SUCCESS).then_some((free, total))
+    }
+    fn alloc_device(&self, size: usize) -> Option<usize> {
+        let mut p: CUdeviceptr = 0;
+        // SAFETY: a plain out-parameter.
+        let r = unsafe { (self.drv.mem_alloc)(&mut p, size) };
+        (r == CUDA_SUCCESS && p != 0).then_some(p as usize)
+    }
+    fn free_device(&self, ptr: usize) {
+        // SAFETY: an allocation of ours that no copy uses.
+        unsafe { (self.drv.mem_free)(ptr as CUdeviceptr) };
+    }
+    fn alloc_pinned(&self, size: usize) -> Option<usize> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a plain out-parameter.
+        let r = unsafe { (self.drv.mem_host_alloc)(&mut p, size, CU_MEMHOSTALLOC_PORTABLE) };
+        (r == CUDA_SUCCESS && !p.is_null()).then_some(p as usize)
+    }
+    fn free_pinned(&self, ptr: usize) {
+        // SAFETY: an allocation of ours that no copy uses.
+        unsafe { (self.drv.mem_free_host)(ptr as *mut c_void) };
+    }
+}
+
+/// Where the original launch stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Original {
+    /// The application thread still waits at API enter.
+    Held,
+    /// Released as pass 1.
+    Pass,
+    /// Released as the ordinary run.
+    Ordinary,
+    /// Released as pass 1 and the launch call failed: nothing ran, the application has its
+    /// error, as it would without the tool.
+    Failed,
+}
+
+/// The last pass that ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Last {
+    None,
+    Original,
+    /// A relaunch on the private stream; its end event.
+    Relaunch(usize),
+}
+
+/// The engine's handle on one intercepted launch (on the companion thread).
+struct CudaTarget<'a> {
+    be: &'static Backend,
+    ctx: &'a Ctx,
+    job: &'a Job,
+    window: Option<RwLockWriteGuard<'a, ()>>,
+    original: Original,
+    last: Last,
+    wait_event: usize,
+    /// Device memory may hold a partly restored state (a restore began and no pass has run
+    /// since).
+    dirty: bool,
+    /// The end event of pass 1 (the original launch), while it may still be waited for.
+    original_end: Option<usize>,
+}
+
+impl<'a> CudaTarget<'a> {
+    fn settings(&self) -> &crate::engine::settings::Settings {
+        &self.be.settings
+    }
+
+    fn drv(&self) -> &Driver {
+        &self.be.drv
+    }
+
+    /// The private stream, created on first use.
+    fn stream(&self) -> Option<CUstream> {
+        let mut p = self.ctx.private.lock();
+        if p.stream == 0 {
+            let mut s: CUstream = std::ptr::null_mut();
+            // SAFETY: a plain out-parameter; the context is current on this thread.
+            let r = unsafe { (self.drv().stream_create)(&mut s, CU_STREAM_NON_BLOCKING) };
+            if r != CUDA_SUCCESS || s.is_null() {
+                tracing::warn!(status = %error_name(self.drv(), r), "cannot create the replay stream");
+                return None;
+            }
+            p.stream = s as usize;
+        }
+        Some(p.stream as CUstream)
+    }
+
+    /// Gives up the private stream after work on it outlived its deadline (it may still run).
+    fn poison_stream(&self) {
+        self.ctx.private.lock().stream = 0;
+    }
+
+    fn take_event(&self, timing: bool) -> Option<usize> {
+        take_event(self.be, self.ctx, timing)
+    }
+
+    /// Waits for an event of ours.
+    fn wait(&self, ev: usize, deadline: Instant) -> Poll {
+        // SAFETY: our recorded event.
+        poll(deadline, || unsafe {
+            (self.drv().event_query)(ev as CUevent)
+        })
+    }
+
+    fn elapsed(&self, start: usize, end: usize) -> Option<Duration> {
+        let mut ms = 0f32;
+        // SAFETY: two completed events of ours, both recorded with timing.
+        let r = unsafe { (self.drv().event_elapsed)(&mut ms, start as CUevent, end as CUevent) };
+        (r == CUDA_SUCCESS && ms.is_finite() && ms >= 0.0)
+            .then(|| Duration::from_nanos((f64::from(ms) * 1e6) as u64))
+    }
+
+    /// Waits (bounded by the pass deadline) until the application thread has made its launch
+    /// call, so the context is never handed on while the original launch is still to come.
+    fn settle_original(&mut self) -> Option<CUresult> {
+        if !matches!(self.original, Original::Pass | Original::Ordinary) {
+            return None;
+        }
+        let r = self
+            .job
+            .hand
+            .wait_launched(Instant::now() + self.settings().pass);
+        if r.is_none() {
+            tracing::warn!(
+                "the application's launch call outlived the pass deadline; the replay window \
+                 ends without it"
+            );
+        }
+        r
+    }
+
+    /// Relaunches and waits; returns the pass result.
+    fn relaunch_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        let submit_failed = PassError::NotSubmitted(DeclineReason::SubmitFailed);
+        let stream = self.stream().ok_or(submit_failed)?;
+        let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
+            return Err(submit_failed);
+        };
+        let drv = *self.drv();
+        // SAFETY: our events and stream.
+        unsafe { (drv.event_record)(start as CUevent, stream) };
+        // SAFETY: the application thread is inside the launch call (its arguments live).
+        let r = unsafe { self.job.launch.relaunch(&drv, stream) };
+        if r != CUDA_SUCCESS {
+            tracing::warn!(status = %error_name(&drv, r), "a replay pass could not be launched");
+            give_event(self.ctx, start, true);
+            give_event(self.ctx, end, true);
+            return Err(submit_failed);
+        }
+        // SAFETY: our events and stream.
+        unsafe { (drv.event_record)(end as CUevent, stream) };
+        match self.wait(end, Instant::now() + self.settings().pass) {
+            Poll::Done => {
+                self.dirty = false;
+                self.last = Last::Relaunch(end);
+                let t = self.elapsed(start, end).filter(|_| timed);
+                give_event(self.ctx, start, true);
+                give_event(self.ctx, end, true);
+                self.last = Last::Relaunch(0);
+                Ok(t)
+            }
+            Poll::Failed(r) => {
+                tracing::error!(status = %error_name(&drv, r), "a replay pass failed on the device");
+                self.dirty = false;
+                self.last = Last::Relaunch(0);
+                Err(PassError::Late)
+            }
+            Poll::TimedOut => {
+                // Still running: its events stay alive, the stream is given up.
+                self.last = Last::Relaunch(end);
+                self.poison_stream();
+                Err(PassError::Late)
+            }
+        }
+    }
+
+    /// Ends the window's use of the launch after the engine returned (or panicked).
+    fn finish(&mut self) {
+        if self.original == Original::Held {
+            self.original = Original::Ordinary;
+            self.job.hand.release(Release::Ordinary {
+                reader: self.window.is_none(),
+            });
+        }
+        if self.window.is_some() {
+            self.settle_original();
+            self.window = None;
+        }
+    }
+}
+
+impl DeviceMemory for CudaTarget<'_> {
+    fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
+        let mem = ArenaMemory { drv: &self.be.drv };
+        self.ctx.arena.lock().carve(&mem, size)
+    }
+
+    /// One batch of `cuMemcpyAsync` on the private stream, one event, one bounded wait.
+    fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+        if transfers.is_empty() {
+            return Ok(());
+        }
+        let stream = self.stream().ok_or(CopyError::Failed)?;
+        let ev = self.take_event(false).ok_or(CopyError::Failed)?;
+        if direction == Direction::Restore {
+            self.dirty = true;
+        }
+        let drv = *self.drv();
+        let mut failed = false;
+        for t in transfers {
+            let (dst, src) = match direction {
+                Direction::Capture => (t.staging, t.device),
+                Direction::Restore => (t.device, t.staging),
+            };
+            // SAFETY: `device` is a pinned region of the context (or a module variable) and
+            // `staging` a buffer of ours of at least `len` bytes, both reachable by the device.
+            let r = unsafe {
+                (drv.memcpy_async)(dst as CUdeviceptr, src as CUdeviceptr, t.len, stream)
+            };
+            if r != CUDA_SUCCESS {
+                tracing::warn!(status = %error_name(&drv, r), len = t.len, "a snapshot copy could not be submitted");
+                failed = true;
+                break;
+            }
+        }
+        // SAFETY: our event and stream.
+        let r = unsafe { (drv.event_record)(ev as CUevent, stream) };
+        let deadline = Instant::now() + self.settings().copy;
+        let outcome = if r == CUDA_SUCCESS {
+            self.wait(ev, deadline)
+        } else {
+            // SAFETY: our stream.
+            poll(deadline, || unsafe { (drv.stream_query)(stream) })
+        };
+        match outcome {
+            Poll::Done => {
+                give_event(self.ctx, ev, false);
+                if failed {
+                    Err(CopyError::Failed)
+                } else {
+                    Ok(())
+                }
+            }
+            Poll::Failed(r) => {
+                tracing::warn!(status = %error_name(&drv, r), "snapshot copies failed");
+                give_event(self.ctx, ev, false);
+                Err(CopyError::Failed)
+            }
+            Poll::TimedOut => {
+                self.poison_stream();
+                Err(CopyError::Stuck)
+            }
+        }
+    }
+}
+
+impl ReplayTarget for CudaTarget<'_> {
+    fn begin(&mut self) -> Result<(), DeclineReason> {
+        match self.ctx.lock.try_write_for(self.settings().lock) {
+            Some(guard) => {
+                self.window = Some(guard);
+                Ok(())
+            }
+            None => Err(DeclineReason::LockTimeout),
+        }
+    }
+
+    fn drain(&mut self) -> Result<(), DeclineReason> {
+        let deadline = Instant::now() + self.settings().drain;
+        let drv = *self.drv();
+        if self.job.before != 0 {
+            match self.wait(self.job.before, deadline) {
+                Poll::TimedOut => return Err(DeclineReason::DrainTimeout),
+                Poll::Done | Poll::Failed(_) => give_event(self.ctx, self.job.before, false),
+            }
+        }
+        let mut streams = self.ctx.streams.lock().clone();
+        streams.push(0);
+        let own = self.job.launch.app_stream() as usize;
+        if own != CU_STREAM_PER_THREAD && own != CU_STREAM_LEGACY {
+            streams.push(own);
+        }
+        streams.sort_unstable();
+        streams.dedup();
+        for s in streams {
+            let stream = s as CUstream;
+            let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+            // SAFETY: a stream of the context (a destroyed one answers with an error).
+            let r = unsafe { (drv.stream_is_capturing)(stream, &mut status) };
+            if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+                // Capturing streams execute nothing; querying them would break the capture.
+                continue;
+            }
+            // SAFETY: as above.
+            match poll(deadline, || unsafe { (drv.stream_query)(stream) }) {
+                Poll::Done => {}
+                Poll::Failed(r) => {
+                    tracing::debug!(stream = s, status = %error_name(&drv, r), "stream not drained (gone?)")
+                }
+                Poll::TimedOut => return Err(DeclineReason::DrainTimeout),
+            }
+        }
+        Ok(())
+    }
+
+    fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
+        let mut vars = self.ctx.requested_globals.lock().clone();
+        if self.be.globals.any() {
+            let Some(module) = self.job.module else {
+                warn_once(&NO_MODULE, || {
+                    tracing::warn!(
+                        "the module of a launched kernel cannot be found: its __device__ \
+                         variables cannot be snapshotted, so it is not replayed"
+                    )
+                });
+                return Err(DeclineReason::SymbolsUnavailable);
+            };
+            for v in module_globals(self.be, self.ctx, module) {
+                if !vars.contains(&v) {
+                    vars.push(v);
+                }
+            }
+        }
+        if self.be.globals.unreadable() > 0 {
+            warn_once(&UNREADABLE, || {
+                tracing::warn!(
+                    modules = self.be.globals.unreadable(),
+                    "some loaded modules' images could not be read: their __device__ variables \
+                     are snapshotted only if the application looked them up"
+                )
+            });
+        }
+        // Size the arena for the whole snapshot now: one allocation, reused while the
+        // footprint stays the same.
+        let agent = AgentId(self.ctx.handle as u64);
+        let bytes: usize = self
+            .be
+            .inventory
+            .owned_by(agent)
+            .iter()
+            .map(|a| a.size)
+            .chain(vars.iter().map(|v| v.1))
+            .fold(0usize, usize::saturating_add);
+        if (bytes as u64) <= self.settings().budget {
+            let mem = ArenaMemory { drv: &self.be.drv };
+            self.ctx.arena.lock().prepare(&mem, bytes);
+        }
+        Ok(vars)
+    }
+
+    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        if self.original != Original::Held {
+            return self.relaunch_pass(timed);
+        }
+        let submit_failed = PassError::NotSubmitted(DeclineReason::SubmitFailed);
+        let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
+            return Err(submit_failed);
+        };
+        self.original = Original::Pass;
+        self.job.hand.release(Release::Pass { start, end });
+        let deadline = Instant::now() + self.settings().pass;
+        let Some(status) = self.job.hand.wait_launched(deadline) else {
+            // The launch call itself has not returned: the pass may still run.
+            self.last = Last::Original;
+            return Err(PassError::Late);
+        };
+        if status != CUDA_SUCCESS {
+            // Nothing ran; the application has the launch's error, as without the tool.
+            self.original = Original::Failed;
+            give_event(self.ctx, start, true);
+            give_event(self.ctx, end, true);
+            return Err(submit_failed);
+        }
+        self.last = Last::Original;
+        self.original_end = Some(end);
+        match self.wait(end, deadline) {
+            Poll::Done => {
+                self.original_end = None;
+                let t = self.elapsed(start, end).filter(|_| timed);
+                give_event(self.ctx, start, true);
+                give_event(self.ctx, end, true);
+                Ok(t)
+            }
+            Poll::Failed(r) => {
+                tracing::error!(status = %error_name(self.drv(), r), "the launch failed on the device");
+                Err(PassError::Late)
+            }
+            Poll::TimedOut => Err(PassError::Late),
+        }
+    }
+
+    fn run_once(&mut self) {
+        match self.original {
+            Original::Held => {
+                self.original = Original::Ordinary;
+                self.job.hand.release(Release::Ordinary {
+                    reader: self.window.is_none(),
+                });
+            }
+            // The application already has its launch's error.
+            Original::Failed => {}
+            Original::Pass | Original::Ordinary => {
+                // The original launch ran as pass 1 and memory was restored since: only a
+                // relaunch gives the application its result.
+                for attempt in 0..3 {
+                    match self.relaunch_pass(false) {
+                        Ok(_) => return,
+                        Err(PassError::Late) => {
+                            if let Last::Relaunch(ev) = self.last
+                                && ev != 0
+                            {
+                                self.wait_event = ev;
+                            }
+                            return;
+                        }
+                        Err(PassError::NotSubmitted(_)) if attempt < 2 => {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Err(PassError::NotSubmitted(_)) => {}
+                    }
+                }
+                tracing::error!(
+                    kernel = self.job.info.kernel(),
+                    dispatch = %self.job.info.dispatch_id,
+                    "the final run of a replayed launch could not be launched: device memory \
+                     holds the state before the launch"
+                );
+            }
+        }
+    }
+
+    fn complete(&mut self) {}
+
+    fn settle_late_pass(&mut self) -> bool {
+        let deadline = Instant::now() + self.settings().late_pass;
+        match self.last {
+            Last::Original => {
+                // The application's own launch: its call may not even have returned yet.
+                if self.job.hand.wait_launched(deadline).is_none() {
+                    return false;
+                }
+                let Some(end) = self.original_end else {
+                    return false;
+                };
+                // An error means it is no longer running (the context reports it from now on).
+                !matches!(self.wait(end, deadline), Poll::TimedOut)
+            }
+            Last::Relaunch(end) if end != 0 => match self.wait(end, deadline) {
+                Poll::Done | Poll::Failed(_) => true,
+                Poll::TimedOut => {
+                    // Still running: the application's later work on its stream waits for it.
+                    self.wait_event = end;
+                    false
+                }
+            },
+            _ => true,
+        }
+    }
+
+    fn contended(&self) -> bool {
+        self.ctx.waiting_long.load(Ordering::Acquire) > 0
+    }
+
+    fn end(&mut self) {
+        self.settle_original();
+        self.window = None;
+        let mem = ArenaMemory { drv: &self.be.drv };
+        self.ctx.arena.lock().trim(&mem);
+    }
+}
+
+static NO_MODULE: std::sync::Once = std::sync::Once::new();
+static UNREADABLE: std::sync::Once = std::sync::Once::new();
+
+/// The writable variables of `module`, resolving names learned since the last look.
+fn module_globals(be: &Backend, ctx: &Ctx, module: usize) -> Vec<(usize, usize)> {
+    let mut modules = ctx.modules.lock();
+    let entry = modules.entry(module).or_insert((0, Vec::new()));
+    let (names, total) = be.globals.since(entry.0);
+    for name in names {
+        let (mut addr, mut size): (CUdeviceptr, usize) = (0, 0);
+        // SAFETY: plain out-parameters; a name of another module is simply not found.
+        let r = unsafe {
+            (be.drv.module_get_global)(&mut addr, &mut size, module as CUmodule, name.as_ptr())
+        };
+        if r == CUDA_SUCCESS && addr != 0 && size != 0 {
+            entry.1.push((addr as usize, size));
+        }
+    }
+    entry.0 = total;
+    entry.1.clone()
+}
+
+/// Runs one job on the companion thread.
+fn run_job(job: Job, relaxed: &mut bool) {
+    let be = job.be;
+    // SAFETY: the context is alive: its launch call is in progress on the application thread.
+    let r = unsafe { (be.drv.ctx_set_current)(job.ctx.handle as CUcontext) };
+    if r != CUDA_SUCCESS {
+        tracing::warn!(status = %error_name(&be.drv, r), "cannot make the launch's context current");
+        job.hand.release(Release::Ordinary { reader: true });
+        job.hand.set_done(0);
+        return;
+    }
+    if !*relaxed {
+        *relaxed = true;
+        let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: a plain in/out parameter; this thread never captures.
+        unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
+    }
+    let mut target = CudaTarget {
+        be,
+        ctx: &job.ctx,
+        job: &job,
+        window: None,
+        original: Original::Held,
+        last: Last::None,
+        wait_event: 0,
+        dirty: false,
+        original_end: None,
+    };
+    tracing::trace!(kernel = job.info.kernel(), "window starts");
+    let result = catch_unwind(AssertUnwindSafe(|| (be.runner)(&job.info, &mut target)));
+    tracing::trace!(kernel = job.info.kernel(), original = ?target.original, "window ends");
+    if result.is_err() {
+        tracing::error!(
+            kernel = job.info.kernel(),
+            "internal error (panic) in the CUDA replay window"
+        );
+        if target.dirty {
+            crate::engine::state::report(
+                &job.info,
+                &Outcome::ordinary(OutcomeKind::Failed(FailureReason::InternalError)),
+            );
+        }
+    }
+    target.finish();
+    let wait = target.wait_event;
+    drop(target);
+    job.hand.set_done(wait);
+}

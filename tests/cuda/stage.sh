@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds (here) what gpu.sh runs on a GPU machine and copies it into <dir>: the pass_timer tool
+# with the cuda feature, the GPU test binary, the layout-probe test, and this directory's
+# fixtures. Binaries are stripped.
+#
+#   bash tests/cuda/stage.sh <dir>
+set -euo pipefail
+dir=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+t=target/cuda-stage
+mkdir -p "$dir/cuda"
+cargo build --release -q -p rocprof-replay-example-pass-timer --features rocprof-replay/cuda --target-dir $t
+cp $t/release/libpass_timer.so "$dir/"
+pick() { # the test executable cargo reports for `cargo test ... --no-run`
+  grep -o '"executable":"[^"]*"' | sed 's/"executable":"//; s/"$//' | grep "/$1-" | tail -1
+}
+exe=$(ROCPROF_REPLAY_GPU_TESTS=1 cargo test --release -q -p rocprof-replay-cuda-tests --test gpu \
+  --no-run --target-dir $t --message-format json 2>/dev/null | pick gpu)
+cp "$exe" "$dir/gpu"
+exe=$(cargo test --release -q -p rocprof-replay-sys --features cuda --test cuda_layout --no-run \
+  --target-dir $t --message-format json 2>/dev/null | pick cuda_layout)
+cp "$exe" "$dir/cuda_layout"
+# The tool keeps its line tables (backtraces with ROCPROF_REPLAY_DEBUG_SIGNALS=1).
+strip "$dir/gpu" "$dir/cuda_layout"
+cp -r tests/cuda/apps tests/cuda/*.py tests/cuda/*.sh "$dir/cuda/"
+cp tests/cuda/gpu.sh "$dir/"
+du -sh "$dir"

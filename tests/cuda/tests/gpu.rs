@@ -1,0 +1,275 @@
+//! Replay on a real NVIDIA GPU: CUDA programs and a PyTorch training step run under
+//! `pass_timer` (three passes of every kernel) and must compute exactly what they compute
+//! without it. Built without `ROCPROF_REPLAY_GPU_TESTS=1` these tests show as ignored with the
+//! reason; built with it they fail loudly when the GPU, `nvcc` or CUPTI is missing.
+//!
+//! Logs, records and summaries go to `ROCPROF_REPLAY_GPU_OUT` when set.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rocprof_replay_cuda_tests::{
+    Run, cuda_app, cuda_tool, fixtures, out_dir, records, require_gpu, run, tail,
+};
+use serde_json::{Value, json};
+
+const DEADLINE: Duration = Duration::from_secs(300);
+/// Launches of `replay_check` outside stream capture: each gives exactly one record.
+const REPLAY_CHECK_LAUNCHES: usize = 5 + 4 + 2 + 3 + 1 + 3 + 2 + 2 + 3 + 20 + 1;
+
+fn save(name: &str, run: &Run) {
+    let dir = out_dir();
+    std::fs::write(
+        dir.join(format!("{name}.stdout")),
+        run.output.stdout.as_slice(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(format!("{name}.stderr")),
+        run.output.stderr.as_slice(),
+    )
+    .unwrap();
+}
+
+fn tool_env<'a>(records: &'a str, passes: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("ROCPROF_REPLAY_PASSES", passes),
+        ("ROCPROF_REPLAY_OUTPUT", records),
+        ("ROCPROF_REPLAY_LOG", "warn"),
+    ]
+}
+
+fn records_path(name: &str) -> PathBuf {
+    let p = out_dir().join(format!("{name}.jsonl"));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// Checks the records of a `replay_check` run under a 3-pass tool.
+fn check_replay_check_records(recs: &[Value]) {
+    assert_eq!(
+        recs.len(),
+        REPLAY_CHECK_LAUNCHES,
+        "one record per launch outside stream capture, none for captured ones or graphs"
+    );
+    let failed: Vec<&Value> = recs.iter().filter(|r| r["outcome"] == "failed").collect();
+    assert!(failed.is_empty(), "failed outcomes: {failed:?}");
+    let replayed: Vec<&Value> = recs.iter().filter(|r| r["outcome"] == "replayed").collect();
+    assert_eq!(
+        replayed.len(),
+        recs.len(),
+        "every launch replayed: {:?}",
+        recs.iter()
+            .filter(|r| r["outcome"] != "replayed")
+            .collect::<Vec<_>>()
+    );
+    for r in &replayed {
+        assert_eq!(r["passes"], 3, "{r}");
+        let snap = r["snapshot_bytes"].as_u64().unwrap();
+        assert!(snap > 0, "{r}");
+        assert_eq!(r["restored_bytes"].as_u64().unwrap(), 2 * snap, "{r}");
+        let times = r["pass_ns"].as_array().unwrap();
+        assert_eq!(times.len(), 3);
+        assert!(
+            times.iter().all(|t| t.as_u64().is_some_and(|ns| ns > 0)),
+            "every pass timed: {r}"
+        );
+    }
+    for k in ["add_one", "bump_counter", "table_step", "affine"] {
+        assert!(
+            recs.iter()
+                .any(|r| r["kernel"].as_str().is_some_and(|n| n.contains(k))),
+            "no record of {k}"
+        );
+    }
+}
+
+fn replay_check_plain(exe: &Path) -> Run {
+    let plain = run(
+        exe,
+        &[],
+        &[],
+        &["CUDA_INJECTION64_PATH", "LD_PRELOAD"],
+        DEADLINE,
+    );
+    save("replay_check.plain", &plain);
+    plain.assert_success("replay_check without the tool");
+    assert!(plain.stdout().contains("RESULT OK"), "{}", plain.stdout());
+    plain
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn every_launch_path_is_replayed_and_the_program_sees_one_execution() {
+    require_gpu();
+    let exe = cuda_app("replay_check", false);
+    let plain = replay_check_plain(&exe);
+    let rec = records_path("replay_check.injected");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    let replayed = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+    save("replay_check.injected", &replayed);
+    replayed.assert_success("replay_check under CUDA_INJECTION64_PATH");
+    assert!(
+        replayed.stdout().contains("RESULT OK"),
+        "{}\n{}",
+        replayed.stdout(),
+        tail(&replayed.stderr(), 4000)
+    );
+    assert_eq!(
+        replayed.value("digest"),
+        plain.value("digest"),
+        "every buffer identical with and without replay"
+    );
+    assert!(
+        replayed.stderr().contains("pass_timer: "),
+        "pass_timer printed nothing"
+    );
+    check_replay_check_records(&records(&rec));
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn a_preloaded_tool_injects_itself() {
+    require_gpu();
+    let exe = cuda_app("replay_check", false);
+    let plain = replay_check_plain(&exe);
+    let rec = records_path("replay_check.preloaded");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("LD_PRELOAD", &tool));
+    let replayed = run(&exe, &[], &env, &["CUDA_INJECTION64_PATH"], DEADLINE);
+    save("replay_check.preloaded", &replayed);
+    replayed.assert_success("replay_check under LD_PRELOAD");
+    assert!(
+        replayed.stdout().contains("RESULT OK"),
+        "{}",
+        replayed.stdout()
+    );
+    assert_eq!(replayed.value("digest"), plain.value("digest"));
+    check_replay_check_records(&records(&rec));
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn an_application_that_holds_cupti_still_runs() {
+    require_gpu();
+    let exe = cuda_app("cupti_taken", true);
+    let rec = records_path("cupti_taken");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+    save("cupti_taken", &r);
+    r.assert_success("cupti_taken under the tool");
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    let app_got_cupti = r.value("app_subscribe").as_deref() == Some("0");
+    if app_got_cupti {
+        assert!(
+            r.stderr().contains("CUPTI already has a subscriber"),
+            "the tool did not say why it is off:\n{}",
+            r.stderr()
+        );
+        assert!(records(&rec).is_empty());
+    } else {
+        // The tool subscribed first (during cuInit): the application's own subscription was
+        // refused and the tool replayed its launches.
+        assert_eq!(records(&rec).len(), 3, "{}", r.stderr());
+    }
+    std::fs::write(
+        out_dir().join("cupti_taken.summary"),
+        format!("application holds CUPTI: {app_got_cupti}\n"),
+    )
+    .unwrap();
+}
+
+fn python() -> PathBuf {
+    PathBuf::from(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()))
+}
+
+fn gpt2(name: &str, env: &[(&str, &str)], unset: &[&str]) -> Value {
+    let out = out_dir().join(format!("{name}.json"));
+    let script = fixtures().join("gpt2_step.py");
+    let r = run(
+        &python(),
+        &[script.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        env,
+        unset,
+        Duration::from_secs(900),
+    );
+    save(name, &r);
+    r.assert_success(name);
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU with PyTorch and transformers: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn a_gpt2_training_step_is_bit_identical_under_replay() {
+    require_gpu();
+    let none: &[(&str, &str)] = &[];
+    let unset = ["CUDA_INJECTION64_PATH", "LD_PRELOAD"];
+    let plain = gpt2("gpt2.plain", none, &unset);
+    let again = gpt2("gpt2.plain2", none, &unset);
+    assert_eq!(
+        plain["params_sha256"], again["params_sha256"],
+        "the step is not deterministic without the tool: no comparison is possible"
+    );
+    let rec = records_path("gpt2.records");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    env.push(("ROCPROF_REPLAY_LOG", "error"));
+    let replayed = gpt2("gpt2.replayed", &env, &["LD_PRELOAD"]);
+    let recs = records(&rec);
+    let summary = json!({
+        "plain_step_s": plain["step_s"],
+        "replayed_step_s": replayed["step_s"],
+        "plain_total_s": plain["total_s"],
+        "replayed_total_s": replayed["total_s"],
+        "attn": replayed["attn"],
+        "loss": replayed["loss"],
+        "params_sha256": replayed["params_sha256"],
+        "param_tensors": replayed["param_tensors"],
+        "records": recs.len(),
+        "replayed": recs.iter().filter(|r| r["outcome"] == "replayed").count(),
+        "declined": recs.iter().filter(|r| r["outcome"] == "declined").count(),
+        "failed": recs.iter().filter(|r| r["outcome"] == "failed").count(),
+        "snapshot_bytes": recs.iter().map(|r| r["snapshot_bytes"].as_u64().unwrap()).sum::<u64>(),
+        "restored_bytes": recs.iter().map(|r| r["restored_bytes"].as_u64().unwrap()).sum::<u64>(),
+    });
+    std::fs::write(
+        out_dir().join("gpt2.summary.json"),
+        serde_json::to_string_pretty(&summary).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(plain["attn"], replayed["attn"]);
+    assert_eq!(
+        plain["loss_hex"], replayed["loss_hex"],
+        "loss differs: {summary}"
+    );
+    let (p, r) = (
+        plain["params"].as_object().unwrap(),
+        replayed["params"].as_object().unwrap(),
+    );
+    let differ: Vec<&String> = p.keys().filter(|k| p[*k] != r[*k]).collect();
+    assert!(differ.is_empty(), "parameters differ: {differ:?}");
+    assert_eq!(plain["params_sha256"], replayed["params_sha256"]);
+    assert!(summary["failed"] == 0, "{summary}");
+    assert!(
+        summary["replayed"].as_u64().unwrap() > 1000,
+        "most kernels must be replayed: {summary}"
+    );
+}
