@@ -324,6 +324,10 @@ pub enum DeclineReason {
     PolicyPanicked,
     /// The submission held more than one packet that could not be replayed together.
     MultiPacket,
+    /// A launch into a stream that is capturing a graph (CUDA): it only records a graph node.
+    StreamCapture,
+    /// A graph launch (CUDA `cuGraphLaunch`): its kernels are not visible one by one.
+    GraphLaunch,
     /// The snapshot would exceed the memory budget.
     OverBudget,
     /// The plan asked for more than [`MAX_PASSES`] passes.
@@ -350,6 +354,8 @@ impl DeclineReason {
             DeclineReason::PassTimeout => "pass_timeout",
             DeclineReason::PolicyPanicked => "policy_panicked",
             DeclineReason::MultiPacket => "multi_packet",
+            DeclineReason::StreamCapture => "stream_capture",
+            DeclineReason::GraphLaunch => "graph_launch",
             DeclineReason::OverBudget => "over_budget",
             DeclineReason::TooManyPasses => "too_many_passes",
             DeclineReason::RuntimeThread => "runtime_thread",
@@ -380,6 +386,9 @@ pub enum FailureReason {
     /// A pass was still running at the late-pass deadline: the application was given its
     /// completion (rather than a hang) while the pass may still be writing its memory.
     PassStuck,
+    /// After passes had run, the final run that gives the application its result could not
+    /// be submitted: its memory holds the dispatch's inputs.
+    RunFailed,
     /// An internal error (a bug in rocprof-replay) interrupted the replay window.
     InternalError,
 }
@@ -391,6 +400,7 @@ impl FailureReason {
             FailureReason::RestoreFailed => "restore_failed",
             FailureReason::RestoreStuck => "restore_stuck",
             FailureReason::PassStuck => "pass_stuck",
+            FailureReason::RunFailed => "run_failed",
             FailureReason::InternalError => "internal_error",
         }
     }

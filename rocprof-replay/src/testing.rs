@@ -152,9 +152,10 @@ impl<K: FnMut(&mut [u8])> ReplayTarget for Simulated<'_, K> {
         let t = self.run_kernel();
         Ok(timed.then_some(t))
     }
-    fn run_once(&mut self) {
+    fn run_once(&mut self) -> bool {
         self.run_kernel();
         self.completions += 1;
+        true
     }
     fn complete(&mut self) {
         self.completions += 1;

@@ -402,6 +402,32 @@ impl Backend {
     }
 
     /// The device ordinal of a context current on this thread.
+    /// The outcome record of a graph launch: one record, `declined` / `graph_launch`, whose
+    /// kernel is `<graph>` (its kernels are not visible one by one).
+    fn report_graph_launch(&self, ctx_handle: usize, stream: u64) {
+        let ctx = self.ctx(ctx_handle);
+        let info = DispatchInfo {
+            runtime: crate::dispatch::Runtime::Cuda,
+            agent: crate::AgentId(ctx_handle as u64),
+            agent_index: self.ordinal(&ctx),
+            queue: crate::QueueId(stream),
+            dispatch_id: crate::DispatchId(self.next_dispatch.fetch_add(1, Ordering::Relaxed)),
+            kernel_object: 0,
+            kernel_name: Some("<graph>".into()),
+            grid: [0; 3],
+            workgroup: [0; 3],
+            blocks: [0; 3],
+            group_segment_size: 0,
+            private_segment_size: 0,
+        };
+        crate::engine::state::report(
+            &info,
+            &crate::Outcome::ordinary(crate::OutcomeKind::Declined(
+                crate::DeclineReason::GraphLaunch,
+            )),
+        );
+    }
+
     pub(crate) fn ordinal(&self, ctx: &Ctx) -> u32 {
         let known = ctx.ordinal.load(Ordering::Relaxed);
         if known != u32::MAX {
@@ -619,6 +645,9 @@ impl Backend {
                                  run once"
                             )
                         });
+                        // SAFETY: the parameters of cuGraphLaunch (and _ptsz).
+                        let p = unsafe { &*params.cast::<cuGraphLaunch_params>() };
+                        self.report_graph_launch(ctx_handle, p.hStream as u64);
                     }
                     self.ctx(ctx_handle).read_outside_window(self.settings.lock);
                     calls_push(&READERS, call, ctx_handle as u64);

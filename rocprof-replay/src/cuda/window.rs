@@ -382,24 +382,29 @@ pub(crate) unsafe fn enter_launch(
         return 0;
     };
     let stream = launch.app_stream();
-    {
+    let capturing = {
         let _g = Guard::new();
         let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
         // SAFETY: the application's stream, on its own thread.
         let r = unsafe { (be.drv.stream_is_capturing)(stream, &mut status) };
-        if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
-            warn_once(&CAPTURE, || {
-                tracing::warn!(
-                    "launches into a capturing stream are not replayed: they only add a node \
-                     to the graph being captured, which runs as a graph launch"
-                )
-            });
-            return 0;
-        }
-    }
+        r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE
+    };
     let ctx = be.ctx(cb.context as usize);
     let facts = be.kernel_facts(cb.context as usize, launch.f, cb.symbolName);
     let info = dispatch_info(be, &ctx, &launch, &facts);
+    if capturing {
+        warn_once(&CAPTURE, || {
+            tracing::warn!(
+                "launches into a capturing stream are not replayed: they only add a node to \
+                 the graph being captured, which runs as a graph launch"
+            )
+        });
+        crate::engine::state::report(
+            &info,
+            &Outcome::ordinary(OutcomeKind::Declined(DeclineReason::StreamCapture)),
+        );
+        return 0;
+    }
     tracing::trace!(
         kernel = info.kernel(),
         dispatch = %info.dispatch_id,
@@ -1005,29 +1010,30 @@ impl ReplayTarget for CudaTarget<'_> {
         }
     }
 
-    fn run_once(&mut self) {
+    fn run_once(&mut self) -> bool {
         match self.original {
             Original::Held => {
                 self.original = Original::Ordinary;
                 self.job.hand.release(Release::Ordinary {
                     reader: self.window.is_none(),
                 });
+                true
             }
             // The application already has its launch's error.
-            Original::Failed => {}
+            Original::Failed => true,
             Original::Pass | Original::Ordinary => {
                 // The original launch ran as pass 1 and memory was restored since: only a
                 // relaunch gives the application its result.
                 for attempt in 0..3 {
                     match self.relaunch_pass(false) {
-                        Ok(_) => return,
+                        Ok(_) => return true,
                         Err(PassError::Late) => {
                             if let Last::Relaunch(ev) = self.last
                                 && ev != 0
                             {
                                 self.wait_event = ev;
                             }
-                            return;
+                            return true;
                         }
                         Err(PassError::NotSubmitted(_)) if attempt < 2 => {
                             std::thread::sleep(Duration::from_millis(1));
@@ -1041,6 +1047,7 @@ impl ReplayTarget for CudaTarget<'_> {
                     "the final run of a replayed launch could not be launched: device memory \
                      holds the state before the launch"
                 );
+                false
             }
         }
     }

@@ -66,7 +66,8 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     /// deadline); returns the kernel time when `timed`.
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError>;
     /// Submits the dispatch unchanged (its own completion signal): the ordinary single run.
-    fn run_once(&mut self);
+    /// `false` when it could not be submitted (the application then has no result of it).
+    fn run_once(&mut self) -> bool;
     /// Signals the application's completion exactly once, after the last pass.
     fn complete(&mut self);
     /// After [`PassError::Late`]: waits for that pass (the late-pass deadline); `true` when it
@@ -215,8 +216,8 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             // Memory is in its captured state (pass 0, or just restored): one ordinary run.
             drop(guard);
             outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
-            target.run_once();
-            outcome.passes += 1;
+            rerun(target, &mut outcome, index > 0);
+            drop(snapshot);
             return finish(target, state, outcome);
         }
         let timed = service_active(Service::DispatchTiming);
@@ -249,8 +250,8 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 );
                 drop(guard);
                 outcome.kind = OutcomeKind::Declined(reason);
-                target.run_once();
-                outcome.passes += 1;
+                rerun(target, &mut outcome, index > 0);
+                drop(snapshot);
                 return finish(target, state, outcome);
             }
             Err(PassError::Late) => {
@@ -272,6 +273,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                     OutcomeKind::Failed(FailureReason::PassStuck)
                 };
                 target.complete();
+                drop(snapshot);
                 return finish(target, state, outcome);
             }
         }
@@ -310,7 +312,10 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             }
             Err(error) => {
                 let reason = match error {
-                    RestoreError::Failed => FailureReason::RestoreFailed,
+                    RestoreError::Failed => {
+                        drop(snapshot);
+                        FailureReason::RestoreFailed
+                    }
                     RestoreError::Stuck => {
                         // Copies may still read the staging buffers: never reuse them.
                         snapshot.leak();
@@ -326,8 +331,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 );
                 drop(guard);
                 outcome.kind = OutcomeKind::Failed(reason);
-                target.run_once();
-                outcome.passes += 1;
+                rerun(target, &mut outcome, true);
                 return finish(target, state, outcome);
             }
         }
@@ -335,7 +339,22 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     }
     drop(guard);
     target.complete();
+    // Staging goes back before the agent does: the next window can reuse it at once.
+    drop(snapshot);
     finish(target, state, outcome)
+}
+
+/// The ordinary run that ends a window early, counted as a pass. When passes already ran
+/// (`after_passes`) and it cannot be submitted, the application has no result: `failed`.
+fn rerun(target: &mut dyn ReplayTarget, outcome: &mut Outcome, after_passes: bool) {
+    outcome.passes += 1;
+    if !target.run_once() && after_passes {
+        tracing::error!(
+            "the final run of a replayed dispatch could not be submitted: the application has \
+             no result of it"
+        );
+        outcome.kind = OutcomeKind::Failed(FailureReason::RunFailed);
+    }
 }
 
 static TOO_MANY: std::sync::Once = std::sync::Once::new();

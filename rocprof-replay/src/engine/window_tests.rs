@@ -28,6 +28,8 @@ struct SimDevice {
     stuck_pass: bool,
     /// The pass that cannot be submitted.
     unsubmittable_pass: Option<u32>,
+    /// The ordinary run cannot be submitted.
+    unrunnable: bool,
     /// Contention reported after this many passes.
     contended_after: Option<u32>,
     /// The window is open (between `begin` and `end`).
@@ -54,6 +56,7 @@ impl SimDevice {
             stuck_pass: false,
             unsubmittable_pass: None,
             contended_after: None,
+            unrunnable: false,
             open: false,
             open_flag: None,
             ended: 0,
@@ -126,10 +129,14 @@ impl ReplayTarget for SimDevice {
         }
         Ok(timed.then_some(Duration::from_nanos(1000 + self.passes as u64)))
     }
-    fn run_once(&mut self) {
+    fn run_once(&mut self) -> bool {
+        if self.unrunnable {
+            return false;
+        }
         self.ordinary_runs += 1;
         self.kernel();
         self.completions += 1;
+        true
     }
     fn complete(&mut self) {
         self.completions += 1;
@@ -412,6 +419,16 @@ fn a_pass_that_cannot_be_submitted_declines_and_runs_once_from_the_restored_inpu
     assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::SubmitFailed));
     assert_eq!((dev.passes, dev.ordinary_runs), (1, 1));
     assert_one_execution(&dev);
+}
+
+#[test]
+fn a_final_run_that_cannot_be_submitted_after_passes_is_a_failure() {
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(4, ())), |d| {
+        d.unsubmittable_pass = Some(2);
+        d.unrunnable = true;
+    });
+    assert_eq!(out.kind, OutcomeKind::Failed(FailureReason::RunFailed));
+    assert_eq!(dev.ended, 1);
 }
 
 #[test]

@@ -621,7 +621,7 @@ impl ReplayTarget for HsaTarget<'_> {
         Ok(Some(Duration::from_nanos(ns as u64)))
     }
 
-    fn run_once(&mut self) {
+    fn run_once(&mut self) -> bool {
         // Outside a window (the policy skipped replay) this is an ordinary submission.
         let reader = self.window.is_none().then_some(self.gpu);
         self.progress.forwarded.set(true);
@@ -637,6 +637,8 @@ impl ReplayTarget for HsaTarget<'_> {
                 1,
             )
         };
+        // Forwarding inside the interceptor cannot fail.
+        true
     }
 
     fn complete(&mut self) {
