@@ -45,20 +45,36 @@ fn records_path(name: &str) -> PathBuf {
     p
 }
 
+/// Launches `replay_check` makes into its capturing stream, and its graph launches.
+const REPLAY_CHECK_CAPTURED: usize = 2;
+const REPLAY_CHECK_GRAPH_LAUNCHES: usize = 3;
+
 /// Checks the records of a `replay_check` run under a 3-pass tool.
 fn check_replay_check_records(recs: &[Value]) {
     assert_eq!(
         recs.len(),
-        REPLAY_CHECK_LAUNCHES,
-        "one record per launch outside stream capture, none for captured ones or graphs"
+        REPLAY_CHECK_LAUNCHES + REPLAY_CHECK_CAPTURED + REPLAY_CHECK_GRAPH_LAUNCHES,
+        "one record per launch, captured launches and graph launches included"
     );
     let failed: Vec<&Value> = recs.iter().filter(|r| r["outcome"] == "failed").collect();
     assert!(failed.is_empty(), "failed outcomes: {failed:?}");
+    let declined = |reason: &str| {
+        recs.iter()
+            .filter(|r| r["outcome"] == "declined" && r["reason"] == reason)
+            .count()
+    };
+    assert_eq!(declined("stream_capture"), REPLAY_CHECK_CAPTURED);
+    assert_eq!(declined("graph_launch"), REPLAY_CHECK_GRAPH_LAUNCHES);
+    assert!(
+        recs.iter()
+            .filter(|r| r["reason"] == "graph_launch")
+            .all(|r| r["kernel"] == "<graph>")
+    );
     let replayed: Vec<&Value> = recs.iter().filter(|r| r["outcome"] == "replayed").collect();
     assert_eq!(
         replayed.len(),
-        recs.len(),
-        "every launch replayed: {:?}",
+        REPLAY_CHECK_LAUNCHES,
+        "every other launch replayed: {:?}",
         recs.iter()
             .filter(|r| r["outcome"] != "replayed")
             .collect::<Vec<_>>()
