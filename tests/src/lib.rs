@@ -381,3 +381,28 @@ pub fn fault_probe() -> (PathBuf, PathBuf) {
         })
         .clone()
 }
+
+/// A fresh outcome-records file (`ROCPROF_REPLAY_OUTPUT`) under `<target>/e2e/records`, named
+/// after `test` and unique to this process and call.
+pub fn records_path(test: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let dir = e2e_dir().join("records");
+    std::fs::create_dir_all(&dir).expect("creating the records directory");
+    let p = dir.join(format!(
+        "{test}-{}-{}.jsonl",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// The outcome records (JSON Lines) in `path`; none when the file does not exist. A line that
+/// is not JSON fails the test.
+pub fn read_records(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l:?}: {e}")))
+        .collect()
+}

@@ -17,35 +17,12 @@
 //! module variable `hit_counter`), so a capture is copies 1-2 after arming and the first
 //! restore copies 3-4.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use rocprof_replay_e2e::{Run, e2e_dir, fault_probe, run_on_emu, tool_lib};
+use rocprof_replay_e2e::{Run, fault_probe, read_records, records_path, run_on_emu, tool_lib};
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(120);
-
-fn records_path(test: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = e2e_dir().join("records");
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(format!(
-        "fault-{test}-{}-{}.jsonl",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
-fn read_records(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l:?}: {e}")))
-        .collect()
-}
 
 /// One run of the fault probe.
 struct Cell {
@@ -120,7 +97,7 @@ impl Cell {
 /// Runs `fault_probe KERNELS scenario` under the plan tool with `env`.
 fn cell(scenario: &str, env: &[(&str, &str)]) -> Cell {
     let (exe, kernels) = fault_probe();
-    let records = records_path(scenario);
+    let records = records_path(&format!("fault-{scenario}"));
     let lib = tool_lib("e2e_plan_tool");
     let mut all: Vec<(&str, &str)> = vec![
         ("LD_PRELOAD", lib.to_str().unwrap()),

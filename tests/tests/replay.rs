@@ -2,36 +2,13 @@
 //! runtime (hsa-emu) and a replay tool (a `cdylib` built on rocprof-replay) as three separate
 //! binaries, exactly as in production.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use rocprof_replay_e2e::{Run, e2e_dir, replay_probe, run_on_emu, tool_lib};
+use rocprof_replay_e2e::{Run, read_records, records_path, replay_probe, run_on_emu, tool_lib};
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// A fresh records file for one test.
-fn records_path(test: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = e2e_dir().join("records");
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(format!(
-        "{test}-{}-{}.jsonl",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
-fn read_records(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l:?}: {e}")))
-        .collect()
-}
 
 /// Lines the plan tool printed (`e2e_plan_tool: {json}`).
 fn plan_tool_lines(run: &Run) -> Vec<Value> {

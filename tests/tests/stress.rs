@@ -8,13 +8,15 @@
 //! `failed`, opted-out kernels `skipped`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use rocprof_replay_e2e::{Run, c_samples, e2e_dir, emu_dir, run_on_emu, tool_lib, workspace_root};
+use rocprof_replay_e2e::{
+    Run, c_samples, e2e_dir, emu_dir, read_records, records_path, run_on_emu, tool_lib,
+    workspace_root,
+};
 use serde_json::Value;
 
 /// One run of the stress application; it takes well under a second on hsa-emu.
@@ -80,27 +82,6 @@ fn stress_probe() -> (PathBuf, PathBuf) {
             (exe, kernels)
         })
         .clone()
-}
-
-fn records_path(test: &str) -> PathBuf {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = e2e_dir().join("records");
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(format!(
-        "stress-{test}-{}-{}.jsonl",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
-fn read_records(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad record {l:?}: {e}")))
-        .collect()
 }
 
 /// Runs the stress application on two GPU agents with `tool` preloaded; checks that it
