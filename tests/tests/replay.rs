@@ -9,7 +9,6 @@ use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-
 /// Lines the plan tool printed (`e2e_plan_tool: {json}`).
 fn plan_tool_lines(run: &Run) -> Vec<Value> {
     run.stderr()
