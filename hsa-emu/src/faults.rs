@@ -10,6 +10,7 @@
 //! | `HSA_EMU_FAIL_COPY_FROM=N` | every `hsa_memory_copy` / async copy from the N-th on fails with `HSA_STATUS_ERROR` (async copies leave their completion signal untouched) |
 //! | `HSA_EMU_COPY_DELAY_MS=MS` | every asynchronous copy waits MS milliseconds on the copy engine before it runs (a slow DMA engine; later copies on that engine wait too) |
 //! | `HSA_EMU_DELAY_COPY_NTH=N` | with `HSA_EMU_COPY_DELAY_MS`: only the N-th asynchronous copy that runs is delayed |
+//! | `HSA_EMU_COPY_ERROR_NTH=N` | the N-th asynchronous copy that runs fails on the copy engine: nothing is copied and its completion signal is set to -1 (an engine error reported through the signal, after a successful submission) |
 //! | `HSA_EMU_HOLD_BARRIERS_MS=MS` | packet processors hold every barrier-AND/OR packet for MS milliseconds before resolving it (a stuck drain) |
 //! | `HSA_EMU_HOLD_BARRIER_NTH=N` | with `HSA_EMU_HOLD_BARRIERS_MS`: only the N-th barrier packet processed is held |
 //! | `HSA_EMU_AMD_EXT_MAJOR=N` | the AMD extension table is presented with `major_id` N (an unknown layout, for tools' version checks) |
@@ -40,10 +41,12 @@ pub(crate) struct Faults {
     hold_barrier_nth: AtomicU64,
     copy_delay_ms: AtomicU64,
     delay_copy_nth: AtomicU64,
+    copy_error_nth: AtomicU64,
     fail_symbol_iteration: AtomicBool,
     allocs: AtomicU64,
     copies: AtomicU64,
     async_runs: AtomicU64,
+    error_runs: AtomicU64,
     barriers: AtomicU64,
 }
 
@@ -68,6 +71,7 @@ pub(crate) fn faults() -> &'static Faults {
         hold_barrier_nth: knob("HSA_EMU_HOLD_BARRIER_NTH"),
         copy_delay_ms: knob("HSA_EMU_COPY_DELAY_MS"),
         delay_copy_nth: knob("HSA_EMU_DELAY_COPY_NTH"),
+        copy_error_nth: knob("HSA_EMU_COPY_ERROR_NTH"),
         fail_symbol_iteration: AtomicBool::new(env_u64("HSA_EMU_FAIL_SYMBOL_ITERATION") == Some(1)),
         ..Faults::default()
     })
@@ -109,6 +113,11 @@ impl Faults {
         (nth == 0 || nth == n).then_some(delay)
     }
 
+    /// Whether the asynchronous copy about to run fails on the engine (counts the copy).
+    pub(crate) fn copy_errs(&self) -> bool {
+        hits(&self.error_runs, &self.copy_error_nth, &AtomicU64::new(0))
+    }
+
     /// The `major_id` to present for the AMD extension table instead of the real one.
     pub(crate) fn amd_ext_major(&self) -> Option<u32> {
         self.amd_ext_major
@@ -140,6 +149,7 @@ impl Faults {
             "FAIL_COPY_FROM" => restart(&self.copies, &self.fail_copy_from),
             "COPY_DELAY_MS" => restart(&self.async_runs, &self.copy_delay_ms),
             "DELAY_COPY_NTH" => restart(&self.async_runs, &self.delay_copy_nth),
+            "COPY_ERROR_NTH" => restart(&self.error_runs, &self.copy_error_nth),
             "HOLD_BARRIERS_MS" => restart(&self.barriers, &self.hold_barriers_ms),
             "HOLD_BARRIER_NTH" => restart(&self.barriers, &self.hold_barrier_nth),
             "FAIL_SYMBOL_ITERATION" => self
@@ -190,5 +200,10 @@ mod tests {
         assert!(!f.set("NO_SUCH_KNOB", 1));
         assert!(f.set("COPY_DELAY_MS", 5));
         assert_eq!(f.copy_delay(), Some(Duration::from_millis(5)));
+        assert!(f.set("COPY_ERROR_NTH", 2));
+        assert_eq!(
+            (f.copy_errs(), f.copy_errs(), f.copy_errs()),
+            (false, true, false)
+        );
     }
 }

@@ -444,6 +444,20 @@ fn a_forked_child_runs_without_replay_and_never_deadlocks() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn an_async_copy_the_engine_fails_reports_its_error_value_to_the_application() {
+    // The copy is fenced (a proxy signal of the tool's stands in for the application's): the
+    // application must see the -1 the runtime left in the proxy, not a successful 0.
+    let c = cell("copy-error", &[("FAULT_ARM", "COPY_ERROR_NTH=1")]);
+    assert!(
+        c.run.stdout().contains("copy-error signal=-1"),
+        "{}",
+        c.run.stdout()
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
     let c = cell("dispatch-time", &[]);
     assert!(

@@ -243,6 +243,13 @@ fn run(job: &Job) {
     if let Some(delay) = crate::faults::faults().copy_delay() {
         std::thread::sleep(delay);
     }
+    if crate::faults::faults().copy_errs() {
+        // An engine error: nothing copied, the error travels in the completion signal.
+        if signals::is_valid(job.completion) {
+            signals::store(job.completion, -1);
+        }
+        return;
+    }
     let start = now_ticks();
     // SAFETY: the application guaranteed the ranges when it submitted the copy.
     unsafe { perform(job.op) };

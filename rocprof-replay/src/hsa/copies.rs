@@ -447,10 +447,29 @@ fn retire(be: &Backend, ticket: Ticket) {
     if done.is_err() {
         tracing::error!("internal error (panic) while completing an asynchronous copy");
     }
-    // SAFETY: the application's completion signal, decremented once, as the runtime would have
-    // when the copy finished — whatever happened above.
-    unsafe { (be.orig.signal_subtract)(ticket.app, 1) };
+    // The application's signal gets what the runtime did to the proxy (which started at 1): a
+    // decrement by one when the copy succeeded, the same fall below 0 when the runtime
+    // reported an error through the signal — whatever happened above.
+    // SAFETY: our completed proxy signal.
+    let end = unsafe { (be.orig.signal_load)(ticket.proxy) };
+    let delta = mirrored_decrement(end);
+    if delta != 1 {
+        tracing::warn!(
+            value = end,
+            "an asynchronous copy completed with an error value; the application's signal gets it"
+        );
+    }
+    // SAFETY: the application's completion signal, changed once, as the runtime would have
+    // when the copy finished.
+    unsafe { (be.orig.signal_subtract)(ticket.app, delta) };
     be.copies.spare.lock().push(ticket.proxy);
+}
+
+/// What to subtract from the application's signal for a proxy that started at 1 and ended at
+/// `end` (the watcher retires a proxy only once it fell below 1): the proxy's own fall, so an
+/// error value the runtime left in the proxy reaches the application as it would have.
+fn mirrored_decrement(end: hsa_signal_value_t) -> hsa_signal_value_t {
+    1i64.saturating_sub(end).max(1)
 }
 
 /// Notes whether the application has copy profiling on (timestamps are kept only then).
@@ -479,6 +498,17 @@ mod tests {
     }
 
     const REPLAYED: hsa_signal_t = hsa_signal_t { handle: 100 };
+
+    #[test]
+    fn the_application_signal_falls_as_far_as_the_proxy_did() {
+        assert_eq!(mirrored_decrement(0), 1, "a successful copy");
+        assert_eq!(
+            mirrored_decrement(-1),
+            2,
+            "an error value of -1 from a signal at 1"
+        );
+        assert_eq!(mirrored_decrement(i64::MIN), i64::MAX);
+    }
 
     #[test]
     fn a_copy_without_dependencies_can_run() {
