@@ -337,6 +337,9 @@ pub enum DeclineReason {
     RuntimeThread,
     /// A pass could not be submitted.
     SubmitFailed,
+    /// Another queue of the agent cannot be drained (the engine has no way to wait for its
+    /// work), so work on it could run during the window.
+    QueueNotDrainable,
 }
 
 impl DeclineReason {
@@ -360,6 +363,7 @@ impl DeclineReason {
             DeclineReason::TooManyPasses => "too_many_passes",
             DeclineReason::RuntimeThread => "runtime_thread",
             DeclineReason::SubmitFailed => "submit_failed",
+            DeclineReason::QueueNotDrainable => "queue_not_drainable",
         }
     }
 }

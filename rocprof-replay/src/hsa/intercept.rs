@@ -138,10 +138,10 @@ unsafe fn intercept(
                 );
             }
         }
-        progress.forwarded.set(true);
-        progress.completed.set(true);
         // SAFETY: the packets we were given, inside the handler.
-        return unsafe { forward_tracked(be, queue, Some(gpu), write, pkts, count) };
+        return unsafe {
+            forward_tracked(be, queue, Some(gpu), write, pkts, count, Some(progress))
+        };
     }
 
     let packet = packets[0];
@@ -180,6 +180,7 @@ unsafe fn forward_tracked(
     write: Writer,
     pkts: *const c_void,
     count: u64,
+    progress: Option<&Progress>,
 ) {
     let tracked = queue.inflight.handle != 0;
     let backlog = tracked.then(|| {
@@ -195,6 +196,12 @@ unsafe fn forward_tracked(
         unsafe { (be.orig.signal_add)(queue.inflight, 1) };
         backlog
     });
+    // Marked right before the write, with nothing that can panic in between: after an
+    // internal panic the handler forwards the submission itself exactly when this did not.
+    if let Some(progress) = progress {
+        progress.forwarded.set(true);
+        progress.completed.set(true);
+    }
     // SAFETY: caller contract.
     unsafe { write(pkts, count) };
     if tracked {
@@ -211,6 +218,17 @@ unsafe fn forward_tracked(
         // SAFETY: one packet, forwarded inside the handler.
         unsafe { write((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) };
     }
+}
+
+/// `header` with its acquire fence widened to system scope; type, barrier bit and release
+/// scope kept.
+fn with_system_acquire(header: u16) -> u16 {
+    packet_header(
+        header_type(header),
+        header_barrier(header),
+        HSA_FENCE_SCOPE_SYSTEM,
+        header_release_scope(header),
+    )
 }
 
 fn warn_multi_packet_once() {
@@ -341,8 +359,9 @@ impl HsaTarget<'_> {
     /// is submitted to it: its interceptor may be waiting for the agent lock this window holds.
     fn drain_other_queue(&mut self, other: &QueueState) -> Result<(), DeclineReason> {
         if other.inflight.handle == 0 {
-            tracing::debug!("a queue without a progress signal cannot be drained");
-            return Ok(());
+            // Its work cannot be waited for, so it could run during the window: decline.
+            tracing::warn!("a queue of the agent has no progress signal and cannot be drained");
+            return Err(DeclineReason::QueueNotDrainable);
         }
         if self.wait_zero(other.inflight, self.be.settings().drain) {
             Ok(())
@@ -624,17 +643,24 @@ impl ReplayTarget for HsaTarget<'_> {
     fn run_once(&mut self) -> bool {
         // Outside a window (the policy skipped replay) this is an ordinary submission.
         let reader = self.window.is_none().then_some(self.gpu);
-        self.progress.forwarded.set(true);
-        self.progress.completed.set(true);
-        // SAFETY: the application's packet, forwarded unchanged inside the handler.
+        let mut packet = self.packet;
+        if self.window.is_some() {
+            // Inside a window memory may have just been restored by copies: the run must
+            // acquire at system scope to see them, whatever scope the application chose (as
+            // the passes do). Its release scope stays the application's.
+            packet.header = with_system_acquire(packet.header);
+        }
+        // SAFETY: the application's packet (its fences widened at most), forwarded inside the
+        // handler.
         unsafe {
             forward_tracked(
                 self.be,
                 self.queue,
                 reader,
                 self.write,
-                (&self.packet as *const hsa_kernel_dispatch_packet_t).cast(),
+                (&packet as *const hsa_kernel_dispatch_packet_t).cast(),
                 1,
+                Some(self.progress),
             )
         };
         // Forwarding inside the interceptor cannot fail.
@@ -688,6 +714,7 @@ impl ReplayTarget for HsaTarget<'_> {
                 self.write,
                 (&barrier as *const hsa_barrier_and_packet_t).cast(),
                 1,
+                None,
             )
         };
         false
@@ -699,5 +726,25 @@ impl ReplayTarget for HsaTarget<'_> {
 
     fn end(&mut self) {
         self.window = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_final_run_acquires_at_system_scope_and_keeps_the_rest_of_the_header() {
+        let app = packet_header(
+            HSA_PACKET_TYPE_KERNEL_DISPATCH,
+            false,
+            HSA_FENCE_SCOPE_AGENT,
+            HSA_FENCE_SCOPE_AGENT,
+        );
+        let run = with_system_acquire(app);
+        assert_eq!(header_acquire_scope(run), HSA_FENCE_SCOPE_SYSTEM);
+        assert_eq!(header_release_scope(run), HSA_FENCE_SCOPE_AGENT);
+        assert_eq!(header_type(run), HSA_PACKET_TYPE_KERNEL_DISPATCH);
+        assert!(!header_barrier(run));
     }
 }
