@@ -540,6 +540,22 @@ pub mod params {
     }
     const_assert_layout!(cuLibraryGetGlobal_params, size = 32, align = 8);
 
+    /// `cuModuleUnload_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuModuleUnload_params {
+        pub hmod: CUmodule,
+    }
+    const_assert_layout!(cuModuleUnload_params, size = 8, align = 8);
+
+    /// `cuLibraryUnload_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuLibraryUnload_params {
+        pub library: CUlibrary,
+    }
+    const_assert_layout!(cuLibraryUnload_params, size = 8, align = 8);
+
     /// `cuGraphLaunch_params` (also the `_ptsz` variant).
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]

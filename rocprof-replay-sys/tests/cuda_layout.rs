@@ -240,6 +240,8 @@ fn checks() -> Probe {
     strukt!(p, cuMemFreeAsync_params, "cuMemFreeAsync_ptsz_params" { dptr, hStream });
     strukt!(p, cuMemMap_params, "cuMemMap_params" { ptr, size, offset, handle, flags });
     strukt!(p, cuMemUnmap_params, "cuMemUnmap_params" { ptr, size });
+    strukt!(p, cuModuleUnload_params, "cuModuleUnload_params" { hmod });
+    strukt!(p, cuLibraryUnload_params, "cuLibraryUnload_params" { library });
     strukt!(p, cuModuleGetGlobal_v2_params, "cuModuleGetGlobal_v2_params" {
         dptr, bytes, hmod, name,
     });

@@ -140,8 +140,9 @@ pub(crate) fn writable_globals(image: &[u8]) -> Result<Vec<GlobalSymbol>, ElfErr
     Ok(out)
 }
 
-/// Names of writable globals of every cubin loaded so far, and how many cubins could not be
-/// read (then a module whose variables cannot be looked up declines replay).
+/// Names of writable globals of every cubin loaded so far, and the loaded modules whose
+/// cubins could not be read (while one is loaded, no replay window can know every variable a
+/// kernel may write: windows decline).
 #[derive(Default)]
 pub(crate) struct GlobalNames {
     inner: RwLock<NamesInner>,
@@ -151,12 +152,13 @@ pub(crate) struct GlobalNames {
 struct NamesInner {
     names: Vec<CString>,
     seen: HashSet<String>,
-    unreadable: u32,
+    /// CUPTI module ids of loaded modules whose image could not be read.
+    unreadable: HashSet<u32>,
 }
 
 impl GlobalNames {
-    /// Records the variables of a loaded cubin.
-    pub(crate) fn add_cubin(&self, image: &[u8]) {
+    /// Records the variables of a loaded cubin (CUPTI module id `module`).
+    pub(crate) fn add_cubin(&self, module: u32, image: &[u8]) {
         match writable_globals(image) {
             Ok(symbols) => {
                 if symbols.is_empty() {
@@ -173,7 +175,7 @@ impl GlobalNames {
             }
             Err(e) => {
                 tracing::debug!(error = ?e, len = image.len(), "a loaded module's image is not a readable cubin");
-                self.inner.write().unreadable += 1;
+                self.inner.write().unreadable.insert(module);
             }
         }
     }
@@ -185,9 +187,17 @@ impl GlobalNames {
         (inner.names[from..].to_vec(), inner.names.len())
     }
 
-    /// Cubins whose symbols could not be read.
-    pub(crate) fn unreadable(&self) -> u32 {
-        self.inner.read().unreadable
+    /// A module is being unloaded (CUPTI module id).
+    pub(crate) fn unloaded(&self, module: u32) {
+        let mut inner = self.inner.write();
+        if !inner.unreadable.is_empty() {
+            inner.unreadable.remove(&module);
+        }
+    }
+
+    /// Loaded modules whose symbols could not be read.
+    pub(crate) fn unreadable(&self) -> usize {
+        self.inner.read().unreadable.len()
     }
 
     /// Whether any cubin had a writable global.
@@ -320,15 +330,15 @@ pub(crate) mod tests {
     fn names_are_collected_once_and_unreadable_images_counted() {
         let names = GlobalNames::default();
         assert!(!names.any());
-        names.add_cubin(&elf(
-            &[(".nv.global", 8)],
-            &[("a", 1, 4, 4), ("b", 1, 4, 8)],
-        ));
-        names.add_cubin(&elf(
-            &[(".nv.global", 8)],
-            &[("b", 1, 4, 8), ("c", 1, 4, 8)],
-        ));
-        names.add_cubin(b"garbage");
+        names.add_cubin(
+            1,
+            &elf(&[(".nv.global", 8)], &[("a", 1, 4, 4), ("b", 1, 4, 8)]),
+        );
+        names.add_cubin(
+            2,
+            &elf(&[(".nv.global", 8)], &[("b", 1, 4, 8), ("c", 1, 4, 8)]),
+        );
+        names.add_cubin(3, b"garbage");
         let (all, n) = names.since(0);
         assert_eq!(n, 3);
         assert_eq!(
@@ -337,5 +347,9 @@ pub(crate) mod tests {
         );
         assert_eq!(names.since(2).0.len(), 1);
         assert_eq!(names.unreadable(), 1);
+        names.unloaded(2);
+        assert_eq!(names.unreadable(), 1, "another module went");
+        names.unloaded(3);
+        assert_eq!(names.unreadable(), 0, "the unreadable module went");
     }
 }

@@ -90,6 +90,10 @@ pub(crate) enum Api {
     ModuleGetGlobal,
     /// `cuLibraryGetGlobal`.
     LibraryGetGlobal,
+    /// `cuModuleUnload`: the variables the application looked up in the module go.
+    ModuleUnload,
+    /// `cuLibraryUnload`: the variables the application looked up in the library go.
+    LibraryUnload,
     /// `cuGraphLaunch` (and `_ptsz`): not replayed, held off a window like stream work.
     GraphLaunch,
     /// `cuLibraryGetKernel`: a `CUkernel` handle.
@@ -150,6 +154,8 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuMemUnmap" => Api::MemUnmap,
         "cuModuleGetGlobal_v2" => Api::ModuleGetGlobal,
         "cuLibraryGetGlobal" => Api::LibraryGetGlobal,
+        "cuModuleUnload" => Api::ModuleUnload,
+        "cuLibraryUnload" => Api::LibraryUnload,
         "cuGraphLaunch" => Api::GraphLaunch,
         "cuLibraryGetKernel" => Api::LibraryGetKernel,
         "cuLibraryEnumerateKernels" => Api::LibraryEnumerateKernels,
@@ -248,14 +254,23 @@ pub(crate) struct Ctx {
     pub(crate) waiting_long: AtomicU32,
     /// Application streams of the context (resource callbacks).
     pub(crate) streams: Mutex<Vec<usize>>,
-    /// Variables the application looked up (`cuModuleGetGlobal`, `cuLibraryGetGlobal`).
-    pub(crate) requested_globals: Mutex<Vec<(usize, usize)>>,
+    /// Variables the application looked up (`cuModuleGetGlobal`, `cuLibraryGetGlobal`), with
+    /// the module or library they belong to: kept until that module or library is unloaded.
+    pub(crate) requested_globals: Mutex<Vec<RequestedGlobal>>,
     /// Per module: names tried so far and the variables found.
     pub(crate) modules: Mutex<HashMap<usize, ModuleVariables>>,
     pub(crate) arena: Mutex<Arena>,
     /// The backend's own stream and events (used under the writer lock or by the launching
     /// thread; the pools are locked).
     pub(crate) private: Mutex<Private>,
+}
+
+/// A variable the application looked up: its module or library handle, address and size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RequestedGlobal {
+    pub(crate) owner: usize,
+    pub(crate) addr: usize,
+    pub(crate) size: usize,
 }
 
 /// How many global names were tried in a module, and the variables (address, size) found.
@@ -740,11 +755,27 @@ impl Backend {
                 // SAFETY: the driver wrote both outputs.
                 let (addr, size) = unsafe { (*p.dptr as usize, *p.bytes) };
                 if addr != 0 && size != 0 {
+                    // Both parameter structs hold the module or library third.
+                    let v = RequestedGlobal {
+                        owner: p.hmod as usize,
+                        addr,
+                        size,
+                    };
                     let ctx = self.ctx(ctx_handle);
                     let mut g = ctx.requested_globals.lock();
-                    if !g.contains(&(addr, size)) {
-                        g.push((addr, size));
+                    if !g.contains(&v) {
+                        g.push(v);
                     }
+                }
+            }
+            Api::ModuleUnload | Api::LibraryUnload => {
+                if !enter || guarded_thread() {
+                    return;
+                }
+                // SAFETY: both parameter structs are one handle.
+                let owner = unsafe { (*params.cast::<cuModuleUnload_params>()).hmod } as usize;
+                for ctx in self.contexts.read().values() {
+                    ctx.requested_globals.lock().retain(|g| g.owner != owner);
                 }
             }
         }
@@ -780,16 +811,23 @@ impl Backend {
                     // SAFETY: `cubinSize` bytes of the loaded image.
                     let image =
                         unsafe { std::slice::from_raw_parts(m.pCubin.cast::<u8>(), m.cubinSize) };
-                    self.globals.add_cubin(image);
+                    self.globals.add_cubin(m.moduleId, image);
                 }
             }
             CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING => {
                 // Handles of the unloaded module may be reused: forget what is keyed by them.
+                // (CUPTI names the module by its id, not its handle: every handle cache goes;
+                // the variables the application looked up stay until cuModuleUnload or
+                // cuLibraryUnload names their own module or library.)
+                let m = data.resourceDescriptor.cast::<CUpti_ModuleResourceData>();
+                if !m.is_null() {
+                    // SAFETY: CUPTI's module data, valid during the callback.
+                    self.globals.unloaded(unsafe { (*m).moduleId });
+                }
                 self.kernels.write().clear();
                 *self.handles.write() = Handles::default();
                 for ctx in self.contexts.read().values() {
                     ctx.modules.lock().clear();
-                    ctx.requested_globals.lock().clear();
                 }
             }
             CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING => {

@@ -390,6 +390,7 @@ const MEMCPY: u32 = 14;
 const GET_GLOBAL: u32 = 15;
 const GET_FUNCTION: u32 = 16;
 const GET_KERNEL: u32 = 17;
+const MODULE_UNLOAD: u32 = 18;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -443,6 +444,7 @@ fn harness(passes: u32, settings: Settings) -> Harness {
         ("cuModuleGetGlobal_v2", GET_GLOBAL),
         ("cuModuleGetFunction", GET_FUNCTION),
         ("cuLibraryGetKernel", GET_KERNEL),
+        ("cuModuleUnload", MODULE_UNLOAD),
     ]);
     let be: &'static Backend = Box::leak(Box::new(Backend::new(
         fake_driver(),
@@ -897,8 +899,13 @@ fn load_module_with_counter(h: &Harness) {
     let addr = fake_alloc(4);
     gpu().globals.push((0xabc0, "counter".into(), addr, 4));
     let image = globals::tests::elf(&[(".nv.global", 8)], &[("counter", 1, 4, 4)]);
+    module_event(h, CUPTI_CBID_RESOURCE_MODULE_LOADED, 1, &image);
+}
+
+/// CUPTI's resource callback for module `id` with `image`.
+fn module_event(h: &Harness, cbid: u32, id: u32, image: &[u8]) {
     let module = CUpti_ModuleResourceData {
-        moduleId: 1,
+        moduleId: id,
         cubinSize: image.len(),
         pCubin: image.as_ptr().cast(),
     };
@@ -911,7 +918,7 @@ fn load_module_with_counter(h: &Harness) {
     };
     h.cb(
         CUPTI_CB_DOMAIN_RESOURCE,
-        CUPTI_CBID_RESOURCE_MODULE_LOADED,
+        cbid,
         (&data as *const CUpti_ResourceData).cast(),
     );
 }
@@ -930,15 +937,34 @@ fn a_device_variable_of_the_kernels_module_is_restored_between_passes() {
 }
 
 #[test]
-fn without_the_modules_image_its_variable_would_be_replayed_unrestored() {
-    // The control for the test above: the variable is only known from the cubin.
+fn while_a_module_whose_image_cannot_be_read_is_loaded_kernels_are_not_replayed() {
+    // Its __device__ variables are unknown: a replay could repeat their writes.
     let h = harness(3, quick());
     h.obtain_function(&BUMP);
     let addr = fake_alloc(4);
     gpu().globals.push((0xabc0, "counter".into(), addr, 4));
+    module_event(&h, CUPTI_CBID_RESOURCE_MODULE_LOADED, 9, b"not a cubin");
     let mut none: [*mut c_void; 0] = [];
     h.launch(&BUMP, &mut none, 0);
-    assert_eq!(counter(), 3);
+    assert_eq!(counter(), 1, "one execution");
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::SymbolsUnavailable)
+    );
+    // Once that module is unloaded, replay resumes (the handle caches start over).
+    module_event(
+        &h,
+        CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING,
+        9,
+        b"not a cubin",
+    );
+    load_module_with_counter(&h);
+    h.obtain_function(&BUMP);
+    let before = counter();
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), before + 1);
+    assert_eq!(h.outcomes()[1].1.kind, OutcomeKind::Replayed);
 }
 
 #[test]
@@ -998,6 +1024,70 @@ fn a_variable_the_application_looked_up_is_snapshotted() {
     let mut none: [*mut c_void; 0] = [];
     h.launch(&BUMP, &mut none, 0);
     assert_eq!(counter(), 1);
+}
+
+/// `cuModuleGetGlobal` of the application for the fake's `counter` (module 0xabc0).
+fn look_up_counter(h: &Harness) {
+    let (mut out, mut size): (CUdeviceptr, usize) = (0, 0);
+    let params = cuModuleGetGlobal_v2_params {
+        dptr: &mut out,
+        bytes: &mut size,
+        hmod: 0xabc0 as CUmodule,
+        name: c"counter".as_ptr(),
+    };
+    h.call(
+        GET_GLOBAL,
+        c"cuModuleGetGlobal_v2",
+        (&params as *const cuModuleGetGlobal_v2_params).cast(),
+        c"",
+        || {
+            // SAFETY: forwarded to the fake.
+            unsafe {
+                module_get_global(&mut out, &mut size, 0xabc0 as CUmodule, c"counter".as_ptr())
+            }
+        },
+    );
+}
+
+/// `cuModuleUnload(module)` of the application, with CUPTI's resource callback inside it.
+fn unload_module(h: &Harness, module: usize, id: u32) {
+    let params = cuModuleUnload_params {
+        hmod: module as CUmodule,
+    };
+    h.call(
+        MODULE_UNLOAD,
+        c"cuModuleUnload",
+        (&params as *const cuModuleUnload_params).cast(),
+        c"",
+        || {
+            module_event(h, CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING, id, b"");
+            CUDA_SUCCESS
+        },
+    );
+}
+
+#[test]
+fn unloading_another_module_keeps_the_variables_the_application_looked_up() {
+    let h = harness(3, quick());
+    let addr = fake_alloc(4);
+    gpu().globals.push((0xabc0, "counter".into(), addr, 4));
+    look_up_counter(&h);
+    unload_module(&h, 0xdef0, 5);
+    // The unload cleared the handle caches: the application obtains the function again.
+    h.obtain_function(&BUMP);
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(
+        counter(),
+        1,
+        "the looked-up variable was restored between passes"
+    );
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.snapshot_bytes), (OutcomeKind::Replayed, 4));
+    // Its own module's unload forgets it.
+    unload_module(&h, 0xabc0, 1);
+    let ctx = h.be.contexts.read();
+    assert!(ctx.values().all(|c| c.requested_globals.lock().is_empty()));
 }
 
 #[test]

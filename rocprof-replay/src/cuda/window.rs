@@ -925,7 +925,22 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
-        let mut vars = self.ctx.requested_globals.lock().clone();
+        if self.be.globals.unreadable() > 0 {
+            warn_once(&UNREADABLE, || {
+                tracing::warn!(
+                    modules = self.be.globals.unreadable(),
+                    "a loaded module's image could not be read: its __device__ variables are \
+                     unknown, so kernels are not replayed while it is loaded"
+                )
+            });
+            return Err(DeclineReason::SymbolsUnavailable);
+        }
+        let mut vars: Vec<(usize, usize)> = Vec::new();
+        for g in self.ctx.requested_globals.lock().iter() {
+            if !vars.contains(&(g.addr, g.size)) {
+                vars.push((g.addr, g.size));
+            }
+        }
         if self.be.globals.any() {
             let Some(module) = self.job.module else {
                 warn_once(&NO_MODULE, || {
@@ -941,15 +956,6 @@ impl ReplayTarget for CudaTarget<'_> {
                     vars.push(v);
                 }
             }
-        }
-        if self.be.globals.unreadable() > 0 {
-            warn_once(&UNREADABLE, || {
-                tracing::warn!(
-                    modules = self.be.globals.unreadable(),
-                    "some loaded modules' images could not be read: their __device__ variables \
-                     are snapshotted only if the application looked them up"
-                )
-            });
         }
         // Size the arena for the whole snapshot now: one allocation, reused while the
         // footprint stays the same.
