@@ -337,6 +337,12 @@ pub enum DeclineReason {
     RuntimeThread,
     /// A pass could not be submitted.
     SubmitFailed,
+    /// A kernel of a communication library (NCCL, RCCL, NVSHMEM, MSCCL++): it waits for
+    /// peers that write once per collective, so a second pass would never complete.
+    CommunicationKernel,
+    /// The launch is queued behind a stream memory wait (CUDA `cuStreamWaitValue*`): the
+    /// stream waits for memory another agent writes.
+    StreamMemoryWait,
     /// Another queue of the agent cannot be drained (the engine has no way to wait for its
     /// work), so work on it could run during the window.
     QueueNotDrainable,
@@ -364,6 +370,8 @@ impl DeclineReason {
             DeclineReason::RuntimeThread => "runtime_thread",
             DeclineReason::SubmitFailed => "submit_failed",
             DeclineReason::QueueNotDrainable => "queue_not_drainable",
+            DeclineReason::CommunicationKernel => "communication_kernel",
+            DeclineReason::StreamMemoryWait => "stream_memory_wait",
         }
     }
 }

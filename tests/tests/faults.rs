@@ -444,6 +444,20 @@ fn a_forked_child_runs_without_replay_and_never_deadlocks() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_communication_kernel_runs_once_declined_up_front() {
+    // The plan asks for 3 passes; a collective would wait for peers on the second.
+    let c = cell("nccl", &[]);
+    let r = c.faulty("ncclDevKernel_probe");
+    Cell::assert_outcome(r, "declined", Some("communication_kernel"));
+    assert_eq!(
+        (r["passes"].as_u64(), r["snapshot_bytes"].as_u64()),
+        (Some(1), Some(0))
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn an_async_copy_the_engine_fails_reports_its_error_value_to_the_application() {
     // The copy is fenced (a proxy signal of the tool's stands in for the application's): the
     // application must see the -1 the runtime left in the proxy, not a successful 0.

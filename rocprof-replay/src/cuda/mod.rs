@@ -40,7 +40,7 @@ mod window;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -109,6 +109,10 @@ pub(crate) enum Api {
     /// Work that writes device memory from a stream (`cuMemcpy*`, `cuMemset*`,
     /// `cuStreamWriteValue*`, `cuStreamBatchMemOp*`): held off a window (reader lock).
     StreamWork,
+    /// A stream memory wait (`cuStreamWaitValue*`, and `cuStreamBatchMemOp*`, which may hold
+    /// waits): the stream waits for memory another agent writes, so kernels launched into it
+    /// are not replayed. A batch is also stream work.
+    StreamWait { batch: bool },
 }
 
 /// The launch entry points.
@@ -162,10 +166,11 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuKernelGetFunction" => Api::KernelGetFunction,
         "cuModuleGetFunction" => Api::ModuleGetFunction,
         "cuModuleEnumerateFunctions" => Api::ModuleEnumerateFunctions,
+        b if b.starts_with("cuStreamWaitValue") => Api::StreamWait { batch: false },
+        b if b.starts_with("cuStreamBatchMemOp") => Api::StreamWait { batch: true },
         b if b.starts_with("cuMemcpy")
             || b.starts_with("cuMemset")
-            || b.starts_with("cuStreamWriteValue")
-            || b.starts_with("cuStreamBatchMemOp") =>
+            || b.starts_with("cuStreamWriteValue") =>
         {
             Api::StreamWork
         }
@@ -254,6 +259,9 @@ pub(crate) struct Ctx {
     pub(crate) waiting_long: AtomicU32,
     /// Application streams of the context (resource callbacks).
     pub(crate) streams: Mutex<Vec<usize>>,
+    /// Streams (as the application names them) that have had a stream memory wait: kernels
+    /// launched into them are not replayed.
+    pub(crate) waiting_streams: Mutex<HashSet<usize>>,
     /// Variables the application looked up (`cuModuleGetGlobal`, `cuLibraryGetGlobal`), with
     /// the module or library they belong to: kept until that module or library is unloaded.
     pub(crate) requested_globals: Mutex<Vec<RequestedGlobal>>,
@@ -292,6 +300,7 @@ impl Ctx {
             lock: RwLock::new(()),
             waiting_long: AtomicU32::new(0),
             streams: Mutex::new(Vec::new()),
+            waiting_streams: Mutex::new(HashSet::new()),
             requested_globals: Mutex::new(Vec::new()),
             modules: Mutex::new(HashMap::new()),
             arena: Mutex::new(Arena::default()),
@@ -416,7 +425,17 @@ impl Backend {
             .clone()
     }
 
-    /// The device ordinal of a context current on this thread.
+    /// Holds stream work off a replay window of its context: the reader side, from the
+    /// call's enter callback to its exit callback.
+    fn hold_off_window(&self, enter: bool, call: u32, ctx_handle: usize) {
+        if enter {
+            self.ctx(ctx_handle).read_outside_window(self.settings.lock);
+            calls_push(&READERS, call, ctx_handle as u64);
+        } else if let Some(ctx) = calls_pop(&READERS, call) {
+            self.ctx(ctx as usize).unlock_read();
+        }
+    }
+
     /// The outcome record of a graph launch: one record, `declined` / `graph_launch`, whose
     /// kernel is `<graph>` (its kernels are not visible one by one).
     fn report_graph_launch(&self, ctx_handle: usize, stream: u64) {
@@ -648,6 +667,20 @@ impl Backend {
                     });
                 }
             }
+            Api::StreamWait { batch } => {
+                if guarded_thread() || ctx_handle == 0 {
+                    return;
+                }
+                if enter {
+                    // SAFETY: every cuStreamWaitValue* and cuStreamBatchMemOp* parameter
+                    // struct starts with the stream.
+                    let stream = unsafe { *params.cast::<CUstream>() } as usize;
+                    self.ctx(ctx_handle).waiting_streams.lock().insert(stream);
+                }
+                if batch {
+                    self.hold_off_window(enter, call, ctx_handle);
+                }
+            }
             Api::GraphLaunch | Api::StreamWork => {
                 if guarded_thread() || ctx_handle == 0 {
                     return;
@@ -664,11 +697,8 @@ impl Backend {
                         let p = unsafe { &*params.cast::<cuGraphLaunch_params>() };
                         self.report_graph_launch(ctx_handle, p.hStream as u64);
                     }
-                    self.ctx(ctx_handle).read_outside_window(self.settings.lock);
-                    calls_push(&READERS, call, ctx_handle as u64);
-                } else if let Some(ctx) = calls_pop(&READERS, call) {
-                    self.ctx(ctx as usize).unlock_read();
                 }
+                self.hold_off_window(enter, call, ctx_handle);
             }
             Api::MemAlloc
             | Api::MemAllocPitch

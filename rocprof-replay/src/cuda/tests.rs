@@ -391,6 +391,7 @@ const GET_GLOBAL: u32 = 15;
 const GET_FUNCTION: u32 = 16;
 const GET_KERNEL: u32 = 17;
 const MODULE_UNLOAD: u32 = 18;
+const WAIT_VALUE: u32 = 19;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -445,6 +446,7 @@ fn harness(passes: u32, settings: Settings) -> Harness {
         ("cuModuleGetFunction", GET_FUNCTION),
         ("cuLibraryGetKernel", GET_KERNEL),
         ("cuModuleUnload", MODULE_UNLOAD),
+        ("cuStreamWaitValue32_v2", WAIT_VALUE),
     ]);
     let be: &'static Backend = Box::leak(Box::new(Backend::new(
         fake_driver(),
@@ -567,6 +569,17 @@ impl Harness {
     /// `cuLaunchKernel` of the application into `stream`; the driver part runs the kernel
     /// unless the fake fails it.
     fn launch(&self, kernel: &FakeKernel, args: &mut [*mut c_void], stream: usize) -> CUresult {
+        self.launch_named(kernel, args, stream, c"_Z7add_onePji")
+    }
+
+    /// [`launch`](Self::launch) of a kernel whose symbol is `symbol`.
+    fn launch_named(
+        &self,
+        kernel: &FakeKernel,
+        args: &mut [*mut c_void],
+        stream: usize,
+        symbol: &CStr,
+    ) -> CUresult {
         let params = cuLaunchKernel_params {
             f: (kernel as *const FakeKernel).cast_mut().cast(),
             gridDimX: 4,
@@ -586,7 +599,7 @@ impl Harness {
             LAUNCH,
             c"cuLaunchKernel",
             (&params as *const cuLaunchKernel_params).cast(),
-            c"_Z7add_onePji",
+            symbol,
             || {
                 if gpu().fail_app_launch {
                     return CUDA_ERROR_INVALID_VALUE;
@@ -760,6 +773,66 @@ fn a_skipped_launch_runs_once() {
         (o.kind, o.passes, o.snapshot_bytes),
         (OutcomeKind::Skipped, 1, 0)
     );
+}
+
+#[test]
+fn a_communication_kernel_runs_once_declined_before_the_window() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    let nccl = c"_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LLP24ncclDevKernelArgsStorage";
+    h.launch_named(&ADD_ONE, &mut args, 0, nccl);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert_eq!(h.launches(), 1, "never relaunched");
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        (o.kind, o.passes, o.snapshot_bytes),
+        (
+            OutcomeKind::Declined(DeclineReason::CommunicationKernel),
+            1,
+            0
+        )
+    );
+}
+
+#[test]
+fn launches_into_a_stream_that_waited_on_memory_are_not_replayed() {
+    #[repr(C)]
+    struct WaitValue32 {
+        stream: CUstream,
+        addr: CUdeviceptr,
+        value: u32,
+        flags: u32,
+    }
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let params = WaitValue32 {
+        stream: 0x5500 as CUstream,
+        addr: 0,
+        value: 1,
+        flags: 0,
+    };
+    h.call(
+        WAIT_VALUE,
+        c"cuStreamWaitValue32_v2",
+        (&params as *const WaitValue32).cast(),
+        c"",
+        || CUDA_SUCCESS,
+    );
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5500);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Declined(DeclineReason::StreamMemoryWait)
+    );
+    // Another stream is replayed as usual.
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x6600);
+    assert_eq!(buf.values(), vec![2; 8]);
+    assert_eq!(h.outcomes()[1].1.kind, OutcomeKind::Replayed);
 }
 
 #[test]

@@ -876,6 +876,13 @@ impl DeviceMemory for CudaTarget<'_> {
 }
 
 impl ReplayTarget for CudaTarget<'_> {
+    fn waits_on_peers(&self) -> bool {
+        self.ctx
+            .waiting_streams
+            .lock()
+            .contains(&(self.job.launch.stream as usize))
+    }
+
     fn begin(&mut self) -> Result<(), DeclineReason> {
         match self.ctx.lock.try_write_for(self.settings().lock) {
             Some(guard) => {

@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use crate::context::{LoopContexts, Service, service_active};
 use crate::dispatch::DispatchInfo;
+use crate::engine::gate;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::settings::Settings;
 use crate::engine::snapshot::{DeviceMemory, RestoreError, Snapshot, SnapshotPlan};
@@ -78,6 +79,11 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     fn contended(&self) -> bool;
     /// Releases the agent (end of the window); called once, before `on_end`.
     fn end(&mut self);
+    /// Whether the dispatch is queued behind a wait for memory another agent writes (a stream
+    /// memory wait): it is then never replayed ([`gate`]).
+    fn waits_on_peers(&self) -> bool {
+        false
+    }
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -165,6 +171,10 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     };
     let total = fixed.then_some(limit);
 
+    if let Some(reason) = gate::refuses(info, target.waits_on_peers()) {
+        tracing::info!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "not replayed: the dispatch runs once");
+        return ordinary(target, OutcomeKind::Declined(reason), state);
+    }
     if let Err(reason) = target.begin() {
         tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
         return ordinary(target, OutcomeKind::Declined(reason), state);
