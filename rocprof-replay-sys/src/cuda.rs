@@ -540,6 +540,43 @@ pub mod params {
     }
     const_assert_layout!(cuLibraryGetGlobal_params, size = 32, align = 8);
 
+    /// `cuMemHostAlloc_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemHostAlloc_params {
+        pub pp: *mut *mut c_void,
+        pub bytesize: usize,
+        pub Flags: c_uint,
+    }
+    const_assert_layout!(cuMemHostAlloc_params, size = 24, align = 8);
+
+    /// `cuMemAllocHost_v2_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemAllocHost_v2_params {
+        pub pp: *mut *mut c_void,
+        pub bytesize: usize,
+    }
+    const_assert_layout!(cuMemAllocHost_v2_params, size = 16, align = 8);
+
+    /// `cuMemHostRegister_v2_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemHostRegister_v2_params {
+        pub p: *mut c_void,
+        pub bytesize: usize,
+        pub Flags: c_uint,
+    }
+    const_assert_layout!(cuMemHostRegister_v2_params, size = 24, align = 8);
+
+    /// `cuMemFreeHost_params` (`cuMemHostUnregister_params` has the same shape).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemFreeHost_params {
+        pub p: *mut c_void,
+    }
+    const_assert_layout!(cuMemFreeHost_params, size = 8, align = 8);
+
     /// `cuModuleUnload_params`.
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]
@@ -763,6 +800,14 @@ pub type cuFuncGetAttribute_fn = unsafe extern "C" fn(
     pi: *mut c_int,
     attrib: CUfunction_attribute,
     hfunc: CUfunction,
+) -> CUresult;
+/// `cuFuncGetParamInfo` (CUDA 12.4+): offset and size of a kernel parameter;
+/// `CUDA_ERROR_INVALID_VALUE` past the last one.
+pub type cuFuncGetParamInfo_fn = unsafe extern "C" fn(
+    func: CUfunction,
+    paramIndex: usize,
+    paramOffset: *mut usize,
+    paramSize: *mut usize,
 ) -> CUresult;
 /// `cuFuncGetModule`.
 pub type cuFuncGetModule_fn =

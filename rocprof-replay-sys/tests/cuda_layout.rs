@@ -240,6 +240,11 @@ fn checks() -> Probe {
     strukt!(p, cuMemFreeAsync_params, "cuMemFreeAsync_ptsz_params" { dptr, hStream });
     strukt!(p, cuMemMap_params, "cuMemMap_params" { ptr, size, offset, handle, flags });
     strukt!(p, cuMemUnmap_params, "cuMemUnmap_params" { ptr, size });
+    strukt!(p, cuMemHostAlloc_params, "cuMemHostAlloc_params" { pp, bytesize, Flags });
+    strukt!(p, cuMemAllocHost_v2_params, "cuMemAllocHost_v2_params" { pp, bytesize });
+    strukt!(p, cuMemHostRegister_v2_params, "cuMemHostRegister_v2_params" { p, bytesize, Flags });
+    strukt!(p, cuMemFreeHost_params, "cuMemFreeHost_params" { p });
+    strukt!(p, cuMemFreeHost_params, "cuMemHostUnregister_params" { p });
     strukt!(p, cuModuleUnload_params, "cuModuleUnload_params" { hmod });
     strukt!(p, cuLibraryUnload_params, "cuLibraryUnload_params" { library });
     strukt!(p, cuModuleGetGlobal_v2_params, "cuModuleGetGlobal_v2_params" {
@@ -382,6 +387,7 @@ fn checks() -> Probe {
         "cuEventElapsedTime_v2" => cuEventElapsedTime_fn,
         "cuFuncGetAttribute" => cuFuncGetAttribute_fn,
         "cuFuncGetModule" => cuFuncGetModule_fn,
+        "cuFuncGetParamInfo" => cuFuncGetParamInfo_fn,
         "cuKernelGetFunction" => cuKernelGetFunction_fn,
         "cuModuleGetGlobal_v2" => cuModuleGetGlobal_fn,
         "cuKernelGetAttribute" => cuKernelGetAttribute_fn,

@@ -343,6 +343,10 @@ pub enum DeclineReason {
     /// The launch is queued behind a stream memory wait (CUDA `cuStreamWaitValue*`): the
     /// stream waits for memory another agent writes.
     StreamMemoryWait,
+    /// An argument of the kernel points into host memory the device can reach (CUDA pinned or
+    /// registered host memory): the application's host threads may read and write it at any
+    /// time, so repeating the kernel's writes there, or restoring them, is not safe.
+    HostMemory,
     /// Another queue of the agent cannot be drained (the engine has no way to wait for its
     /// work), so work on it could run during the window.
     QueueNotDrainable,
@@ -371,6 +375,7 @@ impl DeclineReason {
             DeclineReason::SubmitFailed => "submit_failed",
             DeclineReason::QueueNotDrainable => "queue_not_drainable",
             DeclineReason::CommunicationKernel => "communication_kernel",
+            DeclineReason::HostMemory => "host_memory",
             DeclineReason::StreamMemoryWait => "stream_memory_wait",
         }
     }

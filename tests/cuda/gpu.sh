@@ -2,11 +2,11 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env probe replay cupti gpt2 bench (default all)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise cupti gpt2 bench (default all)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
-steps=${*:-env diag probe replay cupti gpt2 bench}
+steps=${*:-env diag probe replay promise cupti gpt2 bench}
 mkdir -p "$out"
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH
@@ -58,6 +58,11 @@ for s in $steps; do
     step "replay_check under injection and LD_PRELOAD"
     timeout 300 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
       every_launch_path a_preloaded_tool 2>&1 | tail -60
+    ;;
+  promise)
+    step "host memory, communication and module paths (issue 13)"
+    timeout 300 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
+      kernels_writing_host_memory 2>&1 | tail -40
     ;;
   cupti)
     step "an application holding CUPTI"

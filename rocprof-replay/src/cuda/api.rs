@@ -37,6 +37,8 @@ pub(crate) struct Driver {
     pub(crate) event_elapsed: cuEventElapsedTime_fn,
     pub(crate) func_get_attribute: cuFuncGetAttribute_fn,
     pub(crate) func_get_module: cuFuncGetModule_fn,
+    /// CUDA 12.4+.
+    pub(crate) func_get_param_info: Option<cuFuncGetParamInfo_fn>,
     pub(crate) kernel_get_function: cuKernelGetFunction_fn,
     pub(crate) module_get_global: cuModuleGetGlobal_fn,
     pub(crate) launch_kernel: cuLaunchKernel_fn,
@@ -213,6 +215,7 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
             event_elapsed: r.get("cuEventElapsedTime", "cuEventElapsedTime")?,
             func_get_attribute: r.get("cuFuncGetAttribute", "cuFuncGetAttribute")?,
             func_get_module: r.get("cuFuncGetModule", "cuFuncGetModule")?,
+            func_get_param_info: r.get("cuFuncGetParamInfo", "cuFuncGetParamInfo").ok(),
             kernel_get_function: r.get("cuKernelGetFunction", "cuKernelGetFunction")?,
             module_get_global: r.get("cuModuleGetGlobal", "cuModuleGetGlobal_v2")?,
             launch_kernel: r.get("cuLaunchKernel", "cuLaunchKernel")?,

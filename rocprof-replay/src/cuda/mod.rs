@@ -90,6 +90,11 @@ pub(crate) enum Api {
     ModuleGetGlobal,
     /// `cuLibraryGetGlobal`.
     LibraryGetGlobal,
+    /// `cuMemHostAlloc`, `cuMemAllocHost_v2`, `cuMemHostRegister_v2`: host memory the device
+    /// can reach (`register`: the range is the caller's, else the driver returns it).
+    HostAlloc { register: bool, flags: bool },
+    /// `cuMemFreeHost`, `cuMemHostUnregister`.
+    HostFree,
     /// `cuModuleUnload`: the variables the application looked up in the module go.
     ModuleUnload,
     /// `cuLibraryUnload`: the variables the application looked up in the library go.
@@ -158,6 +163,19 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuMemUnmap" => Api::MemUnmap,
         "cuModuleGetGlobal_v2" => Api::ModuleGetGlobal,
         "cuLibraryGetGlobal" => Api::LibraryGetGlobal,
+        "cuMemHostAlloc" => Api::HostAlloc {
+            register: false,
+            flags: true,
+        },
+        "cuMemAllocHost_v2" => Api::HostAlloc {
+            register: false,
+            flags: false,
+        },
+        "cuMemHostRegister_v2" => Api::HostAlloc {
+            register: true,
+            flags: true,
+        },
+        "cuMemFreeHost" | "cuMemHostUnregister" => Api::HostFree,
         "cuModuleUnload" => Api::ModuleUnload,
         "cuLibraryUnload" => Api::LibraryUnload,
         "cuGraphLaunch" => Api::GraphLaunch,
@@ -358,6 +376,9 @@ pub(crate) struct KernelFacts {
     /// The kernel's module, when the handle is known (`None`: its `__device__` variables
     /// cannot be looked up).
     pub(crate) module: Option<usize>,
+    /// Offset and size of each parameter (`None`: unknown — no handle to ask, or a driver
+    /// before CUDA 12.4).
+    pub(crate) params: Option<Arc<[(usize, usize)]>>,
 }
 
 /// Kernel handles the application obtained, by kind. A launch takes either a `CUfunction` or
@@ -386,6 +407,9 @@ pub(crate) struct Backend {
     pub(crate) kernels: RwLock<HashMap<(usize, usize), KernelFacts>>,
     pub(crate) handles: RwLock<Handles>,
     pub(crate) globals: GlobalNames,
+    /// Pinned and registered host memory (`base -> size`), process-wide: kernels whose
+    /// arguments point into it are not replayed.
+    pub(crate) host_memory: RwLock<std::collections::BTreeMap<usize, usize>>,
     pub(crate) next_dispatch: AtomicU64,
 }
 
@@ -409,6 +433,7 @@ impl Backend {
             kernels: RwLock::new(HashMap::new()),
             handles: RwLock::new(Handles::default()),
             globals: GlobalNames::default(),
+            host_memory: RwLock::new(std::collections::BTreeMap::new()),
             next_dispatch: AtomicU64::new(1),
         }
     }
@@ -532,8 +557,24 @@ impl Backend {
             let r = unsafe { (self.drv.func_get_module)(&mut m, func) };
             (r == CUDA_SUCCESS && !m.is_null()).then_some(m as usize)
         });
+        let params = function.and_then(|func| {
+            let get = self.drv.func_get_param_info?;
+            let mut out = Vec::new();
+            loop {
+                let (mut offset, mut size) = (0usize, 0usize);
+                // SAFETY: plain out-parameters; `func` is a CUfunction of this context; an
+                // index past the last parameter is an error, not undefined.
+                let r = unsafe { get(func, out.len(), &mut offset, &mut size) };
+                if r != CUDA_SUCCESS || out.len() >= 4096 {
+                    break;
+                }
+                out.push((offset, size));
+            }
+            Some(Arc::from(out))
+        });
         let facts = KernelFacts {
             name,
+            params,
             static_shared: function.map_or(0, |g| attr(g, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)),
             local: function.map_or(0, |g| attr(g, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)),
             module,
@@ -685,18 +726,16 @@ impl Backend {
                 if guarded_thread() || ctx_handle == 0 {
                     return;
                 }
-                if enter {
-                    if api == Api::GraphLaunch {
-                        warn_once(&GRAPHS, || {
-                            tracing::warn!(
-                                "graph launches (cuGraphLaunch) are not replayed: their kernels \
-                                 run once"
-                            )
-                        });
-                        // SAFETY: the parameters of cuGraphLaunch (and _ptsz).
-                        let p = unsafe { &*params.cast::<cuGraphLaunch_params>() };
-                        self.report_graph_launch(ctx_handle, p.hStream as u64);
-                    }
+                if enter && api == Api::GraphLaunch {
+                    warn_once(&GRAPHS, || {
+                        tracing::warn!(
+                            "graph launches (cuGraphLaunch) are not replayed: their kernels run \
+                             once"
+                        )
+                    });
+                    // SAFETY: the parameters of cuGraphLaunch (and _ptsz).
+                    let p = unsafe { &*params.cast::<cuGraphLaunch_params>() };
+                    self.report_graph_launch(ctx_handle, p.hStream as u64);
                 }
                 self.hold_off_window(enter, call, ctx_handle);
             }
@@ -796,6 +835,32 @@ impl Backend {
                     if !g.contains(&v) {
                         g.push(v);
                     }
+                }
+            }
+            Api::HostAlloc { register, .. } => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: the three parameter structs start with the pointer (or where the
+                // driver wrote it) and the size.
+                let p = unsafe { *params.cast::<cuMemAllocHost_v2_params>() };
+                let base = if register {
+                    p.pp as usize
+                } else if p.pp.is_null() {
+                    0
+                } else {
+                    // SAFETY: the driver wrote the new allocation's address.
+                    unsafe { *p.pp as usize }
+                };
+                if base != 0 && p.bytesize != 0 {
+                    self.host_memory.write().insert(base, p.bytesize);
+                }
+            }
+            Api::HostFree => {
+                if enter && !guarded_thread() {
+                    // SAFETY: both parameter structs are the pointer.
+                    let p = unsafe { (*params.cast::<cuMemFreeHost_params>()).p } as usize;
+                    self.host_memory.write().remove(&p);
                 }
             }
             Api::ModuleUnload | Api::LibraryUnload => {

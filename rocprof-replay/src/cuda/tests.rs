@@ -241,6 +241,25 @@ unsafe extern "C" fn func_get_module(m: *mut CUmodule, f: CUfunction) -> CUresul
     unsafe { *m = k.module as CUmodule };
     CUDA_SUCCESS
 }
+unsafe extern "C" fn func_get_param_info(
+    f: CUfunction,
+    index: usize,
+    offset: *mut usize,
+    size: *mut usize,
+) -> CUresult {
+    // ADD_ONE takes (CUdeviceptr, u32); the other kernels of these tests take nothing.
+    let params: &[(usize, usize)] = if std::ptr::eq(f.cast::<FakeKernel>(), &ADD_ONE) {
+        &[(0, 8), (8, 4)]
+    } else {
+        &[]
+    };
+    let Some(&(o, n)) = params.get(index) else {
+        return CUDA_ERROR_INVALID_VALUE;
+    };
+    // SAFETY: out-parameters.
+    unsafe { (*offset, *size) = (o, n) };
+    CUDA_SUCCESS
+}
 unsafe extern "C" fn kernel_get_function(f: *mut CUfunction, k: CUkernel) -> CUresult {
     // The one CUkernel of these tests stands for BUMP's function in the context.
     if !std::ptr::eq(k.cast::<FakeKernel>(), &KERNEL_BUMP) {
@@ -374,6 +393,7 @@ fn fake_driver() -> Driver {
         event_elapsed,
         func_get_attribute,
         func_get_module,
+        func_get_param_info: Some(func_get_param_info),
         kernel_get_function,
         module_get_global,
         launch_kernel,
@@ -392,6 +412,8 @@ const GET_FUNCTION: u32 = 16;
 const GET_KERNEL: u32 = 17;
 const MODULE_UNLOAD: u32 = 18;
 const WAIT_VALUE: u32 = 19;
+const HOST_ALLOC: u32 = 20;
+const FREE_HOST: u32 = 21;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -447,6 +469,8 @@ fn harness(passes: u32, settings: Settings) -> Harness {
         ("cuLibraryGetKernel", GET_KERNEL),
         ("cuModuleUnload", MODULE_UNLOAD),
         ("cuStreamWaitValue32_v2", WAIT_VALUE),
+        ("cuMemHostAlloc", HOST_ALLOC),
+        ("cuMemFreeHost", FREE_HOST),
     ]);
     let be: &'static Backend = Box::leak(Box::new(Backend::new(
         fake_driver(),
@@ -833,6 +857,60 @@ fn launches_into_a_stream_that_waited_on_memory_are_not_replayed() {
     h.launch(&ADD_ONE, &mut args, 0x6600);
     assert_eq!(buf.values(), vec![2; 8]);
     assert_eq!(h.outcomes()[1].1.kind, OutcomeKind::Replayed);
+}
+
+#[test]
+fn a_kernel_given_pinned_host_memory_runs_once_declined_and_others_replay() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    // The application's cuMemHostAlloc (fake memory is host memory anyway).
+    let pinned = fake_alloc(32);
+    let mut out: *mut c_void = std::ptr::null_mut();
+    let params = cuMemHostAlloc_params {
+        pp: &mut out,
+        bytesize: 32,
+        Flags: 0,
+    };
+    h.call(
+        HOST_ALLOC,
+        c"cuMemHostAlloc",
+        (&params as *const cuMemHostAlloc_params).cast(),
+        c"",
+        || {
+            out = pinned as *mut c_void;
+            CUDA_SUCCESS
+        },
+    );
+    // Counters inside the pinned block (an interior pointer).
+    let mut counter = Buffer {
+        ptr: pinned as CUdeviceptr + 4,
+        n: 4,
+    };
+    let mut args = counter.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(
+        counter.values(),
+        vec![1; 4],
+        "incremented once, not once per pass"
+    );
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Declined(DeclineReason::HostMemory)
+    );
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.outcomes()[1].1.kind, OutcomeKind::Replayed);
+    // Once freed, that range is no longer the application's host memory.
+    let free = cuMemFreeHost_params { p: out };
+    h.call(
+        FREE_HOST,
+        c"cuMemFreeHost",
+        (&free as *const cuMemFreeHost_params).cast(),
+        c"",
+        || CUDA_SUCCESS,
+    );
+    assert!(h.be.host_memory.read().is_empty());
 }
 
 #[test]

@@ -30,6 +30,7 @@ use super::api::{Driver, error_name};
 use super::arena;
 use super::{Backend, Ctx, GUARD, Guard, KernelFacts, LaunchApi, warn_once};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
+use crate::engine::gate;
 use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Staging, Transfer};
 use crate::engine::window::{PassError, ReplayTarget};
 use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
@@ -121,6 +122,65 @@ impl Launch {
         } else {
             self.stream
         }
+    }
+
+    /// The bytes of the launch's arguments, for inspection: each parameter (sizes from
+    /// `params`) read through `kernelParams` and padded to 8 bytes (so a pointer inside a
+    /// parameter stays 8-byte aligned), or the buffer named by `extra`. `None` when they
+    /// cannot be known (no parameter sizes, an `extra` this code does not read).
+    ///
+    /// # Safety
+    /// The application thread is still inside the original call (its arguments are alive).
+    pub(crate) unsafe fn argument_bytes(
+        &self,
+        params: Option<&[(usize, usize)]>,
+    ) -> Option<Vec<u8>> {
+        // cuda.h's CU_LAUNCH_PARAM_END, _BUFFER_POINTER and _BUFFER_SIZE, as integers.
+        const END: usize = 0x00;
+        const BUFFER_POINTER: usize = 0x01;
+        const BUFFER_SIZE: usize = 0x02;
+        let mut out = Vec::new();
+        if !self.params.is_null() {
+            for (i, &(_, size)) in params?.iter().enumerate() {
+                // SAFETY: kernelParams holds one pointer per parameter (caller contract).
+                let p = unsafe { *self.params.add(i) };
+                if p.is_null() {
+                    return None;
+                }
+                // SAFETY: the parameter's `size` bytes, as the driver reads them.
+                out.extend_from_slice(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size) });
+                out.resize(out.len().next_multiple_of(8), 0);
+            }
+        } else if !self.extra.is_null() {
+            let (mut buffer, mut size): (*const u8, Option<usize>) = (std::ptr::null(), None);
+            for pair in 0..16 {
+                // SAFETY: `extra` is a key/value list ended by CU_LAUNCH_PARAM_END (a key
+                // without a value).
+                let key = unsafe { *self.extra.add(2 * pair) } as usize;
+                if key == END {
+                    break;
+                }
+                // SAFETY: every other key has its value after it.
+                let value = unsafe { *self.extra.add(2 * pair + 1) };
+                match key {
+                    BUFFER_POINTER => buffer = value.cast(),
+                    BUFFER_SIZE if !value.is_null() => {
+                        // SAFETY: the value of BUFFER_SIZE points at a size_t.
+                        size = Some(unsafe { *value.cast::<usize>() });
+                    }
+                    _ => return None,
+                }
+            }
+            let size = size?;
+            if buffer.is_null() && size > 0 {
+                return None;
+            }
+            if size > 0 {
+                // SAFETY: the argument buffer of `size` bytes the driver reads.
+                out.extend_from_slice(unsafe { std::slice::from_raw_parts(buffer, size) });
+            }
+        }
+        Some(out)
     }
 
     /// Launches the kernel again, unchanged, into `stream`. Attributes that would record an
@@ -298,6 +358,8 @@ struct Job {
     launch: Launch,
     /// The kernel's module (`None`: unknown).
     module: Option<usize>,
+    /// Offset and size of each parameter (`None`: unknown).
+    params: Option<Arc<[(usize, usize)]>>,
     hand: Arc<Handoff>,
     /// Recorded by the application thread on its per-thread default stream (0: none).
     before: usize,
@@ -424,6 +486,7 @@ pub(crate) unsafe fn enter_launch(
         info,
         launch,
         module: facts.module,
+        params: facts.params.clone(),
         hand: hand.clone(),
         before,
     };
@@ -876,11 +939,34 @@ impl DeviceMemory for CudaTarget<'_> {
 }
 
 impl ReplayTarget for CudaTarget<'_> {
-    fn waits_on_peers(&self) -> bool {
-        self.ctx
+    fn refusal(&self) -> Option<DeclineReason> {
+        if self
+            .ctx
             .waiting_streams
             .lock()
             .contains(&(self.job.launch.stream as usize))
+        {
+            return Some(DeclineReason::StreamMemoryWait);
+        }
+        let host = self.be.host_memory.read();
+        if host.is_empty() {
+            return None;
+        }
+        // SAFETY: the launch's own arguments, valid while its call is in progress.
+        match unsafe { self.job.launch.argument_bytes(self.job.params.as_deref()) } {
+            Some(bytes) if !gate::points_into(&bytes, &host) => None,
+            Some(_) => Some(DeclineReason::HostMemory),
+            None => {
+                warn_once(&NO_PARAM_INFO, || {
+                    tracing::warn!(
+                        "a kernel's parameters cannot be inspected (no cuFuncGetParamInfo, or an \
+                         unknown handle) while pinned host memory exists: it is not replayed, \
+                         as it may write that memory"
+                    )
+                });
+                Some(DeclineReason::HostMemory)
+            }
+        }
     }
 
     fn begin(&mut self) -> Result<(), DeclineReason> {
@@ -1106,6 +1192,7 @@ impl ReplayTarget for CudaTarget<'_> {
 }
 
 static NO_MODULE: std::sync::Once = std::sync::Once::new();
+static NO_PARAM_INFO: std::sync::Once = std::sync::Once::new();
 static UNREADABLE: std::sync::Once = std::sync::Once::new();
 
 /// The writable variables of `module`, resolving names learned since the last look.

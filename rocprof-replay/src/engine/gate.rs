@@ -4,9 +4,12 @@
 //! - **Communication kernels** (NCCL, RCCL, NVSHMEM, MSCCL++): they wait for flags that peer
 //!   GPUs or processes write once per collective. A second pass would wait for writes that never
 //!   come (Nsight Compute is known to hang there), so they run once, the ordinary way.
-//! - **Work behind a stream memory wait** (CUDA `cuStreamWaitValue*`, wait operations of
-//!   `cuStreamBatchMemOp`): the stream waits on memory another agent writes; the backend says so
-//!   through [`ReplayTarget::waits_on_peers`](super::window::ReplayTarget::waits_on_peers).
+//! - What the backend knows ([`ReplayTarget::refusal`](super::window::ReplayTarget::refusal)):
+//!   work behind a stream memory wait (CUDA `cuStreamWaitValue*`, `cuStreamBatchMemOp`: the
+//!   stream waits on memory another agent writes), or arguments that point into memory the
+//!   engine cannot restore (CUDA pinned and registered host memory: the application's host
+//!   threads can read and write it at any time, so its writes would be repeated per pass or a
+//!   restore would race them).
 
 use crate::dispatch::DispatchInfo;
 use crate::policy::DeclineReason;
@@ -27,8 +30,11 @@ pub(crate) fn is_communication_kernel(kernel: &str) -> bool {
     COMMUNICATION_KERNELS.iter().any(|p| kernel.contains(p))
 }
 
-/// Why `info` must not be replayed, if it must not.
-pub(crate) fn refuses(info: &DispatchInfo, waits_on_peers: bool) -> Option<DeclineReason> {
+/// Why `info` must not be replayed, if it must not; `backend` is what the backend knows.
+pub(crate) fn refuses(
+    info: &DispatchInfo,
+    backend: Option<DeclineReason>,
+) -> Option<DeclineReason> {
     if info
         .kernel_name
         .as_deref()
@@ -36,7 +42,23 @@ pub(crate) fn refuses(info: &DispatchInfo, waits_on_peers: bool) -> Option<Decli
     {
         return Some(DeclineReason::CommunicationKernel);
     }
-    waits_on_peers.then_some(DeclineReason::StreamMemoryWait)
+    backend
+}
+
+/// Whether any 8-byte-aligned word of `args` (a kernel's argument bytes) is an address inside
+/// one of `ranges` (`base -> size`, disjoint).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // only the CUDA backend asks today
+pub(crate) fn points_into(args: &[u8], ranges: &std::collections::BTreeMap<usize, usize>) -> bool {
+    if ranges.is_empty() {
+        return false;
+    }
+    args.chunks_exact(8).any(|w| {
+        let addr = u64::from_ne_bytes(w.try_into().expect("8 bytes")) as usize;
+        ranges
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(base, size)| addr < base.saturating_add(*size))
+    })
 }
 
 #[cfg(test)]
@@ -68,11 +90,34 @@ mod tests {
     fn the_gate_names_its_reason() {
         let mut info = crate::testing::dispatch("ncclDevKernel_Broadcast_RING_LL");
         assert_eq!(
-            refuses(&info, false),
+            refuses(&info, None),
             Some(DeclineReason::CommunicationKernel)
         );
         info.kernel_name = Some("gemm".into());
-        assert_eq!(refuses(&info, false), None);
-        assert_eq!(refuses(&info, true), Some(DeclineReason::StreamMemoryWait));
+        assert_eq!(refuses(&info, None), None);
+        assert_eq!(
+            refuses(&info, Some(DeclineReason::StreamMemoryWait)),
+            Some(DeclineReason::StreamMemoryWait)
+        );
+    }
+
+    #[test]
+    fn argument_words_are_checked_against_the_ranges() {
+        let mut ranges = std::collections::BTreeMap::new();
+        assert!(!points_into(&[0xff; 16], &ranges));
+        ranges.insert(0x1000, 0x100);
+        ranges.insert(0x8000, 8);
+        let words = |ws: &[u64]| ws.iter().flat_map(|w| w.to_ne_bytes()).collect::<Vec<u8>>();
+        assert!(points_into(&words(&[7, 0x1000]), &ranges), "the base");
+        assert!(points_into(&words(&[0x10ff]), &ranges), "the last byte");
+        assert!(
+            !points_into(&words(&[0x1100, 0xfff, 0x8008]), &ranges),
+            "just outside"
+        );
+        assert!(points_into(&words(&[0x8007]), &ranges));
+        assert!(
+            !points_into(&[0x00, 0x10, 0, 0], &ranges),
+            "a short tail is no word"
+        );
     }
 }

@@ -79,10 +79,11 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     fn contended(&self) -> bool;
     /// Releases the agent (end of the window); called once, before `on_end`.
     fn end(&mut self);
-    /// Whether the dispatch is queued behind a wait for memory another agent writes (a stream
-    /// memory wait): it is then never replayed ([`gate`]).
-    fn waits_on_peers(&self) -> bool {
-        false
+    /// Why the backend knows this dispatch must not be replayed, before the window takes the
+    /// agent ([`gate`]): it is queued behind a wait for memory another agent writes, or its
+    /// arguments point into memory the engine cannot restore. `None`: nothing known.
+    fn refusal(&self) -> Option<DeclineReason> {
+        None
     }
 }
 
@@ -171,7 +172,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     };
     let total = fixed.then_some(limit);
 
-    if let Some(reason) = gate::refuses(info, target.waits_on_peers()) {
+    if let Some(reason) = gate::refuses(info, target.refusal()) {
         tracing::info!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "not replayed: the dispatch runs once");
         return ordinary(target, OutcomeKind::Declined(reason), state);
     }

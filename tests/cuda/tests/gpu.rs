@@ -209,6 +209,45 @@ fn an_application_that_holds_cupti_still_runs() {
     .unwrap();
 }
 
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn kernels_writing_host_memory_run_once_and_device_kernels_replay() {
+    require_gpu();
+    let exe = cuda_app("host_memory", false);
+    let rec = records_path("host_memory");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+    save("host_memory", &r);
+    r.assert_success("host_memory under the tool");
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    let recs = records(&rec);
+    let kinds: Vec<(String, String)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["outcome"].as_str().unwrap_or("").to_string(),
+                r["reason"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let host = ("declined".to_string(), "host_memory".to_string());
+    assert_eq!(
+        kinds,
+        vec![
+            host.clone(),
+            host.clone(),
+            host,
+            ("replayed".to_string(), String::new())
+        ],
+        "mapped, pinned and registered memory declined, device memory replayed: {recs:?}"
+    );
+}
+
 fn python() -> PathBuf {
     PathBuf::from(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()))
 }

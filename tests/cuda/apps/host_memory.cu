@@ -1,0 +1,71 @@
+// host_memory: kernels that write host memory the device can reach — mapped pinned memory
+// (cudaHostAlloc with cudaHostAllocMapped), page-locked memory (cudaMallocHost) and registered
+// memory (cudaHostRegister) — and one that writes device memory. Each kernel adds 1 to every
+// element, so a replay that repeats the host writes shows as a value above 1. Prints one
+// `check` line per buffer and `RESULT OK` or `RESULT FAIL`.
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+__global__ void add_one(unsigned int* d, size_t n) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) d[i] += 1;
+}
+
+static int failures = 0;
+
+#define CK(x)                                                                        \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      printf("RESULT FAIL\n");                                                       \
+      return 1;                                                                      \
+    }                                                                                \
+  } while (0)
+
+static void check(const char* name, const unsigned int* h, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += h[i] != 1;
+  printf("check %s first=%u bad=%zu %s\n", name, h[0], bad, bad ? "FAIL" : "ok");
+  if (bad) failures++;
+}
+
+int main() {
+  const size_t n = 4096;
+  unsigned int* mapped = nullptr;
+  CK(cudaHostAlloc((void**)&mapped, n * 4, cudaHostAllocMapped));
+  memset(mapped, 0, n * 4);
+  add_one<<<(n + 255) / 256, 256>>>(mapped, n);
+  CK(cudaDeviceSynchronize());
+  check("mapped", mapped, n);
+
+  unsigned int* pinned = nullptr;
+  CK(cudaMallocHost((void**)&pinned, n * 4));
+  memset(pinned, 0, n * 4);
+  add_one<<<(n + 255) / 256, 256>>>(pinned, n);
+  CK(cudaDeviceSynchronize());
+  check("pinned", pinned, n);
+
+  unsigned int* plain = (unsigned int*)calloc(n, 4);
+  CK(cudaHostRegister(plain, n * 4, cudaHostRegisterMapped));
+  add_one<<<(n + 255) / 256, 256>>>(plain, n);
+  CK(cudaDeviceSynchronize());
+  check("registered", plain, n);
+
+  unsigned int* dev = nullptr;
+  CK(cudaMalloc((void**)&dev, n * 4));
+  CK(cudaMemset(dev, 0, n * 4));
+  add_one<<<(n + 255) / 256, 256>>>(dev, n);
+  unsigned int* back = (unsigned int*)malloc(n * 4);
+  CK(cudaMemcpy(back, dev, n * 4, cudaMemcpyDeviceToHost));
+  check("device", back, n);
+
+  CK(cudaHostUnregister(plain));
+  CK(cudaFreeHost(pinned));
+  CK(cudaFreeHost(mapped));
+  CK(cudaFree(dev));
+  printf("RESULT %s\n", failures ? "FAIL" : "OK");
+  return failures ? 1 : 0;
+}
