@@ -45,10 +45,13 @@
 //! every policy would have to write `type Continuation = Fixed;`, and an associated const
 //! cannot bound a constructor; both would also check the *declaration*, not the method — a
 //! policy could declare the decision and forget to implement it. Here the implementation
-//! itself is what is checked. The cost: the error is reported by `cargo build` (and `cargo
-//! test`, and the build a tool library needs anyway), not by `cargo check` or an editor, which
-//! stop before constants of generic code are evaluated. `tests/ui/fail/consulting_plan_without_should_continue.rs` holds
-//! the exact message.
+//! itself is what is checked. The costs: the error is reported by `cargo build` and `cargo
+//! test`, not by `cargo check` or an editor, which stop before constants of generic code are
+//! evaluated; and it is reported where the policy is used — exported by
+//! [`#[rocprof_tool]`](crate::rocprof_tool), run by [`testing::simulate`](crate::testing::simulate),
+//! its `pass_count` called — which every tool is before it can run. The message names the
+//! policy (`MissingShouldContinue::<Tool>`, "while instantiating `<Tool as
+//! ReplayPolicy>::should_continue`"); `tests/ui/fail/*_without_should_continue.rs` hold it.
 //!
 //! User data: the reference copies a `user_data` union per pass. Here the per-dispatch state is
 //! the typed [`ReplayPolicy::State`], created by `pass_count` together with the plan:
