@@ -284,7 +284,6 @@ pub trait ReplayPolicy: Send + Sync + 'static {
     /// docs](crate::policy#the-continue-decision-a-trait-method-checked-when-the-tool-is-built)).
     fn should_continue(&self, info: &DispatchInfo, state: &Self::State, completed: u32) -> bool {
         let _ = (info, state, completed);
-        #[allow(clippy::let_unit_value)]
         let () = MissingShouldContinue::<Self>::ERROR;
         false
     }
@@ -355,7 +354,7 @@ impl<'a> Pass<'a> {
     /// impl ReplayPolicy for EvenPasses {
     ///     type State = ();
     ///     type PassState = PassGuard; // ends the override when the pass ends
-    ///     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    ///     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
     ///         PassPlan::exactly(4, ())
     ///     }
     ///     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), guard: &mut PassGuard) {
