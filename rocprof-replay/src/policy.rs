@@ -113,12 +113,10 @@ impl<P: ReplayPolicy + ?Sized> Consults<P> {
 /// Evaluated only when a policy that kept the default
 /// [`should_continue`](ReplayPolicy::should_continue) builds a consulting plan: the build fails
 /// with this message, naming the policy as the type parameter.
-#[doc(hidden)]
-pub struct MissingShouldContinue<P: ?Sized>(PhantomData<P>);
+pub(crate) struct MissingShouldContinue<P: ?Sized>(PhantomData<P>);
 
 impl<P: ?Sized> MissingShouldContinue<P> {
-    #[doc(hidden)]
-    pub const ERROR: () = panic!(
+    pub(crate) const ERROR: () = panic!(
         "this policy returns a consulting plan (`PassPlan::up_to` or `PassPlan::until`) but does \
          not implement `ReplayPolicy::should_continue`, which such a plan asks after every pass: \
          implement `should_continue`, or return `PassPlan::exactly(n, state)` for a fixed \
