@@ -206,9 +206,9 @@ pub enum Plan {
     Skip,
     /// `n % 7` passes (0 and 1 run once, as skipped).
     Exactly(u8),
-    /// Up to `n % 7` passes; the continue decision stops after `stop % 7` completed.
+    /// Up to `n % 7` passes; `should_continue` stops after `stop % 7` completed.
     UpTo(u8, u8),
-    /// Open-ended; the continue decision stops after `stop % 7` completed.
+    /// Open-ended; `should_continue` stops after `stop % 7` completed.
     Until(u8),
     /// More than `MAX_PASSES`.
     TooMany,
@@ -217,8 +217,8 @@ pub enum Plan {
     PanicInOnPass(u8),
     /// Exactly 4 passes; `on_pass_end` panics at pass `k % 4`.
     PanicInOnPassEnd(u8),
-    /// Up to 4 passes; the continue decision panics.
-    PanicInKeepGoing,
+    /// Up to 4 passes; `should_continue` panics.
+    PanicInShouldContinue,
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -247,7 +247,7 @@ impl Plan {
             Plan::PanicInPassCount => (5, 0, 0),
             Plan::PanicInOnPass(k) => (6, k % 4, 0),
             Plan::PanicInOnPassEnd(k) => (7, k % 4, 0),
-            Plan::PanicInKeepGoing => (8, 0, 0),
+            Plan::PanicInShouldContinue => (8, 0, 0),
         };
         u32::from(tag) | u32::from(a) << 8 | u32::from(b) << 16
     }
@@ -262,7 +262,7 @@ impl Plan {
             5 => Plan::PanicInPassCount,
             6 => Plan::PanicInOnPass(a),
             7 => Plan::PanicInOnPassEnd(a),
-            8 => Plan::PanicInKeepGoing,
+            8 => Plan::PanicInShouldContinue,
             _ => Plan::Skip,
         }
     }
@@ -274,7 +274,7 @@ impl Plan {
             Plan::PanicInPassCount
                 | Plan::PanicInOnPass(_)
                 | Plan::PanicInOnPassEnd(_)
-                | Plan::PanicInKeepGoing
+                | Plan::PanicInShouldContinue
         )
     }
 
@@ -325,20 +325,25 @@ impl ReplayPolicy for FuzzPolicy {
     type State = Plan;
     type PassState = ();
 
-    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<'_, Plan> {
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Self> {
         let plan = Plan::decode(info.private_segment_size);
-        let stop = |s: u8| move |_: &Plan, done: u32| done < u32::from(s);
         match plan {
             Plan::Skip => PassPlan::skip(),
             Plan::Exactly(n) => PassPlan::exactly(u32::from(n), plan),
-            Plan::UpTo(n, s) => PassPlan::up_to(u32::from(n), plan, stop(s)),
-            Plan::Until(s) => PassPlan::until(plan, stop(s)),
+            Plan::UpTo(n, _) => PassPlan::up_to(u32::from(n), plan),
+            Plan::Until(_) => PassPlan::until(plan),
             Plan::TooMany => PassPlan::exactly(MAX_PASSES + 1, plan),
             Plan::PanicInPassCount => planned_panic("pass_count"),
             Plan::PanicInOnPass(_) | Plan::PanicInOnPassEnd(_) => PassPlan::exactly(4, plan),
-            Plan::PanicInKeepGoing => {
-                PassPlan::up_to(4, plan, |_, _| planned_panic("the continue decision"))
-            }
+            Plan::PanicInShouldContinue => PassPlan::up_to(4, plan),
+        }
+    }
+
+    fn should_continue(&self, _: &DispatchInfo, plan: &Plan, done: u32) -> bool {
+        match *plan {
+            Plan::UpTo(_, s) | Plan::Until(s) => done < u32::from(s),
+            Plan::PanicInShouldContinue => planned_panic("should_continue"),
+            _ => unreachable!("only consulting plans ask should_continue"),
         }
     }
 

@@ -359,7 +359,7 @@ pub struct NoPolicy;
 impl rocprof_replay::ReplayPolicy for NoPolicy {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &rocprof_replay::DispatchInfo) -> rocprof_replay::PassPlan<'_, ()> {
+    fn pass_count(&self, _: &rocprof_replay::DispatchInfo) -> rocprof_replay::PassPlan<Self> {
         rocprof_replay::PassPlan::skip()
     }
 }

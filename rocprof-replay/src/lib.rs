@@ -27,7 +27,7 @@
 //!     type State = ();
 //!     type PassState = ();
 //!
-//!     fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<'_, ()> {
+//!     fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<Self> {
 //!         PassPlan::exactly(5, ())
 //!     }
 //!
@@ -90,7 +90,7 @@ pub use context::{Context, LoopContexts, PassGuard, Service};
 pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 pub use error::Error;
 pub use policy::{
-    DeclineReason, FailureReason, KeepGoing, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome,
+    Consults, DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome,
     OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy,
 };
 pub use rocprof_replay_macros::rocprof_tool;

@@ -4,16 +4,54 @@
 //!
 //! | reference (rocprofiler-sdk) | rocprof-replay |
 //! |---|---|
-//! | `replay_pass_count` left NULL | [`ReplayPolicy::pass_count`] returns [`PassPlan::Skip`]: not replayed, no snapshot |
-//! | returns 1 | [`PassPlan::Exactly`] / [`PassPlan::UpTo`] with 1 pass: not replayed, no snapshot |
-//! | returns N > 1, no continue callback | [`PassPlan::exactly`]`(N, state)`: exactly N passes |
-//! | returns N > 1 with a continue callback | [`PassPlan::up_to`]`(N, state, keep_going)`: up to N passes, `keep_going` may stop early |
-//! | returns 0 with a continue callback | [`PassPlan::until`]`(state, keep_going)`: until `keep_going` says stop, capped at [`MAX_OPEN_ENDED_PASSES`] |
-//! | returns 0 without one | cannot be written: [`PassPlan::until`] takes the decision as an argument |
+//! | `replay_pass_count` | [`ReplayPolicy::pass_count`]: returns the [`PassPlan`] and creates the per-dispatch state |
+//! | `replay_continue` | [`ReplayPolicy::should_continue`]: consulted after each completed pass but the last allowed one, by a consulting plan only |
+//! | PASS ENTER / PASS EXIT | [`ReplayPolicy::on_pass`] / [`ReplayPolicy::on_pass_end`] |
+//! | `replay_pass_count` left NULL | `pass_count` returns [`PassPlan::Skip`]: not replayed, no snapshot |
+//! | returns 1 | a plan with 1 pass (or 0 for [`PassPlan::exactly`]): not replayed, no snapshot |
+//! | returns N > 1, no continue callback | [`PassPlan::exactly`]`(N, state)`: exactly N passes, `should_continue` never consulted |
+//! | returns N > 1 with a continue callback | [`PassPlan::up_to`]`(N, state)`: up to N passes, `should_continue` may stop early |
+//! | returns 0 with a continue callback | [`PassPlan::until`]`(state)`: until `should_continue` says stop, capped at [`MAX_OPEN_ENDED_PASSES`] |
+//! | returns 0 without one | does not build: a consulting plan of a policy that does not implement `should_continue` is a compile-time error (below) |
 //!
-//! The continue decision is part of the plan, not a separate trait method: a plan that may stop
-//! early carries the closure that decides, so "an open-ended plan without a decision" or "a
-//! decision the engine never asks" cannot be expressed.
+//! # The continue decision: a trait method, checked when the tool is built
+//!
+//! [`should_continue`](ReplayPolicy::should_continue) is a method of the trait, like the
+//! reference's `replay_continue`, so it can read the policy's settings (`&self`), the
+//! dispatch, the per-dispatch state and the number of completed passes. The plan says whether
+//! it is consulted: [`PassPlan::exactly`] never consults it, [`PassPlan::up_to`] and
+//! [`PassPlan::until`] consult it after every completed pass but the last allowed one. So a
+//! tool that implements `should_continue` and returns a consulting plan always has it asked;
+//! nothing else in the engine decides to skip it.
+//!
+//! The other direction — a consulting plan from a policy that does *not* implement
+//! `should_continue` — is rejected when the tool is built, with no declaration to write:
+//!
+//! - `should_continue` has a default body (so the 90% case, `PassPlan::exactly(5, ())`, writes
+//!   nothing for it), but that body refers to an associated constant whose evaluation fails
+//!   with the message "this policy returns a consulting plan ... but does not implement
+//!   `ReplayPolicy::should_continue`". Rust evaluates such a constant only for the
+//!   instantiations that are actually used.
+//! - The only place that uses `P::should_continue` is [`PassPlan::up_to`] / [`PassPlan::until`]:
+//!   they store it in the plan (in a [`Consults`] value, which nothing else can make) and the
+//!   engine calls what the plan carries. So the default body is instantiated — and the build
+//!   fails, naming the policy type (`MissingShouldContinue::<Tool>`) — exactly when a policy
+//!   that kept the default builds a consulting plan; a policy that overrides the method never
+//!   instantiates the default, and one that only returns `exactly` plans never instantiates
+//!   either.
+//!
+//! Why not a declaration (an associated type or const stating "this policy decides", with the
+//! consulting constructors bounded on it): associated type defaults are not stable Rust, so
+//! every policy would have to write `type Continuation = Fixed;`, and an associated const
+//! cannot bound a constructor; both would also check the *declaration*, not the method — a
+//! policy could declare the decision and forget to implement it. Here the implementation
+//! itself is what is checked. The costs: the error is reported by `cargo build` and `cargo
+//! test`, not by `cargo check` or an editor, which stop before constants of generic code are
+//! evaluated; and it is reported where the policy is used — exported by
+//! [`#[rocprof_tool]`](crate::rocprof_tool), run by [`testing::simulate`](crate::testing::simulate),
+//! its `pass_count` called — which every tool is before it can run. The message names the
+//! policy (`MissingShouldContinue::<Tool>`, "while instantiating `<Tool as
+//! ReplayPolicy>::should_continue`"); `tests/ui/fail/*_without_should_continue.rs` hold it.
 //!
 //! User data: the reference copies a `user_data` union per pass. Here the per-dispatch state is
 //! the typed [`ReplayPolicy::State`], created by `pass_count` together with the plan:
@@ -23,13 +61,14 @@
 //! | `replay_pass_count` | the CONFIG ENTER value | the state does not exist yet: `pass_count` creates it |
 //! | PASS ENTER | the CONFIG value, every pass | `on_pass(&mut State, &mut PassState)`: the per-dispatch state as left by earlier callbacks, and a fresh `PassState::default()` |
 //! | PASS EXIT | what PASS ENTER of the same pass wrote | `on_pass_end(&mut State, &mut PassState)`: the same `PassState` value `on_pass` wrote |
-//! | `replay_continue` | the CONFIG value | the plan's `keep_going(&State, completed)`: the per-dispatch state (mutations made in pass callbacks are visible, as through the reference's `ptr`) |
+//! | `replay_continue` | the CONFIG value | `should_continue(&DispatchInfo, &State, completed)`: the per-dispatch state (mutations made in pass callbacks are visible, as through the reference's `ptr`) |
 //! | CONFIG EXIT | the CONFIG value | `on_end(State, &Outcome)`: the state by value, dropped afterwards |
 //!
 //! A pass's `PassState` is dropped when the pass ends, so nothing in it leaks into the next
-//! pass; anything that must influence `keep_going` belongs in `State`. A
+//! pass; anything that must influence `should_continue` belongs in `State`. A
 //! [`PassGuard`] kept in the `PassState` ends its context override when the pass ends.
 
+use std::marker::PhantomData;
 use std::time::{Duration, SystemTime};
 
 use crate::context::{Context, LoopContexts, PassGuard};
@@ -42,45 +81,91 @@ pub const MAX_OPEN_ENDED_PASSES: u32 = 1000;
 /// declined ([`DeclineReason::TooManyPasses`]) and the dispatch runs once.
 pub const MAX_PASSES: u32 = 10_000;
 
-/// The continue decision of a plan that may stop early: called after each completed pass but
-/// the last allowed one with the per-dispatch state and the number of passes completed;
-/// `false` stops the loop. It may borrow the policy (`&self`), so it can read its settings.
-pub type KeepGoing<'p, S> = Box<dyn FnMut(&S, u32) -> bool + 'p>;
+/// The decision a consulting plan ([`PassPlan::UpTo`], [`PassPlan::Until`]) carries: the
+/// policy's [`should_continue`](ReplayPolicy::should_continue).
+///
+/// Only [`PassPlan::up_to`] and [`PassPlan::until`] make one, which is what makes a consulting
+/// plan of a policy without `should_continue` fail to build (see the [module
+/// docs](self#the-continue-decision-a-trait-method-checked-when-the-tool-is-built)).
+pub struct Consults<P: ReplayPolicy + ?Sized> {
+    decide: fn(&P, &DispatchInfo, &P::State, u32) -> bool,
+}
+
+impl<P: ReplayPolicy + ?Sized> Consults<P> {
+    fn of_policy() -> Self {
+        Consults {
+            decide: P::should_continue,
+        }
+    }
+
+    /// Asks the policy whether another pass runs after `completed` passes.
+    pub(crate) fn ask(
+        &self,
+        policy: &P,
+        info: &DispatchInfo,
+        state: &P::State,
+        completed: u32,
+    ) -> bool {
+        (self.decide)(policy, info, state, completed)
+    }
+}
+
+/// Evaluated only when a policy that kept the default
+/// [`should_continue`](ReplayPolicy::should_continue) builds a consulting plan: the build fails
+/// with this message, naming the policy as the type parameter.
+pub(crate) struct MissingShouldContinue<P: ?Sized>(PhantomData<P>);
+
+impl<P: ?Sized> MissingShouldContinue<P> {
+    pub(crate) const ERROR: () = panic!(
+        "this policy returns a consulting plan (`PassPlan::up_to` or `PassPlan::until`) but does \
+         not implement `ReplayPolicy::should_continue`, which such a plan asks after every pass: \
+         implement `should_continue`, or return `PassPlan::exactly(n, state)` for a fixed \
+         number of passes"
+    );
+}
 
 /// How many times to run a dispatch, with the per-dispatch state that lives until the end.
 ///
-/// `'p` is the lifetime of the policy the plan came from: a continue decision may borrow it.
-/// Build one with [`skip`](Self::skip), [`exactly`](Self::exactly), [`up_to`](Self::up_to) or
-/// [`until`](Self::until).
-pub enum PassPlan<'p, S> {
+/// `P` is the policy the plan came from (`fn pass_count(&self, ..) -> PassPlan<Self>`); the
+/// state is its [`State`](ReplayPolicy::State). Build one with [`skip`](Self::skip),
+/// [`exactly`](Self::exactly) (a fixed number of passes), or [`up_to`](Self::up_to) and
+/// [`until`](Self::until) (consulting plans: [`ReplayPolicy::should_continue`] decides after
+/// each pass). Match on the variants in tests (`PassPlan::Exactly { passes: 5, .. }`).
+pub enum PassPlan<P: ReplayPolicy + ?Sized> {
     /// Do not replay: the dispatch runs once, the ordinary way, with no snapshot.
     Skip,
-    /// Run exactly `passes` times (0 or 1 means: do not replay).
+    /// Run exactly `passes` times (0 or 1 means: do not replay); never consults
+    /// [`should_continue`](ReplayPolicy::should_continue).
     Exactly {
         /// Number of passes.
         passes: u32,
         /// Per-dispatch state.
-        state: S,
+        state: P::State,
     },
-    /// Run at most `passes` times; `keep_going` may stop earlier.
+    /// Run at most `passes` times (0 or 1 means: do not replay);
+    /// [`should_continue`](ReplayPolicy::should_continue) may stop earlier.
     UpTo {
         /// Upper bound on passes.
         passes: u32,
         /// Per-dispatch state.
-        state: S,
-        /// The continue decision.
-        keep_going: KeepGoing<'p, S>,
+        state: P::State,
+        /// The continue decision (made by [`PassPlan::up_to`] only).
+        decision: Consults<P>,
     },
-    /// Run until `keep_going` returns false, at most [`MAX_OPEN_ENDED_PASSES`] times.
+    /// Run until [`should_continue`](ReplayPolicy::should_continue) returns false, at most
+    /// [`MAX_OPEN_ENDED_PASSES`] times.
     Until {
         /// Per-dispatch state.
-        state: S,
-        /// The continue decision.
-        keep_going: KeepGoing<'p, S>,
+        state: P::State,
+        /// The continue decision (made by [`PassPlan::until`] only).
+        decision: Consults<P>,
     },
 }
 
-impl<S: std::fmt::Debug> std::fmt::Debug for PassPlan<'_, S> {
+impl<P: ReplayPolicy + ?Sized> std::fmt::Debug for PassPlan<P>
+where
+    P::State: std::fmt::Debug,
+{
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PassPlan::Skip => f.write_str("Skip"),
@@ -102,23 +187,26 @@ impl<S: std::fmt::Debug> std::fmt::Debug for PassPlan<'_, S> {
     }
 }
 
-impl<'p, S> PassPlan<'p, S> {
+impl<P: ReplayPolicy + ?Sized> PassPlan<P> {
     /// [`PassPlan::Skip`]: the dispatch runs once, the ordinary way.
     pub fn skip() -> Self {
         PassPlan::Skip
     }
 
-    /// [`PassPlan::Exactly`]: `passes` passes, no early stop.
-    pub fn exactly(passes: u32, state: S) -> Self {
+    /// [`PassPlan::Exactly`]: `passes` passes, no early stop;
+    /// [`should_continue`](ReplayPolicy::should_continue) is never consulted.
+    pub fn exactly(passes: u32, state: P::State) -> Self {
         PassPlan::Exactly { passes, state }
     }
 
     /// [`PassPlan::UpTo`]: at most `passes` passes; after each completed pass but the last,
-    /// `keep_going(&state, completed)` decides whether another one runs.
+    /// [`should_continue`](ReplayPolicy::should_continue)`(info, &state, completed)` decides
+    /// whether another one runs. The policy must implement `should_continue`, or it does not
+    /// build (see the [module docs](self#the-continue-decision-a-trait-method-checked-when-the-tool-is-built)).
     ///
     /// ```
     /// use rocprof_replay::{DispatchInfo, PassPlan, PassReport, ReplayPolicy};
-    /// use std::time::{Duration, SystemTime};
+    /// use std::time::Duration;
     ///
     /// /// Up to 20 passes; stops once 3 passes took under `fast` each.
     /// struct UntilThreeFast { fast: Duration }
@@ -126,29 +214,34 @@ impl<'p, S> PassPlan<'p, S> {
     /// impl ReplayPolicy for UntilThreeFast {
     ///     type State = u32; // fast passes so far
     ///     type PassState = ();
-    ///     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, u32> {
-    ///         // The decision borrows `self`; it sees the state as `on_pass_end` left it.
-    ///         PassPlan::up_to(20, 0, |fast, _completed| *fast < 3)
+    ///     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+    ///         PassPlan::up_to(20, 0)
     ///     }
     ///     fn on_pass_end(&self, pass: &PassReport<'_>, fast: &mut u32, _: &mut ()) {
     ///         *fast += u32::from(pass.kernel_time.is_some_and(|t| t < self.fast));
     ///     }
+    ///     // Sees the state as `on_pass_end` left it.
+    ///     fn should_continue(&self, _: &DispatchInfo, fast: &u32, _completed: u32) -> bool {
+    ///         *fast < 3
+    ///     }
     /// }
     /// ```
-    pub fn up_to(passes: u32, state: S, keep_going: impl FnMut(&S, u32) -> bool + 'p) -> Self {
+    pub fn up_to(passes: u32, state: P::State) -> Self {
         PassPlan::UpTo {
             passes,
             state,
-            keep_going: Box::new(keep_going),
+            decision: Consults::of_policy(),
         }
     }
 
-    /// [`PassPlan::Until`]: open-ended; after each completed pass `keep_going(&state,
-    /// completed)` decides whether another one runs, and at most [`MAX_OPEN_ENDED_PASSES`] run.
-    pub fn until(state: S, keep_going: impl FnMut(&S, u32) -> bool + 'p) -> Self {
+    /// [`PassPlan::Until`]: open-ended; after each completed pass
+    /// [`should_continue`](ReplayPolicy::should_continue)`(info, &state, completed)` decides
+    /// whether another one runs, and at most [`MAX_OPEN_ENDED_PASSES`] run. The policy must
+    /// implement `should_continue`, as for [`up_to`](Self::up_to).
+    pub fn until(state: P::State) -> Self {
         PassPlan::Until {
             state,
-            keep_going: Box::new(keep_going),
+            decision: Consults::of_policy(),
         }
     }
 }
@@ -172,9 +265,26 @@ pub trait ReplayPolicy: Send + Sync + 'static {
     /// [`on_pass`](Self::on_pass) and [`on_pass_end`](Self::on_pass_end) of that pass only.
     type PassState: Default + Send + 'static;
 
-    /// Decides how this dispatch is replayed and creates its state. A plan that may stop
-    /// early ([`PassPlan::up_to`], [`PassPlan::until`]) carries its continue decision.
-    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<'_, Self::State>;
+    /// Decides how this dispatch is replayed and creates its state: [`PassPlan::exactly`] for
+    /// a fixed number of passes, [`PassPlan::up_to`] or [`PassPlan::until`] to have
+    /// [`should_continue`](Self::should_continue) decide after each pass.
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Self>;
+
+    /// The continue decision of a consulting plan ([`PassPlan::up_to`], [`PassPlan::until`]):
+    /// called after each completed pass but the last allowed one, with the dispatch, the
+    /// per-dispatch state (as the pass callbacks left it) and the number of passes completed;
+    /// `false` stops the loop, and the application sees the last pass's result. Never called
+    /// for [`PassPlan::exactly`].
+    ///
+    /// Implement it if and only if `pass_count` returns consulting plans: a policy that keeps
+    /// this default and builds one does not compile (the build fails in
+    /// `MissingShouldContinue::<YourPolicy>`; see the [module
+    /// docs](crate::policy#the-continue-decision-a-trait-method-checked-when-the-tool-is-built)).
+    fn should_continue(&self, info: &DispatchInfo, state: &Self::State, completed: u32) -> bool {
+        let _ = (info, state, completed);
+        let () = MissingShouldContinue::<Self>::ERROR;
+        false
+    }
 
     /// Called at the start of every pass, before the kernel runs.
     fn on_pass(&self, pass: &mut Pass<'_>, state: &mut Self::State, scope: &mut Self::PassState) {
@@ -242,7 +352,7 @@ impl<'a> Pass<'a> {
     /// impl ReplayPolicy for EvenPasses {
     ///     type State = ();
     ///     type PassState = PassGuard; // ends the override when the pass ends
-    ///     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    ///     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
     ///         PassPlan::exactly(4, ())
     ///     }
     ///     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), guard: &mut PassGuard) {

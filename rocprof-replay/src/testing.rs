@@ -14,7 +14,7 @@
 //! impl ReplayPolicy for Three {
 //!     type State = ();
 //!     type PassState = ();
-//!     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+//!     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
 //!         PassPlan::exactly(3, ())
 //!     }
 //! }

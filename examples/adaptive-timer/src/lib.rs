@@ -2,8 +2,8 @@
 //! kernel time is known precisely enough.
 //!
 //! Every dispatch is replayed with [`PassPlan::up_to`] `ROCPROF_REPLAY_MAX_PASSES` passes and a
-//! started [`Service::DispatchTiming`] context. After each pass the plan's continue decision
-//! ([`decide`]) computes the relative standard error of the mean kernel time,
+//! started [`Service::DispatchTiming`] context. After each pass the policy's
+//! [`should_continue`](ReplayPolicy::should_continue) ([`decide`]) computes the relative standard error of the mean kernel time,
 //! `RSE = stddev / sqrt(n) / mean` (sample standard deviation, [`Summary`]), and stops once it
 //! is below the target, after at least [`MIN_PASSES`] passes. When a dispatch ends, one line goes to stderr:
 //!
@@ -148,12 +148,18 @@ impl ReplayPolicy for AdaptiveTimer {
     type State = Vec<Duration>;
     type PassState = ();
 
-    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<'_, Vec<Duration>> {
-        // The cap is the plan's bound; the decision stops earlier once the error is small.
-        let samples = Vec::with_capacity(16);
-        PassPlan::up_to(self.settings.max_passes, samples, |samples, completed| {
-            decide(&self.settings, samples, completed) == Decision::Continue
-        })
+    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<Self> {
+        // The cap is the plan's bound; `should_continue` stops earlier once the error is small.
+        PassPlan::up_to(self.settings.max_passes, Vec::with_capacity(16))
+    }
+
+    fn should_continue(
+        &self,
+        _info: &DispatchInfo,
+        samples: &Vec<Duration>,
+        completed: u32,
+    ) -> bool {
+        decide(&self.settings, samples, completed) == Decision::Continue
     }
 
     fn on_pass_end(&self, pass: &PassReport<'_>, samples: &mut Vec<Duration>, _: &mut ()) {
@@ -332,9 +338,7 @@ mod tests {
         assert!(tool.timing().is_active());
         let info = info();
         let PassPlan::UpTo {
-            passes,
-            mut state,
-            mut keep_going,
+            passes, mut state, ..
         } = tool.pass_count(&info)
         else {
             panic!("expected an up-to plan");
@@ -346,7 +350,10 @@ mod tests {
                 rocprof_replay::testing::pass_report(index as u32, None, &info, kernel_time);
             tool.on_pass_end(&report, &mut state, &mut ());
             let completed = index as u32 + 1;
-            assert_eq!(keep_going(&state, completed), completed < 3);
+            assert_eq!(
+                tool.should_continue(&info, &state, completed),
+                completed < 3
+            );
         }
     }
 

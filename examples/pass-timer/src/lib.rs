@@ -72,7 +72,7 @@ impl ReplayPolicy for PassTimer {
     type State = ();
     type PassState = ();
 
-    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<'_, ()> {
+    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::exactly(self.passes, ())
     }
 

@@ -92,7 +92,7 @@ impl ReplayPolicy for Selective {
     type State = ();
     type PassState = ();
 
-    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<'_, ()> {
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Self> {
         if self.selects(info.kernel_name.as_deref()) {
             PassPlan::exactly(self.passes, ())
         } else {

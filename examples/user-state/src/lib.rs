@@ -153,7 +153,7 @@ impl ReplayPolicy for UserState {
     type State = Record;
     type PassState = Scope;
 
-    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<'_, Record> {
+    fn pass_count(&self, _info: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::exactly(self.settings.passes, Record::default())
     }
 

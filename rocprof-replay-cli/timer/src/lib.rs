@@ -166,17 +166,20 @@ impl ReplayPolicy for Timer {
     type State = Vec<Duration>;
     type PassState = ();
 
-    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<'_, Vec<Duration>> {
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Self> {
         if !self.settings.selects(info.kernel_name.as_deref()) {
             return PassPlan::skip();
         }
         match self.settings.passes {
             Passes::Fixed(n) => PassPlan::exactly(n, Vec::new()),
-            Passes::UntilStable { target_rse, max } => {
-                PassPlan::up_to(max, Vec::with_capacity(16), move |times, completed| {
-                    keep_going(target_rse, times, completed)
-                })
-            }
+            Passes::UntilStable { max, .. } => PassPlan::up_to(max, Vec::with_capacity(16)),
+        }
+    }
+
+    fn should_continue(&self, _: &DispatchInfo, times: &Vec<Duration>, completed: u32) -> bool {
+        match self.settings.passes {
+            Passes::UntilStable { target_rse, .. } => keep_going(target_rse, times, completed),
+            Passes::Fixed(_) => false, // an exactly plan: never asked
         }
     }
 

@@ -423,7 +423,7 @@ struct Passes(u32);
 impl ReplayPolicy for Passes {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         if self.0 == 0 {
             PassPlan::skip()
         } else {

@@ -18,7 +18,7 @@
 //!   │     │ late: waited for (second deadline); done ─► complete once    (declined)
 //!   │     │           still running at the second deadline ─► complete once    (failed)
 //!   │     ▼
-//!   │   more passes? (plan, contention, keep_going) ──no──► complete once   (replayed)
+//!   │   more passes? (plan, contention, should_continue) ──no──► complete once   (replayed)
 //!   └── restore ◄──yes        │ failed twice / stuck ──────────────► run_once      (failed)
 //! ```
 //! The last pass is never followed by a restore: the application sees what the kernel made.
@@ -134,7 +134,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         call("on_end", info, || policy.on_end(info, state, &outcome));
         outcome
     };
-    let (limit, fixed, mut keep_going, mut state) = match plan {
+    let (limit, fixed, decision, mut state) = match plan {
         PassPlan::Skip => {
             target.run_once();
             return start(OutcomeKind::Skipped);
@@ -164,10 +164,10 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         PassPlan::UpTo {
             passes,
             state,
-            keep_going,
-        } => (passes, false, Some(keep_going), state),
-        PassPlan::Until { state, keep_going } => {
-            (MAX_OPEN_ENDED_PASSES, false, Some(keep_going), state)
+            decision,
+        } => (passes, false, Some(decision), state),
+        PassPlan::Until { state, decision } => {
+            (MAX_OPEN_ENDED_PASSES, false, Some(decision), state)
         }
     };
     let total = fixed.then_some(limit);
@@ -303,9 +303,9 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             outcome.kind = OutcomeKind::Declined(DeclineReason::LockContention);
             break;
         }
-        if let Some(keep_going) = keep_going.as_mut() {
-            match call("the continue decision", info, || {
-                keep_going(&state, completed)
+        if let Some(decision) = &decision {
+            match call("should_continue", info, || {
+                decision.ask(policy, info, &state, completed)
             }) {
                 Some(true) => {}
                 Some(false) => break,

@@ -204,9 +204,11 @@ fn assert_one_execution(dev: &SimDevice) {
     assert_eq!(dev.counter, 1, "module counter shows one execution");
 }
 
-/// The shape of a plan with a continue decision.
+/// The shape of the plan of a policy with a continue decision.
 #[derive(Clone, Copy)]
 enum Shape {
+    /// A fixed plan from a policy that does implement `should_continue`: never consulted.
+    Exactly(u32),
     UpTo(u32),
     Until,
 }
@@ -215,6 +217,10 @@ enum Shape {
 struct Plan {
     shape: Shape,
     stop_after: Option<u32>,
+    /// `should_continue` panics after this many completed passes.
+    panic_after: Option<u32>,
+    /// `completed` of every `should_continue` call, in order.
+    asked: Mutex<Vec<u32>>,
     ends: Mutex<Vec<(Vec<String>, OutcomeKind)>>,
 }
 
@@ -223,28 +229,39 @@ impl Plan {
         Plan {
             shape,
             stop_after,
+            panic_after: None,
+            asked: Mutex::new(Vec::new()),
             ends: Mutex::new(Vec::new()),
         }
-    }
-
-    fn keep_going(&self, state: &[String], completed: u32) -> bool {
-        assert!(
-            state.iter().any(|s| s == &format!("end {}", completed - 1)),
-            "continue sees pass-end writes"
-        );
-        self.stop_after.is_none_or(|n| completed < n)
     }
 }
 
 impl ReplayPolicy for Plan {
     type State = Vec<String>;
     type PassState = Option<u32>;
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, Vec<String>> {
-        let keep_going = |state: &Vec<String>, completed| self.keep_going(state, completed);
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         match self.shape {
-            Shape::UpTo(n) => PassPlan::up_to(n, Vec::new(), keep_going),
-            Shape::Until => PassPlan::until(Vec::new(), keep_going),
+            Shape::Exactly(n) => PassPlan::exactly(n, Vec::new()),
+            Shape::UpTo(n) => PassPlan::up_to(n, Vec::new()),
+            Shape::Until => PassPlan::until(Vec::new()),
         }
+    }
+    fn should_continue(&self, info: &DispatchInfo, state: &Vec<String>, completed: u32) -> bool {
+        assert_eq!(
+            info.dispatch_id,
+            DispatchId(42),
+            "should_continue sees the dispatch"
+        );
+        assert_eq!(
+            state.last(),
+            Some(&format!("end {}", completed - 1)),
+            "should_continue runs after the pass end of the pass it counts"
+        );
+        self.asked.lock().unwrap().push(completed);
+        if self.panic_after == Some(completed) {
+            panic!("policy bug in should_continue");
+        }
+        self.stop_after.is_none_or(|n| completed < n)
     }
     fn on_pass(&self, pass: &mut Pass<'_>, state: &mut Vec<String>, scope: &mut Option<u32>) {
         assert_eq!(*scope, None, "per-pass state leaked from the previous pass");
@@ -265,11 +282,11 @@ impl ReplayPolicy for Plan {
 }
 
 /// Same, without a continue decision.
-struct NoContinue(fn() -> PassPlan<'static, ()>);
+struct NoContinue(fn() -> PassPlan<NoContinue>);
 impl ReplayPolicy for NoContinue {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         (self.0)()
     }
 }
@@ -324,6 +341,50 @@ fn row_up_to_n_with_continue_may_stop_early() {
         ends[0].0,
         ["pass 0", "end 0", "pass 1", "end 1", "pass 2", "end 2"]
     );
+    assert_eq!(
+        *p.asked.lock().unwrap(),
+        [1, 2, 3],
+        "asked after every pass"
+    );
+}
+
+#[test]
+fn row_up_to_one_pass_is_not_replayed_and_not_consulted() {
+    let p = Plan::new(Shape::UpTo(1), None);
+    let (dev, out) = run(&p, |_| {});
+    assert_eq!(out.kind, OutcomeKind::Skipped);
+    assert_eq!((dev.passes, dev.ordinary_runs), (0, 1));
+    assert!(p.asked.lock().unwrap().is_empty());
+    assert_one_execution(&dev);
+}
+
+#[test]
+fn an_exactly_plan_never_consults_should_continue() {
+    // The policy implements `should_continue` (it would stop after 1 pass), but the plan says
+    // "exactly 4": the plan decides whether the method is asked.
+    let p = Plan::new(Shape::Exactly(4), Some(1));
+    let (dev, out) = run(&p, |_| {});
+    assert_eq!(
+        (out.kind, out.passes, dev.passes),
+        (OutcomeKind::Replayed, 4, 4)
+    );
+    assert!(p.asked.lock().unwrap().is_empty(), "exactly never consults");
+    assert_one_execution(&dev);
+}
+
+#[test]
+fn a_panicking_should_continue_declines_with_one_correct_execution() {
+    let mut p = Plan::new(Shape::UpTo(8), None);
+    p.panic_after = Some(2);
+    let (dev, out) = run(&p, |_| {});
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::PolicyPanicked)
+    );
+    assert_eq!(out.passes, 2, "stopped after the pass it was asked about");
+    assert_eq!(*p.asked.lock().unwrap(), [1, 2]);
+    assert_eq!(p.ends.lock().unwrap().len(), 1, "on_end still ran");
+    assert_one_execution(&dev);
 }
 
 #[test]
@@ -331,6 +392,11 @@ fn row_up_to_n_never_exceeds_n() {
     let p = Plan::new(Shape::UpTo(4), None);
     let (dev, out) = run(&p, |_| {});
     assert_eq!(out.passes, 4);
+    assert_eq!(
+        *p.asked.lock().unwrap(),
+        [1, 2, 3],
+        "not asked after the last allowed pass"
+    );
     assert_one_execution(&dev);
 }
 
@@ -339,6 +405,7 @@ fn row_open_ended_with_continue_runs_until_told() {
     let p = Plan::new(Shape::Until, Some(6));
     let (dev, out) = run(&p, |_| {});
     assert_eq!((out.kind, out.passes), (OutcomeKind::Replayed, 6));
+    assert_eq!(*p.asked.lock().unwrap(), [1, 2, 3, 4, 5, 6]);
     assert_one_execution(&dev);
 }
 
@@ -347,6 +414,11 @@ fn row_open_ended_is_capped() {
     let p = Plan::new(Shape::Until, None);
     let (dev, out) = run(&p, |_| {});
     assert_eq!(out.passes, MAX_OPEN_ENDED_PASSES);
+    assert_eq!(
+        p.asked.lock().unwrap().len() as u32,
+        MAX_OPEN_ENDED_PASSES - 1,
+        "asked after every pass but the capped last one"
+    );
     assert_one_execution(&dev);
 }
 
@@ -477,11 +549,9 @@ fn contention_stops_the_replay_after_the_running_pass() {
 
 #[test]
 fn an_absurd_pass_count_is_declined_and_runs_once() {
-    for plan in [
-        || PassPlan::exactly(MAX_PASSES + 1, ()),
-        || PassPlan::up_to(u32::MAX, (), |_, _| true),
-    ] {
-        let (dev, out) = run(&NoContinue(plan), |_| {});
+    let exactly = NoContinue(|| PassPlan::exactly(MAX_PASSES + 1, ()));
+    let up_to = Plan::new(Shape::UpTo(MAX_PASSES + 1), None);
+    for (dev, out) in [run(&exactly, |_| {}), run(&up_to, |_| {})] {
         assert_eq!(
             out.kind,
             OutcomeKind::Declined(DeclineReason::TooManyPasses)
@@ -489,6 +559,7 @@ fn an_absurd_pass_count_is_declined_and_runs_once() {
         assert_eq!((dev.passes, dev.ordinary_runs, dev.ended), (0, 1, 0));
         assert_one_execution(&dev);
     }
+    assert!(up_to.asked.lock().unwrap().is_empty(), "never consulted");
     let (_, out) = run(&NoContinue(|| PassPlan::exactly(MAX_PASSES, ())), |_| {});
     assert_eq!(out.passes, MAX_PASSES, "the cap itself is allowed");
 }
@@ -501,7 +572,7 @@ struct ChecksEnd {
 impl ReplayPolicy for ChecksEnd {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::exactly(3, ())
     }
     fn on_end(&self, _: &DispatchInfo, _: (), _: &Outcome) {
@@ -552,7 +623,7 @@ struct Panics {
 impl ReplayPolicy for Panics {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::exactly(5, ())
     }
     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), _: &mut ()) {
@@ -600,7 +671,7 @@ struct TimesPassTwo {
 impl ReplayPolicy for TimesPassTwo {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::exactly(4, ())
     }
     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), _: &mut ()) {

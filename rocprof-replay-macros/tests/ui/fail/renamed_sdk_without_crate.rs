@@ -9,7 +9,7 @@ pub struct Tool;
 impl ReplayPolicy for Tool {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::exactly(3, ())
     }
 }

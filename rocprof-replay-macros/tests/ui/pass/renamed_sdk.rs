@@ -15,7 +15,7 @@ impl Tool {
 impl ReplayPolicy for Tool {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::exactly(self.passes, ())
     }
 }

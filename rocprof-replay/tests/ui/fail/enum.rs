@@ -11,7 +11,7 @@ enum Tool {
 impl ReplayPolicy for Tool {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::skip()
     }
 }

@@ -10,7 +10,7 @@ struct Tool<T> {
 impl<T: Send + Sync + 'static> ReplayPolicy for Tool<T> {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         let _ = &self.inner;
         PassPlan::skip()
     }

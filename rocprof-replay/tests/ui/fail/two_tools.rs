@@ -12,7 +12,7 @@ struct Second;
 impl ReplayPolicy for First {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::skip()
     }
 }
@@ -20,7 +20,7 @@ impl ReplayPolicy for First {
 impl ReplayPolicy for Second {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
         PassPlan::skip()
     }
 }

@@ -11,7 +11,7 @@ mod first {
     impl ReplayPolicy for First {
         type State = ();
         type PassState = ();
-        fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+        fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
             PassPlan::skip()
         }
     }
@@ -27,7 +27,7 @@ mod second {
     impl ReplayPolicy for Second {
         type State = ();
         type PassState = ();
-        fn pass_count(&self, _: &DispatchInfo) -> PassPlan<()> {
+        fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
             PassPlan::skip()
         }
     }

@@ -23,8 +23,11 @@ impl Tool {
 impl ReplayPolicy for Tool {
     type State = ();
     type PassState = ();
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
-        PassPlan::up_to(self.passes, (), |_, completed| completed < 2)
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::up_to(self.passes, ())
+    }
+    fn should_continue(&self, _: &DispatchInfo, _: &(), completed: u32) -> bool {
+        completed < 2
     }
 }
 

@@ -1,5 +1,5 @@
 // A context enabled for one pass through a guard kept in the pass state, and an up-to plan
-// whose continue decision borrows the policy.
+// whose `should_continue` reads the policy's settings and the per-dispatch state.
 use rocprof_replay::{Context, DispatchInfo, Pass, PassGuard, PassPlan, ReplayPolicy, Service};
 
 #[rocprof_replay::rocprof_tool(new = Tool::new)]
@@ -20,8 +20,11 @@ impl Tool {
 impl ReplayPolicy for Tool {
     type State = u32;
     type PassState = PassGuard;
-    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, u32> {
-        PassPlan::up_to(10, 0, |timed, _| *timed < self.enough)
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::up_to(10, 0)
+    }
+    fn should_continue(&self, _: &DispatchInfo, timed: &u32, _completed: u32) -> bool {
+        *timed < self.enough
     }
     fn on_pass(&self, pass: &mut Pass<'_>, timed: &mut u32, guard: &mut PassGuard) {
         if pass.index() % 2 == 0 {

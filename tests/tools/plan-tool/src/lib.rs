@@ -3,9 +3,9 @@
 //! | variable | meaning |
 //! |---|---|
 //! | `E2E_PLAN` | `skip`, `exactly:N`, `upto:N` or `until` (default `exactly:3`) |
-//! | `E2E_STOP_AFTER` | the plan's continue decision returns false once this many passes completed |
+//! | `E2E_STOP_AFTER` | `should_continue` returns false once this many passes completed |
 //! | `E2E_KERNEL` | only kernels whose name contains this string are replayed |
-//! | `E2E_PANIC` | `new` (the constructor), `pass_count`, `on_pass:K`, `on_pass_end:K`, `should_continue` (the continue decision) or `on_end`: panic there |
+//! | `E2E_PANIC` | `new` (the constructor), `pass_count`, `on_pass:K`, `on_pass_end:K`, `should_continue` or `on_end`: panic there |
 //!
 //! On every dispatch's end it prints `e2e_plan_tool: {json}` to stderr.
 
@@ -45,14 +45,6 @@ impl PlanTool {
     fn panics_at(&self, what: &str) -> bool {
         self.panic_at.as_deref() == Some(what)
     }
-
-    /// The continue decision of the `upto` and `until` plans.
-    fn keep_going(&self, completed: u32) -> bool {
-        if self.panics_at("should_continue") {
-            panic!("E2E_PANIC=should_continue");
-        }
-        self.stop_after.is_none_or(|n| completed < n)
-    }
 }
 
 /// Per-dispatch state: the callbacks seen, in order.
@@ -62,7 +54,7 @@ impl ReplayPolicy for PlanTool {
     type State = Seen;
     type PassState = Option<u32>;
 
-    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<'_, Seen> {
+    fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Self> {
         if self.panics_at("pass_count") {
             panic!("E2E_PANIC=pass_count");
         }
@@ -75,14 +67,18 @@ impl ReplayPolicy for PlanTool {
         let n = |s: &str| s.parse::<u32>().unwrap_or(3);
         match self.plan.split_once(':') {
             Some(("exactly", v)) => PassPlan::exactly(n(v), state),
-            Some(("upto", v)) => {
-                PassPlan::up_to(n(v), state, |_, completed| self.keep_going(completed))
-            }
-            _ if self.plan == "until" => {
-                PassPlan::until(state, |_, completed| self.keep_going(completed))
-            }
+            Some(("upto", v)) => PassPlan::up_to(n(v), state),
+            _ if self.plan == "until" => PassPlan::until(state),
             _ => PassPlan::skip(),
         }
+    }
+
+    /// The continue decision of the `upto` and `until` plans.
+    fn should_continue(&self, _: &DispatchInfo, _: &Seen, completed: u32) -> bool {
+        if self.panics_at("should_continue") {
+            panic!("E2E_PANIC=should_continue");
+        }
+        self.stop_after.is_none_or(|n| completed < n)
     }
 
     fn on_pass(&self, pass: &mut Pass<'_>, seen: &mut Seen, scope: &mut Option<u32>) {
