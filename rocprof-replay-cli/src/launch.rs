@@ -620,6 +620,11 @@ fn preflight_check(
             "the tool {} refused to load: {last}",
             tool.display()
         ))),
+        Some(PREFLIGHT_OTHER_REFUSED) => Err(Failure::new(format!(
+            "another replay tool loaded beside {} refused to load: {last}; remove it from \
+             HSA_TOOLS_LIB / LD_PRELOAD (one replay tool per process)",
+            tool.display()
+        ))),
         _ => Err(Failure::new(format!(
             "the preflight check of {} failed ({status}): {message}",
             tool.display()
@@ -632,6 +637,7 @@ const PREFLIGHT_BAD_TOOL: i32 = 4;
 const PREFLIGHT_NOT_A_TOOL: i32 = 5;
 const PREFLIGHT_INIT_FAILED: i32 = 6;
 const PREFLIGHT_REFUSED: i32 = 7;
+const PREFLIGHT_OTHER_REFUSED: i32 = 8;
 
 /// Ends the preflight or probe process at once with `code`, after `message` (if any) on
 /// stderr: no atexit handler, no library destructor of the runtime or the tool runs, so
@@ -724,14 +730,23 @@ pub(crate) fn preflight(args: &PreflightArgs) -> ExitCode {
     std::mem::forget(tool);
     std::mem::forget(runtime);
     match refusal(&args.tool) {
-        Some(why) => exit_now(PREFLIGHT_REFUSED, Some(&why)),
+        Some(Refusal::Mine(why)) => exit_now(PREFLIGHT_REFUSED, Some(&why)),
+        Some(Refusal::Other(why)) => exit_now(PREFLIGHT_OTHER_REFUSED, Some(&why)),
         None => exit_now(0, None),
     }
 }
 
+/// A refusal found in the verdicts.
+enum Refusal {
+    /// The tool's own: its reason.
+    Mine(String),
+    /// Another SDK tool's in the same process: `LIBRARY: reason`.
+    Other(String),
+}
+
 /// The first refusal in the verdicts the tools wrote (the tool itself, or a second replay
-/// tool loaded beside it), as `reason` or `LIBRARY: reason`.
-fn refusal(tool: &Path) -> Option<String> {
+/// tool loaded beside it).
+fn refusal(tool: &Path) -> Option<Refusal> {
     let path = std::env::var_os(PREFLIGHT_VAR)?;
     let text = std::fs::read_to_string(path).ok()?;
     let me = std::fs::canonicalize(tool).ok();
@@ -746,9 +761,9 @@ fn refusal(tool: &Path) -> Option<String> {
             let who = v["tool"].as_str().map(PathBuf::from);
             match who {
                 Some(who) if std::fs::canonicalize(&who).ok() != me => {
-                    format!("{}: {reason}", who.display())
+                    Refusal::Other(format!("{}: {reason}", who.display()))
                 }
-                _ => reason,
+                _ => Refusal::Mine(reason),
             }
         })
 }

@@ -1177,7 +1177,7 @@ fn a_tool_that_refuses_to_load_stops_the_run_before_the_application_with_its_rea
         let out = run(&mut cmd);
         assert_eq!(out.status.code(), Some(125), "{}", show(&out));
         assert!(
-            text(&out.stderr).contains("refused to load") && text(&out.stderr).contains(want),
+            text(&out.stderr).contains(" refused to load: ") && text(&out.stderr).contains(want),
             "want {want:?}\n{}",
             show(&out)
         );
@@ -1196,6 +1196,11 @@ fn a_tool_that_refuses_to_load_stops_the_run_before_the_application_with_its_rea
         "the tool's constructor panicked: E2E_PANIC=new",
     );
     // A second replay tool in the process: the user's own HSA_TOOLS_LIB.
+    refused(
+        &[],
+        &[("HSA_TOOLS_LIB", pass_timer.to_str().unwrap())],
+        "another replay tool loaded beside",
+    );
     refused(
         &[],
         &[("HSA_TOOLS_LIB", pass_timer.to_str().unwrap())],
