@@ -778,7 +778,11 @@ fn help_documents_every_option() {
         "--output",
         "--format",
         "--quiet",
+        "--allow-failed",
         "EXIT STATUS",
+        "3 when the",
+        "CUDA_INJECTION64_PATH",
+        "cuda",
         "perfetto",
         "ROCPROF_REPLAY_TIMER_LIB",
     ] {
@@ -1221,4 +1225,51 @@ fn a_tool_that_refuses_to_load_stops_the_run_before_the_application_with_its_rea
     .env_remove("HSA_TOOLS_LIB"));
     assert!(out.status.success(), "{}", show(&out));
     assert!(marker.exists());
+}
+
+/// The command on a real NVIDIA GPU: the CUDA runtime is chosen by itself, the CUDA sample
+/// `tests/cuda/apps/replay_check.cu` checks that it saw one execution of every launch, and
+/// the report counts replayed launches and no failed one. Needs `nvcc`, a GPU and the timer
+/// built with the `cuda` feature in `ROCPROF_REPLAY_TIMER_LIB`.
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, nvcc and the timer built with --features cuda: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn the_command_replays_a_cuda_application_on_a_gpu() {
+    let timer = std::env::var_os("ROCPROF_REPLAY_TIMER_LIB")
+        .expect("ROCPROF_REPLAY_TIMER_LIB naming the timer built with --features cuda");
+    let app = scratch("replay_check");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/cuda/apps/replay_check.cu"
+    );
+    let built = Command::new("nvcc")
+        .args(["-O2", "-std=c++17", "-arch=native", "-o"])
+        .arg(&app)
+        .arg(src)
+        .status()
+        .expect("nvcc");
+    assert!(built.success(), "nvcc failed");
+    let json = scratch("cuda.json");
+    let out = run(command(&[
+        "run",
+        "--passes",
+        "3",
+        "-o",
+        json.to_str().unwrap(),
+        "--",
+        app.to_str().unwrap(),
+    ])
+    .env("ROCPROF_REPLAY_TIMER_LIB", &timer));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("runtime: CUDA"),
+        "{}",
+        show(&out)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["runtime"], "cuda");
+    assert!(v["totals"]["replayed"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["totals"]["failed"], 0, "{v}");
 }
