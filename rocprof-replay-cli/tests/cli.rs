@@ -1273,3 +1273,44 @@ fn the_command_replays_a_cuda_application_on_a_gpu() {
     assert!(v["totals"]["replayed"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["totals"]["failed"], 0, "{v}");
 }
+
+/// A real `failed` outcome on hsa-emu: every copy from the 8th on fails, so the first replayed
+/// dispatch's restore fails (and the application's own next copy too, so it exits non-zero).
+#[test]
+fn a_failed_restore_on_hsa_emu_is_summarized_and_the_applications_failure_kept() {
+    let json = scratch("restore-failed.json");
+    let (out, records) = run_sample(
+        &["--passes", "3", "-o", json.to_str().unwrap()],
+        "restore-failed",
+    );
+    assert!(out.status.success(), "without the fault: {}", show(&out));
+    assert!(records.iter().all(|r| r["outcome"] == "replayed"));
+    let (app, kernels) = sample_app();
+    let out = run(command(&[
+        "run",
+        "--runtime",
+        "emu",
+        "--passes",
+        "3",
+        "-o",
+        json.to_str().unwrap(),
+        "--",
+        app.to_str().unwrap(),
+        "app",
+        kernels.to_str().unwrap(),
+    ])
+    .env("HSA_EMU_FAIL_COPY_FROM", "8"));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["totals"]["failed"], 1, "{v}\n{}", show(&out));
+    let app_status = v["exit"]["code"].as_i64().unwrap();
+    assert_ne!(app_status, 0, "{}", show(&out));
+    assert_eq!(out.status.code(), Some(app_status as i32), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("1 dispatch ended `failed`")
+            && stderr.contains("vector_add (restore_failed)"),
+        "{}",
+        show(&out)
+    );
+    assert!(!stderr.contains("exit status 3"), "{}", show(&out));
+}
