@@ -1057,6 +1057,32 @@ fn a_machine_with_a_cuda_driver_gets_the_cuda_runtime_and_emu_can_still_be_force
         "{}",
         show(&out)
     );
+    // A user's injection path is replaced (and said), a stray verdict file never reaches the
+    // application.
+    let mut cmd = command(&[
+        "run",
+        "--tool",
+        tool.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        r#"printf '%s|%s\n' "$CUDA_INJECTION64_PATH" "${ROCPROF_REPLAY_PREFLIGHT-unset}""#,
+    ]);
+    cmd.env("LD_LIBRARY_PATH", &driver)
+        .env("CUDA_INJECTION64_PATH", "/elsewhere/libother.so")
+        .env("ROCPROF_REPLAY_PREFLIGHT", scratch("stray-verdicts"));
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("CUDA_INJECTION64_PATH=/elsewhere/libother.so is replaced"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        text(&out.stdout).starts_with(&format!("{}|unset\n", tool.display())),
+        "{}",
+        show(&out)
+    );
     let out = cuda(&[], &[("FAKE_CUDA_DEVICES", "2")], "true");
     assert!(
         text(&out.stderr).contains("(libcuda.so.1: 2 devices)"),
