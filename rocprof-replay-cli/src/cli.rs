@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use regex::Regex;
 
-/// Kernel replay for HSA/HIP applications: each selected kernel dispatch runs several times,
+/// Kernel replay for HSA/HIP and CUDA applications: each selected kernel dispatch runs several times,
 /// with device memory restored between passes, while the application sees one execution.
 /// Per-pass kernel times and replay costs are reported per kernel.
 #[derive(Debug, Parser)]
@@ -25,11 +25,23 @@ pub(crate) enum Command {
         rocprof-replay run --passes 10 --kernel '^gemm' -- ./my_app\n  \
         rocprof-replay run --until-stable 1% --max-passes 100 -- ./my_app\n  \
         rocprof-replay run --output trace.json --format perfetto -- ./my_app\n  \
-        rocprof-replay run --runtime emu --shadow ./libshadows.so -- ./hip_app\n\n\
+        rocprof-replay run --runtime emu --shadow ./libshadows.so -- ./hip_app\n  \
+        rocprof-replay run --passes 3 -o gpt2.csv -- python3 train.py   (NVIDIA: CUDA)\n\n\
+        RUNTIME:\n  \
+        cuda when libcuda.so.1 loads and reports a device (the tool is injected through\n  \
+        CUDA_INJECTION64_PATH, which child processes inherit: interpreters and launchers such\n  \
+        as python work); else system when /dev/kfd exists (HSA_TOOLS_LIB); else emu. Said on\n  \
+        stderr; --runtime forces it.\n\n\
         EXIT STATUS:\n  \
-        the application's exit status; 128+N when it was killed by signal N; 125 when\n  \
-        rocprof-replay itself fails (tool does not load, runtime or output unusable); 126 when\n  \
-        APP cannot be executed; 127 when APP is not found; 2 for invalid options.\n\n\
+        the application's exit status; 128+N when it was killed by signal N; 3 when the\n  \
+        application exited 0 but a dispatch ended `failed` (the application may have seen a\n  \
+        wrong result of it; a summary line on stderr names them; --allow-failed keeps 0): 3 is\n  \
+        none of the statuses below, and it replaces only a success, so it never hides an\n  \
+        application's own failure; 125 when rocprof-replay itself fails before the\n  \
+        application runs (tool does not load or refuses to, runtime or output unusable); a\n  \
+        report that cannot be written after the run is said on stderr and keeps the\n  \
+        application's status; 126 when APP cannot be executed; 127 when APP is not found; 2\n  \
+        for invalid options.\n\n\
         ENVIRONMENT:\n  \
         ROCPROF_REPLAY_TIMER_LIB   the built-in timer library (default: next to this program)\n  \
         ROCPROF_REPLAY_EMU_DIR     directory with hsa-emu's libhsa-runtime64.so.1 (default:\n                             \
@@ -44,6 +56,9 @@ pub(crate) enum Command {
     /// Internal: checks in a separate process that the tool and the runtime load.
     #[command(name = "__preflight", hide = true)]
     Preflight(PreflightArgs),
+    /// Internal: says in a separate process how many CUDA devices the driver reports.
+    #[command(name = "__probe-cuda", hide = true)]
+    ProbeCuda,
 }
 
 /// Options of `run`.
@@ -71,8 +86,10 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     pub(crate) exclude: Option<Regex>,
 
-    /// HSA runtime: `emu` (the bundled hsa-emu, kernels on the CPU) or `system` (the installed
-    /// ROCr). Default: system when /dev/kfd exists, else emu.
+    /// Runtime: `cuda` (NVIDIA: the tool injected through CUDA_INJECTION64_PATH), `system`
+    /// (the installed ROCr, HSA_TOOLS_LIB) or `emu` (the bundled hsa-emu, kernels on the CPU).
+    /// Default: cuda when the CUDA driver reports a device, else system when /dev/kfd exists,
+    /// else emu.
     #[arg(long, value_enum, value_name = "RUNTIME")]
     pub(crate) runtime: Option<Runtime>,
 
@@ -98,6 +115,11 @@ pub(crate) struct RunArgs {
     #[arg(short, long, requires = "output")]
     pub(crate) quiet: bool,
 
+    /// Exit with the application's status even when a dispatch ended `failed` (default:
+    /// status 3 when the application exited 0; see EXIT STATUS).
+    #[arg(long)]
+    pub(crate) allow_failed: bool,
+
     /// The application and its arguments.
     #[arg(required = true, last = true, value_name = "APP")]
     pub(crate) app: Vec<OsString>,
@@ -118,17 +140,38 @@ pub(crate) struct DemoArgs {
 /// Arguments of the hidden preflight.
 #[derive(Debug, Args)]
 pub(crate) struct PreflightArgs {
+    /// The runtime the tool is loaded by.
+    #[arg(long, value_enum)]
+    pub(crate) runtime: Runtime,
     /// The tool library to load.
     pub(crate) tool: PathBuf,
 }
 
-/// Which HSA runtime the application gets.
+/// Which runtime the application gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Runtime {
-    /// The bundled hsa-emu (kernels run on the CPU).
-    Emu,
+    /// The CUDA driver (NVIDIA), the tool injected through CUPTI (`CUDA_INJECTION64_PATH`).
+    Cuda,
     /// The installed ROCm runtime.
     System,
+    /// The bundled hsa-emu (kernels run on the CPU).
+    Emu,
+}
+
+impl Runtime {
+    /// The name `--runtime` takes (and the reports show).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Runtime::Cuda => "cuda",
+            Runtime::System => "system",
+            Runtime::Emu => "emu",
+        }
+    }
+
+    /// Whether the runtime is an HSA one (the tool loads through `HSA_TOOLS_LIB`).
+    pub(crate) fn is_hsa(self) -> bool {
+        self != Runtime::Cuda
+    }
 }
 
 /// Report formats.

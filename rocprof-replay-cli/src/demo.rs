@@ -83,6 +83,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<u8, Failure> {
         output: args.output.clone(),
         format: args.format,
         quiet: false,
+        allow_failed: false,
         app: vec![app.into(), "app".into(), kernels.into()],
     };
     let status = launch::run_with(

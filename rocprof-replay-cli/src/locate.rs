@@ -36,7 +36,7 @@ fn how_to_build(profile_flag: &str) -> String {
         "run `cargo run{profile_flag} -p rocprof-replay-cli -- demo` once in the rocprof-replay \
          sources (it builds both), or build them: `cargo build{profile_flag} -p \
          rocprof-replay-timer` and `cargo run{profile_flag} -p hsa-emu --bin hsa-emu-install -- \
-         target/{}/hsa-emu`",
+         target/{}/hsa-emu` (on NVIDIA: `--features rocprof-replay-timer/cuda`)",
         if profile_flag.is_empty() {
             "debug"
         } else {

@@ -7,7 +7,7 @@
 //!
 //! The command is built on the public SDK: the default tool is the `rocprof_replay_timer`
 //! library (`rocprof-replay-cli/timer`, an ordinary SDK tool configured through the shared
-//! `ROCPROF_REPLAY_*` variables), and the report is made from the SDK's outcome records
+//! `ROCPROF_REPLAY_*` variables, built with the SDK's `cuda` feature for NVIDIA), and the report is made from the SDK's outcome records
 //! (`ROCPROF_REPLAY_OUTPUT`), which every tool built on the SDK writes — so `--tool` with any
 //! such tool gets the same reports.
 //!
@@ -15,7 +15,7 @@
 //! |---|---|
 //! | [`cli`] | the options (clap) and their checks |
 //! | [`locate`] | finding the application, the timer library and hsa-emu |
-//! | [`launch`] | preflight (the tool loads, the runtime is there), running the application, signals, exit status |
+//! | [`launch`] | choosing the runtime (CUDA, ROCr, hsa-emu), preflight (the tool loads the way the runtime loads it), running the application, signals, exit status |
 //! | [`records`] | reading outcome records (JSON Lines), unknown kinds and fields kept |
 //! | [`summary`] | per-kernel aggregation |
 //! | [`report`] | table, CSV, JSON, Perfetto/Chrome trace |
@@ -42,6 +42,10 @@ pub(crate) const EXIT_FAILURE: u8 = 125;
 pub(crate) const EXIT_NOT_EXECUTABLE: u8 = 126;
 /// The application was not found.
 pub(crate) const EXIT_NOT_FOUND: u8 = 127;
+/// The application exited 0 but a dispatch ended `failed` (without `--allow-failed`). 3: none
+/// of the command's other statuses (2, 125-127, 128+N), and it replaces only a success, so an
+/// application's own failure status always comes through.
+pub(crate) const EXIT_REPLAY_FAILED: u8 = 3;
 
 /// A failure of the command itself: the message and the exit status.
 #[derive(Debug)]
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         cli::Command::Run(args) => launch::run(&args),
         cli::Command::Demo(args) => demo::run(&args),
         cli::Command::Preflight(args) => return launch::preflight(&args),
+        cli::Command::ProbeCuda => return launch::probe_cuda(),
     };
     match result {
         Ok(status) => ExitCode::from(status),

@@ -1,4 +1,4 @@
-//! The live progress line on stderr: dispatches seen / replayed / declined, read from the
+//! The live progress line on stderr: dispatches seen / replayed / declined / failed, read from the
 //! records file as the application appends to it. Shown only when stderr is a terminal and the
 //! run lasts more than a second; silent otherwise.
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::records::{Records, tally};
+use crate::records::{Records, Tally};
 
 /// How often the records file is read.
 const POLL: Duration = Duration::from_millis(100);
@@ -53,25 +53,20 @@ impl Progress {
 fn follow(path: &std::path::Path, mut offset: u64, stop: &AtomicBool) {
     let start = Instant::now();
     let mut bar: Option<ProgressBar> = None;
-    let mut pending = String::new();
-    let (mut seen, mut replayed, mut declined) = (0usize, 0usize, 0usize);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut tally = Tally::default();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(POLL);
         if let Ok(mut f) = std::fs::File::open(path) {
             if f.seek(SeekFrom::Start(offset)).is_ok() {
-                let mut chunk = String::new();
-                if let Ok(n) = f.read_to_string(&mut chunk) {
+                if let Ok(n) = f.read_to_end(&mut pending) {
                     offset += n as u64;
-                    pending.push_str(&chunk);
                 }
             }
         }
-        if let Some(end) = pending.rfind('\n') {
-            let complete: String = pending.drain(..=end).collect();
-            let (s, r, d) = tally(&Records::parse(&complete).records);
-            seen += s;
-            replayed += r;
-            declined += d;
+        if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
+            let complete: Vec<u8> = pending.drain(..=end).collect();
+            tally.add(&Records::parse_bytes(&complete, 1).records);
         }
         if bar.is_none() && start.elapsed() >= SHOW_AFTER {
             let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
@@ -82,13 +77,38 @@ fn follow(path: &std::path::Path, mut offset: u64, stop: &AtomicBool) {
             bar = Some(b);
         }
         if let Some(b) = &bar {
-            b.set_message(format!(
-                "{seen} dispatches seen, {replayed} replayed, {declined} declined"
-            ));
+            b.set_message(message(&tally));
             b.tick();
         }
     }
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+}
+
+/// The progress line's text.
+fn message(t: &Tally) -> String {
+    format!(
+        "{} dispatches seen, {} replayed, {} declined, {} failed",
+        t.seen, t.replayed, t.declined, t.failed
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_counts_failed_apart_from_declined() {
+        let text = r#"{"kernel":"k","dispatch_id":1,"agent":0,"outcome":"declined","reason":"over_budget","passes":1}
+{"kernel":"k","dispatch_id":2,"agent":0,"outcome":"failed","reason":"pass_stuck","passes":2}
+{"kernel":"k","dispatch_id":3,"agent":0,"outcome":"replayed","passes":3}
+"#;
+        let mut t = Tally::default();
+        t.add(&Records::parse(text).records);
+        assert_eq!(
+            message(&t),
+            "3 dispatches seen, 1 replayed, 1 declined, 1 failed"
+        );
     }
 }

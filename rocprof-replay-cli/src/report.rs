@@ -81,33 +81,32 @@ pub(crate) fn table(run: &Run<'_>) -> String {
         .sum();
     let _ = write!(
         out,
-        "rocprof-replay: {dispatches} dispatch{} of {} kernel{}: {} replayed ({passes} passes), {} skipped, {} declined",
+        "rocprof-replay: {dispatches} dispatch{} of {} kernel{}: {} replayed ({passes} passes), {} skipped, {} declined, {} failed",
         if dispatches == 1 { "" } else { "es" },
         run.kernels.len(),
         if run.kernels.len() == 1 { "" } else { "s" },
         run.total("replayed"),
         run.total("skipped"),
         run.total("declined"),
+        run.total("failed"),
     );
     for kind in &others {
         let _ = write!(out, ", {} {kind}", run.total(kind));
     }
     out.push('\n');
-    if run.records.malformed > 0 {
+    if !run.records.malformed.is_empty() {
         let _ = writeln!(
             out,
-            "rocprof-replay: {} malformed record line(s) skipped",
-            run.records.malformed
+            "rocprof-replay: {} malformed record line(s) skipped (named on stderr)",
+            run.records.malformed.len()
         );
     }
     if run.kernels.is_empty() {
         out.push_str("rocprof-replay: no kernel dispatch was seen\n");
         return out;
     }
-    let mut header: Vec<String> = ["Kernel", "Dispatches", "Replayed", "Skipped", "Declined"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut header: Vec<String> = vec!["Kernel".into(), "Dispatches".into()];
+    header.extend(KNOWN_KINDS.iter().map(|k| capitalize(k)));
     header.extend(others.iter().map(|k| capitalize(k)));
     header.extend(
         [
@@ -126,13 +125,8 @@ pub(crate) fn table(run: &Run<'_>) -> String {
     );
     let mut rows = vec![header];
     for k in &run.kernels {
-        let mut row = vec![
-            k.kernel.clone(),
-            k.dispatches.to_string(),
-            k.count("replayed").to_string(),
-            k.count("skipped").to_string(),
-            k.count("declined").to_string(),
-        ];
+        let mut row = vec![k.kernel.clone(), k.dispatches.to_string()];
+        row.extend(KNOWN_KINDS.iter().map(|kind| k.count(kind).to_string()));
         row.extend(others.iter().map(|kind| k.count(kind).to_string()));
         row.push(k.passes.to_string());
         match k.pass_time {
@@ -228,7 +222,7 @@ const CSV_TAIL: [&str; 13] = [
     "skipped_regions",
 ];
 
-/// One row per kernel. Outcome kinds beyond replayed/skipped/declined get their own column;
+/// One row per kernel. Outcome kinds beyond replayed/skipped/declined/failed get their own column;
 /// `reasons` is `kind:reason=count` joined by `;`. Empty cells where nothing was timed.
 pub(crate) fn csv(run: &Run<'_>) -> Result<String, String> {
     let others = summary::other_kinds(&run.kernels);
@@ -300,7 +294,8 @@ pub(crate) fn json(run: &Run<'_>) -> String {
         "runtime": run.runtime,
         "tool": run.tool,
         "exit": {"code": run.exit.code, "signal": run.exit.signal},
-        "malformed_records": run.records.malformed,
+        "malformed_records": run.records.malformed.len(),
+        "malformed_lines": run.records.malformed,
         "totals": totals,
         "kernels": run.kernels,
         "dispatches": run.records.records,

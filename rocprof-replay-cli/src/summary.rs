@@ -10,7 +10,7 @@ use crate::records::Record;
 
 /// The outcome kinds every report shows a column for, in this order; others (kinds a newer
 /// engine adds) get a column of their own after them.
-pub(crate) const KNOWN_KINDS: [&str; 3] = ["replayed", "skipped", "declined"];
+pub(crate) const KNOWN_KINDS: [&str; 4] = ["replayed", "skipped", "declined", "failed"];
 
 /// Pass-time statistics in ns.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -150,11 +150,12 @@ mod tests {
 
     #[test]
     fn kernels_are_aggregated_in_order_of_appearance() {
-        let text = r#"{"kernel":"b","outcome":"replayed","passes":3,"pass_ns":[30,10,20],"snapshot_bytes":8,"restored_bytes":16,"snapshot_ns":2,"restore_ns":4}
-{"kernel":"a","outcome":"skipped","passes":1}
-{"kernel":"b","outcome":"declined","reason":"over_budget","passes":1}
-{"kernel":"b","outcome":"replayed","passes":2,"pass_ns":[40,null],"snapshot_bytes":8,"restored_bytes":8}
-{"kernel":"a","outcome":"failed","reason":"restore_failed","passes":2}
+        let text = r#"{"kernel":"b","dispatch_id":1,"agent":0,"outcome":"replayed","passes":3,"pass_ns":[30,10,20],"snapshot_bytes":8,"restored_bytes":16,"snapshot_ns":2,"restore_ns":4}
+{"kernel":"a","dispatch_id":2,"agent":0,"outcome":"skipped","passes":1}
+{"kernel":"b","dispatch_id":3,"agent":0,"outcome":"declined","reason":"over_budget","passes":1}
+{"kernel":"b","dispatch_id":4,"agent":0,"outcome":"replayed","passes":2,"pass_ns":[40,null],"snapshot_bytes":8,"restored_bytes":8}
+{"kernel":"a","dispatch_id":5,"agent":0,"outcome":"failed","reason":"restore_failed","passes":2}
+{"kernel":"a","dispatch_id":6,"agent":0,"outcome":"quarantined","passes":1}
 "#;
         let k = by_kernel(&Records::parse(text).records);
         assert_eq!(k.len(), 2);
@@ -173,7 +174,8 @@ mod tests {
         );
         let a = &k[1];
         assert_eq!(a.pass_time, None);
-        assert_eq!(other_kinds(&k), ["failed"]);
+        assert_eq!(a.count("failed"), 1);
+        assert_eq!(other_kinds(&k), ["quarantined"], "failed is a known kind");
         assert_eq!(a.reasons["failed:restore_failed"], 1);
     }
 }

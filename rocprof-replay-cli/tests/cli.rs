@@ -183,9 +183,9 @@ fn the_demo_replays_every_dispatch_and_the_app_sees_one_execution() {
             .map(str::to_owned)
             .collect::<Vec<_>>()
     };
-    // Kernel, Dispatches, Replayed, Skipped, Declined, Passes.
-    assert_eq!(row("vector_add")[1..6], ["1", "1", "0", "0", "5"]);
-    assert_eq!(row("inc_in_place")[1..6], ["2", "2", "0", "0", "10"]);
+    // Kernel, Dispatches, Replayed, Skipped, Declined, Failed, Passes.
+    assert_eq!(row("vector_add")[1..7], ["1", "1", "0", "0", "0", "5"]);
+    assert_eq!(row("inc_in_place")[1..7], ["2", "2", "0", "0", "0", "10"]);
     assert!(
         text(&out.stderr).contains("runtime: hsa-emu"),
         "{}",
@@ -778,7 +778,11 @@ fn help_documents_every_option() {
         "--output",
         "--format",
         "--quiet",
+        "--allow-failed",
         "EXIT STATUS",
+        "3 when the",
+        "CUDA_INJECTION64_PATH",
+        "cuda",
         "perfetto",
         "ROCPROF_REPLAY_TIMER_LIB",
     ] {
@@ -840,4 +844,499 @@ fn the_c_samples_run_under_the_command() {
             .iter()
             .all(|r| r["passes"] == 3)
     );
+}
+
+/// `rocprof-replay run --runtime emu OPTIONS -- sh -c SCRIPT` with the records in a file of the
+/// test's (`$ROCPROF_REPLAY_OUTPUT` in the script); the script may append records itself.
+fn run_script(options: &[&str], script: &str, tag: &str) -> Output {
+    sample_app();
+    let records = scratch(&format!("{tag}.records.jsonl"));
+    let _ = std::fs::remove_file(&records);
+    let mut args = vec!["run", "--runtime", "emu"];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    run(command(&args).env("ROCPROF_REPLAY_OUTPUT", &records))
+}
+
+/// A shell command appending one record of `outcome` to the records file.
+fn append_record(id: u32, outcome: &str, reason: &str) -> String {
+    format!(
+        r#"printf '%s\n' '{{"kernel":"k{id}","dispatch_id":{id},"agent":0,"outcome":"{outcome}","reason":{reason},"passes":2}}' >> "$ROCPROF_REPLAY_OUTPUT""#
+    )
+}
+
+#[test]
+fn a_failed_dispatch_gives_status_3_unless_allowed_or_the_application_failed() {
+    let failed = format!(
+        "{}; {}; {}",
+        append_record(1, "replayed", "null"),
+        append_record(2, "failed", r#""pass_stuck""#),
+        append_record(3, "declined", r#""over_budget""#),
+    );
+    let out = run_script(&[], &failed, "failed");
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("1 dispatch ended `failed`")
+            && stderr.contains("k2 (pass_stuck)")
+            && stderr.contains("exit status 3"),
+        "{}",
+        show(&out)
+    );
+    // Its own column and count.
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("1 replayed (2 passes), 0 skipped, 1 declined, 1 failed"),
+        "{}",
+        show(&out)
+    );
+    let header = stdout.lines().find(|l| l.starts_with("Kernel")).unwrap();
+    assert!(header.contains("Declined  Failed"), "{stdout}");
+
+    let out = run_script(&["--allow-failed"], &failed, "allowed");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("ended `failed`"),
+        "{}",
+        show(&out)
+    );
+
+    // The application's own failure is never hidden.
+    let out = run_script(&[], &format!("{failed}; exit 4"), "app-failed");
+    assert_eq!(out.status.code(), Some(4), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("ended `failed`"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        !text(&out.stderr).contains("exit status 3"),
+        "{}",
+        show(&out)
+    );
+
+    // Every other kind keeps the application's status.
+    let fine = format!(
+        "{}; {}; {}",
+        append_record(1, "replayed", "null"),
+        append_record(2, "skipped", "null"),
+        append_record(3, "declined", r#""lock_timeout""#),
+    );
+    let out = run_script(&[], &fine, "fine");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = run_script(&[], &format!("{fine}; exit 5"), "fine-5");
+    assert_eq!(out.status.code(), Some(5), "{}", show(&out));
+
+    // CSV and JSON count failed in a column of its own, even when there is none.
+    let csv_path = scratch("failed.csv");
+    let out = run_script(&["-o", csv_path.to_str().unwrap()], &fine, "fine-csv");
+    assert!(out.status.success(), "{}", show(&out));
+    let mut reader = csv::Reader::from_path(&csv_path).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(header[2..6], ["replayed", "skipped", "declined", "failed"]);
+    let json_path = scratch("failed.json");
+    let out = run_script(
+        &["--allow-failed", "-o", json_path.to_str().unwrap()],
+        &failed,
+        "failed-json",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(v["totals"]["failed"], 1, "{v}");
+    assert_eq!(v["kernels"][1]["outcomes"]["failed"], 1, "{v}");
+}
+
+#[test]
+fn a_report_that_cannot_be_written_after_the_run_keeps_the_applications_status() {
+    // /dev/full opens for writing (the check before the run passes) and fails when written.
+    for (status, script) in [(0, "true"), (6, "exit 6")] {
+        let out = run_script(&["-o", "/dev/full", "--format", "csv"], script, "full");
+        assert_eq!(out.status.code(), Some(status), "{}", show(&out));
+        assert!(
+            text(&out.stderr).contains("cannot write the report to /dev/full")
+                && text(&out.stderr).contains("the exit status is still the application's"),
+            "{}",
+            show(&out)
+        );
+    }
+}
+
+#[test]
+fn malformed_records_are_named_on_stderr_and_the_good_ones_reported() {
+    let script = format!(
+        "{}; printf 'not json\\n{{}}\\n\\377\\376\\n' >> \"$ROCPROF_REPLAY_OUTPUT\"; {}; \
+         printf '{{\"kernel\":\"k9\"' >> \"$ROCPROF_REPLAY_OUTPUT\"",
+        append_record(1, "replayed", "null"),
+        append_record(2, "replayed", "null"),
+    );
+    let json = scratch("malformed.json");
+    let out = run_script(&["-o", json.to_str().unwrap()], &script, "malformed");
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    for want in [
+        "4 malformed record line(s)",
+        "line 2: not JSON",
+        "line 3: missing kernel, dispatch_id, agent, outcome, passes",
+        "line 4: not valid UTF-8",
+        "line 6: truncated",
+    ] {
+        assert!(stderr.contains(want), "want {want:?}\n{}", show(&out));
+    }
+    assert!(
+        text(&out.stdout).contains("2 dispatches of 2 kernels: 2 replayed"),
+        "{}",
+        show(&out)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["malformed_records"], 4);
+    assert_eq!(v["malformed_lines"][2]["line"], 4);
+    assert_eq!(v["totals"]["replayed"], 2);
+}
+
+/// Builds a test fixture library from `tests/fixtures/<name>.c` with `cc` into `dir/file`.
+fn build_c_library(name: &str, dir: &Path, file: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = dir.join(file);
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .arg(format!("{src}/{name}.c"))
+        .arg("-ldl")
+        .status()
+        .expect("a C compiler (cc) to build the fake CUDA driver");
+    assert!(status.success(), "building {name}.c");
+    out
+}
+
+/// A fake `libcuda.so.1` (in a directory of its own, for `LD_LIBRARY_PATH`) and a fake CUDA
+/// injection tool.
+fn fake_cuda() -> (PathBuf, PathBuf) {
+    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = scratch("fake-cuda");
+            build_c_library("fake_libcuda", &dir.join("driver"), "libcuda.so.1");
+            let tool = build_c_library("fake_cuda_tool", &dir, "libfake_cuda_tool.so");
+            (dir.join("driver"), tool)
+        })
+        .clone()
+}
+
+#[test]
+fn a_machine_with_a_cuda_driver_gets_the_cuda_runtime_and_emu_can_still_be_forced() {
+    sample_app();
+    let (driver, tool) = fake_cuda();
+    let marker = scratch("cuda-marker");
+    let _ = std::fs::remove_file(&marker);
+    // What the application gets: the injection path, no HSA tool, LD_PRELOAD untouched.
+    let show_env = r#"printf '%s|%s|%s\n' "$CUDA_INJECTION64_PATH" "${HSA_TOOLS_LIB-unset}" "${LD_PRELOAD-unset}""#;
+    let cuda = |extra: &[&str], envs: &[(&str, &str)], script: &str| {
+        let mut args = vec!["run"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--tool", tool.to_str().unwrap(), "--", "sh", "-c", script]);
+        let mut cmd = command(&args);
+        cmd.env("LD_LIBRARY_PATH", &driver)
+            .env_remove("LD_PRELOAD")
+            .env_remove("HSA_TOOLS_LIB")
+            .env_remove("CUDA_INJECTION64_PATH");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        run(&mut cmd)
+    };
+    let out = cuda(&[], &[], show_env);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("runtime: CUDA, the tool injected through CUDA_INJECTION64_PATH (libcuda.so.1: 1 device)"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        text(&out.stdout).starts_with(&format!("{}|unset|unset\n", tool.display())),
+        "{}",
+        show(&out)
+    );
+    // A user's injection path is replaced (and said), a stray verdict file never reaches the
+    // application.
+    let mut cmd = command(&[
+        "run",
+        "--tool",
+        tool.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        r#"printf '%s|%s\n' "$CUDA_INJECTION64_PATH" "${ROCPROF_REPLAY_PREFLIGHT-unset}""#,
+    ]);
+    cmd.env("LD_LIBRARY_PATH", &driver)
+        .env("CUDA_INJECTION64_PATH", "/elsewhere/libother.so")
+        .env("ROCPROF_REPLAY_PREFLIGHT", scratch("stray-verdicts"));
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("CUDA_INJECTION64_PATH=/elsewhere/libother.so is replaced"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        text(&out.stdout).starts_with(&format!("{}|unset\n", tool.display())),
+        "{}",
+        show(&out)
+    );
+    let out = cuda(&[], &[("FAKE_CUDA_DEVICES", "2")], "true");
+    assert!(
+        text(&out.stderr).contains("(libcuda.so.1: 2 devices)"),
+        "{}",
+        show(&out)
+    );
+
+    // No device, or a driver that does not start: the HSA choice as before.
+    let out = cuda(&[], &[("FAKE_CUDA_DEVICES", "0")], "true");
+    assert!(
+        text(&out.stderr).contains("runtime: hsa-emu")
+            && text(&out.stderr).contains("reports no device"),
+        "{}",
+        show(&out)
+    );
+    let out = cuda(&[], &[("FAKE_CUDA_INIT_ERROR", "100")], "true");
+    assert!(
+        text(&out.stderr).contains("runtime: hsa-emu"),
+        "{}",
+        show(&out)
+    );
+
+    // --runtime emu forces hsa-emu: the tool goes to HSA_TOOLS_LIB (the built-in timer here).
+    let mut cmd = command(&["run", "--runtime", "emu", "--", "sh", "-c", show_env]);
+    cmd.env("LD_LIBRARY_PATH", &driver)
+        .env_remove("HSA_TOOLS_LIB")
+        .env_remove("CUDA_INJECTION64_PATH");
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("runtime: hsa-emu"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        text(&out.stdout).starts_with(&format!(
+            "|{}|",
+            profile_dir().join("librocprof_replay_timer.so").display()
+        )),
+        "{}",
+        show(&out)
+    );
+
+    // A refusal reported by the tool at cuInit stops the run before the application.
+    let touch = format!("touch {}", marker.display());
+    let out = cuda(
+        &[],
+        &[("FAKE_TOOL_REFUSE", "CUPTI is held by another subscriber")],
+        &touch,
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("refused to load: CUPTI is held by another subscriber"),
+        "{}",
+        show(&out)
+    );
+    let out = cuda(
+        &["--runtime", "cuda"],
+        &[("FAKE_CUDA_INIT_ERROR", "3")],
+        &touch,
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("cuInit failed with CUresult 3"),
+        "{}",
+        show(&out)
+    );
+    // A tool without InitializeInjection (the timer built without the cuda feature).
+    let mut cmd = command(&["run", "--runtime", "cuda", "--", "sh", "-c", &touch]);
+    cmd.env("LD_LIBRARY_PATH", &driver);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(125), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("exports no InitializeInjection"),
+        "{}",
+        show(&out)
+    );
+    // --shadow is for hsa-emu.
+    assert_fails(
+        &["run", "--runtime", "cuda", "--shadow", "x.so", "--", "true"],
+        2,
+        "--runtime cuda",
+    );
+    assert!(!marker.exists(), "an application ran despite an error");
+}
+
+/// Builds the fixture tool whose constructor panics with `E2E_PANIC=new`.
+fn plan_tool() -> PathBuf {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "e2e-plan-tool",
+            "-p",
+            "rocprof-replay-example-pass-timer",
+        ])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    profile_dir().join("libe2e_plan_tool.so")
+}
+
+#[test]
+fn a_tool_that_refuses_to_load_stops_the_run_before_the_application_with_its_reason() {
+    sample_app();
+    let plan = plan_tool();
+    let pass_timer = profile_dir().join("libpass_timer.so");
+    let marker = scratch("refusal-marker");
+    let _ = std::fs::remove_file(&marker);
+    let touch = format!("touch {}", marker.display());
+    let refused = |extra: &[&str], envs: &[(&str, &str)], want: &str| {
+        let mut args = vec!["run", "--runtime", "emu"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", &touch]);
+        let mut cmd = command(&args);
+        cmd.env_remove("HSA_TOOLS_LIB");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let out = run(&mut cmd);
+        assert_eq!(out.status.code(), Some(125), "{}", show(&out));
+        assert!(
+            text(&out.stderr).contains(" refused to load: ") && text(&out.stderr).contains(want),
+            "want {want:?}\n{}",
+            show(&out)
+        );
+        assert!(!marker.exists(), "the application ran:\n{}", show(&out));
+    };
+    // An unknown table layout.
+    refused(
+        &[],
+        &[("HSA_EMU_AMD_EXT_MAJOR", "99")],
+        "unsupported HSA API table",
+    );
+    // A panicking constructor.
+    refused(
+        &["--tool", plan.to_str().unwrap()],
+        &[("E2E_PANIC", "new")],
+        "the tool's constructor panicked: E2E_PANIC=new",
+    );
+    // A second replay tool in the process: the user's own HSA_TOOLS_LIB.
+    refused(
+        &[],
+        &[("HSA_TOOLS_LIB", pass_timer.to_str().unwrap())],
+        "another replay tool loaded beside",
+    );
+    refused(
+        &[],
+        &[("HSA_TOOLS_LIB", pass_timer.to_str().unwrap())],
+        "libpass_timer.so: kernel replay is already configured by another tool",
+    );
+    // The same tools without the fault load, and the application runs.
+    let out = run(command(&[
+        "run",
+        "--runtime",
+        "emu",
+        "--tool",
+        plan.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &touch,
+    ])
+    .env_remove("HSA_TOOLS_LIB"));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(marker.exists());
+}
+
+/// The command on a real NVIDIA GPU: the CUDA runtime is chosen by itself, the CUDA sample
+/// `tests/cuda/apps/replay_check.cu` checks that it saw one execution of every launch, and
+/// the report counts replayed launches and no failed one. Needs `nvcc`, a GPU and the timer
+/// built with the `cuda` feature in `ROCPROF_REPLAY_TIMER_LIB`.
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, nvcc and the timer built with --features cuda: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn the_command_replays_a_cuda_application_on_a_gpu() {
+    let timer = std::env::var_os("ROCPROF_REPLAY_TIMER_LIB")
+        .expect("ROCPROF_REPLAY_TIMER_LIB naming the timer built with --features cuda");
+    let app = scratch("replay_check");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/cuda/apps/replay_check.cu"
+    );
+    let built = Command::new("nvcc")
+        .args(["-O2", "-std=c++17", "-arch=native", "-o"])
+        .arg(&app)
+        .arg(src)
+        .status()
+        .expect("nvcc");
+    assert!(built.success(), "nvcc failed");
+    let json = scratch("cuda.json");
+    let out = run(command(&[
+        "run",
+        "--passes",
+        "3",
+        "-o",
+        json.to_str().unwrap(),
+        "--",
+        app.to_str().unwrap(),
+    ])
+    .env("ROCPROF_REPLAY_TIMER_LIB", &timer));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("runtime: CUDA"),
+        "{}",
+        show(&out)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["runtime"], "cuda");
+    assert!(v["totals"]["replayed"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["totals"]["failed"], 0, "{v}");
+}
+
+/// A real `failed` outcome on hsa-emu: every copy from the 8th on fails, so the first replayed
+/// dispatch's restore fails (and the application's own next copy too, so it exits non-zero).
+#[test]
+fn a_failed_restore_on_hsa_emu_is_summarized_and_the_applications_failure_kept() {
+    let json = scratch("restore-failed.json");
+    let (out, records) = run_sample(
+        &["--passes", "3", "-o", json.to_str().unwrap()],
+        "restore-failed",
+    );
+    assert!(out.status.success(), "without the fault: {}", show(&out));
+    assert!(records.iter().all(|r| r["outcome"] == "replayed"));
+    let (app, kernels) = sample_app();
+    let out = run(command(&[
+        "run",
+        "--runtime",
+        "emu",
+        "--passes",
+        "3",
+        "-o",
+        json.to_str().unwrap(),
+        "--",
+        app.to_str().unwrap(),
+        "app",
+        kernels.to_str().unwrap(),
+    ])
+    .env("HSA_EMU_FAIL_COPY_FROM", "8"));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["totals"]["failed"], 1, "{v}\n{}", show(&out));
+    let app_status = v["exit"]["code"].as_i64().unwrap();
+    assert_ne!(app_status, 0, "{}", show(&out));
+    assert_eq!(out.status.code(), Some(app_status as i32), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("1 dispatch ended `failed`")
+            && stderr.contains("vector_add (restore_failed)"),
+        "{}",
+        show(&out)
+    );
+    assert!(!stderr.contains("exit status 3"), "{}", show(&out));
 }

@@ -98,7 +98,7 @@ pub use rocprof_replay_macros::rocprof_tool;
 /// Support for the code `#[rocprof_tool]` generates. Not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::registration::{Claim, TOOL_PRIORITY, on_load, on_unload};
+    pub use crate::registration::{Claim, PREFLIGHT_VAR, TOOL_PRIORITY, on_load, on_unload};
     #[cfg(feature = "cuda")]
     pub use crate::registration::{cuda_preload, initialize_injection};
     pub use rocprof_replay_sys::HsaApiTable;

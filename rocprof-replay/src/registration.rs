@@ -157,6 +157,105 @@ fn watch_forks() {
     });
 }
 
+/// The backend a tool attaches to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    /// The HSA runtime called `OnLoad`.
+    Hsa,
+    /// The CUDA driver called `InitializeInjection`.
+    #[cfg(feature = "cuda")]
+    Cuda,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Hsa => "hsa",
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => "cuda",
+        }
+    }
+
+    /// What a refusal means for the application.
+    fn without(self) -> &'static str {
+        match self {
+            Backend::Hsa => "this tool is not loaded and the application runs without it",
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => {
+                "kernel replay is off for CUDA in this process and the application runs without it"
+            }
+        }
+    }
+}
+
+/// The one load path of every backend: claims replay, builds the policy and the engine (or
+/// reuses them when another backend of this library attached first), runs the backend's
+/// `install`, reports the verdict to a preflight ([`PREFLIGHT_VAR`]) and, on refusal, says why
+/// on stderr. Returns whether the tool is attached.
+fn attach<P: ReplayPolicy>(
+    backend: Backend,
+    make: impl FnOnce() -> P,
+    install: impl FnOnce(&'static crate::engine::state::Engine) -> Result<(), String>,
+) -> bool {
+    crate::log::init();
+    let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+        claim().map_err(|e| e.to_string())?;
+        let engine = engine(make).map_err(|e| e.to_string())?;
+        install(engine)
+    }))
+    .unwrap_or_else(|_| Err("internal error (panic) while loading".into()));
+    report_verdict(backend, &result);
+    match result {
+        Ok(()) => {
+            tracing::info!(backend = backend.name(), "rocprof-replay tool loaded");
+            true
+        }
+        Err(e) => {
+            // Printed directly, not through tracing: it must reach the user even when the
+            // application installed its own tracing subscriber.
+            eprintln!("rocprof-replay: {e}; {}", backend.without());
+            false
+        }
+    }
+}
+
+/// The variable naming the file to which a tool appends its load verdict (one JSON line:
+/// `{"tool": path, "backend": "hsa"|"cuda", "verdict": "loaded"|"refused", "reason": ...}`,
+/// the reason being what it prints on stderr). The `rocprof-replay` command's preflight sets
+/// it, loads the tool the way the runtime will, and reports a refusal before the application
+/// starts.
+pub const PREFLIGHT_VAR: &str = "ROCPROF_REPLAY_PREFLIGHT";
+
+/// Appends this library's verdict to `$ROCPROF_REPLAY_PREFLIGHT`, when set (errors ignored: a
+/// preflight that finds no verdict falls back to its symbol check).
+fn report_verdict(backend: Backend, result: &Result<(), String>) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os(PREFLIGHT_VAR).filter(|p| !p.is_empty()) else {
+        return;
+    };
+    let tool = object_of((&IDENTITY as *const u8).cast())
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (verdict, reason) = match result {
+        Ok(()) => ("loaded", None),
+        Err(e) => ("refused", Some(e.as_str())),
+    };
+    let line = serde_json::json!({
+        "tool": tool,
+        "backend": backend.name(),
+        "verdict": verdict,
+        "reason": reason,
+    });
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        // One write: verdicts of several tools never interleave.
+        let _ = f.write_all(format!("{line}\n").as_bytes());
+    }
+}
+
 /// `OnLoad` of a tool: claims replay, builds the policy and the engine, installs the HSA
 /// backend.
 ///
@@ -169,33 +268,11 @@ pub unsafe fn on_load<P: ReplayPolicy>(
     _failed_tool_names: *const *const c_char,
     make: impl FnOnce() -> P,
 ) -> bool {
-    crate::log::init();
-    let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), Error> {
-        claim()?;
-        let engine = engine(make)?;
+    tracing::debug!(runtime_version, "OnLoad");
+    attach(Backend::Hsa, make, |engine| {
         // SAFETY: the live table handed to OnLoad.
-        unsafe { crate::hsa::install(table, engine) }
-    }));
-    match result {
-        Ok(Ok(())) => {
-            tracing::info!(runtime_version, "rocprof-replay tool loaded");
-            true
-        }
-        Ok(Err(e)) => {
-            // Printed directly, not through tracing: it must reach the user even when the
-            // application installed its own tracing subscriber.
-            eprintln!(
-                "rocprof-replay: {e}; this tool is not loaded and the application runs without it"
-            );
-            false
-        }
-        Err(_) => {
-            eprintln!(
-                "rocprof-replay: internal error (panic) while loading; the application runs without this tool"
-            );
-            false
-        }
-    }
+        unsafe { crate::hsa::install(table, engine) }.map_err(|e| e.to_string())
+    })
 }
 
 /// `InitializeInjection` of a tool (feature `cuda`): called by the CUDA driver during `cuInit`
@@ -206,26 +283,10 @@ pub unsafe fn on_load<P: ReplayPolicy>(
 #[cfg(feature = "cuda")]
 pub fn initialize_injection<P: ReplayPolicy>(make: impl FnOnce() -> P) -> std::ffi::c_int {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    let mut make = Some(make);
     ONCE.call_once(|| {
-        crate::log::init();
-        let result = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
-            claim().map_err(|e| e.to_string())?;
-            let make = make.take().ok_or("injection initialised twice")?;
-            let engine = engine(make).map_err(|e| e.to_string())?;
+        attach(Backend::Cuda, make, |engine| {
             crate::cuda::install(engine).map_err(|e| e.to_string())
-        }));
-        match result {
-            Ok(Ok(())) => tracing::info!("rocprof-replay tool loaded (CUDA)"),
-            Ok(Err(e)) => eprintln!(
-                "rocprof-replay: {e}; kernel replay is off for CUDA in this process and the \
-                 application runs without it"
-            ),
-            Err(_) => eprintln!(
-                "rocprof-replay: internal error (panic) while attaching to CUDA; the application \
-                 runs without kernel replay"
-            ),
-        }
+        });
     });
     1
 }
@@ -284,10 +345,13 @@ pub(crate) fn preloads(ld_preload: &str, me: &std::path::Path) -> bool {
         })
 }
 
-/// `OnUnload` of a tool: stops replay and writes out pending records.
+/// `OnUnload` of a tool: stops replay on every backend that runs (each is a no-op where its
+/// backend never attached) and writes out pending records.
 pub fn on_unload() {
     let _ = catch_unwind(|| {
         crate::hsa::shutdown();
+        #[cfg(feature = "cuda")]
+        crate::cuda::shutdown();
         crate::engine::records::flush(Duration::from_secs(5));
     });
 }

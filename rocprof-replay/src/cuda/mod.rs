@@ -1225,6 +1225,14 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
     Ok(())
 }
 
+/// Stops replay (the tool's `OnUnload`): callbacks pass everything through from now on. A
+/// window already running finishes; nothing is freed.
+pub(crate) fn shutdown() {
+    if let Some(be) = BACKEND.get() {
+        be.active.store(false, Ordering::Release);
+    }
+}
+
 /// In a forked child: replay is off, callbacks only pass through.
 pub(crate) fn disable_in_child() {
     if let Some(be) = BACKEND.get() {

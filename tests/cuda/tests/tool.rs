@@ -116,14 +116,45 @@ int main(int argc, char** argv) {
         String::from_utf8_lossy(&out.stderr)
     );
     let tool = cuda_tool();
+    let verdicts = scratch().join("preflight.jsonl");
+    let _ = std::fs::remove_file(&verdicts);
     let r = run(
         &helper,
         &[tool.to_str().unwrap()],
-        &[("ROCPROF_REPLAY_LOG", "info")],
+        &[
+            ("ROCPROF_REPLAY_LOG", "info"),
+            ("ROCPROF_REPLAY_PREFLIGHT", verdicts.to_str().unwrap()),
+        ],
         &["CUDA_INJECTION64_PATH", "LD_PRELOAD"],
         Duration::from_secs(60),
     );
     r.assert_success("the injection helper");
+    // One verdict for the command's preflight, whichever way the attach went, with the reason
+    // printed on stderr when refused.
+    let text = std::fs::read_to_string(&verdicts).unwrap_or_default();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a verdict is JSON"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one verdict per attach: {text}");
+    assert_eq!(lines[0]["backend"], "cuda", "{text}");
+    assert_eq!(
+        std::fs::canonicalize(lines[0]["tool"].as_str().unwrap()).unwrap(),
+        std::fs::canonicalize(tool).unwrap(),
+        "{text}"
+    );
+    match lines[0]["verdict"].as_str() {
+        Some("refused") => {
+            let reason = lines[0]["reason"].as_str().unwrap();
+            assert!(
+                r.stderr().contains(&format!("rocprof-replay: {reason}; ")),
+                "the verdict's reason is the one on stderr: {text}\n{}",
+                r.stderr()
+            );
+        }
+        Some("loaded") => assert!(have_driver(), "loaded without a driver: {text}"),
+        other => panic!("verdict {other:?}: {text}"),
+    }
     assert_eq!(
         r.stdout().matches("InitializeInjection=1").count(),
         2,
