@@ -68,6 +68,24 @@ fn time_ns(ns: u64) -> String {
 }
 
 /// The aligned table (ends with a newline).
+/// Longest kernel name the table shows whole; CSV, JSON and the trace keep every name whole.
+const TABLE_NAME_CHARS: usize = 64;
+
+/// `name` for the table: at most [`TABLE_NAME_CHARS`] characters, the middle elided (`...`),
+/// so that a mangled name keeps both its distinctive start and its end.
+fn shortened(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= TABLE_NAME_CHARS {
+        return name.to_string();
+    }
+    let tail = 20;
+    let head = TABLE_NAME_CHARS - 3 - tail;
+    let mut out: String = chars[..head].iter().collect();
+    out.push_str("...");
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
 pub(crate) fn table(run: &Run<'_>) -> String {
     let others = summary::other_kinds(&run.kernels);
     let mut out = String::new();
@@ -125,7 +143,7 @@ pub(crate) fn table(run: &Run<'_>) -> String {
     );
     let mut rows = vec![header];
     for k in &run.kernels {
-        let mut row = vec![k.kernel.clone(), k.dispatches.to_string()];
+        let mut row = vec![shortened(&k.kernel), k.dispatches.to_string()];
         row.extend(KNOWN_KINDS.iter().map(|kind| k.count(kind).to_string()));
         row.extend(others.iter().map(|kind| k.count(kind).to_string()));
         row.push(k.passes.to_string());
@@ -446,6 +464,23 @@ pub(crate) fn kinds(records: &[crate::records::Record]) -> BTreeMap<String, usiz
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn long_kernel_names_are_shortened_in_the_middle_for_the_table() {
+        let short = "_Z7add_onePjm";
+        assert_eq!(super::shortened(short), short);
+        let long = format!(
+            "_ZN2at6native29vectorized_elementwise_kernel{}_end_of_name",
+            "x".repeat(200)
+        );
+        let s = super::shortened(&long);
+        assert_eq!(s.chars().count(), super::TABLE_NAME_CHARS);
+        assert!(s.starts_with("_ZN2at6native29vectorized_"), "{s}");
+        assert!(
+            s.ends_with("xxxxxxxx_end_of_name") && s.contains("..."),
+            "{s}"
+        );
+    }
+
     use super::*;
 
     const TEXT: &str = r#"{"kernel":"vector_add","dispatch_id":1,"agent":0,"outcome":"replayed","passes":3,"pass_ns":[1000,2000,3000],"snapshot_bytes":4096,"restored_bytes":8192,"snapshot_ns":500,"restore_ns":800,"start_ns":1000000,"pid":9}
