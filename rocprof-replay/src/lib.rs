@@ -91,7 +91,7 @@ pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 pub use error::Error;
 pub use policy::{
     DeclineReason, FailureReason, KeepGoing, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome,
-    OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy,
+    OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
 };
 pub use rocprof_replay_macros::rocprof_tool;
 
