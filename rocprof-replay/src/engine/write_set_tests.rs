@@ -412,11 +412,11 @@ fn a_failed_diff_or_no_room_for_the_stash_falls_back_to_full_restore() {
 
 #[test]
 fn a_stuck_diff_stops_after_the_first_pass() {
-    // The diff of SIZES reads back in DIFF_BATCHES batches (scratch of 4096 bytes); the
-    // stash is the batch after them.
-    const DIFF_BATCHES: u32 = 3;
+    // One allocation and one module variable (planned in that order) read back in two
+    // batches (scratch of 4096 bytes); the stash is the batch after them.
+    const DIFF_BATCHES: u32 = 2;
     for stuck in [0, DIFF_BATCHES] {
-        let mut dev = Dev::new(&SIZES, varying());
+        let mut dev = Dev::new(&[4096, 24], vec![vec![(0, 0, 100), (1, 0, 1)]]);
         dev.stuck_capture_at = Some((1, stuck));
         let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
         assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::CopyTimeout));
