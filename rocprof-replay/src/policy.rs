@@ -486,7 +486,8 @@ pub struct Outcome {
     pub snapshot_bytes: u64,
     /// Bytes written back by all restores together.
     pub restored_bytes: u64,
-    /// Regions skipped at restore because they were freed or reallocated.
+    /// Regions skipped at restore (or left out of a comparison with the snapshot) because
+    /// they were freed or reallocated; counted once per restore or comparison.
     pub skipped_regions: u32,
     /// Time spent capturing the snapshot.
     pub snapshot_time: Duration,

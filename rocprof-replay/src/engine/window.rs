@@ -480,7 +480,7 @@ impl Restorer {
             Err(DiffError::Stuck) => return Err(DeclineReason::CopyTimeout),
         };
         outcome.written_bytes = written.bytes();
-        // Left out of the write set: never written again (each restore counts them too).
+        // Left out of the write set: never written again (each diff and restore counts them).
         outcome.skipped_regions += written.skipped;
         outcome.verified_bytes += written.compared;
         outcome.diff_time += written.time;
@@ -544,6 +544,7 @@ impl Restorer {
                 if *strict {
                     match snapshot.diff(inventory, mem, settings.granule) {
                         Ok(left) => {
+                            outcome.skipped_regions += left.skipped;
                             outcome.verified_bytes += left.compared;
                             outcome.diff_time += left.time;
                             if !left.ranges.is_empty() {
@@ -599,6 +600,7 @@ impl Restorer {
         } else {
             match snapshot.diff(inventory, mem, settings.granule) {
                 Ok(now) => {
+                    outcome.skipped_regions += now.skipped;
                     outcome.verified_bytes += now.compared;
                     outcome.diff_time += now.time;
                     Some(now.minus(set))
