@@ -807,6 +807,11 @@ impl Snapshot {
         self.regions.into_iter().for_each(|(_, buf)| buf.leak());
     }
 
+    /// (base, size) of every region captured.
+    pub(crate) fn spans(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.regions.iter().map(|(r, _)| (r.base, r.size))
+    }
+
     /// Number of regions captured.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
