@@ -20,13 +20,22 @@
 //!   │     ▼
 //!   │   more passes? (plan, contention, keep_going) ──no──► complete once   (replayed)
 //!   └── restore ◄──yes        │ failed twice / stuck ──────────────► run_once      (failed)
+//!       (first time: diff, choose write-set or full; write-set: finish = diff, restore the
+//!        extras, write pass 1's result back, before "complete once")
 //! ```
-//! The last pass is never followed by a restore: the application sees what the kernel made.
-//! A pass always starts from the captured inputs, so stopping after any completed pass — one
-//! that completed late included — leaves the application the result of one correct execution.
-//! Only two paths leave memory in a state no execution produces, and their outcome is
-//! `failed`: a restore that does not complete, and a pass still running after the second
-//! (late-pass) deadline, when the application is given its completion rather than a hang.
+//! How memory is restored is chosen at the first restore ([`Restorer`]): after pass 1 (the
+//! application's own execution) the footprint is compared with the snapshot; a write-set
+//! restore rewrites only what pass 1 wrote before each later pass and, after the last pass,
+//! restores what later passes wrote elsewhere and writes pass 1's result back, so the
+//! application keeps pass 1's result. A full restore (a dense writer, `full` mode, a backend
+//! that cannot compare) is never followed by anything after the last pass: the application
+//! keeps the last pass's result. Either way a pass starts from the captured inputs (on what
+//! pass 1 wrote, at least; everywhere in `strict` and `full`), so stopping after any
+//! completed pass — one that completed late included — leaves the application the result of
+//! one correct execution. Only two paths leave memory in a state no execution produces, and
+//! their outcome is `failed`: a restore (or final write-back) that does not complete, and a
+//! pass still running after the second (late-pass) deadline, when the application is given
+//! its completion rather than a hang.
 //!
 //! [`ReplayTarget::end`] releases the agent before [`ReplayPolicy::on_end`] runs, so the tool's
 //! end-of-dispatch work never holds up other work on the agent.

@@ -576,3 +576,35 @@ fn random_write_subsets_keep_the_promise_in_every_mode() {
         );
     }
 }
+
+struct PanickingMode;
+impl ReplayPolicy for PanickingMode {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<'_, ()> {
+        PassPlan::exactly(3, ())
+    }
+    fn restore_mode(&self, _: &DispatchInfo) -> RestoreMode {
+        panic!("no mode")
+    }
+}
+
+#[test]
+fn a_panicking_restore_mode_declines_and_runs_once() {
+    let mut dev = Dev::new(&SIZES, varying());
+    let initial = dev.bufs.clone();
+    let inv = dev.inv.clone();
+    let out = run_window(
+        &PanickingMode,
+        &info(),
+        &mut dev,
+        &inv,
+        &settings(RestoreMode::Auto),
+    );
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::PolicyPanicked)
+    );
+    assert_eq!((dev.passes, dev.ordinary_runs, dev.completions), (0, 1, 1));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
