@@ -91,7 +91,7 @@ pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 pub use error::Error;
 pub use policy::{
     Consults, DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome,
-    OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy,
+    OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
 };
 pub use rocprof_replay_macros::rocprof_tool;
 
@@ -113,7 +113,8 @@ pub mod __bench {
     use crate::AgentId;
     use crate::engine::inventory::{AllocationInventory, Origin};
     use crate::engine::snapshot::{
-        CopyError, DeviceMemory, Direction, Snapshot, SnapshotPlan, Transfer, host_copy,
+        CopyError, DeviceMemory, Direction, GRANULE, MERGE_GAP, Snapshot, SnapshotPlan, Transfer,
+        WriteSet, host_copy,
     };
 
     /// "Device" memory that is this process's memory: addresses are pointers into the buffers
@@ -135,6 +136,8 @@ pub mod __bench {
         inventory: AllocationInventory,
         snapshot: Snapshot,
         mem: HostMemory,
+        /// The write set the last [`diff`](Self::diff) found, merged as the engine does.
+        written: WriteSet,
         /// The buffers stay borrowed (and so alive and untouched by anyone else) while their
         /// addresses are in the inventory.
         _regions: PhantomData<&'a mut [Vec<u8>]>,
@@ -165,6 +168,7 @@ pub mod __bench {
                 inventory,
                 snapshot,
                 mem,
+                written: WriteSet::default(),
                 _regions: PhantomData,
             }
         }
@@ -186,6 +190,47 @@ pub mod __bench {
                 .unwrap_or_else(|e| panic!("restore failed: {e:?}"));
             assert_eq!(stats.skipped, 0, "no region was freed");
             stats.bytes
+        }
+
+        /// Compares the buffers with the snapshot as the engine does after pass 1 (default
+        /// diff: chunked read-back, 4 KiB granules) and keeps the write set, merged as the
+        /// engine merges it, for [`restore_write_set`](Self::restore_write_set). Returns the
+        /// granule-rounded bytes found written.
+        ///
+        /// # Panics
+        /// When the diff fails (it cannot here).
+        pub fn diff(&mut self) -> u64 {
+            let found = self
+                .snapshot
+                .diff(&self.inventory, &mut self.mem, GRANULE)
+                .unwrap_or_else(|e| panic!("diff failed: {e:?}"));
+            let bytes = found.bytes();
+            self.written = found.merged(MERGE_GAP);
+            bytes
+        }
+
+        /// Plays a kernel: flips the first byte of every `step`-th 4 KiB granule of every
+        /// region (`step` 1: every granule; 100: 1% of the footprint, scattered).
+        pub fn scribble(&mut self, step: usize) {
+            for (base, size) in self.snapshot.spans() {
+                for g in (0..size.div_ceil(GRANULE)).step_by(step.max(1)) {
+                    // SAFETY: `base..base + size` is one of the buffers this value borrows
+                    // exclusively (`_regions`), and `g * GRANULE < size`.
+                    unsafe { *((base + g * GRANULE) as *mut u8) ^= 0xFF };
+                }
+            }
+        }
+
+        /// One write-set restore, as between two passes: only the last diff's write set is
+        /// written back. Returns the bytes written.
+        ///
+        /// # Panics
+        /// When the restore fails.
+        pub fn restore_write_set(&mut self) -> u64 {
+            self.snapshot
+                .restore_ranges(&self.inventory, &mut self.mem, &self.written)
+                .unwrap_or_else(|e| panic!("restore failed: {e:?}"))
+                .bytes
         }
     }
 }

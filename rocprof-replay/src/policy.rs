@@ -312,6 +312,15 @@ pub trait ReplayPolicy: Send + Sync + 'static {
     fn on_end(&self, info: &DispatchInfo, state: Self::State, outcome: &Outcome) {
         let _ = (info, state, outcome);
     }
+
+    /// How memory is brought back between passes of this dispatch (called once, after
+    /// [`pass_count`](Self::pass_count) chose more than one pass). The default,
+    /// [`RestoreMode::Auto`], lets the engine choose from what the first pass wrote;
+    /// `ROCPROF_REPLAY_RESTORE` overrides `Auto` (never an explicit choice).
+    fn restore_mode(&self, info: &DispatchInfo) -> RestoreMode {
+        let _ = info;
+        RestoreMode::Auto
+    }
 }
 
 /// A pass about to run.
@@ -604,7 +613,8 @@ pub struct Outcome {
     pub snapshot_bytes: u64,
     /// Bytes written back by all restores together.
     pub restored_bytes: u64,
-    /// Regions skipped at restore because they were freed or reallocated.
+    /// Regions skipped at restore (or left out of a comparison with the snapshot) because
+    /// they were freed or reallocated; counted once per restore or comparison.
     pub skipped_regions: u32,
     /// Time spent capturing the snapshot.
     pub snapshot_time: Duration,
@@ -613,6 +623,15 @@ pub struct Outcome {
     /// Wall-clock time at which the engine took the dispatch (before the pass decision);
     /// `None` in values built by [`testing::outcome`](crate::testing::outcome).
     pub started_at: Option<SystemTime>,
+    /// How memory was restored between passes; `None` when no restore ran.
+    pub restore_mode: Option<RestoreKind>,
+    /// Bytes the first pass wrote (granules of the snapshot that differed from it after the
+    /// first pass); 0 when no diff ran (full restore chosen up front, or unsupported).
+    pub written_bytes: u64,
+    /// Bytes compared with the snapshot, all diffs together.
+    pub verified_bytes: u64,
+    /// Time spent comparing memory with the snapshot, all diffs together.
+    pub diff_time: Duration,
 }
 
 impl Outcome {
@@ -637,6 +656,62 @@ impl Outcome {
             snapshot_time: Duration::ZERO,
             restore_time: Duration::ZERO,
             started_at: None,
+            restore_mode: None,
+            written_bytes: 0,
+            verified_bytes: 0,
+            diff_time: Duration::ZERO,
+        }
+    }
+}
+
+/// What a policy asks of the restore between passes ([`ReplayPolicy::restore_mode`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RestoreMode {
+    /// The engine chooses: after the first pass it finds what the kernel wrote and restores
+    /// only that ([`RestoreKind::WriteSet`]), or everything when the kernel wrote most of the
+    /// snapshot or the backend cannot compare ([`RestoreKind::Full`]).
+    #[default]
+    Auto,
+    /// As `Auto`'s write-set restore, and before every later pass memory is compared with
+    /// the snapshot and anything still different restored ([`RestoreKind::Strict`]).
+    Strict,
+    /// Every byte of the snapshot before every later pass, no diff (the last pass's result
+    /// is the application's).
+    Full,
+}
+
+impl RestoreMode {
+    /// Parses `auto`, `strict` or `full` (any case, surrounding blanks ignored).
+    pub fn parse(s: &str) -> Option<RestoreMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(RestoreMode::Auto),
+            "strict" => Some(RestoreMode::Strict),
+            "full" => Some(RestoreMode::Full),
+            _ => None,
+        }
+    }
+}
+
+/// How memory was restored between the passes of a dispatch ([`Outcome::restore_mode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RestoreKind {
+    /// Every byte of the snapshot; the application sees the last pass's result.
+    Full,
+    /// Only what the first pass wrote; the application sees the first pass's result.
+    WriteSet,
+    /// As `WriteSet`, with memory verified against the snapshot before every later pass.
+    Strict,
+}
+
+impl RestoreKind {
+    /// `full`, `write_set` or `strict`: the value of the record's `restore_mode` field.
+    pub fn label(self) -> &'static str {
+        match self {
+            RestoreKind::Full => "full",
+            RestoreKind::WriteSet => "write_set",
+            RestoreKind::Strict => "strict",
         }
     }
 }

@@ -382,6 +382,46 @@ pub fn fault_probe() -> (PathBuf, PathBuf) {
         .clone()
 }
 
+/// The write-set restore application (`tests/fixtures/write_set_probe.c`) and its kernel
+/// library (`tests/fixtures/write_set_kernels.c`: the sample kernels plus `write_subset`);
+/// needs the HSA headers (see [`c_samples`]).
+pub fn write_set_probe() -> (PathBuf, PathBuf) {
+    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    let samples = c_samples();
+    BUILT
+        .get_or_init(|| {
+            let root = workspace_root();
+            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+            let exe = samples.join("write_set_probe");
+            let kernels = samples.join("libwrite_set_kernels.so");
+            run_checked(
+                Command::new(&cc)
+                    .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2"])
+                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
+                    .arg(format!("-I{}", root.join("examples/apps").display()))
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg(root.join("tests/fixtures/write_set_probe.c"))
+                    .arg(format!("-L{}", emu_dir().display()))
+                    .args(["-lhsa-runtime64", "-lpthread", "-ldl"]),
+                "building write_set_probe",
+            );
+            run_checked(
+                Command::new(&cc)
+                    .args([
+                        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC",
+                    ])
+                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
+                    .arg("-o")
+                    .arg(&kernels)
+                    .arg(root.join("tests/fixtures/write_set_kernels.c")),
+                "building the write-set kernels",
+            );
+            (exe, kernels)
+        })
+        .clone()
+}
+
 /// A fresh outcome-records file (`ROCPROF_REPLAY_OUTPUT`) under `<target>/e2e/records`, named
 /// after `test` and unique to this process and call.
 pub fn records_path(test: &str) -> PathBuf {

@@ -143,10 +143,48 @@ fn copy_failure_mid_capture_declines_and_the_app_is_right() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn one_copy_failure_mid_restore_is_retried_and_the_replay_completes() {
+    // Copies 1-2 capture (buffer, module variable), 3-4 are the diff after pass 1 (one batch),
+    // 5 is the first of the first restore.
+    let c = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=5")]);
+    let r = c.faulty("inc_in_place");
+    Cell::assert_outcome(r, "replayed", None);
+    assert_eq!(r["passes"], 3, "{r}");
+    assert_eq!(
+        r["restore_mode"], "full",
+        "inc_in_place writes every byte: {r}"
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_failed_diff_copy_falls_back_to_full_restore_and_the_app_is_right() {
+    // Copy 3 is the first read-back of the diff after pass 1.
     let c = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=3")]);
     let r = c.faulty("inc_in_place");
     Cell::assert_outcome(r, "replayed", None);
     assert_eq!(r["passes"], 3, "{r}");
+    assert_eq!(r["restore_mode"], "full", "{r}");
+    assert_eq!(r["written_bytes"], 0, "no diff finished: {r}");
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_diff_copy_past_the_copy_deadline_stops_after_pass_one_and_the_app_is_right() {
+    // Copy 3 (the diff's first read-back) waits 1.5 s; the copy deadline is 300 ms. Nothing
+    // was written after pass 1, so its result stands (checked exactly by the app).
+    let c = cell(
+        "inc",
+        &[
+            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=3"),
+            ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
+            ("FAULT_SETTLE_MS", "1500"),
+        ],
+    );
+    let r = c.faulty("inc_in_place");
+    Cell::assert_outcome(r, "declined", Some("copy_timeout"));
+    assert_eq!(r["passes"], 1, "{r}");
     c.assert_frame(3);
 }
 
@@ -155,6 +193,7 @@ fn one_copy_failure_mid_restore_is_retried_and_the_replay_completes() {
 fn restore_copies_that_keep_failing_end_failed_and_the_app_runs_on() {
     let c = cell(
         "inc",
+        // From the diff on: the diff fails (full restore), then every restore copy.
         &[("FAULT_ARM", "FAIL_COPY_FROM=3"), ("FAULT_CHECK", "report")],
     );
     Cell::assert_outcome(c.faulty("inc_in_place"), "failed", Some("restore_failed"));
@@ -169,12 +208,13 @@ fn restore_copies_that_keep_failing_end_failed_and_the_app_runs_on() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn restore_copies_past_the_copy_deadline_end_failed() {
-    // The 3rd asynchronous copy (the first of the first restore) waits 1.5 s on the copy
-    // engine; the copy deadline is 300 ms. The app lets it finish before its next dispatch.
+    // The 5th asynchronous copy (the first of the first restore, after 2 capture and 2 diff
+    // copies) waits 1.5 s on the copy engine; the copy deadline is 300 ms. The app lets it
+    // finish before its next dispatch.
     let c = cell(
         "inc",
         &[
-            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=3"),
+            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=5"),
             ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
             ("FAULT_CHECK", "report"),
             ("FAULT_SETTLE_MS", "1500"),

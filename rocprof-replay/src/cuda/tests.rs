@@ -495,6 +495,7 @@ fn quick() -> Settings {
         lock: Duration::from_millis(200),
         copy: Duration::from_millis(200),
         budget: u64::MAX,
+        ..Settings::from_lookup(|_| None)
     }
 }
 

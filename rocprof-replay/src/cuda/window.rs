@@ -31,7 +31,9 @@ use super::arena;
 use super::{Backend, Ctx, GUARD, Guard, KernelFacts, LaunchApi, warn_once};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 use crate::engine::gate;
-use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Staging, Transfer};
+use crate::engine::snapshot::{
+    CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Transfer,
+};
 use crate::engine::window::{PassError, ReplayTarget};
 use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
 
@@ -874,6 +876,12 @@ impl<'a> CudaTarget<'a> {
 }
 
 impl DeviceMemory for CudaTarget<'_> {
+    /// No device compare kernel yet, and the arena's staging is not host-readable: the
+    /// engine restores everything, as before write-set restore.
+    fn diff(&mut self, _regions: &[Transfer], _granule: usize) -> Result<DirtyRanges, DiffError> {
+        Err(DiffError::Unsupported)
+    }
+
     fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
         let mem = ArenaMemory { drv: &self.be.drv };
         self.ctx.arena.lock().carve(&mem, size)

@@ -8,10 +8,15 @@
 //! | `ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS` | 60000 | how much longer a late pass is waited for before the application is given its completion anyway (outcome `failed`) |
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | 60000 | taking the agent's lock; other work waiting longer cuts a window short |
 //! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | 60000 | one capture or restore |
+//! | `ROCPROF_REPLAY_RESTORE` | `auto` | `auto`, `strict` or `full`: the restore mode of dispatches whose policy leaves it to the engine ([`RestoreMode`]) |
 //!
-//! A value that is not a number is ignored with a warning (the default applies).
+//! A value that is not a number (or not a mode) is ignored with a warning (the default
+//! applies).
 
 use std::time::Duration;
+
+use crate::engine::snapshot::{GRANULE, MERGE_GAP};
+use crate::policy::RestoreMode;
 
 /// Deadlines and budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +34,12 @@ pub(crate) struct Settings {
     pub(crate) copy: Duration,
     /// Largest snapshot in bytes.
     pub(crate) budget: u64,
+    /// The restore mode when the policy says `Auto`.
+    pub(crate) restore: RestoreMode,
+    /// Granule of write-set restore ([`GRANULE`]; tests use smaller ones).
+    pub(crate) granule: usize,
+    /// Dirty ranges closer than this are restored as one ([`MERGE_GAP`]).
+    pub(crate) merge_gap: usize,
 }
 
 impl Settings {
@@ -61,6 +72,17 @@ impl Settings {
             budget: number("ROCPROF_REPLAY_BUDGET_MB")
                 .map(|mb| mb.saturating_mul(1 << 20))
                 .unwrap_or_else(|| available_host_memory() / 2),
+            restore: match get("ROCPROF_REPLAY_RESTORE") {
+                None => RestoreMode::Auto,
+                Some(raw) => RestoreMode::parse(&raw).unwrap_or_else(|| {
+                    tracing::warn!(
+                        "ROCPROF_REPLAY_RESTORE={raw:?} is not auto, strict or full; using auto"
+                    );
+                    RestoreMode::Auto
+                }),
+            },
+            granule: GRANULE,
+            merge_gap: MERGE_GAP,
         }
     }
 }
@@ -92,12 +114,18 @@ mod tests {
         assert_eq!(s.pass, Duration::from_secs(120));
         assert_eq!(s.copy, Duration::from_secs(60));
         assert!(s.budget > 0);
+        assert_eq!(s.restore, RestoreMode::Auto);
+        assert_eq!(s.granule, GRANULE);
         let s = Settings::from_lookup(|n| match n {
             "ROCPROF_REPLAY_PASS_TIMEOUT_MS" => Some(" 500 ".into()),
             "ROCPROF_REPLAY_BUDGET_MB" => Some("3".into()),
             "ROCPROF_REPLAY_LOCK_TIMEOUT_MS" => Some("soon".into()),
+            "ROCPROF_REPLAY_RESTORE" => Some(" Strict".into()),
             _ => None,
         });
+        assert_eq!(s.restore, RestoreMode::Strict);
+        let bad = Settings::from_lookup(|n| (n == "ROCPROF_REPLAY_RESTORE").then(|| "fast".into()));
+        assert_eq!(bad.restore, RestoreMode::Auto, "an unknown mode falls back");
         assert_eq!(s.pass, Duration::from_millis(500));
         assert_eq!(s.budget, 3 << 20);
         assert_eq!(

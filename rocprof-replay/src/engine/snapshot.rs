@@ -75,6 +75,168 @@ pub(crate) trait DeviceMemory {
     /// Performs every transfer of the batch, waiting (with the backend's copy deadline) until
     /// all are complete.
     fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError>;
+
+    /// The granules of each region that differ from its captured copy: `regions[i]` names a
+    /// region (`device`) and its snapshot (`staging`, `len` bytes); granules are `granule`
+    /// bytes from the region's start (the last one may be shorter). Ranges come back sorted,
+    /// adjacent dirty granules coalesced.
+    ///
+    /// The default reads device memory back through [`copy`](Self::copy) into one scratch
+    /// buffer of at most [`DIFF_CHUNK`] bytes from [`alloc_staging`](Self::alloc_staging)
+    /// (reused chunk after chunk, so each read is one bounded copy batch) and compares on the
+    /// host; it needs host-readable snapshot staging (the engine only asks for it then). A
+    /// backend that cannot compare returns [`DiffError::Unsupported`]: the engine restores
+    /// everything, as before write-set restore.
+    fn diff(&mut self, regions: &[Transfer], granule: usize) -> Result<DirtyRanges, DiffError> {
+        diff_by_reading(self, regions, granule)
+    }
+}
+
+/// Largest read-back of one diff copy batch (the scratch buffer's size): small enough that
+/// the scratch stays in the host's last-level cache between the copy and the compare (twice
+/// as fast as 64 MiB in the restore bench), large enough that a copy's fixed cost is small.
+pub(crate) const DIFF_CHUNK: usize = 4 << 20;
+
+/// A run of dirty bytes: `len` bytes at `offset` into the `index`-th region of a diff.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DirtyRange {
+    pub(crate) index: usize,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+}
+
+/// What [`DeviceMemory::diff`] found, sorted by region then offset.
+pub(crate) type DirtyRanges = Vec<DirtyRange>;
+
+/// Why a diff found nothing usable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DiffError {
+    /// The backend cannot compare (or not this snapshot's staging).
+    Unsupported,
+    /// A read-back failed, or scratch memory could not be had; nothing is in flight.
+    Failed,
+    /// A read-back was still in flight at the deadline (its scratch buffer is leaked).
+    Stuck,
+}
+
+/// Appends `[offset, offset + len)` of region `index`, merging with the last range when they
+/// touch.
+fn push_dirty(out: &mut DirtyRanges, index: usize, offset: usize, len: usize) {
+    if let Some(last) = out.last_mut()
+        && last.index == index
+        && last.offset + last.len == offset
+    {
+        last.len += len;
+        return;
+    }
+    out.push(DirtyRange { index, offset, len });
+}
+
+/// Compares `read` (device bytes) with `captured` granule by granule; `offset` is where both
+/// start in region `index` (a multiple of `granule`).
+fn compare(
+    out: &mut DirtyRanges,
+    index: usize,
+    offset: usize,
+    read: &[u8],
+    captured: &[u8],
+    granule: usize,
+) {
+    for (k, (a, b)) in read
+        .chunks(granule)
+        .zip(captured.chunks(granule))
+        .enumerate()
+    {
+        if a != b {
+            push_dirty(out, index, offset + k * granule, a.len());
+        }
+    }
+}
+
+/// The default [`DeviceMemory::diff`]: chunked read-back into reused scratch staging, host
+/// compare.
+pub(crate) fn diff_by_reading<M: DeviceMemory + ?Sized>(
+    mem: &mut M,
+    regions: &[Transfer],
+    granule: usize,
+) -> Result<DirtyRanges, DiffError> {
+    let granule = granule.max(1);
+    let mut out = DirtyRanges::new();
+    let largest = regions.iter().map(|t| t.len).max().unwrap_or(0);
+    if largest == 0 {
+        return Ok(out);
+    }
+    // A multiple of the granule, so pieces of one region start on granule boundaries.
+    let chunk = (DIFF_CHUNK / granule).max(1) * granule;
+    let size = chunk.min(largest.div_ceil(granule) * granule);
+    let scratch = mem.alloc_staging(size).ok_or(DiffError::Failed)?;
+    let base = scratch.addr();
+    // Pieces packed into the scratch buffer: (region, offset in region, offset in scratch, len).
+    let mut pieces: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let mut batch: Vec<Transfer> = Vec::new();
+    let mut used = 0usize;
+    let flush = |mem: &mut M,
+                 pieces: &mut Vec<(usize, usize, usize, usize)>,
+                 batch: &mut Vec<Transfer>,
+                 out: &mut DirtyRanges|
+     -> Result<(), CopyError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        mem.copy(Direction::Capture, batch)?;
+        for &(index, offset, at, len) in pieces.iter() {
+            // SAFETY: `at..at + len` lies in the scratch buffer the copy just filled (nothing
+            // else uses it), and the snapshot staging of region `index` holds `len` bytes at
+            // `offset` that only this engine writes; both are host-readable (trait contract).
+            let (read, captured) = unsafe {
+                (
+                    std::slice::from_raw_parts((base + at) as *const u8, len),
+                    std::slice::from_raw_parts((regions[index].staging + offset) as *const u8, len),
+                )
+            };
+            compare(out, index, offset, read, captured, granule);
+        }
+        pieces.clear();
+        batch.clear();
+        Ok(())
+    };
+    let mut result = Ok(());
+    'regions: for (index, t) in regions.iter().enumerate() {
+        let mut offset = 0;
+        while offset < t.len {
+            let len = (t.len - offset).min(size);
+            // Pieces start on granule boundaries of the scratch buffer as well.
+            let at = used.div_ceil(granule) * granule;
+            if at + len > size {
+                if let Err(e) = flush(mem, &mut pieces, &mut batch, &mut out) {
+                    result = Err(e);
+                    break 'regions;
+                }
+                used = 0;
+                continue;
+            }
+            batch.push(Transfer {
+                device: t.device + offset,
+                staging: base + at,
+                len,
+            });
+            pieces.push((index, offset, at, len));
+            used = at + len;
+            offset += len;
+        }
+    }
+    if result.is_ok() {
+        result = flush(mem, &mut pieces, &mut batch, &mut out);
+    }
+    match result {
+        Ok(()) => Ok(out),
+        Err(CopyError::Failed) => Err(DiffError::Failed),
+        Err(CopyError::Stuck) => {
+            // A read may still land in the scratch buffer: never reuse it.
+            scratch.leak();
+            Err(DiffError::Stuck)
+        }
+    }
 }
 
 /// Copies a batch within this process's memory (both sides are host addresses).
@@ -257,6 +419,120 @@ pub(crate) struct RestoreStats {
     pub(crate) time: Duration,
 }
 
+/// Granule of write-set restore: the unit in which the engine compares device memory with the
+/// snapshot and restores it (granules start at each region's start; a region's last one may be
+/// shorter).
+pub(crate) const GRANULE: usize = 4096;
+
+/// Dirty ranges of one region closer than this are restored as one copy (the bytes between
+/// them are rewritten with their own, unchanged value): fewer, larger copies.
+pub(crate) const MERGE_GAP: usize = 64 << 10;
+
+/// A write set above this share of the snapshot (in percent) is restored with plain full
+/// copies: the diff would cost more than it saves.
+pub(crate) const DENSE_PERCENT: u64 = 50;
+
+/// Dirty ranges of snapshot regions (`index` is the snapshot's region index), sorted,
+/// non-overlapping.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WriteSet {
+    pub(crate) ranges: Vec<DirtyRange>,
+    /// How long the diff that found it took.
+    pub(crate) time: Duration,
+    /// Bytes that diff compared.
+    pub(crate) compared: u64,
+    /// Regions that diff left out: freed or re-allocated since capture.
+    pub(crate) skipped: u32,
+}
+
+impl WriteSet {
+    /// Bytes covered.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.ranges.iter().map(|r| r.len as u64).sum()
+    }
+
+    /// The same set with ranges of one region less than `gap` bytes apart joined.
+    pub(crate) fn merged(&self, gap: usize) -> WriteSet {
+        let mut ranges: Vec<DirtyRange> = Vec::with_capacity(self.ranges.len());
+        for r in &self.ranges {
+            if let Some(last) = ranges.last_mut()
+                && last.index == r.index
+                && r.offset >= last.offset + last.len
+                && r.offset - (last.offset + last.len) < gap
+            {
+                last.len = r.offset + r.len - last.offset;
+                continue;
+            }
+            ranges.push(*r);
+        }
+        WriteSet { ranges, ..*self }
+    }
+
+    /// The bytes of `self` that `other` does not cover.
+    pub(crate) fn minus(&self, other: &WriteSet) -> WriteSet {
+        let mut out = Vec::new();
+        let mut j = 0;
+        for r in &self.ranges {
+            let (mut start, end) = (r.offset, r.offset + r.len);
+            // Skip ranges of `other` wholly before this one.
+            while j < other.ranges.len() && {
+                let o = &other.ranges[j];
+                (o.index, o.offset + o.len) <= (r.index, start)
+            } {
+                j += 1;
+            }
+            let mut k = j;
+            while start < end && k < other.ranges.len() {
+                let o = &other.ranges[k];
+                if o.index != r.index || o.offset >= end {
+                    break;
+                }
+                if o.offset > start {
+                    push_dirty(&mut out, r.index, start, o.offset - start);
+                }
+                start = start.max(o.offset + o.len);
+                k += 1;
+            }
+            if start < end {
+                push_dirty(&mut out, r.index, start, end - start);
+            }
+        }
+        WriteSet {
+            ranges: out,
+            ..*self
+        }
+    }
+}
+
+/// The bytes one pass left in a [`WriteSet`], kept to be written back later.
+#[derive(Debug)]
+pub(crate) struct Stash {
+    /// `None` when the set is empty.
+    buf: Option<Staging>,
+    /// Each range and the address of its bytes in `buf`.
+    ranges: Vec<(DirtyRange, usize)>,
+}
+
+impl Stash {
+    /// Gives up the stash after a stuck copy: its staging may still be used.
+    pub(crate) fn leak(self) {
+        if let Some(buf) = self.buf {
+            buf.leak();
+        }
+    }
+}
+
+/// Why a stash could not be taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StashError {
+    /// No staging memory for it.
+    NoMemory,
+    /// The copy failed; nothing is in flight.
+    Failed,
+    /// The copy was still in flight at the deadline (the buffer is leaked).
+    Stuck,
+}
+
 /// A restore that did not complete: device memory may hold a partly restored state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RestoreError {
@@ -369,9 +645,173 @@ impl Snapshot {
         }
     }
 
+    /// Whether every region's staging can be read by the host (the default diff compares
+    /// there).
+    fn host_readable(&self) -> bool {
+        self.regions.iter().all(|(_, b)| b.tier() != Tier::Device)
+    }
+
+    /// The granules of the live regions that differ from the snapshot now, found where the
+    /// data lives ([`DeviceMemory::diff`]), with the regions pinned. Regions freed or
+    /// re-allocated since capture are left out (they are never restored).
+    pub(crate) fn diff(
+        &self,
+        inventory: &AllocationInventory,
+        mem: &mut dyn DeviceMemory,
+        granule: usize,
+    ) -> Result<WriteSet, DiffError> {
+        if !self.host_readable() {
+            return Err(DiffError::Unsupported);
+        }
+        let start = Instant::now();
+        let pins = inventory.pin(self.regions.iter().map(|(r, _)| r));
+        let mut index = Vec::with_capacity(self.regions.len());
+        let mut transfers = Vec::with_capacity(self.regions.len());
+        for (i, (region, buf)) in self.regions.iter().enumerate() {
+            if pins.is_pinned(i) {
+                index.push(i);
+                transfers.push(Transfer {
+                    device: region.base,
+                    staging: buf.addr(),
+                    len: region.size,
+                });
+            }
+        }
+        let skipped = (self.regions.len() - transfers.len()) as u32;
+        let found = mem.diff(&transfers, granule);
+        drop(pins);
+        let mut ranges = found?;
+        for r in &mut ranges {
+            r.index = *index.get(r.index).ok_or(DiffError::Failed)?;
+        }
+        Ok(WriteSet {
+            ranges,
+            time: start.elapsed(),
+            compared: transfers.iter().map(|t| t.len as u64).sum(),
+            skipped,
+        })
+    }
+
+    /// Copies `ranges` of live regions (`staging_of` names the other side of each), with the
+    /// regions pinned; a failed restore batch is retried once.
+    fn copy_ranges(
+        &self,
+        inventory: &AllocationInventory,
+        mem: &mut dyn DeviceMemory,
+        direction: Direction,
+        ranges: impl Iterator<Item = (DirtyRange, usize)>,
+    ) -> (RestoreStats, Result<(), CopyError>) {
+        let start = Instant::now();
+        let mut stats = RestoreStats::default();
+        let pins = inventory.pin(self.regions.iter().map(|(r, _)| r));
+        let mut transfers = Vec::new();
+        let mut last_skipped = None;
+        for (range, staging) in ranges {
+            let Some((region, _)) = self.regions.get(range.index) else {
+                continue;
+            };
+            if pins.is_pinned(range.index) {
+                transfers.push(Transfer {
+                    device: region.base + range.offset,
+                    staging,
+                    len: range.len,
+                });
+                stats.bytes += range.len as u64;
+            } else if last_skipped != Some(range.index) {
+                last_skipped = Some(range.index);
+                if direction == Direction::Restore {
+                    warn_skipped(region);
+                }
+                stats.skipped += 1;
+            }
+        }
+        let mut result = mem.copy(direction, &transfers);
+        if direction == Direction::Restore && result == Err(CopyError::Failed) {
+            tracing::warn!("a restore copy failed; retrying the restore once");
+            result = mem.copy(direction, &transfers);
+        }
+        drop(pins);
+        stats.time = start.elapsed();
+        (stats, result)
+    }
+
+    /// Writes the snapshot's bytes back over `set` only (live regions; retried once).
+    pub(crate) fn restore_ranges(
+        &self,
+        inventory: &AllocationInventory,
+        mem: &mut dyn DeviceMemory,
+        set: &WriteSet,
+    ) -> Result<RestoreStats, RestoreError> {
+        let ranges = set
+            .ranges
+            .iter()
+            .filter(|r| r.index < self.regions.len())
+            .map(|r| (*r, self.regions[r.index].1.addr() + r.offset));
+        match self.copy_ranges(inventory, mem, Direction::Restore, ranges) {
+            (stats, Ok(())) => Ok(stats),
+            (_, Err(CopyError::Failed)) => Err(RestoreError::Failed),
+            (_, Err(CopyError::Stuck)) => Err(RestoreError::Stuck),
+        }
+    }
+
+    /// Copies the bytes device memory holds now over `set` into new staging: the result of
+    /// the pass that just ran, to be written back by [`write_back`](Self::write_back).
+    pub(crate) fn stash(
+        &self,
+        inventory: &AllocationInventory,
+        mem: &mut dyn DeviceMemory,
+        set: &WriteSet,
+    ) -> Result<Stash, StashError> {
+        let bytes = set.bytes() as usize;
+        let buf = if bytes == 0 {
+            None
+        } else {
+            Some(mem.alloc_staging(bytes).ok_or(StashError::NoMemory)?)
+        };
+        let base = buf.as_ref().map_or(0, Staging::addr);
+        let mut ranges = Vec::with_capacity(set.ranges.len());
+        let mut at = 0usize;
+        for r in set.ranges.iter().filter(|r| r.index < self.regions.len()) {
+            ranges.push((*r, base + at));
+            at += r.len;
+        }
+        let (_, result) =
+            self.copy_ranges(inventory, mem, Direction::Capture, ranges.iter().copied());
+        match result {
+            Ok(()) => Ok(Stash { buf, ranges }),
+            Err(CopyError::Failed) => Err(StashError::Failed),
+            Err(CopyError::Stuck) => {
+                if let Some(buf) = buf {
+                    buf.leak();
+                }
+                Err(StashError::Stuck)
+            }
+        }
+    }
+
+    /// Writes a [`Stash`] back where it was taken (live regions; retried once).
+    pub(crate) fn write_back(
+        &self,
+        stash: &Stash,
+        inventory: &AllocationInventory,
+        mem: &mut dyn DeviceMemory,
+    ) -> Result<RestoreStats, RestoreError> {
+        let ranges = stash.ranges.iter().copied();
+        match self.copy_ranges(inventory, mem, Direction::Restore, ranges) {
+            (stats, Ok(())) => Ok(stats),
+            (_, Err(CopyError::Failed)) => Err(RestoreError::Failed),
+            (_, Err(CopyError::Stuck)) => Err(RestoreError::Stuck),
+        }
+    }
+
     /// Gives up the snapshot after a stuck restore: its staging may still be read by copies.
     pub(crate) fn leak(self) {
         self.regions.into_iter().for_each(|(_, buf)| buf.leak());
+    }
+
+    /// (base, size) of every region captured.
+    pub(crate) fn spans(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.regions.iter().map(|(r, _)| (r.base, r.size))
     }
 
     /// Number of regions captured.
@@ -512,6 +952,73 @@ pub(crate) mod tests {
             Snapshot::capture(plan(), &inv, &mut mem).unwrap_err(),
             DeclineReason::CopyTimeout
         );
+    }
+
+    fn set(ranges: &[(usize, usize, usize)]) -> WriteSet {
+        WriteSet {
+            ranges: ranges
+                .iter()
+                .map(|&(index, offset, len)| DirtyRange { index, offset, len })
+                .collect(),
+            ..WriteSet::default()
+        }
+    }
+
+    #[test]
+    fn write_sets_merge_small_gaps_and_subtract() {
+        let w = set(&[(0, 0, 10), (0, 20, 10), (0, 100, 5), (1, 0, 4)]);
+        assert_eq!(w.bytes(), 29);
+        assert_eq!(
+            w.merged(11),
+            set(&[(0, 0, 30), (0, 100, 5), (1, 0, 4)]),
+            "gaps below 11 merge, never across regions"
+        );
+        assert_eq!(w.merged(0), w);
+        let other = set(&[(0, 5, 20), (0, 104, 1), (1, 0, 4)]);
+        assert_eq!(w.minus(&other), set(&[(0, 0, 5), (0, 25, 5), (0, 100, 4)]));
+        assert_eq!(w.minus(&WriteSet::default()), w);
+        assert_eq!(w.minus(&w), WriteSet::default());
+    }
+
+    #[test]
+    fn the_default_diff_finds_changed_granules_of_every_region() {
+        let mut a = vec![0u8; 1000];
+        let snap_a = a.clone();
+        let mut b = vec![1u8; 70];
+        let snap_b = b.clone();
+        a[63] = 9; // granule 0
+        a[64] = 9; // granule 1
+        a[999] = 9; // short last granule (960..1000)
+        b[0] = 0;
+        let t = |d: &Vec<u8>, s: &Vec<u8>| Transfer {
+            device: d.as_ptr() as usize,
+            staging: s.as_ptr() as usize,
+            len: d.len(),
+        };
+        let mut mem = HostMemory::new();
+        let found = mem.diff(&[t(&a, &snap_a), t(&b, &snap_b)], 64).unwrap();
+        assert_eq!(
+            found,
+            vec![
+                DirtyRange {
+                    index: 0,
+                    offset: 0,
+                    len: 128
+                },
+                DirtyRange {
+                    index: 0,
+                    offset: 960,
+                    len: 40
+                },
+                DirtyRange {
+                    index: 1,
+                    offset: 0,
+                    len: 64
+                },
+            ]
+        );
+        mem.fail_reads = true;
+        assert_eq!(mem.diff(&[t(&a, &snap_a)], 64), Err(DiffError::Failed));
     }
 
     #[test]

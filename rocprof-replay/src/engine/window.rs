@@ -20,13 +20,22 @@
 //!   │     ▼
 //!   │   more passes? (plan, contention, should_continue) ──no──► complete once   (replayed)
 //!   └── restore ◄──yes        │ failed twice / stuck ──────────────► run_once      (failed)
+//!       (first time: diff, choose write-set or full; write-set: finish = diff, restore the
+//!        extras, write pass 1's result back, before "complete once")
 //! ```
-//! The last pass is never followed by a restore: the application sees what the kernel made.
-//! A pass always starts from the captured inputs, so stopping after any completed pass — one
-//! that completed late included — leaves the application the result of one correct execution.
-//! Only two paths leave memory in a state no execution produces, and their outcome is
-//! `failed`: a restore that does not complete, and a pass still running after the second
-//! (late-pass) deadline, when the application is given its completion rather than a hang.
+//! How memory is restored is chosen at the first restore ([`Restorer`]): after pass 1 (the
+//! application's own execution) the footprint is compared with the snapshot; a write-set
+//! restore rewrites only what pass 1 wrote before each later pass and, after the last pass,
+//! restores what later passes wrote elsewhere and writes pass 1's result back, so the
+//! application keeps pass 1's result. A full restore (a dense writer, `full` mode, a backend
+//! that cannot compare) is never followed by anything after the last pass: the application
+//! keeps the last pass's result. Either way a pass starts from the captured inputs (on what
+//! pass 1 wrote, at least; everywhere in `strict` and `full`), so stopping after any
+//! completed pass — one that completed late included — leaves the application the result of
+//! one correct execution. Only two paths leave memory in a state no execution produces, and
+//! their outcome is `failed`: a restore (or final write-back) that does not complete, and a
+//! pass still running after the second (late-pass) deadline, when the application is given
+//! its completion rather than a hang.
 //!
 //! [`ReplayTarget::end`] releases the agent before [`ReplayPolicy::on_end`] runs, so the tool's
 //! end-of-dispatch work never holds up other work on the agent.
@@ -39,10 +48,13 @@ use crate::dispatch::DispatchInfo;
 use crate::engine::gate;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::settings::Settings;
-use crate::engine::snapshot::{DeviceMemory, RestoreError, Snapshot, SnapshotPlan};
+use crate::engine::snapshot::{
+    DENSE_PERCENT, DeviceMemory, DiffError, RestoreError, RestoreStats, Snapshot, SnapshotPlan,
+    Stash, StashError, WriteSet,
+};
 use crate::policy::{
     DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome, OutcomeKind, Pass,
-    PassPlan, PassReport, ReplayPolicy,
+    PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
 };
 
 /// Why a pass did not complete.
@@ -204,6 +216,16 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         Err(reason) => return decline(target, reason, state),
     };
 
+    let Some(requested) = call("restore_mode", info, || policy.restore_mode(info)) else {
+        drop(snapshot);
+        return decline(target, DeclineReason::PolicyPanicked, state);
+    };
+    let requested = match requested {
+        RestoreMode::Auto => settings.restore,
+        explicit => explicit,
+    };
+    let mut restorer = Restorer::Undecided;
+
     let mut outcome = start(OutcomeKind::Replayed);
     outcome.passes = 0;
     outcome.snapshot_bytes = snapshot.bytes;
@@ -224,11 +246,19 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         })
         .is_none()
         {
-            // Memory is in its captured state (pass 0, or just restored): one ordinary run.
+            // Memory is in its captured state (pass 0, or just restored): one ordinary run,
+            // or, after a write-set restore, the first pass's result written back.
             drop(guard);
             outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
-            rerun(target, &mut outcome, index > 0);
-            drop(snapshot);
+            end_early(
+                target,
+                &mut outcome,
+                index > 0,
+                restorer,
+                snapshot,
+                inventory,
+                settings,
+            );
             return finish(target, state, outcome);
         }
         let timed = service_active(Service::DispatchTiming);
@@ -261,8 +291,15 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 );
                 drop(guard);
                 outcome.kind = OutcomeKind::Declined(reason);
-                rerun(target, &mut outcome, index > 0);
-                drop(snapshot);
+                end_early(
+                    target,
+                    &mut outcome,
+                    index > 0,
+                    restorer,
+                    snapshot,
+                    inventory,
+                    settings,
+                );
                 return finish(target, state, outcome);
             }
             Err(PassError::Late) => {
@@ -283,7 +320,9 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 } else {
                     OutcomeKind::Failed(FailureReason::PassStuck)
                 };
+                // The late pass's result stands (it may still run: no diff, no write-back).
                 target.complete();
+                drop(restorer);
                 drop(snapshot);
                 return finish(target, state, outcome);
             }
@@ -315,20 +354,42 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 }
             }
         }
-        match snapshot.restore(inventory, target) {
-            Ok(stats) => {
-                outcome.restored_bytes += stats.bytes;
-                outcome.skipped_regions += stats.skipped;
-                outcome.restore_time += stats.time;
+        if matches!(restorer, Restorer::Undecided) {
+            match Restorer::choose(
+                requested,
+                &snapshot,
+                inventory,
+                target,
+                settings,
+                &mut outcome,
+            ) {
+                Ok(chosen) => restorer = chosen,
+                Err(reason) => {
+                    // Memory holds the first pass's result, untouched: that is the execution.
+                    tracing::warn!(
+                        kernel = info.kernel(),
+                        dispatch = %info.dispatch_id,
+                        reason = reason.code(),
+                        "comparing memory with the snapshot did not finish in time: replay \
+                         stops after the first pass"
+                    );
+                    outcome.kind = OutcomeKind::Declined(reason);
+                    break;
+                }
             }
+        }
+        match restorer.restore(&snapshot, inventory, target, settings, &mut outcome) {
+            Ok(()) => {}
             Err(error) => {
                 let reason = match error {
                     RestoreError::Failed => {
+                        drop(restorer);
                         drop(snapshot);
                         FailureReason::RestoreFailed
                     }
                     RestoreError::Stuck => {
                         // Copies may still read the staging buffers: never reuse them.
+                        restorer.leak();
                         snapshot.leak();
                         FailureReason::RestoreStuck
                     }
@@ -349,10 +410,262 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         index += 1;
     }
     drop(guard);
+    if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, &mut outcome) {
+        fail_final(&mut outcome, reason);
+    }
     target.complete();
     // Staging goes back before the agent does: the next window can reuse it at once.
     drop(snapshot);
     finish(target, state, outcome)
+}
+
+/// A window that stops before a pass it meant to run (memory as captured or just restored).
+/// After a write-set restore the first pass's result is written back and is the
+/// application's; otherwise the dispatch runs once more, from the restored inputs.
+fn end_early(
+    target: &mut dyn ReplayTarget,
+    outcome: &mut Outcome,
+    after_passes: bool,
+    mut restorer: Restorer,
+    snapshot: Snapshot,
+    inventory: &AllocationInventory,
+    settings: &Settings,
+) {
+    if matches!(restorer, Restorer::WriteSet { .. }) {
+        if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, outcome) {
+            fail_final(outcome, reason);
+        }
+        target.complete();
+    } else {
+        rerun(target, outcome, after_passes);
+    }
+    drop(restorer);
+    drop(snapshot);
+}
+
+/// The first pass's result could not be written back: memory is partly restored.
+fn fail_final(outcome: &mut Outcome, reason: FailureReason) {
+    tracing::error!(
+        reason = reason.code(),
+        "writing the first pass's result back failed: device memory holds a partly restored \
+         state and the application's result may be wrong"
+    );
+    outcome.kind = OutcomeKind::Failed(reason);
+}
+
+/// How the window brings memory back between passes (chosen at the first restore, from what
+/// the first pass wrote).
+enum Restorer {
+    /// Not chosen yet: no restore has run.
+    Undecided,
+    /// Every byte of the snapshot before every later pass; the last pass's result stands.
+    Full,
+    /// Only what the first pass wrote (`set`, merged) before every later pass; its result is
+    /// kept in `stash` and written back after the last pass.
+    WriteSet {
+        set: WriteSet,
+        stash: Stash,
+        /// Verify (diff) after every restore.
+        strict: bool,
+        /// A diff failed: restore everything from now on (the end too, then the stash).
+        full_now: bool,
+    },
+}
+
+impl Restorer {
+    /// Chooses after the first pass. `Err` stops the window after the first pass (a copy of
+    /// the diff or the stash did not finish: nothing more is trusted to the copies).
+    fn choose(
+        requested: RestoreMode,
+        snapshot: &Snapshot,
+        inventory: &AllocationInventory,
+        mem: &mut dyn DeviceMemory,
+        settings: &Settings,
+        outcome: &mut Outcome,
+    ) -> Result<Restorer, DeclineReason> {
+        let full = |outcome: &mut Outcome| {
+            outcome.restore_mode = Some(RestoreKind::Full);
+            Ok(Restorer::Full)
+        };
+        if requested == RestoreMode::Full {
+            return full(outcome);
+        }
+        let written = match snapshot.diff(inventory, mem, settings.granule) {
+            Ok(w) => w,
+            Err(DiffError::Unsupported) => return full(outcome),
+            Err(DiffError::Failed) => {
+                tracing::warn!("comparing memory with the snapshot failed: full restore");
+                return full(outcome);
+            }
+            Err(DiffError::Stuck) => return Err(DeclineReason::CopyTimeout),
+        };
+        outcome.written_bytes = written.bytes();
+        // Left out of the write set: never written again (each diff and restore counts them).
+        outcome.skipped_regions += written.skipped;
+        outcome.verified_bytes += written.compared;
+        outcome.diff_time += written.time;
+        let set = written.merged(settings.merge_gap);
+        if set.bytes().saturating_mul(100) > snapshot.bytes.saturating_mul(DENSE_PERCENT) {
+            tracing::debug!(
+                written = outcome.written_bytes,
+                snapshot = snapshot.bytes,
+                "the first pass wrote most of the snapshot: full restore"
+            );
+            return full(outcome);
+        }
+        let stash = match snapshot.stash(inventory, mem, &set) {
+            Ok(stash) => stash,
+            Err(StashError::NoMemory | StashError::Failed) => {
+                tracing::warn!("no room (or no copy) for the first pass's result: full restore");
+                return full(outcome);
+            }
+            Err(StashError::Stuck) => return Err(DeclineReason::CopyTimeout),
+        };
+        let strict = requested == RestoreMode::Strict;
+        outcome.restore_mode = Some(if strict {
+            RestoreKind::Strict
+        } else {
+            RestoreKind::WriteSet
+        });
+        Ok(Restorer::WriteSet {
+            set,
+            stash,
+            strict,
+            full_now: false,
+        })
+    }
+
+    /// Brings memory back to the snapshot before a later pass (as far as the mode promises).
+    fn restore(
+        &mut self,
+        snapshot: &Snapshot,
+        inventory: &AllocationInventory,
+        mem: &mut dyn DeviceMemory,
+        settings: &Settings,
+        outcome: &mut Outcome,
+    ) -> Result<(), RestoreError> {
+        let add = |outcome: &mut Outcome, stats: RestoreStats| {
+            outcome.restored_bytes += stats.bytes;
+            outcome.skipped_regions += stats.skipped;
+            outcome.restore_time += stats.time;
+        };
+        match self {
+            Restorer::Undecided | Restorer::Full => add(outcome, snapshot.restore(inventory, mem)?),
+            Restorer::WriteSet { full_now: true, .. } => {
+                add(outcome, snapshot.restore(inventory, mem)?)
+            }
+            Restorer::WriteSet {
+                set,
+                strict,
+                full_now,
+                ..
+            } => {
+                add(outcome, snapshot.restore_ranges(inventory, mem, set)?);
+                if *strict {
+                    match snapshot.diff(inventory, mem, settings.granule) {
+                        Ok(left) => {
+                            outcome.skipped_regions += left.skipped;
+                            outcome.verified_bytes += left.compared;
+                            outcome.diff_time += left.time;
+                            if !left.ranges.is_empty() {
+                                tracing::debug!(
+                                    bytes = left.bytes(),
+                                    "strict restore: memory outside the first pass's write set \
+                                     differed from the snapshot; restored"
+                                );
+                                add(outcome, snapshot.restore_ranges(inventory, mem, &left)?);
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(
+                                ?error,
+                                "verifying memory against the snapshot failed: full restore"
+                            );
+                            *full_now = true;
+                            add(outcome, snapshot.restore(inventory, mem)?);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the last pass: in write-set modes, restores from the snapshot whatever later
+    /// passes wrote outside the first pass's write set (found by one more diff), then writes
+    /// the first pass's result back. Memory is then exactly the first pass's result.
+    fn finish(
+        &mut self,
+        snapshot: &Snapshot,
+        inventory: &AllocationInventory,
+        mem: &mut dyn DeviceMemory,
+        settings: &Settings,
+        outcome: &mut Outcome,
+    ) -> Result<(), FailureReason> {
+        let Restorer::WriteSet {
+            set,
+            stash,
+            full_now,
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        let failure = |e| match e {
+            RestoreError::Failed => FailureReason::RestoreFailed,
+            RestoreError::Stuck => FailureReason::RestoreStuck,
+        };
+        let extra = if *full_now {
+            None
+        } else {
+            match snapshot.diff(inventory, mem, settings.granule) {
+                Ok(now) => {
+                    outcome.skipped_regions += now.skipped;
+                    outcome.verified_bytes += now.compared;
+                    outcome.diff_time += now.time;
+                    Some(now.minus(set))
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        ?error,
+                        "the final comparison with the snapshot failed: full restore before \
+                         writing the first pass's result back"
+                    );
+                    None
+                }
+            }
+        };
+        let stats = match extra {
+            Some(extra) if extra.ranges.is_empty() => RestoreStats::default(),
+            Some(extra) => {
+                tracing::debug!(
+                    bytes = extra.bytes(),
+                    "later passes wrote outside the first pass's write set: restored from the \
+                     snapshot"
+                );
+                snapshot
+                    .restore_ranges(inventory, mem, &extra)
+                    .map_err(failure)?
+            }
+            None => snapshot.restore(inventory, mem).map_err(failure)?,
+        };
+        let back = snapshot
+            .write_back(stash, inventory, mem)
+            .map_err(failure)?;
+        for s in [stats, back] {
+            outcome.restored_bytes += s.bytes;
+            outcome.restore_time += s.time;
+        }
+        outcome.skipped_regions += stats.skipped;
+        Ok(())
+    }
+
+    /// Gives up the stash after a stuck copy.
+    fn leak(self) {
+        if let Restorer::WriteSet { stash, .. } = self {
+            stash.leak();
+        }
+    }
 }
 
 /// The ordinary run that ends a window early, counted as a pass. When passes already ran
@@ -377,3 +690,7 @@ fn warn_once(once: &std::sync::Once, warn: impl FnOnce()) {
 #[cfg(test)]
 #[path = "window_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "write_set_tests.rs"]
+mod write_set_tests;

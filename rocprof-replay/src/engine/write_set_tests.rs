@@ -1,0 +1,613 @@
+//! Write-set restore against host memory: kernels that write nothing, everything, unaligned
+//! edges across granules, module variables, a different subset on each pass; every mode; the
+//! failure paths; and a randomized test over random write subsets (fixed seeds).
+
+use std::sync::Arc;
+
+use super::*;
+use crate::dispatch::{AgentId, DispatchId, QueueId};
+use crate::engine::inventory::Origin;
+use crate::engine::snapshot::{CopyError, Direction, Staging, Transfer, host_copy};
+
+/// One write of a pass: `len` bytes at `start` of buffer `buf`.
+type Write = (usize, usize, usize);
+
+/// Host buffers as device memory; the last buffer is a module variable, the others are
+/// allocations. Pass `k` applies `writes[min(k, last)]`.
+struct Dev {
+    bufs: Vec<Box<[u8]>>,
+    writes: Vec<Vec<Write>>,
+    inv: Arc<AllocationInventory>,
+    passes: u32,
+    inputs: Vec<Vec<Box<[u8]>>>,
+    /// Capture batches since the last pass ended.
+    captures: u32,
+    /// (pass count, n): the n-th capture batch after that many passes fails (from then on
+    /// when `n` is `u32::MAX`).
+    fail_capture_at: Option<(u32, u32)>,
+    /// Same, for a batch that is stuck.
+    stuck_capture_at: Option<(u32, u32)>,
+    /// `alloc_staging` refuses buffers larger than this.
+    staging_limit: usize,
+    late_pass: Option<u32>,
+    unsubmittable_pass: Option<u32>,
+    /// (after pass, buffer): the buffer is freed when that pass ends.
+    free_after: Option<(u32, usize)>,
+    freed: Vec<usize>,
+    completions: u32,
+    ordinary_runs: u32,
+    restore_copies: u64,
+}
+
+fn apply(bufs: &mut [Box<[u8]>], writes: &[Write], freed: &[usize]) {
+    for &(b, start, len) in writes {
+        if freed.contains(&b) {
+            continue;
+        }
+        for x in &mut bufs[b][start..start + len] {
+            // Never a fixed point: 30x + 7 is odd.
+            *x = x.wrapping_mul(31).wrapping_add(7);
+        }
+    }
+}
+
+impl Dev {
+    fn new(sizes: &[usize], writes: Vec<Vec<Write>>) -> Dev {
+        let bufs: Vec<Box<[u8]>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (j * 7 + i * 13) as u8).collect())
+            .collect();
+        let inv = Arc::new(AllocationInventory::new());
+        for b in &bufs[..bufs.len() - 1] {
+            inv.record(b.as_ptr() as usize, b.len(), AgentId(7), Origin::Pool);
+        }
+        Dev {
+            bufs,
+            writes,
+            inv,
+            passes: 0,
+            inputs: Vec::new(),
+            captures: 0,
+            fail_capture_at: None,
+            stuck_capture_at: None,
+            staging_limit: usize::MAX,
+            late_pass: None,
+            unsubmittable_pass: None,
+            free_after: None,
+            freed: Vec::new(),
+            completions: 0,
+            ordinary_runs: 0,
+            restore_copies: 0,
+        }
+    }
+
+    fn kernel(&mut self, pass: usize) {
+        self.inputs.push(self.bufs.clone());
+        let w = &self.writes[pass.min(self.writes.len() - 1)];
+        apply(&mut self.bufs, w, &self.freed);
+    }
+
+    /// Memory after pass `pass` ran once on `initial`.
+    fn one_execution(&self, initial: &[Box<[u8]>], pass: usize) -> Vec<Box<[u8]>> {
+        let mut m = initial.to_vec();
+        apply(&mut m, &self.writes[pass.min(self.writes.len() - 1)], &[]);
+        m
+    }
+}
+
+impl DeviceMemory for Dev {
+    fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
+        if size > self.staging_limit {
+            return None;
+        }
+        Staging::heap(size)
+    }
+    fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+        if direction == Direction::Capture {
+            let now = (self.passes, self.captures);
+            self.captures += 1;
+            let hit = |at: Option<(u32, u32)>| {
+                at.is_some_and(|(p, n)| (n == u32::MAX && now.0 >= p) || (p, n) == now)
+            };
+            if hit(self.fail_capture_at) {
+                return Err(CopyError::Failed);
+            }
+            if hit(self.stuck_capture_at) {
+                return Err(CopyError::Stuck);
+            }
+        } else {
+            self.restore_copies += transfers.iter().map(|t| t.len as u64).sum::<u64>();
+        }
+        // SAFETY: the engine passes live buffers of self (pinned) and its own heap staging.
+        unsafe { host_copy(direction, transfers) };
+        Ok(())
+    }
+}
+
+impl ReplayTarget for Dev {
+    fn begin(&mut self) -> Result<(), DeclineReason> {
+        Ok(())
+    }
+    fn drain(&mut self) -> Result<(), DeclineReason> {
+        Ok(())
+    }
+    fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
+        let v = self.bufs.last().unwrap();
+        Ok(vec![(v.as_ptr() as usize, v.len())])
+    }
+    fn run_pass(&mut self, _timed: bool) -> Result<Option<Duration>, PassError> {
+        let index = self.passes;
+        if self.unsubmittable_pass == Some(index) {
+            return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
+        }
+        self.passes += 1;
+        self.captures = 0;
+        self.kernel(index as usize);
+        if let Some((after, b)) = self.free_after
+            && after == index
+        {
+            self.inv.remove(self.bufs[b].as_ptr() as usize);
+            self.freed.push(b);
+        }
+        if self.late_pass == Some(index) {
+            return Err(PassError::Late);
+        }
+        Ok(None)
+    }
+    fn run_once(&mut self) -> bool {
+        self.ordinary_runs += 1;
+        let pass = self.passes as usize;
+        self.kernel(pass);
+        self.completions += 1;
+        true
+    }
+    fn complete(&mut self) {
+        self.completions += 1;
+    }
+    fn settle_late_pass(&mut self) -> bool {
+        true
+    }
+    fn contended(&self) -> bool {
+        false
+    }
+    fn end(&mut self) {}
+}
+
+/// A policy with a fixed pass count (or up to `passes`, stopping after `stop_after`) and a
+/// restore mode.
+struct Policy {
+    passes: u32,
+    stop_after: Option<u32>,
+    mode: RestoreMode,
+}
+
+impl ReplayPolicy for Policy {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        match self.stop_after {
+            None => PassPlan::exactly(self.passes, ()),
+            Some(_) => PassPlan::up_to(self.passes, ()),
+        }
+    }
+    fn should_continue(&self, _: &DispatchInfo, _: &(), done: u32) -> bool {
+        self.stop_after.is_some_and(|n| done < n)
+    }
+    fn restore_mode(&self, _: &DispatchInfo) -> RestoreMode {
+        self.mode
+    }
+}
+
+fn info() -> DispatchInfo {
+    DispatchInfo {
+        runtime: crate::dispatch::Runtime::Hsa,
+        agent: AgentId(7),
+        agent_index: 0,
+        queue: QueueId(1),
+        dispatch_id: DispatchId(1),
+        kernel_object: 0x1000,
+        kernel_name: Some("subset".into()),
+        grid: [1, 1, 1],
+        workgroup: [1, 1, 1],
+        blocks: [1, 1, 1],
+        group_segment_size: 0,
+        private_segment_size: 0,
+    }
+}
+
+const G: usize = 64;
+
+fn settings(env: RestoreMode) -> Settings {
+    Settings {
+        budget: u64::MAX,
+        restore: env,
+        granule: G,
+        merge_gap: 0,
+        ..Settings::from_lookup(|_| None)
+    }
+}
+
+/// Runs one window; returns the outcome and the memory before it.
+fn run(dev: &mut Dev, policy: &Policy, env: RestoreMode) -> (Outcome, Vec<Box<[u8]>>) {
+    let initial = dev.bufs.clone();
+    let inv = dev.inv.clone();
+    let out = run_window(policy, &info(), dev, &inv, &settings(env));
+    (out, initial)
+}
+
+fn policy(passes: u32, mode: RestoreMode) -> Policy {
+    Policy {
+        passes,
+        stop_after: None,
+        mode,
+    }
+}
+
+/// Granule-rounded bytes of a pass's writes (merge gap 0), per buffer.
+fn granule_bytes(sizes: &[usize], writes: &[Write]) -> u64 {
+    let mut dirty: Vec<Vec<bool>> = sizes.iter().map(|n| vec![false; n.div_ceil(G)]).collect();
+    for &(b, s, l) in writes {
+        if l > 0 {
+            (s / G..=(s + l - 1) / G).for_each(|g| dirty[b][g] = true);
+        }
+    }
+    dirty
+        .iter()
+        .zip(sizes)
+        .map(|(d, &n)| {
+            d.iter()
+                .enumerate()
+                .filter(|(_, x)| **x)
+                .map(|(g, _)| (n - g * G).min(G) as u64)
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+const SIZES: [usize; 3] = [1000, 4096, 24];
+
+#[test]
+fn a_kernel_that_writes_nothing_restores_nothing() {
+    let mut dev = Dev::new(&SIZES, vec![vec![]]);
+    let (out, initial) = run(&mut dev, &policy(4, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert_eq!(out.restore_mode, Some(RestoreKind::WriteSet));
+    assert_eq!((out.written_bytes, out.restored_bytes), (0, 0));
+    assert_eq!(dev.restore_copies, 0);
+    assert_eq!(dev.bufs, initial);
+    assert_eq!(
+        out.verified_bytes,
+        2 * (1000 + 4096 + 24),
+        "pass-1 and final diff"
+    );
+}
+
+#[test]
+fn a_dense_writer_gets_full_restores_and_the_last_pass_result() {
+    let writes = vec![vec![(0, 0, 1000), (1, 0, 4096), (2, 0, 24)]];
+    let mut dev = Dev::new(&SIZES, writes);
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.restore_mode, Some(RestoreKind::Full));
+    assert_eq!(out.written_bytes, 5120);
+    assert_eq!(out.restored_bytes, 2 * 5120);
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 2));
+    assert!(dev.inputs.iter().all(|i| *i == initial));
+}
+
+#[test]
+fn unaligned_edges_and_module_variables_restore_their_granules_only() {
+    // 60..70 crosses granules 0 and 1; 997..1000 is the short last granule; the module
+    // variable's 3 bytes dirty its only (short) granule.
+    let writes = vec![vec![(0, 60, 10), (0, 997, 3), (1, 4095, 1), (2, 5, 3)]];
+    let mut dev = Dev::new(&SIZES, writes.clone());
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    let w = 128 + (1000 - 960) + 64 + 24;
+    assert_eq!(granule_bytes(&SIZES, &writes[0]), w);
+    assert_eq!(out.restore_mode, Some(RestoreKind::WriteSet));
+    assert_eq!(out.written_bytes, w);
+    // Two restores of W1, then the first pass's result written back.
+    assert_eq!(out.restored_bytes, 3 * w);
+    assert_eq!(dev.restore_copies, 3 * w);
+    assert!(
+        dev.inputs.iter().all(|i| *i == initial),
+        "every pass from the snapshot"
+    );
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
+
+/// Pass 0 writes the start of buffer 1; later passes write elsewhere (and some of pass 0's).
+fn varying() -> Vec<Vec<Write>> {
+    vec![
+        vec![(1, 0, 100), (2, 0, 1)],
+        vec![(1, 50, 10), (1, 3000, 700), (0, 500, 1)],
+        vec![(1, 2000, 64), (2, 20, 4)],
+    ]
+}
+
+#[test]
+fn a_varying_write_set_ends_in_the_first_pass_result_in_every_write_set_mode() {
+    for mode in [RestoreMode::Auto, RestoreMode::Strict] {
+        let mut dev = Dev::new(&SIZES, varying());
+        let (out, initial) = run(&mut dev, &policy(4, mode), RestoreMode::Auto);
+        assert_eq!(out.kind, OutcomeKind::Replayed);
+        assert_eq!(dev.bufs, dev.one_execution(&initial, 0), "{mode:?}");
+        if mode == RestoreMode::Strict {
+            assert_eq!(out.restore_mode, Some(RestoreKind::Strict));
+            assert!(
+                dev.inputs.iter().all(|i| *i == initial),
+                "strict: memory before every pass is the snapshot"
+            );
+        } else {
+            assert_eq!(out.restore_mode, Some(RestoreKind::WriteSet));
+            // Pass 1's writes outside W1 are not undone before pass 2 in write-set mode.
+            assert_ne!(dev.inputs[2], initial);
+        }
+    }
+}
+
+#[test]
+fn full_mode_from_the_policy_or_the_environment_never_diffs() {
+    for (p, env) in [
+        (RestoreMode::Full, RestoreMode::Auto),
+        (RestoreMode::Auto, RestoreMode::Full),
+    ] {
+        let mut dev = Dev::new(&SIZES, varying());
+        let (out, initial) = run(&mut dev, &policy(3, p), env);
+        assert_eq!(out.restore_mode, Some(RestoreKind::Full));
+        assert_eq!((out.written_bytes, out.verified_bytes), (0, 0));
+        assert_eq!(out.restored_bytes, 2 * 5120);
+        assert_eq!(dev.bufs, dev.one_execution(&initial, 2));
+    }
+    // The environment asks for strict when the policy leaves it to the engine.
+    let mut dev = Dev::new(&SIZES, varying());
+    let (out, _) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Strict);
+    assert_eq!(out.restore_mode, Some(RestoreKind::Strict));
+}
+
+#[test]
+fn a_consulting_plan_that_stops_early_ends_in_the_first_pass_result() {
+    let mut dev = Dev::new(&SIZES, varying());
+    let p = Policy {
+        passes: 10,
+        stop_after: Some(3),
+        mode: RestoreMode::Auto,
+    };
+    let (out, initial) = run(&mut dev, &p, RestoreMode::Auto);
+    assert_eq!((out.passes, dev.passes), (3, 3));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    // Stopping after the first pass needs no diff at all.
+    let mut dev = Dev::new(&SIZES, varying());
+    let p = Policy {
+        passes: 10,
+        stop_after: Some(1),
+        mode: RestoreMode::Strict,
+    };
+    let (out, initial) = run(&mut dev, &p, RestoreMode::Auto);
+    assert_eq!(
+        (out.passes, out.restore_mode, out.verified_bytes),
+        (1, None, 0)
+    );
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
+
+#[test]
+fn a_failed_diff_or_no_room_for_the_stash_falls_back_to_full_restore() {
+    let mut dev = Dev::new(&SIZES, varying());
+    dev.fail_capture_at = Some((1, 0));
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(
+        (out.kind, out.restore_mode),
+        (OutcomeKind::Replayed, Some(RestoreKind::Full))
+    );
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 2));
+    assert!(dev.inputs.iter().all(|i| *i == initial));
+    // The stash (W1 = 4224 bytes, 34% of the snapshot) cannot be had; snapshot regions and
+    // the diff's scratch buffer can.
+    let mut dev = Dev::new(&[4096, 4096, 4096, 24], varying());
+    dev.staging_limit = 4096;
+    dev.writes[0] = vec![(0, 0, 2100), (1, 0, 2100)];
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.written_bytes, 4224, "the diff ran");
+    assert_eq!(out.restore_mode, Some(RestoreKind::Full));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 2));
+}
+
+#[test]
+fn a_stuck_diff_stops_after_the_first_pass() {
+    // One allocation and one module variable (planned in that order) read back in two
+    // batches (scratch of 4096 bytes); the stash is the batch after them.
+    const DIFF_BATCHES: u32 = 2;
+    for stuck in [0, DIFF_BATCHES] {
+        let mut dev = Dev::new(&[4096, 24], vec![vec![(0, 0, 100), (1, 0, 1)]]);
+        dev.stuck_capture_at = Some((1, stuck));
+        let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+        assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::CopyTimeout));
+        assert_eq!(
+            out.written_bytes > 0,
+            stuck == DIFF_BATCHES,
+            "the diff had finished"
+        );
+        assert_eq!((out.passes, dev.passes, dev.completions), (1, 1, 1));
+        assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    }
+}
+
+#[test]
+fn a_failed_final_diff_restores_everything_then_the_first_pass_result() {
+    // The final diff is the only capture after pass 3.
+    let mut dev = Dev::new(&SIZES, varying());
+    dev.fail_capture_at = Some((3, 0));
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert_eq!(out.restore_mode, Some(RestoreKind::WriteSet));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    // A failed strict verification restores everything and the promise still holds.
+    let mut dev = Dev::new(&SIZES, varying());
+    dev.fail_capture_at = Some((2, u32::MAX));
+    let (out, initial) = run(&mut dev, &policy(4, RestoreMode::Strict), RestoreMode::Auto);
+    assert_eq!(out.restore_mode, Some(RestoreKind::Strict));
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert!(dev.inputs.iter().all(|i| *i == initial));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
+
+#[test]
+fn a_region_freed_between_passes_is_never_written_again() {
+    let mut dev = Dev::new(&SIZES, varying());
+    dev.writes[0].push((0, 0, 10));
+    dev.free_after = Some((0, 0));
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert!(out.skipped_regions > 0);
+    // Buffer 0 keeps what pass 1 left in it; the rest is pass 1's result too.
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
+
+#[test]
+fn a_late_later_pass_stands_and_an_unsubmittable_one_ends_in_the_first_pass_result() {
+    let mut dev = Dev::new(&SIZES, varying());
+    dev.late_pass = Some(1);
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::PassTimeout));
+    assert_eq!(dev.completions, 1);
+    // The late pass ran from the restored snapshot: its result is the application's.
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 1));
+
+    let mut dev = Dev::new(&SIZES, varying());
+    dev.unsubmittable_pass = Some(2);
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::SubmitFailed));
+    assert_eq!((dev.completions, dev.ordinary_runs), (1, 0));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
+
+/// xorshift64*.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn random_writes(rng: &mut Rng, sizes: &[usize]) -> Vec<Write> {
+    match rng.below(8) {
+        0 => vec![],
+        1 => sizes.iter().enumerate().map(|(b, &n)| (b, 0, n)).collect(),
+        _ => (0..rng.below(6) + 1)
+            .map(|_| {
+                let b = rng.below(sizes.len());
+                let start = rng.below(sizes[b]);
+                let cap = if rng.below(4) == 0 { 4096 } else { 9 };
+                let len = rng.below((sizes[b] - start).min(cap)) + 1;
+                (b, start, len)
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn random_write_subsets_keep_the_promise_in_every_mode() {
+    for seed in 1..=400u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let sizes: Vec<usize> = (0..rng.below(3) + 2)
+            .map(|_| rng.below(3 * G * 4) + 1)
+            .collect();
+        let same = rng.below(2) == 0;
+        let first = random_writes(&mut rng, &sizes);
+        let mut writes = vec![first];
+        if !same {
+            for _ in 0..3 {
+                writes.push(random_writes(&mut rng, &sizes));
+            }
+        }
+        let mode = [RestoreMode::Auto, RestoreMode::Strict, RestoreMode::Full][rng.below(3)];
+        let passes = rng.below(4) as u32 + 2;
+        let stop_after = (rng.below(3) == 0).then(|| rng.below(passes as usize) as u32 + 1);
+        let mut dev = Dev::new(&sizes, writes.clone());
+        let p = Policy {
+            passes,
+            stop_after,
+            mode,
+        };
+        let (out, initial) = run(&mut dev, &p, RestoreMode::Auto);
+        let ran = out.passes as usize;
+        let ctx = format!("seed {seed}: {sizes:?} {writes:?} {mode:?} {ran} passes");
+        assert_eq!(out.kind, OutcomeKind::Replayed, "{ctx}");
+        assert_eq!(dev.completions, 1, "{ctx}");
+        let w1 = granule_bytes(&sizes, &writes[0]);
+        let expected = match out.restore_mode {
+            None => {
+                assert_eq!(ran, 1, "{ctx}");
+                0
+            }
+            Some(RestoreKind::Full) => {
+                assert!(
+                    mode == RestoreMode::Full || w1 * 100 > out.snapshot_bytes * DENSE_PERCENT,
+                    "{ctx}"
+                );
+                assert!(dev.inputs.iter().all(|i| *i == initial), "{ctx}");
+                ran - 1
+            }
+            Some(kind) => {
+                assert_eq!(out.written_bytes, w1, "{ctx}");
+                if kind == RestoreKind::Strict {
+                    assert!(dev.inputs.iter().all(|i| *i == initial), "{ctx}");
+                } else {
+                    assert!(
+                        out.restored_bytes >= ran as u64 * w1,
+                        "W1 restored before each later pass and written back: {ctx}"
+                    );
+                    if same {
+                        assert_eq!(out.restored_bytes, ran as u64 * w1, "{ctx}");
+                        assert!(dev.inputs.iter().all(|i| *i == initial), "{ctx}");
+                    }
+                }
+                0
+            }
+        };
+        assert_eq!(
+            dev.bufs,
+            dev.one_execution(&initial, expected),
+            "final memory is one execution's: {ctx}"
+        );
+    }
+}
+
+struct PanickingMode;
+impl ReplayPolicy for PanickingMode {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::exactly(3, ())
+    }
+    fn restore_mode(&self, _: &DispatchInfo) -> RestoreMode {
+        panic!("no mode")
+    }
+}
+
+#[test]
+fn a_panicking_restore_mode_declines_and_runs_once() {
+    let mut dev = Dev::new(&SIZES, varying());
+    let initial = dev.bufs.clone();
+    let inv = dev.inv.clone();
+    let out = run_window(
+        &PanickingMode,
+        &info(),
+        &mut dev,
+        &inv,
+        &settings(RestoreMode::Auto),
+    );
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::PolicyPanicked)
+    );
+    assert_eq!((dev.passes, dev.ordinary_runs, dev.completions), (0, 1, 1));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
