@@ -115,6 +115,14 @@ pub(crate) struct RunArgs {
     #[arg(short, long, requires = "output")]
     pub(crate) quiet: bool,
 
+    /// How memory is restored between passes: `auto` (only what the first pass wrote, found
+    /// by comparing with the snapshot; a full copy for kernels that write most of it),
+    /// `strict` (auto, and memory verified against the snapshot before every pass) or `full`
+    /// (every byte before every pass). Default: auto, or what the tool's policy asks
+    /// (ROCPROF_REPLAY_RESTORE).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub(crate) restore: Option<RestoreArg>,
+
     /// Exit with the application's status even when a dispatch ended `failed` (default:
     /// status 3 when the application exited 0; see EXIT STATUS).
     #[arg(long)]
@@ -175,6 +183,28 @@ impl Runtime {
 }
 
 /// Report formats.
+/// `--restore`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RestoreArg {
+    /// The write set after the first pass; full copies for dense writers.
+    Auto,
+    /// Auto, verified before every pass.
+    Strict,
+    /// Every byte before every pass.
+    Full,
+}
+
+impl RestoreArg {
+    /// The value of `ROCPROF_REPLAY_RESTORE`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            RestoreArg::Auto => "auto",
+            RestoreArg::Strict => "strict",
+            RestoreArg::Full => "full",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Format {
     /// An aligned table.

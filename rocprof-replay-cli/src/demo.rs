@@ -84,6 +84,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<u8, Failure> {
         format: args.format,
         quiet: false,
         allow_failed: false,
+        restore: None,
         app: vec![app.into(), "app".into(), kernels.into()],
     };
     let status = launch::run_with(

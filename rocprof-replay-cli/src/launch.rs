@@ -527,6 +527,9 @@ fn environment(
             env.push((config::MAX_PASSES, Some(max.to_string().into())));
         }
     }
+    if let Some(mode) = args.restore {
+        env.push(("ROCPROF_REPLAY_RESTORE", Some(mode.name().into())));
+    }
     if let Some(k) = &args.kernel {
         env.push((config::KERNEL, Some(k.as_str().into())));
     }

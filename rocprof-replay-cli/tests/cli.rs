@@ -436,6 +436,25 @@ fn kernel_and_exclude_select_what_is_replayed() {
 }
 
 #[test]
+fn restore_selects_how_memory_is_restored_and_the_records_say_so() {
+    // vector_add writes a third of its footprint (c of a, b, c): a write-set restore, verified
+    // in strict mode; inc_in_place writes all of its buffer: a dense writer, full copies in
+    // every mode. `full` makes every dispatch full.
+    for (mode, vector_add) in [("auto", "write_set"), ("strict", "strict"), ("full", "full")] {
+        let (out, records) = run_sample(&["--passes", "3", "--restore", mode], mode);
+        assert!(out.status.success(), "{}", show(&out));
+        let modes = |kernel: &str| -> Vec<String> {
+            of_kernel(&records, kernel)
+                .iter()
+                .map(|r| r["restore_mode"].as_str().unwrap_or("").to_string())
+                .collect()
+        };
+        assert_eq!(modes("vector_add"), [vector_add], "--restore {mode}");
+        assert_eq!(modes("inc_in_place"), ["full", "full"], "--restore {mode}");
+    }
+}
+
+#[test]
 fn until_stable_stays_within_its_bounds() {
     let (out, records) = run_sample(&["--until-stable", "50%", "--max-passes", "4"], "stable");
     assert!(out.status.success(), "{}", show(&out));
