@@ -440,7 +440,11 @@ fn restore_selects_how_memory_is_restored_and_the_records_say_so() {
     // vector_add writes a third of its footprint (c of a, b, c): a write-set restore, verified
     // in strict mode; inc_in_place writes all of its buffer: a dense writer, full copies in
     // every mode. `full` makes every dispatch full.
-    for (mode, vector_add) in [("auto", "write_set"), ("strict", "strict"), ("full", "full")] {
+    for (mode, vector_add) in [
+        ("auto", "write_set"),
+        ("strict", "strict"),
+        ("full", "full"),
+    ] {
         let (out, records) = run_sample(&["--passes", "3", "--restore", mode], mode);
         assert!(out.status.success(), "{}", show(&out));
         let modes = |kernel: &str| -> Vec<String> {
