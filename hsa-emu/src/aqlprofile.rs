@@ -488,13 +488,18 @@ impl Window {
         }
     }
 
-    /// Writes every counter's value to the output buffer (checked mapped at start).
-    fn write(&self, now: u64) {
+    /// Writes every counter's value to the output buffer; `Err` if it is no longer mapped.
+    fn write(&self, now: u64) -> Result<(), &'static str> {
+        if !mapped(self.output, 8 * self.counters.len()) {
+            return Err("a counter packet's output buffer is no longer mapped memory");
+        }
         for (i, c) in self.counters.iter().enumerate() {
             let v = self.value(*c, now);
-            // SAFETY: the output buffer holds 8 bytes per counter (checked at start).
+            // SAFETY: the output buffer holds 8 bytes per counter (checked at start) and is
+            // mapped (checked above).
             unsafe { (self.output as *mut u64).add(i).write_unaligned(v) };
         }
+        Ok(())
     }
 }
 
@@ -539,11 +544,11 @@ impl QueueCounting {
                 let Some(i) = self.windows.iter().position(|w| w.command == d.command) else {
                     return Err("a counter stop/read packet has no start packet on this queue");
                 };
-                self.windows[i].write(now);
+                let written = self.windows[i].write(now);
                 if d.op == Op::Stop {
                     self.windows.remove(i);
                 }
-                Ok(())
+                written
             }
         }
     }

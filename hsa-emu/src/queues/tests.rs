@@ -1619,3 +1619,72 @@ fn aqlprofile_counts_the_dispatches_of_its_queue_between_start_and_stop() {
     destroy(other);
     destroy(q);
 }
+
+#[test]
+fn aqlprofile_packets_work_through_an_intercept_queue() {
+    let t = aqlprofile_table();
+    let q = create_intercept(64);
+    let kd = descriptor(count_kernel);
+    let events = [hsa_ven_amd_aqlprofile_event_t {
+        block_name: HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SQ,
+        block_index: 0,
+        counter_id: 14, // SQ_ITEMS
+    }];
+    let mut cmd = vec![0u8; 256];
+    let mut out = [u64::MAX; 1];
+    let mut profile = hsa_ven_amd_aqlprofile_profile_t {
+        agent: gpu(),
+        type_: HSA_VEN_AMD_AQLPROFILE_EVENT_TYPE_PMC,
+        events: events.as_ptr(),
+        event_count: 1,
+        parameters: std::ptr::null(),
+        parameter_count: 0,
+        output_buffer: hsa_ven_amd_aqlprofile_descriptor_t {
+            ptr: out.as_mut_ptr().cast(),
+            size: 8,
+        },
+        command_buffer: hsa_ven_amd_aqlprofile_descriptor_t {
+            ptr: cmd.as_mut_ptr().cast(),
+            size: 256,
+        },
+    };
+    let mut start = hsa_ext_amd_aql_pm4_packet_t::default();
+    let mut read = hsa_ext_amd_aql_pm4_packet_t::default();
+    let mut stop = hsa_ext_amd_aql_pm4_packet_t::default();
+    // SAFETY: the emulator's own functions with a live profile and packets.
+    unsafe {
+        assert_eq!(
+            (t.hsa_ven_amd_aqlprofile_start.unwrap())(&mut profile, &mut start),
+            HSA_STATUS_SUCCESS
+        );
+        assert_eq!(
+            (t.hsa_ven_amd_aqlprofile_read.unwrap())(&profile, &mut read),
+            HSA_STATUS_SUCCESS
+        );
+        assert_eq!(
+            (t.hsa_ven_amd_aqlprofile_stop.unwrap())(&profile, &mut stop),
+            HSA_STATUS_SUCCESS
+        );
+    }
+    let hits = Hits::new([16, 1, 1]);
+    let kernarg = (&*hits as *const Hits).cast();
+    let none = hsa_signal_t { handle: 0 };
+    submit(q, &pm4(start, none));
+    submit(
+        q,
+        &dispatch_packet(&kd, kernarg, 1, [64, 1, 1], [1000, 1, 1], none),
+    );
+    let read_done = signal(1);
+    submit(q, &pm4(read, read_done));
+    assert_eq!(wait_zero(read_done), 0);
+    assert_eq!(out[0], 1000, "a read packet writes the values so far");
+    submit(
+        q,
+        &dispatch_packet(&kd, kernarg, 1, [64, 1, 1], [1000, 1, 1], none),
+    );
+    let stopped = signal(1);
+    submit(q, &pm4(stop, stopped));
+    assert_eq!(wait_zero(stopped), 0);
+    assert_eq!(out[0], 2000, "SQ_ITEMS of both dispatches");
+    destroy(q);
+}
