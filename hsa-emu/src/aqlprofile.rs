@@ -386,6 +386,23 @@ fn decode(p: &[u8; 64]) -> Option<Result<Decoded, &'static str>> {
     Some(Ok(Decoded { op, command, size }))
 }
 
+/// For `HSA_EMU_TRACE_PACKETS`: `AQLPROFILE start command=0x...` for this module's packets.
+pub(crate) fn describe(p: &aql_packet_t) -> Option<String> {
+    match decode(&p.bytes)? {
+        Ok(d) => Some(format!(
+            "AQLPROFILE {} command={:#x} size={}",
+            match d.op {
+                Op::Start => "start",
+                Op::Stop => "stop",
+                Op::Read => "read",
+            },
+            d.command,
+            d.size
+        )),
+        Err(why) => Some(format!("AQLPROFILE malformed: {why}")),
+    }
+}
+
 /// Whether a vendor-specific packet carries PM4 commands (`AMD_AQL_FORMAT_PM4_IB`).
 pub(crate) fn is_pm4(p: &aql_packet_t) -> bool {
     u16::from_le_bytes([p.bytes[2], p.bytes[3]]) == AMD_AQL_FORMAT_PM4_IB

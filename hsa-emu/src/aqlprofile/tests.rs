@@ -220,6 +220,14 @@ fn start_writes_the_command_buffer_and_packets_decode() {
         std::ptr::copy_nonoverlapping((&raw const packet).cast::<u8>(), bytes.as_mut_ptr(), 64)
     };
     assert_eq!(decode(&bytes).unwrap().unwrap().op, Op::Read);
+    let traced = describe(&aql_packet_t { bytes }).unwrap();
+    assert_eq!(
+        traced,
+        format!(
+            "AQLPROFILE read command={:#x} size=4096",
+            cmd.as_ptr() as u64
+        )
+    );
     // A packet of another PM4 producer is not ours.
     bytes[4] ^= 0xff;
     assert!(decode(&bytes).is_none());
