@@ -21,6 +21,17 @@
 //! - [`MetricValues`]: one value per metric for one dispatch, with the pass it came from, by name
 //!   or by a [`MetricId`] resolved once.
 //!
+//! Notes for the wiring:
+//! - Each pass's counter configuration goes around that pass only: the HSA backend's
+//!   `PassProfile` (start packet, the pass's dispatch, stop packet), read after the stop packet
+//!   completed; passes that only time the kernel carry none.
+//! - An application that collects counters itself sees every replay pass today: the C sample
+//!   `examples/apps/aqlprofile_counters.c` run under `pass_timer` with
+//!   `ROCPROF_REPLAY_PASSES=3` on hsa-emu reports `SQ_WAVES=768` for a dispatch of 256 waves.
+//!   The backend must decline (a new decline reason) dispatches on a queue where the
+//!   application submits its own PM4 packets (`AMD_AQL_FORMAT_PM4_IB`), as issue 15 asks for an
+//!   application that owns CUPTI's profiler.
+//!
 //! ```
 //! use rocprof_replay::counters::{CounterCatalog, MetricError, MetricSet};
 //!
