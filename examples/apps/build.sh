@@ -12,6 +12,6 @@ CFLAGS="-std=c11 -Wall -Wextra -Werror -O2 -I$root/hsa-emu/include ${EXTRA_CFLAG
 mkdir -p "$out"
 set -x
 $CC $CFLAGS -shared -fPIC -o "$out/libsample_kernels.so" "$root/examples/kernels/sample_kernels.c"
-for app in vector_add inplace_counter multi_queue async_copy; do
+for app in vector_add inplace_counter multi_queue async_copy aqlprofile_counters; do
     $CC $CFLAGS -o "$out/$app" "$here/$app.c" ${LDFLAGS:-} -lhsa-runtime64 -lpthread
 done

@@ -116,6 +116,7 @@ fn extension_max_minor(extension: u16, major: u16) -> Option<u16> {
     match (u32::from(extension), major) {
         (HSA_EXTENSION_AMD_LOADER, 1) => Some(3),
         (HSA_EXTENSION_AMD_PROFILER, 1) => Some(0),
+        (HSA_EXTENSION_AMD_AQLPROFILE, 1) => Some(0),
         _ => None,
     }
 }
@@ -134,10 +135,15 @@ fn extension_name(extension: u16) -> Option<&'static CStr> {
     })
 }
 
-/// Extensions an agent supports: the loader everywhere, the profiler on GPUs.
+/// Extensions an agent supports: the loader everywhere, the profiler and the AQL profile
+/// extension (emulated counters, `crate::aqlprofile`) on GPUs.
 fn agent_extensions(agent: &Agent) -> &'static [u32] {
     match agent.kind {
-        DeviceKind::Gpu => &[HSA_EXTENSION_AMD_PROFILER, HSA_EXTENSION_AMD_LOADER],
+        DeviceKind::Gpu => &[
+            HSA_EXTENSION_AMD_PROFILER,
+            HSA_EXTENSION_AMD_LOADER,
+            HSA_EXTENSION_AMD_AQLPROFILE,
+        ],
         DeviceKind::Cpu => &[HSA_EXTENSION_AMD_LOADER],
     }
 }
@@ -151,7 +157,11 @@ fn extension_mask(ids: &[u32]) -> [u8; 128] {
     mask
 }
 
-const SYSTEM_EXTENSIONS: &[u32] = &[HSA_EXTENSION_AMD_PROFILER, HSA_EXTENSION_AMD_LOADER];
+const SYSTEM_EXTENSIONS: &[u32] = &[
+    HSA_EXTENSION_AMD_PROFILER,
+    HSA_EXTENSION_AMD_LOADER,
+    HSA_EXTENSION_AMD_AQLPROFILE,
+];
 
 // ---- host facts ----
 
@@ -668,7 +678,8 @@ unsafe extern "C" fn extension_get_name(extension: u16, name: *mut *const c_char
 }
 
 /// `hsa_system_get_major_extension_table`: the loader's table comes from
-/// [`crate::loader::fill_loader_extension_table`]; no other extension has a function table
+/// [`crate::loader::fill_loader_extension_table`], the AQL profile extension's v1 table from
+/// [`crate::aqlprofile::fill_extension_table`]; no other extension has a function table
 /// here (the profiler extension is advertised for tools that only test its bit), so those
 /// return `HSA_STATUS_ERROR`.
 unsafe extern "C" fn system_get_major_extension_table(
@@ -681,16 +692,23 @@ unsafe extern "C" fn system_get_major_extension_table(
         if extension_name(extension).is_none() || table.is_null() {
             return HSA_STATUS_ERROR_INVALID_ARGUMENT;
         }
-        if u32::from(extension) != HSA_EXTENSION_AMD_LOADER {
-            return HSA_STATUS_ERROR;
+        match u32::from(extension) {
+            // SAFETY: `table` is the caller's buffer of `table_length` bytes.
+            HSA_EXTENSION_AMD_LOADER => unsafe {
+                crate::loader::fill_loader_extension_table(major, table_length, table)
+            },
+            // SAFETY: as above.
+            HSA_EXTENSION_AMD_AQLPROFILE => unsafe {
+                crate::aqlprofile::fill_extension_table(major, table_length, table)
+            },
+            _ => HSA_STATUS_ERROR,
         }
-        // SAFETY: `table` is the caller's buffer of `table_length` bytes.
-        unsafe { crate::loader::fill_loader_extension_table(major, table_length, table) }
     })
 }
 
 /// `hsa_system_get_extension_table` (deprecated): as the major-version call, with the table size
-/// of the asked loader minor (1.00: 3 functions, 1.01: 5, 1.02: 6, 1.03: 7).
+/// of the asked loader minor (1.00: 3 functions, 1.01: 5, 1.02: 6, 1.03: 7); the AQL profile
+/// extension has 1.00 only (10 functions).
 unsafe extern "C" fn system_get_extension_table(
     extension: u16,
     major: u16,
@@ -704,6 +722,8 @@ unsafe extern "C" fn system_get_extension_table(
             (HSA_EXTENSION_AMD_LOADER, 1, 2) => 6,
             (HSA_EXTENSION_AMD_LOADER, 1, 3) => 7,
             (HSA_EXTENSION_AMD_LOADER, _, _) => return HSA_STATUS_ERROR_INVALID_ARGUMENT,
+            (HSA_EXTENSION_AMD_AQLPROFILE, 1, 0) => crate::aqlprofile::TABLE_FUNCTIONS,
+            (HSA_EXTENSION_AMD_AQLPROFILE, _, _) => return HSA_STATUS_ERROR_INVALID_ARGUMENT,
             _ => 0,
         };
         let size = functions * size_of::<usize>();
@@ -1372,6 +1392,53 @@ mod tests {
             );
             assert_eq!(
                 system_get_extension_table(ext, 1, 9, t),
+                HSA_STATUS_ERROR_INVALID_ARGUMENT
+            );
+        }
+    }
+
+    #[test]
+    fn extensions_advertise_aqlprofile_on_gpus_with_its_v1_table() {
+        let aql = HSA_EXTENSION_AMD_AQLPROFILE as usize;
+        let agent_mask = agent_info(gpu(), HSA_AGENT_INFO_EXTENSIONS, 128);
+        assert_ne!(agent_mask[aql / 8] & (1 << (aql % 8)), 0);
+        let cpu_mask = agent_info(cpu(), HSA_AGENT_INFO_EXTENSIONS, 128);
+        assert_eq!(cpu_mask[aql / 8] & (1 << (aql % 8)), 0);
+        let ext = aql as u16;
+        let (mut ok, mut minor) = (false, 9u16);
+        let mut table = hsa_ven_amd_aqlprofile_1_00_pfn_t::default();
+        let t = (&raw mut table).cast::<c_void>();
+        // SAFETY: valid out-pointers; `table` is a whole v1 table.
+        unsafe {
+            assert_eq!(
+                agent_major_extension_supported(ext, gpu(), 1, &mut minor, &mut ok),
+                HSA_STATUS_SUCCESS
+            );
+            assert!(ok);
+            assert_eq!(minor, 0);
+            assert_eq!(
+                agent_extension_supported(ext, cpu(), 1, 0, &mut ok),
+                HSA_STATUS_SUCCESS
+            );
+            assert!(!ok);
+            assert_eq!(
+                system_extension_supported(ext, 1, 0, &mut ok),
+                HSA_STATUS_SUCCESS
+            );
+            assert!(ok);
+            assert_eq!(
+                system_get_major_extension_table(ext, 1, size_of_val(&table), t),
+                HSA_STATUS_SUCCESS
+            );
+            assert!(table.hsa_ven_amd_aqlprofile_iterate_data.is_some());
+            let mut old = hsa_ven_amd_aqlprofile_1_00_pfn_t::default();
+            assert_eq!(
+                system_get_extension_table(ext, 1, 0, (&raw mut old).cast()),
+                HSA_STATUS_SUCCESS
+            );
+            assert!(old.hsa_ven_amd_aqlprofile_iterate_data.is_some());
+            assert_eq!(
+                system_get_major_extension_table(ext, 2, size_of_val(&table), t),
                 HSA_STATUS_ERROR_INVALID_ARGUMENT
             );
         }

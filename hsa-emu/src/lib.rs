@@ -16,6 +16,7 @@
 //! | `signals` | signals and waits |
 //! | `memory` | pools, allocation, copies, pointer info, vmem |
 //! | `queues` | queues, packet processors, intercept queues, profiling |
+//! | `aqlprofile` | the AQL profile extension (`HSA_EXTENSION_AMD_AQLPROFILE`) and its emulated counters |
 //! | `loader` | code objects (host libraries and AMDGPU), executables, symbols, loader extension |
 //! | `shadow` | kernel shadows: host implementations of AMDGPU kernels (`HSA_EMU_SHADOW`) |
 //! | `blit` | built-in shadows of the ROCclr blit kernels |
@@ -25,6 +26,7 @@
 //! | `trace` | `HSA_EMU_TRACE_PACKETS=1`: packets and signals on stderr |
 
 mod api;
+mod aqlprofile;
 mod blit;
 mod clock;
 mod exports;

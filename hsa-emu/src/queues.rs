@@ -14,8 +14,9 @@
 //!   in a kernel is detached and frees the queue memory when it finishes.
 //! - `hsa_soft_queue_create` returns `HSA_STATUS_ERROR`: the emulator has no soft queues.
 //! - `hsa_queue_inactivate` stops the processor; the queue stays valid until destroyed.
-//! - Agent-dispatch packets and vendor packets other than the AMD barrier-value packet complete
-//!   without doing anything.
+//! - Agent-dispatch packets and vendor packets other than the AMD barrier-value packet and the
+//!   AQL profile extension's counter packets (`crate::aqlprofile`) complete without doing
+//!   anything.
 //! - Malformed packets are reported once per queue on stderr and completed, so applications do
 //!   not hang. The queue error callback is called only for a dispatch of an AMDGPU kernel without
 //!   a shadow, which puts the queue in an error state (see [`processor`]).

@@ -128,6 +128,8 @@ pub(crate) fn describe(p: &aql_packet_t) -> String {
                     u64_at(p, 16) as i64,
                     u64_at(p, 24)
                 );
+            } else if let Some(what) = crate::aqlprofile::describe(p) {
+                let _ = write!(s, " {what}");
             } else {
                 let _ = write!(s, " format={format}");
             }

@@ -1,10 +1,11 @@
 //! Enumerations and their values: the ROCm 5.2 headers (`hsa.h`, `hsa_ext_amd.h`,
-//! `hsa_ven_amd_loader.h`) plus the ROCm 5.6+/6.x additions the project uses.
+//! `hsa_ven_amd_loader.h`, `hsa_ven_amd_aqlprofile.h`) plus the ROCm 5.6+/6.x additions the project uses.
 //!
 //! C enumerations are `int`-sized; each is a `u32` alias here so values pass through the ABI
 //! unchanged. [`ROCM5_VALUES`] lists every value that the 5.2 headers define, so that
-//! `tests/header_layout.rs` can compare each one with the real headers; [`ROCM6_VALUES`] lists
-//! the later additions.
+//! `tests/header_layout.rs` can compare each one with the real headers; [`AQLPROFILE_VALUES`]
+//! does the same for the aqlprofile extension's header (`hsa_ven_amd_aqlprofile.h`);
+//! [`ROCM6_VALUES`] lists the later additions.
 
 /// One named value of a C enumeration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -507,6 +508,69 @@ hsa_enums! {
         HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE = 0xa,
         HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH = 0xb,
         HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI = 0xc,
+    }
+}
+
+hsa_enums! {
+    list = AQLPROFILE_VALUES;
+    hsa_ven_amd_aqlprofile_event_type_t {
+        HSA_VEN_AMD_AQLPROFILE_EVENT_TYPE_PMC = 0,
+        HSA_VEN_AMD_AQLPROFILE_EVENT_TYPE_TRACE = 1,
+    }
+    hsa_ven_amd_aqlprofile_block_name_t {
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_CPC = 0,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_CPF = 1,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GDS = 2,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GRBM = 3,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GRBMSE = 4,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SPI = 5,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SQ = 6,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SQCS = 7,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SRBM = 8,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SX = 9,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_TA = 10,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_TCA = 11,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_TCC = 12,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_TCP = 13,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_TD = 14,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_MCARB = 15,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_MCHUB = 16,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_MCMCBVM = 17,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_MCSEQ = 18,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_MCVML2 = 19,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_MCXBAR = 20,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_ATC = 21,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_ATCL2 = 22,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GCEA = 23,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_RPB = 24,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SDMA = 25,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GL1A = 26,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GL1C = 27,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GL2A = 28,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GL2C = 29,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GCR = 30,
+        HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GUS = 31,
+        HSA_VEN_AMD_AQLPROFILE_BLOCKS_NUMBER = 32,
+    }
+    hsa_ven_amd_aqlprofile_parameter_name_t {
+        HSA_VEN_AMD_AQLPROFILE_PARAMETER_NAME_COMPUTE_UNIT_TARGET = 0,
+        HSA_VEN_AMD_AQLPROFILE_PARAMETER_NAME_VM_ID_MASK = 1,
+        HSA_VEN_AMD_AQLPROFILE_PARAMETER_NAME_MASK = 2,
+        HSA_VEN_AMD_AQLPROFILE_PARAMETER_NAME_TOKEN_MASK = 3,
+        HSA_VEN_AMD_AQLPROFILE_PARAMETER_NAME_TOKEN_MASK2 = 4,
+        HSA_VEN_AMD_AQLPROFILE_PARAMETER_NAME_SE_MASK = 5,
+        HSA_VEN_AMD_AQLPROFILE_PARAMETER_NAME_SAMPLE_RATE = 6,
+        HSA_VEN_AMD_AQLPROFILE_PARAMETER_NAME_K_CONCURRENT = 7,
+    }
+    hsa_ven_amd_aqlprofile_info_type_t {
+        HSA_VEN_AMD_AQLPROFILE_INFO_COMMAND_BUFFER_SIZE = 0,
+        HSA_VEN_AMD_AQLPROFILE_INFO_PMC_DATA_SIZE = 1,
+        HSA_VEN_AMD_AQLPROFILE_INFO_PMC_DATA = 2,
+        HSA_VEN_AMD_AQLPROFILE_INFO_TRACE_DATA = 3,
+        HSA_VEN_AMD_AQLPROFILE_INFO_BLOCK_COUNTERS = 4,
+        HSA_VEN_AMD_AQLPROFILE_INFO_BLOCK_ID = 5,
+        HSA_VEN_AMD_AQLPROFILE_INFO_ENABLE_CMD = 6,
+        HSA_VEN_AMD_AQLPROFILE_INFO_DISABLE_CMD = 7,
     }
 }
 

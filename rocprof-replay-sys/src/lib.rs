@@ -14,6 +14,7 @@
 //! | [`fns`] | one `*_fn_t` signature per API function |
 //! | [`table`] | `HsaApiTable`, `CoreApiTable`, `AmdExtTable` (6.x) and `AmdExtTable52`, `ToolsApiTable`, intercept and `OnLoad` types |
 //! | [`slots`] | version-aware, bounds-checked access to table slots ([`slots::Slot`]) |
+//! | [`aqlprofile`] | the AMD AQL profile extension v1 (`hsa_ven_amd_aqlprofile.h`): profile, event, PM4 packet, function table |
 //! | [`status`] | [`Status`] with official names, [`check`] and [`HsaResult`] |
 //!
 //! Every struct has compile-time size and offset assertions beside it; the test
@@ -43,6 +44,7 @@
 
 mod layout;
 
+pub mod aqlprofile;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod enums;
@@ -55,6 +57,7 @@ pub mod status;
 pub mod table;
 pub mod types;
 
+pub use aqlprofile::*;
 pub use enums::*;
 pub use fns::*;
 pub use packets::*;

@@ -104,6 +104,7 @@ impl Probe {
 #include "hsa_ext_amd.h"
 #include "hsa_api_trace.h"
 #include "hsa_ven_amd_loader.h"
+#include "hsa_ven_amd_aqlprofile.h"
 #include "amd_hsa_queue.h"
 #include "amd_hsa_signal.h"
 #include <cstddef>
@@ -1081,6 +1082,8 @@ fn build_probe() -> Probe {
         p.number(name.into(), name.into(), value as u64);
     }
 
+    aqlprofile(&mut p);
+
     for (name, shape) in signatures!(shapes) {
         p.signature(name, shape);
     }
@@ -1098,6 +1101,185 @@ fn build_probe() -> Probe {
         <hsa_amd_runtime_queue_create_register_fn_t as FnShape>::shape(),
     );
     p
+}
+
+/// The aqlprofile extension (`hsa_ven_amd_aqlprofile.h`): structs, enums, constants, the
+/// exported functions' signatures and the v1 function table's slots and slot signatures.
+fn aqlprofile(p: &mut Probe) {
+    strukt!(p, hsa_ven_amd_aqlprofile_event_t, "hsa_ven_amd_aqlprofile_event_t" {
+        block_name, block_index, counter_id,
+    });
+    strukt!(p, hsa_ven_amd_aqlprofile_parameter_t, "hsa_ven_amd_aqlprofile_parameter_t" {
+        parameter_name, value,
+    });
+    strukt!(p, hsa_ven_amd_aqlprofile_descriptor_t, "hsa_ven_amd_aqlprofile_descriptor_t" {
+        ptr, size,
+    });
+    strukt!(p, hsa_ven_amd_aqlprofile_profile_t, "hsa_ven_amd_aqlprofile_profile_t" {
+        agent, type_ => "type", events, event_count, parameters, parameter_count, output_buffer,
+        command_buffer,
+    });
+    strukt!(p, hsa_ext_amd_aql_pm4_packet_t, "hsa_ext_amd_aql_pm4_packet_t" {
+        header, pm4_command, completion_signal,
+    });
+    strukt!(p, hsa_ven_amd_aqlprofile_id_query_t, "hsa_ven_amd_aqlprofile_id_query_t" {
+        name, id, instance_count,
+    });
+    // info_data: the C union is anonymous, so its members are named through the struct.
+    let info = "hsa_ven_amd_aqlprofile_info_data_t";
+    p.layout(
+        info,
+        size_of::<hsa_ven_amd_aqlprofile_info_data_t>(),
+        align_of::<hsa_ven_amd_aqlprofile_info_data_t>(),
+    );
+    let data = offset_of!(hsa_ven_amd_aqlprofile_info_data_t, data);
+    for (c_field, rust) in [
+        (
+            "sample_id",
+            offset_of!(hsa_ven_amd_aqlprofile_info_data_t, sample_id),
+        ),
+        ("pmc_data", data),
+        (
+            "pmc_data.event",
+            data + offset_of!(hsa_ven_amd_aqlprofile_pmc_data_t, event),
+        ),
+        (
+            "pmc_data.result",
+            data + offset_of!(hsa_ven_amd_aqlprofile_pmc_data_t, result),
+        ),
+        ("trace_data", data),
+        (
+            "trace_data.size",
+            data + offset_of!(hsa_ven_amd_aqlprofile_descriptor_t, size),
+        ),
+    ] {
+        p.offset(info, c_field, rust);
+    }
+    p.number(
+        format!("sizeof({info}::pmc_data)"),
+        format!("sizeof((({info}*)0)->pmc_data)"),
+        size_of::<hsa_ven_amd_aqlprofile_pmc_data_t>() as u64,
+    );
+
+    for v in AQLPROFILE_VALUES {
+        p.number(
+            format!("{} ({})", v.name, v.ty),
+            format!("(unsigned int)({})", v.name),
+            v.value as u64,
+        );
+    }
+    for (name, value) in [
+        (
+            "HSA_AQLPROFILE_VERSION_MAJOR",
+            HSA_AQLPROFILE_VERSION_MAJOR as u64,
+        ),
+        (
+            "HSA_AQLPROFILE_VERSION_MINOR",
+            HSA_AQLPROFILE_VERSION_MINOR as u64,
+        ),
+        (
+            "hsa_ven_amd_aqlprofile_VERSION_MAJOR",
+            hsa_ven_amd_aqlprofile_VERSION_MAJOR as u64,
+        ),
+        (
+            "HSA_VEN_AMD_AQLPROFILE_LEGACY_PM4_PACKET_SIZE",
+            HSA_VEN_AMD_AQLPROFILE_LEGACY_PM4_PACKET_SIZE as u64,
+        ),
+        (
+            "HSA_EXTENSION_AMD_AQLPROFILE",
+            HSA_EXTENSION_AMD_AQLPROFILE as u64,
+        ),
+    ] {
+        p.number(name.into(), name.into(), value);
+    }
+
+    // The callback type: same type as an `Option` of this signature (checked by the compiler),
+    // whose shape the probe checks.
+    type Callback = unsafe extern "C" fn(
+        hsa_ven_amd_aqlprofile_info_type_t,
+        *mut hsa_ven_amd_aqlprofile_info_data_t,
+        *mut std::ffi::c_void,
+    ) -> hsa_status_t;
+    let _same: hsa_ven_amd_aqlprofile_data_callback_t = None::<Callback>;
+    p.checks.push(Check {
+        what: "signature of hsa_ven_amd_aqlprofile_data_callback_t".into(),
+        c_expr: "SHAPE((hsa_ven_amd_aqlprofile_data_callback_t)nullptr)".into(),
+        rust: join(&<Callback as FnShape>::shape()),
+    });
+
+    // Slots of the v1 table, each with the exported function's signature and its own.
+    let table = "hsa_ven_amd_aqlprofile_1_00_pfn_t";
+    p.layout(
+        table,
+        size_of::<hsa_ven_amd_aqlprofile_1_00_pfn_t>(),
+        align_of::<hsa_ven_amd_aqlprofile_1_00_pfn_t>(),
+    );
+    macro_rules! slots {
+        ($(($f:ident, $t:ty),)*) => {$(
+            p.offset(table, stringify!($f), offset_of!(hsa_ven_amd_aqlprofile_1_00_pfn_t, $f));
+            p.signature(stringify!($f), <$t as FnShape>::shape());
+            p.checks.push(Check {
+                what: format!("signature of {table}::{}", stringify!($f)),
+                c_expr: format!("SHAPE((decltype({table}::{}))nullptr)", stringify!($f)),
+                rust: join(&<$t as FnShape>::shape()),
+            });
+        )*};
+    }
+    slots!(
+        (
+            hsa_ven_amd_aqlprofile_version_major,
+            hsa_ven_amd_aqlprofile_version_fn_t
+        ),
+        (
+            hsa_ven_amd_aqlprofile_version_minor,
+            hsa_ven_amd_aqlprofile_version_fn_t
+        ),
+        (
+            hsa_ven_amd_aqlprofile_error_string,
+            hsa_ven_amd_aqlprofile_error_string_fn_t
+        ),
+        (
+            hsa_ven_amd_aqlprofile_validate_event,
+            hsa_ven_amd_aqlprofile_validate_event_fn_t
+        ),
+        (
+            hsa_ven_amd_aqlprofile_start,
+            hsa_ven_amd_aqlprofile_start_fn_t
+        ),
+        (
+            hsa_ven_amd_aqlprofile_stop,
+            hsa_ven_amd_aqlprofile_stop_fn_t
+        ),
+        (
+            hsa_ven_amd_aqlprofile_read,
+            hsa_ven_amd_aqlprofile_stop_fn_t
+        ),
+        (
+            hsa_ven_amd_aqlprofile_legacy_get_pm4,
+            hsa_ven_amd_aqlprofile_legacy_get_pm4_fn_t
+        ),
+        (
+            hsa_ven_amd_aqlprofile_get_info,
+            hsa_ven_amd_aqlprofile_get_info_fn_t
+        ),
+        (
+            hsa_ven_amd_aqlprofile_iterate_data,
+            hsa_ven_amd_aqlprofile_iterate_data_fn_t
+        ),
+    );
+    p.number(
+        format!("sizeof({table}) == sizeof(hsa_ven_amd_aqlprofile_pfn_t)"),
+        "sizeof(hsa_ven_amd_aqlprofile_pfn_t)".into(),
+        size_of::<hsa_ven_amd_aqlprofile_pfn_t>() as u64,
+    );
+}
+
+fn join(shape: &[usize]) -> String {
+    shape
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn header_dir() -> PathBuf {

@@ -55,3 +55,18 @@ fn several_threads_on_several_queues_and_agents() {
 fn async_copies_honour_dependency_signals() {
     run_sample("async_copy", &[]);
 }
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn aqlprofile_counts_the_waves_a_gfx90a_launches_and_refuses_a_set_over_the_limit() {
+    // 64 work-groups of 256 work-items: 4 waves each (wave64), as on a real gfx90a.
+    let out = run_sample("aqlprofile_counters", &[]);
+    assert!(out.contains("SQ_WAVES=256 (want 256)"), "{out}");
+    assert!(out.contains("SQ limit=2"), "{out}");
+    assert!(
+        out.contains("status 0x1000: Event is out of block counter registers number limit"),
+        "{out}"
+    );
+    let out = run_sample("aqlprofile_counters", &[("SAMPLE_GROUPS", "3")]);
+    assert!(out.contains("SQ_WAVES=12 (want 12)"), "{out}");
+}

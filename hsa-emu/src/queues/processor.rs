@@ -9,6 +9,11 @@
 //! waiter that sees the completion also sees the read index past the packet. Each packet
 //! finishes before the next starts, so the barrier bit holds trivially.
 //!
+//! Vendor-specific packets of format `AMD_AQL_FORMAT_PM4_IB` are the AQL profile extension's
+//! start/stop/read packets (see `crate::aqlprofile`): the processor keeps the counting windows
+//! open on its queue and accounts every dispatch it runs while one is open (what it launched,
+//! how long it ran); other PM4 packets are reported once and completed.
+//!
 //! A dispatch of an AMDGPU kernel runs its shadow (see `crate::shadow`). A dispatch of one that
 //! has no usable shadow is a queue error, as an invalid code object is for ROCr: the processor
 //! prints `hsa-emu: queue N: ... kernel K has no shadow ... HSA_EMU_SHADOW ...` on stderr,
@@ -48,6 +53,8 @@ enum Outcome {
 
 /// The processor thread's body.
 pub(super) fn run(q: Arc<Queue>) {
+    // Counting windows of the AQL profile extension open on this queue.
+    let mut counting = crate::aqlprofile::QueueCounting::default();
     while !q.stop.load(Ordering::Acquire) {
         let read = q.read_index().load(Ordering::Acquire);
         let header = q.header(read).load(Ordering::Acquire);
@@ -74,7 +81,9 @@ pub(super) fn run(q: Arc<Queue>) {
             ));
         }
         let start = crate::clock::now_ticks();
-        let outcome = crate::ffi::guard(Outcome::Done, || execute(&q, &packet, header));
+        let outcome = crate::ffi::guard(Outcome::Done, || {
+            execute(&q, &packet, header, &mut counting)
+        });
         if matches!(outcome, Outcome::Stopped | Outcome::Failed) {
             break;
         }
@@ -122,9 +131,22 @@ fn view<T>(p: &aql_packet_t) -> &T {
     unsafe { &*(p as *const aql_packet_t).cast::<T>() }
 }
 
-fn execute(q: &Queue, p: &aql_packet_t, header: u16) -> Outcome {
+fn execute(
+    q: &Queue,
+    p: &aql_packet_t,
+    header: u16,
+    counting: &mut crate::aqlprofile::QueueCounting,
+) -> Outcome {
     match header_type(header) {
         HSA_PACKET_TYPE_KERNEL_DISPATCH => match prepare_dispatch(view(p)) {
+            Ok(d) if counting.active() => {
+                let launched =
+                    crate::aqlprofile::Launched::of_dispatch(d.grid_size, d.workgroup_size);
+                let start = crate::clock::now_ticks();
+                workers::run(&d);
+                counting.dispatch(&launched, start, crate::clock::now_ticks());
+                Outcome::Done
+            }
             Ok(d) => {
                 workers::run(&d);
                 Outcome::Done
@@ -148,6 +170,12 @@ fn execute(q: &Queue, p: &aql_packet_t, header: u16) -> Outcome {
         }
         // Agent dispatch: the emulator registers no agent functions; completes as a no-op.
         HSA_PACKET_TYPE_AGENT_DISPATCH => Outcome::Done,
+        HSA_PACKET_TYPE_VENDOR_SPECIFIC if crate::aqlprofile::is_pm4(p) => {
+            if let Err(why) = counting.packet(p) {
+                q.warn_once(why);
+            }
+            Outcome::Done
+        }
         HSA_PACKET_TYPE_VENDOR_SPECIFIC => vendor(q, p),
         _ => {
             q.warn_once("a packet has an unknown type");

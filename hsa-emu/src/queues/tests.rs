@@ -1453,3 +1453,238 @@ fn a_kernel_without_a_shadow_calls_the_error_callback_and_stops_the_queue() {
         destroy(q);
     }
 }
+
+/// The AQL profile extension's v1 table, as a tool gets it.
+fn aqlprofile_table() -> hsa_ven_amd_aqlprofile_1_00_pfn_t {
+    let mut t = hsa_ven_amd_aqlprofile_1_00_pfn_t::default();
+    // SAFETY: `t` is a whole v1 table.
+    let st = unsafe {
+        crate::aqlprofile::fill_extension_table(
+            1,
+            size_of::<hsa_ven_amd_aqlprofile_1_00_pfn_t>(),
+            (&raw mut t).cast(),
+        )
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    t
+}
+
+fn pm4(p: hsa_ext_amd_aql_pm4_packet_t, completion: hsa_signal_t) -> hsa_ext_amd_aql_pm4_packet_t {
+    hsa_ext_amd_aql_pm4_packet_t {
+        header: packet_header(
+            HSA_PACKET_TYPE_VENDOR_SPECIFIC,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        ),
+        completion_signal: completion,
+        ..p
+    }
+}
+
+#[test]
+fn aqlprofile_counts_the_dispatches_of_its_queue_between_start_and_stop() {
+    let t = aqlprofile_table();
+    let q = create(64);
+    let other = create(64);
+    let kd = descriptor(count_kernel);
+    let events = [
+        hsa_ven_amd_aqlprofile_event_t {
+            block_name: HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SQ,
+            block_index: 0,
+            counter_id: 4, // SQ_WAVES
+        },
+        hsa_ven_amd_aqlprofile_event_t {
+            block_name: HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SPI,
+            block_index: 0,
+            counter_id: 49, // SPI_CSN_NUM_THREADGROUPS
+        },
+        hsa_ven_amd_aqlprofile_event_t {
+            block_name: HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GRBM,
+            block_index: 0,
+            counter_id: 0, // GRBM_COUNT
+        },
+        hsa_ven_amd_aqlprofile_event_t {
+            block_name: HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_GRBM,
+            block_index: 0,
+            counter_id: 2, // GRBM_GUI_ACTIVE
+        },
+    ];
+    let mut cmd = vec![0u8; 4096];
+    let mut out = [u64::MAX; 4];
+    let mut profile = hsa_ven_amd_aqlprofile_profile_t {
+        agent: gpu(),
+        type_: HSA_VEN_AMD_AQLPROFILE_EVENT_TYPE_PMC,
+        events: events.as_ptr(),
+        event_count: 4,
+        parameters: std::ptr::null(),
+        parameter_count: 0,
+        output_buffer: hsa_ven_amd_aqlprofile_descriptor_t {
+            ptr: out.as_mut_ptr().cast(),
+            size: 32,
+        },
+        command_buffer: hsa_ven_amd_aqlprofile_descriptor_t {
+            ptr: cmd.as_mut_ptr().cast(),
+            size: 4096,
+        },
+    };
+    let mut start = hsa_ext_amd_aql_pm4_packet_t::default();
+    let mut stop = hsa_ext_amd_aql_pm4_packet_t::default();
+    // SAFETY: the emulator's own functions with a live profile and packets.
+    unsafe {
+        assert_eq!(
+            (t.hsa_ven_amd_aqlprofile_start.unwrap())(&mut profile, &mut start),
+            HSA_STATUS_SUCCESS
+        );
+        assert_eq!(
+            (t.hsa_ven_amd_aqlprofile_stop.unwrap())(&profile, &mut stop),
+            HSA_STATUS_SUCCESS
+        );
+    }
+    let hits = Hits::new([16, 1, 1]);
+    let two = Hits::new([3, 3, 1]);
+    let kernarg = (&*hits as *const Hits).cast();
+    let kernarg2 = (&*two as *const Hits).cast();
+    let none = hsa_signal_t { handle: 0 };
+    // Before the window: not counted.
+    let before = signal(1);
+    submit(
+        q,
+        &dispatch_packet(&kd, kernarg, 1, [64, 1, 1], [1000, 1, 1], before),
+    );
+    let started = signal(1);
+    submit(q, &pm4(start, started));
+    assert_eq!(wait_zero(started), 0);
+    assert_eq!(out, [0; 4], "the start packet zeroes the output");
+    // In the window: 1000 items in groups of 64 (16 groups, 16 waves) and 10 x 7 items in
+    // groups of 4 x 3 (9 groups of 12, 4, 6 or 2 items: 9 waves).
+    submit(
+        q,
+        &dispatch_packet(&kd, kernarg, 1, [64, 1, 1], [1000, 1, 1], none),
+    );
+    submit(
+        q,
+        &dispatch_packet(&kd, kernarg2, 2, [4, 3, 1], [10, 7, 1], none),
+    );
+    // Another queue's dispatch during the window: not counted.
+    let elsewhere = signal(1);
+    submit(
+        other,
+        &dispatch_packet(&kd, kernarg, 1, [64, 1, 1], [1000, 1, 1], elsewhere),
+    );
+    assert_eq!(wait_zero(elsewhere), 0);
+    let stopped = signal(1);
+    submit(q, &pm4(stop, stopped));
+    assert_eq!(wait_zero(stopped), 0);
+    // After the window: not counted.
+    let after = signal(1);
+    submit(
+        q,
+        &dispatch_packet(&kd, kernarg, 1, [64, 1, 1], [1000, 1, 1], after),
+    );
+    assert_eq!(wait_zero(after), 0);
+    assert_eq!(out[0], 25, "SQ_WAVES");
+    assert_eq!(out[1], 25, "SPI_CSN_NUM_THREADGROUPS");
+    assert!(out[3] > 0, "GRBM_GUI_ACTIVE counts the dispatches' time");
+    assert!(out[2] >= out[3], "GRBM_COUNT spans the window: {out:?}");
+    assert_eq!(hits.total(), 16 * 4, "every dispatch ran");
+
+    let mut seen: Vec<(u32, u64)> = Vec::new();
+    unsafe extern "C" fn collect(
+        info_type: hsa_ven_amd_aqlprofile_info_type_t,
+        info: *mut hsa_ven_amd_aqlprofile_info_data_t,
+        data: *mut c_void,
+    ) -> hsa_status_t {
+        assert_eq!(info_type, HSA_VEN_AMD_AQLPROFILE_INFO_PMC_DATA);
+        // SAFETY: `data` is the test's Vec; `info` a live PMC sample.
+        unsafe {
+            let seen = &mut *data.cast::<Vec<(u32, u64)>>();
+            seen.push((
+                (*info).data.pmc_data.event.counter_id,
+                (*info).data.pmc_data.result,
+            ));
+        }
+        HSA_STATUS_SUCCESS
+    }
+    // SAFETY: the emulator's own function; `seen` outlives the call.
+    let st = unsafe {
+        (t.hsa_ven_amd_aqlprofile_iterate_data.unwrap())(
+            &profile,
+            Some(collect),
+            (&raw mut seen).cast(),
+        )
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    assert_eq!(seen, vec![(4, 25), (49, 25), (0, out[2]), (2, out[3])]);
+    destroy(other);
+    destroy(q);
+}
+
+#[test]
+fn aqlprofile_packets_work_through_an_intercept_queue() {
+    let t = aqlprofile_table();
+    let q = create_intercept(64);
+    let kd = descriptor(count_kernel);
+    let events = [hsa_ven_amd_aqlprofile_event_t {
+        block_name: HSA_VEN_AMD_AQLPROFILE_BLOCK_NAME_SQ,
+        block_index: 0,
+        counter_id: 14, // SQ_ITEMS
+    }];
+    let mut cmd = vec![0u8; 256];
+    let mut out = [u64::MAX; 1];
+    let mut profile = hsa_ven_amd_aqlprofile_profile_t {
+        agent: gpu(),
+        type_: HSA_VEN_AMD_AQLPROFILE_EVENT_TYPE_PMC,
+        events: events.as_ptr(),
+        event_count: 1,
+        parameters: std::ptr::null(),
+        parameter_count: 0,
+        output_buffer: hsa_ven_amd_aqlprofile_descriptor_t {
+            ptr: out.as_mut_ptr().cast(),
+            size: 8,
+        },
+        command_buffer: hsa_ven_amd_aqlprofile_descriptor_t {
+            ptr: cmd.as_mut_ptr().cast(),
+            size: 256,
+        },
+    };
+    let mut start = hsa_ext_amd_aql_pm4_packet_t::default();
+    let mut read = hsa_ext_amd_aql_pm4_packet_t::default();
+    let mut stop = hsa_ext_amd_aql_pm4_packet_t::default();
+    // SAFETY: the emulator's own functions with a live profile and packets.
+    unsafe {
+        assert_eq!(
+            (t.hsa_ven_amd_aqlprofile_start.unwrap())(&mut profile, &mut start),
+            HSA_STATUS_SUCCESS
+        );
+        assert_eq!(
+            (t.hsa_ven_amd_aqlprofile_read.unwrap())(&profile, &mut read),
+            HSA_STATUS_SUCCESS
+        );
+        assert_eq!(
+            (t.hsa_ven_amd_aqlprofile_stop.unwrap())(&profile, &mut stop),
+            HSA_STATUS_SUCCESS
+        );
+    }
+    let hits = Hits::new([16, 1, 1]);
+    let kernarg = (&*hits as *const Hits).cast();
+    let none = hsa_signal_t { handle: 0 };
+    submit(q, &pm4(start, none));
+    submit(
+        q,
+        &dispatch_packet(&kd, kernarg, 1, [64, 1, 1], [1000, 1, 1], none),
+    );
+    let read_done = signal(1);
+    submit(q, &pm4(read, read_done));
+    assert_eq!(wait_zero(read_done), 0);
+    assert_eq!(out[0], 1000, "a read packet writes the values so far");
+    submit(
+        q,
+        &dispatch_packet(&kd, kernarg, 1, [64, 1, 1], [1000, 1, 1], none),
+    );
+    let stopped = signal(1);
+    submit(q, &pm4(stop, stopped));
+    assert_eq!(wait_zero(stopped), 0);
+    assert_eq!(out[0], 2000, "SQ_ITEMS of both dispatches");
+    destroy(q);
+}

@@ -3,6 +3,7 @@
 //! replay window for intercepted kernel dispatches.
 
 mod copies;
+mod counters;
 mod hooks;
 mod intercept;
 mod originals;

@@ -1,0 +1,570 @@
+//! Hardware counters as typed metric sets: built once, validated against what an agent offers,
+//! split into the passes the hardware needs.
+//!
+//! **Status: design, not yet wired into the engine.** Nothing here runs a pass or reads a
+//! counter yet (issue 15, item 1): the engine does not ask a policy for a [`MetricSet`], and no
+//! backend builds a [`CounterCatalog`] yet. The HSA backend will build its catalog from the
+//! AQL profile extension (`validate_event` for each known counter, `get_info(BLOCK_COUNTERS)`
+//! for each block's limit; hsa-emu emulates it, see its README), the CUDA backend from CUPTI's
+//! profiler host API. The types are vendor-neutral, as the engine is.
+//!
+//! - [`CounterCatalog`]: what one agent offers: counters by their vendor names (`SQ_WAVES`,
+//!   `sm__cycles_elapsed.avg`), each in a hardware block, and how many counters of each block
+//!   one pass can hold.
+//! - [`MetricSet::new`]: the metrics a tool asks for, checked once against a catalog. An unknown
+//!   name is [`MetricError::Unknown`] naming the closest valid names (edit distance); a counter
+//!   whose block holds none per pass is [`MetricError::NeverCollectable`]: errors at set-up,
+//!   never a silent zero later.
+//! - The set's pass schedule: each metric goes into the first pass that still has room in its
+//!   block, which needs exactly `max over blocks of ceil(metrics of the block / its limit)`
+//!   passes, the fewest possible.
+//! - [`MetricValues`]: one value per metric for one dispatch, with the pass it came from, by name
+//!   or by a [`MetricId`] resolved once.
+//!
+//! Notes for the wiring:
+//! - Each pass's counter configuration goes around that pass only: the HSA backend's
+//!   `PassProfile` (start packet, the pass's dispatch, stop packet), read after the stop packet
+//!   completed; passes that only time the kernel carry none.
+//! - An application that collects counters itself sees every replay pass today: the C sample
+//!   `examples/apps/aqlprofile_counters.c` run under `pass_timer` with
+//!   `ROCPROF_REPLAY_PASSES=3` on hsa-emu reports `SQ_WAVES=768` for a dispatch of 256 waves.
+//!   The backend must decline (a new decline reason) dispatches on a queue where the
+//!   application submits its own PM4 packets (`AMD_AQL_FORMAT_PM4_IB`), as issue 15 asks for an
+//!   application that owns CUPTI's profiler.
+//!
+//! ```
+//! use rocprof_replay::counters::{CounterCatalog, MetricError, MetricSet};
+//!
+//! let gfx90a = CounterCatalog::new("gfx90a")
+//!     .block("SQ", 2)
+//!     .block("GRBM", 2)
+//!     .counter("SQ_WAVES", "SQ", 4)
+//!     .counter("SQ_ITEMS", "SQ", 14)
+//!     .counter("SQ_WAVES_EQ_64", "SQ", 6)
+//!     .counter("GRBM_COUNT", "GRBM", 0);
+//! let set = MetricSet::new(&gfx90a, ["SQ_WAVES", "SQ_ITEMS", "SQ_WAVES_EQ_64", "GRBM_COUNT"])?;
+//! assert_eq!(set.pass_count(), 2); // three SQ counters, two per pass
+//!
+//! let err = MetricSet::new(&gfx90a, ["SQ_WAVE"]).unwrap_err();
+//! assert!(matches!(&err, MetricError::Unknown { suggestions, .. } if suggestions[0] == "SQ_WAVES"));
+//! # Ok::<(), MetricError>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One counter an agent offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterInfo {
+    /// Vendor name, e.g. `SQ_WAVES`.
+    pub name: String,
+    /// Hardware block, e.g. `SQ`.
+    pub block: String,
+    /// The counter's id (select value) in its block, e.g. 4.
+    pub event: u32,
+}
+
+/// What one agent offers: its counters and each block's counters per pass.
+#[derive(Clone, Debug, Default)]
+pub struct CounterCatalog {
+    agent: String,
+    counters: BTreeMap<String, CounterInfo>,
+    limits: BTreeMap<String, u32>,
+}
+
+impl CounterCatalog {
+    /// An empty catalog for the agent named `agent` (e.g. `gfx90a`).
+    pub fn new(agent: impl Into<String>) -> CounterCatalog {
+        CounterCatalog {
+            agent: agent.into(),
+            ..CounterCatalog::default()
+        }
+    }
+
+    /// Declares a block that holds `per_pass` counters in one pass.
+    pub fn block(mut self, name: impl Into<String>, per_pass: u32) -> CounterCatalog {
+        self.limits.insert(name.into(), per_pass);
+        self
+    }
+
+    /// Declares a counter `name` with id `event` in `block` (a later one of the same name
+    /// replaces it). A block that was not declared holds no counters per pass.
+    pub fn counter(
+        mut self,
+        name: impl Into<String>,
+        block: impl Into<String>,
+        event: u32,
+    ) -> CounterCatalog {
+        let name = name.into();
+        self.counters.insert(
+            name.clone(),
+            CounterInfo {
+                name,
+                block: block.into(),
+                event,
+            },
+        );
+        self
+    }
+
+    /// The agent's name.
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    /// The counter named `name`, if the agent has it.
+    pub fn get(&self, name: &str) -> Option<&CounterInfo> {
+        self.counters.get(name)
+    }
+
+    /// Counters one pass can hold of `block` (0 for an unknown block).
+    pub fn per_pass(&self, block: &str) -> u32 {
+        self.limits.get(block).copied().unwrap_or(0)
+    }
+
+    /// Every counter, by name.
+    pub fn counters(&self) -> impl Iterator<Item = &CounterInfo> {
+        self.counters.values()
+    }
+
+    /// Up to `n` valid names closest to `name`: case-insensitive edit distance at most a third
+    /// of the longer name (at least 2), nearest first, ties by name; names that contain `name`
+    /// (or that it contains) count as distance 1.
+    pub fn closest(&self, name: &str, n: usize) -> Vec<&str> {
+        let wanted = name.to_ascii_uppercase();
+        let mut scored: Vec<(usize, &str)> = self
+            .counters
+            .keys()
+            .filter_map(|candidate| {
+                let c = candidate.to_ascii_uppercase();
+                let d = if !wanted.is_empty() && (c.contains(&wanted) || wanted.contains(&c)) {
+                    edit_distance(&wanted, &c).min(1)
+                } else {
+                    edit_distance(&wanted, &c)
+                };
+                let limit = (wanted.len().max(c.len()) / 3).max(2);
+                (d <= limit).then_some((d, candidate.as_str()))
+            })
+            .collect();
+        scored.sort();
+        scored.into_iter().take(n).map(|(_, s)| s).collect()
+    }
+}
+
+/// Levenshtein distance between two strings (by `char`).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = (diag + usize::from(ca != *cb)).min(up + 1).min(row[j] + 1);
+            diag = up;
+        }
+    }
+    row[b.len()]
+}
+
+/// Why a metric set cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetricError {
+    /// No metrics were asked for.
+    #[error("the metric set is empty")]
+    Empty,
+    /// The agent has no counter of that name.
+    #[error("unknown metric `{name}` on {agent}{}", suggest(.suggestions))]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The agent's name.
+        agent: String,
+        /// The closest valid names, nearest first (possibly none).
+        suggestions: Vec<String>,
+    },
+    /// The counter exists, but its block holds no counters per pass on this agent.
+    #[error(
+        "metric `{name}` can never be collected on {agent}: block {block} holds no counters per pass"
+    )]
+    NeverCollectable {
+        /// The metric.
+        name: String,
+        /// The agent's name.
+        agent: String,
+        /// Its block.
+        block: String,
+    },
+    /// The same metric was asked for twice.
+    #[error("metric `{name}` is listed twice")]
+    Duplicate {
+        /// The metric.
+        name: String,
+    },
+}
+
+fn suggest(s: &[String]) -> String {
+    if s.is_empty() {
+        "; no counter of the agent has a similar name".into()
+    } else {
+        format!("; did you mean {}?", s.join(", "))
+    }
+}
+
+/// A metric's position in its [`MetricSet`], for lookups without the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MetricId(usize);
+
+/// One metric of a set: the counter and the pass that collects it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Metric {
+    /// The counter.
+    pub counter: CounterInfo,
+    /// Index of the pass that collects it (0-based).
+    pub pass: u32,
+}
+
+/// The metrics a tool asks for, validated against one agent and split into passes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricSet {
+    agent: String,
+    metrics: Vec<Metric>,
+    passes: Vec<Vec<MetricId>>,
+}
+
+impl MetricSet {
+    /// Validates `names` against `catalog` and schedules them: each metric in the first pass
+    /// with room in its block.
+    pub fn new<I, S>(catalog: &CounterCatalog, names: I) -> Result<MetricSet, MetricError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut metrics: Vec<Metric> = Vec::new();
+        // Per pass: counters used of each block.
+        let mut used: Vec<BTreeMap<&str, u32>> = Vec::new();
+        let mut passes: Vec<Vec<MetricId>> = Vec::new();
+        for name in names {
+            let name = name.as_ref();
+            let Some(counter) = catalog.get(name) else {
+                return Err(MetricError::Unknown {
+                    name: name.to_owned(),
+                    agent: catalog.agent.clone(),
+                    suggestions: catalog
+                        .closest(name, 3)
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect(),
+                });
+            };
+            if metrics.iter().any(|m| m.counter.name == name) {
+                return Err(MetricError::Duplicate {
+                    name: name.to_owned(),
+                });
+            }
+            let limit = catalog.per_pass(&counter.block);
+            if limit == 0 {
+                return Err(MetricError::NeverCollectable {
+                    name: name.to_owned(),
+                    agent: catalog.agent.clone(),
+                    block: counter.block.clone(),
+                });
+            }
+            let block = counter.block.as_str();
+            let pass = match used
+                .iter()
+                .position(|u| u.get(block).copied().unwrap_or(0) < limit)
+            {
+                Some(p) => p,
+                None => {
+                    used.push(BTreeMap::new());
+                    passes.push(Vec::new());
+                    used.len() - 1
+                }
+            };
+            *used[pass].entry(block).or_insert(0) += 1;
+            passes[pass].push(MetricId(metrics.len()));
+            metrics.push(Metric {
+                counter: counter.clone(),
+                pass: pass as u32,
+            });
+        }
+        if metrics.is_empty() {
+            return Err(MetricError::Empty);
+        }
+        Ok(MetricSet {
+            agent: catalog.agent.clone(),
+            metrics,
+            passes,
+        })
+    }
+
+    /// The agent the set was validated for.
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    /// The metrics, in the order they were asked for.
+    pub fn metrics(&self) -> &[Metric] {
+        &self.metrics
+    }
+
+    /// How many passes collect the whole set.
+    pub fn pass_count(&self) -> u32 {
+        self.passes.len() as u32
+    }
+
+    /// The metrics pass `pass` collects (empty past the last pass).
+    pub fn pass(&self, pass: u32) -> impl Iterator<Item = &Metric> {
+        self.passes
+            .get(pass as usize)
+            .into_iter()
+            .flatten()
+            .map(|id| &self.metrics[id.0])
+    }
+
+    /// The id of the metric named `name`, if the set has it.
+    pub fn id(&self, name: &str) -> Option<MetricId> {
+        self.metrics
+            .iter()
+            .position(|m| m.counter.name == name)
+            .map(MetricId)
+    }
+
+    /// Values for one dispatch, in metric order, each `(value, pass it came from)`: `None` if
+    /// their number is not the set's or a value claims another pass than the one scheduled.
+    pub fn values(&self, values: Vec<MetricValue>) -> Option<MetricValues> {
+        let fits = values.len() == self.metrics.len()
+            && values
+                .iter()
+                .zip(&self.metrics)
+                .all(|(v, m)| v.pass == m.pass);
+        fits.then(|| MetricValues {
+            names: self
+                .metrics
+                .iter()
+                .map(|m| m.counter.name.clone())
+                .collect(),
+            values,
+        })
+    }
+}
+
+impl fmt::Display for MetricSet {
+    /// `gfx90a: 4 metrics in 2 passes (SQ_WAVES@0, SQ_ITEMS@0, ...)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} metrics in {} passes (",
+            self.agent,
+            self.metrics.len(),
+            self.passes.len()
+        )?;
+        for (i, m) in self.metrics.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{}@{}", m.counter.name, m.pass)?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// One metric's value for one dispatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricValue {
+    /// The value.
+    pub value: u64,
+    /// The pass it was collected in.
+    pub pass: u32,
+}
+
+/// The values of a [`MetricSet`] for one dispatch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricValues {
+    names: Vec<String>,
+    values: Vec<MetricValue>,
+}
+
+impl MetricValues {
+    /// The value of the metric named `name`.
+    pub fn get(&self, name: &str) -> Option<MetricValue> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| self.values[i])
+    }
+
+    /// The value of a metric by its id in the set these values belong to.
+    pub fn by_id(&self, id: MetricId) -> Option<MetricValue> {
+        self.values.get(id.0).copied()
+    }
+
+    /// Every `(name, value)`, in the set's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, MetricValue)> {
+        self.names
+            .iter()
+            .map(String::as_str)
+            .zip(self.values.iter().copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counters and limits hsa-emu emulates (its README), as the HSA backend will see them.
+    fn emulated_gfx90a() -> CounterCatalog {
+        CounterCatalog::new("gfx90a")
+            .block("GRBM", 2)
+            .block("SQ", 2)
+            .block("SPI", 2)
+            .counter("GRBM_COUNT", "GRBM", 0)
+            .counter("GRBM_GUI_ACTIVE", "GRBM", 2)
+            .counter("SQ_WAVES", "SQ", 4)
+            .counter("SQ_WAVES_EQ_64", "SQ", 6)
+            .counter("SQ_WAVES_LT_64", "SQ", 7)
+            .counter("SQ_ITEMS", "SQ", 14)
+            .counter("SPI_CSN_NUM_THREADGROUPS", "SPI", 49)
+            .counter("SPI_CSN_WAVE", "SPI", 52)
+            .counter("TCC_HIT", "TCC", 20) // a block without a per-pass limit
+    }
+
+    #[test]
+    fn edit_distance_is_levenshtein() {
+        assert_eq!(edit_distance("", ""), 0);
+        assert_eq!(edit_distance("abc", ""), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("SQ_WAVE", "SQ_WAVES"), 1);
+        assert_eq!(edit_distance("GRBM_CONT", "GRBM_COUNT"), 1);
+    }
+
+    #[test]
+    fn a_set_that_fits_one_pass_has_one() {
+        let c = emulated_gfx90a();
+        let set = MetricSet::new(&c, ["SQ_WAVES", "GRBM_COUNT"]).unwrap();
+        assert_eq!(set.pass_count(), 1);
+        assert_eq!(set.pass(0).count(), 2);
+        assert_eq!(set.pass(1).count(), 0);
+        assert_eq!(set.agent(), "gfx90a");
+    }
+
+    #[test]
+    fn passes_are_the_fewest_the_block_limits_allow() {
+        let c = emulated_gfx90a();
+        // SQ: 4 counters, 2 per pass -> 2 passes; GRBM: 2 -> 1; SPI: 1 -> 1.
+        let set = MetricSet::new(
+            &c,
+            [
+                "SQ_WAVES",
+                "SQ_ITEMS",
+                "GRBM_COUNT",
+                "SQ_WAVES_EQ_64",
+                "SPI_CSN_WAVE",
+                "GRBM_GUI_ACTIVE",
+                "SQ_WAVES_LT_64",
+            ],
+        )
+        .unwrap();
+        assert_eq!(set.pass_count(), 2);
+        let pass_of = |n: &str| set.metrics()[set.id(n).unwrap().0].pass;
+        assert_eq!(pass_of("SQ_WAVES"), 0);
+        assert_eq!(pass_of("SQ_ITEMS"), 0);
+        assert_eq!(pass_of("SQ_WAVES_EQ_64"), 1);
+        assert_eq!(pass_of("SQ_WAVES_LT_64"), 1);
+        // GRBM and SPI fill pass 0 first.
+        assert_eq!(pass_of("GRBM_COUNT"), 0);
+        assert_eq!(pass_of("GRBM_GUI_ACTIVE"), 0);
+        assert_eq!(pass_of("SPI_CSN_WAVE"), 0);
+        for p in 0..set.pass_count() {
+            let sq = set.pass(p).filter(|m| m.counter.block == "SQ").count();
+            assert!(sq <= 2, "pass {p} holds {sq} SQ counters");
+        }
+        assert_eq!(
+            set.to_string(),
+            "gfx90a: 7 metrics in 2 passes (SQ_WAVES@0, SQ_ITEMS@0, GRBM_COUNT@0, \
+             SQ_WAVES_EQ_64@1, SPI_CSN_WAVE@0, GRBM_GUI_ACTIVE@0, SQ_WAVES_LT_64@1)"
+        );
+    }
+
+    #[test]
+    fn an_unknown_metric_names_the_closest_valid_ones() {
+        let c = emulated_gfx90a();
+        let err = MetricSet::new(&c, ["SQ_WAVES", "sq_wave"]).unwrap_err();
+        let MetricError::Unknown {
+            name, suggestions, ..
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(name, "sq_wave");
+        assert_eq!(suggestions[0], "SQ_WAVES");
+        assert!(suggestions.len() <= 3);
+        assert!(
+            err.to_string()
+                .starts_with("unknown metric `sq_wave` on gfx90a; did you mean SQ_WAVES"),
+            "{err}"
+        );
+        let err = MetricSet::new(&c, ["GRBM_CONT"]).unwrap_err();
+        assert!(err.to_string().contains("did you mean GRBM_COUNT"), "{err}");
+        // Nothing close: says so instead of guessing.
+        let err = MetricSet::new(&c, ["sm__cycles_elapsed.avg"]).unwrap_err();
+        assert!(
+            matches!(&err, MetricError::Unknown { suggestions, .. } if suggestions.is_empty()),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("no counter of the agent has a similar name")
+        );
+    }
+
+    #[test]
+    fn a_counter_that_can_never_be_collected_is_an_error_at_set_up() {
+        let c = emulated_gfx90a();
+        let err = MetricSet::new(&c, ["SQ_WAVES", "TCC_HIT"]).unwrap_err();
+        assert_eq!(
+            err,
+            MetricError::NeverCollectable {
+                name: "TCC_HIT".into(),
+                agent: "gfx90a".into(),
+                block: "TCC".into()
+            }
+        );
+        assert_eq!(
+            MetricSet::new(&c, Vec::<String>::new()).unwrap_err(),
+            MetricError::Empty
+        );
+        assert_eq!(
+            MetricSet::new(&c, ["SQ_WAVES", "SQ_WAVES"]).unwrap_err(),
+            MetricError::Duplicate {
+                name: "SQ_WAVES".into()
+            }
+        );
+    }
+
+    #[test]
+    fn values_are_found_by_name_or_id_and_must_match_the_schedule() {
+        let c = emulated_gfx90a();
+        let set = MetricSet::new(&c, ["SQ_WAVES", "SQ_ITEMS", "SQ_WAVES_EQ_64"]).unwrap();
+        let v = |value, pass| MetricValue { value, pass };
+        assert!(
+            set.values(vec![v(256, 0), v(16384, 0)]).is_none(),
+            "one missing"
+        );
+        assert!(
+            set.values(vec![v(256, 0), v(16384, 1), v(256, 1)])
+                .is_none(),
+            "SQ_ITEMS was scheduled in pass 0"
+        );
+        let values = set
+            .values(vec![v(256, 0), v(16384, 0), v(256, 1)])
+            .expect("as scheduled");
+        assert_eq!(values.get("SQ_ITEMS"), Some(v(16384, 0)));
+        assert_eq!(values.get("GRBM_COUNT"), None);
+        let id = set.id("SQ_WAVES_EQ_64").unwrap();
+        assert_eq!(values.by_id(id), Some(v(256, 1)));
+        assert_eq!(
+            values.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            ["SQ_WAVES", "SQ_ITEMS", "SQ_WAVES_EQ_64"]
+        );
+    }
+}
