@@ -466,6 +466,9 @@ pub enum DeclineReason {
     /// registered host memory): the application's host threads may read and write it at any
     /// time, so repeating the kernel's writes there, or restoring them, is not safe.
     HostMemory,
+    /// The application submits vendor-specific (PM4) packets to this GPU, such as its own
+    /// hardware-counter windows (aqlprofile): they would count every replay pass.
+    VendorPackets,
     /// Another queue of the agent cannot be drained (the engine has no way to wait for its
     /// work), so work on it could run during the window.
     QueueNotDrainable,
@@ -495,6 +498,7 @@ impl DeclineReason {
             DeclineReason::QueueNotDrainable => "queue_not_drainable",
             DeclineReason::CommunicationKernel => "communication_kernel",
             DeclineReason::HostMemory => "host_memory",
+            DeclineReason::VendorPackets => "vendor_packets",
             DeclineReason::StreamMemoryWait => "stream_memory_wait",
         }
     }

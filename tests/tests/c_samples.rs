@@ -70,3 +70,28 @@ fn aqlprofile_counts_the_waves_a_gfx90a_launches_and_refuses_a_set_over_the_limi
     let out = run_sample("aqlprofile_counters", &[("SAMPLE_GROUPS", "3")]);
     assert!(out.contains("SQ_WAVES=12 (want 12)"), "{out}");
 }
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn an_application_counting_with_aqlprofile_sees_one_execution_under_a_replay_tool() {
+    // Its own counter window would count every pass (768 waves under 3 passes): the engine
+    // sees its vendor-specific packets and stops replaying that GPU's dispatches.
+    let records = rocprof_replay_e2e::records_path("aqlprofile-under-replay");
+    let tool = rocprof_replay_e2e::tool_lib("e2e_plan_tool");
+    let out = run_sample(
+        "aqlprofile_counters",
+        &[
+            ("LD_PRELOAD", tool.to_str().unwrap()),
+            ("E2E_PLAN", "exactly:3"),
+            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+        ],
+    );
+    assert!(out.contains("SQ_WAVES=256 (want 256)"), "{out}");
+    let recs = rocprof_replay_e2e::read_records(&records);
+    assert!(!recs.is_empty(), "no record");
+    assert!(
+        recs.iter()
+            .all(|r| r["outcome"] == "declined" && r["reason"] == "vendor_packets"),
+        "{recs:?}"
+    );
+}

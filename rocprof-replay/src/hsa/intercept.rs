@@ -127,6 +127,17 @@ unsafe fn intercept(
     let is_dispatch =
         |p: &hsa_kernel_dispatch_packet_t| header_type(p.header) == HSA_PACKET_TYPE_KERNEL_DISPATCH;
 
+    if packets
+        .iter()
+        .any(|p| header_type(p.header) == HSA_PACKET_TYPE_VENDOR_SPECIFIC)
+        && !gpu.vendor_packets.swap(true, Ordering::Relaxed)
+    {
+        tracing::warn!(
+            gpu = gpu.index,
+            "the application submits vendor-specific (PM4) packets to this GPU (its own counter \
+             windows?): its dispatches are no longer replayed"
+        );
+    }
     if count != 1 || !is_dispatch(&packets[0]) {
         if count > 1 && packets.iter().any(is_dispatch) {
             warn_multi_packet_once();
@@ -485,6 +496,13 @@ impl DeviceMemory for HsaTarget<'_> {
 }
 
 impl ReplayTarget for HsaTarget<'_> {
+    fn refusal(&self) -> Option<DeclineReason> {
+        self.gpu
+            .vendor_packets
+            .load(Ordering::Relaxed)
+            .then_some(DeclineReason::VendorPackets)
+    }
+
     fn begin(&mut self) -> Result<(), DeclineReason> {
         if super::on_runtime_async_thread() {
             return Err(DeclineReason::RuntimeThread);

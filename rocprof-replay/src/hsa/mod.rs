@@ -34,6 +34,12 @@ pub(crate) struct Gpu {
     pub(crate) waiting_long: AtomicU32,
     /// Asynchronous copies in flight that touch this GPU's memory.
     pub(crate) copies: copies::CopyFence,
+    /// The application has submitted vendor-specific (PM4) packets to a queue of this GPU —
+    /// its own hardware-counter windows (aqlprofile) among them, which would count every
+    /// replay pass: its dispatches are no longer replayed ([`DeclineReason::VendorPackets`]).
+    ///
+    /// [`DeclineReason::VendorPackets`]: crate::DeclineReason::VendorPackets
+    pub(crate) vendor_packets: std::sync::atomic::AtomicBool,
 }
 
 impl Gpu {
@@ -552,6 +558,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 lock: RwLock::new(()),
                 waiting_long: AtomicU32::new(0),
                 copies: copies::CopyFence::default(),
+                vendor_packets: std::sync::atomic::AtomicBool::new(false),
             });
         } else if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU {
             ctx.cpus.push(agent);
