@@ -112,7 +112,10 @@ pub(crate) enum Api {
     /// `cuModuleEnumerateFunctions`: `CUfunction` handles.
     ModuleEnumerateFunctions,
     /// Work that writes device memory from a stream (`cuMemcpy*`, `cuMemset*`,
-    /// `cuStreamWriteValue*`, `cuStreamBatchMemOp*`): held off a window (reader lock).
+    /// `cuStreamWriteValue*`), legacy launches that are not replayed (`cuLaunch`,
+    /// `cuLaunchGrid*`) and host functions enqueued into a stream (`cuLaunchHostFunc`,
+    /// `cuStreamAddCallback`): held off a window (reader lock), so that a window's drain sees
+    /// them queued before it or they queue after it.
     StreamWork,
     /// A stream memory wait (`cuStreamWaitValue*`, and `cuStreamBatchMemOp*`, which may hold
     /// waits): the stream waits for memory another agent writes, so kernels launched into it
@@ -188,7 +191,11 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         b if b.starts_with("cuStreamBatchMemOp") => Api::StreamWait { batch: true },
         b if b.starts_with("cuMemcpy")
             || b.starts_with("cuMemset")
-            || b.starts_with("cuStreamWriteValue") =>
+            || b.starts_with("cuStreamWriteValue")
+            || b.starts_with("cuLaunchGrid")
+            || b == "cuLaunch"
+            || b == "cuLaunchHostFunc"
+            || b == "cuStreamAddCallback" =>
         {
             Api::StreamWork
         }
@@ -699,6 +706,9 @@ impl Backend {
                 }
             }
             Api::LaunchMultiDevice => {
+                if guarded_thread() || ctx_handle == 0 {
+                    return;
+                }
                 if enter {
                     warn_once(&MULTI_DEVICE, || {
                         tracing::warn!(
@@ -707,6 +717,8 @@ impl Backend {
                         )
                     });
                 }
+                // Not replayed, but held off a window of the calling thread's context.
+                self.hold_off_window(enter, call, ctx_handle);
             }
             Api::StreamWait { batch } => {
                 if guarded_thread() || ctx_handle == 0 {
@@ -864,13 +876,19 @@ impl Backend {
                 }
             }
             Api::ModuleUnload | Api::LibraryUnload => {
-                if !enter || guarded_thread() {
+                if guarded_thread() {
                     return;
                 }
-                // SAFETY: both parameter structs are one handle.
-                let owner = unsafe { (*params.cast::<cuModuleUnload_params>()).hmod } as usize;
-                for ctx in self.contexts.read().values() {
-                    ctx.requested_globals.lock().retain(|g| g.owner != owner);
+                if enter {
+                    // SAFETY: both parameter structs are one handle.
+                    let owner = unsafe { (*params.cast::<cuModuleUnload_params>()).hmod } as usize;
+                    for ctx in self.contexts.read().values() {
+                        ctx.requested_globals.lock().retain(|g| g.owner != owner);
+                    }
+                }
+                // A window may be snapshotting the module's variables: the unload waits.
+                if ctx_handle != 0 {
+                    self.hold_off_window(enter, call, ctx_handle);
                 }
             }
         }

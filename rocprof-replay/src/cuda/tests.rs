@@ -1311,6 +1311,59 @@ fn stream_work_waits_for_a_window_on_its_context() {
 }
 
 #[test]
+fn a_module_unload_waits_for_a_window_on_its_context() {
+    static SLOW_RUNS: AtomicU32 = AtomicU32::new(0);
+    fn slow(args: *mut *mut c_void) {
+        SLOW_RUNS.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(60));
+        add_one(args);
+    }
+    static SLOW: FakeKernel = FakeKernel {
+        run: slow,
+        module: 0,
+    };
+    let h = harness(
+        3,
+        Settings {
+            lock: Duration::from_secs(5),
+            pass: Duration::from_secs(5),
+            ..quick()
+        },
+    );
+    let mut buf = Buffer::new(&h, 4);
+    let unloaded_inside = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while SLOW_RUNS.load(Ordering::SeqCst) < 2 {
+                std::thread::yield_now();
+            }
+            let params = cuModuleUnload_params {
+                hmod: 0xdef0 as CUmodule,
+            };
+            h.call(
+                MODULE_UNLOAD,
+                c"cuModuleUnload",
+                (&params as *const cuModuleUnload_params).cast(),
+                c"",
+                || {
+                    if SLOW_RUNS.load(Ordering::SeqCst) != 3 {
+                        unloaded_inside.store(true, Ordering::SeqCst);
+                    }
+                    CUDA_SUCCESS
+                },
+            );
+        });
+        let mut args = buf.args();
+        h.launch(&SLOW, &mut args, 0);
+    });
+    assert!(
+        !unloaded_inside.load(Ordering::SeqCst),
+        "a module was unloaded inside the window"
+    );
+    assert_eq!(buf.values(), vec![1; 4]);
+}
+
+#[test]
 fn a_relaunch_leaves_out_attributes_that_record_application_events() {
     let mut attrs = [CUlaunchAttribute::default(); 3];
     attrs[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
@@ -1410,6 +1463,21 @@ fn callbacks_are_classified_by_name() {
     assert_eq!(classify("cuMemcpyDtoDAsync_v2_ptsz"), Some(Api::StreamWork));
     assert_eq!(classify("cuMemsetD32_v2"), Some(Api::StreamWork));
     assert_eq!(classify("cuGraphLaunch_ptsz"), Some(Api::GraphLaunch));
+    for held in [
+        "cuLaunch",
+        "cuLaunchGrid",
+        "cuLaunchGridAsync",
+        "cuLaunchHostFunc",
+        "cuLaunchHostFunc_ptsz",
+        "cuStreamAddCallback_ptsz",
+    ] {
+        assert_eq!(classify(held), Some(Api::StreamWork), "{held}");
+    }
+    assert_eq!(
+        classify("cuLaunchHostFuncV2"),
+        None,
+        "only the names known today"
+    );
     assert_eq!(
         classify("cuMemAlloc"),
         None,
