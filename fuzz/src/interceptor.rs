@@ -1091,7 +1091,10 @@ impl Harness {
                         mut value,
                         ..
                     } => {
-                        let format = format % 4;
+                        // Any vendor format but PM4 (1): a PM4 packet is an application's own
+                        // counter window, after which the GPU's dispatches are declined
+                        // (`vendor_packets`) for the rest of the process.
+                        let format = [0u8, 2, 3][usize::from(format % 3)];
                         let cond = u32::from(cond % 6);
                         // Every watched signal ends at 0 (or is not a signal): the condition
                         // must hold for 0, or the packet would wait forever (an application

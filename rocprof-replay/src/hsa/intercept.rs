@@ -127,15 +127,16 @@ unsafe fn intercept(
     let is_dispatch =
         |p: &hsa_kernel_dispatch_packet_t| header_type(p.header) == HSA_PACKET_TYPE_KERNEL_DISPATCH;
 
-    if packets
-        .iter()
-        .any(|p| header_type(p.header) == HSA_PACKET_TYPE_VENDOR_SPECIFIC)
-        && !gpu.vendor_packets.swap(true, Ordering::Relaxed)
+    // A PM4 packet (the vendor format after the header, where a dispatch has `setup`) is how
+    // aqlprofile's counter windows reach the GPU; AMD barrier-value packets are not PM4.
+    if packets.iter().any(|p| {
+        header_type(p.header) == HSA_PACKET_TYPE_VENDOR_SPECIFIC && p.setup == AMD_AQL_FORMAT_PM4_IB
+    }) && !gpu.vendor_packets.swap(true, Ordering::Relaxed)
     {
         tracing::warn!(
             gpu = gpu.index,
-            "the application submits vendor-specific (PM4) packets to this GPU (its own counter \
-             windows?): its dispatches are no longer replayed"
+            "the application submits PM4 packets to this GPU (its own counter windows?): its \
+             dispatches are no longer replayed"
         );
     }
     if count != 1 || !is_dispatch(&packets[0]) {
