@@ -8,6 +8,7 @@
 
 use std::sync::OnceLock;
 
+use crate::counters::CounterCatalog;
 use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::records;
@@ -26,6 +27,8 @@ pub(crate) trait Replayer: Send + Sync {
         inventory: &AllocationInventory,
         settings: &Settings,
     ) -> Outcome;
+    /// Hands the policy an agent's counter catalog (or why it has none).
+    fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>);
 }
 
 impl<P: ReplayPolicy> Replayer for P {
@@ -37,6 +40,14 @@ impl<P: ReplayPolicy> Replayer for P {
         settings: &Settings,
     ) -> Outcome {
         run_window(self, info, target, inventory, settings)
+    }
+    fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>) {
+        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ReplayPolicy::on_agent(self, agent, counters)
+        }));
+        if call.is_err() {
+            tracing::error!(agent, "replay policy panicked in on_agent");
+        }
     }
 }
 
@@ -74,6 +85,12 @@ impl Engine {
             .replay(info, target, &INVENTORY, &self.settings);
         report(info, &outcome);
         outcome
+    }
+
+    /// Hands the policy the counters agent `agent` offers (a backend calls it once per agent,
+    /// when it first sees it).
+    pub(crate) fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>) {
+        self.replayer.on_agent(agent, counters);
     }
 }
 
