@@ -99,3 +99,26 @@ fn an_unknown_metric_is_reported_at_load_with_the_closest_names_and_nothing_is_c
     assert_eq!(recs[0]["outcome"], "skipped", "{recs:?}");
     assert!(recs[0]["metrics"].is_null());
 }
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_counter_set_up_that_fails_leaves_the_application_correct_and_says_why() {
+    let (out, _, recs) = run(
+        "inplace_counter",
+        "counters-setup-fails",
+        &[("HSA_EMU_FAIL_PROFILE_START", "1")],
+    );
+    // One ordinary execution, no values, and the library's reason.
+    assert!(out.contains("counter=1"), "{out}");
+    let r = &recs[0];
+    assert_eq!(r["outcome"], "skipped", "{r}");
+    assert_eq!(r["passes"], 1, "{r}");
+    assert!(r["metrics"].is_null(), "{r}");
+    let why = r["metrics_reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("counters_unavailable: aqlprofile refused the pass's counters")
+            && why.contains("HSA_EMU_FAIL_PROFILE_START"),
+        "{why}"
+    );
+    assert!(out.contains("no values (counters_unavailable"), "{out}");
+}
