@@ -1363,3 +1363,155 @@ fn a_failed_restore_on_hsa_emu_is_summarized_and_the_applications_failure_kept()
     );
     assert!(!stderr.contains("exit status 3"), "{}", show(&out));
 }
+
+#[test]
+fn metrics_get_a_column_each_in_table_csv_and_json_and_a_counter_track() {
+    let dir = scratch("metrics");
+    let file = dir.with_extension("txt");
+    // --metrics-file: one per line, comments, merged with --metrics.
+    std::fs::write(
+        &file,
+        "# waves of exactly 64\nSQ_WAVES_EQ_64\nGRBM_COUNT # clocks\n",
+    )
+    .unwrap();
+    let csv = scratch("metrics.csv");
+    let (out, records) = run_sample(
+        &[
+            "--passes",
+            "2",
+            "--metrics",
+            "SQ_WAVES,SQ_ITEMS",
+            "--metrics-file",
+            file.to_str().unwrap(),
+            "-o",
+            csv.to_str().unwrap(),
+        ],
+        "metrics",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("counters on GPU 0: gfx90a: 4 metrics in 2 passes"),
+        "{stderr}"
+    );
+    // vector_add: 65536 items in work-groups of 256 -> 1024 waves; 2 timed + 2 counter passes.
+    let va = of_kernel(&records, "vector_add");
+    assert_eq!(va[0]["passes"], 4, "{:?}", va[0]);
+    assert_eq!(
+        va[0]["pass_ns"][2],
+        Value::Null,
+        "counter passes are not timed"
+    );
+    assert_eq!(va[0]["metrics"]["SQ_WAVES"]["value"], 1024);
+    assert_eq!(va[0]["metrics"]["SQ_WAVES"]["pass"], 2);
+    assert_eq!(va[0]["metrics"]["SQ_ITEMS"]["value"], 65536);
+    assert_eq!(va[0]["metrics"]["SQ_WAVES_EQ_64"]["pass"], 3);
+    let stdout = text(&out.stdout);
+    let header: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("Kernel"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header[header.len() - 4..],
+        ["GRBM_COUNT", "SQ_ITEMS", "SQ_WAVES", "SQ_WAVES_EQ_64"],
+        "{stdout}"
+    );
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("vector_add"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[row.len() - 3..], ["65536", "1024", "1024"], "{stdout}");
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let va_row: Vec<&str> = lines
+        .find(|l| l.starts_with("vector_add,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(va_row[col("SQ_WAVES")], "1024", "{csv}");
+    assert_eq!(va_row[col("SQ_ITEMS")], "65536", "{csv}");
+    // inc_in_place: two dispatches of 4096 items -> the mean, 64 waves.
+    let inc_row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("inc_in_place,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(inc_row[col("SQ_WAVES")], "64", "{csv}");
+    // JSON: per kernel and per dispatch; the trace: one counter track per metric.
+    let json = scratch("metrics.json");
+    let trace = scratch("metrics.trace.json");
+    for (path, tag) in [(&json, "metrics-json"), (&trace, "metrics-trace")] {
+        let (out, _) = run_sample(
+            &[
+                "--passes",
+                "2",
+                "--metrics",
+                "SQ_WAVES",
+                "-q",
+                "-o",
+                path.to_str().unwrap(),
+            ],
+            tag,
+        );
+        assert!(out.status.success(), "{}", show(&out));
+    }
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let kernel = report["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kernel"] == "vector_add")
+        .unwrap();
+    assert_eq!(kernel["metrics"]["SQ_WAVES"]["mean"], 1024.0, "{kernel}");
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let counters: Vec<&Value> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "SQ_WAVES")
+        .collect();
+    assert_eq!(counters.len(), 3, "one sample per dispatch: {counters:?}");
+    assert!(counters.iter().any(|c| c["args"]["GPU 0"] == 1024));
+}
+
+#[test]
+fn an_unknown_metric_is_exit_2_with_the_closest_names_before_the_application_runs() {
+    let (out, records) = run_sample(&["--metrics", "SQ_WAVES,GRBM_CONT"], "metrics-unknown");
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("unknown metric `GRBM_CONT` on gfx90a; did you mean GRBM_COUNT"),
+        "{stderr}"
+    );
+    assert!(
+        !text(&out.stdout).contains("demo: all results"),
+        "the app ran"
+    );
+    assert!(records.is_empty());
+}
+
+#[test]
+fn list_metrics_prints_what_the_emulated_gpu_offers() {
+    let _ = sample_app(); // builds hsa-emu and the timer
+    let out = run(&mut command(&["list-metrics", "--runtime", "emu"]));
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("GPU 0 (gfx90a): 11 counters; counters per pass: GRBM 2, SPI 2, SQ 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["SQ_WAVES", "block", "SQ", "event", "4"]),
+        "{stdout}"
+    );
+}

@@ -35,6 +35,11 @@ pub const EXCLUDE: &str = "ROCPROF_REPLAY_EXCLUDE";
 /// Comma-separated hardware counter names to collect for every replayed dispatch
 /// (`SQ_WAVES,SQ_ITEMS`; see [`metric_names`]).
 pub const METRICS: &str = "ROCPROF_REPLAY_METRICS";
+/// A file to which the SDK appends, when it is set, one JSON line per GPU agent with the
+/// counters it offers (`{"gpu":0,"agent":"gfx90a","blocks":{"SQ":2},"counters":[["SQ_WAVES",
+/// "SQ",4]]}`, or `{"gpu":0,"error":"..."}`): how `rocprof-replay list-metrics` and `run
+/// --metrics` learn the catalog before the application runs.
+pub const CATALOG: &str = "ROCPROF_REPLAY_CATALOG";
 /// Comma-separated 0-based pass indices (the `user_state` example's timed passes).
 pub const TIMED_PASSES: &str = "ROCPROF_REPLAY_TIMED_PASSES";
 

@@ -113,6 +113,11 @@ impl CounterCatalog {
         &self.agent
     }
 
+    /// Every declared block and its counters per pass, by name.
+    pub fn blocks(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.limits.iter().map(|(b, n)| (b.as_str(), *n))
+    }
+
     /// The counter named `name`, if the agent has it.
     pub fn get(&self, name: &str) -> Option<&CounterInfo> {
         self.counters.get(name)
