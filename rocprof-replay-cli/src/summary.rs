@@ -240,4 +240,19 @@ mod tests {
         assert_eq!(other_kinds(&k), ["quarantined"], "failed is a known kind");
         assert_eq!(a.reasons["failed:restore_failed"], 1);
     }
+
+    #[test]
+    fn metrics_are_the_mean_over_the_dispatches_with_values() {
+        let text = r#"{"kernel":"k","dispatch_id":1,"agent":0,"outcome":"replayed","passes":3,"metrics":{"SQ_WAVES":{"value":4,"pass":1}}}
+{"kernel":"k","dispatch_id":2,"agent":0,"outcome":"replayed","passes":3,"metrics":{"SQ_WAVES":{"value":7,"pass":1},"GRBM_COUNT":{"value":9,"pass":1}}}
+{"kernel":"k","dispatch_id":3,"agent":0,"outcome":"replayed","passes":3,"metrics":null,"metrics_reason":"not_restored: a pass did not start from restored inputs"}
+"#;
+        let k = by_kernel(&Records::parse(text).records);
+        let waves = k[0].metrics["SQ_WAVES"];
+        assert_eq!((waves.n, waves.min, waves.max), (2, 4, 7));
+        assert_eq!(waves.cell(), "5.50");
+        assert_eq!(k[0].metrics["GRBM_COUNT"].cell(), "9");
+        assert_eq!(k[0].metrics_absent["not_restored"], 1);
+        assert_eq!(metric_names(&k), ["GRBM_COUNT", "SQ_WAVES"]);
+    }
 }

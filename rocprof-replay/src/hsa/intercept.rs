@@ -646,6 +646,7 @@ impl ReplayTarget for HsaTarget<'_> {
         let mut pass = self.packet;
         pass.completion_signal = signal;
         let profile = self.armed.and_then(|p| self.profiles.get(p as usize));
+        let profile_armed = profile.is_some();
         // Barrier bit: the pass starts after the restore before it. System-scope fences: the
         // restore's copies (and the snapshot's reads) must be visible to the pass, and the
         // pass's writes to the next capture or restore, whatever scopes the application chose.
@@ -681,6 +682,11 @@ impl ReplayTarget for HsaTarget<'_> {
         // SAFETY: our completed signal on a profiled queue.
         let st = unsafe { (o.dispatch_time)(self.gpu.agent, signal, &mut t) };
         let valid = st == HSA_STATUS_SUCCESS && t.end >= t.start && t.end != 0;
+        if profile_armed {
+            // A counter pass's times include the counters' set-up: the application is given
+            // those of the last pass without counters.
+            return Ok(None);
+        }
         self.last_time = valid.then_some(t);
         if !timed || !valid {
             return Ok(None);
