@@ -258,7 +258,8 @@ fn json_matches_the_records() {
 }
 
 /// A strict schema of the Chrome Trace Event Format subset the trace uses (JSON object form):
-/// metadata, complete and instant events, each with exactly the fields the format defines.
+/// metadata, complete, instant and counter events, each with exactly the fields the format
+/// defines.
 const TRACE_SCHEMA: &str = r#"{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "type": "object",
@@ -273,7 +274,7 @@ const TRACE_SCHEMA: &str = r#"{
         "type": "object",
         "required": ["ph", "name", "pid", "tid"],
         "properties": {
-          "ph": {"enum": ["M", "X", "i"]},
+          "ph": {"enum": ["M", "X", "i", "C"]},
           "name": {"type": "string", "minLength": 1},
           "cat": {"type": "string"},
           "pid": {"type": "integer", "minimum": 0},
@@ -289,6 +290,13 @@ const TRACE_SCHEMA: &str = r#"{
            "then": {"required": ["ts", "dur"], "not": {"required": ["s"]}}},
           {"if": {"properties": {"ph": {"const": "i"}}},
            "then": {"required": ["ts", "s"], "not": {"required": ["dur"]}}},
+          {"if": {"properties": {"ph": {"const": "C"}}},
+           "then": {
+             "required": ["ts", "args"],
+             "properties": {"args": {"type": "object", "minProperties": 1,
+                                     "additionalProperties": {"type": "number"}}},
+             "not": {"anyOf": [{"required": ["dur"]}, {"required": ["s"]}]}
+           }},
           {"if": {"properties": {"ph": {"const": "M"}}},
            "then": {
              "required": ["args"],
@@ -1471,6 +1479,13 @@ fn metrics_get_a_column_each_in_table_csv_and_json_and_a_counter_track() {
         .unwrap();
     assert_eq!(kernel["metrics"]["SQ_WAVES"]["mean"], 1024.0, "{kernel}");
     let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(TRACE_SCHEMA).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&trace)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
     let counters: Vec<&Value> = trace["traceEvents"]
         .as_array()
         .unwrap()
