@@ -19,6 +19,8 @@
 //!   │     │           still running at the second deadline ─► complete once    (failed)
 //!   │     ▼
 //!   │   more passes? (plan, contention, should_continue) ──no──► complete once   (replayed)
+//!   │     (when the policy's passes are done, a metric set's counter passes follow, each
+//!   │      armed with its counter group: `arm_counters`, run, `counter_values`)
 //!   └── restore ◄──yes        │ failed twice / stuck ──────────────► run_once      (failed)
 //!       (first time: diff, choose write-set or full; write-set: finish = diff, restore the
 //!        extras, write pass 1's result back, before "complete once")
@@ -206,13 +208,13 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         target.run_once();
         return start(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
     };
-    if matches!(plan, PassPlan::Skip) {
-        target.run_once();
-        return start(OutcomeKind::Skipped);
-    }
-    let (set, metrics_panicked) = match call("metrics", info, || policy.metrics(info)) {
-        Some(set) => (set, false),
-        None => (None, true),
+    // The counters the policy asks for, for every dispatch it does not skip.
+    let (set, metrics_panicked) = match plan {
+        PassPlan::Skip => (None, false),
+        _ => match call("metrics", info, || policy.metrics(info)) {
+            Some(set) => (set, false),
+            None => (None, true),
+        },
     };
     let asked = set.is_some();
     // Ends a dispatch that never entered the window: one ordinary run.
@@ -227,7 +229,6 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     };
     let (limit, fixed, decision, mut state) = match plan {
         PassPlan::Skip => {
-            // Returned above; kept so that the match needs no panic.
             target.run_once();
             return start(OutcomeKind::Skipped);
         }
