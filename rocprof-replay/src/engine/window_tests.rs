@@ -853,6 +853,64 @@ mod counters {
         assert_one_execution(&dev);
     }
 
+    /// Up to 5 passes, stopping after 2; one counter pass.
+    struct Consulting(Arc<MetricSet>);
+
+    impl ReplayPolicy for Consulting {
+        type State = ();
+        type PassState = ();
+        fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+            PassPlan::up_to(5, ())
+        }
+        fn should_continue(&self, _: &DispatchInfo, _: &(), completed: u32) -> bool {
+            completed < 2
+        }
+        fn metrics(&self, _: &DispatchInfo) -> Option<Arc<MetricSet>> {
+            Some(self.0.clone())
+        }
+    }
+
+    #[test]
+    fn counter_passes_follow_a_consulting_plan_once_it_stops() {
+        let set = Arc::new(MetricSet::new(&catalog(), ["SQ_WAVES"]).unwrap());
+        let (dev, out) = run(&Consulting(set), |_| {});
+        assert_eq!(out.kind, OutcomeKind::Replayed);
+        assert_eq!(dev.armed_log, [None, None, Some(0)]);
+        assert_eq!(
+            out.metrics
+                .values()
+                .unwrap()
+                .get("SQ_WAVES")
+                .map(|v| v.pass),
+            Some(2)
+        );
+        assert_one_execution(&dev);
+    }
+
+    struct PanicsInMetrics;
+
+    impl ReplayPolicy for PanicsInMetrics {
+        type State = ();
+        type PassState = ();
+        fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+            PassPlan::exactly(3, ())
+        }
+        fn metrics(&self, _: &DispatchInfo) -> Option<Arc<MetricSet>> {
+            panic!("no metrics today")
+        }
+    }
+
+    #[test]
+    fn a_panic_in_metrics_runs_the_dispatch_once() {
+        let (dev, out) = run(&PanicsInMetrics, |_| {});
+        assert_eq!(
+            out.kind,
+            OutcomeKind::Declined(DeclineReason::PolicyPanicked)
+        );
+        assert_eq!((dev.passes, dev.ordinary_runs), (0, 1));
+        assert_one_execution(&dev);
+    }
+
     #[test]
     fn a_window_that_ends_before_its_counter_passes_has_no_values_and_says_why() {
         let p = counting(2, &["SQ_WAVES", "SQ_ITEMS", "SQ_WAVES_EQ_64"]);
