@@ -81,3 +81,59 @@ impl ReplayPolicy for Counters {
         println!("{}", Counters::line(info, outcome));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocprof_replay::testing::{dispatch, simulate, simulate_with_counters};
+
+    fn gfx90a() -> CounterCatalog {
+        CounterCatalog::new("gfx90a")
+            .block("SQ", 2)
+            .block("GRBM", 2)
+            .counter("SQ_WAVES", "SQ", 4)
+            .counter("SQ_ITEMS", "SQ", 14)
+            .counter("SQ_WAVES_EQ_64", "SQ", 6)
+            .counter("GRBM_COUNT", "GRBM", 0)
+    }
+
+    fn tool(names: &[&str]) -> Counters {
+        Counters {
+            sets: MetricSets::new(names.iter().copied()),
+        }
+    }
+
+    #[test]
+    fn the_default_set_needs_two_counter_passes_after_the_applications() {
+        let t = tool(DEFAULT_METRICS);
+        t.on_agent(0, Ok(&gfx90a()));
+        let mut memory = vec![0u8; 16];
+        let value = |name: &str| match name {
+            "SQ_WAVES" | "SQ_WAVES_EQ_64" => 256,
+            "SQ_ITEMS" => 16384,
+            _ => 7,
+        };
+        let info = dispatch("vector_add");
+        let run = simulate_with_counters(&t, &info, &mut memory, |m| m[0] += 1, value);
+        assert_eq!((run.kernel_runs, run.counter_passes), (3, 2));
+        assert_eq!(memory[0], 1, "the application saw one execution");
+        assert_eq!(
+            Counters::line(&info, &run.outcome),
+            "counters: vector_add #1: SQ_WAVES=256 (pass 1) SQ_ITEMS=16384 (pass 1) \
+             SQ_WAVES_EQ_64=256 (pass 2) GRBM_COUNT=7 (pass 1)"
+        );
+    }
+
+    #[test]
+    fn an_unknown_name_leaves_the_gpu_without_a_set_and_dispatches_run_once() {
+        let t = tool(&["SQ_WAVE"]);
+        t.on_agent(0, Ok(&gfx90a()));
+        assert!(t.sets.get(0).is_none());
+        let mut memory = vec![0u8; 4];
+        let run = simulate(&t, &dispatch("k"), &mut memory, |m| m[0] += 1);
+        assert_eq!((run.kernel_runs, memory[0]), (1, 1));
+        assert!(
+            Counters::line(&dispatch("k"), &run.outcome).ends_with("no metric set for this GPU)")
+        );
+    }
+}
