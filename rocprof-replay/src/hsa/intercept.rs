@@ -305,6 +305,9 @@ struct CounterPass {
     stop: hsa_ext_amd_aql_pm4_packet_t,
 }
 
+// Three 64-byte packets back to back, as the writer expects them.
+const _: () = assert!(size_of::<CounterPass>() == 3 * 64);
+
 /// Creates a signal of ours with value 1.
 fn new_signal(be: &Backend) -> Option<hsa_signal_t> {
     let mut s = hsa_signal_t::default();
