@@ -195,7 +195,7 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
         eprintln!("rocprof-replay: warning: {summary}");
     }
     let tool_shown = tool.display().to_string();
-    let run = report::Run::new(
+    let mut run = report::Run::new(
         command,
         runtime.name(),
         tool_shown,
@@ -203,6 +203,7 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
         launched_ns,
         &records,
     );
+    run.metrics = metrics;
     if let Err(e) = write_reports(args, &run, format, output.as_mut()) {
         eprintln!("rocprof-replay: error: {e}; the exit status is still the application's");
     }

@@ -35,6 +35,8 @@ pub(crate) struct Run<'a> {
     pub(crate) records: &'a Records,
     /// Per kernel.
     pub(crate) kernels: Vec<KernelSummary>,
+    /// The metrics asked for (`--metrics`), in order: a column each even without values.
+    pub(crate) metrics: Vec<String>,
 }
 
 impl<'a> Run<'a> {
@@ -55,7 +57,20 @@ impl<'a> Run<'a> {
             exit,
             launched_ns,
             records,
+            metrics: Vec::new(),
         }
+    }
+
+    /// The metric columns: those asked for, in order, then any other the records hold
+    /// (sorted).
+    fn metric_columns(&self) -> Vec<String> {
+        let mut columns = self.metrics.clone();
+        for name in summary::metric_names(&self.kernels) {
+            if !columns.contains(&name) {
+                columns.push(name);
+            }
+        }
+        columns
     }
 
     fn total(&self, kind: &str) -> u64 {
@@ -88,7 +103,7 @@ fn shortened(name: &str) -> String {
 
 pub(crate) fn table(run: &Run<'_>) -> String {
     let others = summary::other_kinds(&run.kernels);
-    let metrics = summary::metric_names(&run.kernels);
+    let metrics = run.metric_columns();
     let mut out = String::new();
     let dispatches: u64 = run.kernels.iter().map(|k| k.dispatches).sum();
     let passes: u64 = run
@@ -274,7 +289,7 @@ const CSV_TAIL: [&str; 13] = [
 /// `reasons` is `kind:reason=count` joined by `;`. Empty cells where nothing was timed.
 pub(crate) fn csv(run: &Run<'_>) -> Result<String, String> {
     let others = summary::other_kinds(&run.kernels);
-    let metrics = summary::metric_names(&run.kernels);
+    let metrics = run.metric_columns();
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header: Vec<String> = CSV_HEAD.iter().map(|s| s.to_string()).collect();
     header.extend(KNOWN_KINDS.iter().map(|s| s.to_string()));

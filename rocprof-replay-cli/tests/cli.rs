@@ -1423,8 +1423,8 @@ fn metrics_get_a_column_each_in_table_csv_and_json_and_a_counter_track() {
         .collect();
     assert_eq!(
         header[header.len() - 4..],
-        ["GRBM_COUNT", "SQ_ITEMS", "SQ_WAVES", "SQ_WAVES_EQ_64"],
-        "{stdout}"
+        ["SQ_WAVES", "SQ_ITEMS", "SQ_WAVES_EQ_64", "GRBM_COUNT"],
+        "the order asked for: {stdout}"
     );
     let row: Vec<&str> = stdout
         .lines()
@@ -1432,7 +1432,11 @@ fn metrics_get_a_column_each_in_table_csv_and_json_and_a_counter_track() {
         .unwrap()
         .split_whitespace()
         .collect();
-    assert_eq!(row[row.len() - 3..], ["65536", "1024", "1024"], "{stdout}");
+    assert_eq!(
+        row[row.len() - 4..row.len() - 1],
+        ["1024", "65536", "1024"],
+        "{stdout}"
+    );
     let csv = std::fs::read_to_string(&csv).unwrap();
     let mut lines = csv.lines();
     let head: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -1529,4 +1533,46 @@ fn list_metrics_prints_what_the_emulated_gpu_offers() {
                 == ["SQ_WAVES", "block", "SQ", "event", "4"]),
         "{stdout}"
     );
+}
+
+#[test]
+fn a_counter_set_up_that_fails_shows_empty_columns_and_the_reason() {
+    let _ = sample_app();
+    let (out, records) = {
+        let (app, kernels) = sample_app();
+        let records = scratch("metrics-fail.records.jsonl");
+        let _ = std::fs::remove_file(&records);
+        let out = run(command(&[
+            "run",
+            "--runtime",
+            "emu",
+            "--passes",
+            "2",
+            "--metrics",
+            "SQ_WAVES",
+            "--",
+            app.to_str().unwrap(),
+            "app",
+            kernels.to_str().unwrap(),
+        ])
+        .env("ROCPROF_REPLAY_OUTPUT", &records)
+        .env("HSA_EMU_FAIL_PROFILE_START", "1"));
+        (out, std::fs::read_to_string(&records).unwrap_or_default())
+    };
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("demo: all results correct"), "{stdout}");
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("vector_add"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row.last(), Some(&"-"), "{stdout}");
+    assert!(
+        stdout.contains("No counters, by reason")
+            && stdout.contains("vector_add: counters_unavailable x1"),
+        "{stdout}"
+    );
+    assert!(records.contains("HSA_EMU_FAIL_PROFILE_START"), "{records}");
 }
