@@ -701,6 +701,13 @@ unsafe extern "C" fn start(
             pr.output_buffer.size = pr.output_buffer.size.max(out_size);
             return HSA_STATUS_SUCCESS;
         }
+        if crate::faults::faults().profile_start_fails() {
+            return fail(
+                HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+                "hsa-emu fault HSA_EMU_FAIL_PROFILE_START: the profile's counters could not be \
+                 reserved",
+            );
+        }
         if pr.command_buffer.size < cmd_size {
             return fail(
                 HSA_STATUS_ERROR_INVALID_ARGUMENT,

@@ -14,6 +14,7 @@
 //! | `HSA_EMU_HOLD_BARRIERS_MS=MS` | packet processors hold every barrier-AND/OR packet for MS milliseconds before resolving it (a stuck drain) |
 //! | `HSA_EMU_HOLD_BARRIER_NTH=N` | with `HSA_EMU_HOLD_BARRIERS_MS`: only the N-th barrier packet processed is held |
 //! | `HSA_EMU_AMD_EXT_MAJOR=N` | the AMD extension table is presented with `major_id` N (an unknown layout, for tools' version checks) |
+//! | `HSA_EMU_FAIL_PROFILE_START=1` | every aqlprofile `start` with buffers (the one that fills the start packet) fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` and an error string naming the knob (a counter set-up that fails after the set was validated) |
 //! | `HSA_EMU_FAIL_SYMBOL_ITERATION=1` | `hsa_executable_iterate_symbols` and its agent/program variants fail with `HSA_STATUS_ERROR` |
 //!
 //! `hsa_emu_set_fault(name, value)` takes the same names without the `HSA_EMU_` prefix (all but
@@ -43,6 +44,7 @@ pub(crate) struct Faults {
     delay_copy_nth: AtomicU64,
     copy_error_nth: AtomicU64,
     fail_symbol_iteration: AtomicBool,
+    fail_profile_start: AtomicBool,
     allocs: AtomicU64,
     copies: AtomicU64,
     async_runs: AtomicU64,
@@ -73,6 +75,7 @@ pub(crate) fn faults() -> &'static Faults {
         delay_copy_nth: knob("HSA_EMU_DELAY_COPY_NTH"),
         copy_error_nth: knob("HSA_EMU_COPY_ERROR_NTH"),
         fail_symbol_iteration: AtomicBool::new(env_u64("HSA_EMU_FAIL_SYMBOL_ITERATION") == Some(1)),
+        fail_profile_start: AtomicBool::new(env_u64("HSA_EMU_FAIL_PROFILE_START") == Some(1)),
         ..Faults::default()
     })
 }
@@ -136,6 +139,11 @@ impl Faults {
         self.fail_symbol_iteration.load(Ordering::Relaxed)
     }
 
+    /// Whether aqlprofile's `start` with buffers must fail.
+    pub(crate) fn profile_start_fails(&self) -> bool {
+        self.fail_profile_start.load(Ordering::Relaxed)
+    }
+
     /// Sets a knob by name (without `HSA_EMU_`) and restarts its count.
     fn set(&self, name: &str, value: u64) -> bool {
         let restart = |counter: &AtomicU64, knob: &AtomicU64| {
@@ -155,6 +163,7 @@ impl Faults {
             "FAIL_SYMBOL_ITERATION" => self
                 .fail_symbol_iteration
                 .store(value == 1, Ordering::Relaxed),
+            "FAIL_PROFILE_START" => self.fail_profile_start.store(value == 1, Ordering::Relaxed),
             _ => return false,
         }
         true

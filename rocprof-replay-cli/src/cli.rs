@@ -16,8 +16,9 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Subcommands.
+/// Subcommands (parsed once: the size of `Run` does not matter).
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Command {
     /// Run an application with its kernel dispatches replayed, and report per kernel.
     #[command(after_long_help = "EXAMPLES:\n  \
@@ -26,7 +27,8 @@ pub(crate) enum Command {
         rocprof-replay run --until-stable 1% --max-passes 100 -- ./my_app\n  \
         rocprof-replay run --output trace.json --format perfetto -- ./my_app\n  \
         rocprof-replay run --runtime emu --shadow ./libshadows.so -- ./hip_app\n  \
-        rocprof-replay run --passes 3 -o gpt2.csv -- python3 train.py   (NVIDIA: CUDA)\n\n\
+        rocprof-replay run --passes 3 -o gpt2.csv -- python3 train.py   (NVIDIA: CUDA)\n  \
+        rocprof-replay run --metrics SQ_WAVES,SQ_ITEMS,GRBM_COUNT -- ./my_app   (HSA)\n\n\
         RUNTIME:\n  \
         cuda when libcuda.so.1 loads and reports a device (the tool is injected through\n  \
         CUDA_INJECTION64_PATH, which child processes inherit: interpreters and launchers such\n  \
@@ -38,10 +40,12 @@ pub(crate) enum Command {
         wrong result of it; a summary line on stderr names them; --allow-failed keeps 0): 3 is\n  \
         none of the statuses below, and it replaces only a success, so it never hides an\n  \
         application's own failure; 125 when rocprof-replay itself fails before the\n  \
-        application runs (tool does not load or refuses to, runtime or output unusable); a\n  \
+        application runs (tool does not load or refuses to, runtime or output unusable, the\n  \
+        GPU offers no hardware counters for --metrics); a\n  \
         report that cannot be written after the run is said on stderr and keeps the\n  \
         application's status; 126 when APP cannot be executed; 127 when APP is not found; 2\n  \
-        for invalid options.\n\n\
+        for invalid options, an unknown metric among them (named with the closest valid\n  \
+        names, checked against the GPU before the application runs).\n\n\
         ENVIRONMENT:\n  \
         ROCPROF_REPLAY_TIMER_LIB   the built-in timer library (default: next to this program)\n  \
         ROCPROF_REPLAY_EMU_DIR     directory with hsa-emu's libhsa-runtime64.so.1 (default:\n                             \
@@ -50,6 +54,9 @@ pub(crate) enum Command {
         the tool. The application's stdout and stderr pass through untouched; Ctrl-C reaches it\n  \
         and the report is still written.")]
     Run(RunArgs),
+    /// Print the hardware counters each GPU offers (for `run --metrics`), found by loading the
+    /// runtime and the tool in a probe process.
+    ListMetrics(ListMetricsArgs),
     /// Build what is needed and run the bundled sample application on hsa-emu under the
     /// timer with 5 passes, then print the report.
     Demo(DemoArgs),
@@ -123,6 +130,17 @@ pub(crate) struct RunArgs {
     #[arg(long, value_enum, value_name = "MODE")]
     pub(crate) restore: Option<RestoreArg>,
 
+    /// Hardware counters to collect for every replayed dispatch, comma-separated (e.g.
+    /// SQ_WAVES,SQ_ITEMS,GRBM_COUNT; `rocprof-replay list-metrics` shows them). The engine
+    /// runs the passes the set needs after the timed ones; one column per metric (per kernel:
+    /// the mean over its dispatches). HSA runtimes only.
+    #[arg(long, value_name = "NAMES")]
+    pub(crate) metrics: Option<String>,
+
+    /// Like --metrics, from FILE: one name per line (or comma-separated), `#` comments.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) metrics_file: Option<PathBuf>,
+
     /// Exit with the application's status even when a dispatch ended `failed` (default:
     /// status 3 when the application exited 0; see EXIT STATUS).
     #[arg(long)]
@@ -131,6 +149,17 @@ pub(crate) struct RunArgs {
     /// The application and its arguments.
     #[arg(required = true, last = true, value_name = "APP")]
     pub(crate) app: Vec<OsString>,
+}
+
+/// Options of `list-metrics`.
+#[derive(Debug, Args)]
+pub(crate) struct ListMetricsArgs {
+    /// Runtime (as for `run`; default: as `run` chooses).
+    #[arg(long, value_enum, value_name = "RUNTIME")]
+    pub(crate) runtime: Option<Runtime>,
+    /// Tool library to load instead of the built-in timer.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) tool: Option<PathBuf>,
 }
 
 /// Options of `demo`.

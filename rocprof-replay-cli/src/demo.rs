@@ -72,6 +72,8 @@ pub(crate) fn run(args: &DemoArgs) -> Result<u8, Failure> {
         short(builder.root(), &kernels).display()
     );
     let run = RunArgs {
+        metrics: None,
+        metrics_file: None,
         passes: Some(5),
         until_stable: None,
         max_passes: None,

@@ -37,7 +37,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rocprof_replay::__private::PREFLIGHT_VAR;
 use rocprof_replay::config;
 
-use crate::cli::{Format, PreflightArgs, RunArgs, Runtime};
+use rocprof_replay::counters::{CounterCatalog, MetricSet};
+
+use crate::cli::{Format, ListMetricsArgs, PreflightArgs, RunArgs, Runtime};
 use crate::locate::{self, RUNTIME_SONAME};
 use crate::records::Records;
 use crate::report::{self, Exit};
@@ -66,10 +68,17 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, Failure> {
 
 /// `rocprof-replay run` with some paths given.
 pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Failure> {
+    let metrics = metric_names(args)?;
     if args.runtime.is_some_and(|r| r != Runtime::Emu) && !args.shadow.is_empty() {
         return Err(shadow_conflict(args.runtime.unwrap_or(Runtime::Emu)));
     }
-    let runtime = choose_runtime(args)?;
+    let runtime = choose_runtime(args.runtime)?;
+    if !metrics.is_empty() && !runtime.is_hsa() {
+        return Err(Failure::new(
+            "--metrics: the CUDA backend collects no hardware counters yet (CUPTI's range \
+             profiler is not wired); no counters are available",
+        ));
+    }
     if runtime != Runtime::Emu && !args.shadow.is_empty() {
         return Err(shadow_conflict(runtime));
     }
@@ -148,7 +157,7 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
             }
         };
 
-    let env = environment(
+    let mut env = environment(
         args,
         runtime,
         emu_dir.as_deref(),
@@ -156,12 +165,20 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
         &records_path,
         &shadows,
     );
+    if !metrics.is_empty() {
+        env.push((config::METRICS, Some(metrics.join(",").into())));
+    }
+    let catalog_file = workdir.path().join("catalog.jsonl");
     preflight_check(
         &env,
         &tool,
         runtime,
         &workdir.path().join("preflight.jsonl"),
+        (!metrics.is_empty()).then_some(catalog_file.as_path()),
     )?;
+    if !metrics.is_empty() {
+        check_metrics(&metrics, &read_catalogs(&catalog_file))?;
+    }
 
     let command: Vec<String> = args
         .app
@@ -178,7 +195,7 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
         eprintln!("rocprof-replay: warning: {summary}");
     }
     let tool_shown = tool.display().to_string();
-    let run = report::Run::new(
+    let mut run = report::Run::new(
         command,
         runtime.name(),
         tool_shown,
@@ -186,6 +203,7 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
         launched_ns,
         &records,
     );
+    run.metrics = metrics;
     if let Err(e) = write_reports(args, &run, format, output.as_mut()) {
         eprintln!("rocprof-replay: error: {e}; the exit status is still the application's");
     }
@@ -332,8 +350,8 @@ fn signal_name(signal: i32) -> String {
 
 /// `--runtime`, or cuda when the CUDA driver reports a device, system when `/dev/kfd`
 /// exists, else emu; said on stderr.
-fn choose_runtime(args: &RunArgs) -> Result<Runtime, Failure> {
-    let (runtime, why) = match args.runtime {
+fn choose_runtime(chosen: Option<Runtime>) -> Result<Runtime, Failure> {
+    let (runtime, why) = match chosen {
         Some(r) => (r, "--runtime".to_string()),
         None => match probe_cuda_devices() {
             Ok(n) => (
@@ -559,6 +577,7 @@ fn preflight_check(
     tool: &Path,
     runtime: Runtime,
     verdicts: &Path,
+    catalog: Option<&Path>,
 ) -> Result<(), Failure> {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::new(format!("cannot find this program: {e}")))?;
@@ -573,6 +592,10 @@ fn preflight_check(
     apply(&mut cmd, env);
     cmd.env_remove("ROCPROF_REPLAY_OUTPUT")
         .env(PREFLIGHT_VAR, verdicts);
+    match catalog {
+        Some(file) => cmd.env(config::CATALOG, file),
+        None => cmd.env_remove(config::CATALOG),
+    };
     let child = cmd
         .spawn()
         .map_err(|e| Failure::new(format!("cannot run the preflight check: {e}")))?;
@@ -633,6 +656,166 @@ fn preflight_check(
             tool.display()
         ))),
     }
+}
+
+/// The names of `--metrics` and `--metrics-file`, in order, without repeats.
+fn metric_names(args: &RunArgs) -> Result<Vec<String>, Failure> {
+    let mut names = args
+        .metrics
+        .as_deref()
+        .map(config::metric_names)
+        .unwrap_or_default();
+    if let Some(file) = &args.metrics_file {
+        let text = std::fs::read_to_string(file).map_err(|e| Failure {
+            message: format!("--metrics-file {}: {e}", file.display()),
+            status: 2,
+        })?;
+        names.extend(config::metric_names(&text));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    if (args.metrics.is_some() || args.metrics_file.is_some()) && names.is_empty() {
+        return Err(Failure {
+            message: "--metrics / --metrics-file name no metric".into(),
+            status: 2,
+        });
+    }
+    Ok(names)
+}
+
+/// One GPU's counters as the SDK wrote them (`ROCPROF_REPLAY_CATALOG`).
+struct AgentCatalog {
+    gpu: u64,
+    catalog: Result<CounterCatalog, String>,
+}
+
+/// The catalogs in `file` (none when it is missing).
+fn read_catalogs(file: &Path) -> Vec<AgentCatalog> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| {
+            let gpu = v["gpu"].as_u64().unwrap_or(0);
+            if let Some(e) = v["error"].as_str() {
+                return AgentCatalog {
+                    gpu,
+                    catalog: Err(e.to_owned()),
+                };
+            }
+            let mut c = CounterCatalog::new(v["agent"].as_str().unwrap_or("gpu"));
+            for (block, n) in v["blocks"].as_object().into_iter().flatten() {
+                c = c.block(block.clone(), n.as_u64().unwrap_or(0) as u32);
+            }
+            for entry in v["counters"].as_array().into_iter().flatten() {
+                if let (Some(name), Some(block), Some(event)) =
+                    (entry[0].as_str(), entry[1].as_str(), entry[2].as_u64())
+                {
+                    c = c.counter(name, block, event as u32);
+                }
+            }
+            AgentCatalog {
+                gpu,
+                catalog: Ok(c),
+            }
+        })
+        .collect()
+}
+
+/// Checks `names` against every GPU's catalog before the application runs: an unknown metric
+/// is exit status 2 (with the closest names), a GPU without counters 125.
+fn check_metrics(names: &[String], catalogs: &[AgentCatalog]) -> Result<(), Failure> {
+    if catalogs.is_empty() {
+        return Err(Failure::new(
+            "--metrics: the tool reported no GPU with hardware counters (a tool built on \
+             rocprof-replay reports them at load; is the runtime's GPU list empty?)",
+        ));
+    }
+    for a in catalogs {
+        let catalog = a.catalog.as_ref().map_err(|why| {
+            Failure::new(format!(
+                "--metrics: GPU {} offers no hardware counters: {why}",
+                a.gpu
+            ))
+        })?;
+        let set = MetricSet::new(catalog, names).map_err(|e| Failure {
+            message: format!("--metrics: {e} (rocprof-replay list-metrics shows them)"),
+            status: 2,
+        })?;
+        eprintln!("rocprof-replay: counters on GPU {}: {set}", a.gpu);
+    }
+    Ok(())
+}
+
+/// `rocprof-replay list-metrics`: what each GPU offers, from a probe process that loads the
+/// runtime and the tool (the preflight).
+pub(crate) fn list_metrics(args: &ListMetricsArgs) -> Result<u8, Failure> {
+    let runtime = choose_runtime(args.runtime)?;
+    if !runtime.is_hsa() {
+        println!(
+            "CUDA: no hardware counters are available yet (CUPTI's range profiler is not wired)"
+        );
+        return Ok(0);
+    }
+    let tool = match &args.tool {
+        Some(t) => absolute(t)?,
+        None => locate::timer_lib()?,
+    };
+    let mut env: Env = Vec::new();
+    if runtime == Runtime::Emu {
+        let dir = locate::emu_dir()?;
+        env.push((
+            "LD_LIBRARY_PATH",
+            Some(prepend("LD_LIBRARY_PATH", &dir, ":")),
+        ));
+    }
+    env.push(("HSA_TOOLS_LIB", Some(tool.as_os_str().to_owned())));
+    env.push((config::METRICS, None));
+    let workdir = tempfile::Builder::new()
+        .prefix("rocprof-replay-")
+        .tempdir()
+        .map_err(|e| Failure::new(format!("cannot create a temporary directory: {e}")))?;
+    let file = workdir.path().join("catalog.jsonl");
+    preflight_check(
+        &env,
+        &tool,
+        runtime,
+        &workdir.path().join("preflight.jsonl"),
+        Some(&file),
+    )?;
+    let catalogs = read_catalogs(&file);
+    if catalogs.is_empty() {
+        return Err(Failure::new("the runtime reported no GPU"));
+    }
+    print!("{}", catalog_text(&catalogs));
+    Ok(0)
+}
+
+/// The text `list-metrics` prints.
+fn catalog_text(catalogs: &[AgentCatalog]) -> String {
+    let mut out = String::new();
+    for a in catalogs {
+        match &a.catalog {
+            Err(why) => out += &format!("GPU {}: no hardware counters ({why})\n", a.gpu),
+            Ok(c) => {
+                let blocks: Vec<String> = c.blocks().map(|(b, n)| format!("{b} {n}")).collect();
+                out += &format!(
+                    "GPU {} ({}): {} counters; counters per pass: {}\n",
+                    a.gpu,
+                    c.agent(),
+                    c.counters().count(),
+                    blocks.join(", ")
+                );
+                let width = c.counters().map(|i| i.name.len()).max().unwrap_or(0);
+                for i in c.counters() {
+                    out += &format!(
+                        "  {:width$}  block {:5} event {}\n",
+                        i.name, i.block, i.event
+                    );
+                }
+            }
+        }
+    }
+    out
 }
 
 const PREFLIGHT_NO_RUNTIME: i32 = 3;

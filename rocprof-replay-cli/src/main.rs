@@ -74,6 +74,7 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Run(args) => launch::run(&args),
+        cli::Command::ListMetrics(args) => launch::list_metrics(&args),
         cli::Command::Demo(args) => demo::run(&args),
         cli::Command::Preflight(args) => return launch::preflight(&args),
         cli::Command::ProbeCuda => return launch::probe_cuda(),

@@ -12,7 +12,18 @@
 //!   as such), fields it does not know are kept in [`Record::extra`], and the cost figures
 //!   (bytes, times) read as 0 when missing.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+
+/// One metric of one dispatch.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub(crate) struct MetricValue {
+    /// The value.
+    pub(crate) value: u64,
+    /// The (0-based) pass it came from.
+    pub(crate) pass: u64,
+}
 
 /// The fields every record must have.
 pub(crate) const REQUIRED: [&str; 5] = ["kernel", "dispatch_id", "agent", "outcome", "passes"];
@@ -49,6 +60,10 @@ pub(crate) struct Record {
     pub(crate) start_ns: Option<u64>,
     /// The process that wrote the record.
     pub(crate) pid: Option<u64>,
+    /// Hardware counters: one value per metric with the pass it came from.
+    pub(crate) metrics: Option<BTreeMap<String, MetricValue>>,
+    /// Why a dispatch that asked for counters has none.
+    pub(crate) metrics_reason: Option<String>,
     /// Fields this version does not know, kept as they were.
     #[serde(flatten)]
     pub(crate) extra: serde_json::Map<String, serde_json::Value>,

@@ -35,6 +35,8 @@ pub(crate) struct Run<'a> {
     pub(crate) records: &'a Records,
     /// Per kernel.
     pub(crate) kernels: Vec<KernelSummary>,
+    /// The metrics asked for (`--metrics`), in order: a column each even without values.
+    pub(crate) metrics: Vec<String>,
 }
 
 impl<'a> Run<'a> {
@@ -55,7 +57,20 @@ impl<'a> Run<'a> {
             exit,
             launched_ns,
             records,
+            metrics: Vec::new(),
         }
+    }
+
+    /// The metric columns: those asked for, in order, then any other the records hold
+    /// (sorted).
+    fn metric_columns(&self) -> Vec<String> {
+        let mut columns = self.metrics.clone();
+        for name in summary::metric_names(&self.kernels) {
+            if !columns.contains(&name) {
+                columns.push(name);
+            }
+        }
+        columns
     }
 
     fn total(&self, kind: &str) -> u64 {
@@ -88,6 +103,7 @@ fn shortened(name: &str) -> String {
 
 pub(crate) fn table(run: &Run<'_>) -> String {
     let others = summary::other_kinds(&run.kernels);
+    let metrics = run.metric_columns();
     let mut out = String::new();
     let dispatches: u64 = run.kernels.iter().map(|k| k.dispatches).sum();
     let passes: u64 = run
@@ -141,6 +157,7 @@ pub(crate) fn table(run: &Run<'_>) -> String {
         .iter()
         .map(|s| s.to_string()),
     );
+    header.extend(metrics.iter().cloned());
     let mut rows = vec![header];
     for k in &run.kernels {
         let mut row = vec![shortened(&k.kernel), k.dispatches.to_string()];
@@ -162,6 +179,11 @@ pub(crate) fn table(run: &Run<'_>) -> String {
         } else {
             row.extend(std::iter::repeat_n("-".to_string(), 4));
         }
+        row.extend(metrics.iter().map(|m| {
+            k.metrics
+                .get(m)
+                .map_or_else(|| "-".to_string(), summary::MetricSummary::cell)
+        }));
         rows.push(row);
     }
     let columns = rows[0].len();
@@ -205,6 +227,29 @@ pub(crate) fn table(run: &Run<'_>) -> String {
             let _ = writeln!(out, "  {}: {}", k.kernel, reasons.join(", "));
         }
     }
+    if !metrics.is_empty() {
+        out.push_str("Counters: the mean over each kernel's dispatches with values\n");
+    }
+    let absent: Vec<String> = run
+        .kernels
+        .iter()
+        .filter(|k| !k.metrics_absent.is_empty())
+        .map(|k| {
+            let why: Vec<String> = k
+                .metrics_absent
+                .iter()
+                .map(|(r, n)| format!("{r} x{n}"))
+                .collect();
+            format!("  {}: {}", k.kernel, why.join(", "))
+        })
+        .collect();
+    if !absent.is_empty() {
+        out.push_str("No counters, by reason (records' metrics_reason):\n");
+        for line in absent {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     let skipped_regions: u64 = run.kernels.iter().map(|k| k.skipped_regions).sum();
     if skipped_regions > 0 {
         let _ = writeln!(
@@ -244,11 +289,13 @@ const CSV_TAIL: [&str; 13] = [
 /// `reasons` is `kind:reason=count` joined by `;`. Empty cells where nothing was timed.
 pub(crate) fn csv(run: &Run<'_>) -> Result<String, String> {
     let others = summary::other_kinds(&run.kernels);
+    let metrics = run.metric_columns();
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header: Vec<String> = CSV_HEAD.iter().map(|s| s.to_string()).collect();
     header.extend(KNOWN_KINDS.iter().map(|s| s.to_string()));
     header.extend(others.iter().cloned());
     header.extend(CSV_TAIL.iter().map(|s| s.to_string()));
+    header.extend(metrics.iter().cloned());
     w.write_record(&header).map_err(|e| e.to_string())?;
     for k in &run.kernels {
         let mut row = vec![k.kernel.clone(), k.dispatches.to_string()];
@@ -283,6 +330,11 @@ pub(crate) fn csv(run: &Run<'_>) -> Result<String, String> {
                 k.skipped_regions,
             ]
             .map(|v| v.to_string()),
+        );
+        row.extend(
+            metrics
+                .iter()
+                .map(|m| k.metrics.get(m).map(|s| s.cell()).unwrap_or_default()),
         );
         w.write_record(&row).map_err(|e| e.to_string())?;
     }
@@ -415,6 +467,13 @@ pub(crate) fn trace(run: &Run<'_>) -> String {
             "ts": us(start), "dur": us(cursor - start), "args": args,
         }));
         events.extend(children);
+        // One counter track per metric: its value at the dispatch's start.
+        for (name, v) in r.metrics.iter().flatten() {
+            events.push(json!({
+                "ph": "C", "name": name, "cat": "metric", "pid": pid, "tid": tid,
+                "ts": us(start), "args": {format!("GPU {}", r.agent): v.value},
+            }));
+        }
         *end_of_last = cursor;
     }
     let mut meta = Vec::new();

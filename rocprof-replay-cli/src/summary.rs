@@ -54,6 +54,45 @@ pub(crate) struct KernelSummary {
     pub(crate) restore_ns: u64,
     /// Regions skipped at restore, all dispatches.
     pub(crate) skipped_regions: u64,
+    /// Per metric: the mean over the dispatches that have a value.
+    pub(crate) metrics: BTreeMap<String, MetricSummary>,
+    /// Dispatches that asked for counters and got none, per reason.
+    pub(crate) metrics_absent: BTreeMap<String, u64>,
+}
+
+/// One metric of one kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub(crate) struct MetricSummary {
+    /// Dispatches with a value.
+    pub(crate) n: u64,
+    /// Their mean (the value, when one).
+    pub(crate) mean: f64,
+    /// Smallest.
+    pub(crate) min: u64,
+    /// Largest.
+    pub(crate) max: u64,
+}
+
+impl MetricSummary {
+    /// The mean as a table or CSV cell: an integer when it is one, else two decimals.
+    pub(crate) fn cell(&self) -> String {
+        if self.mean.fract() == 0.0 {
+            format!("{}", self.mean as u64)
+        } else {
+            format!("{:.2}", self.mean)
+        }
+    }
+}
+
+/// Every metric name in the records, sorted.
+pub(crate) fn metric_names(kernels: &[KernelSummary]) -> Vec<String> {
+    let mut names: Vec<String> = kernels
+        .iter()
+        .flat_map(|k| k.metrics.keys().cloned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 impl KernelSummary {
@@ -95,7 +134,10 @@ fn summarize(kernel: &str, records: &[&Record]) -> KernelSummary {
         restored_bytes: 0,
         restore_ns: 0,
         skipped_regions: 0,
+        metrics: BTreeMap::new(),
+        metrics_absent: BTreeMap::new(),
     };
+    let mut values: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for r in records {
         *outcomes.entry(r.outcome.clone()).or_insert(0) += 1;
         if let Some(reason) = &r.reason {
@@ -115,7 +157,27 @@ fn summarize(kernel: &str, records: &[&Record]) -> KernelSummary {
         s.restored_bytes += r.restored_bytes;
         s.restore_ns += r.restore_ns;
         s.skipped_regions += r.skipped_regions;
+        for (name, v) in r.metrics.iter().flatten() {
+            values.entry(name.clone()).or_default().push(v.value);
+        }
+        if let Some(why) = &r.metrics_reason {
+            // The reason's code (`not_restored: ...` -> `not_restored`).
+            let code = why.split(':').next().unwrap_or(why).to_owned();
+            *s.metrics_absent.entry(code).or_insert(0) += 1;
+        }
     }
+    s.metrics = values
+        .into_iter()
+        .map(|(name, v)| {
+            let summary = MetricSummary {
+                n: v.len() as u64,
+                mean: v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64,
+                min: v.iter().copied().min().unwrap_or(0),
+                max: v.iter().copied().max().unwrap_or(0),
+            };
+            (name, summary)
+        })
+        .collect();
     s.outcomes = outcomes;
     s.reasons = reasons;
     let ns = |d: Duration| d.as_nanos() as u64;
@@ -177,5 +239,20 @@ mod tests {
         assert_eq!(a.count("failed"), 1);
         assert_eq!(other_kinds(&k), ["quarantined"], "failed is a known kind");
         assert_eq!(a.reasons["failed:restore_failed"], 1);
+    }
+
+    #[test]
+    fn metrics_are_the_mean_over_the_dispatches_with_values() {
+        let text = r#"{"kernel":"k","dispatch_id":1,"agent":0,"outcome":"replayed","passes":3,"metrics":{"SQ_WAVES":{"value":4,"pass":1}}}
+{"kernel":"k","dispatch_id":2,"agent":0,"outcome":"replayed","passes":3,"metrics":{"SQ_WAVES":{"value":7,"pass":1},"GRBM_COUNT":{"value":9,"pass":1}}}
+{"kernel":"k","dispatch_id":3,"agent":0,"outcome":"replayed","passes":3,"metrics":null,"metrics_reason":"not_restored: a pass did not start from restored inputs"}
+"#;
+        let k = by_kernel(&Records::parse(text).records);
+        let waves = k[0].metrics["SQ_WAVES"];
+        assert_eq!((waves.n, waves.min, waves.max), (2, 4, 7));
+        assert_eq!(waves.cell(), "5.50");
+        assert_eq!(k[0].metrics["GRBM_COUNT"].cell(), "9");
+        assert_eq!(k[0].metrics_absent["not_restored"], 1);
+        assert_eq!(metric_names(&k), ["GRBM_COUNT", "SQ_WAVES"]);
     }
 }

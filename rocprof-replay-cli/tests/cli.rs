@@ -258,7 +258,8 @@ fn json_matches_the_records() {
 }
 
 /// A strict schema of the Chrome Trace Event Format subset the trace uses (JSON object form):
-/// metadata, complete and instant events, each with exactly the fields the format defines.
+/// metadata, complete, instant and counter events, each with exactly the fields the format
+/// defines.
 const TRACE_SCHEMA: &str = r#"{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "type": "object",
@@ -273,7 +274,7 @@ const TRACE_SCHEMA: &str = r#"{
         "type": "object",
         "required": ["ph", "name", "pid", "tid"],
         "properties": {
-          "ph": {"enum": ["M", "X", "i"]},
+          "ph": {"enum": ["M", "X", "i", "C"]},
           "name": {"type": "string", "minLength": 1},
           "cat": {"type": "string"},
           "pid": {"type": "integer", "minimum": 0},
@@ -289,6 +290,13 @@ const TRACE_SCHEMA: &str = r#"{
            "then": {"required": ["ts", "dur"], "not": {"required": ["s"]}}},
           {"if": {"properties": {"ph": {"const": "i"}}},
            "then": {"required": ["ts", "s"], "not": {"required": ["dur"]}}},
+          {"if": {"properties": {"ph": {"const": "C"}}},
+           "then": {
+             "required": ["ts", "args"],
+             "properties": {"args": {"type": "object", "minProperties": 1,
+                                     "additionalProperties": {"type": "number"}}},
+             "not": {"anyOf": [{"required": ["dur"]}, {"required": ["s"]}]}
+           }},
           {"if": {"properties": {"ph": {"const": "M"}}},
            "then": {
              "required": ["args"],
@@ -1362,4 +1370,209 @@ fn a_failed_restore_on_hsa_emu_is_summarized_and_the_applications_failure_kept()
         show(&out)
     );
     assert!(!stderr.contains("exit status 3"), "{}", show(&out));
+}
+
+#[test]
+fn metrics_get_a_column_each_in_table_csv_and_json_and_a_counter_track() {
+    let dir = scratch("metrics");
+    let file = dir.with_extension("txt");
+    // --metrics-file: one per line, comments, merged with --metrics.
+    std::fs::write(
+        &file,
+        "# waves of exactly 64\nSQ_WAVES_EQ_64\nGRBM_COUNT # clocks\n",
+    )
+    .unwrap();
+    let csv = scratch("metrics.csv");
+    let (out, records) = run_sample(
+        &[
+            "--passes",
+            "2",
+            "--metrics",
+            "SQ_WAVES,SQ_ITEMS",
+            "--metrics-file",
+            file.to_str().unwrap(),
+            "-o",
+            csv.to_str().unwrap(),
+        ],
+        "metrics",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("counters on GPU 0: gfx90a: 4 metrics in 2 passes"),
+        "{stderr}"
+    );
+    // vector_add: 65536 items in work-groups of 256 -> 1024 waves; 2 timed + 2 counter passes.
+    let va = of_kernel(&records, "vector_add");
+    assert_eq!(va[0]["passes"], 4, "{:?}", va[0]);
+    assert_eq!(
+        va[0]["pass_ns"][2],
+        Value::Null,
+        "counter passes are not timed"
+    );
+    assert_eq!(va[0]["metrics"]["SQ_WAVES"]["value"], 1024);
+    assert_eq!(va[0]["metrics"]["SQ_WAVES"]["pass"], 2);
+    assert_eq!(va[0]["metrics"]["SQ_ITEMS"]["value"], 65536);
+    assert_eq!(va[0]["metrics"]["SQ_WAVES_EQ_64"]["pass"], 3);
+    let stdout = text(&out.stdout);
+    let header: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("Kernel"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header[header.len() - 4..],
+        ["SQ_WAVES", "SQ_ITEMS", "SQ_WAVES_EQ_64", "GRBM_COUNT"],
+        "the order asked for: {stdout}"
+    );
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("vector_add"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[row.len() - 4..row.len() - 1],
+        ["1024", "65536", "1024"],
+        "{stdout}"
+    );
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let va_row: Vec<&str> = lines
+        .find(|l| l.starts_with("vector_add,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(va_row[col("SQ_WAVES")], "1024", "{csv}");
+    assert_eq!(va_row[col("SQ_ITEMS")], "65536", "{csv}");
+    // inc_in_place: two dispatches of 4096 items -> the mean, 64 waves.
+    let inc_row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("inc_in_place,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(inc_row[col("SQ_WAVES")], "64", "{csv}");
+    // JSON: per kernel and per dispatch; the trace: one counter track per metric.
+    let json = scratch("metrics.json");
+    let trace = scratch("metrics.trace.json");
+    for (path, tag) in [(&json, "metrics-json"), (&trace, "metrics-trace")] {
+        let (out, _) = run_sample(
+            &[
+                "--passes",
+                "2",
+                "--metrics",
+                "SQ_WAVES",
+                "-q",
+                "-o",
+                path.to_str().unwrap(),
+            ],
+            tag,
+        );
+        assert!(out.status.success(), "{}", show(&out));
+    }
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let kernel = report["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kernel"] == "vector_add")
+        .unwrap();
+    assert_eq!(kernel["metrics"]["SQ_WAVES"]["mean"], 1024.0, "{kernel}");
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(TRACE_SCHEMA).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&trace)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let counters: Vec<&Value> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "SQ_WAVES")
+        .collect();
+    assert_eq!(counters.len(), 3, "one sample per dispatch: {counters:?}");
+    assert!(counters.iter().any(|c| c["args"]["GPU 0"] == 1024));
+}
+
+#[test]
+fn an_unknown_metric_is_exit_2_with_the_closest_names_before_the_application_runs() {
+    let (out, records) = run_sample(&["--metrics", "SQ_WAVES,GRBM_CONT"], "metrics-unknown");
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("unknown metric `GRBM_CONT` on gfx90a; did you mean GRBM_COUNT"),
+        "{stderr}"
+    );
+    assert!(
+        !text(&out.stdout).contains("demo: all results"),
+        "the app ran"
+    );
+    assert!(records.is_empty());
+}
+
+#[test]
+fn list_metrics_prints_what_the_emulated_gpu_offers() {
+    let _ = sample_app(); // builds hsa-emu and the timer
+    let out = run(&mut command(&["list-metrics", "--runtime", "emu"]));
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("GPU 0 (gfx90a): 11 counters; counters per pass: GRBM 2, SPI 2, SQ 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["SQ_WAVES", "block", "SQ", "event", "4"]),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_counter_set_up_that_fails_shows_empty_columns_and_the_reason() {
+    let _ = sample_app();
+    let (out, records) = {
+        let (app, kernels) = sample_app();
+        let records = scratch("metrics-fail.records.jsonl");
+        let _ = std::fs::remove_file(&records);
+        let out = run(command(&[
+            "run",
+            "--runtime",
+            "emu",
+            "--passes",
+            "2",
+            "--metrics",
+            "SQ_WAVES",
+            "--",
+            app.to_str().unwrap(),
+            "app",
+            kernels.to_str().unwrap(),
+        ])
+        .env("ROCPROF_REPLAY_OUTPUT", &records)
+        .env("HSA_EMU_FAIL_PROFILE_START", "1"));
+        (out, std::fs::read_to_string(&records).unwrap_or_default())
+    };
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("demo: all results correct"), "{stdout}");
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("vector_add"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row.last(), Some(&"-"), "{stdout}");
+    assert!(
+        stdout.contains("No counters, by reason")
+            && stdout.contains("vector_add: counters_unavailable x1"),
+        "{stdout}"
+    );
+    assert!(records.contains("HSA_EMU_FAIL_PROFILE_START"), "{records}");
 }

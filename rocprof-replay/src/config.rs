@@ -32,6 +32,14 @@ pub const MAX_PASSES: &str = "ROCPROF_REPLAY_MAX_PASSES";
 pub const KERNEL: &str = "ROCPROF_REPLAY_KERNEL";
 /// Regular expression: kernels whose name matches are not replayed.
 pub const EXCLUDE: &str = "ROCPROF_REPLAY_EXCLUDE";
+/// Comma-separated hardware counter names to collect for every replayed dispatch
+/// (`SQ_WAVES,SQ_ITEMS`; see [`metric_names`]).
+pub const METRICS: &str = "ROCPROF_REPLAY_METRICS";
+/// A file to which the SDK appends, when it is set, one JSON line per GPU agent with the
+/// counters it offers (`{"gpu":0,"agent":"gfx90a","blocks":{"SQ":2},"counters":[["SQ_WAVES",
+/// "SQ",4]]}`, or `{"gpu":0,"error":"..."}`): how `rocprof-replay list-metrics` and `run
+/// --metrics` learn the catalog before the application runs.
+pub const CATALOG: &str = "ROCPROF_REPLAY_CATALOG";
 /// Comma-separated 0-based pass indices (the `user_state` example's timed passes).
 pub const TIMED_PASSES: &str = "ROCPROF_REPLAY_TIMED_PASSES";
 
@@ -141,6 +149,24 @@ pub fn index_list(text: &str) -> Result<Vec<u32>, Invalid> {
     indices.sort_unstable();
     indices.dedup();
     Ok(indices)
+}
+
+/// Metric names from a list separated by commas, blanks or new lines; `#` starts a comment
+/// that runs to the end of its line (the format of `--metrics-file`). Empty entries are
+/// dropped.
+///
+/// ```
+/// use rocprof_replay::config::metric_names;
+/// assert_eq!(metric_names("SQ_WAVES, SQ_ITEMS"), ["SQ_WAVES", "SQ_ITEMS"]);
+/// assert_eq!(metric_names("# waves\nSQ_WAVES\n\nGRBM_COUNT # clocks\n"), ["SQ_WAVES", "GRBM_COUNT"]);
+/// ```
+pub fn metric_names(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .flat_map(|l| l.split(|c: char| c == ',' || c.is_whitespace()))
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,36 +1,36 @@
 //! Hardware counters as typed metric sets: built once, validated against what an agent offers,
-//! split into the passes the hardware needs.
+//! split into the passes the hardware needs, collected by the engine on passes of their own.
 //!
-//! **Status: design, not yet wired into the engine.** Nothing here runs a pass or reads a
-//! counter yet (issue 15, item 1): the engine does not ask a policy for a [`MetricSet`], and no
-//! backend builds a [`CounterCatalog`] yet. The HSA backend will build its catalog from the
-//! AQL profile extension (`validate_event` for each known counter, `get_info(BLOCK_COUNTERS)`
-//! for each block's limit; hsa-emu emulates it, see its README), the CUDA backend from CUPTI's
-//! profiler host API. The types are vendor-neutral, as the engine is.
+//! How a tool uses them (the guide's "Hardware counters" chapter has a complete tool,
+//! `examples/counters`):
 //!
-//! - [`CounterCatalog`]: what one agent offers: counters by their vendor names (`SQ_WAVES`,
-//!   `sm__cycles_elapsed.avg`), each in a hardware block, and how many counters of each block
-//!   one pass can hold.
-//! - [`MetricSet::new`]: the metrics a tool asks for, checked once against a catalog. An unknown
-//!   name is [`MetricError::Unknown`] naming the closest valid names (edit distance); a counter
-//!   whose block holds none per pass is [`MetricError::NeverCollectable`]: errors at set-up,
-//!   never a silent zero later.
-//! - The set's pass schedule: each metric goes into the first pass that still has room in its
-//!   block, which needs exactly `max over blocks of ceil(metrics of the block / its limit)`
-//!   passes, the fewest possible.
-//! - [`MetricValues`]: one value per metric for one dispatch, with the pass it came from, by name
-//!   or by a [`MetricId`] resolved once.
+//! 1. The backend builds each GPU agent's [`CounterCatalog`] when it first sees the agent (the
+//!    HSA backend at `OnLoad`, from the AQL profile extension: `validate_event` for each known
+//!    counter, `get_info(BLOCK_COUNTERS)` for each block's limit; hsa-emu emulates it) and
+//!    hands it to [`ReplayPolicy::on_agent`](crate::ReplayPolicy::on_agent). The tool builds its
+//!    [`MetricSet`] there, once per agent: an unknown name is [`MetricError::Unknown`] naming
+//!    the closest valid names (edit distance), a counter whose block holds none per pass is
+//!    [`MetricError::NeverCollectable`]: errors at set-up, never a silent zero later.
+//!    [`MetricSets`] keeps one set per agent for the tool.
+//! 2. Per dispatch, [`ReplayPolicy::metrics`](crate::ReplayPolicy::metrics) returns the set to
+//!    collect (or `None`). The engine runs the policy's own passes first — pass 0 is the
+//!    application's own execution and never carries counters — and then
+//!    [`MetricSet::pass_count`] counter passes, each from restored inputs, each with its own
+//!    counter configuration around that pass only (HSA: a start packet, the pass's dispatch and a
+//!    stop packet on the application's queue; values read after completion). Counter passes are
+//!    not timed and not shown to `on_pass`/`on_pass_end`.
+//! 3. [`Outcome::metrics`](crate::Outcome::metrics) hands the tool one value per metric, with
+//!    the window pass it came from ([`Metrics::Values`]), or why there are none
+//!    ([`Metrics::Absent`]): values of different passes are combined only when every pass
+//!    started from restored inputs (every restore completed, no region skipped); otherwise
+//!    they are absent, never a silent mix.
 //!
-//! Notes for the wiring:
-//! - Each pass's counter configuration goes around that pass only: the HSA backend's
-//!   `PassProfile` (start packet, the pass's dispatch, stop packet), read after the stop packet
-//!   completed; passes that only time the kernel carry none.
-//! - An application that collects counters itself sees every replay pass today: the C sample
-//!   `examples/apps/aqlprofile_counters.c` run under `pass_timer` with
-//!   `ROCPROF_REPLAY_PASSES=3` on hsa-emu reports `SQ_WAVES=768` for a dispatch of 256 waves.
-//!   The backend must decline (a new decline reason) dispatches on a queue where the
-//!   application submits its own PM4 packets (`AMD_AQL_FORMAT_PM4_IB`), as issue 15 asks for an
-//!   application that owns CUPTI's profiler.
+//! The schedule: each metric goes into the first pass that still has room in its block, which
+//! needs exactly `max over blocks of ceil(metrics of the block / its limit)` passes, the fewest
+//! possible.
+//!
+//! An application that collects counters itself is not replayed (decline reason
+//! `vendor_packets`): its own counter window would count every pass.
 //!
 //! ```
 //! use rocprof_replay::counters::{CounterCatalog, MetricError, MetricSet};
@@ -52,6 +52,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 /// One counter an agent offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +111,11 @@ impl CounterCatalog {
     /// The agent's name.
     pub fn agent(&self) -> &str {
         &self.agent
+    }
+
+    /// Every declared block and its counters per pass, by name.
+    pub fn blocks(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.limits.iter().map(|(b, n)| (b.as_str(), *n))
     }
 
     /// The counter named `name`, if the agent has it.
@@ -347,6 +353,134 @@ impl MetricSet {
                 .collect(),
             values,
         })
+    }
+}
+
+impl MetricSet {
+    /// The values of one dispatch from the counter passes' raw values (`per_pass[p]`: pass
+    /// `p`'s values, in [`pass`](Self::pass) order), each labelled with the window pass it came
+    /// from (`first_pass + p`). `None` when a pass's values do not match its metrics.
+    pub(crate) fn values_from(
+        &self,
+        first_pass: u32,
+        per_pass: &[Vec<u64>],
+    ) -> Option<MetricValues> {
+        if per_pass.len() != self.passes.len() {
+            return None;
+        }
+        let mut values = vec![MetricValue { value: 0, pass: 0 }; self.metrics.len()];
+        for (p, ids) in self.passes.iter().enumerate() {
+            if per_pass[p].len() != ids.len() {
+                return None;
+            }
+            for (id, v) in ids.iter().zip(&per_pass[p]) {
+                values[id.0] = MetricValue {
+                    value: *v,
+                    pass: first_pass + p as u32,
+                };
+            }
+        }
+        Some(MetricValues {
+            names: self
+                .metrics
+                .iter()
+                .map(|m| m.counter.name.clone())
+                .collect(),
+            values,
+        })
+    }
+}
+
+/// The counters of one dispatch in its [`Outcome`](crate::Outcome).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Metrics {
+    /// The policy asked for none.
+    #[default]
+    NotAsked,
+    /// One value per metric, each with the window pass it came from.
+    Values(MetricValues),
+    /// The policy asked for a set but there are no values, and why (the record's
+    /// `metrics_reason`), e.g. `not_restored: ...` or `counters_unavailable: ...`.
+    Absent(String),
+}
+
+impl Metrics {
+    /// The values, when collected.
+    pub fn values(&self) -> Option<&MetricValues> {
+        match self {
+            Metrics::Values(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Why there are no values, when a set was asked for and none came.
+    pub fn absent_reason(&self) -> Option<&str> {
+        match self {
+            Metrics::Absent(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// One [`MetricSet`] per agent for a tool that asks for the same metric names everywhere:
+/// built in [`ReplayPolicy::on_agent`](crate::ReplayPolicy::on_agent), looked up in
+/// [`ReplayPolicy::metrics`](crate::ReplayPolicy::metrics).
+///
+/// ```
+/// use rocprof_replay::counters::{CounterCatalog, MetricSets};
+///
+/// let sets = MetricSets::new(["SQ_WAVES", "SQ_ITEMS"]);
+/// let gfx90a = CounterCatalog::new("gfx90a").block("SQ", 2)
+///     .counter("SQ_WAVES", "SQ", 4).counter("SQ_ITEMS", "SQ", 14);
+/// assert_eq!(sets.validate(0, &gfx90a).unwrap().pass_count(), 1);
+/// assert!(sets.get(0).is_some());
+/// assert!(sets.get(1).is_none(), "agent 1 was never validated");
+/// ```
+#[derive(Debug, Default)]
+pub struct MetricSets {
+    names: Vec<String>,
+    /// Per agent index (at most [`MetricSets::MAX_AGENTS`]).
+    sets: Vec<OnceLock<Arc<MetricSet>>>,
+}
+
+impl MetricSets {
+    /// Agents beyond this index get no set.
+    pub const MAX_AGENTS: usize = 64;
+
+    /// The names to ask for on every agent.
+    pub fn new<I, S>(names: I) -> MetricSets
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MetricSets {
+            names: names.into_iter().map(Into::into).collect(),
+            sets: (0..Self::MAX_AGENTS).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The names asked for.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Builds the set for agent `agent` from its catalog (once; later calls return the first
+    /// set).
+    pub fn validate(
+        &self,
+        agent: u32,
+        catalog: &CounterCatalog,
+    ) -> Result<Arc<MetricSet>, MetricError> {
+        let set = Arc::new(MetricSet::new(catalog, &self.names)?);
+        match self.sets.get(agent as usize) {
+            Some(slot) => Ok(slot.get_or_init(|| set).clone()),
+            None => Ok(set),
+        }
+    }
+
+    /// The set validated for agent `agent`, if any.
+    pub fn get(&self, agent: u32) -> Option<Arc<MetricSet>> {
+        self.sets.get(agent as usize)?.get().cloned()
     }
 }
 

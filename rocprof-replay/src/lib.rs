@@ -49,7 +49,7 @@
 //! |---|---|
 //! | [`policy`] | [`ReplayPolicy`], [`PassPlan`], [`Pass`], [`PassReport`], [`Outcome`], [`DeclineReason`], and how the reference semantics map to them |
 //! | [`context`] | [`Context`], [`Service`], [`PassGuard`] (per pass, RAII), [`LoopContexts`] (sticky): localized contexts |
-//! | [`counters`] | hardware counters as typed metric sets validated against an agent's catalog, split into passes (design; not yet wired into the engine) |
+//! | [`counters`] | hardware counters as typed metric sets validated against an agent's catalog, split into passes; the engine runs their counter passes after the policy's ([`ReplayPolicy::metrics`]) |
 //! | [`config`] | tool settings from `ROCPROF_REPLAY_*` variables: the shared names, parsers, one way to report a bad value |
 //! | [`stats`] | [`stats::Summary`]: min, median, max, mean, standard deviation, relative standard error of pass times |
 //! | [`report`] | [`report::Bytes`], [`report::Time`], [`report::Millis`], and `Display` for [`Outcome`], [`OutcomeKind`], [`DispatchInfo`] |

@@ -313,6 +313,27 @@ pub trait ReplayPolicy: Send + Sync + 'static {
         let _ = (info, state, outcome);
     }
 
+    /// Called once per GPU agent when the backend first sees it (the HSA backend: at
+    /// `OnLoad`), with the hardware counters the agent offers or why it offers none. Build the
+    /// tool's [`MetricSet`](crate::counters::MetricSet)s here
+    /// ([`MetricSets::validate`](crate::counters::MetricSets::validate)): an unknown name is an
+    /// error naming the closest valid ones, at set-up. The default ignores it.
+    fn on_agent(&self, agent: u32, counters: Result<&crate::counters::CounterCatalog, &str>) {
+        let _ = (agent, counters);
+    }
+
+    /// The hardware counters to collect for this dispatch (called once, after
+    /// [`pass_count`](Self::pass_count), for dispatches it did not skip), or `None` (the
+    /// default). The engine runs [`MetricSet::pass_count`](crate::counters::MetricSet::pass_count)
+    /// counter passes after the policy's own passes (a plan of 0 or 1 pass then replays with
+    /// 1 + those), each from restored inputs with its counter configuration around that pass
+    /// only; they are not timed and not shown to `on_pass`/`on_pass_end`. The values arrive in
+    /// [`Outcome::metrics`].
+    fn metrics(&self, info: &DispatchInfo) -> Option<std::sync::Arc<crate::counters::MetricSet>> {
+        let _ = info;
+        None
+    }
+
     /// How memory is brought back between passes of this dispatch (called once, after
     /// [`pass_count`](Self::pass_count) chose more than one pass). The default,
     /// [`RestoreMode::Auto`], lets the engine choose from what the first pass wrote;
@@ -636,6 +657,13 @@ pub struct Outcome {
     pub verified_bytes: u64,
     /// Time spent comparing memory with the snapshot, all diffs together.
     pub diff_time: Duration,
+    /// Whether every pass after the first started from restored inputs (the snapshot
+    /// engine's verdict: every restore completed, none skipped a region; `strict` also verified
+    /// them); `None` when fewer than two passes ran. Counters of several passes are combined
+    /// only when `Some(true)`.
+    pub inputs_restored: Option<bool>,
+    /// The hardware counters of the dispatch ([`ReplayPolicy::metrics`]).
+    pub metrics: crate::counters::Metrics,
 }
 
 impl Outcome {
@@ -664,6 +692,8 @@ impl Outcome {
             written_bytes: 0,
             verified_bytes: 0,
             diff_time: Duration::ZERO,
+            inputs_restored: None,
+            metrics: crate::counters::Metrics::NotAsked,
         }
     }
 }

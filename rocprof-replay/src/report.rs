@@ -149,6 +149,7 @@ impl fmt::Display for DispatchInfo {
 /// ```text
 /// replayed, 5 passes, kernel median 12.4 us (min 11.9, max 14.0), snapshot 512 KiB in 0.21 ms, restores 0.80 ms
 /// declined (over_budget), 1 pass
+/// replayed, 3 passes, ..., counters SQ_WAVES=256 SQ_ITEMS=16384
 /// ```
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -189,6 +190,16 @@ impl fmt::Display for Outcome {
                 let s = if n == 1 { "" } else { "s" };
                 write!(f, ", {n} region{s} skipped at restore")?;
             }
+        }
+        match &self.metrics {
+            crate::counters::Metrics::Values(values) => {
+                f.write_str(", counters")?;
+                for (name, v) in values.iter() {
+                    write!(f, " {name}={}", v.value)?;
+                }
+            }
+            crate::counters::Metrics::Absent(why) => write!(f, ", no counters ({why})")?,
+            crate::counters::Metrics::NotAsked => {}
         }
         Ok(())
     }
@@ -241,6 +252,26 @@ mod tests {
             "replayed, 5 passes, kernel median 12.4 us (min 11.9, max 14.0), snapshot 512 KiB \
              in 0.21 ms, restores 0.80 ms"
         );
+    }
+
+    #[test]
+    fn counters_follow_the_rest_of_the_line() {
+        use crate::counters::{CounterCatalog, MetricSet, MetricValue, Metrics};
+        let c = CounterCatalog::new("gfx90a")
+            .block("SQ", 2)
+            .counter("SQ_WAVES", "SQ", 4)
+            .counter("SQ_ITEMS", "SQ", 14);
+        let set = MetricSet::new(&c, ["SQ_WAVES", "SQ_ITEMS"]).unwrap();
+        let mut out = testing::outcome(OutcomeKind::Replayed, 2);
+        let v = |value| MetricValue { value, pass: 0 };
+        out.metrics = Metrics::Values(set.values(vec![v(256), v(16384)]).unwrap());
+        assert!(
+            out.to_string()
+                .ends_with(", counters SQ_WAVES=256 SQ_ITEMS=16384"),
+            "{out}"
+        );
+        out.metrics = Metrics::Absent("not_restored: x".into());
+        assert!(out.to_string().ends_with(", no counters (not_restored: x)"));
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct SimulatedRun {
     pub kernel_runs: u32,
     /// How many completions the "application" observed (always 1 if the engine is right).
     pub completions: u32,
+    /// How many of the kernel runs were counter passes ([`simulate_with_counters`]).
+    pub counter_passes: u32,
 }
 
 /// An [`Outcome`] of `kind` with `passes` passes and nothing measured (no pass times, no
@@ -109,15 +111,22 @@ pub fn dispatch(kernel: &str) -> DispatchInfo {
     }
 }
 
-struct Simulated<'a, K: FnMut(&mut [u8])> {
+/// A simulated counter source: each metric's value by name.
+type CounterFn<'a> = &'a mut dyn FnMut(&str) -> u64;
+
+struct Simulated<'a, 'c, K: FnMut(&mut [u8])> {
     base: *mut u8,
     len: usize,
     kernel: &'a mut K,
     kernel_runs: u32,
     completions: u32,
+    counters: Option<CounterFn<'c>>,
+    set: Option<crate::counters::MetricSet>,
+    armed: Option<u32>,
+    counter_passes: u32,
 }
 
-impl<K: FnMut(&mut [u8])> Simulated<'_, K> {
+impl<K: FnMut(&mut [u8])> Simulated<'_, '_, K> {
     fn run_kernel(&mut self) -> Duration {
         // SAFETY: `base`/`len` describe the caller's buffer, borrowed mutably for the whole
         // simulation; the engine only touches it through this struct, never concurrently.
@@ -129,7 +138,7 @@ impl<K: FnMut(&mut [u8])> Simulated<'_, K> {
     }
 }
 
-impl<K: FnMut(&mut [u8])> DeviceMemory for Simulated<'_, K> {
+impl<K: FnMut(&mut [u8])> DeviceMemory for Simulated<'_, '_, K> {
     fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
         // SAFETY: the engine copies only the region recorded below (inside the caller's
         // buffer, borrowed for the whole simulation) and its own heap staging.
@@ -138,7 +147,7 @@ impl<K: FnMut(&mut [u8])> DeviceMemory for Simulated<'_, K> {
     }
 }
 
-impl<K: FnMut(&mut [u8])> ReplayTarget for Simulated<'_, K> {
+impl<K: FnMut(&mut [u8])> ReplayTarget for Simulated<'_, '_, K> {
     fn begin(&mut self) -> Result<(), DeclineReason> {
         Ok(())
     }
@@ -149,6 +158,7 @@ impl<K: FnMut(&mut [u8])> ReplayTarget for Simulated<'_, K> {
         Ok(Vec::new())
     }
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        self.counter_passes += u32::from(self.armed.is_some());
         let t = self.run_kernel();
         Ok(timed.then_some(t))
     }
@@ -167,6 +177,22 @@ impl<K: FnMut(&mut [u8])> ReplayTarget for Simulated<'_, K> {
         false
     }
     fn end(&mut self) {}
+    fn prepare_counters(&mut self, set: &crate::counters::MetricSet) -> Result<(), String> {
+        if self.counters.is_none() {
+            return Err("the simulation has no counters (use simulate_with_counters)".into());
+        }
+        self.set = Some(set.clone());
+        Ok(())
+    }
+    fn arm_counters(&mut self, pass: Option<u32>) {
+        self.armed = pass;
+    }
+    fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        let (Some(set), Some(counter)) = (&self.set, self.counters.as_mut()) else {
+            return Err("no counters were prepared".into());
+        };
+        Ok(set.pass(pass).map(|m| counter(&m.counter.name)).collect())
+    }
 }
 
 /// Replays one dispatch of `kernel` over `memory` under `policy`, with the real engine.
@@ -179,7 +205,57 @@ pub fn simulate<P: ReplayPolicy>(
     policy: &P,
     info: &DispatchInfo,
     memory: &mut [u8],
+    kernel: impl FnMut(&mut [u8]),
+) -> SimulatedRun {
+    simulate_inner(policy, info, memory, kernel, None)
+}
+
+/// As [`simulate`], with hardware counters: a metric set the policy asks for
+/// ([`ReplayPolicy::metrics`]) is collected on counter passes after the policy's own, each
+/// metric's value being `counter(name)`, so a tool's `on_end` can be tested with values:
+///
+/// ```
+/// use std::sync::Arc;
+/// use rocprof_replay::counters::{CounterCatalog, MetricSet};
+/// use rocprof_replay::testing::{dispatch, simulate_with_counters};
+/// use rocprof_replay::{DispatchInfo, PassPlan, ReplayPolicy};
+///
+/// struct Waves(Arc<MetricSet>);
+/// impl ReplayPolicy for Waves {
+///     type State = ();
+///     type PassState = ();
+///     fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+///         PassPlan::exactly(1, ())
+///     }
+///     fn metrics(&self, _: &DispatchInfo) -> Option<Arc<MetricSet>> {
+///         Some(self.0.clone())
+///     }
+/// }
+///
+/// let gfx90a = CounterCatalog::new("gfx90a").block("SQ", 2).counter("SQ_WAVES", "SQ", 4);
+/// let set = Arc::new(MetricSet::new(&gfx90a, ["SQ_WAVES"]).unwrap());
+/// let mut memory = vec![0u8; 8];
+/// let run = simulate_with_counters(&Waves(set), &dispatch("k"), &mut memory, |m| m[0] += 1, |_| 256);
+/// let waves = run.outcome.metrics.values().unwrap().get("SQ_WAVES").unwrap();
+/// assert_eq!((waves.value, waves.pass), (256, 1)); // pass 0 is the application's
+/// assert_eq!((run.kernel_runs, run.counter_passes, memory[0]), (2, 1, 1));
+/// ```
+pub fn simulate_with_counters<P: ReplayPolicy>(
+    policy: &P,
+    info: &DispatchInfo,
+    memory: &mut [u8],
+    kernel: impl FnMut(&mut [u8]),
+    mut counter: impl FnMut(&str) -> u64,
+) -> SimulatedRun {
+    simulate_inner(policy, info, memory, kernel, Some(&mut counter))
+}
+
+fn simulate_inner<P: ReplayPolicy>(
+    policy: &P,
+    info: &DispatchInfo,
+    memory: &mut [u8],
     mut kernel: impl FnMut(&mut [u8]),
+    counters: Option<CounterFn<'_>>,
 ) -> SimulatedRun {
     let inventory = AllocationInventory::new();
     if !memory.is_empty() {
@@ -196,6 +272,10 @@ pub fn simulate<P: ReplayPolicy>(
         kernel: &mut kernel,
         kernel_runs: 0,
         completions: 0,
+        counters,
+        set: None,
+        armed: None,
+        counter_passes: 0,
     };
     let settings = Settings {
         budget: u64::MAX,
@@ -206,5 +286,6 @@ pub fn simulate<P: ReplayPolicy>(
         outcome,
         kernel_runs: target.kernel_runs,
         completions: target.completions,
+        counter_passes: target.counter_passes,
     }
 }

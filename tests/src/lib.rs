@@ -113,6 +113,7 @@ const TOOL_PACKAGES: &[&str] = &[
     "rocprof-replay-example-adaptive-timer",
     "rocprof-replay-example-selective",
     "rocprof-replay-example-user-state",
+    "rocprof-replay-example-counters",
 ];
 
 /// `<target>/debug/lib<name>.so` of a tool library (all tools are built once per process).

@@ -12,6 +12,7 @@
 //! | `ROCPROF_REPLAY_MAX_PASSES` | `--max-passes N` | the cap of `--until-stable` (default 50) |
 //! | `ROCPROF_REPLAY_KERNEL` | `--kernel REGEX` | only kernels whose name matches are replayed (others are skipped) |
 //! | `ROCPROF_REPLAY_EXCLUDE` | `--exclude REGEX` | kernels whose name matches are skipped |
+//! | `ROCPROF_REPLAY_METRICS` | `--metrics a,b` / `--metrics-file F` | hardware counters collected for every replayed dispatch, on counter passes after the timed ones (the records' `metrics`) |
 //!
 //! An invalid value is reported on stderr at load and its default is used (the command
 //! checks its options before it starts the application, so that happens only when the
@@ -20,11 +21,13 @@
 use std::time::Duration;
 
 use regex::Regex;
+use rocprof_replay::counters::{CounterCatalog, MetricSet, MetricSets};
 use rocprof_replay::stats::Summary;
 use rocprof_replay::{
     Context, DispatchInfo, MAX_OPEN_ENDED_PASSES, PassPlan, PassReport, ReplayPolicy, Service,
     config,
 };
+use std::sync::Arc;
 
 /// Passes per dispatch without `ROCPROF_REPLAY_PASSES`.
 pub const DEFAULT_PASSES: u32 = 5;
@@ -57,6 +60,8 @@ pub struct Settings {
     pub kernel: Option<Regex>,
     /// Kernels matching this are not replayed.
     pub exclude: Option<Regex>,
+    /// Hardware counters to collect (empty: none).
+    pub metrics: Vec<String>,
 }
 
 impl Settings {
@@ -97,6 +102,9 @@ impl Settings {
             passes,
             kernel: pattern(config::KERNEL),
             exclude: pattern(config::EXCLUDE),
+            metrics: config::var(config::METRICS)
+                .map(|m| config::metric_names(&m))
+                .unwrap_or_default(),
         }
     }
 
@@ -122,12 +130,14 @@ impl Settings {
 pub struct Timer {
     settings: Settings,
     timing: Context,
+    metrics: MetricSets,
 }
 
 impl Timer {
     /// A timer with these settings and its timing context started.
     pub fn new(settings: Settings) -> Timer {
         Timer {
+            metrics: MetricSets::new(settings.metrics.clone()),
             settings,
             timing: Context::started("rocprof_replay_timer", &[Service::DispatchTiming]),
         }
@@ -186,6 +196,28 @@ impl ReplayPolicy for Timer {
     fn on_pass_end(&self, pass: &PassReport<'_>, times: &mut Vec<Duration>, _: &mut ()) {
         times.extend(pass.kernel_time);
     }
+
+    /// Builds the metric set of each GPU; an unknown name is said on stderr (the command
+    /// checks the names before the application starts).
+    fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>) {
+        if self.metrics.names().is_empty() {
+            return;
+        }
+        let result = counters
+            .map_err(|why| format!("GPU {agent} offers no hardware counters: {why}"))
+            .and_then(|catalog| {
+                self.metrics
+                    .validate(agent, catalog)
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(message) = result {
+            eprintln!("rocprof_replay_timer: {message}; no counters are collected on GPU {agent}");
+        }
+    }
+
+    fn metrics(&self, info: &DispatchInfo) -> Option<Arc<MetricSet>> {
+        self.metrics.get(info.agent_index)
+    }
 }
 
 #[cfg(test)]
@@ -199,6 +231,7 @@ mod tests {
             passes,
             kernel: kernel.map(|k| Regex::new(k).unwrap()),
             exclude: exclude.map(|x| Regex::new(x).unwrap()),
+            metrics: Vec::new(),
         }
     }
 

@@ -439,6 +439,10 @@ struct Harness {
 }
 
 fn harness(passes: u32, settings: Settings) -> Harness {
+    harness_with(Passes(passes), settings)
+}
+
+fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
     let serial = SERIAL.lock();
     let old = GPU.lock().replace(FakeGpu {
         device_free: 100 << 30,
@@ -451,7 +455,6 @@ fn harness(passes: u32, settings: Settings) -> Harness {
     inventory.enable();
     let outcomes = Arc::new(Mutex::new(Vec::new()));
     let seen = outcomes.clone();
-    let policy = Passes(passes);
     let s = settings;
     let runner: Runner = Box::new(move |info, target| {
         let o = run_window(&policy, info, target, inventory, &s);
@@ -1510,4 +1513,44 @@ fn an_application_allocation_failing_for_memory_releases_an_idle_arena() {
         || CUDA_ERROR_OUT_OF_MEMORY,
     );
     assert_eq!(ctx.arena.lock().device_bytes(), 0);
+}
+
+/// `passes` of its own and one counter.
+struct WithCounters(u32, Arc<crate::counters::MetricSet>);
+
+impl ReplayPolicy for WithCounters {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::exactly(self.0, ())
+    }
+    fn metrics(&self, _: &DispatchInfo) -> Option<Arc<crate::counters::MetricSet>> {
+        Some(self.1.clone())
+    }
+}
+
+#[test]
+fn counters_are_unavailable_on_cuda_and_say_so_without_changing_the_replay() {
+    let catalog = crate::counters::CounterCatalog::new("sm_90")
+        .block("SM", 1)
+        .counter("sm__cycles_elapsed.avg", "SM", 0);
+    let set =
+        Arc::new(crate::counters::MetricSet::new(&catalog, ["sm__cycles_elapsed.avg"]).unwrap());
+    for (passes, kind, launches) in [(3, OutcomeKind::Replayed, 3), (1, OutcomeKind::Skipped, 1)] {
+        let h = harness_with(WithCounters(passes, set.clone()), quick());
+        let mut buf = Buffer::new(&h, 16);
+        let mut args = buf.args();
+        assert_eq!(h.launch(&ADD_ONE, &mut args, 0), CUDA_SUCCESS);
+        assert_eq!(buf.values(), vec![1; 16], "one execution");
+        assert_eq!(h.launches(), launches);
+        let o = &h.outcomes()[0].1;
+        assert_eq!((o.kind, o.passes), (kind, passes));
+        assert_eq!(
+            o.metrics.absent_reason(),
+            Some(
+                "counters_unavailable: the CUDA backend collects no hardware counters yet \
+                 (CUPTI's range profiler is not wired)"
+            )
+        );
+    }
 }

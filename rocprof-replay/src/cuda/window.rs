@@ -947,6 +947,10 @@ impl DeviceMemory for CudaTarget<'_> {
 }
 
 impl ReplayTarget for CudaTarget<'_> {
+    fn prepare_counters(&mut self, _: &crate::counters::MetricSet) -> Result<(), String> {
+        Err(super::NO_COUNTERS.into())
+    }
+
     fn refusal(&self) -> Option<DeclineReason> {
         if self
             .ctx

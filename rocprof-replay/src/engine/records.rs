@@ -49,6 +49,14 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|d| d.as_nanos() as u64),
         "pid": std::process::id(),
+        "inputs_restored": outcome.inputs_restored,
+        "metrics": outcome.metrics.values().map(|values| {
+            values
+                .iter()
+                .map(|(name, v)| (name.to_owned(), json!({"value": v.value, "pass": v.pass})))
+                .collect::<serde_json::Map<String, serde_json::Value>>()
+        }),
+        "metrics_reason": outcome.metrics.absent_reason(),
     })
     .to_string()
 }

@@ -8,6 +8,7 @@
 
 use std::sync::OnceLock;
 
+use crate::counters::CounterCatalog;
 use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::records;
@@ -26,6 +27,8 @@ pub(crate) trait Replayer: Send + Sync {
         inventory: &AllocationInventory,
         settings: &Settings,
     ) -> Outcome;
+    /// Hands the policy an agent's counter catalog (or why it has none).
+    fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>);
 }
 
 impl<P: ReplayPolicy> Replayer for P {
@@ -37,6 +40,14 @@ impl<P: ReplayPolicy> Replayer for P {
         settings: &Settings,
     ) -> Outcome {
         run_window(self, info, target, inventory, settings)
+    }
+    fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>) {
+        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ReplayPolicy::on_agent(self, agent, counters)
+        }));
+        if call.is_err() {
+            tracing::error!(agent, "replay policy panicked in on_agent");
+        }
     }
 }
 
@@ -74,6 +85,40 @@ impl Engine {
             .replay(info, target, &INVENTORY, &self.settings);
         report(info, &outcome);
         outcome
+    }
+
+    /// Hands the policy the counters agent `agent` offers (a backend calls it once per agent,
+    /// when it first sees it).
+    pub(crate) fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>) {
+        if let Some(path) = crate::config::var(crate::config::CATALOG) {
+            write_catalog(std::path::Path::new(&path), agent, counters);
+        }
+        self.replayer.on_agent(agent, counters);
+    }
+}
+
+/// Appends agent `agent`'s catalog to `path` as one JSON line (see [`crate::config::CATALOG`]).
+fn write_catalog(path: &std::path::Path, agent: u32, counters: Result<&CounterCatalog, &str>) {
+    use std::io::Write as _;
+    let line = match counters {
+        Ok(c) => serde_json::json!({
+            "gpu": agent,
+            "agent": c.agent(),
+            "blocks": c.blocks().collect::<std::collections::BTreeMap<_, _>>(),
+            "counters": c
+                .counters()
+                .map(|i| serde_json::json!([i.name, i.block, i.event]))
+                .collect::<Vec<_>>(),
+        }),
+        Err(why) => serde_json::json!({"gpu": agent, "error": why}),
+    };
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+    if let Err(e) = written {
+        tracing::warn!("writing the counter catalog to {}: {e}", path.display());
     }
 }
 

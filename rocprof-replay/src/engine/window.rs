@@ -19,6 +19,8 @@
 //!   │     │           still running at the second deadline ─► complete once    (failed)
 //!   │     ▼
 //!   │   more passes? (plan, contention, should_continue) ──no──► complete once   (replayed)
+//!   │     (when the policy's passes are done, a metric set's counter passes follow, each
+//!   │      armed with its counter group: `arm_counters`, run, `counter_values`)
 //!   └── restore ◄──yes        │ failed twice / stuck ──────────────► run_once      (failed)
 //!       (first time: diff, choose write-set or full; write-set: finish = diff, restore the
 //!        extras, write pass 1's result back, before "complete once")
@@ -40,10 +42,12 @@
 //! [`ReplayTarget::end`] releases the agent before [`ReplayPolicy::on_end`] runs, so the tool's
 //! end-of-dispatch work never holds up other work on the agent.
 
+use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use crate::context::{LoopContexts, Service, service_active};
+use crate::counters::{MetricSet, Metrics};
 use crate::dispatch::DispatchInfo;
 use crate::engine::gate;
 use crate::engine::inventory::AllocationInventory;
@@ -97,6 +101,71 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     fn refusal(&self) -> Option<DeclineReason> {
         None
     }
+    /// Prepares the counter configuration of every pass of `set` on this dispatch's agent,
+    /// before the window takes the agent. `Err`: why no counters can be collected (the
+    /// dispatch then runs without them). The default: the backend offers none.
+    fn prepare_counters(&mut self, set: &MetricSet) -> Result<(), String> {
+        let _ = set;
+        Err("this backend offers no hardware counters".into())
+    }
+    /// Arms counter pass `pass` of the prepared set for the next [`run_pass`](Self::run_pass)
+    /// only (`None`: the next pass carries no counters).
+    fn arm_counters(&mut self, pass: Option<u32>) {
+        let _ = pass;
+    }
+    /// The values of counter pass `pass`, which just completed, in
+    /// [`MetricSet::pass`] order.
+    fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        let _ = pass;
+        Err("this backend offers no hardware counters".into())
+    }
+}
+
+/// The values of a completed window's counter passes, combined only when every pass started
+/// from restored inputs; `None` when the counter passes did not all run (`finish` says why).
+fn collected(
+    set: &MetricSet,
+    outcome: &Outcome,
+    first_pass: u32,
+    per_pass: &[Vec<u64>],
+) -> Option<Metrics> {
+    if outcome.kind != OutcomeKind::Replayed || per_pass.len() != set.pass_count() as usize {
+        return None;
+    }
+    if restored_verdict(outcome) != Some(true) {
+        return Some(Metrics::Absent(format!(
+            "not_restored: a pass did not start from restored inputs ({} region(s) skipped at \
+             restore{}); counters of different passes are not combined",
+            outcome.skipped_regions,
+            outcome
+                .kind
+                .reason_code()
+                .map(|c| format!(", {c}"))
+                .unwrap_or_default()
+        )));
+    }
+    Some(match set.values_from(first_pass, per_pass) {
+        Some(values) => Metrics::Values(values),
+        None => Metrics::Absent(
+            "counters_unavailable: the backend returned values that do not \
+             match the set"
+                .into(),
+        ),
+    })
+}
+
+/// The snapshot engine's verdict for [`Outcome::inputs_restored`]: every pass after the first
+/// started from restored inputs (no restore failed, none skipped a region).
+fn restored_verdict(outcome: &Outcome) -> Option<bool> {
+    (outcome.passes >= 2).then(|| outcome.skipped_regions == 0 && outcome.kind.failure().is_none())
+}
+
+/// Why a dispatch that asked for counters has none, from how it ended.
+fn absent_reason(outcome: &Outcome) -> String {
+    match outcome.kind.reason_code() {
+        Some(code) => format!("not_collected: replay ended before the counter passes ({code})"),
+        None => "not_collected: the dispatch ran once".into(),
+    }
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -139,10 +208,22 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         target.run_once();
         return start(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
     };
+    // The counters the policy asks for, for every dispatch it does not skip.
+    let (set, metrics_panicked) = match plan {
+        PassPlan::Skip => (None, false),
+        _ => match call("metrics", info, || policy.metrics(info)) {
+            Some(set) => (set, false),
+            None => (None, true),
+        },
+    };
+    let asked = set.is_some();
     // Ends a dispatch that never entered the window: one ordinary run.
     let ordinary = |target: &mut dyn ReplayTarget, kind: OutcomeKind, state: P::State| {
         target.run_once();
-        let outcome = start(kind);
+        let mut outcome = start(kind);
+        if asked {
+            outcome.metrics = Metrics::Absent(absent_reason(&outcome));
+        }
         call("on_end", info, || policy.on_end(info, state, &outcome));
         outcome
     };
@@ -152,9 +233,15 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             return start(OutcomeKind::Skipped);
         }
         PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
-            if passes <= 1 =>
+            if passes <= 1 && set.is_none() =>
         {
             return ordinary(target, OutcomeKind::Skipped, state);
+        }
+        // Counters only: the application's own pass, then the counter passes.
+        PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
+            if passes <= 1 =>
+        {
+            (1, true, None, state)
         }
         PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
             if passes > MAX_PASSES =>
@@ -183,18 +270,55 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         }
     };
     let total = fixed.then_some(limit);
+    if metrics_panicked {
+        return ordinary(
+            target,
+            OutcomeKind::Declined(DeclineReason::PolicyPanicked),
+            state,
+        );
+    }
 
     if let Some(reason) = gate::refuses(info, target.refusal()) {
         tracing::info!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "not replayed: the dispatch runs once");
         return ordinary(target, OutcomeKind::Declined(reason), state);
+    }
+    // Each counter pass's configuration, prepared before the window takes the agent.
+    let counters_error: RefCell<Option<String>> = RefCell::new(None);
+    let counter_passes = match &set {
+        Some(set) => match target.prepare_counters(set) {
+            Ok(()) => set.pass_count(),
+            Err(why) => {
+                tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, "no hardware counters for this dispatch: {why}");
+                *counters_error.borrow_mut() = Some(format!("counters_unavailable: {why}"));
+                0
+            }
+        },
+        None => 0,
+    };
+    if limit <= 1 && counter_passes == 0 {
+        // Only counters were asked for, and none can be collected: one ordinary run.
+        target.run_once();
+        let mut outcome = start(OutcomeKind::Skipped);
+        outcome.metrics = Metrics::Absent(counters_error.take().unwrap_or_default());
+        call("on_end", info, || policy.on_end(info, state, &outcome));
+        return outcome;
     }
     if let Err(reason) = target.begin() {
         tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
         return ordinary(target, OutcomeKind::Declined(reason), state);
     }
     // From here on the window holds the agent: every way out ends it before `on_end`.
-    let finish = |target: &mut dyn ReplayTarget, state: P::State, outcome: Outcome| {
+    let finish = |target: &mut dyn ReplayTarget, state: P::State, mut outcome: Outcome| {
         target.end();
+        outcome.inputs_restored = restored_verdict(&outcome);
+        if asked && outcome.metrics == Metrics::NotAsked {
+            outcome.metrics = Metrics::Absent(
+                counters_error
+                    .borrow_mut()
+                    .take()
+                    .unwrap_or_else(|| absent_reason(&outcome)),
+            );
+        }
         call("on_end", info, || policy.on_end(info, state, &outcome));
         outcome
     };
@@ -233,6 +357,10 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     outcome.skipped_regions = snapshot.skipped;
     let mut guard = LoopContexts::new();
     let mut index = 0u32;
+    // The counter pass running (index in the set), once the policy's passes are done.
+    let mut counter: Option<u32> = None;
+    let mut first_counter_pass = 0u32;
+    let mut counter_values: Vec<Vec<u64>> = Vec::new();
     loop {
         let mut scope = P::PassState::default();
         let mut pass = Pass {
@@ -241,10 +369,11 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             info,
             contexts: &mut guard,
         };
-        if call("on_pass", info, || {
-            policy.on_pass(&mut pass, &mut state, &mut scope)
-        })
-        .is_none()
+        if counter.is_none()
+            && call("on_pass", info, || {
+                policy.on_pass(&mut pass, &mut state, &mut scope)
+            })
+            .is_none()
         {
             // Memory is in its captured state (pass 0, or just restored): one ordinary run,
             // or, after a write-set restore, the first pass's result written back.
@@ -261,8 +390,25 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             );
             return finish(target, state, outcome);
         }
-        let timed = service_active(Service::DispatchTiming);
-        match target.run_pass(timed) {
+        // Counter passes are not timed: their times would include the counters' set-up.
+        let timed = counter.is_none() && service_active(Service::DispatchTiming);
+        target.arm_counters(counter);
+        let ran = target.run_pass(timed);
+        target.arm_counters(None);
+        match ran {
+            Ok(kernel_time) if counter.is_some() => {
+                outcome.passes += 1;
+                outcome.pass_times.push(kernel_time);
+                let c = counter.unwrap_or_default();
+                match target.counter_values(c) {
+                    Ok(values) => counter_values.push(values),
+                    Err(why) => {
+                        tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, "reading the counters of a pass failed: {why}");
+                        *counters_error.borrow_mut() = Some(format!("counters_unavailable: {why}"));
+                        break;
+                    }
+                }
+            }
             Ok(kernel_time) => {
                 outcome.passes += 1;
                 outcome.pass_times.push(kernel_time);
@@ -329,7 +475,11 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         }
         drop(scope);
         let completed = index + 1;
-        if completed >= limit {
+        if let Some(c) = counter {
+            if c + 1 >= counter_passes {
+                break;
+            }
+        } else if completed >= limit && counter_passes == 0 {
             break;
         }
         if target.contended() {
@@ -342,16 +492,29 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             outcome.kind = OutcomeKind::Declined(DeclineReason::LockContention);
             break;
         }
-        if let Some(decision) = &decision {
-            match call("should_continue", info, || {
-                decision.ask(policy, info, &state, completed)
-            }) {
-                Some(true) => {}
-                Some(false) => break,
-                None => {
-                    outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
+        if let Some(c) = counter {
+            counter = Some(c + 1);
+        } else {
+            let mut more = completed < limit;
+            if let (true, Some(decision)) = (more, &decision) {
+                match call("should_continue", info, || {
+                    decision.ask(policy, info, &state, completed)
+                }) {
+                    Some(true) => {}
+                    Some(false) => more = false,
+                    None => {
+                        outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
+                        break;
+                    }
+                }
+            }
+            if !more {
+                if counter_passes == 0 {
                     break;
                 }
+                // The policy's passes are done: the counter passes follow.
+                counter = Some(0);
+                first_counter_pass = completed;
             }
         }
         if matches!(restorer, Restorer::Undecided) {
@@ -412,6 +575,12 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     drop(guard);
     if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, &mut outcome) {
         fail_final(&mut outcome, reason);
+    }
+    if let Some(metrics) = set
+        .as_ref()
+        .and_then(|set| collected(set, &outcome, first_counter_pass, &counter_values))
+    {
+        outcome.metrics = metrics;
     }
     target.complete();
     // Staging goes back before the agent does: the next window can reuse it at once.

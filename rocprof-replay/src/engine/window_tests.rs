@@ -38,6 +38,12 @@ struct SimDevice {
     open_flag: Option<Arc<AtomicBool>>,
     ended: u32,
     inputs_seen: Vec<Vec<u32>>,
+    /// Counters: `Err` refuses the set; `Ok`: metrics per counter pass once prepared.
+    counter_setup: Result<(), String>,
+    prepared: Vec<u32>,
+    armed: Option<u32>,
+    /// Per pass run (window index): the counter pass it carried.
+    armed_log: Vec<Option<u32>>,
 }
 
 impl SimDevice {
@@ -61,6 +67,10 @@ impl SimDevice {
             open_flag: None,
             ended: 0,
             inputs_seen: Vec::new(),
+            counter_setup: Ok(()),
+            prepared: Vec::new(),
+            armed: None,
+            armed_log: Vec::new(),
         }
     }
     fn kernel(&mut self) {
@@ -123,6 +133,7 @@ impl ReplayTarget for SimDevice {
         }
         let index = self.passes;
         self.passes += 1;
+        self.armed_log.push(self.armed);
         self.kernel();
         if self.late_pass == Some(index) {
             return Err(PassError::Late);
@@ -147,6 +158,23 @@ impl ReplayTarget for SimDevice {
     }
     fn contended(&self) -> bool {
         self.contended_after.is_some_and(|n| self.passes >= n)
+    }
+    fn prepare_counters(&mut self, set: &MetricSet) -> Result<(), String> {
+        self.counter_setup.clone()?;
+        self.prepared = (0..set.pass_count())
+            .map(|p| set.pass(p).count() as u32)
+            .collect();
+        Ok(())
+    }
+    fn arm_counters(&mut self, pass: Option<u32>) {
+        self.armed = pass;
+    }
+    /// Each metric's value: what the pass saw in `data[0]` times 100, plus its position.
+    fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        let seen = u64::from(self.inputs_seen.last().map_or(0, |i| i[0]));
+        Ok((0..self.prepared[pass as usize])
+            .map(|i| seen * 100 + u64::from(i))
+            .collect())
     }
     fn end(&mut self) {
         assert!(self.open, "end without begin");
@@ -707,4 +735,195 @@ fn a_context_enabled_on_pass_two_times_only_pass_two() {
     );
     assert!(!p.ctx.is_active(), "override leaked out of the loop");
     assert_eq!(out.pass_times, times);
+}
+
+mod counters {
+    use super::*;
+    use crate::counters::{CounterCatalog, MetricSet, MetricValue, Metrics};
+
+    fn catalog() -> CounterCatalog {
+        CounterCatalog::new("gfx90a")
+            .block("SQ", 2)
+            .block("GRBM", 2)
+            .counter("SQ_WAVES", "SQ", 4)
+            .counter("SQ_ITEMS", "SQ", 14)
+            .counter("SQ_WAVES_EQ_64", "SQ", 6)
+            .counter("GRBM_COUNT", "GRBM", 0)
+    }
+
+    /// `passes` timed passes of its own, and a metric set.
+    struct Counting {
+        passes: u32,
+        set: Arc<MetricSet>,
+        on_pass: AtomicU32,
+    }
+
+    impl ReplayPolicy for Counting {
+        type State = ();
+        type PassState = ();
+        fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+            PassPlan::exactly(self.passes, ())
+        }
+        fn metrics(&self, _: &DispatchInfo) -> Option<Arc<MetricSet>> {
+            Some(self.set.clone())
+        }
+        fn on_pass(&self, _: &mut Pass<'_>, _: &mut (), _: &mut ()) {
+            self.on_pass.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counting(passes: u32, names: &[&str]) -> Counting {
+        Counting {
+            passes,
+            set: Arc::new(MetricSet::new(&catalog(), names).unwrap()),
+            on_pass: AtomicU32::new(0),
+        }
+    }
+
+    #[test]
+    fn counter_passes_follow_the_policys_and_each_carries_its_own_configuration() {
+        let p = counting(2, &["SQ_WAVES", "SQ_ITEMS", "GRBM_COUNT", "SQ_WAVES_EQ_64"]);
+        let (dev, out) = run(&p, |_| {});
+        assert_eq!(out.kind, OutcomeKind::Replayed);
+        // Two of the policy's, two counter passes (three SQ counters, two per pass).
+        assert_eq!(out.passes, 4);
+        assert_eq!(dev.armed_log, [None, None, Some(0), Some(1)]);
+        assert_eq!(
+            p.on_pass.load(Ordering::SeqCst),
+            2,
+            "counter passes are the engine's"
+        );
+        assert_eq!(
+            out.pass_times[2..],
+            [None, None],
+            "counter passes are not timed"
+        );
+        assert_eq!(out.inputs_restored, Some(true));
+        // Every pass saw the captured inputs (data[0] == 0), the application one execution.
+        assert!(dev.inputs_seen.iter().all(|i| i[0] == 0));
+        assert_one_execution(&dev);
+        let Metrics::Values(v) = &out.metrics else {
+            panic!("{:?}", out.metrics)
+        };
+        let at = |value, pass| MetricValue { value, pass };
+        assert_eq!(v.get("SQ_WAVES"), Some(at(0, 2)));
+        assert_eq!(v.get("SQ_ITEMS"), Some(at(1, 2)));
+        assert_eq!(v.get("GRBM_COUNT"), Some(at(2, 2)));
+        assert_eq!(v.get("SQ_WAVES_EQ_64"), Some(at(0, 3)));
+    }
+
+    #[test]
+    fn a_plan_of_one_pass_with_counters_replays_the_application_pass_then_the_counters() {
+        let p = counting(1, &["SQ_WAVES"]);
+        let (dev, out) = run(&p, |_| {});
+        assert_eq!(out.kind, OutcomeKind::Replayed);
+        assert_eq!(
+            dev.armed_log,
+            [None, Some(0)],
+            "pass 0 never carries counters"
+        );
+        assert_one_execution(&dev);
+        assert_eq!(
+            out.metrics.values().unwrap().get("SQ_WAVES"),
+            Some(MetricValue { value: 0, pass: 1 })
+        );
+    }
+
+    #[test]
+    fn a_refused_counter_set_up_leaves_the_policys_passes_and_says_why() {
+        let p = counting(3, &["SQ_WAVES"]);
+        let (dev, out) = run(&p, |d| d.counter_setup = Err("no extension".into()));
+        assert_eq!(out.kind, OutcomeKind::Replayed);
+        assert_eq!(out.passes, 3);
+        assert!(dev.armed_log.iter().all(Option::is_none));
+        assert_eq!(
+            out.metrics.absent_reason(),
+            Some("counters_unavailable: no extension")
+        );
+        assert_one_execution(&dev);
+        // Counters only: the dispatch runs once, the ordinary way.
+        let p = counting(1, &["SQ_WAVES"]);
+        let (dev, out) = run(&p, |d| d.counter_setup = Err("no extension".into()));
+        assert_eq!(out.kind, OutcomeKind::Skipped);
+        assert_eq!((dev.passes, dev.ordinary_runs), (0, 1));
+        assert_eq!(
+            out.metrics.absent_reason(),
+            Some("counters_unavailable: no extension")
+        );
+        assert_one_execution(&dev);
+    }
+
+    /// Up to 5 passes, stopping after 2; one counter pass.
+    struct Consulting(Arc<MetricSet>);
+
+    impl ReplayPolicy for Consulting {
+        type State = ();
+        type PassState = ();
+        fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+            PassPlan::up_to(5, ())
+        }
+        fn should_continue(&self, _: &DispatchInfo, _: &(), completed: u32) -> bool {
+            completed < 2
+        }
+        fn metrics(&self, _: &DispatchInfo) -> Option<Arc<MetricSet>> {
+            Some(self.0.clone())
+        }
+    }
+
+    #[test]
+    fn counter_passes_follow_a_consulting_plan_once_it_stops() {
+        let set = Arc::new(MetricSet::new(&catalog(), ["SQ_WAVES"]).unwrap());
+        let (dev, out) = run(&Consulting(set), |_| {});
+        assert_eq!(out.kind, OutcomeKind::Replayed);
+        assert_eq!(dev.armed_log, [None, None, Some(0)]);
+        assert_eq!(
+            out.metrics
+                .values()
+                .unwrap()
+                .get("SQ_WAVES")
+                .map(|v| v.pass),
+            Some(2)
+        );
+        assert_one_execution(&dev);
+    }
+
+    struct PanicsInMetrics;
+
+    impl ReplayPolicy for PanicsInMetrics {
+        type State = ();
+        type PassState = ();
+        fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+            PassPlan::exactly(3, ())
+        }
+        fn metrics(&self, _: &DispatchInfo) -> Option<Arc<MetricSet>> {
+            panic!("no metrics today")
+        }
+    }
+
+    #[test]
+    fn a_panic_in_metrics_runs_the_dispatch_once() {
+        let (dev, out) = run(&PanicsInMetrics, |_| {});
+        assert_eq!(
+            out.kind,
+            OutcomeKind::Declined(DeclineReason::PolicyPanicked)
+        );
+        assert_eq!((dev.passes, dev.ordinary_runs), (0, 1));
+        assert_one_execution(&dev);
+    }
+
+    #[test]
+    fn a_window_that_ends_before_its_counter_passes_has_no_values_and_says_why() {
+        let p = counting(2, &["SQ_WAVES", "SQ_ITEMS", "SQ_WAVES_EQ_64"]);
+        let (dev, out) = run(&p, |d| d.contended_after = Some(3));
+        assert_eq!(
+            out.kind,
+            OutcomeKind::Declined(DeclineReason::LockContention)
+        );
+        assert_eq!(dev.armed_log, [None, None, Some(0)]);
+        assert_eq!(
+            out.metrics.absent_reason(),
+            Some("not_collected: replay ended before the counter passes (lock_contention)")
+        );
+        assert_one_execution(&dev);
+    }
 }

@@ -172,6 +172,12 @@ impl ReplayTarget for Dev {
         false
     }
     fn end(&mut self) {}
+    fn prepare_counters(&mut self, _: &crate::counters::MetricSet) -> Result<(), String> {
+        Ok(())
+    }
+    fn counter_values(&mut self, _: u32) -> Result<Vec<u64>, String> {
+        Ok(vec![u64::from(self.passes)])
+    }
 }
 
 /// A policy with a fixed pass count (or up to `passes`, stopping after `stop_after`) and a
@@ -610,4 +616,53 @@ fn a_panicking_restore_mode_declines_and_runs_once() {
     );
     assert_eq!((dev.passes, dev.ordinary_runs, dev.completions), (0, 1, 1));
     assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
+
+/// One pass of its own and one counter (one counter pass).
+struct OneCounter(std::sync::Arc<crate::counters::MetricSet>);
+
+impl ReplayPolicy for OneCounter {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::exactly(2, ())
+    }
+    fn metrics(&self, _: &DispatchInfo) -> Option<std::sync::Arc<crate::counters::MetricSet>> {
+        Some(self.0.clone())
+    }
+}
+
+#[test]
+fn counters_of_a_window_whose_inputs_were_not_all_restored_are_refused() {
+    use crate::counters::{CounterCatalog, MetricSet, Metrics};
+    let catalog = CounterCatalog::new("gfx90a")
+        .block("SQ", 2)
+        .counter("SQ_WAVES", "SQ", 4);
+    let p = OneCounter(std::sync::Arc::new(
+        MetricSet::new(&catalog, ["SQ_WAVES"]).unwrap(),
+    ));
+    let mut dev = Dev::new(&SIZES, varying());
+    let inv = dev.inv.clone();
+    let out = run_window(&p, &info(), &mut dev, &inv, &settings(RestoreMode::Auto));
+    assert_eq!(out.inputs_restored, Some(true));
+    assert_eq!(
+        out.metrics
+            .values()
+            .and_then(|v| v.get("SQ_WAVES"))
+            .map(|v| v.pass),
+        Some(2)
+    );
+    // A buffer freed after pass 0: later passes did not start from the captured inputs.
+    let mut dev = Dev::new(&SIZES, varying());
+    dev.writes[0].push((0, 0, 10));
+    dev.free_after = Some((0, 0));
+    let inv = dev.inv.clone();
+    let out = run_window(&p, &info(), &mut dev, &inv, &settings(RestoreMode::Auto));
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert!(out.skipped_regions > 0);
+    assert_eq!(out.inputs_restored, Some(false));
+    let Metrics::Absent(why) = &out.metrics else {
+        panic!("{:?}", out.metrics)
+    };
+    assert!(why.starts_with("not_restored: "), "{why}");
 }

@@ -2,10 +2,11 @@
 //! v1 table of `hsa_ven_amd_aqlprofile.h`), turned into the engine's vendor-neutral
 //! [`CounterCatalog`].
 //!
-//! **Not yet wired into the replay window** (issue 15, item 4 on the backend side): nothing
-//! calls [`AqlProfile::load`] yet. When it is, the backend gets the table once through the
-//! saved core table's `hsa_system_get_major_extension_table`, builds one catalog per GPU agent,
-//! and places the start/stop packets of each pass's profile around that pass.
+//! The backend gets the table once at `OnLoad` ([`AqlProfile::of_runtime`], through the saved
+//! core table's `hsa_system_get_major_extension_table`), builds one catalog per GPU agent for
+//! the policy's `on_agent`, prepares one [`PassProfile`] per counter pass of a dispatch's metric
+//! set ([`AqlProfile::prepare_set`], buffers in the host pool the snapshot uses) and places its
+//! start and stop packets around that pass's dispatch on the application's queue.
 //!
 //! [`AqlProfile::prepare`] builds one pass's [`PassProfile`] (buffers sized by the library,
 //! start and stop packets ready to submit) and [`AqlProfile::values`] reads it after the stop
@@ -16,13 +17,12 @@
 //! ROCr that is `libhsa-amd-aqlprofile64.so` and most of the list; on hsa-emu only the counters
 //! it emulates (its README lists them), so a metric set naming another one fails at set-up with
 //! the closest emulated names.
-#![cfg_attr(not(test), allow(dead_code))] // not yet wired into the window (above)
 
 use std::ffi::c_void;
 
 use rocprof_replay_sys::*;
 
-use crate::counters::CounterCatalog;
+use crate::counters::{CounterCatalog, MetricSet};
 
 /// A gfx90a counter: vendor name, block and event id.
 #[derive(Clone, Copy, Debug)]
@@ -64,6 +64,46 @@ pub(crate) const GFX90A: &[KnownCounter] = &[
     known("SPI_CSN_NUM_THREADGROUPS", SPI, 49),
     known("SPI_CSN_WAVE", SPI, 52),
 ];
+
+/// The block of a `CounterCatalog` block name.
+fn block_of(name: &str) -> Option<hsa_ven_amd_aqlprofile_block_name_t> {
+    [GRBM, SQ, SPI, TCC]
+        .into_iter()
+        .find(|b| block_name(*b) == name)
+}
+
+/// Counter buffers in a host pool every GPU may access (the pool snapshots use), allocated
+/// and freed with the runtime's original functions.
+pub(crate) struct HostPoolMemory {
+    pub(crate) orig: super::Originals,
+    pub(crate) pool: hsa_amd_memory_pool_t,
+    pub(crate) agent: hsa_agent_t,
+}
+
+impl CounterMemory for HostPoolMemory {
+    fn allocate(&self, bytes: usize) -> Option<*mut c_void> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: allocating from a host pool with the original allocator (not recorded in
+        // the inventory: the counters' buffers are never part of a snapshot).
+        let st = unsafe { (self.orig.pool_allocate)(self.pool, bytes.max(64), 0, &mut p) };
+        if st != HSA_STATUS_SUCCESS || p.is_null() {
+            return None;
+        }
+        // SAFETY: a live allocation of ours and a GPU agent of the runtime.
+        let st = unsafe { (self.orig.agents_allow_access)(1, &self.agent, std::ptr::null(), p) };
+        if st != HSA_STATUS_SUCCESS {
+            self.free(p);
+            return None;
+        }
+        // SAFETY: `bytes` writable bytes of ours; the library expects zeroed buffers.
+        unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, bytes) };
+        Some(p)
+    }
+    fn free(&self, ptr: *mut c_void) {
+        // SAFETY: allocated above, no longer used by any packet (the pass completed).
+        unsafe { (self.orig.pool_free)(ptr) };
+    }
+}
 
 /// Block names as `CounterCatalog` shows them.
 fn block_name(block: hsa_ven_amd_aqlprofile_block_name_t) -> &'static str {
@@ -142,6 +182,7 @@ impl Drop for PassProfile {
 
 impl PassProfile {
     /// The events, in the order asked.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn events(&self) -> &[hsa_ven_amd_aqlprofile_event_t] {
         &self.events
     }
@@ -167,6 +208,37 @@ pub(crate) struct AqlProfile {
 }
 
 impl AqlProfile {
+    /// The runtime's extension table, or why it has none (as the policy sees it).
+    pub(crate) fn of_runtime(orig: &super::Originals) -> Result<AqlProfile, String> {
+        let get = orig.get_extension_table.ok_or_else(|| {
+            "the runtime's table has no hsa_system_get_major_extension_table".to_owned()
+        })?;
+        // SAFETY: the runtime's own function, saved from its table.
+        unsafe { AqlProfile::load(get) }.map_err(|e| e.to_string())
+    }
+
+    /// One profile per pass of `set` on `agent`, its metrics in [`MetricSet::pass`] order.
+    pub(crate) fn prepare_set(
+        &self,
+        agent: hsa_agent_t,
+        set: &MetricSet,
+        memory: std::sync::Arc<dyn CounterMemory>,
+    ) -> Result<Vec<PassProfile>, CounterSourceError> {
+        (0..set.pass_count())
+            .map(|p| {
+                let events: Vec<hsa_ven_amd_aqlprofile_event_t> = set
+                    .pass(p)
+                    .map(|m| hsa_ven_amd_aqlprofile_event_t {
+                        block_name: block_of(&m.counter.block).unwrap_or(u32::MAX),
+                        block_index: 0,
+                        counter_id: m.counter.event,
+                    })
+                    .collect();
+                self.prepare(agent, &events, memory.clone())
+            })
+            .collect()
+    }
+
     /// Gets the v1 table through `get_table` (the runtime's
     /// `hsa_system_get_major_extension_table`).
     ///

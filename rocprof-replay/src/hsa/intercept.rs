@@ -171,6 +171,8 @@ unsafe fn intercept(
         last_time: None,
         progress,
         window: None,
+        profiles: Vec::new(),
+        armed: None,
     };
     be.engine.replay(&info, &mut target);
     drop(target);
@@ -290,7 +292,22 @@ struct HsaTarget<'a> {
     progress: &'a Progress,
     /// The agent's writer lock, held from `begin` to `end`.
     window: Option<parking_lot::RwLockWriteGuard<'a, ()>>,
+    /// One counter profile per counter pass of the dispatch's metric set.
+    profiles: Vec<super::counters::PassProfile>,
+    /// The counter pass the next `run_pass` carries.
+    armed: Option<u32>,
 }
+
+/// A counter pass as one submission: start packet, the pass's dispatch, stop packet.
+#[repr(C)]
+struct CounterPass {
+    start: hsa_ext_amd_aql_pm4_packet_t,
+    dispatch: hsa_kernel_dispatch_packet_t,
+    stop: hsa_ext_amd_aql_pm4_packet_t,
+}
+
+// Three 64-byte packets back to back, as the writer expects them.
+const _: () = assert!(size_of::<CounterPass>() == 3 * 64);
 
 /// Creates a signal of ours with value 1.
 fn new_signal(be: &Backend) -> Option<hsa_signal_t> {
@@ -632,6 +649,8 @@ impl ReplayTarget for HsaTarget<'_> {
         unsafe { (o.signal_store)(signal, 1) };
         let mut pass = self.packet;
         pass.completion_signal = signal;
+        let profile = self.armed.and_then(|p| self.profiles.get(p as usize));
+        let profile_armed = profile.is_some();
         // Barrier bit: the pass starts after the restore before it. System-scope fences: the
         // restore's copies (and the snapshot's reads) must be visible to the pass, and the
         // pass's writes to the next capture or restore, whatever scopes the application chose.
@@ -642,8 +661,24 @@ impl ReplayTarget for HsaTarget<'_> {
             HSA_FENCE_SCOPE_SYSTEM,
         );
         self.progress.forwarded.set(true);
-        // SAFETY: one packet, forwarded inside the handler.
-        unsafe { (self.write)((&pass as *const hsa_kernel_dispatch_packet_t).cast(), 1) };
+        if let Some(profile) = profile {
+            // The stop packet (barrier bit: after the dispatch) decrements the signal too, so
+            // the wait below ends once the values are written.
+            // SAFETY: our signal.
+            unsafe { (o.signal_store)(signal, 2) };
+            let mut stop = profile.stop;
+            stop.completion_signal = signal;
+            let packets = CounterPass {
+                start: profile.start,
+                dispatch: pass,
+                stop,
+            };
+            // SAFETY: three 64-byte packets in a row, forwarded inside the handler.
+            unsafe { (self.write)((&packets as *const CounterPass).cast(), 3) };
+        } else {
+            // SAFETY: one packet, forwarded inside the handler.
+            unsafe { (self.write)((&pass as *const hsa_kernel_dispatch_packet_t).cast(), 1) };
+        }
         if !self.wait_zero(signal, self.be.settings().pass) {
             return Err(PassError::Late);
         }
@@ -651,6 +686,11 @@ impl ReplayTarget for HsaTarget<'_> {
         // SAFETY: our completed signal on a profiled queue.
         let st = unsafe { (o.dispatch_time)(self.gpu.agent, signal, &mut t) };
         let valid = st == HSA_STATUS_SUCCESS && t.end >= t.start && t.end != 0;
+        if profile_armed {
+            // A counter pass's times include the counters' set-up: the application is given
+            // those of the last pass without counters.
+            return Ok(None);
+        }
         self.last_time = valid.then_some(t);
         if !timed || !valid {
             return Ok(None);
@@ -712,6 +752,8 @@ impl ReplayTarget for HsaTarget<'_> {
         // (see `stuck`), and make later windows on this GPU wait for it: a tracked barrier
         // behind it counts in the queue's progress signal.
         self.signal = None;
+        // Its stop packet may still write the counters' buffers: never free them.
+        self.profiles.drain(..).for_each(std::mem::forget);
         self.be
             .stuck
             .add(self.gpu.index, signal, self.packet.kernarg_address as usize);
@@ -741,6 +783,36 @@ impl ReplayTarget for HsaTarget<'_> {
 
     fn contended(&self) -> bool {
         self.gpu.waiting_long.load(Ordering::Acquire) > 0
+    }
+
+    fn prepare_counters(&mut self, set: &crate::counters::MetricSet) -> Result<(), String> {
+        let aql = self.be.counters.as_ref().map_err(Clone::clone)?;
+        let (pool, _) = self
+            .be
+            .staging_pool
+            .ok_or("no host memory pool for the counters' buffers")?;
+        let memory = Arc::new(super::counters::HostPoolMemory {
+            orig: self.be.orig,
+            pool,
+            agent: self.gpu.agent,
+        });
+        self.profiles = aql
+            .prepare_set(self.gpu.agent, set, memory)
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    fn arm_counters(&mut self, pass: Option<u32>) {
+        self.armed = pass;
+    }
+
+    fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        let aql = self.be.counters.as_ref().map_err(Clone::clone)?;
+        let profile = self
+            .profiles
+            .get(pass as usize)
+            .ok_or("no counter profile for this pass")?;
+        aql.values(profile).map_err(|e| e.to_string())
     }
 
     fn end(&mut self) {

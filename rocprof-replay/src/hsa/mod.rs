@@ -227,6 +227,8 @@ pub(crate) struct Backend {
     pub(crate) dispatch_times: SignalTimes<hsa_amd_profiling_dispatch_time_t>,
     /// Passes and snapshot copies still running after their deadlines.
     pub(crate) stuck: stuck::StuckWork,
+    /// The AQL profile extension (hardware counters), or why there is none.
+    pub(crate) counters: Result<counters::AqlProfile, String>,
 }
 
 impl Backend {
@@ -494,6 +496,7 @@ pub(crate) unsafe fn install(
         copies: copies::CopyTracker::default(),
         dispatch_times: SignalTimes::new(),
         stuck: stuck::StuckWork::default(),
+        counters: counters::AqlProfile::of_runtime(&orig),
     };
     if BACKEND.set(backend).is_err() {
         return Err(Error::ServiceAlreadyConfigured {
@@ -501,6 +504,16 @@ pub(crate) unsafe fn install(
         });
     }
     learn_async_thread(&orig);
+    if let Some(be) = BACKEND.get() {
+        // What each GPU offers, for the policy to build its metric sets at set-up.
+        for gpu in &be.gpus {
+            let catalog = be.counters.as_ref().map_err(Clone::clone).and_then(|aql| {
+                aql.catalog(gpu.agent, &agent_name(&orig, gpu.agent))
+                    .map_err(|e| e.to_string())
+            });
+            engine.on_agent(gpu.index, catalog.as_ref().map_err(String::as_str));
+        }
+    }
     INVENTORY.enable();
     // SAFETY: live tables; the originals were saved above. On failure every slot written so
     // far is put back, so the runtime never calls into a library it is about to unload.
@@ -529,6 +542,18 @@ pub(crate) fn shutdown() {
 /// threads of the parent do not exist here and may have held our locks).
 pub(crate) fn disable_in_child() {
     ACTIVE.store(false, Ordering::Relaxed);
+}
+
+/// The agent's name (`gfx90a`), or `gpu` when the runtime does not say.
+fn agent_name(orig: &Originals, agent: hsa_agent_t) -> String {
+    let mut name = [0u8; 64];
+    // SAFETY: HSA_AGENT_INFO_NAME writes at most 64 bytes.
+    let st = unsafe { (orig.agent_get_info)(agent, HSA_AGENT_INFO_NAME, name.as_mut_ptr().cast()) };
+    let len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    match std::str::from_utf8(&name[..len]) {
+        Ok(n) if st == HSA_STATUS_SUCCESS && !n.is_empty() => n.to_owned(),
+        _ => "gpu".into(),
+    }
 }
 
 /// The GPUs (with their locks) and the CPU agents.

@@ -51,6 +51,8 @@ pub(crate) struct Originals {
     pub(crate) vmem_handle_release: Option<hsa_amd_vmem_handle_release_fn_t>,
     pub(crate) vmem_map: Option<hsa_amd_vmem_map_fn_t>,
     pub(crate) vmem_unmap: Option<hsa_amd_vmem_unmap_fn_t>,
+    /// `hsa_system_get_major_extension_table`: the AQL profile extension (counters).
+    pub(crate) get_extension_table: Option<hsa_system_get_major_extension_table_fn_t>,
 }
 
 /// Reads a required slot.
@@ -130,6 +132,7 @@ impl Originals {
                 vmem_handle_release: optional(a::VMEM_HANDLE_RELEASE, amd),
                 vmem_map: optional(a::VMEM_MAP, amd),
                 vmem_unmap: optional(a::VMEM_UNMAP, amd),
+                get_extension_table: optional(c::SYSTEM_GET_MAJOR_EXTENSION_TABLE, core),
             })
         }
     }
