@@ -659,7 +659,9 @@ pub struct Outcome {
     pub diff_time: Duration,
     /// Whether every pass after the first started from restored inputs (the snapshot
     /// engine's verdict: every restore completed, none skipped a region; `strict` also verified
-    /// them); `None` when fewer than two passes ran. Counters of several passes are combined
+    /// them; in `write_set` mode, false when the final comparison found writes outside the
+    /// first pass's write set, which a later pass then saw); `None` when fewer than two passes
+    /// ran. Counters of several passes are combined
     /// only when `Some(true)`.
     pub inputs_restored: Option<bool>,
     /// The hardware counters of the dispatch ([`ReplayPolicy::metrics`]).

@@ -155,9 +155,14 @@ fn collected(
 }
 
 /// The snapshot engine's verdict for [`Outcome::inputs_restored`]: every pass after the first
-/// started from restored inputs (no restore failed, none skipped a region).
+/// started from restored inputs (no restore failed, none skipped a region, and in write-set
+/// mode no pass wrote outside the first pass's write set — [`Restorer::finish`] marks that).
 fn restored_verdict(outcome: &Outcome) -> Option<bool> {
-    (outcome.passes >= 2).then(|| outcome.skipped_regions == 0 && outcome.kind.failure().is_none())
+    (outcome.passes >= 2).then(|| {
+        outcome.inputs_restored != Some(false)
+            && outcome.skipped_regions == 0
+            && outcome.kind.failure().is_none()
+    })
 }
 
 /// Why a dispatch that asked for counters has none, from how it ended.
@@ -775,7 +780,7 @@ impl Restorer {
             set,
             stash,
             full_now,
-            ..
+            strict,
         } = self
         else {
             return Ok(());
@@ -812,6 +817,11 @@ impl Restorer {
                     "later passes wrote outside the first pass's write set: restored from the \
                      snapshot"
                 );
+                if !*strict {
+                    // A pass after such a write did not start from the captured inputs there
+                    // (strict mode restored them before every pass).
+                    outcome.inputs_restored = Some(false);
+                }
                 snapshot
                     .restore_ranges(inventory, mem, &extra)
                     .map_err(failure)?

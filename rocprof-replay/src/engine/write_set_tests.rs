@@ -344,10 +344,21 @@ fn a_varying_write_set_ends_in_the_first_pass_result_in_every_write_set_mode() {
                 dev.inputs.iter().all(|i| *i == initial),
                 "strict: memory before every pass is the snapshot"
             );
+            assert_eq!(
+                out.inputs_restored,
+                Some(true),
+                "strict verified every pass"
+            );
         } else {
             assert_eq!(out.restore_mode, Some(RestoreKind::WriteSet));
             // Pass 1's writes outside W1 are not undone before pass 2 in write-set mode.
             assert_ne!(dev.inputs[2], initial);
+            assert_eq!(
+                out.inputs_restored,
+                Some(false),
+                "the final diff found writes outside the write set: counters of these passes \
+                 must not be combined"
+            );
         }
     }
 }
@@ -641,7 +652,9 @@ fn counters_of_a_window_whose_inputs_were_not_all_restored_are_refused() {
     let p = OneCounter(std::sync::Arc::new(
         MetricSet::new(&catalog, ["SQ_WAVES"]).unwrap(),
     ));
-    let mut dev = Dev::new(&SIZES, varying());
+    // The same write set on every pass: every pass started from the captured inputs.
+    let same = vec![vec![(1, 0, 100), (2, 0, 1)]; 3];
+    let mut dev = Dev::new(&SIZES, same);
     let inv = dev.inv.clone();
     let out = run_window(&p, &info(), &mut dev, &inv, &settings(RestoreMode::Auto));
     assert_eq!(out.inputs_restored, Some(true));
@@ -665,4 +678,17 @@ fn counters_of_a_window_whose_inputs_were_not_all_restored_are_refused() {
         panic!("{:?}", out.metrics)
     };
     assert!(why.starts_with("not_restored: "), "{why}");
+    // A write set that varies between passes, in write-set mode: a later pass started from
+    // memory a previous pass wrote outside the first pass's write set.
+    let mut dev = Dev::new(&SIZES, varying());
+    let inv = dev.inv.clone();
+    let out = run_window(&p, &info(), &mut dev, &inv, &settings(RestoreMode::Auto));
+    assert_eq!(out.inputs_restored, Some(false));
+    assert!(matches!(&out.metrics, Metrics::Absent(why) if why.starts_with("not_restored: ")));
+    // The same kernel in strict mode: verified before every pass, the counters combine.
+    let mut dev = Dev::new(&SIZES, varying());
+    let inv = dev.inv.clone();
+    let out = run_window(&p, &info(), &mut dev, &inv, &settings(RestoreMode::Strict));
+    assert_eq!(out.inputs_restored, Some(true));
+    assert!(out.metrics.values().is_some(), "{:?}", out.metrics);
 }
