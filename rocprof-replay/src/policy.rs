@@ -636,6 +636,9 @@ pub struct Outcome {
     pub verified_bytes: u64,
     /// Time spent comparing memory with the snapshot, all diffs together.
     pub diff_time: Duration,
+    /// Where the snapshot lived: `device`, `pinned_host` or `host`, or a mix joined with `+`
+    /// (`device+pinned_host`); `None` when no snapshot was taken.
+    pub staging: Option<&'static str>,
 }
 
 impl Outcome {
@@ -664,6 +667,7 @@ impl Outcome {
             written_bytes: 0,
             verified_bytes: 0,
             diff_time: Duration::ZERO,
+            staging: None,
         }
     }
 }
