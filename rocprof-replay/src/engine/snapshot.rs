@@ -1140,6 +1140,70 @@ pub(crate) mod tests {
         assert_eq!(mem.copied, 300);
     }
 
+    /// Host memory handed out as "device" staging for the first `device` buffers, then as
+    /// pinned host.
+    struct Tiered {
+        device: usize,
+        bufs: Vec<Vec<u8>>,
+    }
+
+    unsafe fn forget_buffer(_: NonNull<u8>, _: usize, _: Tier) {}
+
+    impl DeviceMemory for Tiered {
+        fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
+            let mut v = vec![0u8; size.max(1)];
+            let ptr = NonNull::new(v.as_mut_ptr())?;
+            self.bufs.push(v);
+            let tier = if self.device > 0 {
+                self.device -= 1;
+                Tier::Device
+            } else {
+                Tier::PinnedHost
+            };
+            Some(Staging::Backend {
+                ptr,
+                len: size,
+                capacity: size,
+                tier,
+                release: forget_buffer,
+            })
+        }
+        fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+            // SAFETY: live test buffers.
+            unsafe { host_copy(direction, transfers) };
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_staging_label_names_every_tier_of_the_snapshot() {
+        let inv = AllocationInventory::new();
+        let a = [1u8; 64];
+        let b = [2u8; 64];
+        inv.record(a.as_ptr() as usize, 64, AgentId(1), Origin::Pool);
+        inv.record(b.as_ptr() as usize, 64, AgentId(1), Origin::Pool);
+        let label = |device: usize| {
+            let plan = SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
+            let mut mem = Tiered {
+                device,
+                bufs: Vec::new(),
+            };
+            Snapshot::capture(plan, &inv, &mut mem)
+                .unwrap()
+                .staging_label()
+        };
+        assert_eq!(label(2), Some("device"));
+        assert_eq!(label(1), Some("device+pinned_host"));
+        assert_eq!(label(0), Some("pinned_host"));
+        let plan = SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
+        let heap = Snapshot::capture(plan, &inv, &mut HostMemory::new()).unwrap();
+        assert_eq!(heap.staging_label(), Some("host"));
+        let empty = AllocationInventory::new();
+        let plan = SnapshotPlan::new(&empty, AgentId(1), &[], u64::MAX).unwrap();
+        let none = Snapshot::capture(plan, &empty, &mut HostMemory::new()).unwrap();
+        assert_eq!(none.staging_label(), None);
+    }
+
     #[test]
     fn a_failed_restore_is_retried_once() {
         let inv = AllocationInventory::new();

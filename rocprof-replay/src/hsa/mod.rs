@@ -813,3 +813,15 @@ fn device_pool(orig: &Originals, gpu: hsa_agent_t) -> Option<(hsa_amd_memory_poo
     }
     ctx.found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::device_reserve;
+
+    #[test]
+    fn the_device_reserve_is_a_tenth_of_the_pool_unless_configured() {
+        assert_eq!(device_reserve(None, 1000 << 20), 100 << 20);
+        assert_eq!(device_reserve(Some(7 << 20), 1000 << 20), 7 << 20);
+        assert_eq!(device_reserve(Some(0), 1000 << 20), 0);
+    }
+}
