@@ -107,4 +107,20 @@ fn an_application_allocation_short_of_vram_succeeds_after_the_arena_is_released(
         stderr.contains("the arena is released and the allocation retried"),
         "{stderr}"
     );
+    // The same through the region API (`hsa_memory_allocate`).
+    let (r, stderr) = run(
+        "retry_region",
+        &[
+            ("HSA_EMU_VRAM_MB", "16"),
+            ("WS_N", N_4MIB),
+            ("WS_ALLOC_AFTER_MB", "10"),
+            ("WS_ALLOC_AFTER_REGION", "1"),
+        ],
+        "late allocation OK",
+    );
+    assert_eq!(r["staging"], "device", "{r:?}");
+    assert!(
+        stderr.contains("the arena is released and the allocation retried"),
+        "{stderr}"
+    );
 }

@@ -414,7 +414,15 @@ unsafe extern "C" fn memory_allocate(
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
     // SAFETY: forwarding unchanged.
-    let st = unsafe { (be.orig.memory_allocate)(region, size, ptr) };
+    let mut st = unsafe { (be.orig.memory_allocate)(region, size, ptr) };
+    // A region is the same runtime object as the pool of the same handle (ROCr and hsa-emu).
+    let as_pool = hsa_amd_memory_pool_t {
+        handle: region.handle,
+    };
+    if st == HSA_STATUS_ERROR_OUT_OF_RESOURCES && arena_released_for(be, as_pool) {
+        // SAFETY: as above.
+        st = unsafe { (be.orig.memory_allocate)(region, size, ptr) };
+    }
     if st == HSA_STATUS_SUCCESS && INVENTORY.is_tracking() && backend().is_some() {
         // SAFETY: on success the runtime wrote the pointer.
         record(unsafe { *ptr }, size, Origin::Region);
