@@ -63,7 +63,8 @@ const USAGE: &str = "usage: emu-bench                     build hsa-emu and the 
                      emu-bench replay              also build the pass_timer tool, then measure replay\n       \
                      emu-bench replay DIR KERNELS.so TOOL.so\n       \
                      \x20                             measure replay with that runtime, kernels and tool\n       \
-                     emu-bench device-tier         snapshot tiers with a 1 GiB footprint: host-side high-water, capture + restore vs memcpy";
+                     emu-bench device-tier [DIR KERNELS.so TOOL.so]\n       \
+                     \x20                             snapshot tiers with a 1 GiB footprint: host-side high-water, capture + restore vs memcpy";
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
@@ -81,6 +82,13 @@ fn main() -> ExitCode {
         }),
         [command] if command == "device-tier" => {
             replay::prepare().and_then(|i| device_tier::run(&i))
+        }
+        [command, dir, kernels, tool] if command == "device-tier" => {
+            device_tier::run(&replay::Inputs {
+                emu_dir: PathBuf::from(dir),
+                kernels: PathBuf::from(kernels),
+                tool: PathBuf::from(tool),
+            })
         }
         [command, dir, kernels] if command == device_tier::CHILD_SUBCOMMAND => {
             device_tier::child(Path::new(dir), Path::new(kernels))
