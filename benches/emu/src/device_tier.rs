@@ -16,7 +16,7 @@
 //! [`FOOTPRINT`] between two host buffers (after the high-water was read) and prints
 //!
 //! ```text
-//! emu-bench device-tier-child: base_kib=... hwm_kib=... memcpy_ns=...
+//! emu-bench device-tier-child: base_kib=... hwm_kib=... memcpy_ns=... async_copy_ns=...
 //! ```
 //!
 //! On hsa-emu "VRAM" is host memory too, so the host-side high-water is `VmHWM` minus the
@@ -24,7 +24,10 @@
 //! application's buffer and, when the record says `"staging": "device"`, the snapshot (the
 //! arena's VRAM chunk). The parent prints medians over the runs of each tier and
 //! `2 * memcpy / (capture + restore)` (capture and restore from the record's `snapshot_ns`
-//! and `restore_ns`; the memcpy measured in the same child).
+//! and `restore_ns`; the memcpy measured in the same child). The child also times the
+//! application's own `hsa_amd_memory_async_copy` of the footprint between two device buffers
+//! (after the high-water was read; with the tool loaded it is fenced like any copy): what the
+//! runtime's copy path costs outside a replay window.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -77,14 +80,18 @@ pub(crate) fn child(dir: &Path, kernels: &Path) -> Result<(), String> {
     hsa.init()?;
     let result = measure(&hsa, kernels);
     let shut = hsa.shut_down();
-    let (base, hwm, memcpy_ns) = result?;
+    let (base, hwm, memcpy_ns, async_ns) = result?;
     shut?;
-    println!("{RESULT_PREFIX} base_kib={base} hwm_kib={hwm} memcpy_ns={memcpy_ns:.0}");
+    println!(
+        "{RESULT_PREFIX} base_kib={base} hwm_kib={hwm} memcpy_ns={memcpy_ns:.0} \
+         async_copy_ns={async_ns:.0}"
+    );
     Ok(())
 }
 
-/// The dispatch and the measurements: (RSS before the buffer, high-water, memcpy ns).
-fn measure(hsa: &Hsa, kernels: &Path) -> Result<(u64, u64, f64), String> {
+/// The dispatch and the measurements: (RSS before the buffer, high-water, memcpy ns, the
+/// application's own D2D async copy ns).
+fn measure(hsa: &Hsa, kernels: &Path) -> Result<(u64, u64, f64, f64), String> {
     let (gpu, cpu) = gpu_and_cpu(hsa)?;
     use rocprof_replay_sys::{
         HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED as COARSE,
@@ -136,6 +143,38 @@ fn measure(hsa: &Hsa, kernels: &Path) -> Result<(u64, u64, f64), String> {
         ));
     }
     let hwm = status_kib("VmHWM:")?;
+    // The application's own device-to-device copy of the footprint, for comparison.
+    let copy_to = hsa.allocate(device_pool, FOOTPRINT)?;
+    let copied = hsa.signal(0)?;
+    let mut async_times = Vec::with_capacity(MEMCPY_RUNS);
+    for _ in 0..MEMCPY_RUNS {
+        copied.store(1);
+        let start = Instant::now();
+        // SAFETY: two live device buffers of FOOTPRINT bytes that nothing else uses; the wait
+        // below sees the copy done, or both buffers are leaked (the copy may still run).
+        unsafe {
+            hsa.async_copy(
+                copy_to.as_ptr(),
+                gpu,
+                device.as_ptr(),
+                gpu,
+                FOOTPRINT,
+                &copied,
+            )
+        }?;
+        if let Err(e) = copied.wait_zero_by(
+            "hsa_amd_memory_async_copy",
+            (hsa.timestamp_frequency() / 10).max(1),
+            start,
+            std::time::Duration::from_secs(60),
+        ) {
+            std::mem::forget(copy_to);
+            std::mem::forget(device);
+            return Err(e);
+        }
+        async_times.push(start.elapsed().as_nanos() as f64);
+    }
+    drop(copy_to);
     let src = vec![1u8; FOOTPRINT];
     let mut dst = vec![0u8; FOOTPRINT];
     let times: Vec<f64> = (0..MEMCPY_RUNS)
@@ -147,7 +186,7 @@ fn measure(hsa: &Hsa, kernels: &Path) -> Result<(u64, u64, f64), String> {
         })
         .collect();
     drop((queue, done, kernarg, device));
-    Ok((base, hwm, median(times)))
+    Ok((base, hwm, median(times), median(async_times)))
 }
 
 /// What one child run gave.
@@ -158,6 +197,7 @@ struct Sample {
     capture_ms: f64,
     restore_ms: f64,
     memcpy_ms: f64,
+    async_copy_ms: f64,
 }
 
 fn run_child(
@@ -252,6 +292,7 @@ fn run_child(
         capture_ms: capture / 1e6,
         restore_ms: restore / 1e6,
         memcpy_ms: memcpy / 1e6,
+        async_copy_ms: field("async_copy_ns")? / 1e6,
     })
 }
 
@@ -263,7 +304,7 @@ pub(crate) fn run(inputs: &crate::replay::Inputs) -> Result<(), String> {
          HSA_EMU_VRAM_MB=4096, median of {RUNS} runs per tier"
     );
     println!(
-        "tier         host-side high-water MiB  capture ms  restore ms  memcpy ms  2*memcpy/(capture+restore)"
+        "tier         host-side high-water MiB  capture ms  restore ms  memcpy ms  app D2D copy ms  2*memcpy/(capture+restore)"
     );
     let mut device_hwm = 0.0;
     for pinned in [false, true] {
@@ -283,10 +324,11 @@ pub(crate) fn run(inputs: &crate::replay::Inputs) -> Result<(), String> {
             device_hwm = hwm;
         }
         println!(
-            "{want:<12} {hwm:>24.1}  {:>10.1}  {:>10.1}  {:>9.1}  {:>26.2}",
+            "{want:<12} {hwm:>24.1}  {:>10.1}  {:>10.1}  {:>9.1}  {:>15.1}  {:>26.2}",
             m(|s| s.capture_ms),
             m(|s| s.restore_ms),
             m(|s| s.memcpy_ms),
+            m(|s| s.async_copy_ms),
             m(|s| s.ratio),
         );
     }
