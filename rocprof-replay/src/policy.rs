@@ -666,6 +666,9 @@ pub struct Outcome {
     pub inputs_restored: Option<bool>,
     /// The hardware counters of the dispatch ([`ReplayPolicy::metrics`]).
     pub metrics: crate::counters::Metrics,
+    /// Where the snapshot lived: `device`, `pinned_host` or `host`, or a mix joined with `+`
+    /// (`device+pinned_host`); `None` when no snapshot was taken.
+    pub staging: Option<&'static str>,
 }
 
 impl Outcome {
@@ -696,6 +699,7 @@ impl Outcome {
             diff_time: Duration::ZERO,
             inputs_restored: None,
             metrics: crate::counters::Metrics::NotAsked,
+            staging: None,
         }
     }
 }

@@ -115,13 +115,14 @@ fn cell(scenario: &str, env: &[(&str, &str)]) -> Cell {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn allocation_failure_during_capture_declines_and_the_app_is_right() {
-    // The extra 1 MiB buffer needs staging the warm-up did not leave behind: the first
-    // allocation after arming is the snapshot's, and it fails.
+    // The extra 1 MiB buffer needs staging the warm-up did not leave behind: every
+    // allocation after arming fails (the arena's VRAM chunk, its pinned-host fall-back, the
+    // retry for the region).
     let c = cell(
         "inc",
         &[
             ("FAULT_EXTRA_KB", "1024"),
-            ("FAULT_ARM", "FAIL_ALLOC_NTH=1"),
+            ("FAULT_ARM", "FAIL_ALLOC_FROM=1"),
         ],
     );
     Cell::assert_outcome(
@@ -129,6 +130,24 @@ fn allocation_failure_during_capture_declines_and_the_app_is_right() {
         "declined",
         Some("snapshot_alloc_failed"),
     );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_refused_vram_chunk_falls_back_to_pinned_host_staging() {
+    // The first allocation after arming is the arena's VRAM chunk for the larger footprint;
+    // it fails, and the snapshot is staged in pinned host memory instead.
+    let c = cell(
+        "inc",
+        &[
+            ("FAULT_EXTRA_KB", "1024"),
+            ("FAULT_ARM", "FAIL_ALLOC_NTH=1"),
+        ],
+    );
+    let r = c.faulty("inc_in_place");
+    Cell::assert_outcome(r, "replayed", None);
+    assert_eq!(r["staging"], "pinned_host", "{r}");
     c.assert_frame(3);
 }
 
@@ -143,9 +162,10 @@ fn copy_failure_mid_capture_declines_and_the_app_is_right() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn one_copy_failure_mid_restore_is_retried_and_the_replay_completes() {
-    // Copies 1-2 capture (buffer, module variable), 3-4 are the diff after pass 1 (one batch),
-    // 5 is the first of the first restore.
-    let c = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=5")]);
+    // Copies 1-2 capture (buffer, module variable), 3-6 are the diff after pass 1 (one batch:
+    // each region and its snapshot, which lives in VRAM, read back), 7 is the first of the
+    // first restore.
+    let c = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=7")]);
     let r = c.faulty("inc_in_place");
     Cell::assert_outcome(r, "replayed", None);
     assert_eq!(r["passes"], 3, "{r}");
@@ -208,13 +228,13 @@ fn restore_copies_that_keep_failing_end_failed_and_the_app_runs_on() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn restore_copies_past_the_copy_deadline_end_failed() {
-    // The 5th asynchronous copy (the first of the first restore, after 2 capture and 2 diff
-    // copies) waits 1.5 s on the copy engine; the copy deadline is 300 ms. The app lets it
-    // finish before its next dispatch.
+    // The 7th asynchronous copy (the first of the first restore, after 2 capture and 4 diff
+    // copies: regions and their VRAM snapshots) waits 1.5 s on the copy engine; the copy
+    // deadline is 300 ms. The app lets it finish before its next dispatch.
     let c = cell(
         "inc",
         &[
-            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=5"),
+            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=7"),
             ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
             ("FAULT_CHECK", "report"),
             ("FAULT_SETTLE_MS", "1500"),

@@ -29,6 +29,7 @@
 //! measurements ran, 1 when a step failed, 64 on bad usage. Run the release build for
 //! meaningful figures.
 
+mod device_tier;
 mod replay;
 
 use std::path::{Path, PathBuf};
@@ -61,7 +62,9 @@ const USAGE: &str = "usage: emu-bench                     build hsa-emu and the 
                      emu-bench DIR KERNELS.so      measure DIR/libhsa-runtime64.so.1 with KERNELS.so\n       \
                      emu-bench replay              also build the pass_timer tool, then measure replay\n       \
                      emu-bench replay DIR KERNELS.so TOOL.so\n       \
-                     \x20                             measure replay with that runtime, kernels and tool";
+                     \x20                             measure replay with that runtime, kernels and tool\n       \
+                     emu-bench device-tier [DIR KERNELS.so TOOL.so]\n       \
+                     \x20                             snapshot tiers with a 1 GiB footprint: host-side high-water, capture + restore vs memcpy";
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
@@ -77,6 +80,19 @@ fn main() -> ExitCode {
             kernels: PathBuf::from(kernels),
             tool: PathBuf::from(tool),
         }),
+        [command] if command == "device-tier" => {
+            replay::prepare().and_then(|i| device_tier::run(&i))
+        }
+        [command, dir, kernels, tool] if command == "device-tier" => {
+            device_tier::run(&replay::Inputs {
+                emu_dir: PathBuf::from(dir),
+                kernels: PathBuf::from(kernels),
+                tool: PathBuf::from(tool),
+            })
+        }
+        [command, dir, kernels] if command == device_tier::CHILD_SUBCOMMAND => {
+            device_tier::child(Path::new(dir), Path::new(kernels))
+        }
         [command, dir, kernels] if command == replay::CHILD_SUBCOMMAND => {
             replay::child(Path::new(dir), Path::new(kernels))
         }

@@ -33,7 +33,6 @@
 //! launches run as the application made them; each is reported once on stderr through the log.
 
 mod api;
-mod arena;
 mod globals;
 mod window;
 
@@ -50,8 +49,8 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use rocprof_replay_sys::cuda::*;
 
+use crate::engine::arena::Arena;
 pub(crate) use api::Driver;
-use arena::Arena;
 use globals::GlobalNames;
 
 use crate::dispatch::DispatchInfo;

@@ -27,9 +27,9 @@ use parking_lot::{Condvar, Mutex, RwLockWriteGuard};
 use rocprof_replay_sys::cuda::*;
 
 use super::api::{Driver, error_name};
-use super::arena;
 use super::{Backend, Ctx, GUARD, Guard, KernelFacts, LaunchApi, warn_once};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
+use crate::engine::arena;
 use crate::engine::gate;
 use crate::engine::snapshot::{
     CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Transfer,
@@ -878,7 +878,12 @@ impl<'a> CudaTarget<'a> {
 impl DeviceMemory for CudaTarget<'_> {
     /// No device compare kernel yet, and the arena's staging is not host-readable: the
     /// engine restores everything, as before write-set restore.
-    fn diff(&mut self, _regions: &[Transfer], _granule: usize) -> Result<DirtyRanges, DiffError> {
+    fn diff(
+        &mut self,
+        _regions: &[Transfer],
+        _on_device: &[bool],
+        _granule: usize,
+    ) -> Result<DirtyRanges, DiffError> {
         Err(DiffError::Unsupported)
     }
 

@@ -2,6 +2,7 @@
 //! records, settings and the process-wide engine state. Nothing here knows a backend;
 //! backends implement [`window::ReplayTarget`] and hand dispatches to [`state::Engine`].
 
+pub(crate) mod arena;
 pub(crate) mod gate;
 pub(crate) mod inventory;
 pub(crate) mod records;

@@ -8,6 +8,7 @@
 //! | `ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS` | 60000 | how much longer a late pass is waited for before the application is given its completion anyway (outcome `failed`) |
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | 60000 | taking the agent's lock; other work waiting longer cuts a window short |
 //! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | 60000 | one capture or restore |
+//! | `ROCPROF_REPLAY_DEVICE_RESERVE_MB` | a tenth of the GPU's VRAM pool | VRAM the HSA backend's snapshot arena always leaves free ([`device_reserve_from_env`]) |
 //! | `ROCPROF_REPLAY_RESTORE` | `auto` | `auto`, `strict` or `full`: the restore mode of dispatches whose policy leaves it to the engine ([`RestoreMode`]) |
 //!
 //! A value that is not a number (or not a mode) is ignored with a warning (the default
@@ -83,6 +84,21 @@ impl Settings {
             },
             granule: GRANULE,
             merge_gap: MERGE_GAP,
+        }
+    }
+}
+
+/// `ROCPROF_REPLAY_DEVICE_RESERVE_MB` in bytes: the device memory the HSA backend's snapshot
+/// arena leaves free (unset or not a number: `None`, the backend's default).
+pub(crate) fn device_reserve_from_env() -> Option<u64> {
+    let raw = std::env::var("ROCPROF_REPLAY_DEVICE_RESERVE_MB").ok()?;
+    match raw.trim().parse::<u64>() {
+        Ok(mb) => Some(mb.saturating_mul(1 << 20)),
+        Err(_) => {
+            tracing::warn!(
+                "ROCPROF_REPLAY_DEVICE_RESERVE_MB={raw:?} is not a number of MiB; using the default"
+            );
+            None
         }
     }
 }

@@ -27,7 +27,6 @@ use crate::policy::DeclineReason;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Tier {
     /// Device memory of the replaying agent (device-to-device copies).
-    #[allow(dead_code)] // produced by the CUDA backend's arena
     Device,
     /// Host memory the runtime pinned and made accessible to the agent.
     PinnedHost,
@@ -76,19 +75,33 @@ pub(crate) trait DeviceMemory {
     /// all are complete.
     fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError>;
 
+    /// Host memory for `size` bytes of scratch the host reads (the diff's read-backs). The
+    /// default is [`alloc_staging`](Self::alloc_staging); a backend whose staging may be device
+    /// memory returns host-readable memory here.
+    fn alloc_scratch(&mut self, size: usize) -> Option<Staging> {
+        self.alloc_staging(size)
+    }
+
     /// The granules of each region that differ from its captured copy: `regions[i]` names a
     /// region (`device`) and its snapshot (`staging`, `len` bytes); granules are `granule`
-    /// bytes from the region's start (the last one may be shorter). Ranges come back sorted,
-    /// adjacent dirty granules coalesced.
+    /// bytes from the region's start (the last one may be shorter). `on_device[i]` says the
+    /// snapshot of region `i` lives in device memory (the host cannot read it). Ranges come
+    /// back sorted, adjacent dirty granules coalesced.
     ///
     /// The default reads device memory back through [`copy`](Self::copy) into one scratch
-    /// buffer of at most [`DIFF_CHUNK`] bytes from [`alloc_staging`](Self::alloc_staging)
+    /// buffer of at most [`DIFF_CHUNK`] bytes from [`alloc_scratch`](Self::alloc_scratch)
     /// (reused chunk after chunk, so each read is one bounded copy batch) and compares on the
-    /// host; it needs host-readable snapshot staging (the engine only asks for it then). A
-    /// backend that cannot compare returns [`DiffError::Unsupported`]: the engine restores
+    /// host; a snapshot on the device is read back as well, into a second scratch buffer (so
+    /// a device-staged region costs two reads, not one, until a device compare kernel exists).
+    /// A backend that cannot compare returns [`DiffError::Unsupported`]: the engine restores
     /// everything, as before write-set restore.
-    fn diff(&mut self, regions: &[Transfer], granule: usize) -> Result<DirtyRanges, DiffError> {
-        diff_by_reading(self, regions, granule)
+    fn diff(
+        &mut self,
+        regions: &[Transfer],
+        on_device: &[bool],
+        granule: usize,
+    ) -> Result<DirtyRanges, DiffError> {
+        diff_by_reading(self, regions, on_device, granule)
     }
 }
 
@@ -111,7 +124,8 @@ pub(crate) type DirtyRanges = Vec<DirtyRange>;
 /// Why a diff found nothing usable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DiffError {
-    /// The backend cannot compare (or not this snapshot's staging).
+    /// The backend cannot compare (the CUDA backend, until a device compare kernel exists).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     Unsupported,
     /// A read-back failed, or scratch memory could not be had; nothing is in flight.
     Failed,
@@ -154,10 +168,11 @@ fn compare(
 }
 
 /// The default [`DeviceMemory::diff`]: chunked read-back into reused scratch staging, host
-/// compare.
+/// compare; snapshots on the device (`on_device[i]`) are read back too.
 pub(crate) fn diff_by_reading<M: DeviceMemory + ?Sized>(
     mem: &mut M,
     regions: &[Transfer],
+    on_device: &[bool],
     granule: usize,
 ) -> Result<DirtyRanges, DiffError> {
     let granule = granule.max(1);
@@ -169,7 +184,14 @@ pub(crate) fn diff_by_reading<M: DeviceMemory + ?Sized>(
     // A multiple of the granule, so pieces of one region start on granule boundaries.
     let chunk = (DIFF_CHUNK / granule).max(1) * granule;
     let size = chunk.min(largest.div_ceil(granule) * granule);
-    let scratch = mem.alloc_staging(size).ok_or(DiffError::Failed)?;
+    let staged_on_device = |i: usize| on_device.get(i).copied().unwrap_or(false);
+    // A second half receives device-resident snapshots, read back beside the live bytes.
+    let halves = if (0..regions.len()).any(staged_on_device) {
+        2
+    } else {
+        1
+    };
+    let scratch = mem.alloc_scratch(size * halves).ok_or(DiffError::Failed)?;
     let base = scratch.addr();
     // Pieces packed into the scratch buffer: (region, offset in region, offset in scratch, len).
     let mut pieces: Vec<(usize, usize, usize, usize)> = Vec::new();
@@ -185,13 +207,18 @@ pub(crate) fn diff_by_reading<M: DeviceMemory + ?Sized>(
         }
         mem.copy(Direction::Capture, batch)?;
         for &(index, offset, at, len) in pieces.iter() {
-            // SAFETY: `at..at + len` lies in the scratch buffer the copy just filled (nothing
-            // else uses it), and the snapshot staging of region `index` holds `len` bytes at
-            // `offset` that only this engine writes; both are host-readable (trait contract).
+            let captured_at = if staged_on_device(index) {
+                base + size + at
+            } else {
+                regions[index].staging + offset
+            };
+            // SAFETY: `at..at + len` (and `size + at..`) lie in the scratch buffer the copy just
+            // filled (nothing else uses it); a host-resident snapshot of region `index` holds
+            // `len` bytes at `offset` that only this engine writes.
             let (read, captured) = unsafe {
                 (
                     std::slice::from_raw_parts((base + at) as *const u8, len),
-                    std::slice::from_raw_parts((regions[index].staging + offset) as *const u8, len),
+                    std::slice::from_raw_parts(captured_at as *const u8, len),
                 )
             };
             compare(out, index, offset, read, captured, granule);
@@ -220,6 +247,14 @@ pub(crate) fn diff_by_reading<M: DeviceMemory + ?Sized>(
                 staging: base + at,
                 len,
             });
+            if staged_on_device(index) {
+                // The snapshot's bytes, read back like device memory.
+                batch.push(Transfer {
+                    device: t.staging + offset,
+                    staging: base + size + at,
+                    len,
+                });
+            }
             pieces.push((index, offset, at, len));
             used = at + len;
             offset += len;
@@ -645,10 +680,22 @@ impl Snapshot {
         }
     }
 
-    /// Whether every region's staging can be read by the host (the default diff compares
-    /// there).
-    fn host_readable(&self) -> bool {
-        self.regions.iter().all(|(_, b)| b.tier() != Tier::Device)
+    /// Where the snapshot's bytes live: `device`, `pinned_host` or `host`, or the tiers of a
+    /// mix joined with `+` (`device+pinned_host`); `None` for an empty snapshot.
+    pub(crate) fn staging_label(&self) -> Option<&'static str> {
+        let has = |t: Tier| self.regions.iter().any(|(_, b)| b.tier() == t);
+        Some(
+            match (has(Tier::Device), has(Tier::PinnedHost), has(Tier::Host)) {
+                (false, false, false) => return None,
+                (true, false, false) => "device",
+                (false, true, false) => "pinned_host",
+                (false, false, true) => "host",
+                (true, true, false) => "device+pinned_host",
+                (true, false, true) => "device+host",
+                (false, true, true) => "pinned_host+host",
+                (true, true, true) => "device+pinned_host+host",
+            },
+        )
     }
 
     /// The granules of the live regions that differ from the snapshot now, found where the
@@ -660,13 +707,11 @@ impl Snapshot {
         mem: &mut dyn DeviceMemory,
         granule: usize,
     ) -> Result<WriteSet, DiffError> {
-        if !self.host_readable() {
-            return Err(DiffError::Unsupported);
-        }
         let start = Instant::now();
         let pins = inventory.pin(self.regions.iter().map(|(r, _)| r));
         let mut index = Vec::with_capacity(self.regions.len());
         let mut transfers = Vec::with_capacity(self.regions.len());
+        let mut on_device = Vec::with_capacity(self.regions.len());
         for (i, (region, buf)) in self.regions.iter().enumerate() {
             if pins.is_pinned(i) {
                 index.push(i);
@@ -675,10 +720,11 @@ impl Snapshot {
                     staging: buf.addr(),
                     len: region.size,
                 });
+                on_device.push(buf.tier() == Tier::Device);
             }
         }
         let skipped = (self.regions.len() - transfers.len()) as u32;
-        let found = mem.diff(&transfers, granule);
+        let found = mem.diff(&transfers, &on_device, granule);
         drop(pins);
         let mut ranges = found?;
         for r in &mut ranges {
@@ -996,7 +1042,9 @@ pub(crate) mod tests {
             len: d.len(),
         };
         let mut mem = HostMemory::new();
-        let found = mem.diff(&[t(&a, &snap_a), t(&b, &snap_b)], 64).unwrap();
+        let found = mem
+            .diff(&[t(&a, &snap_a), t(&b, &snap_b)], &[false, false], 64)
+            .unwrap();
         assert_eq!(
             found,
             vec![
@@ -1018,7 +1066,142 @@ pub(crate) mod tests {
             ]
         );
         mem.fail_reads = true;
-        assert_eq!(mem.diff(&[t(&a, &snap_a)], 64), Err(DiffError::Failed));
+        assert_eq!(
+            mem.diff(&[t(&a, &snap_a)], &[false], 64),
+            Err(DiffError::Failed)
+        );
+    }
+
+    /// Memory whose "device" snapshot addresses are not the bytes the host would read there:
+    /// only a copy (the device's view) yields the snapshot.
+    struct DeviceStaged {
+        /// (address the engine holds, the snapshot's real bytes)
+        device_staging: Vec<(usize, Vec<u8>)>,
+        copied: usize,
+    }
+
+    impl DeviceMemory for DeviceStaged {
+        fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+            assert_eq!(direction, Direction::Capture);
+            for t in transfers {
+                self.copied += t.len;
+                let src = self
+                    .device_staging
+                    .iter()
+                    .find(|(a, v)| *a <= t.device && t.device < *a + v.len())
+                    .map_or(t.device, |(a, v)| v.as_ptr() as usize + (t.device - a));
+                // SAFETY: test buffers, live and separate from the scratch.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src as *const u8, t.staging as *mut u8, t.len)
+                };
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_snapshot_on_the_device_is_read_back_for_the_diff() {
+        let mut a = vec![5u8; 300];
+        let snapshot = a.clone();
+        // What the host sees at the snapshot's address: not the snapshot.
+        let garbage = vec![0xeeu8; 300];
+        a[130] = 6;
+        let t = Transfer {
+            device: a.as_ptr() as usize,
+            staging: garbage.as_ptr() as usize,
+            len: a.len(),
+        };
+        let mut mem = DeviceStaged {
+            device_staging: vec![(garbage.as_ptr() as usize, snapshot)],
+            copied: 0,
+        };
+        let found = mem.diff(&[t], &[true], 64).unwrap();
+        assert_eq!(
+            found,
+            vec![DirtyRange {
+                index: 0,
+                offset: 128,
+                len: 64
+            }],
+            "compared with the read-back snapshot, not with host memory at its address"
+        );
+        assert_eq!(mem.copied, 600, "live bytes and snapshot both read back");
+        // A host-resident snapshot is compared in place: one read.
+        let mut mem = DeviceStaged {
+            device_staging: Vec::new(),
+            copied: 0,
+        };
+        let host = vec![5u8; 300];
+        let t = Transfer {
+            staging: host.as_ptr() as usize,
+            ..t
+        };
+        assert_eq!(mem.diff(&[t], &[false], 64).unwrap().len(), 1);
+        assert_eq!(mem.copied, 300);
+    }
+
+    /// Host memory handed out as "device" staging for the first `device` buffers, then as
+    /// pinned host.
+    struct Tiered {
+        device: usize,
+        bufs: Vec<Vec<u8>>,
+    }
+
+    unsafe fn forget_buffer(_: NonNull<u8>, _: usize, _: Tier) {}
+
+    impl DeviceMemory for Tiered {
+        fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
+            let mut v = vec![0u8; size.max(1)];
+            let ptr = NonNull::new(v.as_mut_ptr())?;
+            self.bufs.push(v);
+            let tier = if self.device > 0 {
+                self.device -= 1;
+                Tier::Device
+            } else {
+                Tier::PinnedHost
+            };
+            Some(Staging::Backend {
+                ptr,
+                len: size,
+                capacity: size,
+                tier,
+                release: forget_buffer,
+            })
+        }
+        fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+            // SAFETY: live test buffers.
+            unsafe { host_copy(direction, transfers) };
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_staging_label_names_every_tier_of_the_snapshot() {
+        let inv = AllocationInventory::new();
+        let a = [1u8; 64];
+        let b = [2u8; 64];
+        inv.record(a.as_ptr() as usize, 64, AgentId(1), Origin::Pool);
+        inv.record(b.as_ptr() as usize, 64, AgentId(1), Origin::Pool);
+        let label = |device: usize| {
+            let plan = SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
+            let mut mem = Tiered {
+                device,
+                bufs: Vec::new(),
+            };
+            Snapshot::capture(plan, &inv, &mut mem)
+                .unwrap()
+                .staging_label()
+        };
+        assert_eq!(label(2), Some("device"));
+        assert_eq!(label(1), Some("device+pinned_host"));
+        assert_eq!(label(0), Some("pinned_host"));
+        let plan = SnapshotPlan::new(&inv, AgentId(1), &[], u64::MAX).unwrap();
+        let heap = Snapshot::capture(plan, &inv, &mut HostMemory::new()).unwrap();
+        assert_eq!(heap.staging_label(), Some("host"));
+        let empty = AllocationInventory::new();
+        let plan = SnapshotPlan::new(&empty, AgentId(1), &[], u64::MAX).unwrap();
+        let none = Snapshot::capture(plan, &empty, &mut HostMemory::new()).unwrap();
+        assert_eq!(none.staging_label(), None);
     }
 
     #[test]

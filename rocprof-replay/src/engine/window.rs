@@ -358,6 +358,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     let mut outcome = start(OutcomeKind::Replayed);
     outcome.passes = 0;
     outcome.snapshot_bytes = snapshot.bytes;
+    outcome.staging = snapshot.staging_label();
     outcome.snapshot_time = snapshot.capture_time;
     outcome.skipped_regions = snapshot.skipped;
     let mut guard = LoopContexts::new();

@@ -332,7 +332,12 @@ unsafe extern "C" fn pool_allocate(
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
     // SAFETY: forwarding unchanged.
-    let st = unsafe { (be.orig.pool_allocate)(pool, size, flags, ptr) };
+    let mut st = unsafe { (be.orig.pool_allocate)(pool, size, flags, ptr) };
+    if st == HSA_STATUS_ERROR_OUT_OF_RESOURCES && arena_released_for(be, pool) {
+        // Once, transparently: the memory the arena held is free now.
+        // SAFETY: as above.
+        st = unsafe { (be.orig.pool_allocate)(pool, size, flags, ptr) };
+    }
     if st == HSA_STATUS_SUCCESS
         && INVENTORY.is_tracking()
         && backend().is_some()
@@ -345,6 +350,22 @@ unsafe extern "C" fn pool_allocate(
         }
     }
     st
+}
+
+/// After an allocation from `pool` failed for lack of memory: whether the snapshot arena of
+/// the GPU owning `pool` gave VRAM back (never on a thread running a replay window: its GPU
+/// lock is held).
+fn arena_released_for(be: &super::Backend, pool: hsa_amd_memory_pool_t) -> bool {
+    if backend().is_none() || super::intercept::in_window() {
+        return false;
+    }
+    guarded("releasing the snapshot arena", || {
+        be.gpus
+            .iter()
+            .find(|g| g.device_pool.is_some_and(|(p, _)| p == pool))
+            .is_some_and(|g| g.release_arena_for_application(be) > 0)
+    })
+    .unwrap_or(false)
 }
 
 unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
@@ -393,7 +414,15 @@ unsafe extern "C" fn memory_allocate(
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
     // SAFETY: forwarding unchanged.
-    let st = unsafe { (be.orig.memory_allocate)(region, size, ptr) };
+    let mut st = unsafe { (be.orig.memory_allocate)(region, size, ptr) };
+    // A region is the same runtime object as the pool of the same handle (ROCr and hsa-emu).
+    let as_pool = hsa_amd_memory_pool_t {
+        handle: region.handle,
+    };
+    if st == HSA_STATUS_ERROR_OUT_OF_RESOURCES && arena_released_for(be, as_pool) {
+        // SAFETY: as above.
+        st = unsafe { (be.orig.memory_allocate)(region, size, ptr) };
+    }
     if st == HSA_STATUS_SUCCESS && INVENTORY.is_tracking() && backend().is_some() {
         // SAFETY: on success the runtime wrote the pointer.
         record(unsafe { *ptr }, size, Origin::Region);

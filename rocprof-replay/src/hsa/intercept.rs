@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use rocprof_replay_sys::*;
 
 use super::copies::Busy;
-use super::{ACTIVE, BACKEND, Backend, Gpu, QueueState};
+use super::{ACTIVE, ArenaMemory, BACKEND, Backend, Gpu, QueueState};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime, blocks_of};
 use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Staging, Tier, Transfer};
 use crate::engine::state;
@@ -423,8 +423,8 @@ impl Drop for HsaTarget<'_> {
     }
 }
 
-/// Gives a snapshot buffer back to the staging cache (or frees it).
-unsafe fn release_staging(ptr: NonNull<u8>, capacity: usize, _tier: Tier) {
+/// Gives a scratch buffer back to the staging cache (or frees it).
+unsafe fn release_scratch(ptr: NonNull<u8>, capacity: usize, _tier: Tier) {
     if let Some(be) = BACKEND.get() {
         // SAFETY: `ptr` came from the staging pool (caller contract).
         unsafe { be.staging.give(&be.orig, ptr.as_ptr(), capacity) };
@@ -432,7 +432,18 @@ unsafe fn release_staging(ptr: NonNull<u8>, capacity: usize, _tier: Tier) {
 }
 
 impl DeviceMemory for HsaTarget<'_> {
+    /// A buffer carved from the GPU's snapshot arena: VRAM while the GPU keeps its reserve
+    /// free, else pinned host memory.
     fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
+        let mem = ArenaMemory {
+            be: self.be,
+            gpu: self.gpu,
+        };
+        self.gpu.arena.lock().carve(&mem, size)
+    }
+
+    /// Pinned host memory from the staging cache: the host compares there.
+    fn alloc_scratch(&mut self, size: usize) -> Option<Staging> {
         let (pool, _) = self.be.staging_pool?;
         let (ptr, capacity) = self
             .be
@@ -443,12 +454,13 @@ impl DeviceMemory for HsaTarget<'_> {
             len: size,
             capacity,
             tier: Tier::PinnedHost,
-            release: release_staging,
+            release: release_scratch,
         })
     }
 
     /// Runs the batch as asynchronous copies sharing one completion signal, and waits for it
-    /// with the copy deadline.
+    /// with the copy deadline. Staging in the GPU's arena VRAM is copied device to device
+    /// (both sides named by the GPU agent); other staging is host memory of the CPU agent.
     fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
         if transfers.is_empty() {
             return Ok(());
@@ -469,11 +481,15 @@ impl DeviceMemory for HsaTarget<'_> {
         // SAFETY: our live signal.
         unsafe { (o.signal_store)(signal, n) };
         let gpu = self.gpu.agent;
+        let arena = self.gpu.arena.lock();
+        let agent_of = |addr: usize| if arena.is_device(addr) { gpu } else { cpu };
         let mut failed = false;
         for (k, t) in transfers.iter().enumerate() {
+            // The device side is the GPU's memory: an application region, a module variable
+            // or (a diff reading a snapshot back) a VRAM chunk of the arena.
             let (dst, dst_agent, src, src_agent) = match direction {
-                Direction::Capture => (t.staging, cpu, t.device, gpu),
-                Direction::Restore => (t.device, gpu, t.staging, cpu),
+                Direction::Capture => (t.staging, agent_of(t.staging), t.device, gpu),
+                Direction::Restore => (t.device, gpu, t.staging, agent_of(t.staging)),
             };
             // SAFETY: `device` is a pinned region of the agent (or a module variable) and
             // `staging` a buffer of ours of at least `len` bytes, accessible to the agent.
@@ -498,6 +514,7 @@ impl DeviceMemory for HsaTarget<'_> {
                 break;
             }
         }
+        drop(arena);
         if !self.wait_zero(signal, self.be.settings().copy) {
             // The copies may still read or write the regions: frees of the GPU's memory wait
             // for them (see `stuck`), which also keeps the signal alive until they end.
@@ -638,6 +655,21 @@ impl ReplayTarget for HsaTarget<'_> {
             if st != HSA_STATUS_SUCCESS {
                 return Err(DeclineReason::SymbolsUnavailable);
             }
+        }
+        // Size the snapshot arena for the whole snapshot now: one allocation, reused while the
+        // footprint stays the same.
+        let bytes = state::INVENTORY
+            .owned_by(AgentId(self.gpu.agent.handle))
+            .iter()
+            .map(|a| a.size)
+            .chain(ctx.vars.iter().map(|v| v.1))
+            .fold(0usize, usize::saturating_add);
+        if (bytes as u64) <= self.be.settings().budget {
+            let mem = ArenaMemory {
+                be: self.be,
+                gpu: self.gpu,
+            };
+            self.gpu.arena.lock().prepare(&mem, bytes);
         }
         Ok(ctx.vars)
     }
@@ -816,6 +848,13 @@ impl ReplayTarget for HsaTarget<'_> {
     }
 
     fn end(&mut self) {
+        // Still under the writer lock: the arena is trimmed (and marked idle) before an
+        // application allocation that failed may release it.
+        let mem = ArenaMemory {
+            be: self.be,
+            gpu: self.gpu,
+        };
+        self.gpu.arena.lock().trim(&mem);
         self.window = None;
     }
 }

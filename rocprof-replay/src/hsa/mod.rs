@@ -17,6 +17,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use rocprof_replay_sys::*;
 
+use crate::engine::arena::{self, Arena};
 use crate::engine::settings::Settings;
 use crate::engine::state::{Engine, INVENTORY};
 use crate::error::Error;
@@ -40,6 +41,13 @@ pub(crate) struct Gpu {
     ///
     /// [`DeclineReason::VendorPackets`]: crate::DeclineReason::VendorPackets
     pub(crate) vendor_packets: std::sync::atomic::AtomicBool,
+    /// The GPU's own coarse-grained memory pool (VRAM) and its size in bytes: where the
+    /// snapshot arena's device chunks come from.
+    pub(crate) device_pool: Option<(hsa_amd_memory_pool_t, usize)>,
+    /// Snapshot staging of this GPU: VRAM first, pinned host memory when VRAM is short
+    /// ([`Arena`]). Its chunks come from the original (unhooked) allocator, so they are never
+    /// application allocations: never tracked, never snapshotted.
+    pub(crate) arena: Mutex<Arena>,
 }
 
 impl Gpu {
@@ -65,6 +73,93 @@ impl Gpu {
                 warn_contended_once(deadline);
             }
         }
+    }
+}
+
+/// The snapshot arena's memory on one GPU: its VRAM pool and the host staging pool, through
+/// the original allocators.
+pub(crate) struct ArenaMemory<'a> {
+    pub(crate) be: &'a Backend,
+    pub(crate) gpu: &'a Gpu,
+}
+
+/// `HSA_AMD_AGENT_INFO_MEMORY_AVAIL` (u64): free bytes of the agent's memory (ROCm 5.x+; an
+/// older runtime refuses it, and the arena then never uses VRAM).
+const AGENT_INFO_MEMORY_AVAIL: hsa_agent_info_t = 0xA015;
+
+impl arena::Memory for ArenaMemory<'_> {
+    fn device_info(&self) -> Option<(usize, usize)> {
+        let (_, total) = self.gpu.device_pool?;
+        let mut free = 0u64;
+        // SAFETY: MEMORY_AVAIL writes a u64.
+        let st = unsafe {
+            (self.be.orig.agent_get_info)(
+                self.gpu.agent,
+                AGENT_INFO_MEMORY_AVAIL,
+                (&mut free as *mut u64).cast(),
+            )
+        };
+        (st == HSA_STATUS_SUCCESS).then_some((free as usize, total))
+    }
+    fn alloc_device(&self, size: usize) -> Option<usize> {
+        let (pool, _) = self.gpu.device_pool?;
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: the original allocator (never recorded as an application allocation).
+        let st = unsafe { (self.be.orig.pool_allocate)(pool, size, 0, &mut p) };
+        (st == HSA_STATUS_SUCCESS && !p.is_null()).then_some(p as usize)
+    }
+    fn free_device(&self, ptr: usize) {
+        // SAFETY: a chunk of ours that no copy uses (the arena's rule).
+        unsafe { (self.be.orig.pool_free)(ptr as *mut std::ffi::c_void) };
+    }
+    fn alloc_pinned(&self, size: usize) -> Option<usize> {
+        let (pool, _) = self.be.staging_pool?;
+        alloc_host(&self.be.orig, pool, &self.be.gpus, size).map(|p| p.as_ptr() as usize)
+    }
+    fn free_pinned(&self, ptr: usize) {
+        // SAFETY: as `free_device`.
+        unsafe { (self.be.orig.pool_free)(ptr as *mut std::ffi::c_void) };
+    }
+    fn reserve(&self, total: usize) -> usize {
+        device_reserve(self.be.device_reserve, total)
+    }
+}
+
+/// VRAM the arena leaves free: `ROCPROF_REPLAY_DEVICE_RESERVE_MB` when set, else a tenth of
+/// the pool.
+pub(crate) fn device_reserve(configured: Option<u64>, total: usize) -> usize {
+    configured.map_or(total / 10, |b| usize::try_from(b).unwrap_or(usize::MAX))
+}
+
+impl Gpu {
+    /// After an application allocation from this GPU's VRAM pool failed for lack of memory:
+    /// releases the snapshot arena's idle chunks when it holds VRAM and no window runs on the
+    /// GPU (the reader side of the GPU lock is taken, bounded by the lock deadline, so no
+    /// window can be using or growing the arena meanwhile). Returns the VRAM bytes released.
+    pub(crate) fn release_arena_for_application(&self, be: &Backend) -> usize {
+        let deadline = be.settings().lock;
+        let holds = self
+            .arena
+            .try_lock_for(deadline)
+            .is_some_and(|a| a.device_bytes() > 0);
+        if !holds {
+            return 0;
+        }
+        let Some(_no_window) = self.lock.try_read_for(deadline) else {
+            return 0;
+        };
+        let Some(mut arena) = self.arena.try_lock_for(deadline) else {
+            return 0;
+        };
+        let freed = arena.release_now(&ArenaMemory { be, gpu: self });
+        if freed > 0 {
+            tracing::warn!(
+                bytes = freed,
+                "an application allocation failed while the snapshot arena held device memory; \
+                 the arena is released and the allocation retried"
+            );
+        }
+        freed
     }
 }
 
@@ -212,8 +307,10 @@ pub(crate) struct Backend {
     pub(crate) ticks_per_second: u64,
     /// Host pool for snapshot buffers (pinned host memory) and the CPU agent owning it.
     pub(crate) staging_pool: Option<(hsa_amd_memory_pool_t, hsa_agent_t)>,
-    /// Snapshot buffers kept between replays.
+    /// Scratch buffers (pinned host) kept between replays: the diff's read-backs.
     pub(crate) staging: StagingCache,
+    /// `ROCPROF_REPLAY_DEVICE_RESERVE_MB` in bytes, when set.
+    pub(crate) device_reserve: Option<u64>,
     pub(crate) kernel_names: RwLock<HashMap<u64, Arc<str>>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
@@ -336,28 +433,7 @@ impl StagingCache {
                 return std::ptr::NonNull::new(ptr as *mut u8).map(|p| (p, cap));
             }
         }
-        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
-        // SAFETY: allocating from a host pool with the original allocator (our own buffers are
-        // not recorded in the inventory).
-        let st = unsafe { (orig.pool_allocate)(pool, size, 0, &mut p) };
-        let ptr = std::ptr::NonNull::new(p.cast::<u8>()).filter(|_| st == HSA_STATUS_SUCCESS)?;
-        let agents: Vec<hsa_agent_t> = gpus.iter().map(|g| g.agent).collect();
-        // SAFETY: a live allocation of ours and a list of the runtime's GPU agents.
-        let st = unsafe {
-            (orig.agents_allow_access)(
-                agents.len() as u32,
-                agents.as_ptr(),
-                std::ptr::null(),
-                ptr.as_ptr().cast(),
-            )
-        };
-        if st != HSA_STATUS_SUCCESS {
-            tracing::warn!(status = %Status(st), "cannot make a snapshot buffer accessible to the GPUs");
-            // SAFETY: our allocation, not used.
-            unsafe { (orig.pool_free)(ptr.as_ptr().cast()) };
-            return None;
-        }
-        Some((ptr, size))
+        alloc_host(orig, pool, gpus, size).map(|p| (p, size))
     }
 
     /// Keeps a buffer for later replays, or frees it when the cache is full.
@@ -383,6 +459,38 @@ impl StagingCache {
             unsafe { (orig.pool_free)(ptr as *mut std::ffi::c_void) };
         }
     }
+}
+
+/// `size` bytes from the host pool `pool` with the original allocator (our own buffers are not
+/// recorded in the inventory), made accessible to every GPU (real ROCr requires that before a
+/// GPU's copy engine may touch host memory).
+fn alloc_host(
+    orig: &Originals,
+    pool: hsa_amd_memory_pool_t,
+    gpus: &[Gpu],
+    size: usize,
+) -> Option<std::ptr::NonNull<u8>> {
+    let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+    // SAFETY: allocating from a host pool with the original allocator.
+    let st = unsafe { (orig.pool_allocate)(pool, size.max(1), 0, &mut p) };
+    let ptr = std::ptr::NonNull::new(p.cast::<u8>()).filter(|_| st == HSA_STATUS_SUCCESS)?;
+    let agents: Vec<hsa_agent_t> = gpus.iter().map(|g| g.agent).collect();
+    // SAFETY: a live allocation of ours and a list of the runtime's GPU agents.
+    let st = unsafe {
+        (orig.agents_allow_access)(
+            agents.len() as u32,
+            agents.as_ptr(),
+            std::ptr::null(),
+            ptr.as_ptr().cast(),
+        )
+    };
+    if st != HSA_STATUS_SUCCESS {
+        tracing::warn!(status = %Status(st), "cannot make a snapshot buffer accessible to the GPUs");
+        // SAFETY: our allocation, not used.
+        unsafe { (orig.pool_free)(ptr.as_ptr().cast()) };
+        return None;
+    }
+    Some(ptr)
 }
 
 static BACKEND: OnceLock<Backend> = OnceLock::new();
@@ -487,6 +595,7 @@ pub(crate) unsafe fn install(
         ticks_per_second,
         staging_pool,
         staging: StagingCache::new(budget.min(STAGING_CACHE_LIMIT)),
+        device_reserve: crate::engine::settings::device_reserve_from_env(),
         kernel_names: RwLock::new(HashMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
@@ -535,6 +644,11 @@ pub(crate) fn shutdown() {
     if let Some(be) = BACKEND.get() {
         be.copies.shutdown(be);
         be.staging.clear(&be.orig);
+        for gpu in &be.gpus {
+            if let Some(mut arena) = gpu.arena.try_lock() {
+                arena.release_now(&ArenaMemory { be, gpu });
+            }
+        }
     }
 }
 
@@ -584,6 +698,8 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 waiting_long: AtomicU32::new(0),
                 copies: copies::CopyFence::default(),
                 vendor_packets: std::sync::atomic::AtomicBool::new(false),
+                device_pool: device_pool(ctx.orig, agent),
+                arena: Mutex::new(Arena::default()),
             });
         } else if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU {
             ctx.cpus.push(agent);
@@ -664,4 +780,73 @@ fn host_pool(orig: &Originals, cpu: hsa_agent_t) -> Option<hsa_amd_memory_pool_t
         return None;
     }
     ctx.fine.or(ctx.coarse)
+}
+
+/// The GPU's coarse-grained global pool the runtime allocates from (its VRAM) and its size.
+fn device_pool(orig: &Originals, gpu: hsa_agent_t) -> Option<(hsa_amd_memory_pool_t, usize)> {
+    struct Ctx<'a> {
+        orig: &'a Originals,
+        found: Option<(hsa_amd_memory_pool_t, usize)>,
+    }
+    unsafe extern "C" fn each(
+        pool: hsa_amd_memory_pool_t,
+        data: *mut std::ffi::c_void,
+    ) -> hsa_status_t {
+        // SAFETY: `data` is the Ctx passed below.
+        let ctx = unsafe { &mut *data.cast::<Ctx<'_>>() };
+        let (mut segment, mut flags, mut allowed, mut size) = (0u32, 0u32, false, 0usize);
+        // SAFETY: each attribute writes the documented type (SIZE: a size_t).
+        let ok = unsafe {
+            (ctx.orig.pool_get_info)(
+                pool,
+                HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+                (&mut segment as *mut u32).cast(),
+            ) == HSA_STATUS_SUCCESS
+                && (ctx.orig.pool_get_info)(
+                    pool,
+                    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+                    (&mut flags as *mut u32).cast(),
+                ) == HSA_STATUS_SUCCESS
+                && (ctx.orig.pool_get_info)(
+                    pool,
+                    HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+                    (&mut allowed as *mut bool).cast(),
+                ) == HSA_STATUS_SUCCESS
+                && (ctx.orig.pool_get_info)(
+                    pool,
+                    HSA_AMD_MEMORY_POOL_INFO_SIZE,
+                    (&mut size as *mut usize).cast(),
+                ) == HSA_STATUS_SUCCESS
+        };
+        if ok
+            && allowed
+            && size > 0
+            && segment == HSA_AMD_SEGMENT_GLOBAL
+            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED != 0
+            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT == 0
+        {
+            ctx.found.get_or_insert((pool, size));
+        }
+        HSA_STATUS_SUCCESS
+    }
+    let mut ctx = Ctx { orig, found: None };
+    // SAFETY: the callback only touches `ctx`.
+    let st =
+        unsafe { (orig.agent_iterate_pools)(gpu, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
+    if st != HSA_STATUS_SUCCESS {
+        return None;
+    }
+    ctx.found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_reserve;
+
+    #[test]
+    fn the_device_reserve_is_a_tenth_of_the_pool_unless_configured() {
+        assert_eq!(device_reserve(None, 1000 << 20), 100 << 20);
+        assert_eq!(device_reserve(Some(7 << 20), 1000 << 20), 7 << 20);
+        assert_eq!(device_reserve(Some(0), 1000 << 20), 0);
+    }
 }

@@ -1,5 +1,6 @@
-//! The snapshot arena of one context: device memory first, pinned host memory when the device
-//! has no room, carved into one staging buffer per captured region.
+//! The snapshot arena of one device (a CUDA context, an HSA GPU agent): device memory first,
+//! pinned host memory when the device has no room, carved into one staging buffer per captured
+//! region. Backends supply the memory ([`Memory`]); the arena's rules are the same for both.
 //!
 //! Before a capture the backend sizes the arena for the whole plan ([`Arena::prepare`]), so a
 //! snapshot costs one allocation the first time and none while the footprint stays the same.
@@ -39,6 +40,10 @@ pub(crate) trait Memory {
     fn alloc_pinned(&self, size: usize) -> Option<usize>;
     /// Frees what `alloc_pinned` returned.
     fn free_pinned(&self, ptr: usize);
+    /// Device memory the arena leaves free for the application, given the device's total.
+    fn reserve(&self, total: usize) -> usize {
+        reserve(total)
+    }
 }
 
 /// Device memory the arena leaves free for the application: the larger of 1 GiB and 5% of the
@@ -98,6 +103,13 @@ impl Arena {
     #[cfg(test)]
     pub(crate) fn in_use(&self) -> bool {
         self.chunks.iter().any(Chunk::busy)
+    }
+
+    /// Whether `addr` lies in a device-memory chunk of this arena.
+    pub(crate) fn is_device(&self, addr: usize) -> bool {
+        self.chunks
+            .iter()
+            .any(|c| c.tier == Tier::Device && c.base <= addr && addr < c.base + c.capacity)
     }
 
     /// Bytes of device memory held.
@@ -167,7 +179,7 @@ impl Arena {
         self.in_window = false;
         let low = mem
             .device_info()
-            .is_none_or(|(free, total)| free < reserve(total));
+            .is_none_or(|(free, total)| free < mem.reserve(total));
         let host: usize = self
             .chunks
             .iter()
@@ -179,6 +191,7 @@ impl Arena {
         }
     }
 
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     /// Before an application allocation of `request` bytes: releases the device chunks when
     /// the allocation would leave less than the reserve free. Returns the bytes released.
     pub(crate) fn relieve(&mut self, mem: &dyn Memory, request: usize) -> usize {
@@ -189,7 +202,7 @@ impl Arena {
         let Some((free, total)) = mem.device_info() else {
             return 0;
         };
-        if free >= request.saturating_add(reserve(total)) {
+        if free >= request.saturating_add(mem.reserve(total)) {
             return 0;
         }
         self.free_idle(mem);
@@ -245,7 +258,7 @@ impl Drop for Arena {
 fn new_chunk(mem: &dyn Memory, size: usize) -> Option<Chunk> {
     let device_fits = mem
         .device_info()
-        .is_some_and(|(free, total)| free >= size.saturating_add(reserve(total)));
+        .is_some_and(|(free, total)| free >= size.saturating_add(mem.reserve(total)));
     let (base, tier) = match device_fits.then(|| mem.alloc_device(size)).flatten() {
         Some(p) => (p, Tier::Device),
         None => (mem.alloc_pinned(size)?, Tier::PinnedHost),
