@@ -101,6 +101,27 @@ fn shortened(name: &str) -> String {
     out
 }
 
+/// The table's kernel names, in order: [`shortened`], and where two different kernels
+/// shorten to the same text (PyTorch's mangled names share long heads and tails), each gets
+/// ` #1`, ` #2`, ... in table order so that rows stay distinguishable (CSV and JSON carry the
+/// full names).
+fn table_names<'a>(kernels: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let short: Vec<String> = kernels.map(shortened).collect();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let total = |name: &str| short.iter().filter(|s| s.as_str() == name).count();
+    short
+        .iter()
+        .map(|s| {
+            if total(s) < 2 {
+                return s.clone();
+            }
+            let n = seen.entry(s.as_str()).or_insert(0);
+            *n += 1;
+            format!("{s} #{n}")
+        })
+        .collect()
+}
+
 pub(crate) fn table(run: &Run<'_>) -> String {
     let others = summary::other_kinds(&run.kernels);
     let metrics = run.metric_columns();
@@ -159,8 +180,9 @@ pub(crate) fn table(run: &Run<'_>) -> String {
     );
     header.extend(metrics.iter().cloned());
     let mut rows = vec![header];
-    for k in &run.kernels {
-        let mut row = vec![shortened(&k.kernel), k.dispatches.to_string()];
+    let names = table_names(run.kernels.iter().map(|k| k.kernel.as_str()));
+    for (k, name) in run.kernels.iter().zip(names) {
+        let mut row = vec![name, k.dispatches.to_string()];
         row.extend(KNOWN_KINDS.iter().map(|kind| k.count(kind).to_string()));
         row.extend(others.iter().map(|kind| k.count(kind).to_string()));
         row.push(k.passes.to_string());
@@ -523,6 +545,27 @@ pub(crate) fn kinds(records: &[crate::records::Record]) -> BTreeMap<String, usiz
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn kernels_whose_shortened_names_collide_are_numbered() {
+        let name = |middle: &str| {
+            format!(
+                "_ZN2at6native29vectorized_elementwise_kernel{middle}{}_end_of_name",
+                "x".repeat(80)
+            )
+        };
+        let (a, b) = (name("Fill"), name("Copy"));
+        let names = super::table_names([a.as_str(), "short", b.as_str()].into_iter());
+        assert_eq!(names[1], "short");
+        assert!(
+            names[0].ends_with(" #1") && names[2].ends_with(" #2"),
+            "{names:?}"
+        );
+        assert_eq!(
+            names[0].trim_end_matches(" #1"),
+            names[2].trim_end_matches(" #2")
+        );
+    }
+
     #[test]
     fn long_kernel_names_are_shortened_in_the_middle_for_the_table() {
         let short = "_Z7add_onePjm";

@@ -204,9 +204,9 @@ fn assert_declined(env: &[(&str, &str)], reason: &str) {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn failing_snapshot_allocation_declines_with_snapshot_alloc_failed() {
-    // replay_probe makes exactly 4 pool allocations before its dispatch; the 5th is the
-    // snapshot's first staging buffer.
-    assert_declined(&[("HSA_EMU_FAIL_ALLOC_NTH", "5")], "snapshot_alloc_failed");
+    // replay_probe makes exactly 4 pool allocations before its dispatch; from the 5th on every
+    // allocation fails: the snapshot's device (VRAM) chunk and its pinned-host fallback.
+    assert_declined(&[("HSA_EMU_FAIL_ALLOC_FROM", "5")], "snapshot_alloc_failed");
 }
 
 #[test]
