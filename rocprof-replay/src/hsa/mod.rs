@@ -722,71 +722,27 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
     Ok((ctx.gpus, ctx.cpus))
 }
 
-/// A CPU pool the runtime allocates from: fine-grained (not kernarg) preferred, else
-/// coarse-grained.
-fn host_pool(orig: &Originals, cpu: hsa_agent_t) -> Option<hsa_amd_memory_pool_t> {
-    struct Ctx<'a> {
-        orig: &'a Originals,
-        fine: Option<hsa_amd_memory_pool_t>,
-        coarse: Option<hsa_amd_memory_pool_t>,
-    }
-    unsafe extern "C" fn each(
-        pool: hsa_amd_memory_pool_t,
-        data: *mut std::ffi::c_void,
-    ) -> hsa_status_t {
-        // SAFETY: `data` is the Ctx passed below.
-        let ctx = unsafe { &mut *data.cast::<Ctx<'_>>() };
-        let (mut segment, mut flags, mut allowed) = (0u32, 0u32, false);
-        // SAFETY: each attribute writes the documented type.
-        let ok = unsafe {
-            (ctx.orig.pool_get_info)(
-                pool,
-                HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
-                (&mut segment as *mut u32).cast(),
-            ) == HSA_STATUS_SUCCESS
-                && (ctx.orig.pool_get_info)(
-                    pool,
-                    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
-                    (&mut flags as *mut u32).cast(),
-                ) == HSA_STATUS_SUCCESS
-                && (ctx.orig.pool_get_info)(
-                    pool,
-                    HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
-                    (&mut allowed as *mut bool).cast(),
-                ) == HSA_STATUS_SUCCESS
-        };
-        if ok
-            && allowed
-            && segment == HSA_AMD_SEGMENT_GLOBAL
-            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT == 0
-        {
-            if flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED != 0 {
-                ctx.fine.get_or_insert(pool);
-            } else if flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED != 0 {
-                ctx.coarse.get_or_insert(pool);
-            }
-        }
-        HSA_STATUS_SUCCESS
-    }
-    let mut ctx = Ctx {
-        orig,
-        fine: None,
-        coarse: None,
-    };
-    // SAFETY: the callback only touches `ctx`.
-    let st =
-        unsafe { (orig.agent_iterate_pools)(cpu, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
-    if st != HSA_STATUS_SUCCESS {
-        return None;
-    }
-    ctx.fine.or(ctx.coarse)
+/// A global memory pool of an agent that the runtime lets applications allocate from (not the
+/// kernarg pool), with its flags (`HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_*`) and size.
+#[derive(Clone, Copy)]
+struct GlobalPool {
+    pool: hsa_amd_memory_pool_t,
+    flags: u32,
+    size: usize,
 }
 
-/// The GPU's coarse-grained global pool the runtime allocates from (its VRAM) and its size.
-fn device_pool(orig: &Originals, gpu: hsa_agent_t) -> Option<(hsa_amd_memory_pool_t, usize)> {
+impl GlobalPool {
+    fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+/// The agent's global pools that allow runtime allocation, kernarg pools left out, in the
+/// runtime's order; empty when they cannot be listed.
+fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
     struct Ctx<'a> {
         orig: &'a Originals,
-        found: Option<(hsa_amd_memory_pool_t, usize)>,
+        found: Vec<GlobalPool>,
     }
     unsafe extern "C" fn each(
         pool: hsa_amd_memory_pool_t,
@@ -820,23 +776,40 @@ fn device_pool(orig: &Originals, gpu: hsa_agent_t) -> Option<(hsa_amd_memory_poo
         };
         if ok
             && allowed
-            && size > 0
             && segment == HSA_AMD_SEGMENT_GLOBAL
-            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED != 0
             && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT == 0
         {
-            ctx.found.get_or_insert((pool, size));
+            ctx.found.push(GlobalPool { pool, flags, size });
         }
         HSA_STATUS_SUCCESS
     }
-    let mut ctx = Ctx { orig, found: None };
+    let mut ctx = Ctx {
+        orig,
+        found: Vec::new(),
+    };
     // SAFETY: the callback only touches `ctx`.
     let st =
-        unsafe { (orig.agent_iterate_pools)(gpu, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
+        unsafe { (orig.agent_iterate_pools)(agent, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
     if st != HSA_STATUS_SUCCESS {
-        return None;
+        return Vec::new();
     }
     ctx.found
+}
+
+/// A CPU pool the runtime allocates from: fine-grained preferred, else coarse-grained.
+fn host_pool(orig: &Originals, cpu: hsa_agent_t) -> Option<hsa_amd_memory_pool_t> {
+    let pools = global_pools(orig, cpu);
+    let first = |flag| pools.iter().find(|p| p.has(flag)).map(|p| p.pool);
+    first(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED)
+        .or_else(|| first(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED))
+}
+
+/// The GPU's coarse-grained global pool the runtime allocates from (its VRAM) and its size.
+fn device_pool(orig: &Originals, gpu: hsa_agent_t) -> Option<(hsa_amd_memory_pool_t, usize)> {
+    global_pools(orig, gpu)
+        .into_iter()
+        .find(|p| p.size > 0 && p.has(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED))
+        .map(|p| (p.pool, p.size))
 }
 
 #[cfg(test)]
