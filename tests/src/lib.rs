@@ -343,43 +343,47 @@ pub fn run_on_emu(program: &Path, args: &[&str], env: &[(&str, &str)], deadline:
     }
 }
 
+/// Builds the probe application `tests/fixtures/{app}.c` (linked against hsa-emu) and its
+/// kernel library `tests/fixtures/{kernels}.c` into the C samples' directory.
+fn build_probe(app: &str, kernels: &str) -> (PathBuf, PathBuf) {
+    let samples = c_samples();
+    let root = workspace_root();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let exe = samples.join(app);
+    let lib = samples.join(format!("lib{kernels}.so"));
+    run_checked(
+        Command::new(&cc)
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2"])
+            .arg(format!("-I{}", root.join("hsa-emu/include").display()))
+            .arg(format!("-I{}", root.join("examples/apps").display()))
+            .arg("-o")
+            .arg(&exe)
+            .arg(root.join(format!("tests/fixtures/{app}.c")))
+            .arg(format!("-L{}", emu_dir().display()))
+            .args(["-lhsa-runtime64", "-lpthread", "-ldl"]),
+        &format!("building {app}"),
+    );
+    run_checked(
+        Command::new(&cc)
+            .args([
+                "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC",
+            ])
+            .arg(format!("-I{}", root.join("hsa-emu/include").display()))
+            .arg("-o")
+            .arg(&lib)
+            .arg(root.join(format!("tests/fixtures/{kernels}.c"))),
+        &format!("building {kernels}"),
+    );
+    (exe, lib)
+}
+
 /// The fault-matrix application (`tests/fixtures/fault_probe.c`) and its kernel library
 /// (`tests/fixtures/fault_kernels.c`: the sample kernels plus kernels that misbehave on
 /// purpose); needs the HSA headers (see [`c_samples`]).
 pub fn fault_probe() -> (PathBuf, PathBuf) {
     static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    let samples = c_samples();
     BUILT
-        .get_or_init(|| {
-            let root = workspace_root();
-            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-            let exe = samples.join("fault_probe");
-            let kernels = samples.join("libfault_kernels.so");
-            run_checked(
-                Command::new(&cc)
-                    .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2"])
-                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
-                    .arg(format!("-I{}", root.join("examples/apps").display()))
-                    .arg("-o")
-                    .arg(&exe)
-                    .arg(root.join("tests/fixtures/fault_probe.c"))
-                    .arg(format!("-L{}", emu_dir().display()))
-                    .args(["-lhsa-runtime64", "-lpthread", "-ldl"]),
-                "building fault_probe",
-            );
-            run_checked(
-                Command::new(&cc)
-                    .args([
-                        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC",
-                    ])
-                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
-                    .arg("-o")
-                    .arg(&kernels)
-                    .arg(root.join("tests/fixtures/fault_kernels.c")),
-                "building the fault kernels",
-            );
-            (exe, kernels)
-        })
+        .get_or_init(|| build_probe("fault_probe", "fault_kernels"))
         .clone()
 }
 
@@ -388,38 +392,8 @@ pub fn fault_probe() -> (PathBuf, PathBuf) {
 /// needs the HSA headers (see [`c_samples`]).
 pub fn write_set_probe() -> (PathBuf, PathBuf) {
     static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    let samples = c_samples();
     BUILT
-        .get_or_init(|| {
-            let root = workspace_root();
-            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-            let exe = samples.join("write_set_probe");
-            let kernels = samples.join("libwrite_set_kernels.so");
-            run_checked(
-                Command::new(&cc)
-                    .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2"])
-                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
-                    .arg(format!("-I{}", root.join("examples/apps").display()))
-                    .arg("-o")
-                    .arg(&exe)
-                    .arg(root.join("tests/fixtures/write_set_probe.c"))
-                    .arg(format!("-L{}", emu_dir().display()))
-                    .args(["-lhsa-runtime64", "-lpthread", "-ldl"]),
-                "building write_set_probe",
-            );
-            run_checked(
-                Command::new(&cc)
-                    .args([
-                        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC",
-                    ])
-                    .arg(format!("-I{}", root.join("hsa-emu/include").display()))
-                    .arg("-o")
-                    .arg(&kernels)
-                    .arg(root.join("tests/fixtures/write_set_kernels.c")),
-                "building the write-set kernels",
-            );
-            (exe, kernels)
-        })
+        .get_or_init(|| build_probe("write_set_probe", "write_set_kernels"))
         .clone()
 }
 

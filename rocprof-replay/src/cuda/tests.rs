@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
@@ -1258,8 +1258,11 @@ fn allocations_are_tracked_and_frees_forget_them() {
     assert_eq!((left[0].base, left[0].size), (b, 50));
 }
 
-#[test]
-fn stream_work_waits_for_a_window_on_its_context() {
+/// Runs a 3-pass window of a slow kernel (60 ms per pass) and, from another thread once the
+/// second pass is running, the driver call `call` makes; `call` gets whether the window is
+/// still running (fewer than 3 passes done) when the call's own body runs, and must return
+/// it. Asserts the call waited for the window and the application saw one execution.
+fn assert_held_off_a_window(call: impl Fn(&Harness, &dyn Fn() -> bool) -> bool + Sync) {
     static SLOW_RUNS: AtomicU32 = AtomicU32::new(0);
     fn slow(args: *mut *mut c_void) {
         SLOW_RUNS.fetch_add(1, Ordering::SeqCst);
@@ -1278,92 +1281,63 @@ fn stream_work_waits_for_a_window_on_its_context() {
             ..quick()
         },
     );
+    SLOW_RUNS.store(0, Ordering::SeqCst);
     let mut buf = Buffer::new(&h, 4);
-    let copy_ran_inside = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // Wait until the window is running passes, then try a copy on the context.
+    let ran_inside = std::thread::scope(|s| {
+        let other = s.spawn(|| {
             while SLOW_RUNS.load(Ordering::SeqCst) < 2 {
                 std::thread::yield_now();
             }
-            let p = [0u64; 3];
-            h.call(
-                MEMCPY,
-                c"cuMemcpyHtoDAsync_v2",
-                p.as_ptr().cast(),
-                c"",
-                || {
-                    // The window (three passes) must be over when the copy runs.
-                    if SLOW_RUNS.load(Ordering::SeqCst) != 3 {
-                        copy_ran_inside.store(true, Ordering::SeqCst);
-                    }
-                    CUDA_SUCCESS
-                },
-            );
-            assert!(started.elapsed() < Duration::from_secs(5));
+            call(&h, &|| SLOW_RUNS.load(Ordering::SeqCst) != 3)
         });
         let mut args = buf.args();
         h.launch(&SLOW, &mut args, 0);
+        other.join().unwrap()
     });
-    assert!(
-        !copy_ran_inside.load(Ordering::SeqCst),
-        "stream work ran inside the window"
-    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(!ran_inside, "the call ran inside the window");
     assert_eq!(buf.values(), vec![1; 4]);
 }
 
 #[test]
-fn a_module_unload_waits_for_a_window_on_its_context() {
-    static SLOW_RUNS: AtomicU32 = AtomicU32::new(0);
-    fn slow(args: *mut *mut c_void) {
-        SLOW_RUNS.fetch_add(1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(60));
-        add_one(args);
-    }
-    static SLOW: FakeKernel = FakeKernel {
-        run: slow,
-        module: 0,
-    };
-    let h = harness(
-        3,
-        Settings {
-            lock: Duration::from_secs(5),
-            pass: Duration::from_secs(5),
-            ..quick()
-        },
-    );
-    let mut buf = Buffer::new(&h, 4);
-    let unloaded_inside = Arc::new(AtomicBool::new(false));
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while SLOW_RUNS.load(Ordering::SeqCst) < 2 {
-                std::thread::yield_now();
-            }
-            let params = cuModuleUnload_params {
-                hmod: 0xdef0 as CUmodule,
-            };
-            h.call(
-                MODULE_UNLOAD,
-                c"cuModuleUnload",
-                (&params as *const cuModuleUnload_params).cast(),
-                c"",
-                || {
-                    if SLOW_RUNS.load(Ordering::SeqCst) != 3 {
-                        unloaded_inside.store(true, Ordering::SeqCst);
-                    }
-                    CUDA_SUCCESS
-                },
-            );
-        });
-        let mut args = buf.args();
-        h.launch(&SLOW, &mut args, 0);
+fn stream_work_waits_for_a_window_on_its_context() {
+    assert_held_off_a_window(|h, inside| {
+        let p = [0u64; 3];
+        let mut ran_inside = false;
+        h.call(
+            MEMCPY,
+            c"cuMemcpyHtoDAsync_v2",
+            p.as_ptr().cast(),
+            c"",
+            || {
+                ran_inside = inside();
+                CUDA_SUCCESS
+            },
+        );
+        ran_inside
     });
-    assert!(
-        !unloaded_inside.load(Ordering::SeqCst),
-        "a module was unloaded inside the window"
-    );
-    assert_eq!(buf.values(), vec![1; 4]);
+}
+
+#[test]
+fn a_module_unload_waits_for_a_window_on_its_context() {
+    assert_held_off_a_window(|h, inside| {
+        let params = cuModuleUnload_params {
+            hmod: 0xdef0 as CUmodule,
+        };
+        let mut ran_inside = false;
+        h.call(
+            MODULE_UNLOAD,
+            c"cuModuleUnload",
+            (&params as *const cuModuleUnload_params).cast(),
+            c"",
+            || {
+                ran_inside = inside();
+                CUDA_SUCCESS
+            },
+        );
+        ran_inside
+    });
 }
 
 #[test]
