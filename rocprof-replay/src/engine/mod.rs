@@ -10,3 +10,4 @@ pub(crate) mod settings;
 pub(crate) mod snapshot;
 pub(crate) mod state;
 pub(crate) mod window;
+pub(crate) mod workers;

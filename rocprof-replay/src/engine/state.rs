@@ -13,7 +13,8 @@ use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::records;
 use crate::engine::settings::Settings;
-use crate::engine::window::{ReplayTarget, run_window};
+use crate::engine::window::{Decided, Ordinary, ReplayTarget, decide, run_window};
+use crate::engine::workers::Workers;
 use crate::error::Error;
 use crate::policy::{Outcome, ReplayPolicy};
 
@@ -27,8 +28,39 @@ pub(crate) trait Replayer: Send + Sync {
         inventory: &AllocationInventory,
         settings: &Settings,
     ) -> Outcome;
+    /// Decides on the submitting thread whether the dispatch enters the window: `Err` is the
+    /// outcome of one that ran once already ([`decide`]).
+    fn decide(
+        &'static self,
+        info: &DispatchInfo,
+        target: &mut dyn Ordinary,
+    ) -> Result<Box<dyn Pending>, Outcome>;
     /// Hands the policy an agent's counter catalog (or why it has none).
     fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>);
+}
+
+/// A decided window, type-erased: runs on any thread ([`Decided::run`]).
+pub(crate) trait Pending: Send {
+    /// Runs the window against `target`.
+    fn run(
+        self: Box<Self>,
+        info: &DispatchInfo,
+        target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
+        settings: &Settings,
+    ) -> Outcome;
+}
+
+impl<P: ReplayPolicy> Pending for Decided<'static, P> {
+    fn run(
+        self: Box<Self>,
+        info: &DispatchInfo,
+        target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
+        settings: &Settings,
+    ) -> Outcome {
+        Decided::run(*self, info, target, inventory, settings)
+    }
 }
 
 impl<P: ReplayPolicy> Replayer for P {
@@ -40,6 +72,13 @@ impl<P: ReplayPolicy> Replayer for P {
         settings: &Settings,
     ) -> Outcome {
         run_window(self, info, target, inventory, settings)
+    }
+    fn decide(
+        &'static self,
+        info: &DispatchInfo,
+        target: &mut dyn Ordinary,
+    ) -> Result<Box<dyn Pending>, Outcome> {
+        decide(self, info, target).map(|d| Box::new(d) as Box<dyn Pending>)
     }
     fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>) {
         let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -61,6 +100,32 @@ pub(crate) struct Engine {
     replayer: Box<dyn Replayer>,
     /// Deadlines and budget.
     pub(crate) settings: Settings,
+    /// The lanes that run asynchronous windows.
+    pub(crate) workers: Workers,
+}
+
+/// A dispatch that entered the replay window and whose window has not run yet
+/// ([`Engine::decide`]): [`Window::run`] runs it, on any thread, logs it and emits its record.
+pub(crate) struct Window {
+    engine: &'static Engine,
+    pending: Box<dyn Pending>,
+    info: DispatchInfo,
+}
+
+impl Window {
+    /// The dispatch.
+    pub(crate) fn info(&self) -> &DispatchInfo {
+        &self.info
+    }
+
+    /// Runs the window against `target`, then logs and records its outcome.
+    pub(crate) fn run(self, target: &mut dyn ReplayTarget) -> Outcome {
+        let outcome = self
+            .pending
+            .run(&self.info, target, &INVENTORY, &self.engine.settings);
+        report(&self.info, &outcome);
+        outcome
+    }
 }
 
 /// Builds the engine with the policy `make` returns, or returns the engine already built in
@@ -74,7 +139,11 @@ pub(crate) fn install(
     let replayer = make()?;
     let settings = Settings::from_env();
     INVENTORY.set_free_wait(settings.copy.saturating_mul(2));
-    Ok(ENGINE.get_or_init(|| Engine { replayer, settings }))
+    Ok(ENGINE.get_or_init(|| Engine {
+        replayer,
+        settings,
+        workers: Workers::new(),
+    }))
 }
 
 impl Engine {
@@ -85,6 +154,28 @@ impl Engine {
             .replay(info, target, &INVENTORY, &self.settings);
         report(info, &outcome);
         outcome
+    }
+
+    /// Decides whether the dispatch enters the replay window, on the submitting thread. `None`:
+    /// it did not (skipped, or declined before the window); it ran once through `target`, and
+    /// its outcome is logged and recorded. `Some`: the window to run, now or on another thread.
+    pub(crate) fn decide(
+        &'static self,
+        info: &DispatchInfo,
+        target: &mut dyn Ordinary,
+    ) -> Option<Window> {
+        let replayer: &'static dyn Replayer = &*self.replayer;
+        match replayer.decide(info, target) {
+            Ok(pending) => Some(Window {
+                engine: self,
+                pending,
+                info: info.clone(),
+            }),
+            Err(outcome) => {
+                report(info, &outcome);
+                None
+            }
+        }
     }
 
     /// Hands the policy the counters agent `agent` offers (a backend calls it once per agent,

@@ -56,9 +56,11 @@ use crate::engine::snapshot::{
     DENSE_PERCENT, DeviceMemory, DiffError, RestoreError, RestoreStats, Snapshot, SnapshotPlan,
     Stash, StashError, WriteSet,
 };
+use std::sync::Arc;
+
 use crate::policy::{
-    DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome, OutcomeKind, Pass,
-    PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
+    Consults, DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome,
+    OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
 };
 
 /// Why a pass did not complete.
@@ -196,7 +198,30 @@ fn call<R>(what: &str, info: &DispatchInfo, f: impl FnOnce() -> R) -> Option<R> 
     }
 }
 
-/// Runs the replay window for one dispatch and returns its outcome.
+/// What the engine needs of a dispatch before it enters the window: its gate verdict and the
+/// ordinary single run. The backend implements it on the submitting thread, where the
+/// application's submission is still in hand ([`decide`]).
+pub(crate) trait Ordinary {
+    /// As [`ReplayTarget::refusal`].
+    fn refusal(&self) -> Option<DeclineReason>;
+    /// As [`ReplayTarget::run_once`].
+    fn run_once(&mut self) -> bool;
+}
+
+/// A whole target seen as its [`Ordinary`] part (the synchronous window).
+pub(crate) struct Whole<'a>(pub(crate) &'a mut dyn ReplayTarget);
+
+impl Ordinary for Whole<'_> {
+    fn refusal(&self) -> Option<DeclineReason> {
+        self.0.refusal()
+    }
+    fn run_once(&mut self) -> bool {
+        self.0.run_once()
+    }
+}
+
+/// Runs the replay window for one dispatch and returns its outcome: [`decide`], then (when
+/// the dispatch enters the window) [`Decided::run`] on the same thread and target.
 pub(crate) fn run_window<P: ReplayPolicy>(
     policy: &P,
     info: &DispatchInfo,
@@ -204,6 +229,35 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     inventory: &AllocationInventory,
     settings: &Settings,
 ) -> Outcome {
+    match decide(policy, info, &mut Whole(&mut *target)) {
+        Ok(decided) => decided.run(info, target, inventory, settings),
+        Err(outcome) => outcome,
+    }
+}
+
+/// A dispatch that enters the replay window, decided on the submitting thread. The window
+/// itself ([`Decided::run`]) may run later on another thread — the asynchronous window: the
+/// backend returns the submission to the application as soon as the decision is made, with
+/// the application's later work ordered behind the window.
+pub(crate) struct Decided<'p, P: ReplayPolicy> {
+    policy: &'p P,
+    started_at: std::time::SystemTime,
+    limit: u32,
+    fixed: bool,
+    decision: Option<Consults<P>>,
+    state: P::State,
+    set: Option<Arc<MetricSet>>,
+}
+
+/// The decision for one dispatch, made on the submitting thread: `Err` is the outcome of a
+/// dispatch that did not enter the window (it ran once through [`Ordinary::run_once`]:
+/// skipped, or declined before the window — policy panic, too many passes, the gate); `Ok` a
+/// window still to run.
+pub(crate) fn decide<'p, P: ReplayPolicy>(
+    policy: &'p P,
+    info: &DispatchInfo,
+    target: &mut dyn Ordinary,
+) -> Result<Decided<'p, P>, Outcome> {
     let started_at = std::time::SystemTime::now();
     let start = |kind| Outcome {
         started_at: Some(started_at),
@@ -211,7 +265,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     };
     let Some(plan) = call("pass_count", info, || policy.pass_count(info)) else {
         target.run_once();
-        return start(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
+        return Err(start(OutcomeKind::Declined(DeclineReason::PolicyPanicked)));
     };
     // The counters the policy asks for, for every dispatch it does not skip.
     let (set, metrics_panicked) = match plan {
@@ -223,7 +277,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     };
     let asked = set.is_some();
     // Ends a dispatch that never entered the window: one ordinary run.
-    let ordinary = |target: &mut dyn ReplayTarget, kind: OutcomeKind, state: P::State| {
+    let ordinary = |target: &mut dyn Ordinary, kind: OutcomeKind, state: P::State| {
         target.run_once();
         let mut outcome = start(kind);
         if asked {
@@ -232,15 +286,15 @@ pub(crate) fn run_window<P: ReplayPolicy>(
         call("on_end", info, || policy.on_end(info, state, &outcome));
         outcome
     };
-    let (limit, fixed, decision, mut state) = match plan {
+    let (limit, fixed, decision, state) = match plan {
         PassPlan::Skip => {
             target.run_once();
-            return start(OutcomeKind::Skipped);
+            return Err(start(OutcomeKind::Skipped));
         }
         PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
             if passes <= 1 && set.is_none() =>
         {
-            return ordinary(target, OutcomeKind::Skipped, state);
+            return Err(ordinary(target, OutcomeKind::Skipped, state));
         }
         // Counters only: the application's own pass, then the counter passes.
         PassPlan::Exactly { passes, state } | PassPlan::UpTo { passes, state, .. }
@@ -258,11 +312,11 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                      replayed"
                 )
             });
-            return ordinary(
+            return Err(ordinary(
                 target,
                 OutcomeKind::Declined(DeclineReason::TooManyPasses),
                 state,
-            );
+            ));
         }
         PassPlan::Exactly { passes, state } => (passes, true, None, state),
         PassPlan::UpTo {
@@ -274,175 +328,158 @@ pub(crate) fn run_window<P: ReplayPolicy>(
             (MAX_OPEN_ENDED_PASSES, false, Some(decision), state)
         }
     };
-    let total = fixed.then_some(limit);
     if metrics_panicked {
-        return ordinary(
+        return Err(ordinary(
             target,
             OutcomeKind::Declined(DeclineReason::PolicyPanicked),
             state,
-        );
+        ));
     }
 
     if let Some(reason) = gate::refuses(info, target.refusal()) {
         tracing::info!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "not replayed: the dispatch runs once");
-        return ordinary(target, OutcomeKind::Declined(reason), state);
+        return Err(ordinary(target, OutcomeKind::Declined(reason), state));
     }
-    // Each counter pass's configuration, prepared before the window takes the agent.
-    let counters_error: RefCell<Option<String>> = RefCell::new(None);
-    let counter_passes = match &set {
-        Some(set) => match target.prepare_counters(set) {
-            Ok(()) => set.pass_count(),
-            Err(why) => {
-                tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, "no hardware counters for this dispatch: {why}");
-                *counters_error.borrow_mut() = Some(format!("counters_unavailable: {why}"));
-                0
-            }
-        },
-        None => 0,
-    };
-    if limit <= 1 && counter_passes == 0 {
-        // Only counters were asked for, and none can be collected: one ordinary run.
-        target.run_once();
-        let mut outcome = start(OutcomeKind::Skipped);
-        outcome.metrics = Metrics::Absent(counters_error.take().unwrap_or_default());
-        call("on_end", info, || policy.on_end(info, state, &outcome));
-        return outcome;
-    }
-    if let Err(reason) = target.begin() {
-        tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
-        return ordinary(target, OutcomeKind::Declined(reason), state);
-    }
-    // From here on the window holds the agent: every way out ends it before `on_end`.
-    let finish = |target: &mut dyn ReplayTarget, state: P::State, mut outcome: Outcome| {
-        target.end();
-        outcome.inputs_restored = restored_verdict(&outcome);
-        if asked && outcome.metrics == Metrics::NotAsked {
-            outcome.metrics = Metrics::Absent(
-                counters_error
-                    .borrow_mut()
-                    .take()
-                    .unwrap_or_else(|| absent_reason(&outcome)),
-            );
-        }
-        call("on_end", info, || policy.on_end(info, state, &outcome));
-        outcome
-    };
-    let decline = |target: &mut dyn ReplayTarget, reason: DeclineReason, state: P::State| {
-        tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
-        target.run_once();
-        finish(target, state, start(OutcomeKind::Declined(reason)))
-    };
+    Ok(Decided {
+        policy,
+        started_at,
+        limit,
+        fixed,
+        decision,
+        state,
+        set,
+    })
+}
 
-    if let Err(reason) = target.drain() {
-        return decline(target, reason, state);
-    }
-    let snapshot = match target
-        .module_variables()
-        .and_then(|vars| SnapshotPlan::new(inventory, info.agent, &vars, settings.budget))
-        .and_then(|plan| Snapshot::capture(plan, inventory, target))
-    {
-        Ok(s) => s,
-        Err(reason) => return decline(target, reason, state),
-    };
-
-    let Some(requested) = call("restore_mode", info, || policy.restore_mode(info)) else {
-        drop(snapshot);
-        return decline(target, DeclineReason::PolicyPanicked, state);
-    };
-    let requested = match requested {
-        RestoreMode::Auto => settings.restore,
-        explicit => explicit,
-    };
-    let mut restorer = Restorer::Undecided;
-
-    let mut outcome = start(OutcomeKind::Replayed);
-    outcome.passes = 0;
-    outcome.snapshot_bytes = snapshot.bytes;
-    outcome.staging = snapshot.staging_label();
-    outcome.snapshot_time = snapshot.capture_time;
-    outcome.skipped_regions = snapshot.skipped;
-    let mut guard = LoopContexts::new();
-    let mut index = 0u32;
-    // The counter pass running (index in the set), once the policy's passes are done.
-    let mut counter: Option<u32> = None;
-    let mut first_counter_pass = 0u32;
-    let mut counter_values: Vec<Vec<u64>> = Vec::new();
-    loop {
-        let mut scope = P::PassState::default();
-        let mut pass = Pass {
-            index,
-            total,
-            info,
-            contexts: &mut guard,
+impl<P: ReplayPolicy> Decided<'_, P> {
+    /// Runs the window: counters prepared, the agent taken, drained, snapshot, the passes,
+    /// one completion; `on_end` last.
+    pub(crate) fn run(
+        self,
+        info: &DispatchInfo,
+        target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
+        settings: &Settings,
+    ) -> Outcome {
+        let Decided {
+            policy,
+            started_at,
+            limit,
+            fixed,
+            decision,
+            mut state,
+            set,
+        } = self;
+        let start = |kind| Outcome {
+            started_at: Some(started_at),
+            ..Outcome::ordinary(kind)
         };
-        if counter.is_none()
-            && call("on_pass", info, || {
-                policy.on_pass(&mut pass, &mut state, &mut scope)
-            })
-            .is_none()
-        {
-            // Memory is in its captured state (pass 0, or just restored): one ordinary run,
-            // or, after a write-set restore, the first pass's result written back.
-            drop(guard);
-            outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
-            end_early(
-                target,
-                &mut outcome,
-                index > 0,
-                restorer,
-                snapshot,
-                inventory,
-                settings,
-            );
-            return finish(target, state, outcome);
+        let total = fixed.then_some(limit);
+        let asked = set.is_some();
+        // Each counter pass's configuration, prepared before the window takes the agent.
+        let counters_error: RefCell<Option<String>> = RefCell::new(None);
+        let counter_passes = match &set {
+            Some(set) => match target.prepare_counters(set) {
+                Ok(()) => set.pass_count(),
+                Err(why) => {
+                    tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, "no hardware counters for this dispatch: {why}");
+                    *counters_error.borrow_mut() = Some(format!("counters_unavailable: {why}"));
+                    0
+                }
+            },
+            None => 0,
+        };
+        if limit <= 1 && counter_passes == 0 {
+            // Only counters were asked for, and none can be collected: one ordinary run.
+            target.run_once();
+            let mut outcome = start(OutcomeKind::Skipped);
+            outcome.metrics = Metrics::Absent(counters_error.take().unwrap_or_default());
+            call("on_end", info, || policy.on_end(info, state, &outcome));
+            return outcome;
         }
-        // Counter passes are not timed: their times would include the counters' set-up.
-        let timed = counter.is_none() && service_active(Service::DispatchTiming);
-        target.arm_counters(counter);
-        let ran = target.run_pass(timed);
-        target.arm_counters(None);
-        match ran {
-            Ok(kernel_time) if counter.is_some() => {
-                outcome.passes += 1;
-                outcome.pass_times.push(kernel_time);
-                let c = counter.unwrap_or_default();
-                match target.counter_values(c) {
-                    Ok(values) => counter_values.push(values),
-                    Err(why) => {
-                        tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, "reading the counters of a pass failed: {why}");
-                        *counters_error.borrow_mut() = Some(format!("counters_unavailable: {why}"));
-                        break;
-                    }
-                }
+        if let Err(reason) = target.begin() {
+            tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
+            target.run_once();
+            let mut outcome = start(OutcomeKind::Declined(reason));
+            if asked {
+                outcome.metrics = Metrics::Absent(absent_reason(&outcome));
             }
-            Ok(kernel_time) => {
-                outcome.passes += 1;
-                outcome.pass_times.push(kernel_time);
-                let report = PassReport {
-                    index,
-                    total,
-                    info,
-                    timed,
-                    kernel_time,
-                };
-                let ended = call("on_pass_end", info, || {
-                    policy.on_pass_end(&report, &mut state, &mut scope)
-                });
-                if ended.is_none() {
-                    // The pass ran from the snapshot: its result is one valid execution.
-                    outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
-                    break;
-                }
-            }
-            Err(PassError::NotSubmitted(reason)) => {
-                // Nothing of this pass ran: memory is as captured or just restored.
-                tracing::warn!(
-                    kernel = info.kernel(),
-                    reason = reason.code(),
-                    "a replay pass could not be submitted; the dispatch runs once"
+            call("on_end", info, || policy.on_end(info, state, &outcome));
+            return outcome;
+        }
+        // From here on the window holds the agent: every way out ends it before `on_end`.
+        let finish = |target: &mut dyn ReplayTarget, state: P::State, mut outcome: Outcome| {
+            target.end();
+            outcome.inputs_restored = restored_verdict(&outcome);
+            if asked && outcome.metrics == Metrics::NotAsked {
+                outcome.metrics = Metrics::Absent(
+                    counters_error
+                        .borrow_mut()
+                        .take()
+                        .unwrap_or_else(|| absent_reason(&outcome)),
                 );
+            }
+            call("on_end", info, || policy.on_end(info, state, &outcome));
+            outcome
+        };
+        let decline = |target: &mut dyn ReplayTarget, reason: DeclineReason, state: P::State| {
+            tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
+            target.run_once();
+            finish(target, state, start(OutcomeKind::Declined(reason)))
+        };
+
+        if let Err(reason) = target.drain() {
+            return decline(target, reason, state);
+        }
+        let snapshot = match target
+            .module_variables()
+            .and_then(|vars| SnapshotPlan::new(inventory, info.agent, &vars, settings.budget))
+            .and_then(|plan| Snapshot::capture(plan, inventory, target))
+        {
+            Ok(s) => s,
+            Err(reason) => return decline(target, reason, state),
+        };
+
+        let Some(requested) = call("restore_mode", info, || policy.restore_mode(info)) else {
+            drop(snapshot);
+            return decline(target, DeclineReason::PolicyPanicked, state);
+        };
+        let requested = match requested {
+            RestoreMode::Auto => settings.restore,
+            explicit => explicit,
+        };
+        let mut restorer = Restorer::Undecided;
+
+        let mut outcome = start(OutcomeKind::Replayed);
+        outcome.passes = 0;
+        outcome.snapshot_bytes = snapshot.bytes;
+        outcome.staging = snapshot.staging_label();
+        outcome.snapshot_time = snapshot.capture_time;
+        outcome.skipped_regions = snapshot.skipped;
+        let mut guard = LoopContexts::new();
+        let mut index = 0u32;
+        // The counter pass running (index in the set), once the policy's passes are done.
+        let mut counter: Option<u32> = None;
+        let mut first_counter_pass = 0u32;
+        let mut counter_values: Vec<Vec<u64>> = Vec::new();
+        loop {
+            let mut scope = P::PassState::default();
+            let mut pass = Pass {
+                index,
+                total,
+                info,
+                contexts: &mut guard,
+            };
+            if counter.is_none()
+                && call("on_pass", info, || {
+                    policy.on_pass(&mut pass, &mut state, &mut scope)
+                })
+                .is_none()
+            {
+                // Memory is in its captured state (pass 0, or just restored): one ordinary run,
+                // or, after a write-set restore, the first pass's result written back.
                 drop(guard);
-                outcome.kind = OutcomeKind::Declined(reason);
+                outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
                 end_early(
                     target,
                     &mut outcome,
@@ -454,144 +491,204 @@ pub(crate) fn run_window<P: ReplayPolicy>(
                 );
                 return finish(target, state, outcome);
             }
-            Err(PassError::Late) => {
-                // The pass started from the captured inputs: once it finishes, its result is
-                // one correct execution. Restoring or running again while it runs would race
-                // with it, so it is waited for, and then replay of this dispatch ends.
-                drop(guard);
-                outcome.passes += 1;
-                outcome.pass_times.push(None);
-                outcome.kind = if target.settle_late_pass() {
-                    tracing::warn!(
-                        kernel = info.kernel(),
-                        dispatch = %info.dispatch_id,
-                        "a replay pass outlived the pass deadline; replay of this dispatch \
-                         stops and the application sees that pass's result"
-                    );
-                    OutcomeKind::Declined(DeclineReason::PassTimeout)
-                } else {
-                    OutcomeKind::Failed(FailureReason::PassStuck)
-                };
-                // The late pass's result stands (it may still run: no diff, no write-back).
-                target.complete();
-                drop(restorer);
-                drop(snapshot);
-                return finish(target, state, outcome);
-            }
-        }
-        drop(scope);
-        let completed = index + 1;
-        if let Some(c) = counter {
-            if c + 1 >= counter_passes {
-                break;
-            }
-        } else if completed >= limit && counter_passes == 0 {
-            break;
-        }
-        if target.contended() {
-            tracing::warn!(
-                kernel = info.kernel(),
-                dispatch = %info.dispatch_id,
-                passes = completed,
-                "other work waited for the agent past the lock deadline: replay stops after this pass"
-            );
-            outcome.kind = OutcomeKind::Declined(DeclineReason::LockContention);
-            break;
-        }
-        if let Some(c) = counter {
-            counter = Some(c + 1);
-        } else {
-            let mut more = completed < limit;
-            if let (true, Some(decision)) = (more, &decision) {
-                match call("should_continue", info, || {
-                    decision.ask(policy, info, &state, completed)
-                }) {
-                    Some(true) => {}
-                    Some(false) => more = false,
-                    None => {
+            // Counter passes are not timed: their times would include the counters' set-up.
+            let timed = counter.is_none() && service_active(Service::DispatchTiming);
+            target.arm_counters(counter);
+            let ran = target.run_pass(timed);
+            target.arm_counters(None);
+            match ran {
+                Ok(kernel_time) if counter.is_some() => {
+                    outcome.passes += 1;
+                    outcome.pass_times.push(kernel_time);
+                    let c = counter.unwrap_or_default();
+                    match target.counter_values(c) {
+                        Ok(values) => counter_values.push(values),
+                        Err(why) => {
+                            tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, "reading the counters of a pass failed: {why}");
+                            *counters_error.borrow_mut() =
+                                Some(format!("counters_unavailable: {why}"));
+                            break;
+                        }
+                    }
+                }
+                Ok(kernel_time) => {
+                    outcome.passes += 1;
+                    outcome.pass_times.push(kernel_time);
+                    let report = PassReport {
+                        index,
+                        total,
+                        info,
+                        timed,
+                        kernel_time,
+                    };
+                    let ended = call("on_pass_end", info, || {
+                        policy.on_pass_end(&report, &mut state, &mut scope)
+                    });
+                    if ended.is_none() {
+                        // The pass ran from the snapshot: its result is one valid execution.
                         outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
                         break;
                     }
                 }
+                Err(PassError::NotSubmitted(reason)) => {
+                    // Nothing of this pass ran: memory is as captured or just restored.
+                    tracing::warn!(
+                        kernel = info.kernel(),
+                        reason = reason.code(),
+                        "a replay pass could not be submitted; the dispatch runs once"
+                    );
+                    drop(guard);
+                    outcome.kind = OutcomeKind::Declined(reason);
+                    end_early(
+                        target,
+                        &mut outcome,
+                        index > 0,
+                        restorer,
+                        snapshot,
+                        inventory,
+                        settings,
+                    );
+                    return finish(target, state, outcome);
+                }
+                Err(PassError::Late) => {
+                    // The pass started from the captured inputs: once it finishes, its result is
+                    // one correct execution. Restoring or running again while it runs would race
+                    // with it, so it is waited for, and then replay of this dispatch ends.
+                    drop(guard);
+                    outcome.passes += 1;
+                    outcome.pass_times.push(None);
+                    outcome.kind = if target.settle_late_pass() {
+                        tracing::warn!(
+                            kernel = info.kernel(),
+                            dispatch = %info.dispatch_id,
+                            "a replay pass outlived the pass deadline; replay of this dispatch \
+                             stops and the application sees that pass's result"
+                        );
+                        OutcomeKind::Declined(DeclineReason::PassTimeout)
+                    } else {
+                        OutcomeKind::Failed(FailureReason::PassStuck)
+                    };
+                    // The late pass's result stands (it may still run: no diff, no write-back).
+                    target.complete();
+                    drop(restorer);
+                    drop(snapshot);
+                    return finish(target, state, outcome);
+                }
             }
-            if !more {
-                if counter_passes == 0 {
+            drop(scope);
+            let completed = index + 1;
+            if let Some(c) = counter {
+                if c + 1 >= counter_passes {
                     break;
                 }
-                // The policy's passes are done: the counter passes follow.
-                counter = Some(0);
-                first_counter_pass = completed;
+            } else if completed >= limit && counter_passes == 0 {
+                break;
             }
-        }
-        if matches!(restorer, Restorer::Undecided) {
-            match Restorer::choose(
-                requested,
-                &snapshot,
-                inventory,
-                target,
-                settings,
-                &mut outcome,
-            ) {
-                Ok(chosen) => restorer = chosen,
-                Err(reason) => {
-                    // Memory holds the first pass's result, untouched: that is the execution.
-                    tracing::warn!(
+            if target.contended() {
+                tracing::warn!(
+                    kernel = info.kernel(),
+                    dispatch = %info.dispatch_id,
+                    passes = completed,
+                    "other work waited for the agent past the lock deadline: replay stops after this pass"
+                );
+                outcome.kind = OutcomeKind::Declined(DeclineReason::LockContention);
+                break;
+            }
+            if let Some(c) = counter {
+                counter = Some(c + 1);
+            } else {
+                let mut more = completed < limit;
+                if let (true, Some(decision)) = (more, &decision) {
+                    match call("should_continue", info, || {
+                        decision.ask(policy, info, &state, completed)
+                    }) {
+                        Some(true) => {}
+                        Some(false) => more = false,
+                        None => {
+                            outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
+                            break;
+                        }
+                    }
+                }
+                if !more {
+                    if counter_passes == 0 {
+                        break;
+                    }
+                    // The policy's passes are done: the counter passes follow.
+                    counter = Some(0);
+                    first_counter_pass = completed;
+                }
+            }
+            if matches!(restorer, Restorer::Undecided) {
+                match Restorer::choose(
+                    requested,
+                    &snapshot,
+                    inventory,
+                    target,
+                    settings,
+                    &mut outcome,
+                ) {
+                    Ok(chosen) => restorer = chosen,
+                    Err(reason) => {
+                        // Memory holds the first pass's result, untouched: that is the execution.
+                        tracing::warn!(
+                            kernel = info.kernel(),
+                            dispatch = %info.dispatch_id,
+                            reason = reason.code(),
+                            "comparing memory with the snapshot did not finish in time: replay \
+                             stops after the first pass"
+                        );
+                        outcome.kind = OutcomeKind::Declined(reason);
+                        break;
+                    }
+                }
+            }
+            match restorer.restore(&snapshot, inventory, target, settings, &mut outcome) {
+                Ok(()) => {}
+                Err(error) => {
+                    let reason = match error {
+                        RestoreError::Failed => {
+                            drop(restorer);
+                            drop(snapshot);
+                            FailureReason::RestoreFailed
+                        }
+                        RestoreError::Stuck => {
+                            // Copies may still read the staging buffers: never reuse them.
+                            restorer.leak();
+                            snapshot.leak();
+                            FailureReason::RestoreStuck
+                        }
+                    };
+                    tracing::error!(
                         kernel = info.kernel(),
                         dispatch = %info.dispatch_id,
                         reason = reason.code(),
-                        "comparing memory with the snapshot did not finish in time: replay \
-                         stops after the first pass"
+                        "restore failed between passes: device memory holds a partly restored \
+                         state; the dispatch runs once more on it and its result may be wrong"
                     );
-                    outcome.kind = OutcomeKind::Declined(reason);
-                    break;
+                    drop(guard);
+                    outcome.kind = OutcomeKind::Failed(reason);
+                    rerun(target, &mut outcome, true);
+                    return finish(target, state, outcome);
                 }
             }
+            index += 1;
         }
-        match restorer.restore(&snapshot, inventory, target, settings, &mut outcome) {
-            Ok(()) => {}
-            Err(error) => {
-                let reason = match error {
-                    RestoreError::Failed => {
-                        drop(restorer);
-                        drop(snapshot);
-                        FailureReason::RestoreFailed
-                    }
-                    RestoreError::Stuck => {
-                        // Copies may still read the staging buffers: never reuse them.
-                        restorer.leak();
-                        snapshot.leak();
-                        FailureReason::RestoreStuck
-                    }
-                };
-                tracing::error!(
-                    kernel = info.kernel(),
-                    dispatch = %info.dispatch_id,
-                    reason = reason.code(),
-                    "restore failed between passes: device memory holds a partly restored \
-                     state; the dispatch runs once more on it and its result may be wrong"
-                );
-                drop(guard);
-                outcome.kind = OutcomeKind::Failed(reason);
-                rerun(target, &mut outcome, true);
-                return finish(target, state, outcome);
-            }
+        drop(guard);
+        if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, &mut outcome) {
+            fail_final(&mut outcome, reason);
         }
-        index += 1;
+        if let Some(metrics) = set
+            .as_ref()
+            .and_then(|set| collected(set, &outcome, first_counter_pass, &counter_values))
+        {
+            outcome.metrics = metrics;
+        }
+        target.complete();
+        // Staging goes back before the agent does: the next window can reuse it at once.
+        drop(snapshot);
+        finish(target, state, outcome)
     }
-    drop(guard);
-    if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, &mut outcome) {
-        fail_final(&mut outcome, reason);
-    }
-    if let Some(metrics) = set
-        .as_ref()
-        .and_then(|set| collected(set, &outcome, first_counter_pass, &counter_values))
-    {
-        outcome.metrics = metrics;
-    }
-    target.complete();
-    // Staging goes back before the agent does: the next window can reuse it at once.
-    drop(snapshot);
-    finish(target, state, outcome)
 }
 
 /// A window that stops before a pass it meant to run (memory as captured or just restored).
