@@ -21,6 +21,7 @@ use crate::policy::{Outcome, ReplayPolicy};
 /// A type-erased policy.
 pub(crate) trait Replayer: Send + Sync {
     /// Runs the replay window for one dispatch.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     fn replay(
         &self,
         info: &DispatchInfo,
@@ -148,6 +149,7 @@ pub(crate) fn install(
 
 impl Engine {
     /// Runs the replay window for one dispatch, logs it and emits its outcome record.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn replay(&self, info: &DispatchInfo, target: &mut dyn ReplayTarget) -> Outcome {
         let outcome = self
             .replayer
