@@ -31,6 +31,9 @@ pub(crate) trait Replayer: Send + Sync {
     ) -> Outcome;
     /// Decides on the submitting thread whether the dispatch enters the window: `Err` is the
     /// outcome of one that ran once already ([`decide`]).
+    // The outcome is moved once per dispatch; boxing it would cost an allocation on the
+    // path of every skipped dispatch.
+    #[allow(clippy::result_large_err)]
     fn decide(
         &'static self,
         info: &DispatchInfo,

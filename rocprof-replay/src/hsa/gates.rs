@@ -54,12 +54,15 @@ pub(crate) struct GateList {
     retiring: Vec<Retiring>,
 }
 
+/// Submission counts to retire first: each queue of the agent, then the replay queue.
+type RetireAfter = (Vec<(Arc<QueueState>, u64)>, u64);
+
 /// A window's signal that packets may still reference.
 struct Retiring {
     signal: hsa_signal_t,
     /// Once the signal read 0: the submission counts that must retire first (each queue of the
     /// agent, then the replay queue).
-    after: Option<(Vec<(Arc<QueueState>, u64)>, u64)>,
+    after: Option<RetireAfter>,
 }
 
 impl Gates {
@@ -91,9 +94,10 @@ impl GateList {
         be: &Backend,
         queue: &QueueState,
     ) -> smallvec::SmallVec<[hsa_signal_t; 4]> {
-        // SAFETY (each load): a live gate signal of ours.
-        self.closed
-            .retain(|(_, s)| unsafe { (be.orig.signal_load)(*s) } != 0);
+        self.closed.retain(|(_, s)| {
+            // SAFETY: a live gate signal of ours.
+            unsafe { (be.orig.signal_load)(*s) != 0 }
+        });
         let seen = queue.gated_epoch.load(Ordering::Relaxed);
         let pending = self
             .closed

@@ -61,18 +61,17 @@ pub(crate) unsafe extern "C" fn handler(
     if result.is_err() {
         IN_WINDOW.with(|w| w.set(false));
         tracing::error!("internal error (panic) in the queue interceptor");
-        if let (Some(gate), false, Some(be)) = (
-            progress.gate.get(),
-            progress.handed_off.get(),
-            BACKEND.get(),
-        ) {
-            // The gate is in the queue but no window will open it: open it and let the
-            // dispatch run behind it, as submitted.
-            // SAFETY: our gate signal; then the application's packet, inside the handler.
-            unsafe {
-                (be.orig.signal_store)(gate, 0);
-                write(pkts, count);
+        if let Some(gate) = progress.gate.get() {
+            if let (false, Some(be)) = (progress.handed_off.get(), BACKEND.get()) {
+                // The gate is in the queue but no window will open it: open it and let the
+                // dispatch run behind it, as submitted.
+                // SAFETY: our gate signal; then the application's packet, inside the handler.
+                unsafe {
+                    (be.orig.signal_store)(gate, 0);
+                    write(pkts, count);
+                }
             }
+            // Handed off: the window delivers the completion and opens the gate.
             return;
         }
         if !progress.forwarded.get() {
@@ -550,7 +549,8 @@ struct HsaTarget {
     opened: Instant,
     /// Some execution of the dispatch (a pass or the ordinary run) was submitted.
     ran: bool,
-    /// The application's completion was delivered (or travels with a submitted packet).
+    /// The application's completion was delivered (or travels with a submitted packet); an
+    /// asynchronous window delivers it in [`HsaTarget::settle_dispatch`].
     completed: bool,
     /// The gate was opened (or a submitted packet opens it).
     gate_open: bool,
@@ -708,7 +708,8 @@ impl HsaTarget {
             self.completed = true;
             let app = self.packet.completion_signal;
             if app.handle != 0 {
-                // SAFETY: the application's signal, decremented once.
+                // SAFETY: the application's completion signal, decremented once as the
+                // hardware would have after its single execution.
                 unsafe { (self.be.orig.signal_subtract)(app, 1) };
             }
         }
@@ -1139,19 +1140,23 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn complete(&mut self) {
-        self.completed = true;
         let app = self.packet.completion_signal;
-        if app.handle != 0 {
-            if let Some(t) = self.last_time {
-                // What the runtime would report for the application's signal: the dispatch
-                // it sees ran as the last pass.
-                self.be.dispatch_times.record(app, t);
-            }
-            // SAFETY: the application's completion signal, decremented once as the hardware
-            // would have after its single execution.
-            unsafe { (self.be.orig.signal_subtract)(app, 1) };
+        if let (Some(t), true) = (self.last_time, app.handle != 0) {
+            // What the runtime would report for the application's signal: the dispatch it
+            // sees ran as the last pass.
+            self.be.dispatch_times.record(app, t);
         }
-        self.open_gate();
+        if matches!(self.sink, Sink::App(_)) {
+            self.completed = true;
+            if app.handle != 0 {
+                // SAFETY: the application's completion signal, decremented once.
+                unsafe { (self.be.orig.signal_subtract)(app, 1) };
+            }
+        }
+        // Asynchronous window: the completion is delivered and the gate opened once the
+        // window has ended, the tool's `on_end` has run and the record is written
+        // (`settle_dispatch`), so an application that exits as soon as it sees the completion
+        // loses neither.
     }
 
     fn settle_late_pass(&mut self) -> bool {
