@@ -111,13 +111,10 @@ impl GateList {
         pending
     }
 
-    /// Closes a new gate (placed on `queue` by the caller, in the same submission).
-    pub(crate) fn close(&mut self, queue: &QueueState, gate: hsa_signal_t) -> u64 {
+    /// Closes a new isolation gate: later submissions to the GPU's queues go behind it.
+    pub(crate) fn close(&mut self, gate: hsa_signal_t) {
         self.next_epoch += 1;
-        let epoch = self.next_epoch;
-        self.closed.push((epoch, gate));
-        queue.gated_epoch.store(epoch, Ordering::Relaxed);
-        epoch
+        self.closed.push((self.next_epoch, gate));
     }
 
     /// Destroys retiring signals nothing can reference any more.
@@ -132,6 +129,10 @@ impl GateList {
                 None => {
                     // SAFETY: a live signal of ours.
                     if unsafe { (be.orig.signal_load)(r.signal) } == 0 {
+                        // Open: no drain needs to stop short of it any more.
+                        for q in queues {
+                            q.pending_gates.lock().retain(|(_, g)| *g != r.signal);
+                        }
                         let counts = queues
                             .iter()
                             .map(|q| (Arc::clone(q), q.submitted.load(Ordering::Acquire)))

@@ -310,7 +310,7 @@ unsafe fn open_window(
     progress.gate.set(Some(gate));
     gpu.window_opened();
     // SAFETY: two packets of ours, forwarded inside the handler.
-    let others = unsafe {
+    unsafe {
         forward_tracked(
             be,
             &queue,
@@ -326,7 +326,6 @@ unsafe fn open_window(
     let mut target = HsaTarget::new(be, gpu, queue, packet, Sink::Replay(replay));
     target.ready = Some(ready);
     target.gate = Some(gate);
-    target.others = others;
     let job = Detached(window, target);
     let key = gpu.agent.handle;
     let spawned = be.engine.workers.spawn(
@@ -376,11 +375,10 @@ impl Detached {
 
 /// Forwards `count` packets and, when the queue is tracked, a barrier-AND packet that
 /// decrements its `inflight` signal once everything before it has finished. When the ring is
-/// full it first waits for room (see `Backlog`). When `gpu` names the queue's GPU, the gates of
-/// its windows still running go first (barriers on their gate signals), all under the GPU's
-/// gate lock; `close` closes a new gate with this submission (which holds its barrier) and
-/// returns what every other queue of the GPU had submitted until then — the window's drain
-/// targets.
+/// full it first waits for room (see `Backlog`). When `gpu` names the queue's GPU, the
+/// isolation gates of its windows still running go first (barriers on their gate signals), all
+/// under the GPU's gate lock; `close` names the window gate this submission holds (its own
+/// queue's later work waits behind it).
 ///
 /// # Safety
 /// Inside the interceptor, with `count` valid packets at `pkts`.
@@ -394,7 +392,7 @@ unsafe fn forward_tracked(
     count: u64,
     progress: Option<&Progress>,
     close: Option<hsa_signal_t>,
-) -> Vec<(Arc<QueueState>, u64)> {
+) {
     let tracked = queue.inflight.handle != 0;
     let backlog = tracked.then(|| {
         let mut backlog = queue.backlog.lock();
@@ -457,10 +455,25 @@ unsafe fn forward_tracked(
         // SAFETY: one packet, forwarded inside the handler.
         unsafe { write((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) };
     }
-    let (Some(gate), Some(list), Some(gpu)) = (close, gates.as_mut(), gpu) else {
-        return Vec::new();
-    };
-    list.close(queue, gate);
+    if let (Some(gate), true) = (close, tracked) {
+        // The submission that holds the gate: later windows' drains stop short of it.
+        let index = queue.submitted.load(Ordering::Acquire);
+        queue.pending_gates.lock().push((index, gate));
+    }
+}
+
+/// Arms a window's isolation gate on its GPU, once everything before the dispatch on its own
+/// queue has finished: from now on every submission to another queue of the GPU goes behind
+/// it. Returns, for each other queue, the submissions to drain: those before now, short of a
+/// later window's gate still closed in that queue (which waits for this window to end).
+fn arm_isolation(
+    be: &Backend,
+    gpu: &Gpu,
+    own: &QueueState,
+    gate: hsa_signal_t,
+) -> Vec<(Arc<QueueState>, u64)> {
+    let mut list = gpu.gates.lock();
+    list.close(gate);
     let agent_queues: Vec<Arc<QueueState>> = be
         .queues
         .read()
@@ -471,9 +484,19 @@ unsafe fn forward_tracked(
     list.sweep(be, &agent_queues, gpu.replay.get().and_then(Option::as_ref));
     agent_queues
         .into_iter()
-        .filter(|q| q.queue != queue.queue)
+        .filter(|q| q.queue != own.queue)
         .map(|q| {
-            let n = q.submitted.load(Ordering::Acquire);
+            let mut n = q.submitted.load(Ordering::Acquire);
+            let mut pending = q.pending_gates.lock();
+            pending.retain(|(_, g)| {
+                // SAFETY: a gate signal of ours, alive while listed (`GateList::sweep`
+                // unlists a gate before it can be destroyed).
+                unsafe { (be.orig.signal_load)(*g) != 0 }
+            });
+            if let Some((index, _)) = pending.first() {
+                n = n.min(index - 1);
+            }
+            drop(pending);
             (q, n)
         })
         .collect()
@@ -541,9 +564,12 @@ struct HsaTarget {
     armed: Option<u32>,
     /// Resolved by the ready barrier: everything before the dispatch on its queue finished.
     ready: Option<hsa_signal_t>,
-    /// The gate the application's later work waits behind.
+    /// The gate the application's later work on the dispatch's queue waits behind.
     gate: Option<hsa_signal_t>,
-    /// Submissions of the GPU's other queues before the gate: what the window drains.
+    /// The isolation gate the GPU's other queues wait behind, armed in `drain`.
+    isolation: Option<hsa_signal_t>,
+    /// Submissions of the GPU's other queues before the isolation gate: what the window
+    /// drains.
     others: Vec<(Arc<QueueState>, u64)>,
     /// When the window was opened (for contention).
     opened: Instant,
@@ -597,6 +623,7 @@ impl HsaTarget {
             armed: None,
             ready: None,
             gate: None,
+            isolation: None,
             others: Vec::new(),
             opened: Instant::now(),
             ran: false,
@@ -685,13 +712,22 @@ impl HsaTarget {
         }
     }
 
-    /// Opens the gate now (idempotent).
+    /// Opens the dispatch's gate now (idempotent), and the isolation gate.
     fn open_gate(&mut self) {
         if let (Some(gate), false) = (self.gate, self.gate_open) {
             // SAFETY: our gate signal.
             unsafe { (self.be.orig.signal_store)(gate, 0) };
         }
         self.gate_open = true;
+        self.open_isolation();
+    }
+
+    /// Lets the GPU's other queues go on (idempotent).
+    fn open_isolation(&mut self) {
+        if let Some(gate) = self.isolation {
+            // SAFETY: our gate signal.
+            unsafe { (self.be.orig.signal_store)(gate, 0) };
+        }
     }
 
     /// After the window (or a panic in it): the dispatch has run, the application has its one
@@ -714,10 +750,11 @@ impl HsaTarget {
             }
         }
         self.open_gate();
-        let signals: Vec<hsa_signal_t> = [self.ready.take(), self.gate.take()]
-            .into_iter()
-            .flatten()
-            .collect();
+        let signals: Vec<hsa_signal_t> =
+            [self.ready.take(), self.gate.take(), self.isolation.take()]
+                .into_iter()
+                .flatten()
+                .collect();
         self.gpu.gates.retire(&signals);
         self.gpu.window_ended();
     }
@@ -868,6 +905,13 @@ impl ReplayTarget for HsaTarget {
             if !self.wait_zero(ready, drain) {
                 return Err(DeclineReason::DrainTimeout);
             }
+        }
+        // From now on the GPU's other queues wait behind the isolation gate; what they
+        // submitted before is drained.
+        if let (Sink::Replay(_), None) = (self.sink, self.isolation) {
+            let gate = new_signal(self.be).ok_or(DeclineReason::SubmitFailed)?;
+            self.isolation = Some(gate);
+            self.others = arm_isolation(self.be, self.gpu, &self.queue, gate);
         }
         // The replay queue: an earlier window's pass may still run there (stuck).
         if let Sink::Replay(q) = self.sink {
@@ -1136,6 +1180,9 @@ impl ReplayTarget for HsaTarget {
             self.completed = true;
             self.gate_open = true;
         }
+        // One ordinary run needs no isolation: the other queues go on now (what it waits for
+        // may be among their later work).
+        self.open_isolation();
         ok
     }
 

@@ -227,8 +227,12 @@ pub(crate) struct QueueState {
     pub(crate) backlog: Mutex<Backlog>,
     /// Tracked submissions forwarded so far (each decrements `inflight` when it finishes).
     pub(crate) submitted: std::sync::atomic::AtomicU64,
-    /// The newest gate this queue has a barrier for ([`gates::GateList::pending_for`]).
+    /// The newest isolation gate this queue has a barrier for
+    /// ([`gates::GateList::pending_for`]).
     pub(crate) gated_epoch: std::sync::atomic::AtomicU64,
+    /// Windows of this queue whose gate may still be closed: (the tracked submission that
+    /// holds it, the gate). A drain of this queue stops short of them.
+    pub(crate) pending_gates: Mutex<Vec<(u64, hsa_signal_t)>>,
 }
 
 /// Packets forwarded on a queue and not yet known to have finished.
