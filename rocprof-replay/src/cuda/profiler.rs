@@ -427,13 +427,16 @@ impl Chip {
     }
 }
 
+/// Hands the policy a device's catalog (the engine's `on_agent`).
+pub(crate) type OnAgent = Box<dyn Fn(u32, Result<&CounterCatalog, &str>) + Send + Sync>;
+
 /// A context's range profiler object, or why it has none.
 type ContextProfiler = Result<usize, String>;
 
 /// The counter source of the process.
 pub(crate) struct Profiler {
     fns: Result<Fns, String>,
-    on_agent: Box<dyn Fn(u32, Result<&CounterCatalog, &str>) + Send + Sync>,
+    on_agent: OnAgent,
     initialized: Mutex<Option<Result<(), String>>>,
     devices: Mutex<HashMap<u32, Result<Arc<Chip>, String>>>,
     contexts: Mutex<HashMap<usize, ContextProfiler>>,
@@ -445,7 +448,7 @@ impl Profiler {
     /// A profiler over `symbols` that reports each device's catalog to `on_agent`.
     pub(crate) fn new(
         symbols: Result<Symbols, String>,
-        on_agent: Box<dyn Fn(u32, Result<&CounterCatalog, &str>) + Send + Sync>,
+        on_agent: OnAgent,
         decode_each: bool,
     ) -> Profiler {
         Profiler {
@@ -857,7 +860,7 @@ fn current() -> Option<Arc<Profiler>> {
 
 /// At backend install: loads the Profiling API and reports each device to `on_agent` when it
 /// is first seen. `ROCPROF_REPLAY_CUPTI_DECODE=last` decodes only after the last pass.
-pub(crate) fn install(on_agent: Box<dyn Fn(u32, Result<&CounterCatalog, &str>) + Send + Sync>) {
+pub(crate) fn install(on_agent: OnAgent) {
     let decode_each = std::env::var("ROCPROF_REPLAY_CUPTI_DECODE").as_deref() != Ok("last");
     set(Some(Arc::new(Profiler::new(
         Symbols::load(),
