@@ -232,6 +232,19 @@ params! {
 
 /// `CUpti_RangeProfiler_Start_Params` (the same fields as `Disable`).
 pub type CUpti_RangeProfiler_Start_Params = CUpti_RangeProfiler_Disable_Params;
+/// `CUpti_RangeProfiler_PopRange_Params` (the same fields as `Disable`).
+pub type CUpti_RangeProfiler_PopRange_Params = CUpti_RangeProfiler_Disable_Params;
+
+params! {
+    /// `CUpti_RangeProfiler_PushRange_Params`.
+    CUpti_RangeProfiler_PushRange_Params, size = 32, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        pRangeProfilerObject: *mut CUpti_RangeProfiler_Object = 16,
+        /// The range's name (user range mode).
+        pRangeName: *const c_char = 24,
+    }
+}
 
 params! {
     /// `CUpti_RangeProfiler_SetConfig_Params`.
@@ -388,6 +401,12 @@ pub const CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE: usize = struct_size!(
     pRangeProfilerObject,
     *mut CUpti_RangeProfiler_Object
 );
+/// `CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE`.
+pub const CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE: usize = struct_size!(
+    CUpti_RangeProfiler_PushRange_Params,
+    pRangeName,
+    *const c_char
+);
 /// `CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE`.
 pub const CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE: usize = struct_size!(
     CUpti_RangeProfiler_SetConfig_Params,
@@ -460,6 +479,10 @@ pub type cuptiRangeProfilerDisable_fn = cupti_params_fn<CUpti_RangeProfiler_Disa
 pub type cuptiRangeProfilerSetConfig_fn = cupti_params_fn<CUpti_RangeProfiler_SetConfig_Params>;
 /// `cuptiRangeProfilerStart`.
 pub type cuptiRangeProfilerStart_fn = cupti_params_fn<CUpti_RangeProfiler_Start_Params>;
+/// `cuptiRangeProfilerPushRange`.
+pub type cuptiRangeProfilerPushRange_fn = cupti_params_fn<CUpti_RangeProfiler_PushRange_Params>;
+/// `cuptiRangeProfilerPopRange`.
+pub type cuptiRangeProfilerPopRange_fn = cupti_params_fn<CUpti_RangeProfiler_PopRange_Params>;
 /// `cuptiRangeProfilerStop`.
 pub type cuptiRangeProfilerStop_fn = cupti_params_fn<CUpti_RangeProfiler_Stop_Params>;
 /// `cuptiRangeProfilerDecodeData`.

@@ -257,6 +257,8 @@ fn checks() -> Vec<Check> {
             CUpti_RangeProfiler_Enable_Params_SIZE_12_6,
         "CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE" => CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
         "CUpti_RangeProfiler_Start_Params_STRUCT_SIZE" => CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+        "CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE" => CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+        "CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE" => CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE,
         "CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE" => CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE,
         "CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE" => CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
         "CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE" => CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,

@@ -19,18 +19,21 @@
 //!   context's range profiler (`cuptiRangeProfilerEnable`, once per context, kept until the
 //!   context is destroyed) and a counter data image for one range
 //!   (`GetCounterDataSize`, `CounterDataImageInitialize`).
-//! - **Per counter pass** ([`Session::arm`]): before counter pass 0, `SetConfig` (auto range,
-//!   user replay, one range per pass, pass index 0); before every counter pass `Start`, after
-//!   it `Stop` (which says whether CUPTI has every pass it needs) and `DecodeData`.
+//! - **Per counter pass** ([`Session::arm`]): before counter pass 0, `SetConfig` (user range,
+//!   user replay, one range per pass, pass index 0); before every counter pass `Start` and
+//!   `PushRange`, after it `PopRange`, `Stop` (which says whether CUPTI has every pass it
+//!   needs) and `DecodeData` — the sequence of NVIDIA's nvbench (`cupti_profiler.cxx`).
 //! - **After the last counter pass** ([`Session::values`]): `GetCounterDataInfo` (one range)
 //!   and `cuptiProfilerHostEvaluateToGpuValues`: one `f64` per metric, in set order.
 //!
-//! # Auto range
+//! # One range per pass
 //! The window holds the context (its writer lock) and has drained it, so between `Start` and
 //! `Stop` exactly one kernel runs in the context: the pass's own relaunch on the backend's
-//! private stream. Auto range opens one range around each kernel CUPTI sees launched in the
-//! context, whatever the stream, so it measures exactly that launch and needs no range names.
-//! A user range would add push/pop calls around the launch and measure the same thing.
+//! private stream. A user range pushed before it and popped after it (the default) holds
+//! that launch and nothing else. CUPTI's auto range (one range around each kernel launched
+//! in the context, `ROCPROF_REPLAY_CUPTI_RANGE=auto`) would measure the same launch without
+//! the push/pop; user range with user replay is the combination NVIDIA's own nvbench uses,
+//! so it is the default.
 //!
 //! # Decoding
 //! `DecodeData` runs after every counter pass (it must follow a `Stop`). With
@@ -61,6 +64,9 @@ use crate::counters::{CounterCatalog, MetricSet, PassScheduler};
 
 /// Base metrics a catalog lists at most (GH100 has a few thousand).
 pub(crate) const MAX_CATALOG: usize = 20_000;
+
+/// The name of every counter pass's user range.
+const RANGE_NAME: &CStr = c"rocprof-replay pass";
 
 /// Why there are no counters when CUPTI's profiler was never set up (no CUDA backend).
 pub(crate) const NOT_LOADED: &str = "CUPTI's Profiling API was not loaded";
@@ -130,6 +136,8 @@ symbols! {
     set_config: cuptiRangeProfilerSetConfig_fn = "cuptiRangeProfilerSetConfig",
     start: cuptiRangeProfilerStart_fn = "cuptiRangeProfilerStart",
     stop: cuptiRangeProfilerStop_fn = "cuptiRangeProfilerStop",
+    push_range: cuptiRangeProfilerPushRange_fn = "cuptiRangeProfilerPushRange",
+    pop_range: cuptiRangeProfilerPopRange_fn = "cuptiRangeProfilerPopRange",
     decode: cuptiRangeProfilerDecodeData_fn = "cuptiRangeProfilerDecodeData",
     data_size: cuptiRangeProfilerGetCounterDataSize_fn = "cuptiRangeProfilerGetCounterDataSize",
     data_initialize: cuptiRangeProfilerCounterDataImageInitialize_fn = "cuptiRangeProfilerCounterDataImageInitialize",
@@ -433,6 +441,34 @@ pub(crate) type OnAgent = Box<dyn Fn(u32, Result<&CounterCatalog, &str>) + Send 
 /// A context's range profiler object, or why it has none.
 type ContextProfiler = Result<usize, String>;
 
+/// How counter passes are delimited and decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Modes {
+    /// Decode after every counter pass (else only after the last).
+    pub(crate) decode_each: bool,
+    /// One user range (push/pop) around the pass's launch (else CUPTI's auto range).
+    pub(crate) user_range: bool,
+}
+
+impl Default for Modes {
+    fn default() -> Modes {
+        Modes {
+            decode_each: true,
+            user_range: true,
+        }
+    }
+}
+
+impl Modes {
+    /// `ROCPROF_REPLAY_CUPTI_DECODE=last`, `ROCPROF_REPLAY_CUPTI_RANGE=auto`.
+    fn from_env() -> Modes {
+        Modes {
+            decode_each: std::env::var("ROCPROF_REPLAY_CUPTI_DECODE").as_deref() != Ok("last"),
+            user_range: std::env::var("ROCPROF_REPLAY_CUPTI_RANGE").as_deref() != Ok("auto"),
+        }
+    }
+}
+
 /// The counter source of the process.
 pub(crate) struct Profiler {
     fns: Result<Fns, String>,
@@ -440,8 +476,7 @@ pub(crate) struct Profiler {
     initialized: Mutex<Option<Result<(), String>>>,
     devices: Mutex<HashMap<u32, Result<Arc<Chip>, String>>>,
     contexts: Mutex<HashMap<usize, ContextProfiler>>,
-    /// Decode after every counter pass (else only after the last).
-    decode_each: bool,
+    modes: Modes,
 }
 
 impl Profiler {
@@ -449,7 +484,7 @@ impl Profiler {
     pub(crate) fn new(
         symbols: Result<Symbols, String>,
         on_agent: OnAgent,
-        decode_each: bool,
+        modes: Modes,
     ) -> Profiler {
         Profiler {
             fns: symbols.and_then(|s| s.resolve()),
@@ -457,7 +492,7 @@ impl Profiler {
             initialized: Mutex::new(None),
             devices: Mutex::new(HashMap::new()),
             contexts: Mutex::new(HashMap::new()),
-            decode_each,
+            modes,
         }
     }
 
@@ -639,10 +674,11 @@ impl Profiler {
             config,
             image,
             started: false,
+            pushed: false,
             stopped: 0,
             all_submitted: false,
             decoded: false,
-            decode_each: self.decode_each,
+            modes: self.modes,
             error: None,
         })
     }
@@ -656,13 +692,15 @@ pub(crate) struct Session {
     image: Vec<u8>,
     /// Between `Start` and `Stop`.
     started: bool,
+    /// Inside the pass's user range.
+    pushed: bool,
     /// Passes stopped so far.
     stopped: u32,
     /// CUPTI said every pass was submitted.
     all_submitted: bool,
     /// Everything submitted so far is decoded.
     decoded: bool,
-    decode_each: bool,
+    modes: Modes,
     /// The first failure; the dispatch then has no counters.
     error: Option<String>,
 }
@@ -699,7 +737,11 @@ impl Session {
                 pConfig: self.config.image.as_ptr(),
                 counterDataImageSize: self.image.len(),
                 pCounterDataImage: self.image.as_mut_ptr(),
-                range: CUPTI_AutoRange,
+                range: if self.modes.user_range {
+                    CUPTI_UserRange
+                } else {
+                    CUPTI_AutoRange
+                },
                 replayMode: CUPTI_UserReplay,
                 maxRangesPerPass: 1,
                 numNestingLevels: 1,
@@ -719,7 +761,19 @@ impl Session {
         };
         match f.call("cuptiRangeProfilerStart", f.start, &mut p) {
             Ok(()) => self.started = true,
-            Err((_, m)) => self.fail(m),
+            Err((status, m)) => return self.fail(enable_reason(status, m)),
+        }
+        if self.modes.user_range {
+            let mut p = CUpti_RangeProfiler_PushRange_Params {
+                structSize: CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE,
+                pRangeProfilerObject: self.object,
+                pRangeName: RANGE_NAME.as_ptr(),
+                ..Default::default()
+            };
+            match f.call("cuptiRangeProfilerPushRange", f.push_range, &mut p) {
+                Ok(()) => self.pushed = true,
+                Err((_, m)) => self.fail(m),
+            }
         }
     }
 
@@ -729,6 +783,17 @@ impl Session {
         }
         self.started = false;
         let f = self.fns;
+        if self.pushed {
+            self.pushed = false;
+            let mut p = CUpti_RangeProfiler_PopRange_Params {
+                structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+                pRangeProfilerObject: self.object,
+                ..Default::default()
+            };
+            if let Err((_, m)) = f.call("cuptiRangeProfilerPopRange", f.pop_range, &mut p) {
+                self.fail(m);
+            }
+        }
         let mut p = CUpti_RangeProfiler_Stop_Params {
             structSize: CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
             pRangeProfilerObject: self.object,
@@ -740,7 +805,7 @@ impl Session {
         self.stopped += 1;
         self.all_submitted = p.isAllPassSubmitted != 0;
         self.decoded = false;
-        if self.decode_each {
+        if self.modes.decode_each {
             self.decode();
         }
     }
@@ -859,13 +924,19 @@ fn current() -> Option<Arc<Profiler>> {
 }
 
 /// At backend install: loads the Profiling API and reports each device to `on_agent` when it
-/// is first seen. `ROCPROF_REPLAY_CUPTI_DECODE=last` decodes only after the last pass.
+/// is first seen. `ROCPROF_REPLAY_CUPTI_DECODE=last` decodes only after the last pass;
+/// `ROCPROF_REPLAY_CUPTI_PROFILER=0` leaves CUPTI's profiler alone (no counters, said to
+/// `on_agent`).
 pub(crate) fn install(on_agent: OnAgent) {
-    let decode_each = std::env::var("ROCPROF_REPLAY_CUPTI_DECODE").as_deref() != Ok("last");
+    let symbols = if std::env::var("ROCPROF_REPLAY_CUPTI_PROFILER").as_deref() == Ok("0") {
+        Err("CUPTI's profiler is not used (ROCPROF_REPLAY_CUPTI_PROFILER=0)".to_owned())
+    } else {
+        Symbols::load()
+    };
     set(Some(Arc::new(Profiler::new(
-        Symbols::load(),
+        symbols,
         on_agent,
-        decode_each,
+        Modes::from_env(),
     ))));
 }
 

@@ -25,6 +25,9 @@ pub(crate) struct FakeCupti {
     /// Metric names of the last `ConfigAddMetrics`.
     pub(crate) added: Vec<String>,
     started: bool,
+    pushed: bool,
+    /// The range mode of the last `SetConfig`.
+    pub(crate) range: u32,
     stops: usize,
     /// Kernels that ran between Start and Stop, per range.
     pub(crate) kernels_per_range: Vec<u32>,
@@ -53,9 +56,8 @@ fn bad(what: String) {
 pub(crate) fn kernel_ran() {
     let mut f = fake();
     f.log.push("kernel".into());
-    if f.started
-        && let Some(n) = f.kernels_per_range.last_mut()
-    {
+    let in_range = f.started && (f.pushed || f.range == CUPTI_AutoRange);
+    if in_range && let Some(n) = f.kernels_per_range.last_mut() {
         *n += 1;
     }
 }
@@ -250,7 +252,7 @@ unsafe extern "C" fn set_config(p: *mut CUpti_RangeProfiler_SetConfig_Params) ->
     // SAFETY: the caller's block and its images.
     unsafe {
         let p = &*p;
-        if p.range != CUPTI_AutoRange
+        if (p.range != CUPTI_AutoRange && p.range != CUPTI_UserRange)
             || p.replayMode != CUPTI_UserReplay
             || p.maxRangesPerPass != 1
             || p.passIndex != 0
@@ -264,7 +266,31 @@ unsafe extern "C" fn set_config(p: *mut CUpti_RangeProfiler_SetConfig_Params) ->
             bad("SetConfig".into());
         }
     }
-    fake().stops = 0;
+    let mut f = fake();
+    f.stops = 0;
+    // SAFETY: the caller's block.
+    f.range = unsafe { (*p).range };
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn push_range(p: *mut CUpti_RangeProfiler_PushRange_Params) -> CUptiResult {
+    log("PushRange");
+    // SAFETY: the caller's block and its name.
+    let named =
+        unsafe { !(*p).pRangeName.is_null() && !CStr::from_ptr((*p).pRangeName).is_empty() };
+    let mut f = fake();
+    if !f.started || f.pushed || !named || f.range != CUPTI_UserRange {
+        f.bad.push("PushRange".into());
+    }
+    f.pushed = true;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn pop_range(_: *mut CUpti_RangeProfiler_PopRange_Params) -> CUptiResult {
+    log("PopRange");
+    let mut f = fake();
+    if !f.pushed {
+        f.bad.push("PopRange without PushRange".into());
+    }
+    f.pushed = false;
     CUPTI_SUCCESS
 }
 unsafe extern "C" fn start(_: *mut CUpti_RangeProfiler_Start_Params) -> CUptiResult {
@@ -280,8 +306,8 @@ unsafe extern "C" fn start(_: *mut CUpti_RangeProfiler_Start_Params) -> CUptiRes
 unsafe extern "C" fn stop(p: *mut CUpti_RangeProfiler_Stop_Params) -> CUptiResult {
     log("Stop");
     let mut f = fake();
-    if !f.started {
-        f.bad.push("Stop without Start".into());
+    if !f.started || f.pushed {
+        f.bad.push("Stop without Start, or inside a range".into());
     }
     f.started = false;
     f.stops += 1;
@@ -351,6 +377,8 @@ pub(crate) fn fake_symbols() -> Symbols {
         set_config: Some(set_config),
         start: Some(start),
         stop: Some(stop),
+        push_range: Some(push_range),
+        pop_range: Some(pop_range),
         decode: Some(decode),
         data_size: Some(data_size),
         data_initialize: Some(data_initialize),
@@ -362,13 +390,13 @@ pub(crate) fn fake_symbols() -> Symbols {
 pub(crate) type Seen = Arc<Mutex<Vec<(u32, Result<CounterCatalog, String>)>>>;
 
 /// A profiler over `symbols` that records what `on_agent` gets.
-pub(crate) fn profiler(symbols: Symbols, decode_each: bool) -> (Arc<Profiler>, Seen) {
+pub(crate) fn profiler(symbols: Symbols, modes: Modes) -> (Arc<Profiler>, Seen) {
     let seen: Seen = Arc::default();
     let s = seen.clone();
     let p = Profiler::new(
         Ok(symbols),
         Box::new(move |agent, c| s.lock().push((agent, c.cloned().map_err(str::to_owned)))),
-        decode_each,
+        modes,
     );
     (Arc::new(p), seen)
 }
@@ -410,7 +438,7 @@ fn run_passes(session: &mut Session, passes: u32) -> Vec<Result<Vec<u64>, String
 #[test]
 fn a_device_becomes_a_catalog_of_the_chips_base_metrics_scheduled_by_cupti() {
     let _g = reset(3);
-    let (p, seen) = profiler(fake_symbols(), true);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     assert_eq!(c.agent(), "GH100");
     assert!(c.is_scheduled());
@@ -436,7 +464,7 @@ fn a_device_becomes_a_catalog_of_the_chips_base_metrics_scheduled_by_cupti() {
 #[test]
 fn the_config_image_is_built_once_per_set_and_chip_and_the_context_enabled_once() {
     let _g = reset(3);
-    let (p, seen) = profiler(fake_symbols(), true);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     take_log();
     let set = MetricSet::new(&c, NAMES).unwrap();
@@ -477,7 +505,7 @@ fn the_config_image_is_built_once_per_set_and_chip_and_the_context_enabled_once(
 #[test]
 fn each_counter_pass_is_one_range_around_its_launch_and_values_come_in_set_order() {
     let _g = reset(3);
-    let (p, seen) = profiler(fake_symbols(), true);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
     let mut s = p.prepare(CTX, 0, &set).unwrap();
@@ -490,21 +518,28 @@ fn each_counter_pass_is_one_range_around_its_launch_and_values_come_in_set_order
         [
             "SetConfig",
             "Start",
+            "PushRange",
             "kernel",
+            "PopRange",
             "Stop",
-            "Decode", //
+            "Decode",
             "Start",
+            "PushRange",
             "kernel",
+            "PopRange",
             "Stop",
-            "Decode", //
+            "Decode",
             "Start",
+            "PushRange",
             "kernel",
+            "PopRange",
             "Stop",
             "Decode",
             "GetCounterDataInfo",
             "Evaluate",
         ]
     );
+    assert_eq!(fake().range, CUPTI_UserRange);
     assert_eq!(
         fake().kernels_per_range,
         [1, 1, 1],
@@ -532,7 +567,13 @@ fn each_counter_pass_is_one_range_around_its_launch_and_values_come_in_set_order
 #[test]
 fn with_decode_last_the_data_is_decoded_once_after_the_last_pass() {
     let _g = reset(2);
-    let (p, seen) = profiler(fake_symbols(), false);
+    let (p, seen) = profiler(
+        fake_symbols(),
+        Modes {
+            decode_each: false,
+            ..Modes::default()
+        },
+    );
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
     let mut s = p.prepare(CTX, 0, &set).unwrap();
@@ -544,10 +585,14 @@ fn with_decode_last_the_data_is_decoded_once_after_the_last_pass() {
         [
             "SetConfig",
             "Start",
+            "PushRange",
             "kernel",
-            "Stop", //
+            "PopRange",
+            "Stop",
             "Start",
+            "PushRange",
             "kernel",
+            "PopRange",
             "Stop",
             "Decode",
             "GetCounterDataInfo",
@@ -557,16 +602,61 @@ fn with_decode_last_the_data_is_decoded_once_after_the_last_pass() {
 }
 
 #[test]
+fn with_auto_range_cupti_delimits_the_launch_and_nothing_is_pushed() {
+    let _g = reset(2);
+    let (p, seen) = profiler(
+        fake_symbols(),
+        Modes {
+            user_range: false,
+            ..Modes::default()
+        },
+    );
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    take_log();
+    let values = run_passes(&mut s, 2);
+    assert!(values[1].as_ref().is_ok_and(|v| v.len() == 4), "{values:?}");
+    assert_eq!(fake().range, CUPTI_AutoRange);
+    let expected = [
+        "SetConfig",
+        "Start",
+        "kernel",
+        "Stop",
+        "Decode",
+        "Start",
+        "kernel",
+        "Stop",
+        "Decode",
+        "GetCounterDataInfo",
+        "Evaluate",
+    ];
+    assert_eq!(take_log(), expected);
+    assert_eq!(fake().kernels_per_range, [1, 1]);
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
+}
+
+#[test]
 fn a_window_that_ends_inside_a_counter_pass_stops_the_profiler() {
     let _g = reset(3);
-    let (p, seen) = profiler(fake_symbols(), true);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
     let mut s = p.prepare(CTX, 0, &set).unwrap();
     take_log();
     s.arm(Some(0));
     drop(s);
-    assert_eq!(take_log(), ["SetConfig", "Start", "Stop", "Decode"]);
+    assert_eq!(
+        take_log(),
+        [
+            "SetConfig",
+            "Start",
+            "PushRange",
+            "PopRange",
+            "Stop",
+            "Decode"
+        ]
+    );
     // A pass that was never stopped has no values.
     let mut s = p.prepare(CTX, 0, &set).unwrap();
     assert!(s.values(0).unwrap_err().contains("was not collected"));
@@ -576,7 +666,7 @@ fn a_window_that_ends_inside_a_counter_pass_stops_the_profiler() {
 fn an_application_that_owns_the_profiler_leaves_counters_absent_with_the_reason() {
     let _g = reset(2);
     fake().enable_status = CUPTI_ERROR_NOT_COMPATIBLE;
-    let (p, seen) = profiler(fake_symbols(), true);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
     let err = p.prepare(CTX, 0, &set).err().expect("no session");
@@ -590,7 +680,7 @@ fn an_application_that_owns_the_profiler_leaves_counters_absent_with_the_reason(
     // Restricted counters get their own explanation.
     let _ = p;
     fake().enable_status = CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
-    let (p, seen) = profiler(fake_symbols(), true);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
     let err = p.prepare(CTX, 0, &set).err().unwrap();
@@ -602,7 +692,7 @@ fn a_cupti_without_the_profiling_api_makes_counters_unavailable_naming_the_funct
     let _g = reset(2);
     let mut symbols = fake_symbols();
     symbols.enable = None;
-    let (p, seen) = profiler(symbols, true);
+    let (p, seen) = profiler(symbols, Modes::default());
     p.discover(0);
     let why = seen.lock()[0].1.clone().unwrap_err();
     assert_eq!(
@@ -618,7 +708,11 @@ fn a_cupti_without_the_profiling_api_makes_counters_unavailable_naming_the_funct
     let set = MetricSet::new(&hsa, ["SQ_WAVES"]).unwrap();
     assert_eq!(p.prepare(CTX, 0, &set).err(), Some(why));
     // No CUPTI at all.
-    let none = Profiler::new(Err("cannot load CUPTI".into()), Box::new(|_, _| {}), true);
+    let none = Profiler::new(
+        Err("cannot load CUPTI".into()),
+        Box::new(|_, _| {}),
+        Modes::default(),
+    );
     assert_eq!(
         none.prepare(CTX, 0, &set).err().as_deref(),
         Some("cannot load CUPTI")
@@ -629,7 +723,7 @@ fn a_cupti_without_the_profiling_api_makes_counters_unavailable_naming_the_funct
 fn a_set_not_built_from_the_cupti_catalog_or_rejected_by_cupti_fails_with_a_reason() {
     let _g = reset(2);
     fake().reject = Some("bogus");
-    let (p, seen) = profiler(fake_symbols(), true);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let err = MetricSet::new(&c, ["sm__cycles_elapsed.bogus"]).unwrap_err();
     let MetricError::Unschedulable { reason, .. } = &err else {

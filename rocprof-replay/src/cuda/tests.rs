@@ -1521,7 +1521,11 @@ struct FakeProfiler;
 impl FakeProfiler {
     fn install(decode_each: bool) -> (FakeProfiler, crate::counters::CounterCatalog) {
         use super::profiler::tests as fake;
-        let (p, seen) = fake::profiler(fake::fake_symbols(), decode_each);
+        let modes = super::profiler::Modes {
+            decode_each,
+            ..Default::default()
+        };
+        let (p, seen) = fake::profiler(fake::fake_symbols(), modes);
         let catalog = fake::catalog(&p, &seen);
         super::profiler::set(Some(p));
         (FakeProfiler, catalog)
@@ -1600,22 +1604,34 @@ fn a_launch_gets_cuptis_values_from_one_range_per_counter_pass_and_one_execution
         let ranged: Vec<&str> = log
             .iter()
             .map(String::as_str)
-            .filter(|l| matches!(*l, "SetConfig" | "Start" | "Stop" | "kernel"))
+            .filter(|l| {
+                matches!(
+                    *l,
+                    "SetConfig" | "Start" | "PushRange" | "PopRange" | "Stop" | "kernel"
+                )
+            })
             .collect();
         assert_eq!(
             ranged,
             [
+                // the policy's two passes (no range), then CUPTI's three
                 "kernel",
-                "kernel", // the policy's two passes: no range
+                "kernel",
                 "SetConfig",
                 "Start",
+                "PushRange",
                 "kernel",
+                "PopRange",
                 "Stop",
                 "Start",
+                "PushRange",
                 "kernel",
+                "PopRange",
                 "Stop",
                 "Start",
+                "PushRange",
                 "kernel",
+                "PopRange",
                 "Stop",
             ],
             "{log:?}"
