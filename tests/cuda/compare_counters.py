@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares hardware counters collected by rocprof-replay with Nsight Compute's.
 
-    compare_counters.py --ours ours.json --ncu run1.csv [run2.csv] [--out table.md]
+    compare_counters.py --ours ours.json --ncu run1.csv [run2.csv] [--out table.md] [--first N]
 
 `ours.json`: a `rocprof-replay run ... -o ours.json` report (its `dispatches` carry
 `metrics`, with `gpu_value` on CUDA). `run*.csv`: `ncu --csv --print-units base
@@ -61,8 +61,9 @@ def read_ncu(path):
     return out
 
 
-def read_ours(path):
-    """{kernel: [ {metric: value}, ... ]} in dispatch order (replayed dispatches with values)."""
+def read_ours(path, first=None):
+    """{kernel: [ {metric: value}, ... ]} in dispatch order (dispatches with values), of the
+    first `first` dispatches only when given (to match `ncu --launch-count`)."""
     try:
         report = json.load(open(path))
     except (OSError, ValueError) as e:
@@ -70,7 +71,10 @@ def read_ours(path):
         return {}, {}
     out = defaultdict(list)
     absent = defaultdict(int)
-    for d in sorted(report.get("dispatches", []), key=lambda d: d.get("dispatch_id", 0)):
+    dispatches = sorted(report.get("dispatches", []), key=lambda d: d.get("dispatch_id", 0))
+    if first is not None:
+        dispatches = dispatches[:first]
+    for d in dispatches:
         m = d.get("metrics")
         if not m:
             if d.get("metrics_reason"):
@@ -123,8 +127,9 @@ def main():
     ap.add_argument("--ours", required=True)
     ap.add_argument("--ncu", nargs="+", required=True)
     ap.add_argument("--out")
+    ap.add_argument("--first", type=int, help="only our first N dispatches (ncu --launch-count N)")
     a = ap.parse_args()
-    ours, absent = read_ours(a.ours)
+    ours, absent = read_ours(a.ours, a.first)
     ncu1 = read_ncu(a.ncu[0])
     ncu2 = read_ncu(a.ncu[1]) if len(a.ncu) > 1 else {}
     rows = pairs(ours, ncu1, ncu2)
