@@ -353,14 +353,14 @@ fn a_wrong_figure_is_reported() {
     );
 }
 
-/// The directory holding `cupti_range_profiler.h` under the toolkit.
-fn cupti_include() -> Option<PathBuf> {
+/// The toolkit's root and the directory holding `cupti_range_profiler.h` under it.
+fn cupti_include() -> Option<(PathBuf, PathBuf)> {
     ["CUDA_HOME", "CUDA_PATH"]
         .iter()
         .filter_map(|v| std::env::var_os(v).map(PathBuf::from))
         .chain(std::iter::once(PathBuf::from("/usr/local/cuda")))
-        .flat_map(|r| [r.join("extras/CUPTI/include"), r.join("include")])
-        .find(|p| p.join("cupti_range_profiler.h").is_file())
+        .flat_map(|r| [r.join("extras/CUPTI/include"), r.join("include")].map(|i| (r.clone(), i)))
+        .find(|(_, i)| i.join("cupti_range_profiler.h").is_file())
 }
 
 #[test]
@@ -369,8 +369,7 @@ fn cupti_include() -> Option<PathBuf> {
     ignore = "needs the CUDA toolkit headers (cuda.h, cupti_range_profiler.h): install the CUDA toolkit or set CUDA_HOME"
 )]
 fn declarations_match_the_installed_cupti_headers() {
-    let include = cupti_include().expect("no cupti_range_profiler.h under the toolkit");
-    let root = include.parent().and_then(|p| p.parent()).map(PathBuf::from);
+    let (root, include) = cupti_include().expect("no cupti_range_profiler.h under the toolkit");
     let checks = checks();
     let dir =
         std::env::temp_dir().join(format!("rocprof-replay-cupti-probe-{}", std::process::id()));
@@ -379,10 +378,11 @@ fn declarations_match_the_installed_cupti_headers() {
     std::fs::write(&src, probe_source(&checks)).unwrap();
     let exe = dir.join("probe");
     let mut cmd = Command::new("c++");
-    cmd.arg("-std=c++17").arg("-I").arg(&include);
-    for r in root.iter() {
-        cmd.arg("-I").arg(r.join("include"));
-    }
+    cmd.arg("-std=c++17")
+        .arg("-I")
+        .arg(&include)
+        .arg("-I")
+        .arg(root.join("include"));
     let out = cmd.arg(&src).arg("-o").arg(&exe).output().expect("run c++");
     assert!(
         out.status.success(),
