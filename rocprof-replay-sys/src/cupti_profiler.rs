@@ -60,6 +60,11 @@ pub type CUpti_ProfilerReplayMode = u32;
 /// The caller replays (runs the same work once per pass, inputs restored) within the process.
 pub const CUPTI_UserReplay: CUpti_ProfilerReplayMode = 3;
 
+/// `CUpti_CacheControl_Mode` (CUDA 13.4+): no cache reset before a pass (the default).
+pub const CUPTI_CACHE_CONTROL_MODE_NONE: u32 = 0;
+/// Reset every cache CUPTI can before each pass (today the L2).
+pub const CUPTI_CACHE_CONTROL_MODE_ALL: u32 = 1;
+
 /// `CUPTI_ERROR_INVALID_OPERATION`.
 pub const CUPTI_ERROR_INVALID_OPERATION: CUptiResult = 7;
 /// `CUPTI_ERROR_NOT_COMPATIBLE`: the object is in a state the call does not fit (e.g. the
@@ -395,6 +400,9 @@ pub const CUpti_RangeProfiler_Enable_Params_SIZE_12_6: usize = struct_size!(
     pRangeProfilerObject,
     *mut CUpti_RangeProfiler_Object
 );
+/// `CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE` of CUDA 13.4+ (with `cacheControlMode`).
+pub const CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE: usize =
+    struct_size!(CUpti_RangeProfiler_Enable_Params, cacheControlMode, u32);
 /// `CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE` (also `Start`'s).
 pub const CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE: usize = struct_size!(
     CUpti_RangeProfiler_Disable_Params,

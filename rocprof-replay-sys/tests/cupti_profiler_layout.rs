@@ -255,6 +255,9 @@ fn checks() -> Vec<Check> {
         "CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE" => CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
         "CUPTI_PROFILER_STRUCT_SIZE(CUpti_RangeProfiler_Enable_Params, pRangeProfilerObject)" =>
             CUpti_RangeProfiler_Enable_Params_SIZE_12_6,
+        "CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE" => CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE,
+        "CUPTI_CACHE_CONTROL_MODE_NONE" => CUPTI_CACHE_CONTROL_MODE_NONE,
+        "CUPTI_CACHE_CONTROL_MODE_ALL" => CUPTI_CACHE_CONTROL_MODE_ALL,
         "CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE" => CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
         "CUpti_RangeProfiler_Start_Params_STRUCT_SIZE" => CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
         "CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE" => CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,

@@ -92,11 +92,11 @@ for s in $steps; do
     ours() { # name metrics program args...: rocprof-replay run (decode modes: $COUNTERS_MODES)
       local name=$1 m=$2; shift 2
       for mode in ${COUNTERS_MODES:-pass}; do
-        ROCPROF_REPLAY_CUPTI_DECODE=$mode timeout "${OURS_TIMEOUT:-240}" "$cli" run --runtime cuda \
+        ROCPROF_REPLAY_CUPTI_CACHE=${COUNTERS_CACHE:-all} ROCPROF_REPLAY_CUPTI_DECODE=$mode timeout "${OURS_TIMEOUT:-240}" "$cli" run --runtime cuda \
           --passes 1 --metrics "$m" -q -o "$c/ours-$mode.$name.json" -- "$@" \
           > "$c/ours-$mode.$name.stdout" 2> "$c/ours-$mode.$name.stderr"
         echo "ours ($mode decode) $name: exit $? $(grep -m1 'counters on GPU' "$c/ours-$mode.$name.stderr")"
-        grep -i 'unknown metric\|cannot be collected\|counters_unavailable\|error\|panic' \
+        grep -i 'unknown metric\|cannot be collected\|counters_unavailable\|error\|panic\|cache control' \
           "$c/ours-$mode.$name.stderr" | sort | uniq -c | head -5
       done
     }
@@ -104,7 +104,8 @@ for s in $steps; do
       local name=$1 m=$2 runs=$3; shift 3
       for k in $(seq 1 "$runs"); do
         timeout "${NCU_TIMEOUT:-200}" "$ncu" --csv --print-units base --print-kernel-base mangled \
-          --clock-control none --metrics "$m" "$@" > "$c/ncu$k.$name.csv" 2> "$c/ncu$k.$name.err"
+          --clock-control none --cache-control "${NCU_CACHE:-all}" --metrics "$m" "$@" \
+          > "$c/ncu$k.$name.csv" 2> "$c/ncu$k.$name.err"
         echo "ncu run $k $name: exit $? $(grep -c '^"' "$c/ncu$k.$name.csv") rows"
       done
     }

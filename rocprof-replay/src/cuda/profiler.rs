@@ -448,6 +448,9 @@ pub(crate) struct Modes {
     pub(crate) decode_each: bool,
     /// One user range (push/pop) around the pass's launch (else CUPTI's auto range).
     pub(crate) user_range: bool,
+    /// Have CUPTI reset the caches before each pass (CUDA 13.4+; as Nsight Compute's
+    /// `--cache-control all`, its default).
+    pub(crate) flush_caches: bool,
 }
 
 impl Default for Modes {
@@ -455,16 +458,20 @@ impl Default for Modes {
         Modes {
             decode_each: true,
             user_range: true,
+            flush_caches: false,
         }
     }
 }
 
 impl Modes {
-    /// `ROCPROF_REPLAY_CUPTI_DECODE=last`, `ROCPROF_REPLAY_CUPTI_RANGE=auto`.
+    /// `ROCPROF_REPLAY_CUPTI_DECODE=last`, `ROCPROF_REPLAY_CUPTI_RANGE=auto`,
+    /// `ROCPROF_REPLAY_CUPTI_CACHE=all`.
     fn from_env() -> Modes {
+        let var = |name| std::env::var(name).unwrap_or_default();
         Modes {
-            decode_each: std::env::var("ROCPROF_REPLAY_CUPTI_DECODE").as_deref() != Ok("last"),
-            user_range: std::env::var("ROCPROF_REPLAY_CUPTI_RANGE").as_deref() != Ok("auto"),
+            decode_each: var("ROCPROF_REPLAY_CUPTI_DECODE") != "last",
+            user_range: var("ROCPROF_REPLAY_CUPTI_RANGE") != "auto",
+            flush_caches: var("ROCPROF_REPLAY_CUPTI_CACHE") == "all",
         }
     }
 }
@@ -569,16 +576,41 @@ impl Profiler {
 
     /// The range profiler of context `ctx` (current on this thread), enabled on first use.
     fn context(&self, f: &Fns, ctx: usize) -> Result<*mut CUpti_RangeProfiler_Object, String> {
+        let flush = self.modes.flush_caches;
         let mut contexts = self.contexts.lock();
         let entry = contexts.entry(ctx).or_insert_with(|| {
-            let mut p = CUpti_RangeProfiler_Enable_Params {
-                structSize: CUpti_RangeProfiler_Enable_Params_SIZE_12_6,
-                ctx: ctx as CUcontext,
-                ..Default::default()
+            let enable = |with_cache: bool| {
+                let mut p = CUpti_RangeProfiler_Enable_Params {
+                    structSize: if with_cache {
+                        CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE
+                    } else {
+                        CUpti_RangeProfiler_Enable_Params_SIZE_12_6
+                    },
+                    ctx: ctx as CUcontext,
+                    cacheControlMode: if with_cache {
+                        CUPTI_CACHE_CONTROL_MODE_ALL
+                    } else {
+                        CUPTI_CACHE_CONTROL_MODE_NONE
+                    },
+                    ..Default::default()
+                };
+                f.call("cuptiRangeProfilerEnable", f.enable, &mut p)
+                    .map(|()| p)
             };
-            match f.call("cuptiRangeProfilerEnable", f.enable, &mut p) {
-                Ok(()) if !p.pRangeProfilerObject.is_null() => Ok(p.pRangeProfilerObject as usize),
-                Ok(()) => Err("cuptiRangeProfilerEnable returned no profiler object".into()),
+            let mut enabled = enable(flush);
+            if flush && let Err((status, m)) = &enabled {
+                // A CUPTI before 13.4 has no cache control: without it, said once.
+                tracing::warn!(
+                    "CUPTI's range profiler without cache control (ROCPROF_REPLAY_CUPTI_CACHE=all \
+                     needs CUPTI 13.4+): {m}"
+                );
+                if !already_owned(*status) {
+                    enabled = enable(false);
+                }
+            }
+            match enabled.map(|p| p.pRangeProfilerObject) {
+                Ok(object) if !object.is_null() => Ok(object as usize),
+                Ok(_) => Err("cuptiRangeProfilerEnable returned no profiler object".into()),
                 Err((status, m)) => Err(enable_reason(status, m)),
             }
         });

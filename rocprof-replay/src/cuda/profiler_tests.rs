@@ -20,6 +20,10 @@ pub(crate) struct FakeCupti {
     pub(crate) passes: usize,
     /// What `cuptiRangeProfilerEnable` returns.
     pub(crate) enable_status: CUptiResult,
+    /// `cuptiRangeProfilerEnable` calls: the cache control mode asked (`None`: 12.6 size).
+    pub(crate) enables: Vec<Option<u32>>,
+    /// A CUPTI before 13.4: the larger `Enable` block is refused.
+    pub(crate) old_cupti: bool,
     /// `ConfigAddMetrics` fails for a metric containing this.
     pub(crate) reject: Option<&'static str>,
     /// Metric names of the last `ConfigAddMetrics`.
@@ -234,10 +238,20 @@ unsafe extern "C" fn enable(p: *mut CUpti_RangeProfiler_Enable_Params) -> CUptiR
     log("Enable");
     // SAFETY: the caller's block.
     let p = unsafe { &mut *p };
-    if p.structSize != CUpti_RangeProfiler_Enable_Params_SIZE_12_6 || p.ctx.is_null() {
+    let with_cache = p.structSize == CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+    if !(with_cache || p.structSize == CUpti_RangeProfiler_Enable_Params_SIZE_12_6)
+        || p.ctx.is_null()
+        || (!with_cache && p.cacheControlMode != 0)
+    {
         bad("Enable".into());
     }
-    let status = fake().enable_status;
+    let mut f = fake();
+    f.enables.push(with_cache.then_some(p.cacheControlMode));
+    if with_cache && f.old_cupti {
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    }
+    let status = f.enable_status;
+    drop(f);
     if status == CUPTI_SUCCESS {
         p.pRangeProfilerObject = handle() as *mut CUpti_RangeProfiler_Object;
     }
@@ -633,6 +647,37 @@ fn with_auto_range_cupti_delimits_the_launch_and_nothing_is_pushed() {
     ];
     assert_eq!(take_log(), expected);
     assert_eq!(fake().kernels_per_range, [1, 1]);
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
+}
+
+#[test]
+fn cache_control_is_asked_for_when_wanted_and_dropped_on_an_older_cupti() {
+    for old in [false, true] {
+        let _g = reset(1);
+        fake().old_cupti = old;
+        let modes = Modes {
+            flush_caches: true,
+            ..Modes::default()
+        };
+        let (p, seen) = profiler(fake_symbols(), modes);
+        let c = catalog(&p, &seen);
+        let set = MetricSet::new(&c, NAMES).unwrap();
+        let mut s = p.prepare(CTX, 0, &set).unwrap();
+        assert!(run_passes(&mut s, 1)[0].is_ok());
+        let expected: &[Option<u32>] = if old {
+            &[Some(CUPTI_CACHE_CONTROL_MODE_ALL), None]
+        } else {
+            &[Some(CUPTI_CACHE_CONTROL_MODE_ALL)]
+        };
+        assert_eq!(fake().enables, expected);
+    }
+    // The default: the first version's block, no cache control.
+    let _g = reset(1);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    drop(p.prepare(CTX, 0, &set).unwrap());
+    assert_eq!(fake().enables, [None]);
     assert!(fake().bad.is_empty(), "{:?}", fake().bad);
 }
 
