@@ -133,7 +133,8 @@ pub(crate) struct RunArgs {
     /// Hardware counters to collect for every replayed dispatch, comma-separated (e.g.
     /// SQ_WAVES,SQ_ITEMS,GRBM_COUNT; `rocprof-replay list-metrics` shows them). The engine
     /// runs the passes the set needs after the timed ones; one column per metric (per kernel:
-    /// the mean over its dispatches). HSA runtimes only.
+    /// the mean over its dispatches). On CUDA, names as CUPTI and Nsight Compute write them
+    /// (sm__cycles_elapsed.avg,dram__bytes_read.sum), checked at each GPU's first launch.
     #[arg(long, value_name = "NAMES")]
     pub(crate) metrics: Option<String>,
 

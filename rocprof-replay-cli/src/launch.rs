@@ -73,12 +73,6 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
         return Err(shadow_conflict(args.runtime.unwrap_or(Runtime::Emu)));
     }
     let runtime = choose_runtime(args.runtime)?;
-    if !metrics.is_empty() && !runtime.is_hsa() {
-        return Err(Failure::new(
-            "--metrics: the CUDA backend collects no hardware counters yet (CUPTI's range \
-             profiler is not wired); no counters are available",
-        ));
-    }
     if runtime != Runtime::Emu && !args.shadow.is_empty() {
         return Err(shadow_conflict(runtime));
     }
@@ -176,8 +170,15 @@ pub(crate) fn run_with(args: &RunArgs, overrides: &Overrides) -> Result<u8, Fail
         &workdir.path().join("preflight.jsonl"),
         (!metrics.is_empty()).then_some(catalog_file.as_path()),
     )?;
-    if !metrics.is_empty() {
+    if !metrics.is_empty() && runtime.is_hsa() {
         check_metrics(&metrics, &read_catalogs(&catalog_file))?;
+    } else if !metrics.is_empty() {
+        // CUDA: CUPTI names a GPU's metrics when the application first launches on it (device
+        // ordinals exist only after its cuInit); the tool checks the names then, on stderr.
+        eprintln!(
+            "rocprof-replay: counters on CUDA: the names are checked against CUPTI's list of \
+             each GPU's metrics at its first launch (the tool says on stderr if one is unknown)"
+        );
     }
 
     let command: Vec<String> = args
@@ -752,7 +753,11 @@ pub(crate) fn list_metrics(args: &ListMetricsArgs) -> Result<u8, Failure> {
     let runtime = choose_runtime(args.runtime)?;
     if !runtime.is_hsa() {
         println!(
-            "CUDA: no hardware counters are available yet (CUPTI's range profiler is not wired)"
+            "CUDA: the metrics are those CUPTI's profiler host API lists for each GPU's chip \
+             (base metrics with their .sum/.avg/.min/.max and other sub-metrics), reported \
+             when the application first launches on the GPU: run an application with \
+             ROCPROF_REPLAY_CATALOG=FILE to write them, or see Nsight Compute's \
+             `ncu --query-metrics`"
         );
         return Ok(0);
     }

@@ -23,6 +23,9 @@ pub(crate) struct MetricValue {
     pub(crate) value: u64,
     /// The (0-based) pass it came from.
     pub(crate) pass: u64,
+    /// The floating-point value of a vendor metric (NVIDIA's; `value` is it rounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu_value: Option<f64>,
 }
 
 /// The fields every record must have.

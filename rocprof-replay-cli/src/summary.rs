@@ -137,7 +137,8 @@ fn summarize(kernel: &str, records: &[&Record]) -> KernelSummary {
         metrics: BTreeMap::new(),
         metrics_absent: BTreeMap::new(),
     };
-    let mut values: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    // Per metric: (count, floating-point value) of each dispatch.
+    let mut values: BTreeMap<String, Vec<(u64, f64)>> = BTreeMap::new();
     for r in records {
         *outcomes.entry(r.outcome.clone()).or_insert(0) += 1;
         if let Some(reason) = &r.reason {
@@ -158,7 +159,11 @@ fn summarize(kernel: &str, records: &[&Record]) -> KernelSummary {
         s.restore_ns += r.restore_ns;
         s.skipped_regions += r.skipped_regions;
         for (name, v) in r.metrics.iter().flatten() {
-            values.entry(name.clone()).or_default().push(v.value);
+            let real = v.gpu_value.unwrap_or(v.value as f64);
+            values
+                .entry(name.clone())
+                .or_default()
+                .push((v.value, real));
         }
         if let Some(why) = &r.metrics_reason {
             // The reason's code (`not_restored: ...` -> `not_restored`).
@@ -171,9 +176,10 @@ fn summarize(kernel: &str, records: &[&Record]) -> KernelSummary {
         .map(|(name, v)| {
             let summary = MetricSummary {
                 n: v.len() as u64,
-                mean: v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64,
-                min: v.iter().copied().min().unwrap_or(0),
-                max: v.iter().copied().max().unwrap_or(0),
+                // NVIDIA's metrics are floating point: the mean is of `gpu_value`.
+                mean: v.iter().map(|&(_, x)| x).sum::<f64>() / v.len() as f64,
+                min: v.iter().map(|&(n, _)| n).min().unwrap_or(0),
+                max: v.iter().map(|&(n, _)| n).max().unwrap_or(0),
             };
             (name, summary)
         })
@@ -254,5 +260,25 @@ mod tests {
         assert_eq!(k[0].metrics["GRBM_COUNT"].cell(), "9");
         assert_eq!(k[0].metrics_absent["not_restored"], 1);
         assert_eq!(metric_names(&k), ["GRBM_COUNT", "SQ_WAVES"]);
+    }
+
+    #[test]
+    fn nvidia_metrics_are_averaged_from_their_floating_point_values() {
+        let text = r#"{"kernel":"k","dispatch_id":1,"agent":0,"outcome":"replayed","passes":4,"metrics":{"sm__warps_active.avg.pct_of_peak_sustained_active":{"value":46,"pass":3,"gpu_value":45.5}}}
+{"kernel":"k","dispatch_id":2,"agent":0,"outcome":"replayed","passes":4,"metrics":{"sm__warps_active.avg.pct_of_peak_sustained_active":{"value":47,"pass":3,"gpu_value":46.75}}}
+"#;
+        let records = Records::parse(text).records;
+        let m = records[0].metrics.as_ref().unwrap();
+        assert_eq!(
+            m["sm__warps_active.avg.pct_of_peak_sustained_active"].gpu_value,
+            Some(45.5)
+        );
+        let k = by_kernel(&records);
+        let warps = k[0].metrics["sm__warps_active.avg.pct_of_peak_sustained_active"];
+        assert_eq!((warps.n, warps.min, warps.max), (2, 46, 47));
+        assert_eq!(
+            warps.mean, 46.125,
+            "the mean of gpu_value, not of the rounded values"
+        );
     }
 }

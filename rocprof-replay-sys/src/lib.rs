@@ -47,6 +47,8 @@ mod layout;
 pub mod aqlprofile;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+pub mod cupti_profiler;
 pub mod enums;
 pub mod fns;
 pub mod packets;

@@ -65,12 +65,23 @@ pub struct CounterInfo {
     pub event: u32,
 }
 
+/// How many passes a vendor needs for a set of metrics, when the vendor decides that itself
+/// (NVIDIA: CUPTI's profiler host API builds a configuration image for the set and says how
+/// many passes it takes). A catalog with a scheduler ([`CounterCatalog::scheduled_by`]) does
+/// not use per-block limits.
+pub trait PassScheduler: Send + Sync + fmt::Debug {
+    /// The passes that collect `names` together (at least 1), or why the set cannot be
+    /// collected on this agent (e.g. the vendor rejects a sub-metric).
+    fn passes(&self, names: &[&str]) -> Result<u32, String>;
+}
+
 /// What one agent offers: its counters and each block's counters per pass.
 #[derive(Clone, Debug, Default)]
 pub struct CounterCatalog {
     agent: String,
     counters: BTreeMap<String, CounterInfo>,
     limits: BTreeMap<String, u32>,
+    scheduler: Option<Arc<dyn PassScheduler>>,
 }
 
 impl CounterCatalog {
@@ -106,6 +117,22 @@ impl CounterCatalog {
             },
         );
         self
+    }
+
+    /// Lets `scheduler` decide how many passes a set needs (instead of per-block limits).
+    /// Such a catalog lists *base* metrics (e.g. NVIDIA's `sm__cycles_elapsed`): a set may name
+    /// a base metric or a metric derived from one by suffixes (`sm__cycles_elapsed.avg`,
+    /// `dram__bytes_read.sum.per_second`); the scheduler has the last word on the suffixes.
+    /// The values of such a set are floating point ([`MetricValue::gpu_value`]), all
+    /// labelled with the set's last pass (the vendor combines counters of every pass).
+    pub fn scheduled_by(mut self, scheduler: Arc<dyn PassScheduler>) -> CounterCatalog {
+        self.scheduler = Some(scheduler);
+        self
+    }
+
+    /// Whether a vendor scheduler decides the passes ([`scheduled_by`](Self::scheduled_by)).
+    pub fn is_scheduled(&self) -> bool {
+        self.scheduler.is_some()
     }
 
     /// The agent's name.
@@ -207,6 +234,14 @@ pub enum MetricError {
         /// The metric.
         name: String,
     },
+    /// The vendor's scheduler cannot collect the set ([`PassScheduler`]).
+    #[error("the metric set cannot be collected on {agent}: {reason}")]
+    Unschedulable {
+        /// The agent's name.
+        agent: String,
+        /// The vendor's reason.
+        reason: String,
+    },
 }
 
 fn suggest(s: &[String]) -> String {
@@ -236,6 +271,8 @@ pub struct MetricSet {
     agent: String,
     metrics: Vec<Metric>,
     passes: Vec<Vec<MetricId>>,
+    /// Values are floating point, every one from the last pass (a vendor-scheduled set).
+    float: bool,
 }
 
 impl MetricSet {
@@ -246,6 +283,9 @@ impl MetricSet {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        if let Some(scheduler) = &catalog.scheduler {
+            return MetricSet::scheduled(catalog, scheduler.as_ref(), names);
+        }
         let mut metrics: Vec<Metric> = Vec::new();
         // Per pass: counters used of each block.
         let mut used: Vec<BTreeMap<&str, u32>> = Vec::new();
@@ -302,7 +342,86 @@ impl MetricSet {
             agent: catalog.agent.clone(),
             metrics,
             passes,
+            float: false,
         })
+    }
+
+    /// A set whose passes the vendor decides: names are checked against the catalog's base
+    /// metrics, the scheduler gives the number of passes, and every metric is labelled with
+    /// the last one.
+    fn scheduled<I, S>(
+        catalog: &CounterCatalog,
+        scheduler: &dyn PassScheduler,
+        names: I,
+    ) -> Result<MetricSet, MetricError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut metrics: Vec<Metric> = Vec::new();
+        for name in names {
+            let name = name.as_ref();
+            if metrics.iter().any(|m| m.counter.name == name) {
+                return Err(MetricError::Duplicate {
+                    name: name.to_owned(),
+                });
+            }
+            let (base, suffix) = match name.split_once('.') {
+                Some((b, s)) => (b, Some(s)),
+                None => (name, None),
+            };
+            let Some(known) = catalog.get(name).or_else(|| catalog.get(base)) else {
+                let suggestions = catalog
+                    .closest(base, 3)
+                    .into_iter()
+                    .map(|b| match suffix {
+                        Some(s) => format!("{b}.{s}"),
+                        None => b.to_owned(),
+                    })
+                    .collect();
+                return Err(MetricError::Unknown {
+                    name: name.to_owned(),
+                    agent: catalog.agent.clone(),
+                    suggestions,
+                });
+            };
+            metrics.push(Metric {
+                counter: CounterInfo {
+                    name: name.to_owned(),
+                    block: known.block.clone(),
+                    event: known.event,
+                },
+                pass: 0,
+            });
+        }
+        if metrics.is_empty() {
+            return Err(MetricError::Empty);
+        }
+        let listed: Vec<&str> = metrics.iter().map(|m| m.counter.name.as_str()).collect();
+        let count = scheduler
+            .passes(&listed)
+            .map_err(|reason| MetricError::Unschedulable {
+                agent: catalog.agent.clone(),
+                reason,
+            })?
+            .max(1);
+        for m in &mut metrics {
+            m.pass = count - 1;
+        }
+        let mut passes = vec![Vec::new(); count as usize];
+        passes[count as usize - 1] = (0..metrics.len()).map(MetricId).collect();
+        Ok(MetricSet {
+            agent: catalog.agent.clone(),
+            metrics,
+            passes,
+            float: true,
+        })
+    }
+
+    /// Whether the values are floating point and the vendor decided the passes
+    /// ([`CounterCatalog::scheduled_by`]).
+    pub fn is_scheduled(&self) -> bool {
+        self.float
     }
 
     /// The agent the set was validated for.
@@ -352,6 +471,7 @@ impl MetricSet {
                 .map(|m| m.counter.name.clone())
                 .collect(),
             values,
+            floating: self.float,
         })
     }
 }
@@ -359,7 +479,9 @@ impl MetricSet {
 impl MetricSet {
     /// The values of one dispatch from the counter passes' raw values (`per_pass[p]`: pass
     /// `p`'s values, in [`pass`](Self::pass) order), each labelled with the window pass it came
-    /// from (`first_pass + p`). `None` when a pass's values do not match its metrics.
+    /// from (`first_pass + p`). `None` when a pass's values do not match its metrics. For a
+    /// scheduled set ([`is_scheduled`](Self::is_scheduled)) each raw value is the bit pattern
+    /// of an `f64` ([`f64::to_bits`]); otherwise a count.
     pub(crate) fn values_from(
         &self,
         first_pass: u32,
@@ -368,15 +490,17 @@ impl MetricSet {
         if per_pass.len() != self.passes.len() {
             return None;
         }
-        let mut values = vec![MetricValue { value: 0, pass: 0 }; self.metrics.len()];
+        let mut values = vec![MetricValue::count(0, 0); self.metrics.len()];
         for (p, ids) in self.passes.iter().enumerate() {
             if per_pass[p].len() != ids.len() {
                 return None;
             }
             for (id, v) in ids.iter().zip(&per_pass[p]) {
-                values[id.0] = MetricValue {
-                    value: *v,
-                    pass: first_pass + p as u32,
+                let pass = first_pass + p as u32;
+                values[id.0] = if self.float {
+                    MetricValue::real(f64::from_bits(*v), pass)
+                } else {
+                    MetricValue::count(*v, pass)
                 };
             }
         }
@@ -387,12 +511,13 @@ impl MetricSet {
                 .map(|m| m.counter.name.clone())
                 .collect(),
             values,
+            floating: self.float,
         })
     }
 }
 
 /// The counters of one dispatch in its [`Outcome`](crate::Outcome).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub enum Metrics {
     /// The policy asked for none.
     #[default]
@@ -503,19 +628,51 @@ impl fmt::Display for MetricSet {
 }
 
 /// One metric's value for one dispatch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MetricValue {
-    /// The value.
+    /// The value as a count: exact for counters (HSA); for a floating-point metric (NVIDIA's
+    /// `sm__cycles_elapsed.avg`) [`gpu_value`](Self::gpu_value) rounded to the nearest
+    /// integer (0 for a negative or non-finite one).
     pub value: u64,
     /// The pass it was collected in.
     pub pass: u32,
+    /// The value as the vendor evaluates it: NVIDIA's metric value
+    /// (`cuptiProfilerHostEvaluateToGpuValues`); for counters `value` as `f64`.
+    pub gpu_value: f64,
+}
+
+impl MetricValue {
+    /// A counter's value.
+    pub fn count(value: u64, pass: u32) -> MetricValue {
+        MetricValue {
+            value,
+            pass,
+            gpu_value: value as f64,
+        }
+    }
+
+    /// A floating-point metric's value ([`value`](Self::value) is it rounded).
+    pub fn real(gpu_value: f64, pass: u32) -> MetricValue {
+        let value = if gpu_value.is_finite() && gpu_value > 0.0 {
+            gpu_value.round().min(u64::MAX as f64) as u64
+        } else {
+            0
+        };
+        MetricValue {
+            value,
+            pass,
+            gpu_value,
+        }
+    }
 }
 
 /// The values of a [`MetricSet`] for one dispatch.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MetricValues {
     names: Vec<String>,
     values: Vec<MetricValue>,
+    /// From a vendor-scheduled set: [`MetricValue::gpu_value`] is the value.
+    floating: bool,
 }
 
 impl MetricValues {
@@ -530,6 +687,12 @@ impl MetricValues {
     /// The value of a metric by its id in the set these values belong to.
     pub fn by_id(&self, id: MetricId) -> Option<MetricValue> {
         self.values.get(id.0).copied()
+    }
+
+    /// Whether the values are floating point (a vendor-scheduled set, e.g. NVIDIA's): then
+    /// [`MetricValue::gpu_value`] is the value and [`MetricValue::value`] it rounded.
+    pub fn is_floating(&self) -> bool {
+        self.floating
     }
 
     /// Every `(name, value)`, in the set's order.
@@ -679,7 +842,7 @@ mod tests {
     fn values_are_found_by_name_or_id_and_must_match_the_schedule() {
         let c = emulated_gfx90a();
         let set = MetricSet::new(&c, ["SQ_WAVES", "SQ_ITEMS", "SQ_WAVES_EQ_64"]).unwrap();
-        let v = |value, pass| MetricValue { value, pass };
+        let v = MetricValue::count;
         assert!(
             set.values(vec![v(256, 0), v(16384, 0)]).is_none(),
             "one missing"
@@ -700,5 +863,90 @@ mod tests {
             values.iter().map(|(n, _)| n).collect::<Vec<_>>(),
             ["SQ_WAVES", "SQ_ITEMS", "SQ_WAVES_EQ_64"]
         );
+    }
+
+    /// A vendor scheduler that needs one pass per three metrics and rejects `.bogus` suffixes.
+    #[derive(Debug)]
+    struct ByThree(std::sync::Mutex<Vec<Vec<String>>>);
+
+    impl PassScheduler for ByThree {
+        fn passes(&self, names: &[&str]) -> Result<u32, String> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(names.iter().map(|n| n.to_string()).collect());
+            if let Some(bad) = names.iter().find(|n| n.ends_with(".bogus")) {
+                return Err(format!("no sub-metric {bad}"));
+            }
+            Ok(names.len().div_ceil(3) as u32)
+        }
+    }
+
+    #[test]
+    fn a_scheduled_catalog_lets_the_vendor_decide_the_passes_and_labels_values_with_the_last() {
+        let scheduler = Arc::new(ByThree(Default::default()));
+        let c = CounterCatalog::new("GH100")
+            .counter("sm__cycles_elapsed", "counter", 0)
+            .counter("sm__inst_executed", "counter", 1)
+            .counter("dram__bytes_read", "counter", 2)
+            .counter("launch__grid_size", "counter", 3)
+            .scheduled_by(scheduler.clone());
+        assert!(c.is_scheduled());
+        let names = [
+            "sm__cycles_elapsed.avg",
+            "sm__inst_executed.sum",
+            "dram__bytes_read.sum",
+            "launch__grid_size",
+        ];
+        let set = MetricSet::new(&c, names).unwrap();
+        assert!(set.is_scheduled());
+        assert_eq!(set.pass_count(), 2, "four metrics, three per pass");
+        assert_eq!(
+            scheduler.0.lock().unwrap().as_slice(),
+            [names.map(String::from).to_vec()]
+        );
+        assert_eq!(set.pass(0).count(), 0);
+        assert_eq!(
+            set.pass(1)
+                .map(|m| m.counter.name.as_str())
+                .collect::<Vec<_>>(),
+            names
+        );
+        // Raw values are f64 bits, labelled with the window pass of the set's last pass.
+        let raw: Vec<u64> = [2.5e6, 1e9, 4096.0, 512.0].map(f64::to_bits).to_vec();
+        let values = set.values_from(1, &[vec![], raw]).unwrap();
+        assert!(values.is_floating());
+        let cycles = values.get("sm__cycles_elapsed.avg").unwrap();
+        assert_eq!(
+            (cycles.gpu_value, cycles.value, cycles.pass),
+            (2.5e6, 2_500_000, 2)
+        );
+        assert_eq!(values.get("launch__grid_size").unwrap().value, 512);
+        assert_eq!(MetricValue::real(f64::NAN, 0).value, 0);
+        assert_eq!(MetricValue::real(2.49, 0).value, 2);
+
+        // An unknown base names the closest ones with the same suffix.
+        let err = MetricSet::new(&c, ["sm__cycles_elapsd.avg"]).unwrap_err();
+        assert!(
+            matches!(&err, MetricError::Unknown { suggestions, .. }
+                if suggestions[0] == "sm__cycles_elapsed.avg"),
+            "{err:?}"
+        );
+        // The vendor's verdict on a suffix is an error at set-up, with its reason.
+        let err = MetricSet::new(&c, ["sm__cycles_elapsed.bogus"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the metric set cannot be collected on GH100: no sub-metric sm__cycles_elapsed.bogus"
+        );
+        assert!(matches!(
+            MetricSet::new(&c, ["launch__grid_size", "launch__grid_size"]),
+            Err(MetricError::Duplicate { .. })
+        ));
+        // HSA sets are unchanged: counts, not floats.
+        let hsa = MetricSet::new(&emulated_gfx90a(), ["SQ_WAVES"]).unwrap();
+        assert!(!hsa.is_scheduled());
+        let v = hsa.values_from(1, &[vec![256]]).unwrap();
+        assert!(!v.is_floating());
+        assert_eq!(v.get("SQ_WAVES"), Some(MetricValue::count(256, 1)));
     }
 }

@@ -195,7 +195,11 @@ impl fmt::Display for Outcome {
             crate::counters::Metrics::Values(values) => {
                 f.write_str(", counters")?;
                 for (name, v) in values.iter() {
-                    write!(f, " {name}={}", v.value)?;
+                    if values.is_floating() {
+                        write!(f, " {name}={}", v.gpu_value)?;
+                    } else {
+                        write!(f, " {name}={}", v.value)?;
+                    }
                 }
             }
             crate::counters::Metrics::Absent(why) => write!(f, ", no counters ({why})")?,
@@ -263,7 +267,7 @@ mod tests {
             .counter("SQ_ITEMS", "SQ", 14);
         let set = MetricSet::new(&c, ["SQ_WAVES", "SQ_ITEMS"]).unwrap();
         let mut out = testing::outcome(OutcomeKind::Replayed, 2);
-        let v = |value| MetricValue { value, pass: 0 };
+        let v = |value| MetricValue::count(value, 0);
         out.metrics = Metrics::Values(set.values(vec![v(256), v(16384)]).unwrap());
         assert!(
             out.to_string()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds (here) what gpu.sh runs on a GPU machine and copies it into <dir>: the pass_timer tool
-# with the cuda feature, the GPU test binary, the layout-probe test, and this directory's
-# fixtures. Binaries are stripped.
+# with the cuda feature, the GPU test binaries (gpu, counters), the layout-probe tests, the
+# rocprof-replay command with its timer tool (cuda feature), and this directory's fixtures.
+# Binaries are stripped.
 #
 #   bash tests/cuda/stage.sh <dir>
 set -euo pipefail
@@ -21,8 +22,19 @@ cp "$exe" "$dir/gpu"
 exe=$(cargo test --release -q -p rocprof-replay-sys --features cuda --test cuda_layout --no-run \
   --target-dir $t --message-format json 2>/dev/null | pick cuda_layout)
 cp "$exe" "$dir/cuda_layout"
+exe=$(cargo test --release -q -p rocprof-replay-sys --features cuda --test cupti_profiler_layout \
+  --no-run --target-dir $t --message-format json 2>/dev/null | pick cupti_profiler_layout)
+cp "$exe" "$dir/cupti_profiler_layout"
+# Hardware counters (gpu.sh counters): the command and its timer tool with the CUDA backend,
+# side by side (the command finds the timer next to itself), and the counters GPU test.
+cargo build --release -q -p rocprof-replay-cli -p rocprof-replay-timer \
+  --features rocprof-replay-timer/cuda --target-dir $t
+cp $t/release/rocprof-replay $t/release/librocprof_replay_timer.so "$dir/"
+exe=$(ROCPROF_REPLAY_GPU_TESTS=1 cargo test --release -q -p rocprof-replay-cuda-tests \
+  --test counters --no-run --target-dir $t --message-format json 2>/dev/null | pick counters)
+cp "$exe" "$dir/counters"
 # The tool keeps its line tables (backtraces with ROCPROF_REPLAY_DEBUG_SIGNALS=1).
-strip "$dir/gpu" "$dir/cuda_layout"
+strip "$dir/gpu" "$dir/cuda_layout" "$dir/cupti_profiler_layout" "$dir/counters" "$dir/rocprof-replay"
 cp -r tests/cuda/apps tests/cuda/*.py tests/cuda/*.sh "$dir/cuda/"
 cp tests/cuda/gpu.sh "$dir/"
 du -sh "$dir"

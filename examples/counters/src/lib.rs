@@ -44,7 +44,12 @@ impl Counters {
         match &outcome.metrics {
             Metrics::Values(values) => {
                 for (name, v) in values.iter() {
-                    line += &format!(" {name}={} (pass {})", v.value, v.pass);
+                    // NVIDIA's metrics are floating point (`gpu_value`); AMD's are counts.
+                    if values.is_floating() {
+                        line += &format!(" {name}={} (pass {})", v.gpu_value, v.pass);
+                    } else {
+                        line += &format!(" {name}={} (pass {})", v.value, v.pass);
+                    }
                 }
             }
             Metrics::Absent(why) => line += &format!(" no values ({why})"),

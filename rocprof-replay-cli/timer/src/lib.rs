@@ -210,8 +210,17 @@ impl ReplayPolicy for Timer {
                     .validate(agent, catalog)
                     .map_err(|e| e.to_string())
             });
-        if let Err(message) = result {
-            eprintln!("rocprof_replay_timer: {message}; no counters are collected on GPU {agent}");
+        match result {
+            // A vendor-scheduled set (CUDA) is checked here, not by the command: say its passes.
+            Ok(set) if set.is_scheduled() => {
+                eprintln!("rocprof_replay_timer: counters on GPU {agent}: {set}");
+            }
+            Ok(_) => {}
+            Err(message) => {
+                eprintln!(
+                    "rocprof_replay_timer: {message}; no counters are collected on GPU {agent}"
+                );
+            }
         }
     }
 

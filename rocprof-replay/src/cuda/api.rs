@@ -84,9 +84,14 @@ pub(crate) fn error_name(drv: &Driver, status: CUresult) -> String {
 
 /// A CUPTI status with its text.
 pub(crate) fn cupti_error(cupti: &Cupti, status: CUptiResult) -> String {
+    result_string(cupti.get_result_string, status)
+}
+
+/// A CUPTI status with its text, through `cuptiGetResultString` (`get`).
+pub(crate) fn result_string(get: cuptiGetResultString_fn, status: CUptiResult) -> String {
     let mut p: *const c_char = std::ptr::null();
     // SAFETY: writes a pointer to a static string or leaves it null.
-    let r = unsafe { (cupti.get_result_string)(status, &mut p) };
+    let r = unsafe { get(status, &mut p) };
     if r == CUPTI_SUCCESS && !p.is_null() {
         // SAFETY: a NUL-terminated static string of CUPTI.
         let text = unsafe { CStr::from_ptr(p) }.to_string_lossy();
@@ -96,7 +101,7 @@ pub(crate) fn cupti_error(cupti: &Cupti, status: CUptiResult) -> String {
     }
 }
 
-fn open(what: &str, candidates: &[PathBuf]) -> Result<Library, LoadError> {
+pub(crate) fn open(what: &str, candidates: &[PathBuf]) -> Result<Library, LoadError> {
     let mut errors = Vec::new();
     for c in candidates {
         // SAFETY: loading a vendor library whose initialisers are those of the CUDA stack the

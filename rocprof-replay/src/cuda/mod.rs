@@ -34,6 +34,7 @@
 
 mod api;
 mod globals;
+mod profiler;
 mod window;
 
 #[cfg(test)]
@@ -951,6 +952,7 @@ impl Backend {
                 }
                 // The context frees its memory, streams and events itself.
                 ctx.arena.lock().abandon();
+                profiler::forget_context(ctx_handle);
             }
             _ => {}
         }
@@ -1145,10 +1147,6 @@ fn report_fatal_signals() {
     }
 }
 
-/// Why the CUDA backend offers no hardware counters.
-const NO_COUNTERS: &str =
-    "the CUDA backend collects no hardware counters yet (CUPTI's range profiler is not wired)";
-
 /// Attaches the CUDA backend to the engine: loads the driver and CUPTI, subscribes to the
 /// driver callbacks and resource events.
 pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
@@ -1239,10 +1237,9 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
     }
     crate::engine::state::INVENTORY.enable();
     be.active.store(true, Ordering::Release);
-    // No counter source yet (CUPTI's range profiler, issue 15 item 3): said once at set-up
-    // (device ordinals are not known before the application's cuInit; device 0 stands for
-    // all), and every dispatch that asks for counters gets `counters_unavailable`.
-    engine.on_agent(0, Err(NO_COUNTERS));
+    // Counters through CUPTI's range profiler: each device's catalog reaches the policy when
+    // the device is first seen (device ordinals are not known before the application's cuInit).
+    profiler::install(Box::new(|agent, counters| engine.on_agent(agent, counters)));
     tracing::info!(
         callbacks = be.ids.ids().count(),
         "kernel replay installed on CUDA"

@@ -1503,8 +1503,45 @@ impl ReplayPolicy for WithCounters {
     }
 }
 
+/// `add_one` that tells the fake CUPTI it ran (to see which launches fall in a range).
+fn add_one_counted(args: *mut *mut c_void) {
+    add_one(args);
+    super::profiler::tests::kernel_ran();
+}
+
+static ADD_ONE_COUNTED: FakeKernel = FakeKernel {
+    run: add_one_counted,
+    module: 0,
+};
+
+/// Installs a profiler over the fake CUPTI as the process's, for one test (the caller holds
+/// the fake CUPTI's lock, which every test that asks for counters takes first).
+struct FakeProfiler;
+
+impl FakeProfiler {
+    fn install(decode_each: bool) -> (FakeProfiler, crate::counters::CounterCatalog) {
+        use super::profiler::tests as fake;
+        let modes = super::profiler::Modes {
+            decode_each,
+            ..Default::default()
+        };
+        let (p, seen) = fake::profiler(fake::fake_symbols(), modes);
+        let catalog = fake::catalog(&p, &seen);
+        super::profiler::set(Some(p));
+        (FakeProfiler, catalog)
+    }
+}
+
+impl Drop for FakeProfiler {
+    fn drop(&mut self) {
+        super::profiler::set(None);
+    }
+}
+
 #[test]
-fn counters_are_unavailable_on_cuda_and_say_so_without_changing_the_replay() {
+fn without_cuptis_profiler_counters_are_absent_and_the_replay_unchanged() {
+    let _cupti = super::profiler::tests::reset(1);
+    super::profiler::set(None);
     let catalog = crate::counters::CounterCatalog::new("sm_90")
         .block("SM", 1)
         .counter("sm__cycles_elapsed.avg", "SM", 0);
@@ -1521,10 +1558,119 @@ fn counters_are_unavailable_on_cuda_and_say_so_without_changing_the_replay() {
         assert_eq!((o.kind, o.passes), (kind, passes));
         assert_eq!(
             o.metrics.absent_reason(),
-            Some(
-                "counters_unavailable: the CUDA backend collects no hardware counters yet \
-                 (CUPTI's range profiler is not wired)"
-            )
+            Some("counters_unavailable: CUPTI's Profiling API was not loaded")
+        );
+    }
+}
+
+#[test]
+fn a_launch_gets_cuptis_values_from_one_range_per_counter_pass_and_one_execution() {
+    use super::profiler::tests as fake;
+    // Both decode modes: after every pass, and once after the last.
+    for decode_each in [true, false] {
+        let _cupti = fake::reset(3);
+        let (_p, catalog) = FakeProfiler::install(decode_each);
+        let set = Arc::new(crate::counters::MetricSet::new(&catalog, fake::NAMES).unwrap());
+        assert_eq!(set.pass_count(), 3);
+        // Two timing passes of the policy's, then CUPTI's three.
+        let h = harness_with(WithCounters(2, set.clone()), quick());
+        let mut buf = Buffer::new(&h, 16);
+        let mut args = buf.args();
+        fake::take_log();
+        assert_eq!(h.launch(&ADD_ONE_COUNTED, &mut args, 0), CUDA_SUCCESS);
+        assert_eq!(
+            buf.values(),
+            vec![1; 16],
+            "the application sees one execution"
+        );
+        assert_eq!(h.launches(), 5);
+        let o = &h.outcomes()[0].1;
+        assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 5), "{o:?}");
+        let values = o
+            .metrics
+            .values()
+            .unwrap_or_else(|| panic!("{:?}", o.metrics));
+        assert!(values.is_floating());
+        let got: Vec<(&str, f64, u32)> = values
+            .iter()
+            .map(|(n, v)| (n, v.gpu_value, v.pass))
+            .collect();
+        let expected: Vec<(&str, f64, u32)> = fake::NAMES
+            .iter()
+            .map(|n| (*n, n.len() as f64 + 0.25, 4))
+            .collect();
+        assert_eq!(got, expected, "set order, from the last window pass");
+        let log = fake::take_log();
+        let ranged: Vec<&str> = log
+            .iter()
+            .map(String::as_str)
+            .filter(|l| {
+                matches!(
+                    *l,
+                    "SetConfig" | "Start" | "PushRange" | "PopRange" | "Stop" | "kernel"
+                )
+            })
+            .collect();
+        assert_eq!(
+            ranged,
+            [
+                // the policy's two passes (no range), then CUPTI's three
+                "kernel",
+                "kernel",
+                "SetConfig",
+                "Start",
+                "PushRange",
+                "kernel",
+                "PopRange",
+                "Stop",
+                "Start",
+                "PushRange",
+                "kernel",
+                "PopRange",
+                "Stop",
+                "Start",
+                "PushRange",
+                "kernel",
+                "PopRange",
+                "Stop",
+            ],
+            "{log:?}"
+        );
+        assert_eq!(fake::fake().kernels_per_range, [1, 1, 1]);
+        let decodes = log.iter().filter(|l| *l == "Decode").count();
+        assert_eq!(decodes, if decode_each { 3 } else { 1 });
+        assert!(fake::fake().bad.is_empty(), "{:?}", fake::fake().bad);
+        drop(h);
+    }
+}
+
+#[test]
+fn an_application_that_owns_cuptis_profiler_runs_unaffected_without_counters() {
+    use super::profiler::tests as fake;
+    let _cupti = fake::reset(3);
+    fake::fake().enable_status = rocprof_replay_sys::cupti_profiler::CUPTI_ERROR_NOT_COMPATIBLE;
+    let (_p, catalog) = FakeProfiler::install(true);
+    let set = Arc::new(crate::counters::MetricSet::new(&catalog, fake::NAMES).unwrap());
+    for (passes, kind, launches) in [(3, OutcomeKind::Replayed, 3), (1, OutcomeKind::Skipped, 1)] {
+        let h = harness_with(WithCounters(passes, set.clone()), quick());
+        let mut buf = Buffer::new(&h, 16);
+        let mut args = buf.args();
+        assert_eq!(h.launch(&ADD_ONE_COUNTED, &mut args, 0), CUDA_SUCCESS);
+        assert_eq!(buf.values(), vec![1; 16], "one execution");
+        assert_eq!(h.launches(), launches);
+        let o = &h.outcomes()[0].1;
+        assert_eq!((o.kind, o.passes), (kind, passes));
+        let why = o.metrics.absent_reason().unwrap_or_default();
+        assert!(
+            why.starts_with(
+                "counters_unavailable: CUPTI's profiler on this context is already in use"
+            ),
+            "{why}"
+        );
+        let log = fake::take_log();
+        assert!(
+            !log.iter().any(|l| l == "Start" || l == "SetConfig"),
+            "{log:?}"
         );
     }
 }

@@ -744,6 +744,8 @@ struct CudaTarget<'a> {
     dirty: bool,
     /// The end event of pass 1 (the original launch), while it may still be waited for.
     original_end: Option<usize>,
+    /// Hardware counters of this dispatch (CUPTI's range profiler, `super::profiler`).
+    counters: Option<super::profiler::Session>,
 }
 
 impl<'a> CudaTarget<'a> {
@@ -952,8 +954,23 @@ impl DeviceMemory for CudaTarget<'_> {
 }
 
 impl ReplayTarget for CudaTarget<'_> {
-    fn prepare_counters(&mut self, _: &crate::counters::MetricSet) -> Result<(), String> {
-        Err(super::NO_COUNTERS.into())
+    fn prepare_counters(&mut self, set: &crate::counters::MetricSet) -> Result<(), String> {
+        let session = super::profiler::prepare(self.ctx.handle, self.job.info.agent_index, set)?;
+        self.counters = Some(session);
+        Ok(())
+    }
+
+    fn arm_counters(&mut self, pass: Option<u32>) {
+        if let Some(c) = &mut self.counters {
+            c.arm(pass);
+        }
+    }
+
+    fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        match &mut self.counters {
+            Some(c) => c.values(pass),
+            None => Err("the dispatch's counters were not prepared".into()),
+        }
     }
 
     fn refusal(&self) -> Option<DeclineReason> {
@@ -1248,6 +1265,7 @@ fn run_job(job: Job, relaxed: &mut bool) {
         // SAFETY: a plain in/out parameter; this thread never captures.
         unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
     }
+    super::profiler::discover(job.info.agent_index);
     let mut target = CudaTarget {
         be,
         ctx: &job.ctx,
@@ -1258,6 +1276,7 @@ fn run_job(job: Job, relaxed: &mut bool) {
         wait_event: 0,
         dirty: false,
         original_end: None,
+        counters: None,
     };
     tracing::trace!(kernel = job.info.kernel(), "window starts");
     let result = catch_unwind(AssertUnwindSafe(|| (be.runner)(&job.info, &mut target)));

@@ -54,7 +54,13 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "metrics": outcome.metrics.values().map(|values| {
             values
                 .iter()
-                .map(|(name, v)| (name.to_owned(), json!({"value": v.value, "pass": v.pass})))
+                .map(|(name, v)| {
+                    let mut value = json!({"value": v.value, "pass": v.pass});
+                    if values.is_floating() {
+                        value["gpu_value"] = json!(v.gpu_value);
+                    }
+                    (name.to_owned(), value)
+                })
                 .collect::<serde_json::Map<String, serde_json::Value>>()
         }),
         "metrics_reason": outcome.metrics.absent_reason(),

@@ -805,7 +805,7 @@ mod counters {
         let Metrics::Values(v) = &out.metrics else {
             panic!("{:?}", out.metrics)
         };
-        let at = |value, pass| MetricValue { value, pass };
+        let at = MetricValue::count;
         assert_eq!(v.get("SQ_WAVES"), Some(at(0, 2)));
         assert_eq!(v.get("SQ_ITEMS"), Some(at(1, 2)));
         assert_eq!(v.get("GRBM_COUNT"), Some(at(2, 2)));
@@ -825,7 +825,7 @@ mod counters {
         assert_one_execution(&dev);
         assert_eq!(
             out.metrics.values().unwrap().get("SQ_WAVES"),
-            Some(MetricValue { value: 0, pass: 1 })
+            Some(MetricValue::count(0, 1))
         );
     }
 

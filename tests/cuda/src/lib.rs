@@ -8,6 +8,7 @@
 //! | variable | what |
 //! |---|---|
 //! | `ROCPROF_REPLAY_CUDA_TOOL` | the tool library (default: `pass_timer` built here with `--features rocprof-replay/cuda`) |
+//! | `ROCPROF_REPLAY_TIMER_LIB` | the command's timer tool with the CUDA backend, which collects `ROCPROF_REPLAY_METRICS` (default: built here with `--features cuda`) |
 //! | `ROCPROF_REPLAY_CUDA_FIXTURES` | this crate's directory (`apps/`, `gpt2_step.py`) |
 //! | `ROCPROF_REPLAY_GPU_OUT` | a directory that receives the logs and records of the GPU tests |
 //! | `CUDA_HOME` | the CUDA toolkit (default `/usr/local/cuda`) |
@@ -101,6 +102,48 @@ pub fn cuda_tool() -> &'static Path {
             "building pass_timer with the cuda feature",
         );
         let lib = target.join("debug/libpass_timer.so");
+        assert!(lib.is_file(), "{} was not built", lib.display());
+        lib
+    })
+}
+
+/// The command's timer tool with the CUDA backend (it collects `ROCPROF_REPLAY_METRICS`):
+/// `ROCPROF_REPLAY_TIMER_LIB`, or built once per test process with `--features cuda`.
+pub fn timer_tool() -> &'static Path {
+    static TOOL: OnceLock<PathBuf> = OnceLock::new();
+    TOOL.get_or_init(|| {
+        if let Some(p) = std::env::var_os("ROCPROF_REPLAY_TIMER_LIB") {
+            let p = PathBuf::from(p);
+            assert!(
+                p.is_file(),
+                "ROCPROF_REPLAY_TIMER_LIB={} is not a file",
+                p.display()
+            );
+            return p;
+        }
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target"))
+            .join("cuda-tool");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        check(
+            Command::new(cargo)
+                .current_dir(workspace_root())
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "rocprof-replay-timer",
+                    "--features",
+                    "cuda",
+                    "--target-dir",
+                ])
+                .arg(&target)
+                .output()
+                .expect("run cargo"),
+            "building the timer with the cuda feature",
+        );
+        let lib = target.join("debug/librocprof_replay_timer.so");
         assert!(lib.is_file(), "{} was not built", lib.display());
         lib
     })

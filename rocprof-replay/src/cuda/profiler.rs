@@ -1,0 +1,998 @@
+//! Hardware counters on NVIDIA: CUPTI's Profiling API (the profiler host API and the range
+//! profiler, CUDA 12.6+) in *user replay*. The engine replays the launch and restores memory
+//! between passes; CUPTI configures each pass and collects.
+//!
+//! # What happens when
+//! - **Install** ([`install`]): the Profiling API functions are looked up in the `libcupti` the
+//!   backend already loaded, each optional ([`Symbols`]); an older CUPTI without them leaves
+//!   every device without counters, with the name of the first missing function.
+//! - **Device discovery** ([`discover`], on the companion thread, before the first window of a
+//!   device): `cuptiProfilerInitialize` (once), `cuptiDeviceGetChipName`, a host object for the
+//!   chip, and the chip's base metrics (`cuptiProfilerHostGetBaseMetrics` for counters, ratios
+//!   and throughputs; at most [`MAX_CATALOG`]) become a [`CounterCatalog`] scheduled by the
+//!   chip ([`PassScheduler`]), handed to the policy's `on_agent`.
+//! - **Metric set** (the policy's `MetricSet::new` on that catalog): the chip builds the set's
+//!   configuration image once (a fresh host object, `ConfigAddMetrics`, `GetConfigImage`) and
+//!   asks `GetNumOfPasses`; the image is cached per (chip, metric names) and every later
+//!   dispatch of the set reuses it.
+//! - **Per dispatch** ([`Profiler::prepare`], before the window takes the context): the
+//!   context's range profiler (`cuptiRangeProfilerEnable`, once per context, kept until the
+//!   context is destroyed) and a counter data image for one range
+//!   (`GetCounterDataSize`, `CounterDataImageInitialize`).
+//! - **Per counter pass** ([`Session::arm`]): before counter pass 0, `SetConfig` (user range,
+//!   user replay, one range per pass, pass index 0); before every counter pass `Start` and
+//!   `PushRange`, after it `PopRange`, `Stop` (which says whether CUPTI has every pass it
+//!   needs) and `DecodeData` — the sequence of NVIDIA's nvbench (`cupti_profiler.cxx`).
+//! - **After the last counter pass** ([`Session::values`]): `GetCounterDataInfo` (one range)
+//!   and `cuptiProfilerHostEvaluateToGpuValues`: one `f64` per metric, in set order.
+//!
+//! # One range per pass
+//! The window holds the context (its writer lock) and has drained it, so between `Start` and
+//! `Stop` exactly one kernel runs in the context: the pass's own relaunch on the backend's
+//! private stream. A user range pushed before it and popped after it (the default) holds
+//! that launch and nothing else. CUPTI's auto range (one range around each kernel launched
+//! in the context, `ROCPROF_REPLAY_CUPTI_RANGE=auto`) would measure the same launch without
+//! the push/pop; user range with user replay is the combination NVIDIA's own nvbench uses,
+//! so it is the default.
+//!
+//! # Decoding
+//! `DecodeData` runs after every counter pass (it must follow a `Stop`). With
+//! `ROCPROF_REPLAY_CUPTI_DECODE=last` it runs once, after the last pass, as CUPTI's own
+//! user-replay sample does: the fallback if a CUPTI version refuses to decode a partial
+//! replay.
+//!
+//! # The application's own profiler
+//! A context's range profiler has one owner. When the application (or another tool) already
+//! enabled it, `cuptiRangeProfilerEnable` fails and dispatches on that context get
+//! `counters_unavailable: ... already in use ...`; the application is not touched. The
+//! other way round, an application that enables the range profiler on a context after this
+//! tool collected counters there gets CUPTI's error.
+//!
+//! Every CUPTI status becomes a `String` reason ([`super::api::result_string`]); nothing here
+//! panics across the FFI boundary (the window runs under `catch_unwind`).
+
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_char};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use rocprof_replay_sys::cuda::{CUPTI_SUCCESS, CUcontext, CUptiResult, cuptiGetResultString_fn};
+use rocprof_replay_sys::cupti_profiler::*;
+
+use super::api;
+use crate::counters::{CounterCatalog, MetricSet, PassScheduler};
+
+/// Base metrics a catalog lists at most (GH100 has a few thousand).
+pub(crate) const MAX_CATALOG: usize = 20_000;
+
+/// The name of every counter pass's user range.
+const RANGE_NAME: &CStr = c"rocprof-replay pass";
+
+/// Why there are no counters when CUPTI's profiler was never set up (no CUDA backend).
+pub(crate) const NOT_LOADED: &str = "CUPTI's Profiling API was not loaded";
+
+macro_rules! symbols {
+    ($($field:ident: $ty:ty = $name:literal,)*) => {
+        /// The Profiling API functions as found in CUPTI (`None`: this CUPTI lacks it).
+        #[derive(Clone, Copy, Default)]
+        pub(crate) struct Symbols {
+            pub(crate) get_result_string: Option<cuptiGetResultString_fn>,
+            $(pub(crate) $field: Option<$ty>,)*
+        }
+
+        /// Every function the counter source calls.
+        #[derive(Clone, Copy)]
+        pub(crate) struct Fns {
+            pub(crate) get_result_string: cuptiGetResultString_fn,
+            $(pub(crate) $field: $ty,)*
+        }
+
+        impl Symbols {
+            /// Looks every function up in `lib`.
+            fn from_library(lib: &libloading::Library) -> Symbols {
+                Symbols {
+                    // SAFETY: the signature of cupti_result.h.
+                    get_result_string: unsafe { lib.get(b"cuptiGetResultString\0") }.ok().map(|s| *s),
+                    $(
+                        // SAFETY: the signature of the CUPTI 12.6+ headers (layouts checked by
+                        // rocprof-replay-sys's cupti_profiler_layout test).
+                        $field: unsafe { lib.get(concat!($name, "\0").as_bytes()) }.ok().map(|s| *s),
+                    )*
+                }
+            }
+
+            /// All of them, or the name of the first one missing.
+            pub(crate) fn resolve(&self) -> Result<Fns, String> {
+                let missing = |name: &str| {
+                    format!(
+                        "this CUPTI has no {name} (CUPTI's range profiler and profiler host \
+                         API need CUDA 12.6 or later)"
+                    )
+                };
+                Ok(Fns {
+                    get_result_string: self
+                        .get_result_string
+                        .ok_or_else(|| missing("cuptiGetResultString"))?,
+                    $($field: self.$field.ok_or_else(|| missing($name))?,)*
+                })
+            }
+        }
+    };
+}
+
+symbols! {
+    initialize: cuptiProfilerInitialize_fn = "cuptiProfilerInitialize",
+    chip_name: cuptiDeviceGetChipName_fn = "cuptiDeviceGetChipName",
+    host_initialize: cuptiProfilerHostInitialize_fn = "cuptiProfilerHostInitialize",
+    host_deinitialize: cuptiProfilerHostDeinitialize_fn = "cuptiProfilerHostDeinitialize",
+    host_base_metrics: cuptiProfilerHostGetBaseMetrics_fn = "cuptiProfilerHostGetBaseMetrics",
+    host_add_metrics: cuptiProfilerHostConfigAddMetrics_fn = "cuptiProfilerHostConfigAddMetrics",
+    host_config_size: cuptiProfilerHostGetConfigImageSize_fn = "cuptiProfilerHostGetConfigImageSize",
+    host_config_image: cuptiProfilerHostGetConfigImage_fn = "cuptiProfilerHostGetConfigImage",
+    host_passes: cuptiProfilerHostGetNumOfPasses_fn = "cuptiProfilerHostGetNumOfPasses",
+    host_evaluate: cuptiProfilerHostEvaluateToGpuValues_fn = "cuptiProfilerHostEvaluateToGpuValues",
+    enable: cuptiRangeProfilerEnable_fn = "cuptiRangeProfilerEnable",
+    disable: cuptiRangeProfilerDisable_fn = "cuptiRangeProfilerDisable",
+    set_config: cuptiRangeProfilerSetConfig_fn = "cuptiRangeProfilerSetConfig",
+    start: cuptiRangeProfilerStart_fn = "cuptiRangeProfilerStart",
+    stop: cuptiRangeProfilerStop_fn = "cuptiRangeProfilerStop",
+    push_range: cuptiRangeProfilerPushRange_fn = "cuptiRangeProfilerPushRange",
+    pop_range: cuptiRangeProfilerPopRange_fn = "cuptiRangeProfilerPopRange",
+    decode: cuptiRangeProfilerDecodeData_fn = "cuptiRangeProfilerDecodeData",
+    data_size: cuptiRangeProfilerGetCounterDataSize_fn = "cuptiRangeProfilerGetCounterDataSize",
+    data_initialize: cuptiRangeProfilerCounterDataImageInitialize_fn = "cuptiRangeProfilerCounterDataImageInitialize",
+    data_info: cuptiRangeProfilerGetCounterDataInfo_fn = "cuptiRangeProfilerGetCounterDataInfo",
+}
+
+impl Symbols {
+    /// The functions of the CUPTI the backend uses (the same candidates as
+    /// [`api::load_cupti`], so the same library: dlopen hands back the loaded copy).
+    pub(crate) fn load() -> Result<Symbols, String> {
+        let lib = api::open("CUPTI (libcupti.so)", &api::cupti_candidates())
+            .map_err(|e| e.to_string())?;
+        let symbols = Symbols::from_library(&lib);
+        // CUPTI stays loaded for the process's lifetime, as in `load_cupti`.
+        std::mem::forget(lib);
+        Ok(symbols)
+    }
+}
+
+impl Fns {
+    /// `"{call} failed: {status text}"`.
+    fn failed(&self, call: &str, status: CUptiResult) -> String {
+        format!(
+            "{call} failed: {}",
+            api::result_string(self.get_result_string, status)
+        )
+    }
+
+    /// Calls `f` with `params` (its `structSize` set by the caller); `Err` names `call`.
+    fn call<P>(
+        &self,
+        call: &str,
+        f: cupti_params_fn<P>,
+        params: &mut P,
+    ) -> Result<(), (CUptiResult, String)> {
+        // SAFETY: `f` is the CUPTI function of this parameter block (or a test's fake), and
+        // `params` a live, initialised block whose `structSize` covers what it reads.
+        let status = unsafe { f(params) };
+        if status == CUPTI_SUCCESS {
+            Ok(())
+        } else {
+            Err((status, self.failed(call, status)))
+        }
+    }
+}
+
+/// Whether `status`, from enabling a context's profiler, means someone else owns it.
+fn already_owned(status: CUptiResult) -> bool {
+    matches!(
+        status,
+        CUPTI_ERROR_NOT_COMPATIBLE
+            | CUPTI_ERROR_INVALID_OPERATION
+            | CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED
+    )
+}
+
+/// Explains a failure to enable a context's profiler.
+fn enable_reason(status: CUptiResult, message: String) -> String {
+    if already_owned(status) {
+        format!(
+            "CUPTI's profiler on this context is already in use (by the application or another \
+             tool; the tool and the application cannot both own it): {message}; the \
+             application is unaffected"
+        )
+    } else if status == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES {
+        format!(
+            "the GPU's performance counters are restricted to administrators \
+             (NVreg_RestrictProfilingToAdminUsers): {message}"
+        )
+    } else {
+        message
+    }
+}
+
+/// A host object (`CUpti_Profiler_Host_Object*`), deinitialised when dropped.
+struct HostObject {
+    fns: Fns,
+    ptr: *mut CUpti_Profiler_Host_Object,
+}
+
+// SAFETY: CUPTI's host objects are plain host-side state; every use goes through a `Mutex`.
+unsafe impl Send for HostObject {}
+
+impl HostObject {
+    fn new(fns: Fns, chip: &CStr) -> Result<HostObject, String> {
+        let mut p = CUpti_Profiler_Host_Initialize_Params {
+            structSize: CUpti_Profiler_Host_Initialize_Params_SIZE_12_6,
+            profilerType: CUPTI_PROFILER_TYPE_RANGE_PROFILER,
+            pChipName: chip.as_ptr(),
+            ..Default::default()
+        };
+        fns.call("cuptiProfilerHostInitialize", fns.host_initialize, &mut p)
+            .map_err(|(_, m)| m)?;
+        if p.pHostObject.is_null() {
+            return Err("cuptiProfilerHostInitialize returned no host object".into());
+        }
+        Ok(HostObject {
+            fns,
+            ptr: p.pHostObject,
+        })
+    }
+}
+
+impl Drop for HostObject {
+    fn drop(&mut self) {
+        let mut p = CUpti_Profiler_Host_Deinitialize_Params {
+            structSize: CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE,
+            pHostObject: self.ptr,
+            ..Default::default()
+        };
+        if let Err((_, m)) = self.fns.call(
+            "cuptiProfilerHostDeinitialize",
+            self.fns.host_deinitialize,
+            &mut p,
+        ) {
+            tracing::debug!("{m}");
+        }
+    }
+}
+
+/// One metric set's configuration on one chip, built once.
+pub(crate) struct Config {
+    host: Mutex<HostObject>,
+    image: Vec<u8>,
+    passes: u32,
+    names: Vec<CString>,
+}
+
+impl Config {
+    /// Pointers to the metric names (valid while `self` lives).
+    fn name_ptrs(&self) -> Vec<*const c_char> {
+        self.names.iter().map(|n| n.as_ptr()).collect()
+    }
+}
+
+/// One GPU model as CUPTI names it (`GH100`), with its cached configurations.
+pub(crate) struct Chip {
+    fns: Fns,
+    name: CString,
+    configs: Mutex<HashMap<Vec<String>, Arc<Config>>>,
+}
+
+impl std::fmt::Debug for Chip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chip")
+            .field("name", &self.name)
+            .field("configs", &self.configs.lock().len())
+            .finish()
+    }
+}
+
+/// A chip as a [`PassScheduler`]: the passes of a set are those of its configuration image.
+#[derive(Debug)]
+struct ChipScheduler(Arc<Chip>);
+
+impl PassScheduler for ChipScheduler {
+    fn passes(&self, names: &[&str]) -> Result<u32, String> {
+        self.0.config(names).map(|c| c.passes)
+    }
+}
+
+impl Chip {
+    /// The chip's name, as CUPTI gives it.
+    pub(crate) fn name(&self) -> String {
+        self.name.to_string_lossy().into_owned()
+    }
+
+    /// The configuration of `names` (in this order), built on first use and cached.
+    pub(crate) fn config(&self, names: &[&str]) -> Result<Arc<Config>, String> {
+        let key: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let mut configs = self.configs.lock();
+        if let Some(c) = configs.get(&key) {
+            return Ok(c.clone());
+        }
+        let config = Arc::new(self.build(&key)?);
+        configs.insert(key, config.clone());
+        Ok(config)
+    }
+
+    fn build(&self, names: &[String]) -> Result<Config, String> {
+        let f = &self.fns;
+        let names: Vec<CString> = names
+            .iter()
+            .map(|n| CString::new(n.as_str()).map_err(|_| format!("metric `{n}` holds a NUL")))
+            .collect::<Result<_, _>>()?;
+        let mut ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        // A fresh host object: metrics added to one stay in its configuration.
+        let host = HostObject::new(*f, &self.name)?;
+        let mut add = CUpti_Profiler_Host_ConfigAddMetrics_Params {
+            structSize: CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE,
+            pHostObject: host.ptr,
+            ppMetricNames: ptrs.as_mut_ptr(),
+            numMetrics: ptrs.len(),
+            ..Default::default()
+        };
+        f.call(
+            "cuptiProfilerHostConfigAddMetrics",
+            f.host_add_metrics,
+            &mut add,
+        )
+        .map_err(|(_, m)| format!("{m} (a metric or sub-metric the chip lacks?)"))?;
+        let mut size = CUpti_Profiler_Host_GetConfigImageSize_Params {
+            structSize: CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE,
+            pHostObject: host.ptr,
+            ..Default::default()
+        };
+        f.call(
+            "cuptiProfilerHostGetConfigImageSize",
+            f.host_config_size,
+            &mut size,
+        )
+        .map_err(|(_, m)| m)?;
+        let mut image = vec![0u8; size.configImageSize];
+        let mut get = CUpti_Profiler_Host_GetConfigImage_Params {
+            structSize: CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE,
+            pHostObject: host.ptr,
+            configImageSize: image.len(),
+            pConfigImage: image.as_mut_ptr(),
+            ..Default::default()
+        };
+        f.call(
+            "cuptiProfilerHostGetConfigImage",
+            f.host_config_image,
+            &mut get,
+        )
+        .map_err(|(_, m)| m)?;
+        let mut passes = CUpti_Profiler_Host_GetNumOfPasses_Params {
+            structSize: CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE,
+            configImageSize: image.len(),
+            pConfigImage: image.as_mut_ptr(),
+            ..Default::default()
+        };
+        f.call(
+            "cuptiProfilerHostGetNumOfPasses",
+            f.host_passes,
+            &mut passes,
+        )
+        .map_err(|(_, m)| m)?;
+        let count = u32::try_from(passes.numOfPasses.max(1))
+            .map_err(|_| format!("CUPTI says the set needs {} passes", passes.numOfPasses))?;
+        tracing::debug!(chip = %self.name(), metrics = names.len(), passes = count, "CUPTI configuration image built");
+        Ok(Config {
+            host: Mutex::new(host),
+            image,
+            passes: count,
+            names,
+        })
+    }
+
+    /// The chip's base metrics (counters, ratios, throughputs) as a catalog named after the
+    /// chip, scheduled by it.
+    fn catalog(self: &Arc<Chip>) -> Result<CounterCatalog, String> {
+        let f = &self.fns;
+        let host = HostObject::new(*f, &self.name)?;
+        let mut catalog = CounterCatalog::new(self.name());
+        let mut listed = 0usize;
+        for (kind, label) in [
+            (CUPTI_METRIC_TYPE_COUNTER, "counter"),
+            (CUPTI_METRIC_TYPE_RATIO, "ratio"),
+            (CUPTI_METRIC_TYPE_THROUGHPUT, "throughput"),
+        ] {
+            let mut p = CUpti_Profiler_Host_GetBaseMetrics_Params {
+                structSize: CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE,
+                pHostObject: host.ptr,
+                metricType: kind,
+                ..Default::default()
+            };
+            f.call(
+                "cuptiProfilerHostGetBaseMetrics",
+                f.host_base_metrics,
+                &mut p,
+            )
+            .map_err(|(_, m)| m)?;
+            if p.ppMetricNames.is_null() {
+                continue;
+            }
+            for i in 0..p.numMetrics.min(MAX_CATALOG - listed) {
+                // SAFETY: CUPTI's array of `numMetrics` names, valid while the host object
+                // lives; each copied now.
+                let name = unsafe { *p.ppMetricNames.add(i) };
+                if name.is_null() {
+                    continue;
+                }
+                // SAFETY: a NUL-terminated name of CUPTI's.
+                let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+                catalog = catalog.counter(name.as_ref(), label, listed as u32);
+                listed += 1;
+            }
+        }
+        drop(host);
+        if listed == 0 {
+            return Err(format!("CUPTI lists no metrics for chip {}", self.name()));
+        }
+        Ok(catalog.scheduled_by(Arc::new(ChipScheduler(self.clone()))))
+    }
+}
+
+/// Hands the policy a device's catalog (the engine's `on_agent`).
+pub(crate) type OnAgent = Box<dyn Fn(u32, Result<&CounterCatalog, &str>) + Send + Sync>;
+
+/// A context's range profiler object, or why it has none.
+type ContextProfiler = Result<usize, String>;
+
+/// How counter passes are delimited and decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Modes {
+    /// Decode after every counter pass (else only after the last).
+    pub(crate) decode_each: bool,
+    /// One user range (push/pop) around the pass's launch (else CUPTI's auto range).
+    pub(crate) user_range: bool,
+    /// Have CUPTI reset the caches before each pass (CUDA 13.4+; as Nsight Compute's
+    /// `--cache-control all`, its default).
+    pub(crate) flush_caches: bool,
+}
+
+impl Default for Modes {
+    fn default() -> Modes {
+        Modes {
+            decode_each: true,
+            user_range: true,
+            flush_caches: false,
+        }
+    }
+}
+
+impl Modes {
+    /// `ROCPROF_REPLAY_CUPTI_DECODE=last`, `ROCPROF_REPLAY_CUPTI_RANGE=auto`,
+    /// `ROCPROF_REPLAY_CUPTI_CACHE=all`.
+    fn from_env() -> Modes {
+        let var = |name| std::env::var(name).unwrap_or_default();
+        Modes {
+            decode_each: var("ROCPROF_REPLAY_CUPTI_DECODE") != "last",
+            user_range: var("ROCPROF_REPLAY_CUPTI_RANGE") != "auto",
+            flush_caches: var("ROCPROF_REPLAY_CUPTI_CACHE") == "all",
+        }
+    }
+}
+
+/// The counter source of the process.
+pub(crate) struct Profiler {
+    fns: Result<Fns, String>,
+    on_agent: OnAgent,
+    initialized: Mutex<Option<Result<(), String>>>,
+    devices: Mutex<HashMap<u32, Result<Arc<Chip>, String>>>,
+    contexts: Mutex<HashMap<usize, ContextProfiler>>,
+    modes: Modes,
+}
+
+impl Profiler {
+    /// A profiler over `symbols` that reports each device's catalog to `on_agent`.
+    pub(crate) fn new(
+        symbols: Result<Symbols, String>,
+        on_agent: OnAgent,
+        modes: Modes,
+    ) -> Profiler {
+        Profiler {
+            fns: symbols.and_then(|s| s.resolve()),
+            on_agent,
+            initialized: Mutex::new(None),
+            devices: Mutex::new(HashMap::new()),
+            contexts: Mutex::new(HashMap::new()),
+            modes,
+        }
+    }
+
+    fn fns(&self) -> Result<Fns, String> {
+        self.fns.clone()
+    }
+
+    /// `cuptiProfilerInitialize`, once.
+    fn initialize(&self, f: &Fns) -> Result<(), String> {
+        let mut done = self.initialized.lock();
+        done.get_or_insert_with(|| {
+            let mut p = CUpti_Profiler_Initialize_Params {
+                structSize: CUpti_Profiler_Initialize_Params_STRUCT_SIZE,
+                ..Default::default()
+            };
+            f.call("cuptiProfilerInitialize", f.initialize, &mut p)
+                .map_err(|(status, m)| enable_reason(status, m))
+        })
+        .clone()
+    }
+
+    /// Device `ordinal`'s chip and catalog.
+    fn chip(&self, ordinal: u32) -> Result<(Arc<Chip>, CounterCatalog), String> {
+        let f = self.fns()?;
+        self.initialize(&f)?;
+        let mut p = CUpti_Device_GetChipName_Params {
+            structSize: CUpti_Device_GetChipName_Params_STRUCT_SIZE,
+            deviceIndex: ordinal as usize,
+            ..Default::default()
+        };
+        f.call("cuptiDeviceGetChipName", f.chip_name, &mut p)
+            .map_err(|(_, m)| m)?;
+        if p.pChipName.is_null() {
+            return Err("cuptiDeviceGetChipName returned no name".into());
+        }
+        // SAFETY: CUPTI's static NUL-terminated chip name.
+        let name = unsafe { CStr::from_ptr(p.pChipName) }.to_owned();
+        let chip = Arc::new(Chip {
+            fns: f,
+            name,
+            configs: Mutex::new(HashMap::new()),
+        });
+        let catalog = chip.catalog()?;
+        Ok((chip, catalog))
+    }
+
+    /// Sees device `ordinal`: the first time, builds its catalog and hands it (or why there
+    /// is none) to the policy.
+    pub(crate) fn discover(&self, ordinal: u32) {
+        let mut devices = self.devices.lock();
+        if devices.contains_key(&ordinal) {
+            return;
+        }
+        let found = self.chip(ordinal);
+        devices.insert(
+            ordinal,
+            found.as_ref().map(|(c, _)| c.clone()).map_err(Clone::clone),
+        );
+        drop(devices);
+        match &found {
+            Ok((chip, catalog)) => tracing::info!(
+                gpu = ordinal,
+                chip = %chip.name(),
+                metrics = catalog.counters().count(),
+                "hardware counters through CUPTI's range profiler"
+            ),
+            Err(why) => tracing::info!(gpu = ordinal, "no hardware counters: {why}"),
+        }
+        (self.on_agent)(
+            ordinal,
+            found.as_ref().map(|(_, c)| c).map_err(String::as_str),
+        );
+    }
+
+    /// The range profiler of context `ctx` (current on this thread), enabled on first use.
+    fn context(&self, f: &Fns, ctx: usize) -> Result<*mut CUpti_RangeProfiler_Object, String> {
+        let flush = self.modes.flush_caches;
+        let mut contexts = self.contexts.lock();
+        let entry = contexts.entry(ctx).or_insert_with(|| {
+            let enable = |with_cache: bool| {
+                let mut p = CUpti_RangeProfiler_Enable_Params {
+                    structSize: if with_cache {
+                        CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE
+                    } else {
+                        CUpti_RangeProfiler_Enable_Params_SIZE_12_6
+                    },
+                    ctx: ctx as CUcontext,
+                    cacheControlMode: if with_cache {
+                        CUPTI_CACHE_CONTROL_MODE_ALL
+                    } else {
+                        CUPTI_CACHE_CONTROL_MODE_NONE
+                    },
+                    ..Default::default()
+                };
+                f.call("cuptiRangeProfilerEnable", f.enable, &mut p)
+                    .map(|()| p)
+            };
+            let mut enabled = enable(flush);
+            if flush && let Err((status, m)) = &enabled {
+                // A CUPTI before 13.4 has no cache control: without it, said once.
+                tracing::warn!(
+                    "CUPTI's range profiler without cache control (ROCPROF_REPLAY_CUPTI_CACHE=all \
+                     needs CUPTI 13.4+): {m}"
+                );
+                if !already_owned(*status) {
+                    enabled = enable(false);
+                }
+            }
+            match enabled.map(|p| p.pRangeProfilerObject) {
+                Ok(object) if !object.is_null() => Ok(object as usize),
+                Ok(_) => Err("cuptiRangeProfilerEnable returned no profiler object".into()),
+                Err((status, m)) => Err(enable_reason(status, m)),
+            }
+        });
+        entry.clone().map(|p| p as *mut CUpti_RangeProfiler_Object)
+    }
+
+    /// Context `ctx` is being destroyed: its range profiler goes with it.
+    pub(crate) fn forget_context(&self, ctx: usize) {
+        let Some(Ok(object)) = self.contexts.lock().remove(&ctx) else {
+            return;
+        };
+        let Ok(f) = self.fns() else { return };
+        let mut p = CUpti_RangeProfiler_Disable_Params {
+            structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+            pRangeProfilerObject: object as *mut CUpti_RangeProfiler_Object,
+            ..Default::default()
+        };
+        if let Err((_, m)) = f.call("cuptiRangeProfilerDisable", f.disable, &mut p) {
+            tracing::debug!("{m}");
+        }
+    }
+
+    /// Prepares `set` for one dispatch on device `ordinal` in context `ctx` (current on this
+    /// thread): its cached configuration, the context's range profiler and a fresh counter
+    /// data image.
+    pub(crate) fn prepare(
+        &self,
+        ctx: usize,
+        ordinal: u32,
+        set: &MetricSet,
+    ) -> Result<Session, String> {
+        let f = self.fns()?;
+        self.discover(ordinal);
+        let chip = match self.devices.lock().get(&ordinal) {
+            Some(Ok(chip)) => chip.clone(),
+            Some(Err(why)) => return Err(why.clone()),
+            None => return Err("the device was not discovered".into()),
+        };
+        if !set.is_scheduled() {
+            return Err(format!(
+                "the metric set was not built from this GPU's CUPTI catalog ({}); build it in \
+                 on_agent from the catalog given there",
+                set.agent()
+            ));
+        }
+        let names: Vec<&str> = set
+            .metrics()
+            .iter()
+            .map(|m| m.counter.name.as_str())
+            .collect();
+        let config = chip.config(&names)?;
+        if config.passes != set.pass_count() {
+            return Err(format!(
+                "the set was scheduled for {} passes, CUPTI's configuration needs {}",
+                set.pass_count(),
+                config.passes
+            ));
+        }
+        let object = self.context(&f, ctx)?;
+        let mut ptrs = config.name_ptrs();
+        let mut size = CUpti_RangeProfiler_GetCounterDataSize_Params {
+            structSize: CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE,
+            pRangeProfilerObject: object,
+            pMetricNames: ptrs.as_mut_ptr(),
+            numMetrics: ptrs.len(),
+            maxNumOfRanges: 1,
+            maxNumRangeTreeNodes: 1,
+            ..Default::default()
+        };
+        f.call(
+            "cuptiRangeProfilerGetCounterDataSize",
+            f.data_size,
+            &mut size,
+        )
+        .map_err(|(_, m)| m)?;
+        let mut image = vec![0u8; size.counterDataSize];
+        let mut init = CUpti_RangeProfiler_CounterDataImage_Initialize_Params {
+            structSize: CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
+            pRangeProfilerObject: object,
+            counterDataSize: image.len(),
+            pCounterData: image.as_mut_ptr(),
+            ..Default::default()
+        };
+        f.call(
+            "cuptiRangeProfilerCounterDataImageInitialize",
+            f.data_initialize,
+            &mut init,
+        )
+        .map_err(|(_, m)| m)?;
+        Ok(Session {
+            fns: f,
+            object,
+            config,
+            image,
+            started: false,
+            pushed: false,
+            stopped: 0,
+            all_submitted: false,
+            decoded: false,
+            modes: self.modes,
+            error: None,
+        })
+    }
+}
+
+/// One dispatch's counter collection: the counter passes of one prepared set.
+pub(crate) struct Session {
+    fns: Fns,
+    object: *mut CUpti_RangeProfiler_Object,
+    config: Arc<Config>,
+    image: Vec<u8>,
+    /// Between `Start` and `Stop`.
+    started: bool,
+    /// Inside the pass's user range.
+    pushed: bool,
+    /// Passes stopped so far.
+    stopped: u32,
+    /// CUPTI said every pass was submitted.
+    all_submitted: bool,
+    /// Everything submitted so far is decoded.
+    decoded: bool,
+    modes: Modes,
+    /// The first failure; the dispatch then has no counters.
+    error: Option<String>,
+}
+
+// SAFETY: the profiler object is the context's, used only by the window that holds the
+// context; the session lives on one companion thread and is moved there at most.
+unsafe impl Send for Session {}
+
+impl Session {
+    fn fail(&mut self, why: String) {
+        tracing::warn!("hardware counters of this dispatch: {why}");
+        self.error.get_or_insert(why);
+    }
+
+    /// Arms counter pass `pass` for the next launch (`Some`: `SetConfig` before pass 0, then
+    /// `Start`), or ends the pass that just ran (`None`: `Stop`, then `DecodeData`).
+    pub(crate) fn arm(&mut self, pass: Option<u32>) {
+        match pass {
+            Some(p) => self.start(p),
+            None => self.stop(),
+        }
+    }
+
+    fn start(&mut self, pass: u32) {
+        if self.error.is_some() || self.started || self.all_submitted {
+            return;
+        }
+        let f = self.fns;
+        if pass == 0 {
+            let mut p = CUpti_RangeProfiler_SetConfig_Params {
+                structSize: CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE,
+                pRangeProfilerObject: self.object,
+                configSize: self.config.image.len(),
+                pConfig: self.config.image.as_ptr(),
+                counterDataImageSize: self.image.len(),
+                pCounterDataImage: self.image.as_mut_ptr(),
+                range: if self.modes.user_range {
+                    CUPTI_UserRange
+                } else {
+                    CUPTI_AutoRange
+                },
+                replayMode: CUPTI_UserReplay,
+                maxRangesPerPass: 1,
+                numNestingLevels: 1,
+                minNestingLevel: 1,
+                passIndex: 0,
+                targetNestingLevel: 1,
+                ..Default::default()
+            };
+            if let Err((_, m)) = f.call("cuptiRangeProfilerSetConfig", f.set_config, &mut p) {
+                return self.fail(m);
+            }
+        }
+        let mut p = CUpti_RangeProfiler_Start_Params {
+            structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+            pRangeProfilerObject: self.object,
+            ..Default::default()
+        };
+        match f.call("cuptiRangeProfilerStart", f.start, &mut p) {
+            Ok(()) => self.started = true,
+            Err((status, m)) => return self.fail(enable_reason(status, m)),
+        }
+        if self.modes.user_range {
+            let mut p = CUpti_RangeProfiler_PushRange_Params {
+                structSize: CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE,
+                pRangeProfilerObject: self.object,
+                pRangeName: RANGE_NAME.as_ptr(),
+                ..Default::default()
+            };
+            match f.call("cuptiRangeProfilerPushRange", f.push_range, &mut p) {
+                Ok(()) => self.pushed = true,
+                Err((_, m)) => self.fail(m),
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        if !self.started {
+            return;
+        }
+        self.started = false;
+        let f = self.fns;
+        if self.pushed {
+            self.pushed = false;
+            let mut p = CUpti_RangeProfiler_PopRange_Params {
+                structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+                pRangeProfilerObject: self.object,
+                ..Default::default()
+            };
+            if let Err((_, m)) = f.call("cuptiRangeProfilerPopRange", f.pop_range, &mut p) {
+                self.fail(m);
+            }
+        }
+        let mut p = CUpti_RangeProfiler_Stop_Params {
+            structSize: CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
+            pRangeProfilerObject: self.object,
+            ..Default::default()
+        };
+        if let Err((_, m)) = f.call("cuptiRangeProfilerStop", f.stop, &mut p) {
+            return self.fail(m);
+        }
+        self.stopped += 1;
+        self.all_submitted = p.isAllPassSubmitted != 0;
+        self.decoded = false;
+        if self.modes.decode_each {
+            self.decode();
+        }
+    }
+
+    fn decode(&mut self) {
+        if self.decoded || self.error.is_some() {
+            return;
+        }
+        let f = self.fns;
+        let mut p = CUpti_RangeProfiler_DecodeData_Params {
+            structSize: CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
+            pRangeProfilerObject: self.object,
+            ..Default::default()
+        };
+        match f.call("cuptiRangeProfilerDecodeData", f.decode, &mut p) {
+            Ok(()) if p.numOfRangeDropped > 0 => self.fail(format!(
+                "CUPTI dropped {} range(s) of the pass",
+                p.numOfRangeDropped
+            )),
+            Ok(()) => self.decoded = true,
+            Err((_, m)) => self.fail(m),
+        }
+    }
+
+    /// The values of counter pass `pass`, which just completed, in [`MetricSet::pass`]
+    /// order: none before the last pass; after it every metric, each the bit pattern of its
+    /// `f64` value.
+    pub(crate) fn values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        if let Some(why) = &self.error {
+            return Err(why.clone());
+        }
+        if self.stopped != pass + 1 && !self.all_submitted {
+            return Err(format!(
+                "counter pass {pass} was not collected (CUPTI stopped {} pass(es))",
+                self.stopped
+            ));
+        }
+        let last = self.config.passes.saturating_sub(1);
+        if pass < last {
+            return Ok(Vec::new());
+        }
+        if !self.all_submitted {
+            return Err(format!(
+                "CUPTI wants more passes than the {} its configuration image said",
+                self.config.passes
+            ));
+        }
+        self.decode();
+        if let Some(why) = &self.error {
+            return Err(why.clone());
+        }
+        let f = self.fns;
+        let mut info = CUpti_RangeProfiler_GetCounterDataInfo_Params {
+            structSize: CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
+            pCounterDataImage: self.image.as_ptr(),
+            counterDataImageSize: self.image.len(),
+            ..Default::default()
+        };
+        f.call(
+            "cuptiRangeProfilerGetCounterDataInfo",
+            f.data_info,
+            &mut info,
+        )
+        .map_err(|(_, m)| m)?;
+        if info.numTotalRanges == 0 {
+            return Err("CUPTI recorded no range for the pass's launch".into());
+        }
+        if info.numTotalRanges > 1 {
+            tracing::debug!(
+                ranges = info.numTotalRanges,
+                "more than one range in a counter pass; the first is the pass's launch"
+            );
+        }
+        let mut ptrs = self.config.name_ptrs();
+        let mut values = vec![0f64; ptrs.len()];
+        let host = self.config.host.lock();
+        let mut p = CUpti_Profiler_Host_EvaluateToGpuValues_Params {
+            structSize: CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
+            pHostObject: host.ptr,
+            pCounterDataImage: self.image.as_ptr(),
+            counterDataImageSize: self.image.len(),
+            rangeIndex: 0,
+            ppMetricNames: ptrs.as_mut_ptr(),
+            numMetrics: ptrs.len(),
+            pMetricValues: values.as_mut_ptr(),
+            ..Default::default()
+        };
+        f.call(
+            "cuptiProfilerHostEvaluateToGpuValues",
+            f.host_evaluate,
+            &mut p,
+        )
+        .map_err(|(_, m)| m)?;
+        drop(host);
+        Ok(values.into_iter().map(f64::to_bits).collect())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A window that ended between Start and Stop: the profiler must not stay started.
+        self.stop();
+    }
+}
+
+/// The process's profiler (set at install; tests set their own).
+static PROFILER: RwLock<Option<Arc<Profiler>>> = RwLock::new(None);
+
+/// Sets the process's profiler (`None`: no counters).
+pub(crate) fn set(profiler: Option<Arc<Profiler>>) {
+    *PROFILER.write() = profiler;
+}
+
+fn current() -> Option<Arc<Profiler>> {
+    PROFILER.read().clone()
+}
+
+/// At backend install: loads the Profiling API and reports each device to `on_agent` when it
+/// is first seen. `ROCPROF_REPLAY_CUPTI_DECODE=last` decodes only after the last pass;
+/// `ROCPROF_REPLAY_CUPTI_PROFILER=0` leaves CUPTI's profiler alone (no counters, said to
+/// `on_agent`).
+pub(crate) fn install(on_agent: OnAgent) {
+    let symbols = if std::env::var("ROCPROF_REPLAY_CUPTI_PROFILER").as_deref() == Ok("0") {
+        Err("CUPTI's profiler is not used (ROCPROF_REPLAY_CUPTI_PROFILER=0)".to_owned())
+    } else {
+        Symbols::load()
+    };
+    set(Some(Arc::new(Profiler::new(
+        symbols,
+        on_agent,
+        Modes::from_env(),
+    ))));
+}
+
+/// Device `ordinal` is in use (see [`Profiler::discover`]).
+pub(crate) fn discover(ordinal: u32) {
+    if let Some(p) = current() {
+        p.discover(ordinal);
+    }
+}
+
+/// See [`Profiler::prepare`].
+pub(crate) fn prepare(ctx: usize, ordinal: u32, set: &MetricSet) -> Result<Session, String> {
+    current()
+        .ok_or_else(|| NOT_LOADED.to_owned())?
+        .prepare(ctx, ordinal, set)
+}
+
+/// See [`Profiler::forget_context`].
+pub(crate) fn forget_context(ctx: usize) {
+    if let Some(p) = current() {
+        p.forget_context(ctx);
+    }
+}
+
+#[cfg(test)]
+#[path = "profiler_tests.rs"]
+pub(crate) mod tests;

@@ -1,0 +1,804 @@
+//! The counter source against a fake CUPTI: every Profiling API function is a Rust function
+//! that checks its parameter block, logs its name and answers as CUPTI would. The backend's
+//! end-to-end test (`cuda/tests.rs`) uses the same fake with the fake driver.
+
+use std::ffi::{CStr, c_char};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+use rocprof_replay_sys::cuda::{CUPTI_ERROR_INVALID_PARAMETER, CUPTI_SUCCESS, CUptiResult};
+
+use super::*;
+use crate::counters::{MetricError, MetricSet};
+
+/// What the fake CUPTI was asked and what it answers.
+#[derive(Default)]
+pub(crate) struct FakeCupti {
+    /// Function names, in call order (`kernel` where a fake kernel ran).
+    pub(crate) log: Vec<String>,
+    /// What `GetNumOfPasses` says.
+    pub(crate) passes: usize,
+    /// What `cuptiRangeProfilerEnable` returns.
+    pub(crate) enable_status: CUptiResult,
+    /// `cuptiRangeProfilerEnable` calls: the cache control mode asked (`None`: 12.6 size).
+    pub(crate) enables: Vec<Option<u32>>,
+    /// A CUPTI before 13.4: the larger `Enable` block is refused.
+    pub(crate) old_cupti: bool,
+    /// `ConfigAddMetrics` fails for a metric containing this.
+    pub(crate) reject: Option<&'static str>,
+    /// Metric names of the last `ConfigAddMetrics`.
+    pub(crate) added: Vec<String>,
+    started: bool,
+    pushed: bool,
+    /// The range mode of the last `SetConfig`.
+    pub(crate) range: u32,
+    stops: usize,
+    /// Kernels that ran between Start and Stop, per range.
+    pub(crate) kernels_per_range: Vec<u32>,
+    next: usize,
+    /// Parameter blocks that were not as the counter source must fill them.
+    pub(crate) bad: Vec<String>,
+}
+
+static FAKE: Mutex<Option<FakeCupti>> = Mutex::new(None);
+/// One test at a time uses the fake CUPTI.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub(crate) fn fake() -> parking_lot::MappedMutexGuard<'static, FakeCupti> {
+    MutexGuard::map(FAKE.lock(), |f| f.get_or_insert_with(FakeCupti::default))
+}
+
+fn log(name: &str) {
+    fake().log.push(name.to_owned());
+}
+
+fn bad(what: String) {
+    fake().bad.push(what);
+}
+
+/// A fake kernel ran (the backend test's kernels call this).
+pub(crate) fn kernel_ran() {
+    let mut f = fake();
+    f.log.push("kernel".into());
+    let in_range = f.started && (f.pushed || f.range == CUPTI_AutoRange);
+    if in_range && let Some(n) = f.kernels_per_range.last_mut() {
+        *n += 1;
+    }
+}
+
+/// Takes the fake for one test, reset with `passes` passes; hold the guard for the test.
+pub(crate) fn reset(passes: usize) -> MutexGuard<'static, ()> {
+    let serial = SERIAL.lock();
+    *FAKE.lock() = Some(FakeCupti {
+        passes,
+        ..FakeCupti::default()
+    });
+    serial
+}
+
+/// The calls logged so far (and clears the log).
+pub(crate) fn take_log() -> Vec<String> {
+    std::mem::take(&mut fake().log)
+}
+
+fn handle() -> usize {
+    let mut f = fake();
+    f.next += 0x100;
+    0x9000_0000 + f.next
+}
+
+unsafe extern "C" fn get_result_string(_: CUptiResult, p: *mut *const c_char) -> CUptiResult {
+    // SAFETY: out-parameter.
+    unsafe { *p = c"FAKE_CUPTI_ERROR".as_ptr() };
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn initialize(p: *mut CUpti_Profiler_Initialize_Params) -> CUptiResult {
+    log("Initialize");
+    // SAFETY: the caller's block.
+    if unsafe { (*p).structSize } != CUpti_Profiler_Initialize_Params_STRUCT_SIZE {
+        bad("Initialize size".into());
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn chip_name(p: *mut CUpti_Device_GetChipName_Params) -> CUptiResult {
+    log("GetChipName");
+    // SAFETY: the caller's block.
+    unsafe { (*p).pChipName = c"GH100".as_ptr() };
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn host_initialize(p: *mut CUpti_Profiler_Host_Initialize_Params) -> CUptiResult {
+    log("HostInitialize");
+    // SAFETY: the caller's block.
+    let p = unsafe { &mut *p };
+    if p.structSize != 48 || p.profilerType != CUPTI_PROFILER_TYPE_RANGE_PROFILER {
+        bad(format!(
+            "HostInitialize size {} type {}",
+            p.structSize, p.profilerType
+        ));
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    }
+    // SAFETY: the caller's chip name.
+    if unsafe { CStr::from_ptr(p.pChipName) } != c"GH100" {
+        bad("HostInitialize chip".into());
+    }
+    p.pHostObject = handle() as *mut CUpti_Profiler_Host_Object;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn host_deinitialize(
+    _: *mut CUpti_Profiler_Host_Deinitialize_Params,
+) -> CUptiResult {
+    log("HostDeinitialize");
+    CUPTI_SUCCESS
+}
+/// The fake chip's base metrics, per type (counter, ratio, throughput).
+const BASE: [&[&CStr]; 3] = [
+    &[
+        c"sm__cycles_elapsed",
+        c"sm__inst_executed",
+        c"dram__bytes_read",
+        c"launch__grid_size",
+    ],
+    &[],
+    &[c"sm__throughput"],
+];
+unsafe extern "C" fn host_base_metrics(
+    p: *mut CUpti_Profiler_Host_GetBaseMetrics_Params,
+) -> CUptiResult {
+    log("GetBaseMetrics");
+    // SAFETY: the caller's block.
+    let p = unsafe { &mut *p };
+    let names: Vec<*const c_char> = BASE[p.metricType as usize]
+        .iter()
+        .map(|c| c.as_ptr())
+        .collect();
+    p.numMetrics = names.len();
+    // Leaked: CUPTI's arrays outlive the call.
+    p.ppMetricNames = Box::leak(names.into_boxed_slice()).as_mut_ptr();
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn host_add_metrics(
+    p: *mut CUpti_Profiler_Host_ConfigAddMetrics_Params,
+) -> CUptiResult {
+    log("ConfigAddMetrics");
+    // SAFETY: the caller's block and its `numMetrics` names.
+    let names: Vec<String> = unsafe {
+        let p = &*p;
+        (0..p.numMetrics)
+            .map(|i| {
+                CStr::from_ptr(*p.ppMetricNames.add(i))
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect()
+    };
+    let mut f = fake();
+    let rejected = f
+        .reject
+        .is_some_and(|r| names.iter().any(|n| n.contains(r)));
+    f.added = names;
+    if rejected {
+        CUPTI_ERROR_INVALID_PARAMETER
+    } else {
+        CUPTI_SUCCESS
+    }
+}
+unsafe extern "C" fn host_config_size(
+    p: *mut CUpti_Profiler_Host_GetConfigImageSize_Params,
+) -> CUptiResult {
+    log("GetConfigImageSize");
+    // SAFETY: the caller's block.
+    unsafe { (*p).configImageSize = 64 };
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn host_config_image(
+    p: *mut CUpti_Profiler_Host_GetConfigImage_Params,
+) -> CUptiResult {
+    log("GetConfigImage");
+    // SAFETY: the caller's block and its buffer.
+    unsafe {
+        let p = &*p;
+        if p.configImageSize != 64 {
+            bad("GetConfigImage size".into());
+        }
+        std::ptr::write_bytes(p.pConfigImage, 0xC0, p.configImageSize);
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn host_passes(p: *mut CUpti_Profiler_Host_GetNumOfPasses_Params) -> CUptiResult {
+    log("GetNumOfPasses");
+    // SAFETY: the caller's block and its image.
+    unsafe {
+        let p = &mut *p;
+        if *p.pConfigImage != 0xC0 {
+            bad("GetNumOfPasses image".into());
+        }
+        p.numOfPasses = fake().passes;
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn host_evaluate(
+    p: *mut CUpti_Profiler_Host_EvaluateToGpuValues_Params,
+) -> CUptiResult {
+    log("Evaluate");
+    // SAFETY: the caller's block, its names and its value array of `numMetrics`.
+    unsafe {
+        let p = &*p;
+        if p.rangeIndex != 0 || *p.pCounterDataImage != 0xDA {
+            bad("Evaluate range or image".into());
+        }
+        for i in 0..p.numMetrics {
+            // Each value: the metric name's length plus a quarter (not an integer).
+            let name = CStr::from_ptr(*p.ppMetricNames.add(i));
+            *p.pMetricValues.add(i) = name.to_bytes().len() as f64 + 0.25;
+        }
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn enable(p: *mut CUpti_RangeProfiler_Enable_Params) -> CUptiResult {
+    log("Enable");
+    // SAFETY: the caller's block.
+    let p = unsafe { &mut *p };
+    let with_cache = p.structSize == CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+    if !(with_cache || p.structSize == CUpti_RangeProfiler_Enable_Params_SIZE_12_6)
+        || p.ctx.is_null()
+        || (!with_cache && p.cacheControlMode != 0)
+    {
+        bad("Enable".into());
+    }
+    let mut f = fake();
+    f.enables.push(with_cache.then_some(p.cacheControlMode));
+    if with_cache && f.old_cupti {
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    }
+    let status = f.enable_status;
+    drop(f);
+    if status == CUPTI_SUCCESS {
+        p.pRangeProfilerObject = handle() as *mut CUpti_RangeProfiler_Object;
+    }
+    status
+}
+unsafe extern "C" fn disable(_: *mut CUpti_RangeProfiler_Disable_Params) -> CUptiResult {
+    log("Disable");
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn set_config(p: *mut CUpti_RangeProfiler_SetConfig_Params) -> CUptiResult {
+    log("SetConfig");
+    // SAFETY: the caller's block and its images.
+    unsafe {
+        let p = &*p;
+        if (p.range != CUPTI_AutoRange && p.range != CUPTI_UserRange)
+            || p.replayMode != CUPTI_UserReplay
+            || p.maxRangesPerPass != 1
+            || p.passIndex != 0
+            || p.numNestingLevels != 1
+            || p.minNestingLevel != 1
+            || p.targetNestingLevel != 1
+            || *p.pConfig != 0xC0
+            || *p.pCounterDataImage != 0xDA
+            || p.structSize != CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE
+        {
+            bad("SetConfig".into());
+        }
+    }
+    let mut f = fake();
+    f.stops = 0;
+    // SAFETY: the caller's block.
+    f.range = unsafe { (*p).range };
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn push_range(p: *mut CUpti_RangeProfiler_PushRange_Params) -> CUptiResult {
+    log("PushRange");
+    // SAFETY: the caller's block and its name.
+    let named =
+        unsafe { !(*p).pRangeName.is_null() && !CStr::from_ptr((*p).pRangeName).is_empty() };
+    let mut f = fake();
+    if !f.started || f.pushed || !named || f.range != CUPTI_UserRange {
+        f.bad.push("PushRange".into());
+    }
+    f.pushed = true;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn pop_range(_: *mut CUpti_RangeProfiler_PopRange_Params) -> CUptiResult {
+    log("PopRange");
+    let mut f = fake();
+    if !f.pushed {
+        f.bad.push("PopRange without PushRange".into());
+    }
+    f.pushed = false;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn start(_: *mut CUpti_RangeProfiler_Start_Params) -> CUptiResult {
+    log("Start");
+    let mut f = fake();
+    if f.started {
+        f.bad.push("Start while started".into());
+    }
+    f.started = true;
+    f.kernels_per_range.push(0);
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn stop(p: *mut CUpti_RangeProfiler_Stop_Params) -> CUptiResult {
+    log("Stop");
+    let mut f = fake();
+    if !f.started || f.pushed {
+        f.bad.push("Stop without Start, or inside a range".into());
+    }
+    f.started = false;
+    f.stops += 1;
+    // SAFETY: the caller's block.
+    unsafe {
+        (*p).passIndex = f.stops - 1;
+        (*p).isAllPassSubmitted = u8::from(f.stops >= f.passes);
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn decode(p: *mut CUpti_RangeProfiler_DecodeData_Params) -> CUptiResult {
+    log("Decode");
+    // SAFETY: the caller's block.
+    unsafe { (*p).numOfRangeDropped = 0 };
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn data_size(
+    p: *mut CUpti_RangeProfiler_GetCounterDataSize_Params,
+) -> CUptiResult {
+    log("GetCounterDataSize");
+    // SAFETY: the caller's block.
+    unsafe {
+        let p = &mut *p;
+        if p.maxNumOfRanges != 1 || p.numMetrics == 0 || p.pRangeProfilerObject.is_null() {
+            bad("GetCounterDataSize".into());
+        }
+        p.counterDataSize = 128;
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn data_initialize(
+    p: *mut CUpti_RangeProfiler_CounterDataImage_Initialize_Params,
+) -> CUptiResult {
+    log("CounterDataImageInitialize");
+    // SAFETY: the caller's block and its buffer.
+    unsafe {
+        let p = &*p;
+        std::ptr::write_bytes(p.pCounterData, 0xDA, p.counterDataSize);
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn data_info(
+    p: *mut CUpti_RangeProfiler_GetCounterDataInfo_Params,
+) -> CUptiResult {
+    log("GetCounterDataInfo");
+    // SAFETY: the caller's block.
+    unsafe { (*p).numTotalRanges = 1 };
+    CUPTI_SUCCESS
+}
+
+/// Every function present.
+pub(crate) fn fake_symbols() -> Symbols {
+    Symbols {
+        get_result_string: Some(get_result_string),
+        initialize: Some(initialize),
+        chip_name: Some(chip_name),
+        host_initialize: Some(host_initialize),
+        host_deinitialize: Some(host_deinitialize),
+        host_base_metrics: Some(host_base_metrics),
+        host_add_metrics: Some(host_add_metrics),
+        host_config_size: Some(host_config_size),
+        host_config_image: Some(host_config_image),
+        host_passes: Some(host_passes),
+        host_evaluate: Some(host_evaluate),
+        enable: Some(enable),
+        disable: Some(disable),
+        set_config: Some(set_config),
+        start: Some(start),
+        stop: Some(stop),
+        push_range: Some(push_range),
+        pop_range: Some(pop_range),
+        decode: Some(decode),
+        data_size: Some(data_size),
+        data_initialize: Some(data_initialize),
+        data_info: Some(data_info),
+    }
+}
+
+/// What `on_agent` was given, per device.
+pub(crate) type Seen = Arc<Mutex<Vec<(u32, Result<CounterCatalog, String>)>>>;
+
+/// A profiler over `symbols` that records what `on_agent` gets.
+pub(crate) fn profiler(symbols: Symbols, modes: Modes) -> (Arc<Profiler>, Seen) {
+    let seen: Seen = Arc::default();
+    let s = seen.clone();
+    let p = Profiler::new(
+        Ok(symbols),
+        Box::new(move |agent, c| s.lock().push((agent, c.cloned().map_err(str::to_owned)))),
+        modes,
+    );
+    (Arc::new(p), seen)
+}
+
+/// Device 0's catalog, discovered.
+pub(crate) fn catalog(p: &Profiler, seen: &Seen) -> CounterCatalog {
+    p.discover(0);
+    let seen = seen.lock();
+    let (agent, c) = seen.last().expect("on_agent was called");
+    assert_eq!(*agent, 0);
+    c.clone().expect("a catalog")
+}
+
+pub(crate) const NAMES: [&str; 4] = [
+    "sm__cycles_elapsed.avg",
+    "sm__inst_executed.sum",
+    "launch__grid_size",
+    "dram__bytes_read.sum",
+];
+
+const CTX: usize = 0x7777_0000;
+
+fn count(log: &[String], name: &str) -> usize {
+    log.iter().filter(|l| *l == name).count()
+}
+
+/// Runs the counter passes of `session` as the window does: arm, launch, disarm, read.
+fn run_passes(session: &mut Session, passes: u32) -> Vec<Result<Vec<u64>, String>> {
+    (0..passes)
+        .map(|p| {
+            session.arm(Some(p));
+            kernel_ran();
+            session.arm(None);
+            session.values(p)
+        })
+        .collect()
+}
+
+#[test]
+fn a_device_becomes_a_catalog_of_the_chips_base_metrics_scheduled_by_cupti() {
+    let _g = reset(3);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
+    let c = catalog(&p, &seen);
+    assert_eq!(c.agent(), "GH100");
+    assert!(c.is_scheduled());
+    assert_eq!(c.counters().count(), 5);
+    assert_eq!(
+        c.get("sm__throughput").map(|i| i.block.as_str()),
+        Some("throughput")
+    );
+    // Seen once: later windows on the device do not ask again.
+    p.discover(0);
+    assert_eq!(seen.lock().len(), 1);
+    let log = take_log();
+    assert_eq!(count(&log, "Initialize"), 1);
+    assert_eq!(count(&log, "GetBaseMetrics"), 3);
+    assert_eq!(
+        count(&log, "HostInitialize"),
+        count(&log, "HostDeinitialize"),
+        "{log:?}"
+    );
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
+}
+
+#[test]
+fn the_config_image_is_built_once_per_set_and_chip_and_the_context_enabled_once() {
+    let _g = reset(3);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
+    let c = catalog(&p, &seen);
+    take_log();
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    assert_eq!(set.pass_count(), 3, "CUPTI's GetNumOfPasses");
+    assert_eq!(fake().added, NAMES);
+    let log = take_log();
+    assert_eq!(count(&log, "GetConfigImage"), 1);
+    assert_eq!(count(&log, "GetNumOfPasses"), 1);
+    // Three dispatches of the set (the same set built again counts as the same set).
+    let again = MetricSet::new(&c, NAMES).unwrap();
+    for set in [&set, &again, &set] {
+        let mut s = p.prepare(CTX, 0, set).unwrap();
+        let values = run_passes(&mut s, 3);
+        assert!(values.iter().all(Result::is_ok), "{values:?}");
+    }
+    let log = take_log();
+    assert_eq!(count(&log, "ConfigAddMetrics"), 0, "cached: {log:?}");
+    assert_eq!(count(&log, "GetConfigImage"), 0, "cached: {log:?}");
+    assert_eq!(count(&log, "Enable"), 1, "one range profiler per context");
+    assert_eq!(
+        count(&log, "CounterDataImageInitialize"),
+        3,
+        "one image per dispatch"
+    );
+    // Another set: its own image.
+    let other = MetricSet::new(&c, ["launch__grid_size"]).unwrap();
+    assert_eq!(other.pass_count(), 3);
+    assert_eq!(count(&take_log(), "GetConfigImage"), 1);
+    // Context destroyed: its range profiler is disabled, a new one enabled next time.
+    p.forget_context(CTX);
+    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    drop(run_passes(&mut s, 3));
+    let log = take_log();
+    assert_eq!((count(&log, "Disable"), count(&log, "Enable")), (1, 1));
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
+}
+
+#[test]
+fn each_counter_pass_is_one_range_around_its_launch_and_values_come_in_set_order() {
+    let _g = reset(3);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    // A launch before the counter passes (the application's pass 1) is not in a range.
+    kernel_ran();
+    take_log();
+    let values = run_passes(&mut s, 3);
+    assert_eq!(
+        take_log(),
+        [
+            "SetConfig",
+            "Start",
+            "PushRange",
+            "kernel",
+            "PopRange",
+            "Stop",
+            "Decode",
+            "Start",
+            "PushRange",
+            "kernel",
+            "PopRange",
+            "Stop",
+            "Decode",
+            "Start",
+            "PushRange",
+            "kernel",
+            "PopRange",
+            "Stop",
+            "Decode",
+            "GetCounterDataInfo",
+            "Evaluate",
+        ]
+    );
+    assert_eq!(fake().range, CUPTI_UserRange);
+    assert_eq!(
+        fake().kernels_per_range,
+        [1, 1, 1],
+        "exactly one launch per range"
+    );
+    assert_eq!(values[0], Ok(vec![]));
+    assert_eq!(values[1], Ok(vec![]));
+    let last: Vec<f64> = values[2]
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(f64::from_bits)
+        .collect();
+    let expected: Vec<f64> = NAMES.iter().map(|n| n.len() as f64 + 0.25).collect();
+    assert_eq!(last, expected, "in the set's order");
+    // The engine's combination: every value from the last counter pass, floating point.
+    let v = set
+        .values_from(1, &[vec![], vec![], values[2].clone().unwrap()])
+        .unwrap();
+    let cycles = v.get("sm__cycles_elapsed.avg").unwrap();
+    assert_eq!((cycles.gpu_value, cycles.pass), (22.25, 3));
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
+}
+
+#[test]
+fn with_decode_last_the_data_is_decoded_once_after_the_last_pass() {
+    let _g = reset(2);
+    let (p, seen) = profiler(
+        fake_symbols(),
+        Modes {
+            decode_each: false,
+            ..Modes::default()
+        },
+    );
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    take_log();
+    let values = run_passes(&mut s, 2);
+    assert!(values[1].as_ref().is_ok_and(|v| v.len() == 4), "{values:?}");
+    assert_eq!(
+        take_log(),
+        [
+            "SetConfig",
+            "Start",
+            "PushRange",
+            "kernel",
+            "PopRange",
+            "Stop",
+            "Start",
+            "PushRange",
+            "kernel",
+            "PopRange",
+            "Stop",
+            "Decode",
+            "GetCounterDataInfo",
+            "Evaluate",
+        ]
+    );
+}
+
+#[test]
+fn with_auto_range_cupti_delimits_the_launch_and_nothing_is_pushed() {
+    let _g = reset(2);
+    let (p, seen) = profiler(
+        fake_symbols(),
+        Modes {
+            user_range: false,
+            ..Modes::default()
+        },
+    );
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    take_log();
+    let values = run_passes(&mut s, 2);
+    assert!(values[1].as_ref().is_ok_and(|v| v.len() == 4), "{values:?}");
+    assert_eq!(fake().range, CUPTI_AutoRange);
+    let expected = [
+        "SetConfig",
+        "Start",
+        "kernel",
+        "Stop",
+        "Decode",
+        "Start",
+        "kernel",
+        "Stop",
+        "Decode",
+        "GetCounterDataInfo",
+        "Evaluate",
+    ];
+    assert_eq!(take_log(), expected);
+    assert_eq!(fake().kernels_per_range, [1, 1]);
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
+}
+
+#[test]
+fn cache_control_is_asked_for_when_wanted_and_dropped_on_an_older_cupti() {
+    for old in [false, true] {
+        let _g = reset(1);
+        fake().old_cupti = old;
+        let modes = Modes {
+            flush_caches: true,
+            ..Modes::default()
+        };
+        let (p, seen) = profiler(fake_symbols(), modes);
+        let c = catalog(&p, &seen);
+        let set = MetricSet::new(&c, NAMES).unwrap();
+        let mut s = p.prepare(CTX, 0, &set).unwrap();
+        assert!(run_passes(&mut s, 1)[0].is_ok());
+        let expected: &[Option<u32>] = if old {
+            &[Some(CUPTI_CACHE_CONTROL_MODE_ALL), None]
+        } else {
+            &[Some(CUPTI_CACHE_CONTROL_MODE_ALL)]
+        };
+        assert_eq!(fake().enables, expected);
+    }
+    // The default: the first version's block, no cache control.
+    let _g = reset(1);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    drop(p.prepare(CTX, 0, &set).unwrap());
+    assert_eq!(fake().enables, [None]);
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
+}
+
+#[test]
+fn a_window_that_ends_inside_a_counter_pass_stops_the_profiler() {
+    let _g = reset(3);
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    take_log();
+    s.arm(Some(0));
+    drop(s);
+    assert_eq!(
+        take_log(),
+        [
+            "SetConfig",
+            "Start",
+            "PushRange",
+            "PopRange",
+            "Stop",
+            "Decode"
+        ]
+    );
+    // A pass that was never stopped has no values.
+    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    assert!(s.values(0).unwrap_err().contains("was not collected"));
+}
+
+#[test]
+fn an_application_that_owns_the_profiler_leaves_counters_absent_with_the_reason() {
+    let _g = reset(2);
+    fake().enable_status = CUPTI_ERROR_NOT_COMPATIBLE;
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let err = p.prepare(CTX, 0, &set).err().expect("no session");
+    assert!(err.contains("already in use"), "{err}");
+    assert!(err.contains("FAKE_CUPTI_ERROR (14)"), "{err}");
+    assert!(err.contains("the application is unaffected"), "{err}");
+    // Said again for every dispatch, without asking CUPTI again.
+    take_log();
+    assert_eq!(p.prepare(CTX, 0, &set).err(), Some(err));
+    assert_eq!(count(&take_log(), "Enable"), 0);
+    // Restricted counters get their own explanation.
+    let _ = p;
+    fake().enable_status = CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let err = p.prepare(CTX, 0, &set).err().unwrap();
+    assert!(err.contains("NVreg_RestrictProfilingToAdminUsers"), "{err}");
+}
+
+#[test]
+fn a_cupti_without_the_profiling_api_makes_counters_unavailable_naming_the_function() {
+    let _g = reset(2);
+    let mut symbols = fake_symbols();
+    symbols.enable = None;
+    let (p, seen) = profiler(symbols, Modes::default());
+    p.discover(0);
+    let why = seen.lock()[0].1.clone().unwrap_err();
+    assert_eq!(
+        why,
+        "this CUPTI has no cuptiRangeProfilerEnable (CUPTI's range profiler and profiler host \
+         API need CUDA 12.6 or later)"
+    );
+    assert!(take_log().is_empty(), "nothing of CUPTI was called");
+    // A set from elsewhere (another agent's catalog) gets the same reason per dispatch.
+    let hsa = CounterCatalog::new("gfx90a")
+        .block("SQ", 2)
+        .counter("SQ_WAVES", "SQ", 4);
+    let set = MetricSet::new(&hsa, ["SQ_WAVES"]).unwrap();
+    assert_eq!(p.prepare(CTX, 0, &set).err(), Some(why));
+    // No CUPTI at all.
+    let none = Profiler::new(
+        Err("cannot load CUPTI".into()),
+        Box::new(|_, _| {}),
+        Modes::default(),
+    );
+    assert_eq!(
+        none.prepare(CTX, 0, &set).err().as_deref(),
+        Some("cannot load CUPTI")
+    );
+}
+
+#[test]
+fn a_set_not_built_from_the_cupti_catalog_or_rejected_by_cupti_fails_with_a_reason() {
+    let _g = reset(2);
+    fake().reject = Some("bogus");
+    let (p, seen) = profiler(fake_symbols(), Modes::default());
+    let c = catalog(&p, &seen);
+    let err = MetricSet::new(&c, ["sm__cycles_elapsed.bogus"]).unwrap_err();
+    let MetricError::Unschedulable { reason, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        reason.starts_with("cuptiProfilerHostConfigAddMetrics failed: FAKE_CUPTI_ERROR (1)"),
+        "{reason}"
+    );
+    let hsa = CounterCatalog::new("gfx90a")
+        .block("SQ", 2)
+        .counter("SQ_WAVES", "SQ", 4);
+    let set = MetricSet::new(&hsa, ["SQ_WAVES"]).unwrap();
+    let err = p.prepare(CTX, 0, &set).err().unwrap();
+    assert!(
+        err.contains("not built from this GPU's CUPTI catalog"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_global_profiler_is_absent_until_installed() {
+    let _g = reset(1);
+    let before = current();
+    set(None);
+    let hsa = CounterCatalog::new("gfx90a")
+        .block("SQ", 2)
+        .counter("SQ_WAVES", "SQ", 4);
+    let set_ = MetricSet::new(&hsa, ["SQ_WAVES"]).unwrap();
+    assert_eq!(prepare(CTX, 0, &set_).err().as_deref(), Some(NOT_LOADED));
+    discover(0); // nothing to do, no panic
+    set(before);
+}

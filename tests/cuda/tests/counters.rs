@@ -1,0 +1,175 @@
+//! Hardware counters on a real NVIDIA GPU through CUPTI's range profiler in user replay: the
+//! command's timer tool (`ROCPROF_REPLAY_METRICS`, one ordinary pass plus the counter passes
+//! CUPTI asks for) on programs whose counters are known, which must compute exactly what
+//! they compute without it. Built without `ROCPROF_REPLAY_GPU_TESTS=1` these tests show as
+//! ignored with the reason; built with it they fail loudly when the GPU or `nvcc` is missing.
+//!
+//! The comparison with Nsight Compute is `gpu.sh counters` (`compare_counters.py`).
+
+use std::time::Duration;
+
+use rocprof_replay_cuda_tests::{cuda_app, out_dir, records, require_gpu, run, tail, timer_tool};
+use serde_json::Value;
+
+const DEADLINE: Duration = Duration::from_secs(300);
+
+/// Runs `exe args` under the timer with `metrics`; returns its records and stderr.
+fn with_counters(
+    name: &str,
+    exe: &std::path::Path,
+    args: &[&str],
+    metrics: &str,
+) -> (Vec<Value>, String) {
+    let rec = out_dir().join(format!("{name}.jsonl"));
+    let _ = std::fs::remove_file(&rec);
+    let tool = timer_tool().to_str().unwrap().to_string();
+    let catalog = out_dir().join(format!("{name}.catalog.jsonl"));
+    let _ = std::fs::remove_file(&catalog);
+    let env = [
+        ("ROCPROF_REPLAY_CATALOG", catalog.to_str().unwrap()),
+        ("CUDA_INJECTION64_PATH", tool.as_str()),
+        ("ROCPROF_REPLAY_PASSES", "1"),
+        ("ROCPROF_REPLAY_METRICS", metrics),
+        ("ROCPROF_REPLAY_OUTPUT", rec.to_str().unwrap()),
+        ("ROCPROF_REPLAY_LOG", "warn"),
+    ];
+    let r = run(exe, args, &env, &["LD_PRELOAD"], DEADLINE);
+    std::fs::write(
+        out_dir().join(format!("{name}.stdout")),
+        r.output.stdout.as_slice(),
+    )
+    .unwrap();
+    std::fs::write(
+        out_dir().join(format!("{name}.stderr")),
+        r.output.stderr.as_slice(),
+    )
+    .unwrap();
+    r.assert_success(name);
+    assert!(
+        r.stdout().contains("RESULT OK"),
+        "{name}: the program's result changed under counters\n{}\n{}",
+        r.stdout(),
+        tail(&r.stderr(), 4000)
+    );
+    (records(&rec), r.stderr())
+}
+
+/// The floating-point value of `metric` in a record.
+fn value(r: &Value, metric: &str) -> f64 {
+    let m = &r["metrics"][metric];
+    m["gpu_value"]
+        .as_f64()
+        .or_else(|| m["value"].as_f64())
+        .unwrap_or_else(|| panic!("no {metric} in {r}"))
+}
+
+fn of_kernel<'a>(recs: &'a [Value], name: &str) -> Vec<&'a Value> {
+    recs.iter()
+        .filter(|r| r["kernel"].as_str().is_some_and(|k| k.contains(name)))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI 12.6+: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn counters_of_known_kernels_come_from_cuptis_range_profiler_with_one_execution() {
+    require_gpu();
+    let exe = cuda_app("counters_check", false);
+    let metrics = "dram__bytes_read.sum,sm__inst_executed.sum,sm__cycles_elapsed.avg";
+    let (recs, stderr) = with_counters("counters_check", &exe, &["1024"], metrics);
+    assert!(
+        stderr.contains("counters on GPU 0:"),
+        "the tool did not report the metric set: {}",
+        tail(&stderr, 4000)
+    );
+    let sums = of_kernel(&recs, "stream_sum");
+    let scales = of_kernel(&recs, "scale");
+    assert_eq!((sums.len(), scales.len()), (2, 3), "{recs:?}");
+    for r in sums.iter().chain(&scales) {
+        assert_eq!(r["outcome"], "replayed", "{r}");
+        assert_eq!(r["inputs_restored"], true, "{r}");
+        let names = r["metrics"]
+            .as_object()
+            .unwrap_or_else(|| panic!("no metrics: {r}"));
+        assert_eq!(names.len(), 3, "{r}");
+        for (n, v) in names {
+            let x = v["gpu_value"].as_f64().unwrap_or(f64::NAN);
+            assert!(x.is_finite() && x >= 0.0, "{n} = {v} in {r}");
+        }
+        assert!(value(r, "sm__cycles_elapsed.avg") > 0.0, "{r}");
+        assert!(value(r, "sm__inst_executed.sum") > 0.0, "{r}");
+    }
+    for r in &sums {
+        // 1 GiB read once, far more than the L2: DRAM reads are the buffer, within 2%.
+        let read = value(r, "dram__bytes_read.sum");
+        let gib = (1u64 << 30) as f64;
+        assert!(
+            (read - gib).abs() / gib < 0.02,
+            "dram__bytes_read.sum {read} for 1 GiB: {r}"
+        );
+    }
+    // Deterministic counters are identical across launches of the same work.
+    let inst: Vec<f64> = sums
+        .iter()
+        .map(|r| value(r, "sm__inst_executed.sum"))
+        .collect();
+    assert_eq!(
+        inst[0], inst[1],
+        "sm__inst_executed.sum of two identical launches"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI 12.6+: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn launch_metrics_are_the_launch_configuration_where_cupti_lists_them() {
+    require_gpu();
+    let exe = cuda_app("counters_check", false);
+    let (recs, stderr) = with_counters(
+        "counters_launch",
+        &exe,
+        &["64"],
+        "launch__grid_size,launch__block_size",
+    );
+    if stderr.contains("unknown metric `launch__") {
+        // Nsight Compute computes launch__* itself; CUPTI's host API may not list them.
+        println!(
+            "CUPTI lists no launch__ metrics on this GPU: {}",
+            tail(&stderr, 600)
+        );
+        assert!(recs.iter().all(|r| r["metrics"].is_null()));
+        return;
+    }
+    let sums = of_kernel(&recs, "stream_sum");
+    let scales = of_kernel(&recs, "scale");
+    assert_eq!((sums.len(), scales.len()), (2, 3), "{recs:?}");
+    for r in &sums {
+        assert_eq!(value(r, "launch__grid_size"), 1056.0, "{r}");
+        assert_eq!(value(r, "launch__block_size"), 256.0, "{r}");
+    }
+    for r in &scales {
+        assert_eq!(value(r, "launch__grid_size"), 4096.0, "{r}");
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI 12.6+: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn an_unknown_nvidia_metric_is_named_with_the_closest_ones_and_the_program_is_unaffected() {
+    require_gpu();
+    let exe = cuda_app("counters_check", false);
+    let (recs, stderr) = with_counters("counters_unknown", &exe, &["64"], "sm__cycles_elapsd.avg");
+    assert!(
+        stderr.contains("unknown metric `sm__cycles_elapsd.avg`")
+            && stderr.contains("sm__cycles_elapsed.avg"),
+        "{}",
+        tail(&stderr, 4000)
+    );
+    assert!(recs.iter().all(|r| r["metrics"].is_null()), "{recs:?}");
+}
