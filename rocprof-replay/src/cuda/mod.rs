@@ -33,7 +33,9 @@
 //! launches run as the application made them; each is reported once on stderr through the log.
 
 mod api;
+mod gate;
 mod globals;
+mod params;
 mod window;
 
 #[cfg(test)]
@@ -295,6 +297,9 @@ pub(crate) struct Ctx {
     /// The backend's own stream and events (used under the writer lock or by the launching
     /// thread; the pools are locked).
     pub(crate) private: Mutex<Private>,
+    /// The gate words of asynchronous windows and timed passes (allocated on first use;
+    /// `None`: no stream memory operations here).
+    pub(crate) gates: OnceLock<Option<Arc<gate::GatePage>>>,
 }
 
 /// A variable the application looked up: its module or library handle, address and size.
@@ -329,6 +334,7 @@ impl Ctx {
             modules: Mutex::new(HashMap::new()),
             arena: Mutex::new(Arena::default()),
             private: Mutex::new(Private::default()),
+            gates: OnceLock::new(),
         }
     }
 
@@ -1255,6 +1261,24 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
 pub(crate) fn shutdown() {
     if let Some(be) = BACKEND.get() {
         be.active.store(false, Ordering::Release);
+        wait_for_windows(be);
+    }
+}
+
+/// Waits (bounded by one pass and its late-pass deadline) for the windows still running
+/// behind launch calls that returned, so none is cut off by the backend's teardown.
+fn wait_for_windows(be: &Backend) {
+    let pending = gate::BEHIND.pending();
+    if pending == 0 {
+        return;
+    }
+    let limit = be.settings.pass.saturating_add(be.settings.late_pass);
+    tracing::debug!(pending, "waiting for replay windows before shutdown");
+    if !gate::BEHIND.wait_idle(limit) {
+        tracing::warn!(
+            pending = gate::BEHIND.pending(),
+            "replay windows still running at shutdown after {limit:?}"
+        );
     }
 }
 

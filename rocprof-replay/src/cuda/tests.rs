@@ -60,6 +60,41 @@ struct FakeGpu {
     globals: Vec<(usize, String, usize, usize)>,
     restore_batches: u32,
     device_free: usize,
+    /// Per stream: the stream memory waits enqueued on it (address, value).
+    gates: HashMap<usize, Vec<(usize, u32)>>,
+    /// Per event: the waits its stream had not passed when it was recorded.
+    event_gates: HashMap<usize, Vec<(usize, u32)>>,
+    /// What was enqueued on each stream, in order.
+    ops: Vec<(usize, Op)>,
+    /// `cuStreamWriteValue32`s on streams whose work never finishes (never performed).
+    stuck_writes: Vec<(usize, usize, u32)>,
+    /// No stream memory operations (the driver before them, or a refusing device).
+    no_mem_ops: bool,
+}
+
+/// A stream operation, as the fake saw it enqueued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Wait(usize, u32),
+    Write(usize, u32),
+    Launch,
+    Record(usize),
+}
+
+/// Whether the wait for `value` at `addr` is satisfied (the cyclic `GEQ`).
+fn passed(&(addr, value): &(usize, u32)) -> bool {
+    // SAFETY: gate words are the backend's live pinned page (fake memory).
+    let w = unsafe { std::ptr::read_volatile(addr as *const u32) };
+    (w.wrapping_sub(value) as i32) >= 0
+}
+
+impl FakeGpu {
+    /// The waits of `stream` not yet passed.
+    fn held(&mut self, stream: usize) -> Vec<(usize, u32)> {
+        let waits = self.gates.entry(stream).or_default();
+        waits.retain(|w| !passed(w));
+        waits.clone()
+    }
 }
 
 static GPU: Mutex<Option<FakeGpu>> = Mutex::new(None);
@@ -156,7 +191,8 @@ unsafe extern "C" fn stream_create(s: *mut CUstream, _: c_uint) -> CUresult {
     CUDA_SUCCESS
 }
 unsafe extern "C" fn stream_query(s: CUstream) -> CUresult {
-    if gpu().stuck_streams.contains(&(s as usize)) {
+    let mut g = gpu();
+    if g.stuck_streams.contains(&(s as usize)) || !g.held(s as usize).is_empty() {
         CUDA_ERROR_NOT_READY
     } else {
         CUDA_SUCCESS
@@ -188,6 +224,9 @@ unsafe extern "C" fn event_create(e: *mut CUevent, _: c_uint) -> CUresult {
 }
 unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
     let mut g = gpu();
+    g.ops.push((s as usize, Op::Record(e as usize)));
+    let held = g.held(s as usize);
+    g.event_gates.insert(e as usize, held);
     if g.stuck_streams.contains(&(s as usize)) {
         g.stuck_events.insert(e as usize);
     } else {
@@ -201,6 +240,13 @@ unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
 }
 unsafe extern "C" fn event_query(e: CUevent) -> CUresult {
     let g = gpu();
+    if g
+        .event_gates
+        .get(&(e as usize))
+        .is_some_and(|w| !w.iter().all(passed))
+    {
+        return CUDA_ERROR_NOT_READY;
+    }
     let slow = g
         .slow_events
         .get(&(e as usize))
@@ -297,8 +343,55 @@ unsafe extern "C" fn module_get_global(
         None => CUDA_ERROR_NOT_FOUND,
     }
 }
+unsafe extern "C" fn stream_wait_value32(
+    s: CUstream,
+    addr: CUdeviceptr,
+    value: u32,
+    flags: c_uint,
+) -> CUresult {
+    let mut g = gpu();
+    if g.no_mem_ops {
+        return super::api::CUDA_ERROR_NOT_SUPPORTED;
+    }
+    assert_eq!(flags, super::api::CU_STREAM_WAIT_VALUE_GEQ);
+    g.ops.push((s as usize, Op::Wait(addr as usize, value)));
+    g.gates
+        .entry(s as usize)
+        .or_default()
+        .push((addr as usize, value));
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn stream_write_value32(
+    s: CUstream,
+    addr: CUdeviceptr,
+    value: u32,
+    _: c_uint,
+) -> CUresult {
+    let mut g = gpu();
+    g.ops.push((s as usize, Op::Write(addr as usize, value)));
+    if g.stuck_streams.contains(&(s as usize)) {
+        g.stuck_writes.push((s as usize, addr as usize, value));
+    } else {
+        // SAFETY: a gate word of the backend's live page.
+        unsafe { std::ptr::write_volatile(addr as *mut u32, value) };
+    }
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn mem_host_get_device_pointer(
+    d: *mut CUdeviceptr,
+    p: *mut c_void,
+    _: c_uint,
+) -> CUresult {
+    if gpu().no_mem_ops {
+        return super::api::CUDA_ERROR_NOT_SUPPORTED;
+    }
+    // SAFETY: out-parameter; fake memory has one address for host and device.
+    unsafe { *d = p as CUdeviceptr };
+    CUDA_SUCCESS
+}
 fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
     let mut g = gpu();
+    g.ops.push((stream as usize, Op::Launch));
     let ours = g.created_streams.contains(&(stream as usize));
     if ours {
         g.relaunches += 1;
@@ -399,6 +492,9 @@ fn fake_driver() -> Driver {
         launch_kernel,
         launch_cooperative,
         launch_kernel_ex,
+        stream_wait_value32: Some(stream_wait_value32),
+        stream_write_value32: Some(stream_write_value32),
+        mem_host_get_device_pointer: Some(mem_host_get_device_pointer),
     }
 }
 
@@ -600,8 +696,30 @@ impl Harness {
         self.launch_named(kernel, args, stream, c"_Z7add_onePji")
     }
 
-    /// [`launch`](Self::launch) of a kernel whose symbol is `symbol`.
+    /// [`launch`](Self::launch) of a kernel whose symbol is `symbol`; returns once its
+    /// window (asynchronous or not) is over.
     fn launch_named(
+        &self,
+        kernel: &FakeKernel,
+        args: &mut [*mut c_void],
+        stream: usize,
+        symbol: &CStr,
+    ) -> CUresult {
+        let r = self.launch_returning(kernel, args, stream, symbol);
+        self.settle();
+        r
+    }
+
+    /// Waits (bounded) until no window runs behind a returned launch call.
+    fn settle(&self) {
+        assert!(
+            gate::BEHIND.wait_idle(Duration::from_secs(20)),
+            "a window never ended"
+        );
+    }
+
+    /// The application's `cuLaunchKernel` as it returns: an asynchronous window may still run.
+    fn launch_returning(
         &self,
         kernel: &FakeKernel,
         args: &mut [*mut c_void],

@@ -27,6 +27,8 @@ use parking_lot::{Condvar, Mutex, RwLockWriteGuard};
 use rocprof_replay_sys::cuda::*;
 
 use super::api::{Driver, error_name};
+use super::gate::{BEHIND, Gate, GatePage};
+use super::params::{self, OwnedArgs};
 use super::{Backend, Ctx, GUARD, Guard, KernelFacts, LaunchApi, warn_once};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 use crate::engine::arena;
@@ -137,10 +139,6 @@ impl Launch {
         &self,
         params: Option<&[(usize, usize)]>,
     ) -> Option<Vec<u8>> {
-        // cuda.h's CU_LAUNCH_PARAM_END, _BUFFER_POINTER and _BUFFER_SIZE, as integers.
-        const END: usize = 0x00;
-        const BUFFER_POINTER: usize = 0x01;
-        const BUFFER_SIZE: usize = 0x02;
         let mut out = Vec::new();
         if !self.params.is_null() {
             for (i, &(_, size)) in params?.iter().enumerate() {
@@ -154,33 +152,8 @@ impl Launch {
                 out.resize(out.len().next_multiple_of(8), 0);
             }
         } else if !self.extra.is_null() {
-            let (mut buffer, mut size): (*const u8, Option<usize>) = (std::ptr::null(), None);
-            for pair in 0..16 {
-                // SAFETY: `extra` is a key/value list ended by CU_LAUNCH_PARAM_END (a key
-                // without a value).
-                let key = unsafe { *self.extra.add(2 * pair) } as usize;
-                if key == END {
-                    break;
-                }
-                // SAFETY: every other key has its value after it.
-                let value = unsafe { *self.extra.add(2 * pair + 1) };
-                match key {
-                    BUFFER_POINTER => buffer = value.cast(),
-                    BUFFER_SIZE if !value.is_null() => {
-                        // SAFETY: the value of BUFFER_SIZE points at a size_t.
-                        size = Some(unsafe { *value.cast::<usize>() });
-                    }
-                    _ => return None,
-                }
-            }
-            let size = size?;
-            if buffer.is_null() && size > 0 {
-                return None;
-            }
-            if size > 0 {
-                // SAFETY: the argument buffer of `size` bytes the driver reads.
-                out.extend_from_slice(unsafe { std::slice::from_raw_parts(buffer, size) });
-            }
+            // SAFETY: caller contract.
+            out.extend_from_slice(unsafe { params::extra_buffer(self.extra) }?);
         }
         Some(out)
     }
@@ -279,6 +252,9 @@ struct HandoffState {
     done: bool,
     /// An event the application's stream must wait for before its later work.
     wait_event: usize,
+    /// The gate on the application's stream behind an asynchronous window's pass 1, opened
+    /// when the window is over.
+    gate: Option<Gate>,
 }
 
 /// The meeting point of a launch's callbacks and its window.
@@ -299,12 +275,35 @@ impl Handoff {
         self.changed.notify_all();
     }
 
-    fn set_done(&self, wait_event: usize) {
+    /// The window is over: returns the gate the application's stream waits behind, if any.
+    fn set_done(&self, wait_event: usize) -> Option<Gate> {
         let mut s = self.state.lock();
         s.done = true;
         s.wait_event = wait_event;
+        let gate = s.gate.take();
         drop(s);
         self.changed.notify_all();
+        gate
+    }
+
+    /// The launch's status, with the gate now on the application's stream (an asynchronous
+    /// window). Gives the gate back when the window is already over: the caller opens it.
+    fn set_launched_behind(&self, r: CUresult, gate: Gate) -> Option<Gate> {
+        let mut s = self.state.lock();
+        s.launched = Some(r);
+        let back = if s.done {
+            Some(gate)
+        } else {
+            s.gate = Some(gate);
+            None
+        };
+        drop(s);
+        self.changed.notify_all();
+        back
+    }
+
+    fn is_done(&self) -> bool {
+        self.state.lock().done
     }
 
     /// The release, or `None` when the window ended without one (an internal error).
@@ -350,6 +349,11 @@ struct Pending {
     ctx: Arc<Ctx>,
     stream: CUstream,
     release: Release,
+    /// The gate in front of pass 1's start event (kernel-only timing), opened at exit.
+    go: Option<Gate>,
+    /// The arguments were copied and gates are available: the call returns before the
+    /// window ends.
+    asynchronous: Option<Arc<GatePage>>,
 }
 
 /// A launch handed to a companion thread.
@@ -365,10 +369,18 @@ struct Job {
     hand: Arc<Handoff>,
     /// Recorded by the application thread on its per-thread default stream (0: none).
     before: usize,
+    /// The copy of the arguments `launch` points into (`None`: `launch` points at the
+    /// application's own, alive only while its call waits for the window).
+    _owned: Option<OwnedArgs>,
+    /// The context's gate page (`None`: no gates; passes are timed from an idle stream).
+    gates: Option<Arc<GatePage>>,
+    /// Counts the job in [`BEHIND`] until it is dropped.
+    _behind: super::gate::Ticket,
 }
 
 // SAFETY: the raw pointers of `launch` are the application's arguments, valid while the
-// application thread waits inside the launch call; handles are plain driver handles.
+// application thread waits inside the launch call, or point into `owned`; handles are plain
+// driver handles.
 unsafe impl Send for Job {}
 
 thread_local! {
@@ -481,6 +493,26 @@ pub(crate) unsafe fn enter_launch(
     } else {
         0
     };
+    let gates = {
+        let _g = Guard::new();
+        gate_page(be, &ctx)
+    };
+    // An asynchronous window relaunches after this call returned: it needs its own copy of
+    // the arguments.
+    // SAFETY: the application is inside this launch call.
+    let (launch, owned) = match unsafe { params::copy(&launch, facts.params.as_deref()) } {
+        Ok((copied, owned)) if gates.is_some() => (copied, Some(owned)),
+        Ok(_) => (launch, None),
+        Err(why) => {
+            tracing::debug!(
+                kernel = info.kernel(),
+                "the launch's arguments cannot be copied ({why}): its call waits for its \
+                 replay window"
+            );
+            (launch, None)
+        }
+    };
+    let asynchronous = owned.as_ref().and(gates.clone());
     let hand = Arc::new(Handoff::default());
     let job = Job {
         be,
@@ -491,6 +523,9 @@ pub(crate) unsafe fn enter_launch(
         params: facts.params.clone(),
         hand: hand.clone(),
         before,
+        _owned: owned,
+        gates: gates.clone(),
+        _behind: BEHIND.enter(),
     };
     if let Err(job) = submit(job) {
         if let Some(job) = job {
@@ -504,9 +539,21 @@ pub(crate) unsafe fn enter_launch(
     let Some(release) = hand.wait_release() else {
         return 0;
     };
+    let mut go = None;
     match release {
         Release::Pass { start, .. } => {
             let _g = Guard::new();
+            // Kernel-only timing: the start event waits behind a gate that opens once the
+            // launch is enqueued (at exit).
+            go = gates.as_ref().and_then(Gate::take).and_then(|g| {
+                let r = g.hold(&be.drv, stream);
+                if r == CUDA_SUCCESS {
+                    Some(g)
+                } else {
+                    tracing::debug!(status = %error_name(&be.drv, r), "no gate before pass 1: its time includes the launch");
+                    None
+                }
+            });
             // SAFETY: our event, the application's stream, on its own thread.
             let r = unsafe { (be.drv.event_record)(start as CUevent, stream) };
             if r != CUDA_SUCCESS {
@@ -521,8 +568,28 @@ pub(crate) unsafe fn enter_launch(
         ctx,
         stream,
         release,
+        go,
+        asynchronous,
     });
     Box::into_raw(pending) as u64
+}
+
+/// The context's gate page, allocated on first use (the context is current; the caller
+/// holds a [`Guard`]). `None`: the driver offers no stream memory operations.
+fn gate_page(be: &Backend, ctx: &Ctx) -> Option<Arc<GatePage>> {
+    ctx.gates
+        .get_or_init(|| {
+            let page = GatePage::new(&be.drv).map(Arc::new);
+            if page.is_none() {
+                tracing::debug!(
+                    context = ctx.handle,
+                    "no gates (stream memory operations) in this context: launches wait for \
+                     their replay window"
+                );
+            }
+            page
+        })
+        .clone()
 }
 
 /// The exit callback of a launch.
@@ -541,21 +608,54 @@ pub(crate) unsafe fn exit_launch(
     }
     // SAFETY: the box `enter_launch` leaked for this call, taken back once.
     let p = unsafe { Box::from_raw(token as *mut Pending) };
-    match p.release {
+    let Pending {
+        hand,
+        ctx,
+        stream,
+        release,
+        go,
+        asynchronous,
+    } = *p;
+    match release {
         Release::Pass { end, .. } => {
             let _g = Guard::new();
             // SAFETY: our event, the application's stream, on its own thread.
-            unsafe { (be.drv.event_record)(end as CUevent, p.stream) };
+            unsafe { (be.drv.event_record)(end as CUevent, stream) };
+            // Start event, kernel and end event are enqueued: the kernel's time starts now.
+            drop(go);
         }
-        Release::Ordinary { reader: true } => p.ctx.unlock_read(),
+        Release::Ordinary { reader: true } => ctx.unlock_read(),
         Release::Ordinary { reader: false } => {}
     }
-    p.hand.set_launched(result);
-    let wait = p.hand.wait_done();
+    if let Some(page) = asynchronous {
+        match release {
+            // The window is over already (the ordinary run needs nothing more of this call):
+            // the arguments are copies, the call returns.
+            Release::Ordinary { .. } => {
+                hand.set_launched(result);
+                return;
+            }
+            Release::Pass { .. } if result != CUDA_SUCCESS => {
+                // Nothing was enqueued: nothing to hold the stream behind.
+                hand.set_launched(result);
+                return;
+            }
+            Release::Pass { .. } => {
+                if let Some(gate) = hold_behind(be, &page, &hand, stream) {
+                    if let Some(back) = hand.set_launched_behind(result, gate) {
+                        back.open();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+    hand.set_launched(result);
+    let wait = hand.wait_done();
     if wait != 0 {
         let _g = Guard::new();
         // SAFETY: our event; the application's stream waits for the pass still running.
-        let r = unsafe { (be.drv.stream_wait_event)(p.stream, wait as CUevent, 0) };
+        let r = unsafe { (be.drv.stream_wait_event)(stream, wait as CUevent, 0) };
         if r != CUDA_SUCCESS {
             tracing::error!(
                 status = %error_name(&be.drv, r),
@@ -563,6 +663,40 @@ pub(crate) unsafe fn exit_launch(
             );
         }
     }
+}
+
+/// Puts a gate on the application's stream after pass 1, for the window to open; `None`
+/// when it cannot (the call then waits for the window, as a synchronous one).
+fn hold_behind(
+    be: &Backend,
+    page: &Arc<GatePage>,
+    hand: &Handoff,
+    stream: CUstream,
+) -> Option<Gate> {
+    if hand.is_done() {
+        return None;
+    }
+    let _g = Guard::new();
+    let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: the application's stream, on its own thread.
+    let r = unsafe { (be.drv.stream_is_capturing)(stream, &mut status) };
+    if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+        // A capture began during the call (another thread, global mode): a gate would be a
+        // node of the graph.
+        tracing::debug!("the launch's stream is capturing at exit: the call waits for its window");
+        return None;
+    }
+    let Some(gate) = Gate::take(page) else {
+        tracing::debug!("every gate is in use: the call waits for its window");
+        return None;
+    };
+    let r = gate.hold(&be.drv, stream);
+    if r != CUDA_SUCCESS {
+        tracing::debug!(status = %error_name(&be.drv, r), "no gate after the launch: the call waits for its window");
+        gate.open();
+        return None;
+    }
+    Some(gate)
 }
 
 static CAPTURE: std::sync::Once = std::sync::Once::new();
@@ -744,6 +878,8 @@ struct CudaTarget<'a> {
     dirty: bool,
     /// The end event of pass 1 (the original launch), while it may still be waited for.
     original_end: Option<usize>,
+    /// The private stream given up with work still running on it (0: none).
+    late_stream: usize,
 }
 
 impl<'a> CudaTarget<'a> {
@@ -771,9 +907,14 @@ impl<'a> CudaTarget<'a> {
         Some(p.stream as CUstream)
     }
 
-    /// Gives up the private stream after work on it outlived its deadline (it may still run).
-    fn poison_stream(&self) {
-        self.ctx.private.lock().stream = 0;
+    /// Gives up the private stream after work on it outlived its deadline (it may still run);
+    /// remembers it, so an asynchronous window's gate can open behind that work.
+    fn poison_stream(&mut self) {
+        let mut p = self.ctx.private.lock();
+        if p.stream != 0 {
+            self.late_stream = p.stream;
+        }
+        p.stream = 0;
     }
 
     fn take_event(&self, timing: bool) -> Option<usize> {
@@ -823,11 +964,21 @@ impl<'a> CudaTarget<'a> {
             return Err(submit_failed);
         };
         let drv = *self.drv();
+        // Kernel-only timing: start event, kernel and end event wait behind a gate that opens
+        // once all three are enqueued.
+        let go = self
+            .job
+            .gates
+            .as_ref()
+            .and_then(Gate::take)
+            .filter(|g| g.hold(&drv, stream) == CUDA_SUCCESS);
         // SAFETY: our events and stream.
         unsafe { (drv.event_record)(start as CUevent, stream) };
-        // SAFETY: the application thread is inside the launch call (its arguments live).
+        // SAFETY: the launch's arguments are alive: the application thread is inside the
+        // launch call, or they are the window's own copy.
         let r = unsafe { self.job.launch.relaunch(&drv, stream) };
         if r != CUDA_SUCCESS {
+            drop(go);
             tracing::warn!(status = %error_name(&drv, r), "a replay pass could not be launched");
             give_event(self.ctx, start, true);
             give_event(self.ctx, end, true);
@@ -835,6 +986,7 @@ impl<'a> CudaTarget<'a> {
         }
         // SAFETY: our events and stream.
         unsafe { (drv.event_record)(end as CUevent, stream) };
+        drop(go);
         match self.wait(end, Instant::now() + self.settings().pass) {
             Poll::Done => {
                 self.dirty = false;
@@ -1239,7 +1391,7 @@ fn run_job(job: Job, relaxed: &mut bool) {
     if r != CUDA_SUCCESS {
         tracing::warn!(status = %error_name(&be.drv, r), "cannot make the launch's context current");
         job.hand.release(Release::Ordinary { reader: true });
-        job.hand.set_done(0);
+        drop(job.hand.set_done(0));
         return;
     }
     if !*relaxed {
@@ -1258,6 +1410,7 @@ fn run_job(job: Job, relaxed: &mut bool) {
         wait_event: 0,
         dirty: false,
         original_end: None,
+        late_stream: 0,
     };
     tracing::trace!(kernel = job.info.kernel(), "window starts");
     let result = catch_unwind(AssertUnwindSafe(|| (be.runner)(&job.info, &mut target)));
@@ -1275,7 +1428,17 @@ fn run_job(job: Job, relaxed: &mut bool) {
         }
     }
     target.finish();
-    let wait = target.wait_event;
+    let (wait, late_stream) = (target.wait_event, target.late_stream);
     drop(target);
-    job.hand.set_done(wait);
+    if let Some(gate) = job.hand.set_done(wait) {
+        // The application's later work on its stream waits behind this gate.
+        if wait != 0 && late_stream != 0 {
+            let _g = Guard::new();
+            gate.open_after(&be.drv, late_stream as CUstream);
+        } else {
+            gate.open();
+        }
+    }
+    // The job (and its ticket in BEHIND) goes last.
+    drop(job);
 }
