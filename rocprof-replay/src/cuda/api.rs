@@ -246,9 +246,7 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
             launch_kernel: r.get("cuLaunchKernel", "cuLaunchKernel")?,
             launch_cooperative: r.get("cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel")?,
             launch_kernel_ex: r.get("cuLaunchKernelEx", "cuLaunchKernelEx")?,
-            stream_wait_value32: r
-                .get("cuStreamWaitValue32", "cuStreamWaitValue32_v2")
-                .ok(),
+            stream_wait_value32: r.get("cuStreamWaitValue32", "cuStreamWaitValue32_v2").ok(),
             stream_write_value32: r
                 .get("cuStreamWriteValue32", "cuStreamWriteValue32_v2")
                 .ok(),

@@ -26,7 +26,8 @@ use parking_lot::{Condvar, Mutex};
 use rocprof_replay_sys::cuda::*;
 
 use super::api::{
-    CU_MEMHOSTALLOC_DEVICEMAP, CU_STREAM_WAIT_VALUE_GEQ, CUDA_ERROR_NOT_SUPPORTED, Driver, error_name,
+    CU_MEMHOSTALLOC_DEVICEMAP, CU_STREAM_WAIT_VALUE_GEQ, CUDA_ERROR_NOT_SUPPORTED, Driver,
+    error_name,
 };
 
 /// Gates per context page (4 KiB of words).
@@ -60,7 +61,11 @@ impl GatePage {
         let bytes = SLOTS * size_of::<u32>();
         // SAFETY: a plain out-parameter.
         let r = unsafe {
-            (drv.mem_host_alloc)(&mut p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
+            (drv.mem_host_alloc)(
+                &mut p,
+                bytes,
+                CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP,
+            )
         };
         if r != CUDA_SUCCESS || p.is_null() {
             tracing::debug!(status = %error_name(drv, r), "no mapped host page for gates");
@@ -132,18 +137,6 @@ impl Gate {
     /// The word's device address.
     pub(crate) fn addr(&self) -> CUdeviceptr {
         self.page.device + (usize::from(self.slot) * size_of::<u32>()) as CUdeviceptr
-    }
-
-    /// The value that opens the gate.
-    pub(crate) fn value(&self) -> u32 {
-        self.value
-    }
-
-    /// Whether the gate is open (its word reached its value).
-    pub(crate) fn is_open(&self) -> bool {
-        // SAFETY: our word.
-        let w = unsafe { std::ptr::read_volatile(self.page.word(self.slot)) };
-        (w.wrapping_sub(self.value) as i32) >= 0
     }
 
     /// Holds `stream` behind the gate: its work enqueued from now on waits until the gate

@@ -217,7 +217,11 @@ mod tests {
         };
         // SAFETY: the arguments above are alive.
         assert!(unsafe { copy(&launch, None) }.is_err());
-        let mut unknown = [0x7usize as *mut c_void, std::ptr::null_mut(), std::ptr::null_mut()];
+        let mut unknown = [
+            0x7usize as *mut c_void,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        ];
         launch.params = std::ptr::null_mut();
         launch.extra = unknown.as_mut_ptr();
         // SAFETY: as above.

@@ -77,8 +77,10 @@ struct FakeGpu {
 enum Op {
     Wait(usize, u32),
     Write(usize, u32),
-    Launch,
-    Record(usize),
+    /// A kernel; `true`: enqueued while the stream was held by a wait not yet passed.
+    Launch(bool),
+    /// An event recorded; `true`: while the stream was held.
+    Record(usize, bool),
 }
 
 /// Whether the wait for `value` at `addr` is satisfied (the cyclic `GEQ`).
@@ -224,8 +226,9 @@ unsafe extern "C" fn event_create(e: *mut CUevent, _: c_uint) -> CUresult {
 }
 unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
     let mut g = gpu();
-    g.ops.push((s as usize, Op::Record(e as usize)));
     let held = g.held(s as usize);
+    g.ops
+        .push((s as usize, Op::Record(e as usize, !held.is_empty())));
     g.event_gates.insert(e as usize, held);
     if g.stuck_streams.contains(&(s as usize)) {
         g.stuck_events.insert(e as usize);
@@ -240,8 +243,7 @@ unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
 }
 unsafe extern "C" fn event_query(e: CUevent) -> CUresult {
     let g = gpu();
-    if g
-        .event_gates
+    if g.event_gates
         .get(&(e as usize))
         .is_some_and(|w| !w.iter().all(passed))
     {
@@ -391,7 +393,8 @@ unsafe extern "C" fn mem_host_get_device_pointer(
 }
 fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
     let mut g = gpu();
-    g.ops.push((stream as usize, Op::Launch));
+    let held = !g.held(stream as usize).is_empty();
+    g.ops.push((stream as usize, Op::Launch(held)));
     let ours = g.created_streams.contains(&(stream as usize));
     if ours {
         g.relaunches += 1;
@@ -1645,4 +1648,312 @@ fn counters_are_unavailable_on_cuda_and_say_so_without_changing_the_replay() {
             )
         );
     }
+}
+
+// ---- Asynchronous windows and kernel-only pass times ----
+
+/// The gate page of the test context, and (taken, opened).
+fn gate_counts(h: &Harness) -> (u64, u64) {
+    h.be.ctx(CTX)
+        .gates
+        .get()
+        .cloned()
+        .flatten()
+        .map(|p| p.counts())
+        .unwrap_or_default()
+}
+
+/// The operations enqueued on `stream`.
+fn ops_on(stream: usize) -> Vec<Op> {
+    gpu()
+        .ops
+        .iter()
+        .filter(|(s, _)| *s == stream)
+        .map(|(_, o)| *o)
+        .collect()
+}
+
+/// Every stream memory wait the backend enqueued has been passed.
+fn every_wait_passed() -> bool {
+    gpu()
+        .ops
+        .iter()
+        .all(|(_, o)| !matches!(o, Op::Wait(a, v) if !passed(&(*a, *v))))
+}
+
+/// An application event recorded on `stream` now (not intercepted: cuEventRecord is not
+/// stream work for the backend).
+fn app_event(stream: usize) -> usize {
+    let ev = handle();
+    // SAFETY: fake driver.
+    unsafe { event_record(ev as CUevent, stream as CUstream) };
+    ev
+}
+
+fn query_event(ev: usize) -> CUresult {
+    // SAFETY: fake driver.
+    unsafe { event_query(ev as CUevent) }
+}
+
+fn query_stream(s: usize) -> CUresult {
+    // SAFETY: fake driver.
+    unsafe { stream_query(s as CUstream) }
+}
+
+#[test]
+fn an_asynchronous_launch_returns_before_its_window_and_later_work_waits_behind_it() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let buf = Buffer::new(&h, 64);
+    // The application's own argument storage, overwritten once the call returned: the
+    // relaunches must use the window's copy.
+    let (mut ptr, mut n) = (buf.ptr, buf.n);
+    let mut args: [*mut c_void; 2] = [
+        (&mut ptr as *mut CUdeviceptr).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    // Each relaunch takes 60 ms: the window lasts well over 100 ms.
+    gpu().slow_relaunches = Some(Duration::from_millis(60));
+    let t = Instant::now();
+    let r = h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let returned = t.elapsed();
+    assert_eq!(r, CUDA_SUCCESS);
+    // SAFETY: plain locals, written after the call returned.
+    unsafe { std::ptr::write_volatile(&mut n, 0) };
+    assert!(
+        h.outcomes().is_empty(),
+        "the call returned before the window ended"
+    );
+    assert_eq!(gate::BEHIND.pending(), 1);
+    // The application's next work on the stream: an event and a query see nothing done.
+    let ev = app_event(0x5000);
+    assert_eq!(query_event(ev), CUDA_ERROR_NOT_READY);
+    assert_eq!(query_stream(0x5000), CUDA_ERROR_NOT_READY);
+    h.settle();
+    let window = t.elapsed();
+    assert!(
+        returned < window,
+        "returned after {returned:?}, window over after {window:?}"
+    );
+    assert_eq!(
+        query_event(ev),
+        CUDA_SUCCESS,
+        "one completion, after the window"
+    );
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
+    assert_eq!(
+        buf.values(),
+        vec![1; 64],
+        "the copy's arguments, one execution"
+    );
+    // On the application's stream: the gate before pass 1's start event, the kernel and its
+    // end event (all held), then the gate the window opens, then the application's event.
+    let ops = ops_on(0x5000);
+    let launch = ops.iter().position(|o| matches!(o, Op::Launch(_))).unwrap();
+    assert!(matches!(ops[launch - 2], Op::Wait(..)), "{ops:?}");
+    assert!(matches!(ops[launch - 1], Op::Record(_, true)), "{ops:?}");
+    assert_eq!(ops[launch], Op::Launch(true), "{ops:?}");
+    assert!(matches!(ops[launch + 1], Op::Record(_, true)), "{ops:?}");
+    assert!(matches!(ops[launch + 2], Op::Wait(..)), "{ops:?}");
+    assert_eq!(ops[launch + 3], Op::Record(ev, true), "{ops:?}");
+    assert!(every_wait_passed());
+    let (taken, opened) = gate_counts(&h);
+    assert_eq!(taken, opened, "every gate opened once");
+    assert_eq!(
+        taken, 4,
+        "pass 1's timing gate, two relaunches' and the window's"
+    );
+}
+
+#[test]
+fn relaunches_are_timed_behind_a_gate_that_opens_after_the_end_event() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    let private = gpu().created_streams.iter().copied().next().unwrap();
+    let ops: Vec<Op> = ops_on(private)
+        .into_iter()
+        .filter(|o| matches!(o, Op::Launch(_) | Op::Wait(..)) || matches!(o, Op::Record(_, _)))
+        .collect();
+    // Snapshot and restore copies record plain events too; take each relaunch's window.
+    let launches: Vec<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| matches!(o, Op::Launch(_)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(launches.len(), 2, "{ops:?}");
+    for i in launches {
+        assert!(matches!(ops[i - 2], Op::Wait(..)), "{ops:?}");
+        assert!(
+            matches!(ops[i - 1], Op::Record(_, true)),
+            "start event held: {ops:?}"
+        );
+        assert_eq!(ops[i], Op::Launch(true), "{ops:?}");
+        assert!(
+            matches!(ops[i + 1], Op::Record(_, true)),
+            "end event enqueued before the gate opened: {ops:?}"
+        );
+    }
+    assert!(every_wait_passed());
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
+#[test]
+fn without_parameter_sizes_the_launch_waits_for_its_window() {
+    let h = harness(3, quick());
+    // ADD_ONE's handle was never obtained: no cuFuncGetParamInfo, no copy.
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    let r = h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert_eq!(r, CUDA_SUCCESS);
+    assert_eq!(
+        h.outcomes().len(),
+        1,
+        "the window ended before the call returned"
+    );
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+    let ops = ops_on(0x5000);
+    let launch = ops.iter().position(|o| matches!(o, Op::Launch(_))).unwrap();
+    assert!(
+        !ops[launch..].iter().any(|o| matches!(o, Op::Wait(..))),
+        "no gate after the launch: {ops:?}"
+    );
+    let (taken, opened) = gate_counts(&h);
+    assert_eq!(taken, opened);
+}
+
+#[test]
+fn without_stream_memory_operations_windows_stay_synchronous() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    gpu().no_mem_ops = true;
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert_eq!(
+        h.outcomes().len(),
+        1,
+        "the window ended before the call returned"
+    );
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(gpu().ops.iter().all(|(_, o)| !matches!(o, Op::Wait(..))));
+}
+
+/// Runs one asynchronous launch on stream 0x5000 of `h` and checks that every gate opened
+/// once and the stream is free; returns the outcome.
+fn async_outcome(h: &Harness, buf: &mut Buffer) -> Outcome {
+    h.obtain_function(&ADD_ONE);
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    h.settle();
+    let (taken, opened) = gate_counts(h);
+    assert_eq!(taken, opened, "every gate opened once");
+    h.outcomes()[0].1.clone()
+}
+
+#[test]
+fn the_gate_opens_when_a_window_declines_before_pass_one() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stick_copies = true;
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::CopyTimeout));
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(every_wait_passed());
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+}
+
+#[test]
+fn the_gate_opens_after_a_late_relaunch_declines() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().slow_relaunches = Some(Duration::from_millis(250));
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::PassTimeout));
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(every_wait_passed());
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+}
+
+#[test]
+fn a_stuck_relaunch_hands_the_gate_to_its_stream() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stick_relaunches = true;
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind, OutcomeKind::Failed(FailureReason::PassStuck));
+    // The application's stream stays behind the pass still running: the gate's store is
+    // queued after it, on its stream.
+    let writes = gpu().stuck_writes.clone();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(query_stream(0x5000), CUDA_ERROR_NOT_READY);
+    // The pass finishes: the store lands, the stream moves on.
+    let (_, addr, value) = writes[0];
+    // SAFETY: the gate word, as the GPU would write it.
+    unsafe { std::ptr::write_volatile(addr as *mut u32, value) };
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+    assert!(
+        gpu().stream_waits.is_empty(),
+        "no wait on the application's stream from the window"
+    );
+}
+
+/// Panics in `on_pass_end` of pass 2.
+struct PanicsAfterPassTwo;
+
+impl ReplayPolicy for PanicsAfterPassTwo {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::exactly(3, ())
+    }
+    fn on_pass_end(&self, pass: &crate::policy::PassReport<'_>, _: &mut (), _: &mut ()) {
+        if pass.index == 1 {
+            panic!("a policy's own bug");
+        }
+    }
+}
+
+#[test]
+fn the_gate_opens_when_the_policy_panics_in_the_window() {
+    let h = harness_with(PanicsAfterPassTwo, quick());
+    let mut buf = Buffer::new(&h, 8);
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind.label(), "declined", "{o:?}");
+    assert_eq!(buf.values(), vec![1; 8], "one execution");
+    assert!(every_wait_passed());
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+}
+
+#[test]
+fn a_failing_asynchronous_launch_holds_nothing() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().fail_app_launch = true;
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::SubmitFailed));
+    assert_eq!(buf.values(), vec![0; 8]);
+    assert!(every_wait_passed());
+}
+
+#[test]
+fn shutdown_waits_for_a_window_behind_a_returned_launch() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().slow_relaunches = Some(Duration::from_millis(80));
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert_eq!(gate::BEHIND.pending(), 1);
+    wait_for_windows(h.be);
+    assert_eq!(gate::BEHIND.pending(), 0);
+    assert_eq!(h.outcomes().len(), 1);
+    assert_eq!(buf.values(), vec![1; 8]);
 }
