@@ -92,6 +92,7 @@ impl GatePage {
     }
 
     /// Gates taken and opened so far.
+    #[cfg(test)]
     pub(crate) fn counts(&self) -> (u64, u64) {
         (
             self.taken.load(Ordering::Acquire),
