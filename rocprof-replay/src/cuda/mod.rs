@@ -1265,6 +1265,25 @@ pub(crate) fn shutdown() {
     }
 }
 
+/// Makes the process's exit wait (bounded, [`wait_for_windows`]) for windows behind returned
+/// launch calls, and write their records. Registered at the first such window, after the CUDA
+/// runtime registered its own teardown, so it runs before that teardown.
+pub(crate) fn wait_at_exit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn at_exit() {
+        let _ = catch_unwind(|| {
+            if let Some(be) = BACKEND.get() {
+                wait_for_windows(be);
+                crate::engine::records::flush(Duration::from_secs(5));
+            }
+        });
+    }
+    ONCE.call_once(|| {
+        // SAFETY: registering a plain extern "C" function with no captured state.
+        unsafe { libc::atexit(at_exit) };
+    });
+}
+
 /// Waits (bounded by one pass and its late-pass deadline) for the windows still running
 /// behind launch calls that returned, so none is cut off by the backend's teardown.
 fn wait_for_windows(be: &Backend) {

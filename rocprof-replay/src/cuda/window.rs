@@ -6,14 +6,23 @@
 //! captured the memory: the original launch is the first pass) or *release as the ordinary
 //! run* (the policy skipped it, or the window declined before any pass). Either way the
 //! original launch is enqueued exactly once, by the driver, after the enter callback returns.
-//! At API exit the thread reports the launch's status and waits until the window is over;
-//! later passes are relaunches on the backend's private stream, each waited for, with the
-//! memory restored before each. The arguments of the launch (`kernelParams`, `extra`, the
-//! launch configuration) stay valid throughout: the application is still inside the call.
+//!
+//! **Asynchronous window** (the usual case): the arguments were copied at enter
+//! ([`params`](super::params)), so the relaunches do not need the application's call to last.
+//! Pass 1's start event waits behind a gate ([`gate`](super::gate)) that opens at exit, once
+//! the launch and its end event are enqueued (kernel-only timing); at exit a second gate goes
+//! on the application's stream after the end event, and the call returns. The companion
+//! thread waits for pass 1's end event, restores and relaunches on the backend's private
+//! stream (each relaunch bracketed the same way), and opens the second gate when the window is
+//! over: the application's later work on its stream sees one completion, on final memory.
+//! **Synchronous window** (arguments that cannot be copied, no stream memory operations, a
+//! stream that began capturing): the exit callback waits until the window is over, and the
+//! launch's own arguments stay valid throughout because the application is still inside the
+//! call.
 //!
 //! Every wait of the companion thread has a deadline (drain, copy, pass, lock); the application
-//! thread waits for the companion thread, which is bounded by those deadlines plus the policy's
-//! own callbacks.
+//! thread waits for the companion thread (at enter until the release, in a synchronous window
+//! also at exit), which is bounded by those deadlines plus the policy's own callbacks.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -499,11 +508,17 @@ pub(crate) unsafe fn enter_launch(
     };
     // An asynchronous window relaunches after this call returned: it needs its own copy of
     // the arguments.
-    // SAFETY: the application is inside this launch call.
-    let (launch, owned) = match unsafe { params::copy(&launch, facts.params.as_deref()) } {
-        Ok((copied, owned)) if gates.is_some() => (copied, Some(owned)),
-        Ok(_) => (launch, None),
-        Err(why) => {
+    let copied = gates
+        .is_some()
+        // SAFETY: the application is inside this launch call.
+        .then(|| unsafe { params::copy(&launch, facts.params.as_deref()) });
+    let (launch, owned) = match copied {
+        None => (launch, None),
+        Some(Ok((copied, owned))) => {
+            super::wait_at_exit();
+            (copied, Some(owned))
+        }
+        Some(Err(why)) => {
             tracing::debug!(
                 kernel = info.kernel(),
                 "the launch's arguments cannot be copied ({why}): its call waits for its \
