@@ -594,7 +594,14 @@ pub(crate) unsafe fn enter_launch(
 fn gate_page(be: &Backend, ctx: &Ctx) -> Option<Arc<GatePage>> {
     ctx.gates
         .get_or_init(|| {
+            // Allocating is a call stream capture in global mode forbids on every thread:
+            // this thread's mode is relaxed for it, so another thread's capture is not broken.
+            let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+            // SAFETY: a plain in/out parameter; the thread's mode is put back below.
+            unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
             let page = GatePage::new(&be.drv).map(Arc::new);
+            // SAFETY: as above.
+            unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
             if page.is_none() {
                 tracing::debug!(
                     context = ctx.handle,
