@@ -1957,3 +1957,63 @@ fn shutdown_waits_for_a_window_behind_a_returned_launch() {
     assert_eq!(h.outcomes().len(), 1);
     assert_eq!(buf.values(), vec![1; 8]);
 }
+
+#[test]
+fn an_asynchronous_launch_kernel_ex_relaunches_from_its_copied_configuration() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let buf = Buffer::new(&h, 8);
+    let (mut ptr, mut n) = (buf.ptr, buf.n);
+    let mut args: [*mut c_void; 2] = [
+        (&mut ptr as *mut CUdeviceptr).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    let mut attrs = [CUlaunchAttribute::default(); 1];
+    attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT;
+    let mut config = CUlaunchConfig {
+        gridDimX: 2,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 32,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: 0x5000 as CUstream,
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: 1,
+    };
+    let f: CUfunction = (&ADD_ONE as *const FakeKernel).cast_mut().cast();
+    let params = cuLaunchKernelEx_params {
+        config: &config,
+        f,
+        kernelParams: args.as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+    };
+    let argp = params.kernelParams;
+    gpu().slow_relaunches = Some(Duration::from_millis(40));
+    h.call(
+        LAUNCH_EX,
+        c"cuLaunchKernelEx",
+        (&params as *const cuLaunchKernelEx_params).cast(),
+        c"k",
+        || {
+            run_kernel(f, argp, 0x5000 as CUstream);
+            CUDA_SUCCESS
+        },
+    );
+    assert!(h.outcomes().is_empty(), "the call returned before the window ended");
+    // The application reuses its argument storage and configuration at once.
+    // SAFETY: plain locals, written after the call returned.
+    unsafe {
+        std::ptr::write_volatile(&mut n, 0);
+        std::ptr::write_volatile(&mut config.numAttrs, 0);
+        std::ptr::write_volatile(&mut attrs[0].id, 0);
+    }
+    h.settle();
+    assert_eq!(gpu().relaunches, 2);
+    assert_eq!(buf.values(), vec![1; 8], "relaunched from the copies");
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
+    let (taken, opened) = gate_counts(&h);
+    assert_eq!(taken, opened);
+}
