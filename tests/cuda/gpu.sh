@@ -74,7 +74,7 @@ for s in $steps; do
     if command -v ncu >/dev/null; then
       exe=$out/short_kernel
       nvcc -O2 -std=c++17 -arch=native -o "$exe" "$here/cuda/apps/short_kernel.cu" &&
-        LAUNCHES=50 timeout 300 ncu --metrics gpu__time_duration.sum --print-units base --csv \
+        LAUNCHES=50 timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --print-units base --csv \
           -k regex:five_us "$exe" > "$out/short_kernel.ncu.csv" 2> "$out/short_kernel.ncu.stderr"
       echo "ncu: exit $? ($(grep -c gpu__time_duration "$out/short_kernel.ncu.csv" 2>/dev/null) rows)"
       python3 - "$out/short_kernel.ncu.csv" "$out/gpu/short_kernel.jsonl" <<'PY'

@@ -151,7 +151,7 @@ fn pass_times_of_a_five_microsecond_kernel_measure_the_kernel() {
     println!("{summary}");
     // The kernel spins 5 us of device time; launch latency (5-11 us before) is not counted.
     assert!(
-        (4_500..=8_000).contains(&m),
+        (4_500..=9_000).contains(&m),
         "median pass time {m} ns for a 5 us kernel"
     );
     assert!(
