@@ -2001,7 +2001,10 @@ fn an_asynchronous_launch_kernel_ex_relaunches_from_its_copied_configuration() {
             CUDA_SUCCESS
         },
     );
-    assert!(h.outcomes().is_empty(), "the call returned before the window ended");
+    assert!(
+        h.outcomes().is_empty(),
+        "the call returned before the window ended"
+    );
     // The application reuses its argument storage and configuration at once.
     // SAFETY: plain locals, written after the call returned.
     unsafe {
@@ -2014,6 +2017,49 @@ fn an_asynchronous_launch_kernel_ex_relaunches_from_its_copied_configuration() {
     assert_eq!(buf.values(), vec![1; 8], "relaunched from the copies");
     let o = &h.outcomes()[0].1;
     assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
+    let (taken, opened) = gate_counts(&h);
+    assert_eq!(taken, opened);
+}
+
+#[test]
+fn a_second_launch_on_the_stream_follows_the_first_window() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().slow_relaunches = Some(Duration::from_millis(40));
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert!(h.outcomes().is_empty());
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    // The thread's companion ran the first window to its end before taking the second.
+    assert_eq!(
+        h.outcomes().len(),
+        1,
+        "the first window is over, the second runs"
+    );
+    h.settle();
+    assert_eq!(buf.values(), vec![2; 8], "two executions, in order");
+    let ops = ops_on(0x5000);
+    let launches: Vec<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| matches!(o, Op::Launch(_)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(launches.len(), 2, "{ops:?}");
+    let first_gate = ops[launches[0] + 2];
+    assert!(matches!(first_gate, Op::Wait(..)), "{ops:?}");
+    let Op::Wait(addr, value) = first_gate else {
+        unreachable!()
+    };
+    assert!(passed(&(addr, value)));
+    assert!(
+        ops[launches[0] + 3..launches[1]]
+            .iter()
+            .any(|o| matches!(o, Op::Wait(..))),
+        "the second launch's own timing gate: {ops:?}"
+    );
     let (taken, opened) = gate_counts(&h);
     assert_eq!(taken, opened);
 }
