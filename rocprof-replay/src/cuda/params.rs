@@ -1,4 +1,6 @@
-//! Copies of a launch's arguments, for relaunches after the application's call returned.
+//! One intercepted launch ([`Launch`]: decoded from CUPTI's parameters, its argument bytes
+//! for inspection, a relaunch) and copies of its arguments, for relaunches after the
+//! application's call returned.
 //!
 //! An asynchronous window relaunches the kernel after `cuLaunchKernel` has returned to the
 //! application, whose `kernelParams` array, `extra` list and `CUlaunchConfig` may be gone by
@@ -14,7 +16,204 @@ use std::ffi::c_void;
 
 use rocprof_replay_sys::cuda::*;
 
-use super::window::Launch;
+use super::LaunchApi;
+use super::api::Driver;
+
+/// One intercepted launch, as the application made it. The pointers stay valid while the
+/// application thread is inside the launch call, which outlasts the window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Launch {
+    pub(crate) kind: LaunchApi,
+    pub(crate) f: CUfunction,
+    pub(crate) grid: [u32; 3],
+    pub(crate) block: [u32; 3],
+    pub(crate) shared: u32,
+    /// The stream argument as given.
+    pub(crate) stream: CUstream,
+    pub(crate) params: *mut *mut c_void,
+    pub(crate) extra: *mut *mut c_void,
+    /// `cuLaunchKernelEx`'s configuration.
+    pub(crate) config: *const CUlaunchConfig,
+}
+
+impl Launch {
+    /// Decodes a launch from CUPTI's parameter block.
+    ///
+    /// # Safety
+    /// `params` points at the parameter struct of `kind`.
+    pub(crate) unsafe fn decode(kind: LaunchApi, params: *const c_void) -> Option<Launch> {
+        if params.is_null() {
+            return None;
+        }
+        // SAFETY: caller contract; each arm reads that entry point's parameters.
+        unsafe {
+            Some(match kind {
+                LaunchApi::Kernel { .. } => {
+                    let p = *params.cast::<cuLaunchKernel_params>();
+                    Launch {
+                        kind,
+                        f: p.f,
+                        grid: [p.gridDimX, p.gridDimY, p.gridDimZ],
+                        block: [p.blockDimX, p.blockDimY, p.blockDimZ],
+                        shared: p.sharedMemBytes,
+                        stream: p.hStream,
+                        params: p.kernelParams,
+                        extra: p.extra,
+                        config: std::ptr::null(),
+                    }
+                }
+                LaunchApi::Cooperative { .. } => {
+                    let p = *params.cast::<cuLaunchCooperativeKernel_params>();
+                    Launch {
+                        kind,
+                        f: p.f,
+                        grid: [p.gridDimX, p.gridDimY, p.gridDimZ],
+                        block: [p.blockDimX, p.blockDimY, p.blockDimZ],
+                        shared: p.sharedMemBytes,
+                        stream: p.hStream,
+                        params: p.kernelParams,
+                        extra: std::ptr::null_mut(),
+                        config: std::ptr::null(),
+                    }
+                }
+                LaunchApi::KernelEx { .. } => {
+                    let p = *params.cast::<cuLaunchKernelEx_params>();
+                    if p.config.is_null() {
+                        return None;
+                    }
+                    let c = *p.config;
+                    Launch {
+                        kind,
+                        f: p.f,
+                        grid: [c.gridDimX, c.gridDimY, c.gridDimZ],
+                        block: [c.blockDimX, c.blockDimY, c.blockDimZ],
+                        shared: c.sharedMemBytes,
+                        stream: c.hStream,
+                        params: p.kernelParams,
+                        extra: p.extra,
+                        config: p.config,
+                    }
+                }
+            })
+        }
+    }
+
+    /// The stream as the application thread must name it: a `_ptsz` launch into stream 0
+    /// means the thread's own default stream.
+    pub(crate) fn app_stream(&self) -> CUstream {
+        if self.stream.is_null() && self.kind.ptsz() {
+            CU_STREAM_PER_THREAD as CUstream
+        } else {
+            self.stream
+        }
+    }
+
+    /// The bytes of the launch's arguments, for inspection: each parameter (sizes from
+    /// `params`) read through `kernelParams` and padded to 8 bytes (so a pointer inside a
+    /// parameter stays 8-byte aligned), or the buffer named by `extra`. `None` when they
+    /// cannot be known (no parameter sizes, an `extra` this code does not read).
+    ///
+    /// # Safety
+    /// The application thread is still inside the original call (its arguments are alive).
+    pub(crate) unsafe fn argument_bytes(
+        &self,
+        params: Option<&[(usize, usize)]>,
+    ) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        if !self.params.is_null() {
+            for (i, &(_, size)) in params?.iter().enumerate() {
+                // SAFETY: kernelParams holds one pointer per parameter (caller contract).
+                let p = unsafe { *self.params.add(i) };
+                if p.is_null() {
+                    return None;
+                }
+                // SAFETY: the parameter's `size` bytes, as the driver reads them.
+                out.extend_from_slice(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size) });
+                out.resize(out.len().next_multiple_of(8), 0);
+            }
+        } else if !self.extra.is_null() {
+            // SAFETY: caller contract.
+            out.extend_from_slice(unsafe { extra_buffer(self.extra) }?);
+        }
+        Some(out)
+    }
+
+    /// Launches the kernel again, unchanged, into `stream`. Attributes that would record an
+    /// application event (`PROGRAMMATIC_EVENT`, `LAUNCH_COMPLETION_EVENT`) are left out of a
+    /// relaunch: the original launch recorded them.
+    ///
+    /// # Safety
+    /// The application thread is still inside the original call (its arguments are alive).
+    pub(crate) unsafe fn relaunch(&self, drv: &Driver, stream: CUstream) -> CUresult {
+        let [gx, gy, gz] = self.grid;
+        let [bx, by, bz] = self.block;
+        // SAFETY: the application's own arguments, still alive (caller contract).
+        unsafe {
+            match self.kind {
+                LaunchApi::Kernel { .. } => (drv.launch_kernel)(
+                    self.f,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
+                    self.shared,
+                    stream,
+                    self.params,
+                    self.extra,
+                ),
+                LaunchApi::Cooperative { .. } => (drv.launch_cooperative)(
+                    self.f,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
+                    self.shared,
+                    stream,
+                    self.params,
+                ),
+                LaunchApi::KernelEx { .. } => {
+                    let mut config = *self.config;
+                    let mut attrs = relaunch_attributes(&config);
+                    config.hStream = stream;
+                    config.attrs = if attrs.is_empty() {
+                        std::ptr::null_mut()
+                    } else {
+                        attrs.as_mut_ptr()
+                    };
+                    config.numAttrs = attrs.len() as u32;
+                    (drv.launch_kernel_ex)(&config, self.f, self.params, self.extra)
+                }
+            }
+        }
+    }
+}
+
+/// The attributes of a relaunch: the application's, without those that record its events.
+///
+/// # Safety
+/// `config.attrs` holds `config.numAttrs` attributes (or is null).
+pub(crate) unsafe fn relaunch_attributes(config: &CUlaunchConfig) -> Vec<CUlaunchAttribute> {
+    if config.attrs.is_null() || config.numAttrs == 0 {
+        return Vec::new();
+    }
+    // SAFETY: caller contract.
+    let given = unsafe { std::slice::from_raw_parts(config.attrs, config.numAttrs as usize) };
+    given
+        .iter()
+        .filter(|a| {
+            !matches!(
+                a.id,
+                CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT
+                    | CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT
+            )
+        })
+        .copied()
+        .collect()
+}
 
 // cuda.h's CU_LAUNCH_PARAM_END, _BUFFER_POINTER and _BUFFER_SIZE, as integers.
 const END: usize = 0x00;

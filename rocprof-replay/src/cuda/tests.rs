@@ -1480,7 +1480,7 @@ fn a_relaunch_leaves_out_attributes_that_record_application_events() {
         numAttrs: 3,
     };
     // SAFETY: three live attributes.
-    let kept = unsafe { window::relaunch_attributes(&config) };
+    let kept = unsafe { super::params::relaunch_attributes(&config) };
     assert_eq!(kept.len(), 1);
     assert_eq!(kept[0].id, CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
 }
