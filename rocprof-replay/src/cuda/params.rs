@@ -9,7 +9,7 @@
 //! `extra` argument buffer with a new key/value list, the launch configuration with its
 //! attributes. [`copy`] returns a [`Launch`] that points into the copy. When the arguments
 //! cannot be copied — parameters but no sizes, an `extra` key this code does not know — it
-//! returns `None` and the launch keeps the synchronous window (its call waits, so its own
+//! returns `Err` (why, for the debug log) and the launch keeps the synchronous window (its call waits, so its own
 //! arguments stay alive).
 
 use std::ffi::c_void;
@@ -19,8 +19,9 @@ use rocprof_replay_sys::cuda::*;
 use super::LaunchApi;
 use super::api::Driver;
 
-/// One intercepted launch, as the application made it. The pointers stay valid while the
-/// application thread is inside the launch call, which outlasts the window.
+/// One intercepted launch. Its pointers are the application's own (valid while the
+/// application thread is inside the launch call: the synchronous window) or point into an
+/// [`OwnedArgs`] copy that lives as long as the window's job (the asynchronous window).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Launch {
     pub(crate) kind: LaunchApi,
@@ -114,7 +115,8 @@ impl Launch {
     /// cannot be known (no parameter sizes, an `extra` this code does not read).
     ///
     /// # Safety
-    /// The application thread is still inside the original call (its arguments are alive).
+    /// The arguments are alive: the application thread is still inside the original call, or
+    /// the launch points into a live copy.
     pub(crate) unsafe fn argument_bytes(
         &self,
         params: Option<&[(usize, usize)]>,
@@ -143,11 +145,12 @@ impl Launch {
     /// relaunch: the original launch recorded them.
     ///
     /// # Safety
-    /// The application thread is still inside the original call (its arguments are alive).
+    /// The arguments are alive: the application thread is still inside the original call, or
+    /// the launch points into a live copy.
     pub(crate) unsafe fn relaunch(&self, drv: &Driver, stream: CUstream) -> CUresult {
         let [gx, gy, gz] = self.grid;
         let [bx, by, bz] = self.block;
-        // SAFETY: the application's own arguments, still alive (caller contract).
+        // SAFETY: the launch's arguments are alive (caller contract).
         unsafe {
             match self.kind {
                 LaunchApi::Kernel { .. } => (drv.launch_kernel)(
@@ -281,8 +284,8 @@ pub(crate) unsafe fn extra_buffer<'a>(extra: *mut *mut c_void) -> Option<&'a [u8
     Some(unsafe { std::slice::from_raw_parts(buffer, size) })
 }
 
-/// Copies `launch`'s arguments; returns the launch pointing into the copy, or `None` when
-/// they cannot be copied (the reason, for the debug log).
+/// Copies `launch`'s arguments; returns the launch pointing into the copy, or why they
+/// cannot be copied (for the debug log).
 ///
 /// # Safety
 /// The application thread is inside the launch call (its arguments are alive).

@@ -947,7 +947,8 @@ impl ReplayTarget for CudaTarget<'_> {
         if host.is_empty() {
             return None;
         }
-        // SAFETY: the launch's own arguments, valid while its call is in progress.
+        // SAFETY: the launch's arguments: the application is still inside its call (the window
+        // has not released it yet), and a copy lives with the job.
         match unsafe { self.job.launch.argument_bytes(self.job.params.as_deref()) } {
             Some(bytes) if !gate::points_into(&bytes, &host) => None,
             Some(_) => Some(DeclineReason::HostMemory),
