@@ -473,7 +473,9 @@ pub enum DeclineReason {
     /// The plan asked for more than [`MAX_PASSES`] passes.
     TooManyPasses,
     /// The dispatch was submitted from the runtime's own asynchronous-event thread, which a
-    /// replay window would have to wait for.
+    /// synchronous replay window would have had to wait for. No longer produced by the HSA
+    /// backend since its windows are asynchronous (kept so records and tools naming it still
+    /// parse).
     RuntimeThread,
     /// A pass could not be submitted.
     SubmitFailed,

@@ -253,6 +253,9 @@ pub(crate) struct Decided<'p, P: ReplayPolicy> {
 /// dispatch that did not enter the window (it ran once through [`Ordinary::run_once`]:
 /// skipped, or declined before the window — policy panic, too many passes, the gate); `Ok` a
 /// window still to run.
+// The outcome is moved once per dispatch; boxing it would cost an allocation on the path of
+// every skipped dispatch.
+#[allow(clippy::result_large_err)]
 pub(crate) fn decide<'p, P: ReplayPolicy>(
     policy: &'p P,
     info: &DispatchInfo,

@@ -927,3 +927,33 @@ mod counters {
         assert_one_execution(&dev);
     }
 }
+
+#[test]
+fn a_decided_window_runs_on_another_thread_and_a_skipped_dispatch_never_enters_one() {
+    // Skipped: the decision runs the dispatch once, on the deciding thread.
+    let mut dev = SimDevice::new();
+    let skipped = decide(&NoContinue(PassPlan::skip), &info(), &mut Whole(&mut dev));
+    assert!(matches!(&skipped, Err(o) if o.kind == OutcomeKind::Skipped));
+    assert_eq!((dev.ordinary_runs, dev.passes), (1, 0));
+
+    // Replayed: decided here, nothing runs yet; the window runs on another thread.
+    let policy: &'static Plan = Box::leak(Box::new(Plan::new(Shape::Exactly(3), None)));
+    let mut dev = SimDevice::new();
+    let Ok(decided) = decide(policy, &info(), &mut Whole(&mut dev)) else {
+        panic!("a 3-pass plan enters the window");
+    };
+    assert_eq!((dev.ordinary_runs, dev.passes, dev.completions), (0, 0, 0));
+    let (dev, out) = std::thread::spawn(move || {
+        let inv = AllocationInventory::new();
+        inv.record(dev.base(), dev.data.len() * 4, AgentId(7), Origin::Pool);
+        let out = decided.run(&info(), &mut dev, &inv, &settings(u64::MAX));
+        (dev, out)
+    })
+    .join()
+    .expect("the window thread");
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert_eq!(out.passes, 3);
+    assert_eq!(dev.passes, 3);
+    assert_one_execution(&dev);
+    assert_eq!(policy.ends.lock().unwrap().len(), 1, "on_end ran once");
+}

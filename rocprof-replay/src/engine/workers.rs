@@ -73,7 +73,9 @@ impl Workers {
             });
         if let Err(error) = started {
             *self.pending.0.lock() -= 1;
-            tracing::warn!("no thread for asynchronous replay windows ({error}): the window runs on the submitting thread");
+            tracing::warn!(
+                "no thread for asynchronous replay windows ({error}): the window runs on the submitting thread"
+            );
             return Err(job);
         }
         match tx.send(job) {
@@ -161,7 +163,10 @@ mod tests {
         assert!(workers.wait_idle(Duration::from_secs(20)));
         assert_eq!(workers.pending(), 0);
         let log = log.lock().clone();
-        assert_eq!(log, vec![("x", true), ("a", true), ("b", true), ("c", true)]);
+        assert_eq!(
+            log,
+            vec![("x", true), ("a", true), ("b", true), ("c", true)]
+        );
     }
 
     #[test]

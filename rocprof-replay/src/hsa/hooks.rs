@@ -207,6 +207,8 @@ fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
         agent,
         inflight,
         backlog: parking_lot::Mutex::new(super::Backlog::default()),
+        submitted: std::sync::atomic::AtomicU64::new(0),
+        gated_epoch: std::sync::atomic::AtomicU64::new(0),
     });
     // The handler's reference; released in queue_destroy once the runtime stops calling it.
     let data_ptr = Arc::into_raw(state.clone()) as *mut c_void;

@@ -1,8 +1,11 @@
 //! The queue interceptor and the replay window's HSA side ([`HsaTarget`]).
 //!
 //! The fast path — no policy registered or replay shut down — is one relaxed atomic load and a
-//! call to `writer`. A single kernel-dispatch packet goes through the replay window under the
-//! agent's writer lock; every other submission is forwarded under the reader lock.
+//! call to `writer`. A single kernel-dispatch packet is handed to the engine's decision on the
+//! submitting thread; one that enters the replay window is replaced on the application's queue
+//! by a ready barrier and a gate ([`super::gates`]) and its window runs on the engine's worker
+//! lane for the GPU, submitting to the GPU's replay queue: the doorbell write returns at once.
+//! Every other submission is forwarded behind the gates of the windows still running.
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -15,11 +18,12 @@ use std::time::{Duration, Instant};
 use rocprof_replay_sys::*;
 
 use super::copies::Busy;
+use super::gates::{self, ReplayQueue};
 use super::{ACTIVE, ArenaMemory, BACKEND, Backend, Gpu, QueueState};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime, blocks_of};
 use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Staging, Tier, Transfer};
-use crate::engine::state;
-use crate::engine::window::{PassError, ReplayTarget};
+use crate::engine::state::{self, Window};
+use crate::engine::window::{Ordinary, PassError, ReplayTarget};
 use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
 
 thread_local! {
@@ -57,6 +61,19 @@ pub(crate) unsafe extern "C" fn handler(
     if result.is_err() {
         IN_WINDOW.with(|w| w.set(false));
         tracing::error!("internal error (panic) in the queue interceptor");
+        if let Some(gate) = progress.gate.get() {
+            if let (false, Some(be)) = (progress.handed_off.get(), BACKEND.get()) {
+                // The gate is in the queue but no window will open it: open it and let the
+                // dispatch run behind it, as submitted.
+                // SAFETY: our gate signal; then the application's packet, inside the handler.
+                unsafe {
+                    (be.orig.signal_store)(gate, 0);
+                    write(pkts, count);
+                }
+            }
+            // Handed off: the window delivers the completion and opens the gate.
+            return;
+        }
         if !progress.forwarded.get() {
             // Nothing reached the device yet: the submission runs as the application made it.
             // SAFETY: as above.
@@ -88,6 +105,10 @@ struct Progress {
     completed: Cell<bool>,
     /// The dispatch being replayed.
     info: RefCell<Option<DispatchInfo>>,
+    /// The gate placed in the dispatch's stead (asynchronous window).
+    gate: Cell<Option<hsa_signal_t>>,
+    /// The window was handed to its lane (or ran): it opens the gate.
+    handed_off: Cell<bool>,
 }
 
 /// The completion signal of any AQL packet (offset 56).
@@ -151,65 +172,269 @@ unsafe fn intercept(
             }
         }
         // SAFETY: the packets we were given, inside the handler.
-        return unsafe {
-            forward_tracked(be, queue, Some(gpu), write, pkts, count, Some(progress))
+        unsafe {
+            forward_tracked(
+                be,
+                queue,
+                Some(gpu),
+                write,
+                pkts,
+                count,
+                Some(progress),
+                None,
+            )
         };
+        return;
     }
 
     let packet = packets[0];
     let info = dispatch_info(be, gpu, queue, &packet);
     *progress.info.borrow_mut() = Some(info.clone());
-    IN_WINDOW.with(|w| w.set(true));
-    let mut target = HsaTarget {
+    let mut submission = Submission {
         be,
         gpu,
         queue,
-        packet,
+        packet: &packet,
         write,
-        signal: None,
-        copy_signal: None,
-        last_time: None,
         progress,
-        window: None,
-        profiles: Vec::new(),
-        armed: None,
     };
-    be.engine.replay(&info, &mut target);
-    drop(target);
-    IN_WINDOW.with(|w| w.set(false));
+    let Some(window) = be.engine.decide(&info, &mut submission) else {
+        return;
+    };
+    // SAFETY: `data` is a pointer made by Arc::into_raw (hooks::attach), still owned by the
+    // handler registration: one more strong reference for the window.
+    let queue_arc = unsafe {
+        Arc::increment_strong_count(data.cast::<QueueState>());
+        Arc::from_raw(data.cast::<QueueState>())
+    };
+    // SAFETY: inside the handler with the application's packet.
+    unsafe { open_window(be, gpu, queue_arc, packet, write, progress, window) };
+}
+
+/// The submitting thread's side of a dispatch before the window: the gate's verdict and the
+/// ordinary single run, forwarded as submitted.
+struct Submission<'a> {
+    be: &'static Backend,
+    gpu: &'static Gpu,
+    queue: &'a QueueState,
+    packet: &'a hsa_kernel_dispatch_packet_t,
+    write: Writer,
+    progress: &'a Progress,
+}
+
+impl Ordinary for Submission<'_> {
+    fn refusal(&self) -> Option<DeclineReason> {
+        vendor_refusal(self.gpu)
+    }
+    fn run_once(&mut self) -> bool {
+        // SAFETY: the application's packet, forwarded inside the handler.
+        unsafe {
+            forward_tracked(
+                self.be,
+                self.queue,
+                Some(self.gpu),
+                self.write,
+                (self.packet as *const hsa_kernel_dispatch_packet_t).cast(),
+                1,
+                Some(self.progress),
+                None,
+            )
+        };
+        true
+    }
+}
+
+fn vendor_refusal(gpu: &Gpu) -> Option<DeclineReason> {
+    gpu.vendor_packets
+        .load(Ordering::Relaxed)
+        .then_some(DeclineReason::VendorPackets)
+}
+
+/// Puts the dispatch's ready barrier and gate in its place on the application's queue and
+/// hands its window to the GPU's lane. Without a replay queue or signals the window runs here
+/// and declines: the dispatch is forwarded as submitted.
+///
+/// # Safety
+/// Inside the interceptor, with the application's packet.
+unsafe fn open_window(
+    be: &'static Backend,
+    gpu: &'static Gpu,
+    queue: Arc<QueueState>,
+    packet: hsa_kernel_dispatch_packet_t,
+    write: Writer,
+    progress: &Progress,
+    window: Window,
+) {
+    let replay = gpu
+        .replay
+        .get_or_init(|| ReplayQueue::create(be, gpu.agent))
+        .as_ref();
+    let ready = new_signal(be);
+    let gate = new_signal(be);
+    let (Some(replay), Some(ready), Some(gate)) = (replay, ready, gate) else {
+        for s in [ready, gate].into_iter().flatten() {
+            // SAFETY: our signal, referenced by nothing.
+            unsafe { (be.orig.signal_destroy)(s) };
+        }
+        tracing::warn!(
+            "no replay queue or signals for an asynchronous window: the dispatch runs once"
+        );
+        let mut target = HsaTarget::new(be, gpu, queue, packet, Sink::App(write));
+        window.run(&mut target);
+        return;
+    };
+    let ready_barrier = hsa_barrier_and_packet_t {
+        // Barrier bit: resolves once everything before the dispatch finished; system release
+        // so the window's copies see what that work wrote.
+        header: packet_header(
+            HSA_PACKET_TYPE_BARRIER_AND,
+            true,
+            HSA_FENCE_SCOPE_NONE,
+            HSA_FENCE_SCOPE_SYSTEM,
+        ),
+        completion_signal: ready,
+        ..Default::default()
+    };
+    let mut gate_barrier = hsa_barrier_and_packet_t {
+        // System acquire: what follows sees the passes' and the restores' writes.
+        header: packet_header(
+            HSA_PACKET_TYPE_BARRIER_AND,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        ),
+        ..Default::default()
+    };
+    gate_barrier.dep_signal[0] = gate;
+    let pair = [ready_barrier, gate_barrier];
+    progress.gate.set(Some(gate));
+    gpu.window_opened();
+    // SAFETY: two packets of ours, forwarded inside the handler.
+    let others = unsafe {
+        forward_tracked(
+            be,
+            &queue,
+            Some(gpu),
+            write,
+            pair.as_ptr().cast(),
+            2,
+            None,
+            Some(gate),
+        )
+    };
+    progress.forwarded.set(true);
+    let mut target = HsaTarget::new(be, gpu, queue, packet, Sink::Replay(replay));
+    target.ready = Some(ready);
+    target.gate = Some(gate);
+    target.others = others;
+    let job = Detached(window, target);
+    let key = gpu.agent.handle;
+    let spawned = be.engine.workers.spawn(
+        key,
+        &format!("gpu{}", gpu.index),
+        Box::new(move || job.run()),
+    );
+    progress.handed_off.set(true);
+    if let Err(job) = spawned {
+        job();
+    }
+}
+
+/// A window and its target, moved to the GPU's lane.
+struct Detached(Window, HsaTarget);
+
+// SAFETY: the target's raw pointers (the application's kernarg and queue objects, our replay
+// queue) are runtime objects usable from any thread; nothing in it is tied to the submitting
+// thread (the writer is not used by a replay-queue target).
+unsafe impl Send for Detached {}
+
+impl Detached {
+    fn run(self) {
+        let Detached(window, mut target) = self;
+        let info = window.info().clone();
+        IN_WINDOW.with(|w| w.set(true));
+        let ran = catch_unwind(AssertUnwindSafe(|| window.run(&mut target)));
+        IN_WINDOW.with(|w| w.set(false));
+        if ran.is_err() {
+            tracing::error!(
+                kernel = info.kernel(),
+                "internal error (panic) in a replay window"
+            );
+            let had_passes = target.ran;
+            target.settle_dispatch();
+            if had_passes {
+                state::report(
+                    &info,
+                    &Outcome::ordinary(OutcomeKind::Failed(FailureReason::InternalError)),
+                );
+            }
+        } else {
+            target.settle_dispatch();
+        }
+    }
 }
 
 /// Forwards `count` packets and, when the queue is tracked, a barrier-AND packet that
 /// decrements its `inflight` signal once everything before it has finished. When the ring is
-/// full it first waits for room (see `Backlog`), holding no agent lock; then, if `reader` names
-/// a GPU, it forwards under that GPU's reader lock (an ordinary submission, outside a window:
-/// it waits for a window that holds the GPU to end).
+/// full it first waits for room (see `Backlog`). When `gpu` names the queue's GPU, the gates of
+/// its windows still running go first (barriers on their gate signals), all under the GPU's
+/// gate lock; `close` closes a new gate with this submission (which holds its barrier) and
+/// returns what every other queue of the GPU had submitted until then — the window's drain
+/// targets.
 ///
 /// # Safety
 /// Inside the interceptor, with `count` valid packets at `pkts`.
+#[allow(clippy::too_many_arguments)]
 unsafe fn forward_tracked(
     be: &Backend,
     queue: &QueueState,
-    reader: Option<&Gpu>,
+    gpu: Option<&Gpu>,
     write: Writer,
     pkts: *const c_void,
     count: u64,
     progress: Option<&Progress>,
-) {
+    close: Option<hsa_signal_t>,
+) -> Vec<(Arc<QueueState>, u64)> {
     let tracked = queue.inflight.handle != 0;
     let backlog = tracked.then(|| {
         let mut backlog = queue.backlog.lock();
-        queue.wait_for_room(be, &mut backlog, count + 1, be.settings().drain);
+        // Our barrier, and a barrier for gates that may come before.
+        queue.wait_for_room(be, &mut backlog, count + 2, be.settings().drain);
         backlog
     });
-    let _read = reader.map(|gpu| gpu.read_outside_window(be.settings().lock));
+    let mut gates = gpu.map(|g| g.gates.lock());
+    let pending = match (&mut gates, in_window()) {
+        (Some(list), false) => list.pending_for(be, queue),
+        _ => smallvec::SmallVec::new(),
+    };
+    let gate_barriers: smallvec::SmallVec<[hsa_barrier_and_packet_t; 1]> = pending
+        .chunks(5)
+        .map(|deps| {
+            let mut b = hsa_barrier_and_packet_t {
+                header: packet_header(
+                    HSA_PACKET_TYPE_BARRIER_AND,
+                    false,
+                    HSA_FENCE_SCOPE_SYSTEM,
+                    HSA_FENCE_SCOPE_NONE,
+                ),
+                ..Default::default()
+            };
+            b.dep_signal[..deps.len()].copy_from_slice(deps);
+            b
+        })
+        .collect();
     let _backlog = backlog.map(|mut backlog| {
-        let packets = count + 1;
+        let packets = count + 1 + gate_barriers.len() as u64;
         backlog.push(u32::try_from(packets).unwrap_or(u32::MAX));
+        queue.submitted.fetch_add(1, Ordering::AcqRel);
         // SAFETY: our own live signal.
         unsafe { (be.orig.signal_add)(queue.inflight, 1) };
         backlog
     });
+    if !gate_barriers.is_empty() {
+        // SAFETY: barrier packets of ours, forwarded inside the handler.
+        unsafe { write(gate_barriers.as_ptr().cast(), gate_barriers.len() as u64) };
+    }
     // Marked right before the write, with nothing that can panic in between: after an
     // internal panic the handler forwards the submission itself exactly when this did not.
     if let Some(progress) = progress {
@@ -232,17 +457,26 @@ unsafe fn forward_tracked(
         // SAFETY: one packet, forwarded inside the handler.
         unsafe { write((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) };
     }
-}
-
-/// `header` with its acquire fence widened to system scope; type, barrier bit and release
-/// scope kept.
-fn with_system_acquire(header: u16) -> u16 {
-    packet_header(
-        header_type(header),
-        header_barrier(header),
-        HSA_FENCE_SCOPE_SYSTEM,
-        header_release_scope(header),
-    )
+    let (Some(gate), Some(list), Some(gpu)) = (close, gates.as_mut(), gpu) else {
+        return Vec::new();
+    };
+    list.close(queue, gate);
+    let agent_queues: Vec<Arc<QueueState>> = be
+        .queues
+        .read()
+        .values()
+        .filter(|q| q.agent == gpu.agent)
+        .cloned()
+        .collect();
+    list.sweep(be, &agent_queues, gpu.replay.get().and_then(Option::as_ref));
+    agent_queues
+        .into_iter()
+        .filter(|q| q.queue != queue.queue)
+        .map(|q| {
+            let n = q.submitted.load(Ordering::Acquire);
+            (q, n)
+        })
+        .collect()
 }
 
 fn warn_multi_packet_once() {
@@ -276,26 +510,50 @@ fn dispatch_info(
     }
 }
 
+/// Where a target's packets go.
+#[derive(Clone, Copy)]
+enum Sink {
+    /// The application's queue, through the interceptor's writer (only inside the handler): a
+    /// window that could not go asynchronous, which declines and runs the dispatch there.
+    App(Writer),
+    /// The GPU's replay queue (asynchronous window).
+    Replay(&'static ReplayQueue),
+}
+
 /// The replay window's handle on one intercepted dispatch.
-struct HsaTarget<'a> {
-    be: &'a Backend,
-    gpu: &'a Gpu,
-    queue: &'a QueueState,
+struct HsaTarget {
+    be: &'static Backend,
+    gpu: &'static Gpu,
+    queue: Arc<QueueState>,
     packet: hsa_kernel_dispatch_packet_t,
-    write: Writer,
+    sink: Sink,
     /// The engine's own completion signal for passes and drains (created on first use).
     signal: Option<hsa_signal_t>,
     /// Completion signal for snapshot copies (created on first use).
     copy_signal: Option<hsa_signal_t>,
     /// Timestamps of the last pass that completed.
     last_time: Option<hsa_amd_profiling_dispatch_time_t>,
-    progress: &'a Progress,
-    /// The agent's writer lock, held from `begin` to `end`.
-    window: Option<parking_lot::RwLockWriteGuard<'a, ()>>,
+    /// The agent's window lock, held from `begin` to `end`.
+    window: Option<parking_lot::RwLockWriteGuard<'static, ()>>,
     /// One counter profile per counter pass of the dispatch's metric set.
     profiles: Vec<super::counters::PassProfile>,
     /// The counter pass the next `run_pass` carries.
     armed: Option<u32>,
+    /// Resolved by the ready barrier: everything before the dispatch on its queue finished.
+    ready: Option<hsa_signal_t>,
+    /// The gate the application's later work waits behind.
+    gate: Option<hsa_signal_t>,
+    /// Submissions of the GPU's other queues before the gate: what the window drains.
+    others: Vec<(Arc<QueueState>, u64)>,
+    /// When the window was opened (for contention).
+    opened: Instant,
+    /// Some execution of the dispatch (a pass or the ordinary run) was submitted.
+    ran: bool,
+    /// The application's completion was delivered (or travels with a submitted packet); an
+    /// asynchronous window delivers it in [`HsaTarget::settle_dispatch`].
+    completed: bool,
+    /// The gate was opened (or a submitted packet opens it).
+    gate_open: bool,
 }
 
 /// A counter pass as one submission: start packet, the pass's dispatch, stop packet.
@@ -317,7 +575,36 @@ fn new_signal(be: &Backend) -> Option<hsa_signal_t> {
     (st == HSA_STATUS_SUCCESS).then_some(s)
 }
 
-impl HsaTarget<'_> {
+impl HsaTarget {
+    fn new(
+        be: &'static Backend,
+        gpu: &'static Gpu,
+        queue: Arc<QueueState>,
+        packet: hsa_kernel_dispatch_packet_t,
+        sink: Sink,
+    ) -> HsaTarget {
+        HsaTarget {
+            be,
+            gpu,
+            queue,
+            packet,
+            sink,
+            signal: None,
+            copy_signal: None,
+            last_time: None,
+            window: None,
+            profiles: Vec::new(),
+            armed: None,
+            ready: None,
+            gate: None,
+            others: Vec::new(),
+            opened: Instant::now(),
+            ran: false,
+            completed: false,
+            gate_open: false,
+        }
+    }
+
     fn signal(&mut self) -> Result<hsa_signal_t, DeclineReason> {
         if let Some(s) = self.signal {
             return Ok(s);
@@ -353,65 +640,90 @@ impl HsaTarget<'_> {
         }
     }
 
-    /// Puts a barrier-AND packet with `signal` as completion into this queue (through the
-    /// writer) and waits for it.
-    fn drain_own_queue(&mut self) -> Result<(), DeclineReason> {
-        let signal = self.signal()?;
-        let drain = self.be.settings().drain;
-        // Room for the barrier (see `Backlog`): it must reach the ring, not the runtime's
-        // overflow buffer, which is only flushed after this handler returns.
-        self.queue
-            .wait_for_room(self.be, &mut self.queue.backlog.lock(), 1, drain);
-        // SAFETY: a live signal.
-        unsafe { (self.be.orig.signal_store)(signal, 1) };
-        let barrier = hsa_barrier_and_packet_t {
-            header: packet_header(
-                HSA_PACKET_TYPE_BARRIER_AND,
-                true,
-                HSA_FENCE_SCOPE_SYSTEM,
-                HSA_FENCE_SCOPE_SYSTEM,
-            ),
-            completion_signal: signal,
-            ..Default::default()
-        };
-        // SAFETY: one packet, forwarded inside the handler.
-        unsafe { (self.write)((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) };
-        if self.wait_zero(signal, drain) {
-            Ok(())
-        } else {
-            abandon(&mut self.signal);
-            Err(DeclineReason::DrainTimeout)
+    /// Waits until queue `q` has finished its first `n` tracked submissions, or `deadline`.
+    fn wait_retired(&self, q: &QueueState, n: u64, deadline: Duration) -> bool {
+        let end = Instant::now() + deadline;
+        loop {
+            if gates::queue_retired(self.be, q) >= n {
+                return true;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            // SAFETY: the queue's live progress signal.
+            let pending = unsafe { (self.be.orig.signal_load)(q.inflight) };
+            // SAFETY: as above; a bounded wait for it to drop below `pending`.
+            unsafe {
+                (self.be.orig.signal_wait)(
+                    q.inflight,
+                    HSA_SIGNAL_CONDITION_LT,
+                    pending,
+                    self.be.ticks(left.min(Duration::from_millis(100))),
+                    HSA_WAIT_STATE_BLOCKED,
+                )
+            };
         }
     }
 
-    /// Waits until everything forwarded on another queue of the agent has finished. Nothing
-    /// is submitted to it: its interceptor may be waiting for the agent lock this window holds.
-    fn drain_other_queue(&mut self, other: &QueueState) -> Result<(), DeclineReason> {
-        if other.inflight.handle == 0 {
-            // Its work cannot be waited for, so it could run during the window: decline.
-            tracing::warn!("a queue of the agent has no progress signal and cannot be drained");
-            return Err(DeclineReason::QueueNotDrainable);
+    /// Submits packets of ours to the replay queue (or, for a window that stays on the
+    /// submitting thread, the application's queue). `false`: nothing was submitted.
+    ///
+    /// # Safety
+    /// `count` valid packets at `pkts`.
+    unsafe fn submit(&self, pkts: *const c_void, count: u64) -> bool {
+        match self.sink {
+            Sink::Replay(q) => {
+                // SAFETY: caller contract.
+                unsafe { q.submit(self.be, pkts, count as usize, self.be.settings().drain) }
+            }
+            Sink::App(write) => {
+                // SAFETY: caller contract; only inside the handler.
+                unsafe { write(pkts, count) };
+                true
+            }
         }
-        if self.wait_zero(other.inflight, self.be.settings().drain) {
-            Ok(())
-        } else {
-            Err(DeclineReason::DrainTimeout)
+    }
+
+    /// Opens the gate now (idempotent).
+    fn open_gate(&mut self) {
+        if let (Some(gate), false) = (self.gate, self.gate_open) {
+            // SAFETY: our gate signal.
+            unsafe { (self.be.orig.signal_store)(gate, 0) };
         }
+        self.gate_open = true;
+    }
+
+    /// After the window (or a panic in it): the dispatch has run, the application has its one
+    /// completion and the gate is open, whatever happened; the window's signals retire.
+    fn settle_dispatch(&mut self) {
+        if matches!(self.sink, Sink::App(_)) {
+            return;
+        }
+        if !self.ran {
+            tracing::error!("a replay window ended without running its dispatch: it runs now");
+            self.run_once();
+        }
+        if !self.completed {
+            self.completed = true;
+            let app = self.packet.completion_signal;
+            if app.handle != 0 {
+                // SAFETY: the application's completion signal, decremented once as the
+                // hardware would have after its single execution.
+                unsafe { (self.be.orig.signal_subtract)(app, 1) };
+            }
+        }
+        self.open_gate();
+        let signals: Vec<hsa_signal_t> = [self.ready.take(), self.gate.take()]
+            .into_iter()
+            .flatten()
+            .collect();
+        self.gpu.gates.retire(&signals);
+        self.gpu.window_ended();
     }
 }
 
-/// Gives up a signal without destroying it: a packet or copy still in flight references it
-/// and will decrement it when it finally runs (leaking one signal beats a use after free).
-fn abandon(signal: &mut Option<hsa_signal_t>) {
-    if let Some(s) = signal.take() {
-        tracing::warn!(
-            signal = s.handle,
-            "work outlived its deadline; its signal is kept alive"
-        );
-    }
-}
-
-impl Drop for HsaTarget<'_> {
+impl Drop for HsaTarget {
     fn drop(&mut self) {
         for s in [self.signal.take(), self.copy_signal.take()]
             .into_iter()
@@ -431,7 +743,7 @@ unsafe fn release_scratch(ptr: NonNull<u8>, capacity: usize, _tier: Tier) {
     }
 }
 
-impl DeviceMemory for HsaTarget<'_> {
+impl DeviceMemory for HsaTarget {
     /// A buffer carved from the GPU's snapshot arena: VRAM while the GPU keeps its reserve
     /// free, else pinned host memory.
     fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
@@ -530,19 +842,16 @@ impl DeviceMemory for HsaTarget<'_> {
     }
 }
 
-impl ReplayTarget for HsaTarget<'_> {
+impl ReplayTarget for HsaTarget {
     fn refusal(&self) -> Option<DeclineReason> {
-        self.gpu
-            .vendor_packets
-            .load(Ordering::Relaxed)
-            .then_some(DeclineReason::VendorPackets)
+        vendor_refusal(self.gpu)
     }
 
     fn begin(&mut self) -> Result<(), DeclineReason> {
-        if super::on_runtime_async_thread() {
-            return Err(DeclineReason::RuntimeThread);
+        if matches!(self.sink, Sink::App(_)) {
+            return Err(DeclineReason::SubmitFailed);
         }
-        let gpu: &Gpu = self.gpu;
+        let gpu: &'static Gpu = self.gpu;
         match gpu.lock.try_write_for(self.be.settings().lock) {
             Some(guard) => {
                 self.window = Some(guard);
@@ -553,20 +862,35 @@ impl ReplayTarget for HsaTarget<'_> {
     }
 
     fn drain(&mut self) -> Result<(), DeclineReason> {
-        self.drain_own_queue()?;
-        let others: Vec<Arc<QueueState>> = self
-            .be
-            .queues
-            .read()
-            .values()
-            .filter(|q| q.agent == self.queue.agent && q.queue != self.queue.queue)
-            .cloned()
-            .collect();
-        for other in others {
-            self.drain_other_queue(&other)?;
+        let drain = self.be.settings().drain;
+        // Everything before the dispatch on its own queue: the ready barrier resolved.
+        if let Some(ready) = self.ready {
+            if !self.wait_zero(ready, drain) {
+                return Err(DeclineReason::DrainTimeout);
+            }
         }
-        // Asynchronous copies already submitted (new ones wait for the lock this window holds).
-        let deadline = Instant::now() + self.be.settings().drain;
+        // The replay queue: an earlier window's pass may still run there (stuck).
+        if let Sink::Replay(q) = self.sink {
+            if !q.wait_idle(self.be, drain) {
+                tracing::warn!(
+                    "an earlier replay pass still runs on this GPU: the dispatch runs once, after it"
+                );
+                return Err(DeclineReason::DrainTimeout);
+            }
+        }
+        // What the GPU's other queues submitted before the gate (later work waits behind it).
+        for (other, n) in &self.others {
+            if other.inflight.handle == 0 {
+                // Its work cannot be waited for, so it could run during the window: decline.
+                tracing::warn!("a queue of the agent has no progress signal and cannot be drained");
+                return Err(DeclineReason::QueueNotDrainable);
+            }
+            if !self.wait_retired(other, *n, drain) {
+                return Err(DeclineReason::DrainTimeout);
+            }
+        }
+        // Asynchronous copies already submitted (new ones wait for the window to end).
+        let deadline = Instant::now() + drain;
         match self
             .gpu
             .copies
@@ -692,7 +1016,6 @@ impl ReplayTarget for HsaTarget<'_> {
             HSA_FENCE_SCOPE_SYSTEM,
             HSA_FENCE_SCOPE_SYSTEM,
         );
-        self.progress.forwarded.set(true);
         if let Some(profile) = profile {
             // The stop packet (barrier bit: after the dispatch) decrements the signal too, so
             // the wait below ends once the values are written.
@@ -705,12 +1028,17 @@ impl ReplayTarget for HsaTarget<'_> {
                 dispatch: pass,
                 stop,
             };
-            // SAFETY: three 64-byte packets in a row, forwarded inside the handler.
-            unsafe { (self.write)((&packets as *const CounterPass).cast(), 3) };
+            // SAFETY: three 64-byte packets in a row.
+            if !unsafe { self.submit((&packets as *const CounterPass).cast(), 3) } {
+                return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
+            }
         } else {
-            // SAFETY: one packet, forwarded inside the handler.
-            unsafe { (self.write)((&pass as *const hsa_kernel_dispatch_packet_t).cast(), 1) };
+            // SAFETY: one packet.
+            if !unsafe { self.submit((&pass as *const hsa_kernel_dispatch_packet_t).cast(), 1) } {
+                return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
+            }
         }
+        self.ran = true;
         if !self.wait_zero(signal, self.be.settings().pass) {
             return Err(PassError::Late);
         }
@@ -732,45 +1060,103 @@ impl ReplayTarget for HsaTarget<'_> {
     }
 
     fn run_once(&mut self) -> bool {
-        // Outside a window (the policy skipped replay) this is an ordinary submission.
-        let reader = self.window.is_none().then_some(self.gpu);
-        let mut packet = self.packet;
-        if self.window.is_some() {
-            // Inside a window memory may have just been restored by copies: the run must
-            // acquire at system scope to see them, whatever scope the application chose (as
-            // the passes do). Its release scope stays the application's.
-            packet.header = with_system_acquire(packet.header);
+        let replay = match self.sink {
+            Sink::App(write) => {
+                // The window never left the submitting thread: an ordinary submission.
+                // SAFETY: the application's packet, forwarded inside the handler.
+                unsafe {
+                    forward_tracked(
+                        self.be,
+                        &self.queue,
+                        Some(self.gpu),
+                        write,
+                        (&self.packet as *const hsa_kernel_dispatch_packet_t).cast(),
+                        1,
+                        None,
+                        None,
+                    )
+                };
+                self.ran = true;
+                self.completed = true;
+                return true;
+            }
+            Sink::Replay(q) => q,
+        };
+        // On the replay queue, in hardware order: after everything before the dispatch on its
+        // queue (the ready signal), the dispatch with its own completion signal (the runtime's
+        // timestamps answer for it), then the barrier that opens the gate. Memory may have
+        // just been restored by copies: the run acquires at system scope (as the passes do);
+        // its release is at least agent scope, since the application's later work runs on
+        // another queue.
+        let mut wait = hsa_barrier_and_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_BARRIER_AND,
+                true,
+                HSA_FENCE_SCOPE_SYSTEM,
+                HSA_FENCE_SCOPE_NONE,
+            ),
+            ..Default::default()
+        };
+        wait.dep_signal[0] = self.ready.unwrap_or_default();
+        let mut run = self.packet;
+        run.header = packet_header(
+            HSA_PACKET_TYPE_KERNEL_DISPATCH,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        );
+        let open = hsa_barrier_and_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_BARRIER_AND,
+                true,
+                HSA_FENCE_SCOPE_SYSTEM,
+                HSA_FENCE_SCOPE_SYSTEM,
+            ),
+            completion_signal: self.gate.unwrap_or_default(),
+            ..Default::default()
+        };
+        #[repr(C)]
+        struct Chain {
+            wait: hsa_barrier_and_packet_t,
+            run: hsa_kernel_dispatch_packet_t,
+            open: hsa_barrier_and_packet_t,
         }
-        // SAFETY: the application's packet (its fences widened at most), forwarded inside the
-        // handler.
-        unsafe {
-            forward_tracked(
+        let chain = Chain { wait, run, open };
+        // SAFETY: three 64-byte packets in a row.
+        let ok = unsafe {
+            replay.submit(
                 self.be,
-                self.queue,
-                reader,
-                self.write,
-                (&packet as *const hsa_kernel_dispatch_packet_t).cast(),
-                1,
-                Some(self.progress),
+                (&chain as *const Chain).cast(),
+                3,
+                self.be.settings().drain,
             )
         };
-        // Forwarding inside the interceptor cannot fail.
-        true
+        if ok {
+            self.ran = true;
+            self.completed = true;
+            self.gate_open = true;
+        }
+        ok
     }
 
     fn complete(&mut self) {
-        self.progress.completed.set(true);
         let app = self.packet.completion_signal;
-        if app.handle != 0 {
-            if let Some(t) = self.last_time {
-                // What the runtime would report for the application's signal: the dispatch
-                // it sees ran as the last pass.
-                self.be.dispatch_times.record(app, t);
-            }
-            // SAFETY: the application's completion signal, decremented once as the hardware
-            // would have after its single execution.
-            unsafe { (self.be.orig.signal_subtract)(app, 1) };
+        if let (Some(t), true) = (self.last_time, app.handle != 0) {
+            // What the runtime would report for the application's signal: the dispatch it
+            // sees ran as the last pass.
+            self.be.dispatch_times.record(app, t);
         }
+        if matches!(self.sink, Sink::App(_)) {
+            self.completed = true;
+            if app.handle != 0 {
+                // SAFETY: the application's completion signal, decremented once.
+                unsafe { (self.be.orig.signal_subtract)(app, 1) };
+            }
+        }
+        // Asynchronous window: the completion is delivered and the gate opened once the
+        // window has ended, the tool's `on_end` has run and the record is written
+        // (`settle_dispatch`), so an application that exits as soon as it sees the completion
+        // loses neither.
     }
 
     fn settle_late_pass(&mut self) -> bool {
@@ -781,40 +1167,49 @@ impl ReplayTarget for HsaTarget<'_> {
             return true;
         }
         // Stuck: the application gets its completion now, so protect what the pass still uses
-        // (see `stuck`), and make later windows on this GPU wait for it: a tracked barrier
-        // behind it counts in the queue's progress signal.
+        // (see `stuck`). Its later work (behind the gate) waits for the pass: the gate opens
+        // by a barrier behind it on the replay queue; later windows drain that queue first.
+        if let (Sink::Replay(q), Some(gate), false) = (self.sink, self.gate, self.gate_open) {
+            let open = hsa_barrier_and_packet_t {
+                header: packet_header(
+                    HSA_PACKET_TYPE_BARRIER_AND,
+                    true,
+                    HSA_FENCE_SCOPE_SYSTEM,
+                    HSA_FENCE_SCOPE_SYSTEM,
+                ),
+                completion_signal: gate,
+                ..Default::default()
+            };
+            // SAFETY: one packet of ours.
+            if unsafe {
+                q.submit(
+                    self.be,
+                    (&open as *const hsa_barrier_and_packet_t).cast(),
+                    1,
+                    self.be.settings().drain,
+                )
+            } {
+                self.gate_open = true;
+            }
+        }
         self.signal = None;
         // Its stop packet may still write the counters' buffers: never free them.
         self.profiles.drain(..).for_each(std::mem::forget);
         self.be
             .stuck
             .add(self.gpu.index, signal, self.packet.kernarg_address as usize);
-        let barrier = hsa_barrier_and_packet_t {
-            header: packet_header(
-                HSA_PACKET_TYPE_BARRIER_AND,
-                true,
-                HSA_FENCE_SCOPE_NONE,
-                HSA_FENCE_SCOPE_NONE,
-            ),
-            ..Default::default()
-        };
-        // SAFETY: one packet, forwarded inside the handler (we hold the agent: no reader lock).
-        unsafe {
-            forward_tracked(
-                self.be,
-                self.queue,
-                None,
-                self.write,
-                (&barrier as *const hsa_barrier_and_packet_t).cast(),
-                1,
-                None,
-            )
-        };
         false
     }
 
     fn contended(&self) -> bool {
+        // Work waited for the window lock past the lock deadline, or another queue of the GPU
+        // has work behind the gate and the window is older than that deadline.
         self.gpu.waiting_long.load(Ordering::Acquire) > 0
+            || (self.opened.elapsed() > self.be.settings().lock
+                && self
+                    .others
+                    .iter()
+                    .any(|(q, n)| q.submitted.load(Ordering::Acquire) > *n))
     }
 
     fn prepare_counters(&mut self, set: &crate::counters::MetricSet) -> Result<(), String> {
@@ -856,25 +1251,5 @@ impl ReplayTarget for HsaTarget<'_> {
         };
         self.gpu.arena.lock().trim(&mem);
         self.window = None;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_final_run_acquires_at_system_scope_and_keeps_the_rest_of_the_header() {
-        let app = packet_header(
-            HSA_PACKET_TYPE_KERNEL_DISPATCH,
-            false,
-            HSA_FENCE_SCOPE_AGENT,
-            HSA_FENCE_SCOPE_AGENT,
-        );
-        let run = with_system_acquire(app);
-        assert_eq!(header_acquire_scope(run), HSA_FENCE_SCOPE_SYSTEM);
-        assert_eq!(header_release_scope(run), HSA_FENCE_SCOPE_AGENT);
-        assert_eq!(header_type(run), HSA_PACKET_TYPE_KERNEL_DISPATCH);
-        assert!(!header_barrier(run));
     }
 }

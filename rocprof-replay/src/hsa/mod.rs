@@ -4,6 +4,7 @@
 
 mod copies;
 mod counters;
+mod gates;
 mod hooks;
 mod intercept;
 mod originals;
@@ -44,6 +45,15 @@ pub(crate) struct Gpu {
     /// The GPU's own coarse-grained memory pool (VRAM) and its size in bytes: where the
     /// snapshot arena's device chunks come from.
     pub(crate) device_pool: Option<(hsa_amd_memory_pool_t, usize)>,
+    /// Windows opened on this GPU and not ended (ordinary copies and host operations on its
+    /// memory wait until none is left).
+    pub(crate) windows: Mutex<u32>,
+    /// Notified when `windows` drops to 0.
+    pub(crate) windows_ended: parking_lot::Condvar,
+    /// The gates of this GPU's asynchronous replay windows ([`gates`]).
+    pub(crate) gates: gates::Gates,
+    /// The queue replay windows run their passes on, created with the first window.
+    pub(crate) replay: std::sync::OnceLock<Option<gates::ReplayQueue>>,
     /// Snapshot staging of this GPU: VRAM first, pinned host memory when VRAM is short
     /// ([`Arena`]). Its chunks come from the original (unhooked) allocator, so they are never
     /// application allocations: never tracked, never snapshotted.
@@ -56,10 +66,25 @@ impl Gpu {
     /// window is told to stop after its current pass (its own deadlines bound that) and the
     /// wait goes on, with a warning.
     pub(crate) fn read_outside_window(&self, deadline: Duration) -> RwLockReadGuard<'_, ()> {
+        let mut late = false;
+        {
+            // Windows opened and not ended: their dispatches' gates are in the queues, the
+            // windows may not have taken the lock yet.
+            let mut open = self.windows.lock();
+            while *open > 0 {
+                if self.windows_ended.wait_for(&mut open, deadline).timed_out() && !late {
+                    late = true;
+                    self.waiting_long.fetch_add(1, Ordering::AcqRel);
+                    warn_contended_once(deadline);
+                }
+            }
+        }
         if let Some(guard) = self.lock.try_read() {
+            if late {
+                self.waiting_long.fetch_sub(1, Ordering::AcqRel);
+            }
             return guard;
         }
-        let mut late = false;
         loop {
             if let Some(guard) = self.lock.try_read_for(deadline) {
                 if late {
@@ -72,6 +97,22 @@ impl Gpu {
                 self.waiting_long.fetch_add(1, Ordering::AcqRel);
                 warn_contended_once(deadline);
             }
+        }
+    }
+}
+
+impl Gpu {
+    /// A window was opened on this GPU (its gate placed); [`Gpu::window_ended`] follows.
+    pub(crate) fn window_opened(&self) {
+        *self.windows.lock() += 1;
+    }
+
+    /// A window of this GPU ended: its dispatch ran, its gate is open.
+    pub(crate) fn window_ended(&self) {
+        let mut open = self.windows.lock();
+        *open = open.saturating_sub(1);
+        if *open == 0 {
+            self.windows_ended.notify_all();
         }
     }
 }
@@ -184,6 +225,10 @@ pub(crate) struct QueueState {
     pub(crate) inflight: hsa_signal_t,
     /// The tracked submissions behind `inflight`, to keep the runtime's ring from overflowing.
     pub(crate) backlog: Mutex<Backlog>,
+    /// Tracked submissions forwarded so far (each decrements `inflight` when it finishes).
+    pub(crate) submitted: std::sync::atomic::AtomicU64,
+    /// The newest gate this queue has a barrier for ([`gates::GateList::pending_for`]).
+    pub(crate) gated_epoch: std::sync::atomic::AtomicU64,
 }
 
 /// Packets forwarded on a queue and not yet known to have finished.
@@ -505,53 +550,6 @@ pub(crate) fn backend() -> Option<&'static Backend> {
     }
 }
 
-/// The thread of the runtime's asynchronous-event handlers (learned at install). A replay
-/// window never runs there: the runtime finishes some of its own work on that thread (ROCr
-/// flushes intercept-queue overflow from it), which a window would wait for.
-static RUNTIME_ASYNC_THREAD: OnceLock<std::thread::ThreadId> = OnceLock::new();
-
-/// Whether the calling thread is the runtime's asynchronous-event thread.
-pub(crate) fn on_runtime_async_thread() -> bool {
-    RUNTIME_ASYNC_THREAD
-        .get()
-        .is_some_and(|id| *id == std::thread::current().id())
-}
-
-/// Learns the runtime's asynchronous-event thread: a handler on a signal that is already
-/// satisfied runs there once.
-fn learn_async_thread(orig: &Originals) {
-    unsafe extern "C" fn note(_: hsa_signal_value_t, arg: *mut std::ffi::c_void) -> bool {
-        let _ = arg;
-        let _ = std::panic::catch_unwind(|| {
-            let _ = RUNTIME_ASYNC_THREAD.set(std::thread::current().id());
-        });
-        false
-    }
-    let Some(register) = orig.signal_async_handler else {
-        return;
-    };
-    let mut s = hsa_signal_t::default();
-    // SAFETY: creating a plain signal with no consumer list.
-    if unsafe { (orig.signal_create)(0, 0, std::ptr::null(), &mut s) } != HSA_STATUS_SUCCESS {
-        return;
-    }
-    // SAFETY: our live signal, already satisfying the condition; `note` touches only a static.
-    let st = unsafe {
-        register(
-            s,
-            HSA_SIGNAL_CONDITION_EQ,
-            0,
-            Some(note),
-            std::ptr::null_mut(),
-        )
-    };
-    if st != HSA_STATUS_SUCCESS {
-        // SAFETY: our signal; no handler was registered.
-        unsafe { (orig.signal_destroy)(s) };
-    }
-    // The signal is left alive: the runtime may still look at it after the handler returns.
-}
-
 /// Installs the backend into the live table handed to `OnLoad`.
 ///
 /// # Safety
@@ -612,7 +610,6 @@ pub(crate) unsafe fn install(
             owner: "this library (OnLoad ran twice)".into(),
         });
     }
-    learn_async_thread(&orig);
     if let Some(be) = BACKEND.get() {
         // What each GPU offers, for the policy to build its metric sets at set-up.
         for gpu in &be.gpus {
@@ -642,6 +639,15 @@ pub(crate) unsafe fn install(
 pub(crate) fn shutdown() {
     ACTIVE.store(false, Ordering::Release);
     if let Some(be) = BACKEND.get() {
+        // Windows still running finish first (each bounded by its own deadlines).
+        let s = be.settings();
+        let bound = s.drain + s.pass.saturating_mul(4) + s.late_pass + s.copy.saturating_mul(4);
+        if !be.engine.workers.wait_idle(bound) {
+            tracing::warn!(
+                windows = be.engine.workers.pending(),
+                "replay windows still running at shutdown"
+            );
+        }
         be.copies.shutdown(be);
         be.staging.clear(&be.orig);
         for gpu in &be.gpus {
@@ -696,6 +702,10 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 index,
                 lock: RwLock::new(()),
                 waiting_long: AtomicU32::new(0),
+                windows: Mutex::new(0),
+                windows_ended: parking_lot::Condvar::new(),
+                gates: gates::Gates::default(),
+                replay: std::sync::OnceLock::new(),
                 copies: copies::CopyFence::default(),
                 vendor_packets: std::sync::atomic::AtomicBool::new(false),
                 device_pool: device_pool(ctx.orig, agent),

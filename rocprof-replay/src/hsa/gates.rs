@@ -1,0 +1,330 @@
+//! Asynchronous windows on HSA: the gates that hold an agent's queues behind a replay window,
+//! and the replay queue the window runs its passes on.
+//!
+//! The doorbell write that submits a replayed dispatch returns at once. In the dispatch's place
+//! the application's queue gets two barrier-AND packets: a *ready* barrier (barrier bit:
+//! everything before the dispatch has finished; it signals the window) and a *gate* barrier
+//! that depends on the window's gate signal. Everything the application submits later to any
+//! queue of the agent — kernels, barriers, markers, asynchronous copies (the gate joins their
+//! dependencies) — waits behind the gate, so it is ordered after the window, and the
+//! application's thread is never blocked by it. The window runs on the engine's worker lane
+//! for the agent, submits its passes (and an ordinary run, when it declines) to the agent's
+//! [`ReplayQueue`], a plain queue of ours, delivers the application's completion once and opens
+//! the gate.
+//!
+//! Gates are placed under [`Gates`]'s lock, which every tracked submission to the agent's
+//! queues takes briefly; so is each window's gate. A queue's submissions before a window's gate
+//! are what the window drains (its *targets*: the queue's tracked submission count at that
+//! moment); those after it cannot run before the gate opens.
+//!
+//! Signals referenced by packets are never destroyed while such a packet may still be read:
+//! a window's gate and ready signals retire once open and once every queue that could
+//! reference them has retired its submissions up to that point ([`Gates::retire`]).
+
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rocprof_replay_sys::*;
+
+use super::{Backend, QueueState};
+
+/// Tracked submissions of a queue that have finished: every tracked submission is followed by a
+/// barrier that decrements `inflight`, and they finish in order.
+fn retired(be: &Backend, inflight: hsa_signal_t, submitted: &AtomicU64) -> u64 {
+    let submitted = submitted.load(Ordering::Acquire);
+    // SAFETY: a live signal of ours.
+    let pending = unsafe { (be.orig.signal_load)(inflight) };
+    submitted.saturating_sub(u64::try_from(pending).unwrap_or(0))
+}
+
+/// The gates of one agent's replay windows.
+#[derive(Default)]
+pub(crate) struct Gates {
+    list: Mutex<GateList>,
+}
+
+/// Closed gates, oldest first, and signals waiting to retire.
+#[derive(Default)]
+pub(crate) struct GateList {
+    closed: Vec<(u64, hsa_signal_t)>,
+    next_epoch: u64,
+    retiring: Vec<Retiring>,
+}
+
+/// Submission counts to retire first: each queue of the agent, then the replay queue.
+type RetireAfter = (Vec<(Arc<QueueState>, u64)>, u64);
+
+/// A window's signal that packets may still reference.
+struct Retiring {
+    signal: hsa_signal_t,
+    /// Once the signal read 0: the submission counts that must retire first (each queue of the
+    /// agent, then the replay queue).
+    after: Option<RetireAfter>,
+}
+
+impl Gates {
+    /// Takes the lock for one submission.
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, GateList> {
+        self.list.lock()
+    }
+
+    /// Hands a window's signals over for destruction once nothing can reference them.
+    pub(crate) fn retire(&self, signals: &[hsa_signal_t]) {
+        let mut list = self.list.lock();
+        list.retiring.extend(
+            signals
+                .iter()
+                .filter(|s| s.handle != 0)
+                .map(|&signal| Retiring {
+                    signal,
+                    after: None,
+                }),
+        );
+    }
+}
+
+impl GateList {
+    /// Closed gates this queue has no barrier for yet (placed now: the caller forwards them);
+    /// open gates are dropped from the list.
+    pub(crate) fn pending_for(
+        &mut self,
+        be: &Backend,
+        queue: &QueueState,
+    ) -> smallvec::SmallVec<[hsa_signal_t; 4]> {
+        self.closed.retain(|(_, s)| {
+            // SAFETY: a live gate signal of ours.
+            unsafe { (be.orig.signal_load)(*s) != 0 }
+        });
+        let seen = queue.gated_epoch.load(Ordering::Relaxed);
+        let pending = self
+            .closed
+            .iter()
+            .filter(|(epoch, _)| *epoch > seen)
+            .map(|(_, s)| *s)
+            .collect();
+        if let Some((epoch, _)) = self.closed.last() {
+            queue.gated_epoch.store(*epoch, Ordering::Relaxed);
+        }
+        pending
+    }
+
+    /// Closes a new gate (placed on `queue` by the caller, in the same submission).
+    pub(crate) fn close(&mut self, queue: &QueueState, gate: hsa_signal_t) -> u64 {
+        self.next_epoch += 1;
+        let epoch = self.next_epoch;
+        self.closed.push((epoch, gate));
+        queue.gated_epoch.store(epoch, Ordering::Relaxed);
+        epoch
+    }
+
+    /// Destroys retiring signals nothing can reference any more.
+    pub(crate) fn sweep(
+        &mut self,
+        be: &Backend,
+        queues: &[Arc<QueueState>],
+        replay: Option<&ReplayQueue>,
+    ) {
+        self.retiring.retain_mut(|r| {
+            match &r.after {
+                None => {
+                    // SAFETY: a live signal of ours.
+                    if unsafe { (be.orig.signal_load)(r.signal) } == 0 {
+                        let counts = queues
+                            .iter()
+                            .map(|q| (Arc::clone(q), q.submitted.load(Ordering::Acquire)))
+                            .collect();
+                        let replay = replay.map_or(0, |q| q.submitted.load(Ordering::Acquire));
+                        r.after = Some((counts, replay));
+                    }
+                    true
+                }
+                Some((counts, replay_count)) => {
+                    let done = counts.iter().all(|(q, n)| {
+                        q.inflight.handle != 0 && retired(be, q.inflight, &q.submitted) >= *n
+                    }) && replay.is_none_or(|q| q.retired(be) >= *replay_count);
+                    if done {
+                        // SAFETY: our signal; no packet or wait references it any more.
+                        unsafe { (be.orig.signal_destroy)(r.signal) };
+                    }
+                    !done
+                }
+            }
+        });
+    }
+}
+
+/// How many tracked submissions of `queue` have finished.
+pub(crate) fn queue_retired(be: &Backend, queue: &QueueState) -> u64 {
+    retired(be, queue.inflight, &queue.submitted)
+}
+
+/// A plain queue of ours on one agent: the replay windows' passes and ordinary runs.
+pub(crate) struct ReplayQueue {
+    queue: *mut hsa_queue_t,
+    /// Decremented by the barrier after each submission (as for the application's queues).
+    inflight: hsa_signal_t,
+    submitted: AtomicU64,
+    /// One producer at a time.
+    lock: Mutex<()>,
+}
+
+// SAFETY: the queue is a runtime object we never destroy while the backend lives; producers
+// are serialized by `lock`.
+unsafe impl Send for ReplayQueue {}
+// SAFETY: as above.
+unsafe impl Sync for ReplayQueue {}
+
+impl ReplayQueue {
+    /// Creates the agent's replay queue (profiling on, for pass times).
+    pub(crate) fn create(be: &Backend, agent: hsa_agent_t) -> Option<ReplayQueue> {
+        let o = &be.orig;
+        let mut inflight = hsa_signal_t::default();
+        // SAFETY: creating a plain signal with no consumer list.
+        if unsafe { (o.signal_create)(0, 0, std::ptr::null(), &mut inflight) } != HSA_STATUS_SUCCESS
+        {
+            return None;
+        }
+        let mut queue: *mut hsa_queue_t = std::ptr::null_mut();
+        // SAFETY: the original (unhooked) queue creation: a plain queue, never intercepted.
+        let st = unsafe {
+            (o.queue_create)(
+                agent,
+                1024,
+                HSA_QUEUE_TYPE_MULTI,
+                None,
+                std::ptr::null_mut(),
+                u32::MAX,
+                u32::MAX,
+                &mut queue,
+            )
+        };
+        if st != HSA_STATUS_SUCCESS || queue.is_null() {
+            tracing::warn!(status = %super::Status(st), "cannot create the replay queue: dispatches on this GPU are not replayed");
+            // SAFETY: our signal, unused.
+            unsafe { (o.signal_destroy)(inflight) };
+            return None;
+        }
+        // SAFETY: a live queue of ours.
+        let st = unsafe { (o.profiler_enable)(queue, 1) };
+        if st != HSA_STATUS_SUCCESS {
+            tracing::warn!(status = %super::Status(st), "cannot enable dispatch profiling on the replay queue: pass times are unavailable");
+        }
+        Some(ReplayQueue {
+            queue,
+            inflight,
+            submitted: AtomicU64::new(0),
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// Tracked submissions that finished.
+    pub(crate) fn retired(&self, be: &Backend) -> u64 {
+        retired(be, self.inflight, &self.submitted)
+    }
+
+    /// Waits until everything submitted so far has finished (a pass of an earlier window that
+    /// outlived its deadlines, an ordinary run still queued), or `deadline`.
+    pub(crate) fn wait_idle(&self, be: &Backend, deadline: Duration) -> bool {
+        let n = self.submitted.load(Ordering::Acquire);
+        let end = Instant::now() + deadline;
+        loop {
+            if self.retired(be) >= n {
+                return true;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            // SAFETY: our live signal.
+            let pending = unsafe { (be.orig.signal_load)(self.inflight) };
+            // SAFETY: as above; a bounded wait for it to drop below `pending`.
+            unsafe {
+                (be.orig.signal_wait)(
+                    self.inflight,
+                    HSA_SIGNAL_CONDITION_LT,
+                    pending,
+                    be.ticks(left.min(Duration::from_millis(100))),
+                    HSA_WAIT_STATE_BLOCKED,
+                )
+            };
+        }
+    }
+
+    /// Writes `count` packets at `pkts` and a barrier after them, and rings the doorbell.
+    /// `false` when the ring had no room before `deadline` (nothing was written).
+    ///
+    /// # Safety
+    /// `pkts` points to `count` valid 64-byte AQL packets.
+    pub(crate) unsafe fn submit(
+        &self,
+        be: &Backend,
+        pkts: *const c_void,
+        count: usize,
+        deadline: Duration,
+    ) -> bool {
+        let o = &be.orig;
+        let _one = self.lock.lock();
+        let q = self.queue;
+        let n = count as u64 + 1;
+        // SAFETY: a live queue; `size` never changes.
+        let size = u64::from(unsafe { (*q).size });
+        if n > size {
+            return false;
+        }
+        let end = Instant::now() + deadline;
+        // SAFETY: a live queue; we are its only producer (under `lock`).
+        let write = unsafe { (o.queue_load_write_index)(q) };
+        loop {
+            // SAFETY: a live queue.
+            let read = unsafe { (o.queue_load_read_index)(q) };
+            if write + n - read <= size {
+                break;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        // SAFETY: a live queue; the slots [write, write + n) are free (checked above).
+        let index = unsafe { (o.queue_add_write_index)(q, n) };
+        let retire = hsa_barrier_and_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_BARRIER_AND,
+                true,
+                HSA_FENCE_SCOPE_NONE,
+                HSA_FENCE_SCOPE_NONE,
+            ),
+            completion_signal: self.inflight,
+            ..Default::default()
+        };
+        self.submitted.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: our live signal.
+        unsafe { (o.signal_add)(self.inflight, 1) };
+        for i in 0..n {
+            let packet: *const u8 = if i < count as u64 {
+                // SAFETY: caller contract: `count` packets of 64 bytes.
+                unsafe { pkts.cast::<u8>().add(i as usize * 64) }
+            } else {
+                (&retire as *const hsa_barrier_and_packet_t).cast()
+            };
+            // SAFETY: the slot is inside the ring (index modulo its power-of-two size) and
+            // free; the body is written first, the header word last with release ordering, so
+            // the packet processor never sees a half-written packet.
+            unsafe {
+                let slot = (*q)
+                    .base_address
+                    .cast::<u8>()
+                    .add((((index + i) % size) * 64) as usize);
+                std::ptr::copy_nonoverlapping(packet.add(4), slot.add(4), 60);
+                let first = std::ptr::read_unaligned(packet.cast::<u32>());
+                AtomicU32::from_ptr(slot.cast::<u32>()).store(first, Ordering::Release);
+            }
+        }
+        // SAFETY: the queue's doorbell, rung with the last packet's index.
+        unsafe { (o.signal_store)((*q).doorbell_signal, (index + n - 1) as i64) };
+        true
+    }
+}
