@@ -19,7 +19,7 @@ use rocprof_replay_sys::cuda::*;
 use super::*;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::settings::Settings;
-use crate::engine::window::run_window;
+use crate::engine::window::{ReplayTarget, decide};
 use crate::policy::{DeclineReason, FailureReason, OutcomeKind, PassPlan, ReplayPolicy};
 
 /// A fake kernel: what `CUfunction` points at.
@@ -555,10 +555,21 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
     let outcomes = Arc::new(Mutex::new(Vec::new()));
     let seen = outcomes.clone();
     let s = settings;
-    let runner: Runner = Box::new(move |info, target| {
-        let o = run_window(&policy, info, target, inventory, &s);
-        seen.lock().push((info.clone(), o.clone()));
-        o
+    // Decided windows borrow their policy for as long as they run: the test's lives on.
+    let policy: &'static P = Box::leak(Box::new(policy));
+    let decider: Decider = Box::new(move |info, ordinary| match decide(policy, info, ordinary) {
+        Err(o) => {
+            seen.lock().push((info.clone(), o));
+            None
+        }
+        Ok(decided) => {
+            let (info, seen) = (info.clone(), seen.clone());
+            Some(Box::new(move |target: &mut dyn ReplayTarget| {
+                let o = decided.run(&info, target, inventory, &s);
+                seen.lock().push((info, o.clone()));
+                o
+            }) as WindowRun)
+        }
     });
     let ids = Ids::from_names([
         ("cuLaunchKernel", LAUNCH),
@@ -576,7 +587,7 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
     ]);
     let be: &'static Backend = Box::leak(Box::new(Backend::new(
         fake_driver(),
-        runner,
+        decider,
         inventory,
         settings,
         ids,
@@ -2062,4 +2073,41 @@ fn a_second_launch_on_the_stream_follows_the_first_window() {
     );
     let (taken, opened) = gate_counts(&h);
     assert_eq!(taken, opened);
+}
+
+/// Remembers the threads its callbacks ran on.
+struct WhereItRuns(Arc<Mutex<Vec<(&'static str, std::thread::ThreadId)>>>);
+
+impl ReplayPolicy for WhereItRuns {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        self.0
+            .lock()
+            .push(("pass_count", std::thread::current().id()));
+        PassPlan::exactly(2, ())
+    }
+    fn on_end(&self, _: &DispatchInfo, _: (), _: &Outcome) {
+        self.0.lock().push(("on_end", std::thread::current().id()));
+    }
+}
+
+#[test]
+fn the_decision_runs_on_the_launching_thread_and_the_window_on_its_companion() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let h = harness_with(WhereItRuns(seen.clone()), quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    assert_eq!(buf.values(), vec![1; 8]);
+    let me = std::thread::current().id();
+    let seen = seen.lock().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0], ("pass_count", me));
+    assert_eq!(seen[1].0, "on_end");
+    assert_ne!(
+        seen[1].1, me,
+        "the window's callbacks run on the companion thread"
+    );
 }

@@ -38,14 +38,14 @@ use rocprof_replay_sys::cuda::*;
 use super::api::{Driver, error_name};
 use super::gate::{BEHIND, Gate, GatePage};
 use super::params::{self, Launch, OwnedArgs};
-use super::{Backend, Ctx, GUARD, Guard, KernelFacts, LaunchApi, warn_once};
+use super::{Backend, Ctx, GUARD, Guard, KernelFacts, LaunchApi, WindowRun, warn_once};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 use crate::engine::arena;
 use crate::engine::gate;
 use crate::engine::snapshot::{
     CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Transfer,
 };
-use crate::engine::window::{PassError, ReplayTarget};
+use crate::engine::window::{Ordinary, PassError, ReplayTarget};
 use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
 
 /// What the application thread is told to do with its launch.
@@ -158,7 +158,8 @@ impl Handoff {
 
 /// What the exit callback needs (passed through CUPTI's per-call word).
 struct Pending {
-    hand: Arc<Handoff>,
+    /// The meeting point with the window (`None`: the launch never entered one).
+    hand: Option<Arc<Handoff>>,
     ctx: Arc<Ctx>,
     stream: CUstream,
     release: Release,
@@ -187,8 +188,67 @@ struct Job {
     _owned: Option<OwnedArgs>,
     /// The context's gate page (`None`: no gates; passes are timed from an idle stream).
     gates: Option<Arc<GatePage>>,
+    /// The decided window (taken by the companion thread when it runs it).
+    window: Option<WindowRun>,
     /// Counts the job in [`BEHIND`] until it is dropped.
     _behind: super::gate::Ticket,
+}
+
+/// The launch as the decision sees it, on the launching thread: the gate's verdict, and the
+/// ordinary run, which is the driver's own enqueueing once the enter callback returns.
+struct FirstLook<'a> {
+    be: &'a Backend,
+    ctx: &'a Ctx,
+    launch: &'a Launch,
+    params: Option<&'a [(usize, usize)]>,
+}
+
+impl Ordinary for FirstLook<'_> {
+    fn refusal(&self) -> Option<DeclineReason> {
+        // SAFETY: the application is inside this launch call.
+        unsafe { refusal(self.be, self.ctx, self.launch, self.params) }
+    }
+    fn run_once(&mut self) -> bool {
+        true
+    }
+}
+
+/// Why the backend knows a launch must not be replayed ([`ReplayTarget::refusal`]).
+///
+/// # Safety
+/// The launch's arguments are alive.
+unsafe fn refusal(
+    be: &Backend,
+    ctx: &Ctx,
+    launch: &Launch,
+    params: Option<&[(usize, usize)]>,
+) -> Option<DeclineReason> {
+    if ctx
+        .waiting_streams
+        .lock()
+        .contains(&(launch.stream as usize))
+    {
+        return Some(DeclineReason::StreamMemoryWait);
+    }
+    let host = be.host_memory.read();
+    if host.is_empty() {
+        return None;
+    }
+    // SAFETY: caller contract.
+    match unsafe { launch.argument_bytes(params) } {
+        Some(bytes) if !gate::points_into(&bytes, &host) => None,
+        Some(_) => Some(DeclineReason::HostMemory),
+        None => {
+            warn_once(&NO_PARAM_INFO, || {
+                tracing::warn!(
+                    "a kernel's parameters cannot be inspected (no cuFuncGetParamInfo, or an \
+                     unknown handle) while pinned host memory exists: it is not replayed, \
+                     as it may write that memory"
+                )
+            });
+            Some(DeclineReason::HostMemory)
+        }
+    }
 }
 
 // SAFETY: the raw pointers of `launch` are the application's arguments, valid while the
@@ -301,6 +361,27 @@ pub(crate) unsafe fn enter_launch(
         module = ?facts.module,
         "launch intercepted"
     );
+    // The decision, on this thread (pass count, metrics, the gate's refusal).
+    let mut first = FirstLook {
+        be,
+        ctx: &ctx,
+        launch: &launch,
+        params: facts.params.as_deref(),
+    };
+    let Some(window) = (be.decider)(&info, &mut first) else {
+        // Skipped, or declined before the window: the driver enqueues the launch once, as
+        // without the tool, outside any window.
+        ctx.read_outside_window(be.settings.lock);
+        let pending = Box::new(Pending {
+            hand: None,
+            ctx,
+            stream,
+            release: Release::Ordinary { reader: true },
+            go: None,
+            asynchronous: None,
+        });
+        return Box::into_raw(pending) as u64;
+    };
     let before = if stream as usize == CU_STREAM_PER_THREAD {
         record_marker(be, &ctx, stream)
     } else {
@@ -344,6 +425,7 @@ pub(crate) unsafe fn enter_launch(
         before,
         _owned: owned,
         gates: gates.clone(),
+        window: Some(window),
         _behind: BEHIND.enter(),
     };
     if let Err(job) = submit(job) {
@@ -383,7 +465,7 @@ pub(crate) unsafe fn enter_launch(
         Release::Ordinary { reader: false } => {}
     }
     let pending = Box::new(Pending {
-        hand,
+        hand: Some(hand),
         ctx,
         stream,
         release,
@@ -453,6 +535,9 @@ pub(crate) unsafe fn exit_launch(
         Release::Ordinary { reader: true } => ctx.unlock_read(),
         Release::Ordinary { reader: false } => {}
     }
+    let Some(hand) = hand else {
+        return;
+    };
     if let Some(page) = asynchronous {
         match release {
             // The window is over already (the ordinary run needs nothing more of this call):
@@ -935,33 +1020,15 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn refusal(&self) -> Option<DeclineReason> {
-        if self
-            .ctx
-            .waiting_streams
-            .lock()
-            .contains(&(self.job.launch.stream as usize))
-        {
-            return Some(DeclineReason::StreamMemoryWait);
-        }
-        let host = self.be.host_memory.read();
-        if host.is_empty() {
-            return None;
-        }
         // SAFETY: the launch's arguments: the application is still inside its call (the window
         // has not released it yet), and a copy lives with the job.
-        match unsafe { self.job.launch.argument_bytes(self.job.params.as_deref()) } {
-            Some(bytes) if !gate::points_into(&bytes, &host) => None,
-            Some(_) => Some(DeclineReason::HostMemory),
-            None => {
-                warn_once(&NO_PARAM_INFO, || {
-                    tracing::warn!(
-                        "a kernel's parameters cannot be inspected (no cuFuncGetParamInfo, or an \
-                         unknown handle) while pinned host memory exists: it is not replayed, \
-                         as it may write that memory"
-                    )
-                });
-                Some(DeclineReason::HostMemory)
-            }
+        unsafe {
+            refusal(
+                self.be,
+                self.ctx,
+                &self.job.launch,
+                self.job.params.as_deref(),
+            )
         }
     }
 
@@ -1211,8 +1278,13 @@ fn module_globals(be: &Backend, ctx: &Ctx, module: usize) -> Vec<(usize, usize)>
 }
 
 /// Runs one job on the companion thread.
-fn run_job(job: Job, relaxed: &mut bool) {
+fn run_job(mut job: Job, relaxed: &mut bool) {
     let be = job.be;
+    let Some(window) = job.window.take() else {
+        job.hand.release(Release::Ordinary { reader: true });
+        drop(job.hand.set_done(0));
+        return;
+    };
     // SAFETY: the context is alive: its launch call is in progress on the application thread.
     let r = unsafe { (be.drv.ctx_set_current)(job.ctx.handle as CUcontext) };
     if r != CUDA_SUCCESS {
@@ -1240,7 +1312,7 @@ fn run_job(job: Job, relaxed: &mut bool) {
         late_stream: 0,
     };
     tracing::trace!(kernel = job.info.kernel(), "window starts");
-    let result = catch_unwind(AssertUnwindSafe(|| (be.runner)(&job.info, &mut target)));
+    let result = catch_unwind(AssertUnwindSafe(|| window(&mut target)));
     tracing::trace!(kernel = job.info.kernel(), original = ?target.original, "window ends");
     if result.is_err() {
         tracing::error!(

@@ -138,7 +138,10 @@ fn pass_times_of_a_five_microsecond_kernel_measure_the_kernel() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|t| t.as_u64().unwrap_or_else(|| panic!("an untimed pass: {rec}")))
+            .map(|t| {
+                t.as_u64()
+                    .unwrap_or_else(|| panic!("an untimed pass: {rec}"))
+            })
             .collect();
         assert_eq!(times.len(), 3, "{rec}");
         first.push(times[0]);
