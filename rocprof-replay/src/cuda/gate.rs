@@ -91,6 +91,59 @@ impl GatePage {
         })
     }
 
+    /// Checks once, on a stream of its own, that a gate of this page holds a stream and that
+    /// the device sees the host store that opens it (within `limit`). `false`: gates are not
+    /// used in this context (windows stay synchronous), so a store the device never saw cannot
+    /// leave an application's stream held. The stream is left to the context (it may still
+    /// wait on the page, which is never freed either).
+    pub(crate) fn works(page: &Arc<GatePage>, drv: &Driver, limit: Duration) -> bool {
+        let mut stream: CUstream = std::ptr::null_mut();
+        // SAFETY: a plain out-parameter; the context is current.
+        let r = unsafe { (drv.stream_create)(&mut stream, CU_STREAM_NON_BLOCKING) };
+        if r != CUDA_SUCCESS || stream.is_null() {
+            return false;
+        }
+        let mut ev: CUevent = std::ptr::null_mut();
+        // SAFETY: a plain out-parameter.
+        let r = unsafe { (drv.event_create)(&mut ev, CU_EVENT_DISABLE_TIMING) };
+        if r != CUDA_SUCCESS || ev.is_null() {
+            return false;
+        }
+        let Some(gate) = Gate::take(page) else {
+            return false;
+        };
+        if gate.hold(drv, stream) != CUDA_SUCCESS {
+            return false;
+        }
+        // SAFETY: our event and stream.
+        if unsafe { (drv.event_record)(ev, stream) } != CUDA_SUCCESS {
+            return false;
+        }
+        // SAFETY: our recorded event.
+        let held = unsafe { (drv.event_query)(ev) } == CUDA_ERROR_NOT_READY;
+        gate.open();
+        let deadline = Instant::now() + limit;
+        let seen = loop {
+            // SAFETY: as above.
+            match unsafe { (drv.event_query)(ev) } {
+                CUDA_SUCCESS => break true,
+                CUDA_ERROR_NOT_READY if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_micros(50))
+                }
+                _ => break false,
+            }
+        };
+        if !(held && seen) {
+            tracing::warn!(
+                held,
+                seen,
+                "a stream memory wait on mapped host memory does not work here: launches wait \
+                 for their replay windows"
+            );
+        }
+        held && seen
+    }
+
     /// Gates taken and opened so far.
     #[cfg(test)]
     pub(crate) fn counts(&self) -> (u64, u64) {

@@ -85,6 +85,9 @@ enum Op {
 
 /// Whether the wait for `value` at `addr` is satisfied (the cyclic `GEQ`).
 fn passed(&(addr, value): &(usize, u32)) -> bool {
+    if HIDE_HOST_STORES.load(Ordering::Acquire) {
+        return false;
+    }
     // SAFETY: gate words are the backend's live pinned page (fake memory).
     let w = unsafe { std::ptr::read_volatile(addr as *const u32) };
     (w.wrapping_sub(value) as i32) >= 0
@@ -100,6 +103,8 @@ impl FakeGpu {
 }
 
 static GPU: Mutex<Option<FakeGpu>> = Mutex::new(None);
+/// The device never sees host stores to gate words (a held stream stays held).
+static HIDE_HOST_STORES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// One test at a time uses the fake driver.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -1773,8 +1778,8 @@ fn an_asynchronous_launch_returns_before_its_window_and_later_work_waits_behind_
     let (taken, opened) = gate_counts(&h);
     assert_eq!(taken, opened, "every gate opened once");
     assert_eq!(
-        taken, 4,
-        "pass 1's timing gate, two relaunches' and the window's"
+        taken, 5,
+        "the page's self-test, pass 1's timing gate, two relaunches' and the window's"
     );
 }
 
@@ -1785,7 +1790,19 @@ fn relaunches_are_timed_behind_a_gate_that_opens_after_the_end_event() {
     let mut buf = Buffer::new(&h, 8);
     let mut args = buf.args();
     h.launch(&ADD_ONE, &mut args, 0x5000);
-    let private = gpu().created_streams.iter().copied().next().unwrap();
+    // The backend's stream that ran kernels (the other one is the gate page's self-test).
+    let private = {
+        let g = gpu();
+        g.created_streams
+            .iter()
+            .copied()
+            .find(|s| {
+                g.ops
+                    .iter()
+                    .any(|(o, op)| o == s && matches!(op, Op::Launch(_)))
+            })
+            .unwrap()
+    };
     let ops: Vec<Op> = ops_on(private)
         .into_iter()
         .filter(|o| matches!(o, Op::Launch(_) | Op::Wait(..)) || matches!(o, Op::Record(_, _)))
@@ -2110,4 +2127,40 @@ fn the_decision_runs_on_the_launching_thread_and_the_window_on_its_companion() {
         seen[1].1, me,
         "the window's callbacks run on the companion thread"
     );
+}
+
+#[test]
+fn where_the_device_never_sees_a_gate_open_windows_stay_synchronous() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    HIDE_HOST_STORES.store(true, Ordering::Release);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    let t = Instant::now();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    HIDE_HOST_STORES.store(false, Ordering::Release);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the self-test is bounded"
+    );
+    assert_eq!(
+        h.outcomes().len(),
+        1,
+        "the window ended before the call returned"
+    );
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(
+        h.be.ctx(CTX).gates.get().is_some_and(|p| p.is_none()),
+        "no gates here"
+    );
+    // Only the self-test's stream ever waited.
+    let waits: Vec<usize> = gpu()
+        .ops
+        .iter()
+        .filter(|(_, o)| matches!(o, Op::Wait(..)))
+        .map(|(s, _)| *s)
+        .collect();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert!(gpu().created_streams.contains(&waits[0]));
 }

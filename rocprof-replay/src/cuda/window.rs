@@ -485,7 +485,9 @@ fn gate_page(be: &Backend, ctx: &Ctx) -> Option<Arc<GatePage>> {
             let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
             // SAFETY: a plain in/out parameter; the thread's mode is put back below.
             unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
-            let page = GatePage::new(&be.drv).map(Arc::new);
+            let page = GatePage::new(&be.drv)
+                .map(Arc::new)
+                .filter(|p| GatePage::works(p, &be.drv, Duration::from_secs(2)));
             // SAFETY: as above.
             unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
             if page.is_none() {
