@@ -2,11 +2,11 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise cupti gpt2 bench counters counters-gpt2 (default all)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise async cupti gpt2 bench counters counters-gpt2 (default all)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
-steps=${*:-env diag probe replay promise cupti gpt2 bench counters counters-gpt2}
+steps=${*:-env diag probe replay promise async cupti gpt2 bench counters counters-gpt2}
 mkdir -p "$out"
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH
@@ -63,6 +63,51 @@ for s in $steps; do
     step "host memory, communication and module paths (issue 13)"
     timeout 300 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
       kernels_writing_host_memory 2>&1 | tail -40
+    ;;
+  async)
+    step "asynchronous windows and kernel-only pass times (issue 13 items 3, 4)"
+    timeout 400 "$here/async_gpu" --include-ignored --test-threads=1 --nocapture 2>&1 | tail -60
+    for f in flag_wait overlap; do
+      echo "--- $f"; grep -E '^(launch_returned_us|completed_ms|complete_ms|seen|check|expected|RESULT)' "$out/gpu/$f.stdout" 2>/dev/null
+    done
+    cat "$out/gpu/short_kernel.summary" 2>/dev/null
+    if command -v ncu >/dev/null; then
+      exe=$out/short_kernel
+      nvcc -O2 -std=c++17 -arch=native -o "$exe" "$here/cuda/apps/short_kernel.cu" &&
+        LAUNCHES=50 timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --print-units base --csv \
+          -k regex:five_us "$exe" > "$out/short_kernel.ncu.csv" 2> "$out/short_kernel.ncu.stderr"
+      echo "ncu: exit $? ($(grep -c gpu__time_duration "$out/short_kernel.ncu.csv" 2>/dev/null) rows)"
+      python3 - "$out/short_kernel.ncu.csv" "$out/gpu/short_kernel.jsonl" <<'PY'
+import csv, json, statistics, sys
+ncu = []
+try:
+    rows = [l for l in open(sys.argv[1]) if l.startswith('"')]
+    for r in csv.DictReader(rows):
+        if r.get("Metric Name") == "gpu__time_duration.sum":
+            v = float(r["Metric Value"].replace(",", ""))
+            unit = r.get("Metric Unit", "nsecond")
+            ncu.append(v * {"nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9}.get(unit, 1))
+except OSError as e:
+    print("ncu csv:", e)
+ours, first, later = [], [], []
+try:
+    for l in open(sys.argv[2]):
+        r = json.loads(l)
+        if "five_us" in (r.get("kernel") or ""):
+            t = [x for x in r.get("pass_ns") or [] if x]
+            ours += t
+            first += t[:1]
+            later += t[1:]
+except OSError as e:
+    print("records:", e)
+med = lambda v: statistics.median(v) if v else float("nan")
+print(f"five_us median ns: ours {med(ours):.0f} (pass 1 {med(first):.0f}, relaunches {med(later):.0f}; {len(ours)} passes)"
+      f" | ncu gpu__time_duration {med(ncu):.0f} ({len(ncu)} launches) | ours/ncu {med(ours) / med(ncu):.3f}")
+PY
+      tail -5 "$out/short_kernel.ncu.stderr" 2>/dev/null
+    else
+      echo "ncu not found: no Nsight Compute comparison"
+    fi
     ;;
   cupti)
     step "an application holding CUPTI"

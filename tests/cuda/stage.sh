@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds (here) what gpu.sh runs on a GPU machine and copies it into <dir>: the pass_timer tool
-# with the cuda feature, the GPU test binaries (gpu, counters), the layout-probe tests, the
-# rocprof-replay command with its timer tool (cuda feature), and this directory's fixtures.
-# Binaries are stripped.
+# with the cuda feature, the GPU test binaries (gpu, async_gpu, counters), the layout-probe
+# tests, the rocprof-replay command with its timer tool (cuda feature), and this directory's
+# fixtures. Binaries are stripped.
 #
 #   bash tests/cuda/stage.sh <dir>
 set -euo pipefail
@@ -19,6 +19,9 @@ pick() { # the test executable cargo reports for `cargo test ... --no-run`
 exe=$(ROCPROF_REPLAY_GPU_TESTS=1 cargo test --release -q -p rocprof-replay-cuda-tests --test gpu \
   --no-run --target-dir $t --message-format json 2>/dev/null | pick gpu)
 cp "$exe" "$dir/gpu"
+exe=$(ROCPROF_REPLAY_GPU_TESTS=1 cargo test --release -q -p rocprof-replay-cuda-tests --test async_gpu \
+  --no-run --target-dir $t --message-format json 2>/dev/null | pick async_gpu)
+cp "$exe" "$dir/async_gpu"
 exe=$(cargo test --release -q -p rocprof-replay-sys --features cuda --test cuda_layout --no-run \
   --target-dir $t --message-format json 2>/dev/null | pick cuda_layout)
 cp "$exe" "$dir/cuda_layout"
@@ -34,7 +37,7 @@ exe=$(ROCPROF_REPLAY_GPU_TESTS=1 cargo test --release -q -p rocprof-replay-cuda-
   --test counters --no-run --target-dir $t --message-format json 2>/dev/null | pick counters)
 cp "$exe" "$dir/counters"
 # The tool keeps its line tables (backtraces with ROCPROF_REPLAY_DEBUG_SIGNALS=1).
-strip "$dir/gpu" "$dir/cuda_layout" "$dir/cupti_profiler_layout" "$dir/counters" "$dir/rocprof-replay"
+strip "$dir/gpu" "$dir/async_gpu" "$dir/cuda_layout" "$dir/cupti_profiler_layout" "$dir/counters" "$dir/rocprof-replay"
 cp -r tests/cuda/apps tests/cuda/*.py tests/cuda/*.sh "$dir/cuda/"
 cp tests/cuda/gpu.sh "$dir/"
 du -sh "$dir"

@@ -44,7 +44,32 @@ pub(crate) struct Driver {
     pub(crate) launch_kernel: cuLaunchKernel_fn,
     pub(crate) launch_cooperative: cuLaunchCooperativeKernel_fn,
     pub(crate) launch_kernel_ex: cuLaunchKernelEx_fn,
+    /// `cuStreamWaitValue32` (stream memory operations; `None`: windows stay synchronous).
+    pub(crate) stream_wait_value32: Option<cuStreamWaitValue32_fn>,
+    /// `cuStreamWriteValue32`.
+    pub(crate) stream_write_value32: Option<cuStreamWriteValue32_fn>,
+    /// `cuMemHostGetDevicePointer`.
+    pub(crate) mem_host_get_device_pointer: Option<cuMemHostGetDevicePointer_fn>,
 }
+
+/// `cuStreamWaitValue32(stream, addr, value, flags)` (the `_v2` form, CUDA 11.7+).
+#[allow(non_camel_case_types)]
+pub(crate) type cuStreamWaitValue32_fn =
+    unsafe extern "C" fn(CUstream, CUdeviceptr, u32, std::ffi::c_uint) -> CUresult;
+/// `cuStreamWriteValue32(stream, addr, value, flags)` (the `_v2` form).
+#[allow(non_camel_case_types)]
+pub(crate) type cuStreamWriteValue32_fn =
+    unsafe extern "C" fn(CUstream, CUdeviceptr, u32, std::ffi::c_uint) -> CUresult;
+/// `cuMemHostGetDevicePointer(pdptr, p, flags)`.
+#[allow(non_camel_case_types)]
+pub(crate) type cuMemHostGetDevicePointer_fn =
+    unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, std::ffi::c_uint) -> CUresult;
+/// `CU_STREAM_WAIT_VALUE_GEQ`: waits until `(int32_t)(*addr - value) >= 0` (cyclic).
+pub(crate) const CU_STREAM_WAIT_VALUE_GEQ: std::ffi::c_uint = 0x0;
+/// `CUDA_ERROR_NOT_SUPPORTED`.
+pub(crate) const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
+/// `CU_MEMHOSTALLOC_DEVICEMAP`.
+pub(crate) const CU_MEMHOSTALLOC_DEVICEMAP: std::ffi::c_uint = 0x2;
 
 /// The CUPTI functions the backend calls.
 #[derive(Clone, Copy)]
@@ -226,6 +251,13 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
             launch_kernel: r.get("cuLaunchKernel", "cuLaunchKernel")?,
             launch_cooperative: r.get("cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel")?,
             launch_kernel_ex: r.get("cuLaunchKernelEx", "cuLaunchKernelEx")?,
+            stream_wait_value32: r.get("cuStreamWaitValue32", "cuStreamWaitValue32_v2").ok(),
+            stream_write_value32: r
+                .get("cuStreamWriteValue32", "cuStreamWriteValue32_v2")
+                .ok(),
+            mem_host_get_device_pointer: r
+                .get("cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2")
+                .ok(),
         }
     };
     // The driver is never unloaded while the process uses CUDA; neither are we.

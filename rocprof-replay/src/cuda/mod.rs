@@ -9,23 +9,29 @@
 //! both callbacks:
 //!
 //! ```text
-//! app thread (CUPTI)             companion thread (engine::run_window)
-//! enter ── job ───────────────►  pass_count; begin (context writer lock); drain (streams idle,
-//!   │                            bounded); capture (device-to-device into the arena, private
-//!   │ ◄──── release as pass 1 ── stream + event, bounded)
-//! record start event, return
+//! app thread (CUPTI)             companion thread (engine: Window::run)
+//! enter: decide (pass_count,
+//!   metrics, gate refusal);
+//!   copy the arguments ── job ─►  begin (context writer lock); drain (streams idle, bounded);
+//!   │                            capture (device-to-device into the arena, private stream +
+//!   │ ◄──── release as pass 1 ── event, bounded)
+//! gate, start event, return
 //! [driver enqueues the launch: pass 1, the application's own]
-//! exit: record end event ─────►  wait pass 1 (bounded) ─ restore ─ relaunch (pass 2, private
-//!   │                            stream, events) ─ ... ─ last pass, not restored; end
-//!   │ ◄──────────────── done ──
-//! return to the application      (its later work on the stream is enqueued only now)
+//! exit: end event, open the
+//!   gate; gate 2 on the stream;
+//!   return to the application ►  wait pass 1 (bounded) ─ restore ─ relaunch (pass 2, private
+//!   (its later work on the      stream, gated events) ─ ... ─ last pass, not restored; end;
+//!    stream waits behind        open gate 2
+//!    gate 2)
 //! ```
 //!
 //! Every pass starts from the captured memory, the last one's result is left in place, and
-//! the application's later work on the stream is enqueued after the callback returns, so the
-//! application sees one execution and its stream order is kept. A dispatch the policy skips
-//! (or that is declined before pass 1) is released as the ordinary run: the original launch,
-//! under the context's reader lock.
+//! the application's later work on the stream waits behind gate 2 until the window is over,
+//! so the application sees one execution, once, and its stream order is kept. A launch the
+//! policy skips (or that is declined before the window) never reaches the companion thread:
+//! it runs as the application made it, under the context's reader lock. Where the arguments
+//! cannot be copied or no gate can be had the exit callback waits for the window instead
+//! ([`window`] says when).
 //!
 //! # What is not replayed
 //! Launches into a stream that is capturing (they only record a graph node), graph launches
@@ -33,7 +39,9 @@
 //! launches run as the application made them; each is reported once on stderr through the log.
 
 mod api;
+mod gate;
 mod globals;
+mod params;
 mod profiler;
 mod window;
 
@@ -58,7 +66,7 @@ use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::{AllocationInventory, Origin};
 use crate::engine::settings::Settings;
 use crate::engine::state::Engine;
-use crate::engine::window::ReplayTarget;
+use crate::engine::window::{Ordinary, ReplayTarget};
 use crate::policy::Outcome;
 
 /// What the backend does with a driver callback.
@@ -296,6 +304,9 @@ pub(crate) struct Ctx {
     /// The backend's own stream and events (used under the writer lock or by the launching
     /// thread; the pools are locked).
     pub(crate) private: Mutex<Private>,
+    /// The gate words of asynchronous windows and timed passes (allocated on first use;
+    /// `None`: no stream memory operations here).
+    pub(crate) gates: OnceLock<Option<Arc<gate::GatePage>>>,
 }
 
 /// A variable the application looked up: its module or library handle, address and size.
@@ -330,6 +341,7 @@ impl Ctx {
             modules: Mutex::new(HashMap::new()),
             arena: Mutex::new(Arena::default()),
             private: Mutex::new(Private::default()),
+            gates: OnceLock::new(),
         }
     }
 
@@ -398,13 +410,21 @@ pub(crate) struct Handles {
     pub(crate) functions: std::collections::HashSet<usize>,
 }
 
-/// Runs the replay window for one dispatch (the engine, or a test's own policy).
-pub(crate) type Runner = Box<dyn Fn(&DispatchInfo, &mut dyn ReplayTarget) -> Outcome + Send + Sync>;
+/// Decides on the launching thread whether a launch enters the replay window (the engine's
+/// [`Engine::decide`], or a test's own policy): `None`: it ran once through the
+/// [`Ordinary`] (skipped, or declined before the window — its outcome is recorded); `Some`:
+/// the window, to run against the launch's [`ReplayTarget`] on the companion thread.
+pub(crate) type Decider =
+    Box<dyn Fn(&DispatchInfo, &mut dyn Ordinary) -> Option<WindowRun> + Send + Sync>;
+
+/// A decided window: runs it against the launch's target and returns (and records) its
+/// outcome.
+pub(crate) type WindowRun = Box<dyn FnOnce(&mut dyn ReplayTarget) -> Outcome + Send>;
 
 /// The backend's state.
 pub(crate) struct Backend {
     pub(crate) drv: Driver,
-    pub(crate) runner: Runner,
+    pub(crate) decider: Decider,
     pub(crate) inventory: &'static AllocationInventory,
     pub(crate) settings: Settings,
     pub(crate) ids: Ids,
@@ -424,14 +444,14 @@ impl Backend {
     /// A backend over `drv`, not yet active.
     pub(crate) fn new(
         drv: Driver,
-        runner: Runner,
+        decider: Decider,
         inventory: &'static AllocationInventory,
         settings: Settings,
         ids: Ids,
     ) -> Backend {
         Backend {
             drv,
-            runner,
+            decider,
             inventory,
             settings,
             ids,
@@ -1174,10 +1194,14 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
         tracing::warn!("CUPTI did not name its callbacks; using CUPTI 13.0's callback ids");
         ids = Ids::from_names(cbid::ALL.iter().copied());
     }
-    let runner: Runner = Box::new(move |info, target| engine.replay(info, target));
+    let decider: Decider = Box::new(move |info, ordinary| {
+        engine.decide(info, ordinary).map(|window| {
+            Box::new(move |target: &mut dyn ReplayTarget| window.run(target)) as WindowRun
+        })
+    });
     let backend = Backend::new(
         drv,
-        runner,
+        decider,
         &crate::engine::state::INVENTORY,
         engine.settings,
         ids,
@@ -1252,6 +1276,43 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
 pub(crate) fn shutdown() {
     if let Some(be) = BACKEND.get() {
         be.active.store(false, Ordering::Release);
+        wait_for_windows(be);
+    }
+}
+
+/// Makes the process's exit wait (bounded, [`wait_for_windows`]) for windows behind returned
+/// launch calls, and write their records. Registered at the first such window, after the CUDA
+/// runtime registered its own teardown, so it runs before that teardown.
+pub(crate) fn wait_at_exit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn at_exit() {
+        let _ = catch_unwind(|| {
+            if let Some(be) = BACKEND.get() {
+                wait_for_windows(be);
+                crate::engine::records::flush(Duration::from_secs(5));
+            }
+        });
+    }
+    ONCE.call_once(|| {
+        // SAFETY: registering a plain extern "C" function with no captured state.
+        unsafe { libc::atexit(at_exit) };
+    });
+}
+
+/// Waits (bounded by one pass and its late-pass deadline) for the windows still running
+/// behind launch calls that returned, so none is cut off by the backend's teardown.
+fn wait_for_windows(be: &Backend) {
+    let pending = gate::BEHIND.pending();
+    if pending == 0 {
+        return;
+    }
+    let limit = be.settings.pass.saturating_add(be.settings.late_pass);
+    tracing::debug!(pending, "waiting for replay windows before shutdown");
+    if !gate::BEHIND.wait_idle(limit) {
+        tracing::warn!(
+            pending = gate::BEHIND.pending(),
+            "replay windows still running at shutdown after {limit:?}"
+        );
     }
 }
 

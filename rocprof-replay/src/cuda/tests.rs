@@ -19,7 +19,7 @@ use rocprof_replay_sys::cuda::*;
 use super::*;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::settings::Settings;
-use crate::engine::window::run_window;
+use crate::engine::window::{ReplayTarget, decide};
 use crate::policy::{DeclineReason, FailureReason, OutcomeKind, PassPlan, ReplayPolicy};
 
 /// A fake kernel: what `CUfunction` points at.
@@ -60,9 +60,51 @@ struct FakeGpu {
     globals: Vec<(usize, String, usize, usize)>,
     restore_batches: u32,
     device_free: usize,
+    /// Per stream: the stream memory waits enqueued on it (address, value).
+    gates: HashMap<usize, Vec<(usize, u32)>>,
+    /// Per event: the waits its stream had not passed when it was recorded.
+    event_gates: HashMap<usize, Vec<(usize, u32)>>,
+    /// What was enqueued on each stream, in order.
+    ops: Vec<(usize, Op)>,
+    /// `cuStreamWriteValue32`s on streams whose work never finishes (never performed).
+    stuck_writes: Vec<(usize, usize, u32)>,
+    /// No stream memory operations (the driver before them, or a refusing device).
+    no_mem_ops: bool,
+}
+
+/// A stream operation, as the fake saw it enqueued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Wait(usize, u32),
+    Write(usize, u32),
+    /// A kernel; `true`: enqueued while the stream was held by a wait not yet passed.
+    Launch(bool),
+    /// An event recorded; `true`: while the stream was held.
+    Record(usize, bool),
+}
+
+/// Whether the wait for `value` at `addr` is satisfied (the cyclic `GEQ`).
+fn passed(&(addr, value): &(usize, u32)) -> bool {
+    if HIDE_HOST_STORES.load(Ordering::Acquire) {
+        return false;
+    }
+    // SAFETY: gate words are the backend's live pinned page (fake memory).
+    let w = unsafe { std::ptr::read_volatile(addr as *const u32) };
+    (w.wrapping_sub(value) as i32) >= 0
+}
+
+impl FakeGpu {
+    /// The waits of `stream` not yet passed.
+    fn held(&mut self, stream: usize) -> Vec<(usize, u32)> {
+        let waits = self.gates.entry(stream).or_default();
+        waits.retain(|w| !passed(w));
+        waits.clone()
+    }
 }
 
 static GPU: Mutex<Option<FakeGpu>> = Mutex::new(None);
+/// The device never sees host stores to gate words (a held stream stays held).
+static HIDE_HOST_STORES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// One test at a time uses the fake driver.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -156,7 +198,8 @@ unsafe extern "C" fn stream_create(s: *mut CUstream, _: c_uint) -> CUresult {
     CUDA_SUCCESS
 }
 unsafe extern "C" fn stream_query(s: CUstream) -> CUresult {
-    if gpu().stuck_streams.contains(&(s as usize)) {
+    let mut g = gpu();
+    if g.stuck_streams.contains(&(s as usize)) || !g.held(s as usize).is_empty() {
         CUDA_ERROR_NOT_READY
     } else {
         CUDA_SUCCESS
@@ -188,6 +231,10 @@ unsafe extern "C" fn event_create(e: *mut CUevent, _: c_uint) -> CUresult {
 }
 unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
     let mut g = gpu();
+    let held = g.held(s as usize);
+    g.ops
+        .push((s as usize, Op::Record(e as usize, !held.is_empty())));
+    g.event_gates.insert(e as usize, held);
     if g.stuck_streams.contains(&(s as usize)) {
         g.stuck_events.insert(e as usize);
     } else {
@@ -201,6 +248,12 @@ unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
 }
 unsafe extern "C" fn event_query(e: CUevent) -> CUresult {
     let g = gpu();
+    if g.event_gates
+        .get(&(e as usize))
+        .is_some_and(|w| !w.iter().all(passed))
+    {
+        return CUDA_ERROR_NOT_READY;
+    }
     let slow = g
         .slow_events
         .get(&(e as usize))
@@ -297,8 +350,56 @@ unsafe extern "C" fn module_get_global(
         None => CUDA_ERROR_NOT_FOUND,
     }
 }
+unsafe extern "C" fn stream_wait_value32(
+    s: CUstream,
+    addr: CUdeviceptr,
+    value: u32,
+    flags: c_uint,
+) -> CUresult {
+    let mut g = gpu();
+    if g.no_mem_ops {
+        return super::api::CUDA_ERROR_NOT_SUPPORTED;
+    }
+    assert_eq!(flags, super::api::CU_STREAM_WAIT_VALUE_GEQ);
+    g.ops.push((s as usize, Op::Wait(addr as usize, value)));
+    g.gates
+        .entry(s as usize)
+        .or_default()
+        .push((addr as usize, value));
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn stream_write_value32(
+    s: CUstream,
+    addr: CUdeviceptr,
+    value: u32,
+    _: c_uint,
+) -> CUresult {
+    let mut g = gpu();
+    g.ops.push((s as usize, Op::Write(addr as usize, value)));
+    if g.stuck_streams.contains(&(s as usize)) {
+        g.stuck_writes.push((s as usize, addr as usize, value));
+    } else {
+        // SAFETY: a gate word of the backend's live page.
+        unsafe { std::ptr::write_volatile(addr as *mut u32, value) };
+    }
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn mem_host_get_device_pointer(
+    d: *mut CUdeviceptr,
+    p: *mut c_void,
+    _: c_uint,
+) -> CUresult {
+    if gpu().no_mem_ops {
+        return super::api::CUDA_ERROR_NOT_SUPPORTED;
+    }
+    // SAFETY: out-parameter; fake memory has one address for host and device.
+    unsafe { *d = p as CUdeviceptr };
+    CUDA_SUCCESS
+}
 fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
     let mut g = gpu();
+    let held = !g.held(stream as usize).is_empty();
+    g.ops.push((stream as usize, Op::Launch(held)));
     let ours = g.created_streams.contains(&(stream as usize));
     if ours {
         g.relaunches += 1;
@@ -399,6 +500,9 @@ fn fake_driver() -> Driver {
         launch_kernel,
         launch_cooperative,
         launch_kernel_ex,
+        stream_wait_value32: Some(stream_wait_value32),
+        stream_write_value32: Some(stream_write_value32),
+        mem_host_get_device_pointer: Some(mem_host_get_device_pointer),
     }
 }
 
@@ -456,10 +560,21 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
     let outcomes = Arc::new(Mutex::new(Vec::new()));
     let seen = outcomes.clone();
     let s = settings;
-    let runner: Runner = Box::new(move |info, target| {
-        let o = run_window(&policy, info, target, inventory, &s);
-        seen.lock().push((info.clone(), o.clone()));
-        o
+    // Decided windows borrow their policy for as long as they run: the test's lives on.
+    let policy: &'static P = Box::leak(Box::new(policy));
+    let decider: Decider = Box::new(move |info, ordinary| match decide(policy, info, ordinary) {
+        Err(o) => {
+            seen.lock().push((info.clone(), o));
+            None
+        }
+        Ok(decided) => {
+            let (info, seen) = (info.clone(), seen.clone());
+            Some(Box::new(move |target: &mut dyn ReplayTarget| {
+                let o = decided.run(&info, target, inventory, &s);
+                seen.lock().push((info, o.clone()));
+                o
+            }) as WindowRun)
+        }
     });
     let ids = Ids::from_names([
         ("cuLaunchKernel", LAUNCH),
@@ -477,7 +592,7 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
     ]);
     let be: &'static Backend = Box::leak(Box::new(Backend::new(
         fake_driver(),
-        runner,
+        decider,
         inventory,
         settings,
         ids,
@@ -600,8 +715,30 @@ impl Harness {
         self.launch_named(kernel, args, stream, c"_Z7add_onePji")
     }
 
-    /// [`launch`](Self::launch) of a kernel whose symbol is `symbol`.
+    /// [`launch`](Self::launch) of a kernel whose symbol is `symbol`; returns once its
+    /// window (asynchronous or not) is over.
     fn launch_named(
+        &self,
+        kernel: &FakeKernel,
+        args: &mut [*mut c_void],
+        stream: usize,
+        symbol: &CStr,
+    ) -> CUresult {
+        let r = self.launch_returning(kernel, args, stream, symbol);
+        self.settle();
+        r
+    }
+
+    /// Waits (bounded) until no window runs behind a returned launch call.
+    fn settle(&self) {
+        assert!(
+            gate::BEHIND.wait_idle(Duration::from_secs(20)),
+            "a window never ended"
+        );
+    }
+
+    /// The application's `cuLaunchKernel` as it returns: an asynchronous window may still run.
+    fn launch_returning(
         &self,
         kernel: &FakeKernel,
         args: &mut [*mut c_void],
@@ -1359,7 +1496,7 @@ fn a_relaunch_leaves_out_attributes_that_record_application_events() {
         numAttrs: 3,
     };
     // SAFETY: three live attributes.
-    let kept = unsafe { window::relaunch_attributes(&config) };
+    let kept = unsafe { super::params::relaunch_attributes(&config) };
     assert_eq!(kept.len(), 1);
     assert_eq!(kept[0].id, CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
 }
@@ -1673,4 +1810,503 @@ fn an_application_that_owns_cuptis_profiler_runs_unaffected_without_counters() {
             "{log:?}"
         );
     }
+}
+
+// ---- Asynchronous windows and kernel-only pass times ----
+
+/// The gate page of the test context, and (taken, opened).
+fn gate_counts(h: &Harness) -> (u64, u64) {
+    h.be.ctx(CTX)
+        .gates
+        .get()
+        .cloned()
+        .flatten()
+        .map(|p| p.counts())
+        .unwrap_or_default()
+}
+
+/// The operations enqueued on `stream`.
+fn ops_on(stream: usize) -> Vec<Op> {
+    gpu()
+        .ops
+        .iter()
+        .filter(|(s, _)| *s == stream)
+        .map(|(_, o)| *o)
+        .collect()
+}
+
+/// Every stream memory wait the backend enqueued has been passed.
+fn every_wait_passed() -> bool {
+    gpu()
+        .ops
+        .iter()
+        .all(|(_, o)| !matches!(o, Op::Wait(a, v) if !passed(&(*a, *v))))
+}
+
+/// An application event recorded on `stream` now (not intercepted: cuEventRecord is not
+/// stream work for the backend).
+fn app_event(stream: usize) -> usize {
+    let ev = handle();
+    // SAFETY: fake driver.
+    unsafe { event_record(ev as CUevent, stream as CUstream) };
+    ev
+}
+
+fn query_event(ev: usize) -> CUresult {
+    // SAFETY: fake driver.
+    unsafe { event_query(ev as CUevent) }
+}
+
+fn query_stream(s: usize) -> CUresult {
+    // SAFETY: fake driver.
+    unsafe { stream_query(s as CUstream) }
+}
+
+#[test]
+fn an_asynchronous_launch_returns_before_its_window_and_later_work_waits_behind_it() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let buf = Buffer::new(&h, 64);
+    // The application's own argument storage, overwritten once the call returned: the
+    // relaunches must use the window's copy.
+    let (mut ptr, mut n) = (buf.ptr, buf.n);
+    let mut args: [*mut c_void; 2] = [
+        (&mut ptr as *mut CUdeviceptr).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    // Each relaunch takes 60 ms: the window lasts well over 100 ms.
+    gpu().slow_relaunches = Some(Duration::from_millis(60));
+    let t = Instant::now();
+    let r = h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let returned = t.elapsed();
+    assert_eq!(r, CUDA_SUCCESS);
+    // SAFETY: plain locals, written after the call returned.
+    unsafe { std::ptr::write_volatile(&mut n, 0) };
+    assert!(
+        h.outcomes().is_empty(),
+        "the call returned before the window ended"
+    );
+    assert_eq!(gate::BEHIND.pending(), 1);
+    // The application's next work on the stream: an event and a query see nothing done.
+    let ev = app_event(0x5000);
+    assert_eq!(query_event(ev), CUDA_ERROR_NOT_READY);
+    assert_eq!(query_stream(0x5000), CUDA_ERROR_NOT_READY);
+    h.settle();
+    let window = t.elapsed();
+    assert!(
+        returned < window,
+        "returned after {returned:?}, window over after {window:?}"
+    );
+    assert_eq!(
+        query_event(ev),
+        CUDA_SUCCESS,
+        "one completion, after the window"
+    );
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
+    assert_eq!(
+        buf.values(),
+        vec![1; 64],
+        "the copy's arguments, one execution"
+    );
+    // On the application's stream: the gate before pass 1's start event, the kernel and its
+    // end event (all held), then the gate the window opens, then the application's event.
+    let ops = ops_on(0x5000);
+    let launch = ops.iter().position(|o| matches!(o, Op::Launch(_))).unwrap();
+    assert!(matches!(ops[launch - 2], Op::Wait(..)), "{ops:?}");
+    assert!(matches!(ops[launch - 1], Op::Record(_, true)), "{ops:?}");
+    assert_eq!(ops[launch], Op::Launch(true), "{ops:?}");
+    assert!(matches!(ops[launch + 1], Op::Record(_, true)), "{ops:?}");
+    assert!(matches!(ops[launch + 2], Op::Wait(..)), "{ops:?}");
+    assert_eq!(ops[launch + 3], Op::Record(ev, true), "{ops:?}");
+    assert!(every_wait_passed());
+    let (taken, opened) = gate_counts(&h);
+    assert_eq!(taken, opened, "every gate opened once");
+    assert_eq!(
+        taken, 5,
+        "the page's self-test, pass 1's timing gate, two relaunches' and the window's"
+    );
+}
+
+#[test]
+fn relaunches_are_timed_behind_a_gate_that_opens_after_the_end_event() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    // The backend's stream that ran kernels (the other one is the gate page's self-test).
+    let private = {
+        let g = gpu();
+        g.created_streams
+            .iter()
+            .copied()
+            .find(|s| {
+                g.ops
+                    .iter()
+                    .any(|(o, op)| o == s && matches!(op, Op::Launch(_)))
+            })
+            .unwrap()
+    };
+    let ops: Vec<Op> = ops_on(private)
+        .into_iter()
+        .filter(|o| matches!(o, Op::Launch(_) | Op::Wait(..)) || matches!(o, Op::Record(_, _)))
+        .collect();
+    // Snapshot and restore copies record plain events too; take each relaunch's window.
+    let launches: Vec<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| matches!(o, Op::Launch(_)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(launches.len(), 2, "{ops:?}");
+    for i in launches {
+        assert!(matches!(ops[i - 2], Op::Wait(..)), "{ops:?}");
+        assert!(
+            matches!(ops[i - 1], Op::Record(_, true)),
+            "start event held: {ops:?}"
+        );
+        assert_eq!(ops[i], Op::Launch(true), "{ops:?}");
+        assert!(
+            matches!(ops[i + 1], Op::Record(_, true)),
+            "end event enqueued before the gate opened: {ops:?}"
+        );
+    }
+    assert!(every_wait_passed());
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
+#[test]
+fn without_parameter_sizes_the_launch_waits_for_its_window() {
+    let h = harness(3, quick());
+    // ADD_ONE's handle was never obtained: no cuFuncGetParamInfo, no copy.
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    let r = h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert_eq!(r, CUDA_SUCCESS);
+    assert_eq!(
+        h.outcomes().len(),
+        1,
+        "the window ended before the call returned"
+    );
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+    let ops = ops_on(0x5000);
+    let launch = ops.iter().position(|o| matches!(o, Op::Launch(_))).unwrap();
+    assert!(
+        !ops[launch..].iter().any(|o| matches!(o, Op::Wait(..))),
+        "no gate after the launch: {ops:?}"
+    );
+    let (taken, opened) = gate_counts(&h);
+    assert_eq!(taken, opened);
+}
+
+#[test]
+fn without_stream_memory_operations_windows_stay_synchronous() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    gpu().no_mem_ops = true;
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert_eq!(
+        h.outcomes().len(),
+        1,
+        "the window ended before the call returned"
+    );
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(gpu().ops.iter().all(|(_, o)| !matches!(o, Op::Wait(..))));
+}
+
+/// Runs one asynchronous launch on stream 0x5000 of `h` and checks that every gate opened
+/// once and the stream is free; returns the outcome.
+fn async_outcome(h: &Harness, buf: &mut Buffer) -> Outcome {
+    h.obtain_function(&ADD_ONE);
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    h.settle();
+    let (taken, opened) = gate_counts(h);
+    assert_eq!(taken, opened, "every gate opened once");
+    h.outcomes()[0].1.clone()
+}
+
+#[test]
+fn the_gate_opens_when_a_window_declines_before_pass_one() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stick_copies = true;
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::CopyTimeout));
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(every_wait_passed());
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+}
+
+#[test]
+fn the_gate_opens_after_a_late_relaunch_declines() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().slow_relaunches = Some(Duration::from_millis(250));
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::PassTimeout));
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(every_wait_passed());
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+}
+
+#[test]
+fn a_stuck_relaunch_hands_the_gate_to_its_stream() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stick_relaunches = true;
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind, OutcomeKind::Failed(FailureReason::PassStuck));
+    // The application's stream stays behind the pass still running: the gate's store is
+    // queued after it, on its stream.
+    let writes = gpu().stuck_writes.clone();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(query_stream(0x5000), CUDA_ERROR_NOT_READY);
+    // The pass finishes: the store lands, the stream moves on.
+    let (_, addr, value) = writes[0];
+    // SAFETY: the gate word, as the GPU would write it.
+    unsafe { std::ptr::write_volatile(addr as *mut u32, value) };
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+    assert!(
+        gpu().stream_waits.is_empty(),
+        "no wait on the application's stream from the window"
+    );
+}
+
+/// Panics in `on_pass_end` of pass 2.
+struct PanicsAfterPassTwo;
+
+impl ReplayPolicy for PanicsAfterPassTwo {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::exactly(3, ())
+    }
+    fn on_pass_end(&self, pass: &crate::policy::PassReport<'_>, _: &mut (), _: &mut ()) {
+        if pass.index == 1 {
+            panic!("a policy's own bug");
+        }
+    }
+}
+
+#[test]
+fn the_gate_opens_when_the_policy_panics_in_the_window() {
+    let h = harness_with(PanicsAfterPassTwo, quick());
+    let mut buf = Buffer::new(&h, 8);
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind.label(), "declined", "{o:?}");
+    assert_eq!(buf.values(), vec![1; 8], "one execution");
+    assert!(every_wait_passed());
+    assert_eq!(query_stream(0x5000), CUDA_SUCCESS);
+}
+
+#[test]
+fn a_failing_asynchronous_launch_holds_nothing() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    gpu().fail_app_launch = true;
+    let o = async_outcome(&h, &mut buf);
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::SubmitFailed));
+    assert_eq!(buf.values(), vec![0; 8]);
+    assert!(every_wait_passed());
+}
+
+#[test]
+fn shutdown_waits_for_a_window_behind_a_returned_launch() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().slow_relaunches = Some(Duration::from_millis(80));
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert_eq!(gate::BEHIND.pending(), 1);
+    wait_for_windows(h.be);
+    assert_eq!(gate::BEHIND.pending(), 0);
+    assert_eq!(h.outcomes().len(), 1);
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
+#[test]
+fn an_asynchronous_launch_kernel_ex_relaunches_from_its_copied_configuration() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let buf = Buffer::new(&h, 8);
+    let (mut ptr, mut n) = (buf.ptr, buf.n);
+    let mut args: [*mut c_void; 2] = [
+        (&mut ptr as *mut CUdeviceptr).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    let mut attrs = [CUlaunchAttribute::default(); 1];
+    attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT;
+    let mut config = CUlaunchConfig {
+        gridDimX: 2,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 32,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: 0x5000 as CUstream,
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: 1,
+    };
+    let f: CUfunction = (&ADD_ONE as *const FakeKernel).cast_mut().cast();
+    let params = cuLaunchKernelEx_params {
+        config: &config,
+        f,
+        kernelParams: args.as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+    };
+    let argp = params.kernelParams;
+    gpu().slow_relaunches = Some(Duration::from_millis(40));
+    h.call(
+        LAUNCH_EX,
+        c"cuLaunchKernelEx",
+        (&params as *const cuLaunchKernelEx_params).cast(),
+        c"k",
+        || {
+            run_kernel(f, argp, 0x5000 as CUstream);
+            CUDA_SUCCESS
+        },
+    );
+    assert!(
+        h.outcomes().is_empty(),
+        "the call returned before the window ended"
+    );
+    // The application reuses its argument storage and configuration at once.
+    // SAFETY: plain locals, written after the call returned.
+    unsafe {
+        std::ptr::write_volatile(&mut n, 0);
+        std::ptr::write_volatile(&mut config.numAttrs, 0);
+        std::ptr::write_volatile(&mut attrs[0].id, 0);
+    }
+    h.settle();
+    assert_eq!(gpu().relaunches, 2);
+    assert_eq!(buf.values(), vec![1; 8], "relaunched from the copies");
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
+    let (taken, opened) = gate_counts(&h);
+    assert_eq!(taken, opened);
+}
+
+#[test]
+fn a_second_launch_on_the_stream_follows_the_first_window() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().slow_relaunches = Some(Duration::from_millis(40));
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert!(h.outcomes().is_empty());
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    // The thread's companion ran the first window to its end before taking the second.
+    assert_eq!(
+        h.outcomes().len(),
+        1,
+        "the first window is over, the second runs"
+    );
+    h.settle();
+    assert_eq!(buf.values(), vec![2; 8], "two executions, in order");
+    let ops = ops_on(0x5000);
+    let launches: Vec<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| matches!(o, Op::Launch(_)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(launches.len(), 2, "{ops:?}");
+    let first_gate = ops[launches[0] + 2];
+    assert!(matches!(first_gate, Op::Wait(..)), "{ops:?}");
+    let Op::Wait(addr, value) = first_gate else {
+        unreachable!()
+    };
+    assert!(passed(&(addr, value)));
+    assert!(
+        ops[launches[0] + 3..launches[1]]
+            .iter()
+            .any(|o| matches!(o, Op::Wait(..))),
+        "the second launch's own timing gate: {ops:?}"
+    );
+    let (taken, opened) = gate_counts(&h);
+    assert_eq!(taken, opened);
+}
+
+/// Remembers the threads its callbacks ran on.
+struct WhereItRuns(Arc<Mutex<Vec<(&'static str, std::thread::ThreadId)>>>);
+
+impl ReplayPolicy for WhereItRuns {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        self.0
+            .lock()
+            .push(("pass_count", std::thread::current().id()));
+        PassPlan::exactly(2, ())
+    }
+    fn on_end(&self, _: &DispatchInfo, _: (), _: &Outcome) {
+        self.0.lock().push(("on_end", std::thread::current().id()));
+    }
+}
+
+#[test]
+fn the_decision_runs_on_the_launching_thread_and_the_window_on_its_companion() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let h = harness_with(WhereItRuns(seen.clone()), quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    assert_eq!(buf.values(), vec![1; 8]);
+    let me = std::thread::current().id();
+    let seen = seen.lock().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0], ("pass_count", me));
+    assert_eq!(seen[1].0, "on_end");
+    assert_ne!(
+        seen[1].1, me,
+        "the window's callbacks run on the companion thread"
+    );
+}
+
+#[test]
+fn where_the_device_never_sees_a_gate_open_windows_stay_synchronous() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    HIDE_HOST_STORES.store(true, Ordering::Release);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    let t = Instant::now();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    HIDE_HOST_STORES.store(false, Ordering::Release);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the self-test is bounded"
+    );
+    assert_eq!(
+        h.outcomes().len(),
+        1,
+        "the window ended before the call returned"
+    );
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(
+        h.be.ctx(CTX).gates.get().is_some_and(|p| p.is_none()),
+        "no gates here"
+    );
+    // Only the self-test's stream ever waited.
+    let waits: Vec<usize> = gpu()
+        .ops
+        .iter()
+        .filter(|(_, o)| matches!(o, Op::Wait(..)))
+        .map(|(s, _)| *s)
+        .collect();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert!(gpu().created_streams.contains(&waits[0]));
 }

@@ -6,14 +6,23 @@
 //! captured the memory: the original launch is the first pass) or *release as the ordinary
 //! run* (the policy skipped it, or the window declined before any pass). Either way the
 //! original launch is enqueued exactly once, by the driver, after the enter callback returns.
-//! At API exit the thread reports the launch's status and waits until the window is over;
-//! later passes are relaunches on the backend's private stream, each waited for, with the
-//! memory restored before each. The arguments of the launch (`kernelParams`, `extra`, the
-//! launch configuration) stay valid throughout: the application is still inside the call.
+//!
+//! **Asynchronous window** (the usual case): the arguments were copied at enter
+//! ([`params`](super::params)), so the relaunches do not need the application's call to last.
+//! Pass 1's start event waits behind a gate ([`gate`](super::gate)) that opens at exit, once
+//! the launch and its end event are enqueued (kernel-only timing); at exit a second gate goes
+//! on the application's stream after the end event, and the call returns. The companion
+//! thread waits for pass 1's end event, restores and relaunches on the backend's private
+//! stream (each relaunch bracketed the same way), and opens the second gate when the window is
+//! over: the application's later work on its stream sees one completion, on final memory.
+//! **Synchronous window** (arguments that cannot be copied, no stream memory operations, a
+//! stream that began capturing): the exit callback waits until the window is over, and the
+//! launch's own arguments stay valid throughout because the application is still inside the
+//! call.
 //!
 //! Every wait of the companion thread has a deadline (drain, copy, pass, lock); the application
-//! thread waits for the companion thread, which is bounded by those deadlines plus the policy's
-//! own callbacks.
+//! thread waits for the companion thread (at enter until the release, in a synchronous window
+//! also at exit), which is bounded by those deadlines plus the policy's own callbacks.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -27,240 +36,17 @@ use parking_lot::{Condvar, Mutex, RwLockWriteGuard};
 use rocprof_replay_sys::cuda::*;
 
 use super::api::{Driver, error_name};
-use super::{Backend, Ctx, GUARD, Guard, KernelFacts, LaunchApi, warn_once};
+use super::gate::{BEHIND, Gate, GatePage};
+use super::params::{self, Launch, OwnedArgs};
+use super::{Backend, Ctx, GUARD, Guard, KernelFacts, LaunchApi, WindowRun, warn_once};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 use crate::engine::arena;
 use crate::engine::gate;
 use crate::engine::snapshot::{
     CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Transfer,
 };
-use crate::engine::window::{PassError, ReplayTarget};
+use crate::engine::window::{Ordinary, PassError, ReplayTarget};
 use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
-
-/// One intercepted launch, as the application made it. The pointers stay valid while the
-/// application thread is inside the launch call, which outlasts the window.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Launch {
-    pub(crate) kind: LaunchApi,
-    pub(crate) f: CUfunction,
-    pub(crate) grid: [u32; 3],
-    pub(crate) block: [u32; 3],
-    pub(crate) shared: u32,
-    /// The stream argument as given.
-    pub(crate) stream: CUstream,
-    pub(crate) params: *mut *mut c_void,
-    pub(crate) extra: *mut *mut c_void,
-    /// `cuLaunchKernelEx`'s configuration.
-    pub(crate) config: *const CUlaunchConfig,
-}
-
-impl Launch {
-    /// Decodes a launch from CUPTI's parameter block.
-    ///
-    /// # Safety
-    /// `params` points at the parameter struct of `kind`.
-    pub(crate) unsafe fn decode(kind: LaunchApi, params: *const c_void) -> Option<Launch> {
-        if params.is_null() {
-            return None;
-        }
-        // SAFETY: caller contract; each arm reads that entry point's parameters.
-        unsafe {
-            Some(match kind {
-                LaunchApi::Kernel { .. } => {
-                    let p = *params.cast::<cuLaunchKernel_params>();
-                    Launch {
-                        kind,
-                        f: p.f,
-                        grid: [p.gridDimX, p.gridDimY, p.gridDimZ],
-                        block: [p.blockDimX, p.blockDimY, p.blockDimZ],
-                        shared: p.sharedMemBytes,
-                        stream: p.hStream,
-                        params: p.kernelParams,
-                        extra: p.extra,
-                        config: std::ptr::null(),
-                    }
-                }
-                LaunchApi::Cooperative { .. } => {
-                    let p = *params.cast::<cuLaunchCooperativeKernel_params>();
-                    Launch {
-                        kind,
-                        f: p.f,
-                        grid: [p.gridDimX, p.gridDimY, p.gridDimZ],
-                        block: [p.blockDimX, p.blockDimY, p.blockDimZ],
-                        shared: p.sharedMemBytes,
-                        stream: p.hStream,
-                        params: p.kernelParams,
-                        extra: std::ptr::null_mut(),
-                        config: std::ptr::null(),
-                    }
-                }
-                LaunchApi::KernelEx { .. } => {
-                    let p = *params.cast::<cuLaunchKernelEx_params>();
-                    if p.config.is_null() {
-                        return None;
-                    }
-                    let c = *p.config;
-                    Launch {
-                        kind,
-                        f: p.f,
-                        grid: [c.gridDimX, c.gridDimY, c.gridDimZ],
-                        block: [c.blockDimX, c.blockDimY, c.blockDimZ],
-                        shared: c.sharedMemBytes,
-                        stream: c.hStream,
-                        params: p.kernelParams,
-                        extra: p.extra,
-                        config: p.config,
-                    }
-                }
-            })
-        }
-    }
-
-    /// The stream as the application thread must name it: a `_ptsz` launch into stream 0
-    /// means the thread's own default stream.
-    pub(crate) fn app_stream(&self) -> CUstream {
-        if self.stream.is_null() && self.kind.ptsz() {
-            CU_STREAM_PER_THREAD as CUstream
-        } else {
-            self.stream
-        }
-    }
-
-    /// The bytes of the launch's arguments, for inspection: each parameter (sizes from
-    /// `params`) read through `kernelParams` and padded to 8 bytes (so a pointer inside a
-    /// parameter stays 8-byte aligned), or the buffer named by `extra`. `None` when they
-    /// cannot be known (no parameter sizes, an `extra` this code does not read).
-    ///
-    /// # Safety
-    /// The application thread is still inside the original call (its arguments are alive).
-    pub(crate) unsafe fn argument_bytes(
-        &self,
-        params: Option<&[(usize, usize)]>,
-    ) -> Option<Vec<u8>> {
-        // cuda.h's CU_LAUNCH_PARAM_END, _BUFFER_POINTER and _BUFFER_SIZE, as integers.
-        const END: usize = 0x00;
-        const BUFFER_POINTER: usize = 0x01;
-        const BUFFER_SIZE: usize = 0x02;
-        let mut out = Vec::new();
-        if !self.params.is_null() {
-            for (i, &(_, size)) in params?.iter().enumerate() {
-                // SAFETY: kernelParams holds one pointer per parameter (caller contract).
-                let p = unsafe { *self.params.add(i) };
-                if p.is_null() {
-                    return None;
-                }
-                // SAFETY: the parameter's `size` bytes, as the driver reads them.
-                out.extend_from_slice(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size) });
-                out.resize(out.len().next_multiple_of(8), 0);
-            }
-        } else if !self.extra.is_null() {
-            let (mut buffer, mut size): (*const u8, Option<usize>) = (std::ptr::null(), None);
-            for pair in 0..16 {
-                // SAFETY: `extra` is a key/value list ended by CU_LAUNCH_PARAM_END (a key
-                // without a value).
-                let key = unsafe { *self.extra.add(2 * pair) } as usize;
-                if key == END {
-                    break;
-                }
-                // SAFETY: every other key has its value after it.
-                let value = unsafe { *self.extra.add(2 * pair + 1) };
-                match key {
-                    BUFFER_POINTER => buffer = value.cast(),
-                    BUFFER_SIZE if !value.is_null() => {
-                        // SAFETY: the value of BUFFER_SIZE points at a size_t.
-                        size = Some(unsafe { *value.cast::<usize>() });
-                    }
-                    _ => return None,
-                }
-            }
-            let size = size?;
-            if buffer.is_null() && size > 0 {
-                return None;
-            }
-            if size > 0 {
-                // SAFETY: the argument buffer of `size` bytes the driver reads.
-                out.extend_from_slice(unsafe { std::slice::from_raw_parts(buffer, size) });
-            }
-        }
-        Some(out)
-    }
-
-    /// Launches the kernel again, unchanged, into `stream`. Attributes that would record an
-    /// application event (`PROGRAMMATIC_EVENT`, `LAUNCH_COMPLETION_EVENT`) are left out of a
-    /// relaunch: the original launch recorded them.
-    ///
-    /// # Safety
-    /// The application thread is still inside the original call (its arguments are alive).
-    pub(crate) unsafe fn relaunch(&self, drv: &Driver, stream: CUstream) -> CUresult {
-        let [gx, gy, gz] = self.grid;
-        let [bx, by, bz] = self.block;
-        // SAFETY: the application's own arguments, still alive (caller contract).
-        unsafe {
-            match self.kind {
-                LaunchApi::Kernel { .. } => (drv.launch_kernel)(
-                    self.f,
-                    gx,
-                    gy,
-                    gz,
-                    bx,
-                    by,
-                    bz,
-                    self.shared,
-                    stream,
-                    self.params,
-                    self.extra,
-                ),
-                LaunchApi::Cooperative { .. } => (drv.launch_cooperative)(
-                    self.f,
-                    gx,
-                    gy,
-                    gz,
-                    bx,
-                    by,
-                    bz,
-                    self.shared,
-                    stream,
-                    self.params,
-                ),
-                LaunchApi::KernelEx { .. } => {
-                    let mut config = *self.config;
-                    let mut attrs = relaunch_attributes(&config);
-                    config.hStream = stream;
-                    config.attrs = if attrs.is_empty() {
-                        std::ptr::null_mut()
-                    } else {
-                        attrs.as_mut_ptr()
-                    };
-                    config.numAttrs = attrs.len() as u32;
-                    (drv.launch_kernel_ex)(&config, self.f, self.params, self.extra)
-                }
-            }
-        }
-    }
-}
-
-/// The attributes of a relaunch: the application's, without those that record its events.
-///
-/// # Safety
-/// `config.attrs` holds `config.numAttrs` attributes (or is null).
-pub(crate) unsafe fn relaunch_attributes(config: &CUlaunchConfig) -> Vec<CUlaunchAttribute> {
-    if config.attrs.is_null() || config.numAttrs == 0 {
-        return Vec::new();
-    }
-    // SAFETY: caller contract.
-    let given = unsafe { std::slice::from_raw_parts(config.attrs, config.numAttrs as usize) };
-    given
-        .iter()
-        .filter(|a| {
-            !matches!(
-                a.id,
-                CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT
-                    | CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT
-            )
-        })
-        .copied()
-        .collect()
-}
 
 /// What the application thread is told to do with its launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,6 +65,9 @@ struct HandoffState {
     done: bool,
     /// An event the application's stream must wait for before its later work.
     wait_event: usize,
+    /// The gate on the application's stream behind an asynchronous window's pass 1, opened
+    /// when the window is over.
+    gate: Option<Gate>,
 }
 
 /// The meeting point of a launch's callbacks and its window.
@@ -299,12 +88,35 @@ impl Handoff {
         self.changed.notify_all();
     }
 
-    fn set_done(&self, wait_event: usize) {
+    /// The window is over: returns the gate the application's stream waits behind, if any.
+    fn set_done(&self, wait_event: usize) -> Option<Gate> {
         let mut s = self.state.lock();
         s.done = true;
         s.wait_event = wait_event;
+        let gate = s.gate.take();
         drop(s);
         self.changed.notify_all();
+        gate
+    }
+
+    /// The launch's status, with the gate now on the application's stream (an asynchronous
+    /// window). Gives the gate back when the window is already over: the caller opens it.
+    fn set_launched_behind(&self, r: CUresult, gate: Gate) -> Option<Gate> {
+        let mut s = self.state.lock();
+        s.launched = Some(r);
+        let back = if s.done {
+            Some(gate)
+        } else {
+            s.gate = Some(gate);
+            None
+        };
+        drop(s);
+        self.changed.notify_all();
+        back
+    }
+
+    fn is_done(&self) -> bool {
+        self.state.lock().done
     }
 
     /// The release, or `None` when the window ended without one (an internal error).
@@ -346,10 +158,16 @@ impl Handoff {
 
 /// What the exit callback needs (passed through CUPTI's per-call word).
 struct Pending {
-    hand: Arc<Handoff>,
+    /// The meeting point with the window (`None`: the launch never entered one).
+    hand: Option<Arc<Handoff>>,
     ctx: Arc<Ctx>,
     stream: CUstream,
     release: Release,
+    /// The gate in front of pass 1's start event (kernel-only timing), opened at exit.
+    go: Option<Gate>,
+    /// The arguments were copied and gates are available: the call returns before the
+    /// window ends.
+    asynchronous: Option<Arc<GatePage>>,
 }
 
 /// A launch handed to a companion thread.
@@ -365,10 +183,77 @@ struct Job {
     hand: Arc<Handoff>,
     /// Recorded by the application thread on its per-thread default stream (0: none).
     before: usize,
+    /// The copy of the arguments `launch` points into (`None`: `launch` points at the
+    /// application's own, alive only while its call waits for the window).
+    _owned: Option<OwnedArgs>,
+    /// The context's gate page (`None`: no gates; passes are timed from an idle stream).
+    gates: Option<Arc<GatePage>>,
+    /// The decided window (taken by the companion thread when it runs it).
+    window: Option<WindowRun>,
+    /// Counts the job in [`BEHIND`] until it is dropped.
+    _behind: super::gate::Ticket,
+}
+
+/// The launch as the decision sees it, on the launching thread: the gate's verdict, and the
+/// ordinary run, which is the driver's own enqueueing once the enter callback returns.
+struct FirstLook<'a> {
+    be: &'a Backend,
+    ctx: &'a Ctx,
+    launch: &'a Launch,
+    params: Option<&'a [(usize, usize)]>,
+}
+
+impl Ordinary for FirstLook<'_> {
+    fn refusal(&self) -> Option<DeclineReason> {
+        // SAFETY: the application is inside this launch call.
+        unsafe { refusal(self.be, self.ctx, self.launch, self.params) }
+    }
+    fn run_once(&mut self) -> bool {
+        true
+    }
+}
+
+/// Why the backend knows a launch must not be replayed ([`ReplayTarget::refusal`]).
+///
+/// # Safety
+/// The launch's arguments are alive.
+unsafe fn refusal(
+    be: &Backend,
+    ctx: &Ctx,
+    launch: &Launch,
+    params: Option<&[(usize, usize)]>,
+) -> Option<DeclineReason> {
+    if ctx
+        .waiting_streams
+        .lock()
+        .contains(&(launch.stream as usize))
+    {
+        return Some(DeclineReason::StreamMemoryWait);
+    }
+    let host = be.host_memory.read();
+    if host.is_empty() {
+        return None;
+    }
+    // SAFETY: caller contract.
+    match unsafe { launch.argument_bytes(params) } {
+        Some(bytes) if !gate::points_into(&bytes, &host) => None,
+        Some(_) => Some(DeclineReason::HostMemory),
+        None => {
+            warn_once(&NO_PARAM_INFO, || {
+                tracing::warn!(
+                    "a kernel's parameters cannot be inspected (no cuFuncGetParamInfo, or an \
+                     unknown handle) while pinned host memory exists: it is not replayed, \
+                     as it may write that memory"
+                )
+            });
+            Some(DeclineReason::HostMemory)
+        }
+    }
 }
 
 // SAFETY: the raw pointers of `launch` are the application's arguments, valid while the
-// application thread waits inside the launch call; handles are plain driver handles.
+// application thread waits inside the launch call, or point into `owned`; handles are plain
+// driver handles.
 unsafe impl Send for Job {}
 
 thread_local! {
@@ -476,11 +361,58 @@ pub(crate) unsafe fn enter_launch(
         module = ?facts.module,
         "launch intercepted"
     );
+    // The decision, on this thread (pass count, metrics, the gate's refusal).
+    let mut first = FirstLook {
+        be,
+        ctx: &ctx,
+        launch: &launch,
+        params: facts.params.as_deref(),
+    };
+    let Some(window) = (be.decider)(&info, &mut first) else {
+        // Skipped, or declined before the window: the driver enqueues the launch once, as
+        // without the tool, outside any window.
+        ctx.read_outside_window(be.settings.lock);
+        let pending = Box::new(Pending {
+            hand: None,
+            ctx,
+            stream,
+            release: Release::Ordinary { reader: true },
+            go: None,
+            asynchronous: None,
+        });
+        return Box::into_raw(pending) as u64;
+    };
     let before = if stream as usize == CU_STREAM_PER_THREAD {
         record_marker(be, &ctx, stream)
     } else {
         0
     };
+    let gates = {
+        let _g = Guard::new();
+        gate_page(be, &ctx)
+    };
+    // An asynchronous window relaunches after this call returned: it needs its own copy of
+    // the arguments.
+    let copied = gates
+        .is_some()
+        // SAFETY: the application is inside this launch call.
+        .then(|| unsafe { params::copy(&launch, facts.params.as_deref()) });
+    let (launch, owned) = match copied {
+        None => (launch, None),
+        Some(Ok((copied, owned))) => {
+            super::wait_at_exit();
+            (copied, Some(owned))
+        }
+        Some(Err(why)) => {
+            tracing::debug!(
+                kernel = info.kernel(),
+                "the launch's arguments cannot be copied ({why}): its call waits for its \
+                 replay window"
+            );
+            (launch, None)
+        }
+    };
+    let asynchronous = owned.as_ref().and(gates.clone());
     let hand = Arc::new(Handoff::default());
     let job = Job {
         be,
@@ -491,6 +423,10 @@ pub(crate) unsafe fn enter_launch(
         params: facts.params.clone(),
         hand: hand.clone(),
         before,
+        _owned: owned,
+        gates: gates.clone(),
+        window: Some(window),
+        _behind: BEHIND.enter(),
     };
     if let Err(job) = submit(job) {
         if let Some(job) = job {
@@ -504,9 +440,21 @@ pub(crate) unsafe fn enter_launch(
     let Some(release) = hand.wait_release() else {
         return 0;
     };
+    let mut go = None;
     match release {
         Release::Pass { start, .. } => {
             let _g = Guard::new();
+            // Kernel-only timing: the start event waits behind a gate that opens once the
+            // launch is enqueued (at exit).
+            go = gates.as_ref().and_then(Gate::take).and_then(|g| {
+                let r = g.hold(&be.drv, stream);
+                if r == CUDA_SUCCESS {
+                    Some(g)
+                } else {
+                    tracing::debug!(status = %error_name(&be.drv, r), "no gate before pass 1: its time includes the launch");
+                    None
+                }
+            });
             // SAFETY: our event, the application's stream, on its own thread.
             let r = unsafe { (be.drv.event_record)(start as CUevent, stream) };
             if r != CUDA_SUCCESS {
@@ -517,12 +465,41 @@ pub(crate) unsafe fn enter_launch(
         Release::Ordinary { reader: false } => {}
     }
     let pending = Box::new(Pending {
-        hand,
+        hand: Some(hand),
         ctx,
         stream,
         release,
+        go,
+        asynchronous,
     });
     Box::into_raw(pending) as u64
+}
+
+/// The context's gate page, allocated on first use (the context is current; the caller
+/// holds a [`Guard`]). `None`: the driver offers no stream memory operations.
+fn gate_page(be: &Backend, ctx: &Ctx) -> Option<Arc<GatePage>> {
+    ctx.gates
+        .get_or_init(|| {
+            // Allocating is a call stream capture in global mode forbids on every thread:
+            // this thread's mode is relaxed for it, so another thread's capture is not broken.
+            let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+            // SAFETY: a plain in/out parameter; the thread's mode is put back below.
+            unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
+            let page = GatePage::new(&be.drv)
+                .map(Arc::new)
+                .filter(|p| GatePage::works(p, &be.drv, Duration::from_secs(2)));
+            // SAFETY: as above.
+            unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
+            if page.is_none() {
+                tracing::debug!(
+                    context = ctx.handle,
+                    "no gates (stream memory operations) in this context: launches wait for \
+                     their replay window"
+                );
+            }
+            page
+        })
+        .clone()
 }
 
 /// The exit callback of a launch.
@@ -541,21 +518,57 @@ pub(crate) unsafe fn exit_launch(
     }
     // SAFETY: the box `enter_launch` leaked for this call, taken back once.
     let p = unsafe { Box::from_raw(token as *mut Pending) };
-    match p.release {
+    let Pending {
+        hand,
+        ctx,
+        stream,
+        release,
+        go,
+        asynchronous,
+    } = *p;
+    match release {
         Release::Pass { end, .. } => {
             let _g = Guard::new();
             // SAFETY: our event, the application's stream, on its own thread.
-            unsafe { (be.drv.event_record)(end as CUevent, p.stream) };
+            unsafe { (be.drv.event_record)(end as CUevent, stream) };
+            // Start event, kernel and end event are enqueued: the kernel's time starts now.
+            drop(go);
         }
-        Release::Ordinary { reader: true } => p.ctx.unlock_read(),
+        Release::Ordinary { reader: true } => ctx.unlock_read(),
         Release::Ordinary { reader: false } => {}
     }
-    p.hand.set_launched(result);
-    let wait = p.hand.wait_done();
+    let Some(hand) = hand else {
+        return;
+    };
+    if let Some(page) = asynchronous {
+        match release {
+            // The window is over already (the ordinary run needs nothing more of this call):
+            // the arguments are copies, the call returns.
+            Release::Ordinary { .. } => {
+                hand.set_launched(result);
+                return;
+            }
+            Release::Pass { .. } if result != CUDA_SUCCESS => {
+                // Nothing was enqueued: nothing to hold the stream behind.
+                hand.set_launched(result);
+                return;
+            }
+            Release::Pass { .. } => {
+                if let Some(gate) = hold_behind(be, &page, &hand, stream) {
+                    if let Some(back) = hand.set_launched_behind(result, gate) {
+                        back.open();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+    hand.set_launched(result);
+    let wait = hand.wait_done();
     if wait != 0 {
         let _g = Guard::new();
         // SAFETY: our event; the application's stream waits for the pass still running.
-        let r = unsafe { (be.drv.stream_wait_event)(p.stream, wait as CUevent, 0) };
+        let r = unsafe { (be.drv.stream_wait_event)(stream, wait as CUevent, 0) };
         if r != CUDA_SUCCESS {
             tracing::error!(
                 status = %error_name(&be.drv, r),
@@ -563,6 +576,40 @@ pub(crate) unsafe fn exit_launch(
             );
         }
     }
+}
+
+/// Puts a gate on the application's stream after pass 1, for the window to open; `None`
+/// when it cannot (the call then waits for the window, as a synchronous one).
+fn hold_behind(
+    be: &Backend,
+    page: &Arc<GatePage>,
+    hand: &Handoff,
+    stream: CUstream,
+) -> Option<Gate> {
+    if hand.is_done() {
+        return None;
+    }
+    let _g = Guard::new();
+    let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: the application's stream, on its own thread.
+    let r = unsafe { (be.drv.stream_is_capturing)(stream, &mut status) };
+    if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+        // A capture began during the call (another thread, global mode): a gate would be a
+        // node of the graph.
+        tracing::debug!("the launch's stream is capturing at exit: the call waits for its window");
+        return None;
+    }
+    let Some(gate) = Gate::take(page) else {
+        tracing::debug!("every gate is in use: the call waits for its window");
+        return None;
+    };
+    let r = gate.hold(&be.drv, stream);
+    if r != CUDA_SUCCESS {
+        tracing::debug!(status = %error_name(&be.drv, r), "no gate after the launch: the call waits for its window");
+        gate.open();
+        return None;
+    }
+    Some(gate)
 }
 
 static CAPTURE: std::sync::Once = std::sync::Once::new();
@@ -746,6 +793,8 @@ struct CudaTarget<'a> {
     original_end: Option<usize>,
     /// Hardware counters of this dispatch (CUPTI's range profiler, `super::profiler`).
     counters: Option<super::profiler::Session>,
+    /// The private stream given up with work still running on it (0: none).
+    late_stream: usize,
 }
 
 impl<'a> CudaTarget<'a> {
@@ -773,9 +822,14 @@ impl<'a> CudaTarget<'a> {
         Some(p.stream as CUstream)
     }
 
-    /// Gives up the private stream after work on it outlived its deadline (it may still run).
-    fn poison_stream(&self) {
-        self.ctx.private.lock().stream = 0;
+    /// Gives up the private stream after work on it outlived its deadline (it may still run);
+    /// remembers it, so an asynchronous window's gate can open behind that work.
+    fn poison_stream(&mut self) {
+        let mut p = self.ctx.private.lock();
+        if p.stream != 0 {
+            self.late_stream = p.stream;
+        }
+        p.stream = 0;
     }
 
     fn take_event(&self, timing: bool) -> Option<usize> {
@@ -825,11 +879,21 @@ impl<'a> CudaTarget<'a> {
             return Err(submit_failed);
         };
         let drv = *self.drv();
+        // Kernel-only timing: start event, kernel and end event wait behind a gate that opens
+        // once all three are enqueued.
+        let go = self
+            .job
+            .gates
+            .as_ref()
+            .and_then(Gate::take)
+            .filter(|g| g.hold(&drv, stream) == CUDA_SUCCESS);
         // SAFETY: our events and stream.
         unsafe { (drv.event_record)(start as CUevent, stream) };
-        // SAFETY: the application thread is inside the launch call (its arguments live).
+        // SAFETY: the launch's arguments are alive: the application thread is inside the
+        // launch call, or they are the window's own copy.
         let r = unsafe { self.job.launch.relaunch(&drv, stream) };
         if r != CUDA_SUCCESS {
+            drop(go);
             tracing::warn!(status = %error_name(&drv, r), "a replay pass could not be launched");
             give_event(self.ctx, start, true);
             give_event(self.ctx, end, true);
@@ -837,6 +901,7 @@ impl<'a> CudaTarget<'a> {
         }
         // SAFETY: our events and stream.
         unsafe { (drv.event_record)(end as CUevent, stream) };
+        drop(go);
         match self.wait(end, Instant::now() + self.settings().pass) {
             Poll::Done => {
                 self.dirty = false;
@@ -974,32 +1039,15 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn refusal(&self) -> Option<DeclineReason> {
-        if self
-            .ctx
-            .waiting_streams
-            .lock()
-            .contains(&(self.job.launch.stream as usize))
-        {
-            return Some(DeclineReason::StreamMemoryWait);
-        }
-        let host = self.be.host_memory.read();
-        if host.is_empty() {
-            return None;
-        }
-        // SAFETY: the launch's own arguments, valid while its call is in progress.
-        match unsafe { self.job.launch.argument_bytes(self.job.params.as_deref()) } {
-            Some(bytes) if !gate::points_into(&bytes, &host) => None,
-            Some(_) => Some(DeclineReason::HostMemory),
-            None => {
-                warn_once(&NO_PARAM_INFO, || {
-                    tracing::warn!(
-                        "a kernel's parameters cannot be inspected (no cuFuncGetParamInfo, or an \
-                         unknown handle) while pinned host memory exists: it is not replayed, \
-                         as it may write that memory"
-                    )
-                });
-                Some(DeclineReason::HostMemory)
-            }
+        // SAFETY: the launch's arguments: the application is still inside its call (the window
+        // has not released it yet), and a copy lives with the job.
+        unsafe {
+            refusal(
+                self.be,
+                self.ctx,
+                &self.job.launch,
+                self.job.params.as_deref(),
+            )
         }
     }
 
@@ -1249,14 +1297,19 @@ fn module_globals(be: &Backend, ctx: &Ctx, module: usize) -> Vec<(usize, usize)>
 }
 
 /// Runs one job on the companion thread.
-fn run_job(job: Job, relaxed: &mut bool) {
+fn run_job(mut job: Job, relaxed: &mut bool) {
     let be = job.be;
+    let Some(window) = job.window.take() else {
+        job.hand.release(Release::Ordinary { reader: true });
+        drop(job.hand.set_done(0));
+        return;
+    };
     // SAFETY: the context is alive: its launch call is in progress on the application thread.
     let r = unsafe { (be.drv.ctx_set_current)(job.ctx.handle as CUcontext) };
     if r != CUDA_SUCCESS {
         tracing::warn!(status = %error_name(&be.drv, r), "cannot make the launch's context current");
         job.hand.release(Release::Ordinary { reader: true });
-        job.hand.set_done(0);
+        drop(job.hand.set_done(0));
         return;
     }
     if !*relaxed {
@@ -1277,9 +1330,10 @@ fn run_job(job: Job, relaxed: &mut bool) {
         dirty: false,
         original_end: None,
         counters: None,
+        late_stream: 0,
     };
     tracing::trace!(kernel = job.info.kernel(), "window starts");
-    let result = catch_unwind(AssertUnwindSafe(|| (be.runner)(&job.info, &mut target)));
+    let result = catch_unwind(AssertUnwindSafe(|| window(&mut target)));
     tracing::trace!(kernel = job.info.kernel(), original = ?target.original, "window ends");
     if result.is_err() {
         tracing::error!(
@@ -1294,7 +1348,17 @@ fn run_job(job: Job, relaxed: &mut bool) {
         }
     }
     target.finish();
-    let wait = target.wait_event;
+    let (wait, late_stream) = (target.wait_event, target.late_stream);
     drop(target);
-    job.hand.set_done(wait);
+    if let Some(gate) = job.hand.set_done(wait) {
+        // The application's later work on its stream waits behind this gate.
+        if wait != 0 && late_stream != 0 {
+            let _g = Guard::new();
+            gate.open_after(&be.drv, late_stream as CUstream);
+        } else {
+            gate.open();
+        }
+    }
+    // The job (and its ticket in BEHIND) goes last.
+    drop(job);
 }

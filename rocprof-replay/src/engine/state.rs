@@ -20,8 +20,9 @@ use crate::policy::{Outcome, ReplayPolicy};
 
 /// A type-erased policy.
 pub(crate) trait Replayer: Send + Sync {
-    /// Runs the replay window for one dispatch.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    /// Runs the replay window for one dispatch. (No backend calls it since both decide on
+    /// the submitting thread; kept for the synchronous window.)
+    #[allow(dead_code)]
     fn replay(
         &self,
         info: &DispatchInfo,
@@ -151,8 +152,9 @@ pub(crate) fn install(
 }
 
 impl Engine {
-    /// Runs the replay window for one dispatch, logs it and emits its outcome record.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    /// Runs the replay window for one dispatch, logs it and emits its outcome record. (No
+    /// backend calls it since both decide on the submitting thread.)
+    #[allow(dead_code)]
     pub(crate) fn replay(&self, info: &DispatchInfo, target: &mut dyn ReplayTarget) -> Outcome {
         let outcome = self
             .replayer

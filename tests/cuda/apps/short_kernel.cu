@@ -1,0 +1,47 @@
+// short_kernel: LAUNCHES launches (default 50) of a kernel that runs for about 5 us of device
+// time (one block spinning on %globaltimer), each synchronized, for comparing the tool's pass
+// times (`pass_ns` of its records) with Nsight Compute's gpu__time_duration of the same
+// launches. Prints `RESULT OK` when every launch ran once (a device counter).
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+
+__device__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void five_us(unsigned int* count, unsigned long long ns) {
+  unsigned long long start = now_ns();
+  while (now_ns() - start < ns) {
+  }
+  if (threadIdx.x == 0) *count += 1;
+}
+
+#define CK(x)                                                                        \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      printf("RESULT FAIL\n");                                                       \
+      return 1;                                                                      \
+    }                                                                                \
+  } while (0)
+
+int main() {
+  const int launches = getenv("LAUNCHES") ? atoi(getenv("LAUNCHES")) : 50;
+  unsigned int* count = nullptr;
+  CK(cudaMalloc((void**)&count, 4));
+  CK(cudaMemset(count, 0, 4));
+  CK(cudaDeviceSynchronize());
+  for (int i = 0; i < launches; i++) {
+    five_us<<<1, 32>>>(count, 5000ull);
+    CK(cudaDeviceSynchronize());
+  }
+  unsigned int got = 0;
+  CK(cudaMemcpy(&got, count, 4, cudaMemcpyDeviceToHost));
+  printf("check short_kernel runs=%u want=%d %s\n", got, launches, got == (unsigned)launches ? "ok" : "FAIL");
+  printf("RESULT %s\n", got == (unsigned)launches ? "OK" : "FAIL");
+  return got == (unsigned)launches ? 0 : 1;
+}
