@@ -13,23 +13,13 @@ use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::records;
 use crate::engine::settings::Settings;
-use crate::engine::window::{Decided, Ordinary, ReplayTarget, decide, run_window};
+use crate::engine::window::{Decided, Ordinary, ReplayTarget, decide};
 use crate::engine::workers::Workers;
 use crate::error::Error;
 use crate::policy::{Outcome, ReplayPolicy};
 
 /// A type-erased policy.
 pub(crate) trait Replayer: Send + Sync {
-    /// Runs the replay window for one dispatch. (No backend calls it since both decide on
-    /// the submitting thread; kept for the synchronous window.)
-    #[allow(dead_code)]
-    fn replay(
-        &self,
-        info: &DispatchInfo,
-        target: &mut dyn ReplayTarget,
-        inventory: &AllocationInventory,
-        settings: &Settings,
-    ) -> Outcome;
     /// Decides on the submitting thread whether the dispatch enters the window: `Err` is the
     /// outcome of one that ran once already ([`decide`]).
     // The outcome is moved once per dispatch; boxing it would cost an allocation on the
@@ -69,15 +59,6 @@ impl<P: ReplayPolicy> Pending for Decided<'static, P> {
 }
 
 impl<P: ReplayPolicy> Replayer for P {
-    fn replay(
-        &self,
-        info: &DispatchInfo,
-        target: &mut dyn ReplayTarget,
-        inventory: &AllocationInventory,
-        settings: &Settings,
-    ) -> Outcome {
-        run_window(self, info, target, inventory, settings)
-    }
     fn decide(
         &'static self,
         info: &DispatchInfo,
@@ -152,17 +133,6 @@ pub(crate) fn install(
 }
 
 impl Engine {
-    /// Runs the replay window for one dispatch, logs it and emits its outcome record. (No
-    /// backend calls it since both decide on the submitting thread.)
-    #[allow(dead_code)]
-    pub(crate) fn replay(&self, info: &DispatchInfo, target: &mut dyn ReplayTarget) -> Outcome {
-        let outcome = self
-            .replayer
-            .replay(info, target, &INVENTORY, &self.settings);
-        report(info, &outcome);
-        outcome
-    }
-
     /// Decides whether the dispatch enters the replay window, on the submitting thread. `None`:
     /// it did not (skipped, or declined before the window); it ran once through `target`, and
     /// its outcome is logged and recorded. `Some`: the window to run, now or on another thread.
