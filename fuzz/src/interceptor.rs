@@ -315,7 +315,8 @@ fn install_panic_hook() {
 }
 
 /// Outcomes the policy saw end, with the plan of their dispatch.
-static OUTCOMES: Mutex<Vec<(Plan, OutcomeKind, u32)>> = Mutex::new(Vec::new());
+/// (plan, outcome, passes, whether the kernel object is a kernel of a loaded executable).
+static OUTCOMES: Mutex<Vec<(Plan, OutcomeKind, u32, bool)>> = Mutex::new(Vec::new());
 
 /// Replays each dispatch as its packet's plan says.
 #[derive(Default)]
@@ -363,11 +364,12 @@ impl ReplayPolicy for FuzzPolicy {
         }
     }
 
-    fn on_end(&self, _: &DispatchInfo, plan: Plan, outcome: &Outcome) {
+    fn on_end(&self, info: &DispatchInfo, plan: Plan, outcome: &Outcome) {
         OUTCOMES.lock().unwrap_or_else(|e| e.into_inner()).push((
             plan,
             outcome.kind,
             outcome.passes,
+            info.kernel_name.is_some(),
         ));
     }
 }
@@ -1456,7 +1458,7 @@ impl Harness {
         if std::env::var_os("FUZZ_VERBOSE").is_some() {
             let packets: usize = batches.iter().map(|b| b.packets.len()).sum();
             let mut kinds = std::collections::BTreeMap::<String, usize>::new();
-            for (_, kind, _) in &outcomes {
+            for (_, kind, _, _) in &outcomes {
                 *kinds
                     .entry(kind.reason_code().unwrap_or(kind.label()).to_owned())
                     .or_default() += 1;
@@ -1467,13 +1469,13 @@ impl Harness {
                 s.threaded
             );
         }
-        for (plan, kind, passes) in outcomes {
-            check_outcome(plan, kind, passes);
+        for (plan, kind, passes, known) in outcomes {
+            check_outcome(plan, kind, passes, known);
         }
     }
 }
 
-fn check_outcome(plan: Plan, kind: OutcomeKind, passes: u32) {
+fn check_outcome(plan: Plan, kind: OutcomeKind, passes: u32, known: bool) {
     let what = format!("plan {plan:?}: {kind:?} after {passes} passes");
     assert!(kind.failure().is_none(), "{what}: a failed outcome");
     match kind {
@@ -1499,6 +1501,9 @@ fn check_outcome(plan: Plan, kind: OutcomeKind, passes: u32) {
             assert!(passes >= 1, "{what}: a declined dispatch still runs once");
             match reason {
                 DeclineReason::PolicyPanicked => assert!(plan.panics(), "{what}"),
+                // A garbage kernel object: its arguments cannot be inspected while the
+                // harness's fine-grained staging buffer exists.
+                DeclineReason::HostMemory => assert!(!known, "{what}: a known kernel"),
                 DeclineReason::TooManyPasses => assert_eq!(plan, Plan::TooMany, "{what}"),
                 // Timing: windows of other lanes, drains behind gates or late headers.
                 DeclineReason::LockTimeout

@@ -671,6 +671,9 @@ pub struct Outcome {
     /// Where the snapshot lived: `device`, `pinned_host` or `host`, or a mix joined with `+`
     /// (`device+pinned_host`); `None` when no snapshot was taken.
     pub staging: Option<&'static str>,
+    /// The dispatch's arguments point into host-visible memory and it was replayed anyway
+    /// (`ROCPROF_REPLAY_HOST_MEMORY=repeat`): what it writes there was written once per pass.
+    pub host_writes_repeated: bool,
 }
 
 impl Outcome {
@@ -702,6 +705,7 @@ impl Outcome {
             inputs_restored: None,
             metrics: crate::counters::Metrics::NotAsked,
             staging: None,
+            host_writes_repeated: false,
         }
     }
 }

@@ -377,6 +377,19 @@ fn a_kernel_waiting_for_the_applications_next_store_is_replayed_and_completes() 
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_kernel_given_host_visible_memory_is_not_replayed_and_completes() {
+    // The flag's address is the argument: fine-grained memory the host writes while the
+    // kernel runs can be neither restored nor written once per pass — declined before pass 1.
+    let c = cell("flag-wait-direct", &[]);
+    let r = c.faulty("wait_flag");
+    Cell::assert_outcome(r, "declined", Some("host_memory"));
+    assert_eq!(r["passes"], 1, "{r}");
+    assert_eq!(r["snapshot_bytes"], 0, "decided before any snapshot: {r}");
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_dispatch_submitted_on_the_runtime_async_thread_is_replayed_behind_its_gate() {
     // The window runs on the GPU's lane, not on the runtime's thread that submitted it: the
     // handler returns at once and nothing the runtime finishes on that thread is waited for.

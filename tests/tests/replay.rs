@@ -28,6 +28,11 @@ fn probe(mode: &str, tool: &str, env: &[(&str, &str)]) -> (Run, Vec<Value>) {
         ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
         ("ROCPROF_REPLAY_LOG", "warn"),
     ];
+    if mode == "checksum" {
+        // checksum_then_scribble records every pass in fine-grained memory, which its
+        // arguments name: replayed only with the explicit opt-in (writes there repeat).
+        all.push(("ROCPROF_REPLAY_HOST_MEMORY", "repeat"));
+    }
     all.extend_from_slice(env);
     let run = run_on_emu(&exe, &[kernels.to_str().unwrap(), mode], &all, DEADLINE);
     run.assert_success();
@@ -72,6 +77,39 @@ fn five_passes_see_identical_inputs_and_the_app_sees_one_execution() {
     // 4 KiB of data plus the 4-byte module counter.
     assert_eq!(r[0]["snapshot_bytes"], 4096 + 4);
     assert_eq!(r[0]["restored_bytes"], 4 * (4096 + 4));
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_kernel_given_fine_grained_memory_runs_once_unless_repeating_its_writes_is_asked_for() {
+    // By default: declined before pass 1, one pass recorded by the kernel itself.
+    let (run, recs) = probe(
+        "checksum",
+        "e2e_plan_tool",
+        &[
+            ("E2E_PLAN", "exactly:5"),
+            ("ROCPROF_REPLAY_HOST_MEMORY", "decline"),
+        ],
+    );
+    assert!(
+        run.stdout().contains("passes_recorded=1 "),
+        "{}",
+        run.stdout()
+    );
+    let r = &kernel_records(&recs, "checksum_then_scribble")[0];
+    assert_eq!(r["outcome"], "declined", "{r}");
+    assert_eq!(r["reason"], "host_memory", "{r}");
+    assert!(r["host_memory"].is_null(), "{r}");
+    // Opted in: replayed, five passes recorded in the fine-grained log, and the record says so.
+    let (run, recs) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:5")]);
+    assert!(
+        run.stdout().contains("passes_recorded=5 "),
+        "{}",
+        run.stdout()
+    );
+    let r = &kernel_records(&recs, "checksum_then_scribble")[0];
+    assert_eq!(r["outcome"], "replayed", "{r}");
+    assert_eq!(r["host_memory"], "repeated", "{r}");
 }
 
 #[test]
@@ -421,6 +459,7 @@ fn a_second_replay_tool_is_rejected_and_the_first_keeps_working() {
             ("LD_PRELOAD", &preload),
             ("E2E_PLAN", "exactly:4"),
             ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+            ("ROCPROF_REPLAY_HOST_MEMORY", "repeat"),
         ],
         DEADLINE,
     );
@@ -449,6 +488,7 @@ fn tools_load_through_hsa_tools_lib_too() {
         &[
             ("HSA_TOOLS_LIB", lib.to_str().unwrap()),
             ("E2E_PLAN", "exactly:3"),
+            ("ROCPROF_REPLAY_HOST_MEMORY", "repeat"),
         ],
         DEADLINE,
     );

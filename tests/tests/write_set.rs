@@ -10,8 +10,9 @@ use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// Bytes of the buffer (65536 u32) plus the 4-byte module variable `hit_counter`.
-const SNAPSHOT: u64 = 65536 * 4 + 4;
+/// Bytes of the buffer (65536 u32), the 64-byte device buffer holding the pass counter's
+/// address, and the 4-byte module variable `hit_counter`.
+const SNAPSHOT: u64 = 65536 * 4 + 64 + 4;
 /// Granules 0..2 of the buffer (4 KiB each) plus the module variable's only granule.
 const W1: u64 = 3 * 4096 + 4;
 /// The granule later passes write (element 40000 + p).

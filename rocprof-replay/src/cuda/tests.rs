@@ -562,20 +562,23 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
     let s = settings;
     // Decided windows borrow their policy for as long as they run: the test's lives on.
     let policy: &'static P = Box::leak(Box::new(policy));
-    let decider: Decider = Box::new(move |info, ordinary| match decide(policy, info, ordinary) {
-        Err(o) => {
-            seen.lock().push((info.clone(), o));
-            None
-        }
-        Ok(decided) => {
-            let (info, seen) = (info.clone(), seen.clone());
-            Some(Box::new(move |target: &mut dyn ReplayTarget| {
-                let o = decided.run(&info, target, inventory, &s);
-                seen.lock().push((info, o.clone()));
-                o
-            }) as WindowRun)
-        }
-    });
+    let decider: Decider =
+        Box::new(
+            move |info, ordinary| match decide(policy, info, ordinary, &s) {
+                Err(o) => {
+                    seen.lock().push((info.clone(), o));
+                    None
+                }
+                Ok(decided) => {
+                    let (info, seen) = (info.clone(), seen.clone());
+                    Some(Box::new(move |target: &mut dyn ReplayTarget| {
+                        let o = decided.run(&info, target, inventory, &s);
+                        seen.lock().push((info, o.clone()));
+                        o
+                    }) as WindowRun)
+                }
+            },
+        );
     let ids = Ids::from_names([
         ("cuLaunchKernel", LAUNCH),
         ("cuLaunchKernelEx", LAUNCH_EX),

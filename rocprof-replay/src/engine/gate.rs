@@ -47,7 +47,6 @@ pub(crate) fn refuses(
 
 /// Whether any 8-byte-aligned word of `args` (a kernel's argument bytes) is an address inside
 /// one of `ranges` (`base -> size`, disjoint).
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // only the CUDA backend asks today
 pub(crate) fn points_into(args: &[u8], ranges: &std::collections::BTreeMap<usize, usize>) -> bool {
     if ranges.is_empty() {
         return false;

@@ -38,6 +38,7 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "restored_bytes": outcome.restored_bytes,
         "restore_mode": outcome.restore_mode.map(|m| m.label()),
         "staging": outcome.staging,
+        "host_memory": outcome.host_writes_repeated.then_some("repeated"),
         "written_bytes": outcome.written_bytes,
         "verified_bytes": outcome.verified_bytes,
         "diff_ns": outcome.diff_time.as_nanos() as u64,

@@ -10,6 +10,7 @@
 //! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | 60000 | one capture or restore |
 //! | `ROCPROF_REPLAY_DEVICE_RESERVE_MB` | a tenth of the GPU's VRAM pool | VRAM the HSA backend's snapshot arena always leaves free ([`device_reserve_from_env`]) |
 //! | `ROCPROF_REPLAY_RESTORE` | `auto` | `auto`, `strict` or `full`: the restore mode of dispatches whose policy leaves it to the engine ([`RestoreMode`]) |
+//! | `ROCPROF_REPLAY_HOST_MEMORY` | `decline` | `decline` or `repeat`: a dispatch whose arguments point into host-visible memory runs once (`host_memory`), or is replayed with its writes there repeated once per pass (recorded) |
 //!
 //! A value that is not a number (or not a mode) is ignored with a warning (the default
 //! applies).
@@ -41,6 +42,10 @@ pub(crate) struct Settings {
     pub(crate) granule: usize,
     /// Dirty ranges closer than this are restored as one ([`MERGE_GAP`]).
     pub(crate) merge_gap: usize,
+    /// Replay dispatches whose arguments point into host-visible memory, repeating their
+    /// writes there once per pass (`ROCPROF_REPLAY_HOST_MEMORY=repeat`), instead of declining
+    /// them.
+    pub(crate) repeat_host_writes: bool,
 }
 
 impl Settings {
@@ -73,6 +78,16 @@ impl Settings {
             budget: number("ROCPROF_REPLAY_BUDGET_MB")
                 .map(|mb| mb.saturating_mul(1 << 20))
                 .unwrap_or_else(|| available_host_memory() / 2),
+            repeat_host_writes: match get("ROCPROF_REPLAY_HOST_MEMORY").as_deref().map(str::trim) {
+                None | Some("decline") => false,
+                Some("repeat") => true,
+                Some(raw) => {
+                    tracing::warn!(
+                        "ROCPROF_REPLAY_HOST_MEMORY={raw:?} is not decline or repeat; using decline"
+                    );
+                    false
+                }
+            },
             restore: match get("ROCPROF_REPLAY_RESTORE") {
                 None => RestoreMode::Auto,
                 Some(raw) => RestoreMode::parse(&raw).unwrap_or_else(|| {

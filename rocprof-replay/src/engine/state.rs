@@ -29,6 +29,7 @@ pub(crate) trait Replayer: Send + Sync {
         &'static self,
         info: &DispatchInfo,
         target: &mut dyn Ordinary,
+        settings: &Settings,
     ) -> Result<Box<dyn Pending>, Outcome>;
     /// Hands the policy an agent's counter catalog (or why it has none).
     fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>);
@@ -63,8 +64,9 @@ impl<P: ReplayPolicy> Replayer for P {
         &'static self,
         info: &DispatchInfo,
         target: &mut dyn Ordinary,
+        settings: &Settings,
     ) -> Result<Box<dyn Pending>, Outcome> {
-        decide(self, info, target).map(|d| Box::new(d) as Box<dyn Pending>)
+        decide(self, info, target, settings).map(|d| Box::new(d) as Box<dyn Pending>)
     }
     fn on_agent(&self, agent: u32, counters: Result<&CounterCatalog, &str>) {
         let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -142,7 +144,7 @@ impl Engine {
         target: &mut dyn Ordinary,
     ) -> Option<Window> {
         let replayer: &'static dyn Replayer = &*self.replayer;
-        match replayer.decide(info, target) {
+        match replayer.decide(info, target, &self.settings) {
             Ok(pending) => Some(Window {
                 engine: self,
                 pending,

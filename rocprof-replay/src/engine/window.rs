@@ -229,7 +229,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     inventory: &AllocationInventory,
     settings: &Settings,
 ) -> Outcome {
-    match decide(policy, info, &mut Whole(&mut *target)) {
+    match decide(policy, info, &mut Whole(&mut *target), settings) {
         Ok(decided) => decided.run(info, target, inventory, settings),
         Err(outcome) => outcome,
     }
@@ -247,6 +247,8 @@ pub(crate) struct Decided<'p, P: ReplayPolicy> {
     decision: Option<Consults<P>>,
     state: P::State,
     set: Option<Arc<MetricSet>>,
+    /// The opt-in of `ROCPROF_REPLAY_HOST_MEMORY=repeat` applied ([`Outcome::host_writes_repeated`]).
+    host_writes_repeated: bool,
 }
 
 /// The decision for one dispatch, made on the submitting thread: `Err` is the outcome of a
@@ -260,6 +262,7 @@ pub(crate) fn decide<'p, P: ReplayPolicy>(
     policy: &'p P,
     info: &DispatchInfo,
     target: &mut dyn Ordinary,
+    settings: &Settings,
 ) -> Result<Decided<'p, P>, Outcome> {
     let started_at = std::time::SystemTime::now();
     let start = |kind| Outcome {
@@ -339,9 +342,17 @@ pub(crate) fn decide<'p, P: ReplayPolicy>(
         ));
     }
 
-    if let Some(reason) = gate::refuses(info, target.refusal()) {
-        tracing::info!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "not replayed: the dispatch runs once");
-        return Err(ordinary(target, OutcomeKind::Declined(reason), state));
+    let mut host_writes_repeated = false;
+    match gate::refuses(info, target.refusal()) {
+        Some(DeclineReason::HostMemory) if settings.repeat_host_writes => {
+            // The explicit opt-in: replayed, its writes to host-visible memory repeated.
+            host_writes_repeated = true;
+        }
+        Some(reason) => {
+            tracing::info!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "not replayed: the dispatch runs once");
+            return Err(ordinary(target, OutcomeKind::Declined(reason), state));
+        }
+        None => {}
     }
     Ok(Decided {
         policy,
@@ -351,6 +362,7 @@ pub(crate) fn decide<'p, P: ReplayPolicy>(
         decision,
         state,
         set,
+        host_writes_repeated,
     })
 }
 
@@ -372,9 +384,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             decision,
             mut state,
             set,
+            host_writes_repeated,
         } = self;
         let start = |kind| Outcome {
             started_at: Some(started_at),
+            host_writes_repeated,
             ..Outcome::ordinary(kind)
         };
         let total = fixed.then_some(limit);

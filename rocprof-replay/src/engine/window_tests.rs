@@ -932,14 +932,19 @@ mod counters {
 fn a_decided_window_runs_on_another_thread_and_a_skipped_dispatch_never_enters_one() {
     // Skipped: the decision runs the dispatch once, on the deciding thread.
     let mut dev = SimDevice::new();
-    let skipped = decide(&NoContinue(PassPlan::skip), &info(), &mut Whole(&mut dev));
+    let skipped = decide(
+        &NoContinue(PassPlan::skip),
+        &info(),
+        &mut Whole(&mut dev),
+        &settings(u64::MAX),
+    );
     assert!(matches!(&skipped, Err(o) if o.kind == OutcomeKind::Skipped));
     assert_eq!((dev.ordinary_runs, dev.passes), (1, 0));
 
     // Replayed: decided here, nothing runs yet; the window runs on another thread.
     let policy: &'static Plan = Box::leak(Box::new(Plan::new(Shape::Exactly(3), None)));
     let mut dev = SimDevice::new();
-    let Ok(decided) = decide(policy, &info(), &mut Whole(&mut dev)) else {
+    let Ok(decided) = decide(policy, &info(), &mut Whole(&mut dev), &settings(u64::MAX)) else {
         panic!("a 3-pass plan enters the window");
     };
     assert_eq!((dev.ordinary_runs, dev.passes, dev.completions), (0, 0, 0));

@@ -300,6 +300,20 @@ fn trackable(global_flags: u32) -> bool {
         && global_flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED == 0
 }
 
+/// Whether memory with these pool flags is host-visible application memory a kernel may be
+/// handed (fine-grained, not kernarg).
+fn host_visible(global_flags: u32) -> bool {
+    global_flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED != 0
+        && global_flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT == 0
+}
+
+/// Records a host-visible allocation (see [`super::Backend::host_memory`]).
+fn record_host(be: &super::Backend, p: *mut c_void, size: usize) {
+    quietly("recording host memory", || {
+        be.host_memory.write().insert(p as usize, size);
+    });
+}
+
 /// Records a new allocation when a GPU owns it and its memory is snapshotted (coarse-grained,
 /// not kernarg, not fine-grained, as the runtime's pointer info reports).
 fn record(p: *mut c_void, size: usize, origin: Origin) {
@@ -348,8 +362,10 @@ unsafe extern "C" fn pool_allocate(
     {
         // SAFETY: on success the runtime wrote the pointer.
         let p = unsafe { *ptr };
-        if pool_flags(pool).is_some_and(trackable) {
-            record(p, size, Origin::Pool);
+        match pool_flags(pool) {
+            Some(f) if trackable(f) => record(p, size, Origin::Pool),
+            Some(f) if host_visible(f) => record_host(be, p, size),
+            _ => {}
         }
     }
     st
@@ -387,6 +403,7 @@ unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
 /// kernarg of a stuck pass; see `stuck`).
 fn before_free(be: &super::Backend, ptr: *mut c_void, free: super::stuck::Free) -> bool {
     guarded("releasing memory", || {
+        be.host_memory.write().remove(&(ptr as usize));
         if !be.stuck.any() {
             forget(ptr);
             return false;
@@ -428,7 +445,11 @@ unsafe extern "C" fn memory_allocate(
     }
     if st == HSA_STATUS_SUCCESS && INVENTORY.is_tracking() && backend().is_some() {
         // SAFETY: on success the runtime wrote the pointer.
-        record(unsafe { *ptr }, size, Origin::Region);
+        let p = unsafe { *ptr };
+        record(p, size, Origin::Region);
+        if pool_flags(as_pool).is_some_and(host_visible) {
+            record_host(be, p, size);
+        }
     }
     st
 }
@@ -869,6 +890,18 @@ fn record_kernel_names(executable: hsa_executable_t) {
             if let Some(name) = symbol_name(&be.orig, symbol) {
                 let name = name.strip_suffix(".kd").unwrap_or(&name);
                 be.kernel_names.write().insert(object, Arc::from(name));
+            }
+            let mut kernarg = 0u32;
+            // SAFETY: KERNEL_KERNARG_SEGMENT_SIZE writes a u32.
+            let st = unsafe {
+                (be.orig.symbol_get_info)(
+                    symbol,
+                    HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
+                    (&mut kernarg as *mut u32).cast(),
+                )
+            };
+            if st == HSA_STATUS_SUCCESS {
+                be.kernarg_sizes.write().insert(object, kernarg);
             }
         }
         HSA_STATUS_SUCCESS

@@ -21,6 +21,7 @@ use super::copies::Busy;
 use super::gates::{self, ReplayQueue};
 use super::{ACTIVE, ArenaMemory, BACKEND, Backend, Gpu, QueueState};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime, blocks_of};
+use crate::engine::gate;
 use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Staging, Tier, Transfer};
 use crate::engine::state::{self, Window};
 use crate::engine::window::{Ordinary, PassError, ReplayTarget};
@@ -224,7 +225,7 @@ struct Submission<'a> {
 
 impl Ordinary for Submission<'_> {
     fn refusal(&self) -> Option<DeclineReason> {
-        vendor_refusal(self.gpu)
+        refusal(self.be, self.gpu, self.packet)
     }
     fn run_once(&mut self) -> bool {
         // SAFETY: the application's packet, forwarded inside the handler.
@@ -244,10 +245,37 @@ impl Ordinary for Submission<'_> {
     }
 }
 
-fn vendor_refusal(gpu: &Gpu) -> Option<DeclineReason> {
-    gpu.vendor_packets
-        .load(Ordering::Relaxed)
-        .then_some(DeclineReason::VendorPackets)
+/// Why the backend knows this dispatch must not be replayed: its GPU gets the application's
+/// own PM4 packets, or its arguments point into host-visible memory.
+fn refusal(
+    be: &Backend,
+    gpu: &Gpu,
+    packet: &hsa_kernel_dispatch_packet_t,
+) -> Option<DeclineReason> {
+    if gpu.vendor_packets.load(Ordering::Relaxed) {
+        return Some(DeclineReason::VendorPackets);
+    }
+    let host = be.host_memory.read();
+    if host.is_empty() {
+        return None;
+    }
+    let size = be.kernarg_sizes.read().get(&packet.kernel_object).copied();
+    match (size, packet.kernarg_address.is_null()) {
+        (Some(0), _) | (Some(_), true) => None,
+        (Some(size), false) => {
+            // SAFETY: the kernarg segment of a dispatch the application just submitted: its
+            // kernel's KERNARG_SEGMENT_SIZE bytes, host-accessible kernarg memory.
+            let args = unsafe {
+                std::slice::from_raw_parts(packet.kernarg_address.cast::<u8>(), size as usize)
+            };
+            gate::points_into(args, &host).then_some(DeclineReason::HostMemory)
+        }
+        (None, _) => {
+            // A kernel object of an executable we did not see frozen: its arguments cannot be
+            // inspected while host-visible memory exists.
+            Some(DeclineReason::HostMemory)
+        }
+    }
 }
 
 /// Puts the dispatch's ready barrier and gate in its place on the application's queue and
@@ -881,7 +909,7 @@ impl DeviceMemory for HsaTarget {
 
 impl ReplayTarget for HsaTarget {
     fn refusal(&self) -> Option<DeclineReason> {
-        vendor_refusal(self.gpu)
+        refusal(self.be, self.gpu, &self.packet)
     }
 
     fn begin(&mut self) -> Result<(), DeclineReason> {

@@ -361,6 +361,13 @@ pub(crate) struct Backend {
     /// `ROCPROF_REPLAY_DEVICE_RESERVE_MB` in bytes, when set.
     pub(crate) device_reserve: Option<u64>,
     pub(crate) kernel_names: RwLock<HashMap<u64, Arc<str>>>,
+    /// Kernel object -> its kernarg segment size (the bytes scanned for host-visible memory).
+    pub(crate) kernarg_sizes: RwLock<HashMap<u64, u32>>,
+    /// The application's host-visible allocations (fine-grained pools and regions, not
+    /// kernarg): base -> size. A dispatch whose arguments point into one is not replayed
+    /// ([`DeclineReason::HostMemory`](crate::DeclineReason::HostMemory)): the host may write it
+    /// while the window runs, so it can be neither restored nor left to be written N times.
+    pub(crate) host_memory: RwLock<std::collections::BTreeMap<usize, usize>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
     pub(crate) pool_flags: RwLock<HashMap<u64, u32>>,
@@ -599,6 +606,8 @@ pub(crate) unsafe fn install(
         staging: StagingCache::new(budget.min(STAGING_CACHE_LIMIT)),
         device_reserve: crate::engine::settings::device_reserve_from_env(),
         kernel_names: RwLock::new(HashMap::new()),
+        kernarg_sizes: RwLock::new(HashMap::new()),
+        host_memory: RwLock::new(std::collections::BTreeMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
         pool_flags: RwLock::new(HashMap::new()),
