@@ -380,12 +380,18 @@ fn a_kernel_waiting_for_the_applications_next_store_is_replayed_and_completes() 
 fn a_kernel_given_host_visible_memory_is_not_replayed_and_completes() {
     // The flag's address is the argument: fine-grained memory the host writes while the
     // kernel runs can be neither restored nor written once per pass — declined before pass 1.
-    let c = cell("flag-wait-direct", &[]);
-    let r = c.faulty("wait_flag");
-    Cell::assert_outcome(r, "declined", Some("host_memory"));
-    assert_eq!(r["passes"], 1, "{r}");
-    assert_eq!(r["snapshot_bytes"], 0, "decided before any snapshot: {r}");
-    c.assert_frame(3);
+    // Fine-grained pool memory, and malloc'd memory locked for the GPU (hsa_amd_memory_lock).
+    for scenario in ["flag-wait-direct", "flag-wait-locked"] {
+        let c = cell(scenario, &[]);
+        let r = c.faulty("wait_flag");
+        Cell::assert_outcome(r, "declined", Some("host_memory"));
+        assert_eq!(r["passes"], 1, "{scenario}: {r}");
+        assert_eq!(
+            r["snapshot_bytes"], 0,
+            "{scenario}: decided before any snapshot: {r}"
+        );
+        c.assert_frame(3);
+    }
 }
 
 #[test]

@@ -114,6 +114,15 @@ unsafe fn install_all(
         }
         p.set(c::EXECUTABLE_FREEZE, core, executable_freeze)?;
         p.set(c::EXECUTABLE_DESTROY, core, executable_destroy)?;
+        if let Ok(Some(_)) = a::MEMORY_LOCK.read(amd) {
+            p.set(a::MEMORY_LOCK, amd, memory_lock)?;
+        }
+        if let Ok(Some(_)) = a::MEMORY_LOCK_TO_POOL.read(amd) {
+            p.set(a::MEMORY_LOCK_TO_POOL, amd, memory_lock_to_pool)?;
+        }
+        if let Ok(Some(_)) = a::MEMORY_UNLOCK.read(amd) {
+            p.set(a::MEMORY_UNLOCK, amd, memory_unlock)?;
+        }
         p.set(a::MEMORY_POOL_ALLOCATE, amd, pool_allocate)?;
         p.set(a::MEMORY_POOL_FREE, amd, pool_free)?;
         if a::VMEM_MAP.read(amd).is_ok() {
@@ -312,6 +321,88 @@ fn record_host(be: &super::Backend, p: *mut c_void, size: usize) {
     quietly("recording host memory", || {
         be.host_memory.write().insert(p as usize, size);
     });
+}
+
+/// Records host memory the application locked: the host range and the agents' alias of it.
+fn record_locked(be: &super::Backend, host: *mut c_void, size: usize, agent: *mut c_void) {
+    if !INVENTORY.is_tracking() || backend().is_none() || size == 0 {
+        return;
+    }
+    quietly("recording locked host memory", || {
+        let agent = if agent.is_null() { host } else { agent };
+        let mut map = be.host_memory.write();
+        map.insert(host as usize, size);
+        map.insert(agent as usize, size);
+        drop(map);
+        be.locked
+            .lock()
+            .insert(host as usize, (agent as usize, size));
+    });
+}
+
+unsafe extern "C" fn memory_lock(
+    host_ptr: *mut c_void,
+    size: usize,
+    agents: *mut hsa_agent_t,
+    num_agent: std::ffi::c_int,
+    agent_ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    let Some((be, lock)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.memory_lock?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { lock(host_ptr, size, agents, num_agent, agent_ptr) };
+    if st == HSA_STATUS_SUCCESS && !agent_ptr.is_null() {
+        // SAFETY: on success the runtime wrote the agents' pointer.
+        record_locked(be, host_ptr, size, unsafe { *agent_ptr });
+    }
+    st
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn memory_lock_to_pool(
+    host_ptr: *mut c_void,
+    size: usize,
+    agents: *mut hsa_agent_t,
+    num_agent: std::ffi::c_int,
+    pool: hsa_amd_memory_pool_t,
+    flags: u32,
+    agent_ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    let Some((be, lock)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.memory_lock_to_pool?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { lock(host_ptr, size, agents, num_agent, pool, flags, agent_ptr) };
+    if st == HSA_STATUS_SUCCESS && !agent_ptr.is_null() {
+        // SAFETY: on success the runtime wrote the agents' pointer.
+        record_locked(be, host_ptr, size, unsafe { *agent_ptr });
+    }
+    st
+}
+
+unsafe extern "C" fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
+    let Some((be, unlock)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.memory_unlock?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    quietly("forgetting locked host memory", || {
+        if let Some((agent, _)) = be.locked.lock().remove(&(host_ptr as usize)) {
+            let mut map = be.host_memory.write();
+            map.remove(&(host_ptr as usize));
+            map.remove(&agent);
+        }
+    });
+    // SAFETY: forwarding unchanged.
+    unsafe { unlock(host_ptr) }
 }
 
 /// Records a new allocation when a GPU owns it and its memory is snapshotted (coarse-grained,

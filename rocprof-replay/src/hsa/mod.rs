@@ -368,6 +368,9 @@ pub(crate) struct Backend {
     /// ([`DeclineReason::HostMemory`](crate::DeclineReason::HostMemory)): the host may write it
     /// while the window runs, so it can be neither restored nor left to be written N times.
     pub(crate) host_memory: RwLock<std::collections::BTreeMap<usize, usize>>,
+    /// Host memory the application locked (`hsa_amd_memory_lock*`): host pointer -> (the
+    /// agents' address of it, size); both ranges are in `host_memory` while locked.
+    pub(crate) locked: Mutex<HashMap<usize, (usize, usize)>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
     pub(crate) pool_flags: RwLock<HashMap<u64, u32>>,
@@ -608,6 +611,7 @@ pub(crate) unsafe fn install(
         kernel_names: RwLock::new(HashMap::new()),
         kernarg_sizes: RwLock::new(HashMap::new()),
         host_memory: RwLock::new(std::collections::BTreeMap::new()),
+        locked: Mutex::new(HashMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
         pool_flags: RwLock::new(HashMap::new()),
