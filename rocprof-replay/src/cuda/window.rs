@@ -475,11 +475,28 @@ pub(crate) unsafe fn enter_launch(
     Box::into_raw(pending) as u64
 }
 
+/// Whether launches may return before their window ends (`ROCPROF_REPLAY_CUDA_ASYNC`, default
+/// on; `0` or `off` keeps every window synchronous: the launch call returns after it).
+fn asynchronous_windows() -> bool {
+    !matches!(
+        std::env::var("ROCPROF_REPLAY_CUDA_ASYNC")
+            .as_deref()
+            .map(str::trim),
+        Ok("0" | "off" | "false" | "no")
+    )
+}
+
 /// The context's gate page, allocated on first use (the context is current; the caller
 /// holds a [`Guard`]). `None`: the driver offers no stream memory operations.
 fn gate_page(be: &Backend, ctx: &Ctx) -> Option<Arc<GatePage>> {
     ctx.gates
         .get_or_init(|| {
+            if !asynchronous_windows() {
+                tracing::debug!(
+                    "ROCPROF_REPLAY_CUDA_ASYNC=0: launches wait for their replay window"
+                );
+                return None;
+            }
             // Allocating is a call stream capture in global mode forbids on every thread:
             // this thread's mode is relaxed for it, so another thread's capture is not broken.
             let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
