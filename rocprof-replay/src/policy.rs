@@ -489,6 +489,11 @@ pub enum DeclineReason {
     /// registered host memory): the application's host threads may read and write it at any
     /// time, so repeating the kernel's writes there, or restoring them, is not safe.
     HostMemory,
+    /// The kernel's arguments point into host memory the host can read, and that memory
+    /// changed during the first pass (the kernel wrote it, or a host thread did): replay
+    /// stops after the first pass, whose result — the application's own execution — stands.
+    /// Nothing there is restored.
+    HostMemoryWritten,
     /// The application submits vendor-specific (PM4) packets to this GPU, such as its own
     /// hardware-counter windows (aqlprofile): they would count every replay pass.
     VendorPackets,
@@ -521,6 +526,7 @@ impl DeclineReason {
             DeclineReason::QueueNotDrainable => "queue_not_drainable",
             DeclineReason::CommunicationKernel => "communication_kernel",
             DeclineReason::HostMemory => "host_memory",
+            DeclineReason::HostMemoryWritten => "host_memory_written",
             DeclineReason::VendorPackets => "vendor_packets",
             DeclineReason::StreamMemoryWait => "stream_memory_wait",
         }

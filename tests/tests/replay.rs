@@ -81,8 +81,9 @@ fn five_passes_see_identical_inputs_and_the_app_sees_one_execution() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
-fn a_kernel_given_fine_grained_memory_runs_once_unless_repeating_its_writes_is_asked_for() {
-    // By default: declined before pass 1, one pass recorded by the kernel itself.
+fn a_kernel_writing_host_memory_stops_after_its_first_pass_unless_repeating_is_asked_for() {
+    // By default: the kernel's log is host memory, watched, never restored; the first pass
+    // writes it, so replay stops after that pass (its result is the application's).
     let (run, recs) = probe(
         "checksum",
         "e2e_plan_tool",
@@ -98,7 +99,8 @@ fn a_kernel_given_fine_grained_memory_runs_once_unless_repeating_its_writes_is_a
     );
     let r = &kernel_records(&recs, "checksum_then_scribble")[0];
     assert_eq!(r["outcome"], "declined", "{r}");
-    assert_eq!(r["reason"], "host_memory", "{r}");
+    assert_eq!(r["reason"], "host_memory_written", "{r}");
+    assert_eq!(r["passes"], 1, "{r}");
     assert!(r["host_memory"].is_null(), "{r}");
     // Opted in: replayed, five passes recorded in the fine-grained log, and the record says so.
     let (run, recs) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:5")]);

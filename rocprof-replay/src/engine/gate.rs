@@ -47,16 +47,27 @@ pub(crate) fn refuses(
 
 /// Whether any 8-byte-aligned word of `args` (a kernel's argument bytes) is an address inside
 /// one of `ranges` (`base -> size`, disjoint).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the HSA backend asks first_pointer_into
 pub(crate) fn points_into(args: &[u8], ranges: &std::collections::BTreeMap<usize, usize>) -> bool {
+    first_pointer_into(args, ranges).is_some()
+}
+
+/// The first 8-byte-aligned word of `args` that is an address inside one of `ranges`: (its
+/// byte offset, the address, the range's base).
+pub(crate) fn first_pointer_into(
+    args: &[u8],
+    ranges: &std::collections::BTreeMap<usize, usize>,
+) -> Option<(usize, usize, usize)> {
     if ranges.is_empty() {
-        return false;
+        return None;
     }
-    args.chunks_exact(8).any(|w| {
+    args.chunks_exact(8).enumerate().find_map(|(i, w)| {
         let addr = u64::from_ne_bytes(w.try_into().expect("8 bytes")) as usize;
         ranges
             .range(..=addr)
             .next_back()
-            .is_some_and(|(base, size)| addr < base.saturating_add(*size))
+            .filter(|(base, size)| addr < base.saturating_add(**size))
+            .map(|(base, _)| (i * 8, addr, *base))
     })
 }
 

@@ -97,6 +97,13 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     fn contended(&self) -> bool;
     /// Releases the agent (end of the window); called once, before `on_end`.
     fn end(&mut self);
+    /// Host memory the dispatch's arguments point into that the host can read (address,
+    /// length): the window checksums it before the first pass and again after it, and stops
+    /// after the first pass when it changed ([`DeclineReason::HostMemoryWritten`]). Each
+    /// range must stay readable by the host for the window's duration. The default: none.
+    fn host_watch(&mut self) -> Vec<(usize, usize)> {
+        Vec::new()
+    }
     /// Why the backend knows this dispatch must not be replayed, before the window takes the
     /// agent ([`gate`]): it is queued behind a wait for memory another agent writes, or its
     /// arguments point into memory the engine cannot restore. `None`: nothing known.
@@ -457,6 +464,16 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             Err(reason) => return decline(target, reason, state),
         };
 
+        // Host memory the arguments name: never restored; checked after the first pass, or,
+        // with the explicit opt-in, left to be written once per pass.
+        let mut watch = target.host_watch();
+        let repeats = host_writes_repeated || (settings.repeat_host_writes && !watch.is_empty());
+        if repeats {
+            watch.clear();
+        }
+        // SAFETY: the target vouches that every watched range is host-readable for the window.
+        let watched = unsafe { checksum(&watch) };
+
         let Some(requested) = call("restore_mode", info, || policy.restore_mode(info)) else {
             drop(snapshot);
             return decline(target, DeclineReason::PolicyPanicked, state);
@@ -468,6 +485,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         let mut restorer = Restorer::Undecided;
 
         let mut outcome = start(OutcomeKind::Replayed);
+        outcome.host_writes_repeated = repeats;
         outcome.passes = 0;
         outcome.snapshot_bytes = snapshot.bytes;
         outcome.staging = snapshot.staging_label();
@@ -594,6 +612,17 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             }
             drop(scope);
             let completed = index + 1;
+            // SAFETY: as for `watched` above.
+            if index == 0 && !watch.is_empty() && unsafe { checksum(&watch) } != watched {
+                tracing::debug!(
+                    kernel = info.kernel(),
+                    dispatch = %info.dispatch_id,
+                    "host memory the kernel's arguments name changed during the first pass: replay \
+                     stops after it"
+                );
+                outcome.kind = OutcomeKind::Declined(DeclineReason::HostMemoryWritten);
+                break;
+            }
             if let Some(c) = counter {
                 if c + 1 >= counter_passes {
                     break;
@@ -706,6 +735,37 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         drop(snapshot);
         finish(target, state, outcome)
     }
+}
+
+/// A checksum of the bytes of `ranges`: equal checksums mean unchanged memory, but for a
+/// collision of a 64-bit mix.
+///
+/// # Safety
+/// Every range is readable for its whole length.
+unsafe fn checksum(ranges: &[(usize, usize)]) -> u64 {
+    let mut h = 0x9e37_79b9_7f4a_7c15u64;
+    let mut mix = |w: u64| {
+        h = (h ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(29);
+    };
+    for &(addr, len) in ranges {
+        let end = addr.saturating_add(len);
+        // Bytes up to the first 8-byte boundary, aligned words, then the tail: volatile
+        // reads throughout, since other agents and host threads may write this memory.
+        let head_end = addr.next_multiple_of(8).min(end);
+        let words_end = head_end + (end - head_end) / 8 * 8;
+        for a in (addr..head_end).chain(words_end..end) {
+            // SAFETY: inside the range (caller contract).
+            mix(u64::from(unsafe {
+                std::ptr::read_volatile(a as *const u8)
+            }));
+        }
+        for a in (head_end..words_end).step_by(8) {
+            // SAFETY: inside the range and 8-byte aligned.
+            mix(unsafe { std::ptr::read_volatile(a as *const u64) });
+        }
+        mix(len as u64);
+    }
+    h
 }
 
 /// A window that stops before a pass it meant to run (memory as captured or just restored).

@@ -31,6 +31,26 @@ use rocprof_replay_sys::*;
 
 use super::{Backend, QueueState};
 
+/// A barrier-AND packet: resolves once every signal of `deps` (at most 5; null handles count
+/// as satisfied) is 0 — and, with the barrier bit, once every packet before it finished — then
+/// decrements `completion` (null: none), with the given fences.
+pub(crate) fn barrier_and(
+    deps: &[hsa_signal_t],
+    completion: hsa_signal_t,
+    barrier_bit: bool,
+    acquire: hsa_fence_scope_t,
+    release: hsa_fence_scope_t,
+) -> hsa_barrier_and_packet_t {
+    let mut b = hsa_barrier_and_packet_t {
+        header: packet_header(HSA_PACKET_TYPE_BARRIER_AND, barrier_bit, acquire, release),
+        completion_signal: completion,
+        ..Default::default()
+    };
+    let n = deps.len().min(b.dep_signal.len());
+    b.dep_signal[..n].copy_from_slice(&deps[..n]);
+    b
+}
+
 /// Tracked submissions of a queue that have finished: every tracked submission is followed by a
 /// barrier that decrements `inflight`, and they finish in order.
 fn retired(be: &Backend, inflight: hsa_signal_t, submitted: &AtomicU64) -> u64 {
@@ -291,16 +311,13 @@ impl ReplayQueue {
         }
         // SAFETY: a live queue; the slots [write, write + n) are free (checked above).
         let index = unsafe { (o.queue_add_write_index)(q, n) };
-        let retire = hsa_barrier_and_packet_t {
-            header: packet_header(
-                HSA_PACKET_TYPE_BARRIER_AND,
-                true,
-                HSA_FENCE_SCOPE_NONE,
-                HSA_FENCE_SCOPE_NONE,
-            ),
-            completion_signal: self.inflight,
-            ..Default::default()
-        };
+        let retire = barrier_and(
+            &[],
+            self.inflight,
+            true,
+            HSA_FENCE_SCOPE_NONE,
+            HSA_FENCE_SCOPE_NONE,
+        );
         self.submitted.fetch_add(1, Ordering::AcqRel);
         // SAFETY: our live signal.
         unsafe { (o.signal_add)(self.inflight, 1) };

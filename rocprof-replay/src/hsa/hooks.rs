@@ -320,6 +320,12 @@ fn host_visible(global_flags: u32) -> bool {
 fn record_host(be: &super::Backend, p: *mut c_void, size: usize) {
     quietly("recording host memory", || {
         be.host_memory.write().insert(p as usize, size);
+        if owner_gpu(p).is_none() {
+            // System memory (a CPU agent's pool): the host reads it at this address.
+            be.host_readable
+                .write()
+                .insert(p as usize, (size, p as usize));
+        }
     });
 }
 
@@ -334,6 +340,10 @@ fn record_locked(be: &super::Backend, host: *mut c_void, size: usize, agent: *mu
         map.insert(host as usize, size);
         map.insert(agent as usize, size);
         drop(map);
+        let mut readable = be.host_readable.write();
+        readable.insert(host as usize, (size, host as usize));
+        readable.insert(agent as usize, (size, host as usize));
+        drop(readable);
         be.locked
             .lock()
             .insert(host as usize, (agent as usize, size));
@@ -399,6 +409,10 @@ unsafe extern "C" fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
             let mut map = be.host_memory.write();
             map.remove(&(host_ptr as usize));
             map.remove(&agent);
+            drop(map);
+            let mut readable = be.host_readable.write();
+            readable.remove(&(host_ptr as usize));
+            readable.remove(&agent);
         }
     });
     // SAFETY: forwarding unchanged.
@@ -495,6 +509,7 @@ unsafe extern "C" fn pool_free(ptr: *mut c_void) -> hsa_status_t {
 fn before_free(be: &super::Backend, ptr: *mut c_void, free: super::stuck::Free) -> bool {
     guarded("releasing memory", || {
         be.host_memory.write().remove(&(ptr as usize));
+        be.host_readable.write().remove(&(ptr as usize));
         if !be.stuck.any() {
             forget(ptr);
             return false;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use rocprof_replay_sys::*;
 
 use super::copies::Busy;
-use super::gates::{self, ReplayQueue};
+use super::gates::{self, ReplayQueue, barrier_and};
 use super::{ACTIVE, ArenaMemory, BACKEND, Backend, Gpu, QueueState};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime, blocks_of};
 use crate::engine::gate;
@@ -246,7 +246,8 @@ impl Ordinary for Submission<'_> {
 }
 
 /// Why the backend knows this dispatch must not be replayed: its GPU gets the application's
-/// own PM4 packets, or its arguments point into host-visible memory.
+/// own PM4 packets, or its arguments point into host-visible memory the host cannot read
+/// (what it can read is watched instead: [`host_pointers`]).
 fn refusal(
     be: &Backend,
     gpu: &Gpu,
@@ -255,27 +256,65 @@ fn refusal(
     if gpu.vendor_packets.load(Ordering::Relaxed) {
         return Some(DeclineReason::VendorPackets);
     }
+    host_pointers(be, packet).err()
+}
+
+/// The host-readable ranges (host address, length) of host-visible memory the dispatch's
+/// kernarg segment points into; `Err(HostMemory)` when it points into host-visible memory the
+/// host cannot read, or when its kernel's kernarg size is unknown while host-visible memory
+/// exists.
+fn host_pointers(
+    be: &Backend,
+    packet: &hsa_kernel_dispatch_packet_t,
+) -> Result<Vec<(usize, usize)>, DeclineReason> {
     let host = be.host_memory.read();
     if host.is_empty() {
-        return None;
+        return Ok(Vec::new());
     }
-    let size = be.kernarg_sizes.read().get(&packet.kernel_object).copied();
-    match (size, packet.kernarg_address.is_null()) {
-        (Some(0), _) | (Some(_), true) => None,
-        (Some(size), false) => {
-            // SAFETY: the kernarg segment of a dispatch the application just submitted: its
-            // kernel's KERNARG_SEGMENT_SIZE bytes, host-accessible kernarg memory.
-            let args = unsafe {
-                std::slice::from_raw_parts(packet.kernarg_address.cast::<u8>(), size as usize)
-            };
-            gate::points_into(args, &host).then_some(DeclineReason::HostMemory)
-        }
-        (None, _) => {
+    let size = match be.kernarg_sizes.read().get(&packet.kernel_object).copied() {
+        Some(0) => return Ok(Vec::new()),
+        Some(_) if packet.kernarg_address.is_null() => return Ok(Vec::new()),
+        Some(size) => size,
+        None => {
             // A kernel object of an executable we did not see frozen: its arguments cannot be
             // inspected while host-visible memory exists.
-            Some(DeclineReason::HostMemory)
+            tracing::debug!(
+                kernel_object = packet.kernel_object,
+                "the kernarg size of a kernel is unknown while host-visible memory exists"
+            );
+            return Err(DeclineReason::HostMemory);
         }
+    };
+    // SAFETY: the kernarg segment of a dispatch the application just submitted: its kernel's
+    // KERNARG_SEGMENT_SIZE bytes, host-accessible kernarg memory.
+    let args =
+        unsafe { std::slice::from_raw_parts(packet.kernarg_address.cast::<u8>(), size as usize) };
+    let readable = be.host_readable.read();
+    let mut watch: Vec<(usize, usize)> = Vec::new();
+    let mut rest = args;
+    let mut at = 0usize;
+    while let Some((offset, addr, base)) = gate::first_pointer_into(rest, &host) {
+        match readable.get(&base) {
+            Some(&(len, host_base)) => {
+                if !watch.contains(&(host_base, len)) {
+                    watch.push((host_base, len));
+                }
+            }
+            None => {
+                tracing::debug!(
+                    kernel_object = packet.kernel_object,
+                    offset = at + offset,
+                    addr = format_args!("{addr:#x}"),
+                    allocation = format_args!("{base:#x}"),
+                    "a kernel argument points into host-visible memory the host cannot read"
+                );
+                return Err(DeclineReason::HostMemory);
+            }
+        }
+        at += offset + 8;
+        rest = &rest[offset + 8..];
     }
+    Ok(watch)
 }
 
 /// Puts the dispatch's ready barrier and gate in its place on the application's queue and
@@ -311,29 +350,23 @@ unsafe fn open_window(
         window.run(&mut target);
         return;
     };
-    let ready_barrier = hsa_barrier_and_packet_t {
-        // Barrier bit: resolves once everything before the dispatch finished; system release
-        // so the window's copies see what that work wrote.
-        header: packet_header(
-            HSA_PACKET_TYPE_BARRIER_AND,
-            true,
-            HSA_FENCE_SCOPE_NONE,
-            HSA_FENCE_SCOPE_SYSTEM,
-        ),
-        completion_signal: ready,
-        ..Default::default()
-    };
-    let mut gate_barrier = hsa_barrier_and_packet_t {
-        // System acquire: what follows sees the passes' and the restores' writes.
-        header: packet_header(
-            HSA_PACKET_TYPE_BARRIER_AND,
-            true,
-            HSA_FENCE_SCOPE_SYSTEM,
-            HSA_FENCE_SCOPE_SYSTEM,
-        ),
-        ..Default::default()
-    };
-    gate_barrier.dep_signal[0] = gate;
+    // Barrier bit: resolves once everything before the dispatch finished; system release so
+    // the window's copies see what that work wrote.
+    let ready_barrier = barrier_and(
+        &[],
+        ready,
+        true,
+        HSA_FENCE_SCOPE_NONE,
+        HSA_FENCE_SCOPE_SYSTEM,
+    );
+    // System acquire: what follows sees the passes' and the restores' writes.
+    let gate_barrier = barrier_and(
+        &[gate],
+        hsa_signal_t::default(),
+        true,
+        HSA_FENCE_SCOPE_SYSTEM,
+        HSA_FENCE_SCOPE_SYSTEM,
+    );
     let pair = [ready_barrier, gate_barrier];
     progress.gate.set(Some(gate));
     gpu.window_opened();
@@ -352,6 +385,8 @@ unsafe fn open_window(
     };
     progress.forwarded.set(true);
     let mut target = HsaTarget::new(be, gpu, queue, packet, Sink::Replay(replay));
+    // Decided: the gate found nothing it refuses, so this is the host-readable part (if any).
+    target.watch = host_pointers(be, &packet).unwrap_or_default();
     target.ready = Some(ready);
     target.gate = Some(gate);
     let job = Detached(window, target);
@@ -436,17 +471,13 @@ unsafe fn forward_tracked(
     let gate_barriers: smallvec::SmallVec<[hsa_barrier_and_packet_t; 1]> = pending
         .chunks(5)
         .map(|deps| {
-            let mut b = hsa_barrier_and_packet_t {
-                header: packet_header(
-                    HSA_PACKET_TYPE_BARRIER_AND,
-                    false,
-                    HSA_FENCE_SCOPE_SYSTEM,
-                    HSA_FENCE_SCOPE_NONE,
-                ),
-                ..Default::default()
-            };
-            b.dep_signal[..deps.len()].copy_from_slice(deps);
-            b
+            barrier_and(
+                deps,
+                hsa_signal_t::default(),
+                false,
+                HSA_FENCE_SCOPE_SYSTEM,
+                HSA_FENCE_SCOPE_NONE,
+            )
         })
         .collect();
     let _backlog = backlog.map(|mut backlog| {
@@ -470,16 +501,13 @@ unsafe fn forward_tracked(
     // SAFETY: caller contract.
     unsafe { write(pkts, count) };
     if tracked {
-        let barrier = hsa_barrier_and_packet_t {
-            header: packet_header(
-                HSA_PACKET_TYPE_BARRIER_AND,
-                true,
-                HSA_FENCE_SCOPE_NONE,
-                HSA_FENCE_SCOPE_NONE,
-            ),
-            completion_signal: queue.inflight,
-            ..Default::default()
-        };
+        let barrier = barrier_and(
+            &[],
+            queue.inflight,
+            true,
+            HSA_FENCE_SCOPE_NONE,
+            HSA_FENCE_SCOPE_NONE,
+        );
         // SAFETY: one packet, forwarded inside the handler.
         unsafe { write((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) };
     }
@@ -599,6 +627,8 @@ struct HsaTarget {
     /// Submissions of the GPU's other queues before the isolation gate: what the window
     /// drains.
     others: Vec<(Arc<QueueState>, u64)>,
+    /// Host memory the arguments point into, watched across the first pass.
+    watch: Vec<(usize, usize)>,
     /// When the window was opened (for contention).
     opened: Instant,
     /// Some execution of the dispatch (a pass or the ordinary run) was submitted.
@@ -653,6 +683,7 @@ impl HsaTarget {
             gate: None,
             isolation: None,
             others: Vec::new(),
+            watch: Vec::new(),
             opened: Instant::now(),
             ran: false,
             completed: false,
@@ -912,6 +943,13 @@ impl ReplayTarget for HsaTarget {
         refusal(self.be, self.gpu, &self.packet)
     }
 
+    fn host_watch(&mut self) -> Vec<(usize, usize)> {
+        // Read while the dispatch has not completed for the application, which does not free
+        // memory a kernel it has not seen finish still uses (if it did, the kernel itself
+        // would fault there first).
+        self.watch.clone()
+    }
+
     fn begin(&mut self) -> Result<(), DeclineReason> {
         if matches!(self.sink, Sink::App(_)) {
             return Err(DeclineReason::SubmitFailed);
@@ -1157,19 +1195,15 @@ impl ReplayTarget for HsaTarget {
         // On the replay queue, in hardware order: after everything before the dispatch on its
         // queue (the ready signal), the dispatch with its own completion signal (the runtime's
         // timestamps answer for it), then the barrier that opens the gate. Memory may have
-        // just been restored by copies: the run acquires at system scope (as the passes do);
-        // its release is at least agent scope, since the application's later work runs on
-        // another queue.
-        let mut wait = hsa_barrier_and_packet_t {
-            header: packet_header(
-                HSA_PACKET_TYPE_BARRIER_AND,
-                true,
-                HSA_FENCE_SCOPE_SYSTEM,
-                HSA_FENCE_SCOPE_NONE,
-            ),
-            ..Default::default()
-        };
-        wait.dep_signal[0] = self.ready.unwrap_or_default();
+        // just been restored by copies: the run acquires at system scope (as the passes do)
+        // and releases at system scope: the application's later work runs on another queue.
+        let wait = barrier_and(
+            &[self.ready.unwrap_or_default()],
+            hsa_signal_t::default(),
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_NONE,
+        );
         let mut run = self.packet;
         run.header = packet_header(
             HSA_PACKET_TYPE_KERNEL_DISPATCH,
@@ -1177,16 +1211,13 @@ impl ReplayTarget for HsaTarget {
             HSA_FENCE_SCOPE_SYSTEM,
             HSA_FENCE_SCOPE_SYSTEM,
         );
-        let open = hsa_barrier_and_packet_t {
-            header: packet_header(
-                HSA_PACKET_TYPE_BARRIER_AND,
-                true,
-                HSA_FENCE_SCOPE_SYSTEM,
-                HSA_FENCE_SCOPE_SYSTEM,
-            ),
-            completion_signal: self.gate.unwrap_or_default(),
-            ..Default::default()
-        };
+        let open = barrier_and(
+            &[],
+            self.gate.unwrap_or_default(),
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        );
         #[repr(C)]
         struct Chain {
             wait: hsa_barrier_and_packet_t,
@@ -1245,16 +1276,13 @@ impl ReplayTarget for HsaTarget {
         // (see `stuck`). Its later work (behind the gate) waits for the pass: the gate opens
         // by a barrier behind it on the replay queue; later windows drain that queue first.
         if let (Sink::Replay(q), Some(gate), false) = (self.sink, self.gate, self.gate_open) {
-            let open = hsa_barrier_and_packet_t {
-                header: packet_header(
-                    HSA_PACKET_TYPE_BARRIER_AND,
-                    true,
-                    HSA_FENCE_SCOPE_SYSTEM,
-                    HSA_FENCE_SCOPE_SYSTEM,
-                ),
-                completion_signal: gate,
-                ..Default::default()
-            };
+            let open = barrier_and(
+                &[],
+                gate,
+                true,
+                HSA_FENCE_SCOPE_SYSTEM,
+                HSA_FENCE_SCOPE_SYSTEM,
+            );
             // SAFETY: one packet of ours.
             if unsafe {
                 q.submit(

@@ -371,6 +371,11 @@ pub(crate) struct Backend {
     /// Host memory the application locked (`hsa_amd_memory_lock*`): host pointer -> (the
     /// agents' address of it, size); both ranges are in `host_memory` while locked.
     pub(crate) locked: Mutex<HashMap<usize, (usize, usize)>>,
+    /// The part of `host_memory` the host can read, with the host address of its bytes:
+    /// base -> (size, host base). System-memory allocations are their own host base; a locked
+    /// range's agents' alias maps to the host range. A dispatch naming only such memory is
+    /// replayed with that memory watched (checked after the first pass, never restored).
+    pub(crate) host_readable: RwLock<std::collections::BTreeMap<usize, (usize, usize)>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
     pub(crate) pool_flags: RwLock<HashMap<u64, u32>>,
@@ -612,6 +617,7 @@ pub(crate) unsafe fn install(
         kernarg_sizes: RwLock::new(HashMap::new()),
         host_memory: RwLock::new(std::collections::BTreeMap::new()),
         locked: Mutex::new(HashMap::new()),
+        host_readable: RwLock::new(std::collections::BTreeMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
         pool_flags: RwLock::new(HashMap::new()),
