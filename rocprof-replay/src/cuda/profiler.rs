@@ -549,11 +549,15 @@ impl Profiler {
     /// Sees device `ordinal`: the first time, builds its catalog and hands it (or why there
     /// is none) to the policy.
     pub(crate) fn discover(&self, ordinal: u32) {
+        if self.devices.lock().contains_key(&ordinal) {
+            return;
+        }
+        // Not under the lock: CUPTI may take its time (or, inside a callback, never answer).
+        let found = self.chip(ordinal);
         let mut devices = self.devices.lock();
         if devices.contains_key(&ordinal) {
             return;
         }
-        let found = self.chip(ordinal);
         devices.insert(
             ordinal,
             found.as_ref().map(|(c, _)| c.clone()).map_err(Clone::clone),
@@ -976,6 +980,45 @@ pub(crate) fn install(on_agent: OnAgent) {
 pub(crate) fn discover(ordinal: u32) {
     if let Some(p) = current() {
         p.discover(ordinal);
+    }
+}
+
+/// Devices [`discover_before_decision`] has seen (bit = ordinal, for ordinals below 64).
+static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sees device `ordinal` before the first decision about a launch on it, so that a policy
+/// has its counter catalog (`on_agent`) before `metrics` is asked. Called inside the launch's
+/// API-enter callback: the CUPTI work runs on a thread of its own, waited for with a deadline
+/// (a CUPTI that will not answer there leaves the device without counters; the launch goes
+/// on). After the first launch per device this is one relaxed load.
+pub(crate) fn discover_before_decision(ordinal: u32) {
+    use std::sync::atomic::Ordering;
+    let bit = 1u64.checked_shl(ordinal).unwrap_or(0);
+    if bit == 0 || SEEN.load(Ordering::Relaxed) & bit != 0 {
+        return;
+    }
+    if SEEN.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
+        return;
+    }
+    let Some(p) = current() else { return };
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("rocprof-replay-cupti".into())
+        .spawn(move || {
+            p.discover(ordinal);
+            let _ = tx.send(());
+        });
+    match spawned {
+        Ok(_) => {
+            if rx.recv_timeout(std::time::Duration::from_secs(20)).is_err() {
+                tracing::warn!(
+                    gpu = ordinal,
+                    "CUPTI's profiler did not describe the device within 20 s: its launches \
+                     go on without counters until it does"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(gpu = ordinal, "no thread to set up counters ({e})"),
     }
 }
 

@@ -361,6 +361,8 @@ pub(crate) unsafe fn enter_launch(
         module = ?facts.module,
         "launch intercepted"
     );
+    // The policy gets the device's counter catalog before its first decision there.
+    super::profiler::discover_before_decision(info.agent_index);
     // The decision, on this thread (pass count, metrics, the gate's refusal).
     let mut first = FirstLook {
         be,
