@@ -798,6 +798,11 @@ impl Backend {
                                 Origin::Pool,
                             );
                         }
+                        // The context's gates are set up now (once), not inside its first
+                        // launch, which would wait for their self-test.
+                        if api == Api::MemAlloc {
+                            window::prepare_gates(self, &ctx);
+                        }
                     }
                     CUDA_ERROR_OUT_OF_MEMORY => self.after_oom(&ctx),
                     _ => {}

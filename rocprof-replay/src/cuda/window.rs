@@ -490,6 +490,12 @@ fn asynchronous_windows() -> bool {
 
 /// The context's gate page, allocated on first use (the context is current; the caller
 /// holds a [`Guard`]). `None`: the driver offers no stream memory operations.
+/// Sets the context's gates up ahead of its first launch (after an allocation: the context is
+/// current). Idempotent.
+pub(crate) fn prepare_gates(be: &Backend, ctx: &Ctx) {
+    let _ = gate_page(be, ctx);
+}
+
 fn gate_page(be: &Backend, ctx: &Ctx) -> Option<Arc<GatePage>> {
     ctx.gates
         .get_or_init(|| {
