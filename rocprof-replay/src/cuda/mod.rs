@@ -438,6 +438,9 @@ pub(crate) struct Backend {
     /// arguments point into it are not replayed.
     pub(crate) host_memory: RwLock<std::collections::BTreeMap<usize, usize>>,
     pub(crate) next_dispatch: AtomicU64,
+    /// Launch calls may return before their window ends (gates); off by default
+    /// (`ROCPROF_REPLAY_CUDA_ASYNC=1`), see [`window::asynchronous_windows_from_env`].
+    pub(crate) asynchronous: bool,
 }
 
 impl Backend {
@@ -462,6 +465,7 @@ impl Backend {
             globals: GlobalNames::default(),
             host_memory: RwLock::new(std::collections::BTreeMap::new()),
             next_dispatch: AtomicU64::new(1),
+            asynchronous: window::asynchronous_windows_from_env(),
         }
     }
 

@@ -593,13 +593,10 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
         ("cuMemHostAlloc", HOST_ALLOC),
         ("cuMemFreeHost", FREE_HOST),
     ]);
-    let be: &'static Backend = Box::leak(Box::new(Backend::new(
-        fake_driver(),
-        decider,
-        inventory,
-        settings,
-        ids,
-    )));
+    let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
+    // The asynchronous path is what these tests exercise (it is off by default on a GPU).
+    backend.asynchronous = true;
+    let be: &'static Backend = Box::leak(Box::new(backend));
     be.active.store(true, Ordering::Release);
     Harness {
         be,

@@ -40,6 +40,9 @@ fn under_tool(app: &str, name: &str, passes: &str, extra: &[(&str, &str)]) -> (R
         ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "30000"),
         ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "10000"),
         ("CUDA_INJECTION64_PATH", tool.as_str()),
+        // Asynchronous windows are off by default on CUDA (see the guide); these tests are
+        // how they are checked.
+        ("ROCPROF_REPLAY_CUDA_ASYNC", "1"),
     ];
     env.extend_from_slice(extra);
     let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
