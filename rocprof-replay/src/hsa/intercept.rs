@@ -71,6 +71,12 @@ pub(crate) unsafe extern "C" fn handler(
                     (be.orig.signal_store)(gate, 0);
                     write(pkts, count);
                 }
+                // The window counted as open never runs: copies must not wait for it.
+                // SAFETY: `data` is the QueueState registered with this handler.
+                let agent = unsafe { (*data.cast::<QueueState>()).agent };
+                if let Some(gpu) = be.gpu(agent) {
+                    gpu.window_ended();
+                }
             }
             // Handed off: the window delivers the completion and opens the gate.
             return;
