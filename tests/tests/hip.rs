@@ -297,12 +297,28 @@ fn assert_replayed(
         .filter(|r| pick(r["kernel"].as_str().unwrap_or("")))
         .collect();
     assert!(!picked.is_empty(), "{what}: no records picked");
+    let own_kernels = picked
+        .iter()
+        .any(|r| !is_blit(r["kernel"].as_str().unwrap_or("")));
+    let mut replayed = 0;
     for r in picked {
+        let kernel = r["kernel"].as_str().unwrap_or("");
+        if is_blit(kernel) && r["reason"] == "host_memory_written" {
+            // ROCclr stages host copies through locked host memory and fills the next chunk
+            // while a blit kernel copies the previous one: with asynchronous windows that
+            // write can land during the first pass, and replay then stops after it (the
+            // application keeps its one execution). Timing decides; both are right.
+            assert_eq!(r["passes"], 1, "{what}: {r}");
+            continue;
+        }
+        replayed += 1;
         assert_eq!(r["outcome"], "replayed", "{what}: {r}");
         assert!(r["reason"].is_null(), "{what}: {r}");
         let n = r["passes"].as_u64().unwrap_or(0);
         assert!(passes(n), "{what}: {n} passes: {r}");
     }
+    // The sample's own kernels (never stalled by ROCclr's staging) are always replayed.
+    assert!(!own_kernels || replayed > 0, "{what}: nothing replayed");
 }
 
 fn pass_timer(sample: &str) {
