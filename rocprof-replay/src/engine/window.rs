@@ -25,6 +25,13 @@
 //!       (first time: diff, choose write-set or full; write-set: finish = diff, restore the
 //!        extras, write pass 1's result back, before "complete once")
 //! ```
+//! The first row (`pass_count` to the gate's verdict) is [`decide`], on the submitting
+//! thread; the rest is [`Decided::run`], which a backend with asynchronous windows runs later
+//! on the agent's worker lane (`engine/workers.rs`) while the application goes on. Host
+//! memory the arguments name is never restored: [`ReplayTarget::host_watch`] ranges are
+//! checksummed around the first pass, and a change ends replay after it
+//! (`host_memory_written`).
+//!
 //! How memory is restored is chosen at the first restore ([`Restorer`]): after pass 1 (the
 //! application's own execution) the footprint is compared with the snapshot; a write-set
 //! restore rewrites only what pass 1 wrote before each later pass and, after the last pass,
@@ -44,6 +51,7 @@
 
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::context::{LoopContexts, Service, service_active};
@@ -56,8 +64,6 @@ use crate::engine::snapshot::{
     DENSE_PERCENT, DeviceMemory, DiffError, RestoreError, RestoreStats, Snapshot, SnapshotPlan,
     Stash, StashError, WriteSet,
 };
-use std::sync::Arc;
-
 use crate::policy::{
     Consults, DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome,
     OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
