@@ -486,8 +486,10 @@ pub enum DeclineReason {
     /// stream waits for memory another agent writes.
     StreamMemoryWait,
     /// An argument of the kernel points into host memory the device can reach (CUDA pinned or
-    /// registered host memory): the application's host threads may read and write it at any
-    /// time, so repeating the kernel's writes there, or restoring them, is not safe.
+    /// registered host memory; on HSA, fine-grained or locked memory the host cannot read, or
+    /// any such memory when the kernel's arguments cannot be sized): the application's host
+    /// threads may read and write it at any time, so repeating the kernel's writes there, or
+    /// restoring them, is not safe.
     HostMemory,
     /// The kernel's arguments point into host memory the host can read, and that memory
     /// changed during the first pass (the kernel wrote it, or a host thread did): replay

@@ -177,9 +177,37 @@ impl GateList {
     }
 }
 
-/// How many tracked submissions of `queue` have finished.
-pub(crate) fn queue_retired(be: &Backend, queue: &QueueState) -> u64 {
-    retired(be, queue.inflight, &queue.submitted)
+/// Waits until the first `n` tracked submissions behind `inflight` have finished, or
+/// `deadline` (in slices of at most 100 ms).
+pub(crate) fn wait_retired(
+    be: &Backend,
+    inflight: hsa_signal_t,
+    submitted: &AtomicU64,
+    n: u64,
+    deadline: Duration,
+) -> bool {
+    let end = Instant::now() + deadline;
+    loop {
+        if retired(be, inflight, submitted) >= n {
+            return true;
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        // SAFETY: a live progress signal of ours.
+        let pending = unsafe { (be.orig.signal_load)(inflight) };
+        // SAFETY: as above; a bounded wait for it to drop below `pending`.
+        unsafe {
+            (be.orig.signal_wait)(
+                inflight,
+                HSA_SIGNAL_CONDITION_LT,
+                pending,
+                be.ticks(left.min(Duration::from_millis(100))),
+                HSA_WAIT_STATE_BLOCKED,
+            )
+        };
+    }
 }
 
 /// A plain queue of ours on one agent: the replay windows' passes and ordinary runs.
@@ -250,28 +278,7 @@ impl ReplayQueue {
     /// outlived its deadlines, an ordinary run still queued), or `deadline`.
     pub(crate) fn wait_idle(&self, be: &Backend, deadline: Duration) -> bool {
         let n = self.submitted.load(Ordering::Acquire);
-        let end = Instant::now() + deadline;
-        loop {
-            if self.retired(be) >= n {
-                return true;
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            // SAFETY: our live signal.
-            let pending = unsafe { (be.orig.signal_load)(self.inflight) };
-            // SAFETY: as above; a bounded wait for it to drop below `pending`.
-            unsafe {
-                (be.orig.signal_wait)(
-                    self.inflight,
-                    HSA_SIGNAL_CONDITION_LT,
-                    pending,
-                    be.ticks(left.min(Duration::from_millis(100))),
-                    HSA_WAIT_STATE_BLOCKED,
-                )
-            };
-        }
+        wait_retired(be, self.inflight, &self.submitted, n, deadline)
     }
 
     /// Writes `count` packets at `pkts` and a barrier after them, and rings the doorbell.

@@ -732,32 +732,6 @@ impl HsaTarget {
         }
     }
 
-    /// Waits until queue `q` has finished its first `n` tracked submissions, or `deadline`.
-    fn wait_retired(&self, q: &QueueState, n: u64, deadline: Duration) -> bool {
-        let end = Instant::now() + deadline;
-        loop {
-            if gates::queue_retired(self.be, q) >= n {
-                return true;
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            // SAFETY: the queue's live progress signal.
-            let pending = unsafe { (self.be.orig.signal_load)(q.inflight) };
-            // SAFETY: as above; a bounded wait for it to drop below `pending`.
-            unsafe {
-                (self.be.orig.signal_wait)(
-                    q.inflight,
-                    HSA_SIGNAL_CONDITION_LT,
-                    pending,
-                    self.be.ticks(left.min(Duration::from_millis(100))),
-                    HSA_WAIT_STATE_BLOCKED,
-                )
-            };
-        }
-    }
-
     /// Submits packets of ours to the replay queue (or, for a window that stays on the
     /// submitting thread, the application's queue). `false`: nothing was submitted.
     ///
@@ -1001,7 +975,7 @@ impl ReplayTarget for HsaTarget {
                 tracing::warn!("a queue of the agent has no progress signal and cannot be drained");
                 return Err(DeclineReason::QueueNotDrainable);
             }
-            if !self.wait_retired(other, *n, drain) {
+            if !gates::wait_retired(self.be, other.inflight, &other.submitted, *n, drain) {
                 return Err(DeclineReason::DrainTimeout);
             }
         }
