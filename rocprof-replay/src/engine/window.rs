@@ -429,8 +429,8 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         }
         if let Err(reason) = target.begin() {
             tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
-            target.run_once();
-            let mut outcome = start(OutcomeKind::Declined(reason));
+            let kind = declined_run(target.run_once(), reason);
+            let mut outcome = start(kind);
             if asked {
                 outcome.metrics = Metrics::Absent(absent_reason(&outcome));
             }
@@ -454,8 +454,8 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         };
         let decline = |target: &mut dyn ReplayTarget, reason: DeclineReason, state: P::State| {
             tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
-            target.run_once();
-            finish(target, state, start(OutcomeKind::Declined(reason)))
+            let kind = declined_run(target.run_once(), reason);
+            finish(target, state, start(kind))
         };
 
         if let Err(reason) = target.drain() {
@@ -740,6 +740,22 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // Staging goes back before the agent does: the next window can reuse it at once.
         drop(snapshot);
         finish(target, state, outcome)
+    }
+}
+
+/// The outcome of a dispatch declined inside the window: one ordinary run — or `failed` when
+/// even that could not be submitted (a backend whose application submission already returned
+/// has no other way to run it).
+fn declined_run(ran: bool, reason: DeclineReason) -> OutcomeKind {
+    if ran {
+        OutcomeKind::Declined(reason)
+    } else {
+        tracing::error!(
+            reason = reason.code(),
+            "the ordinary run of a declined dispatch could not be submitted: the application \
+             has no result of it"
+        );
+        OutcomeKind::Failed(FailureReason::RunFailed)
     }
 }
 

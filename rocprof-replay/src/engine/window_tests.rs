@@ -532,6 +532,19 @@ fn a_final_run_that_cannot_be_submitted_after_passes_is_a_failure() {
 }
 
 #[test]
+fn a_decline_whose_ordinary_run_cannot_be_submitted_is_a_failure_not_a_decline() {
+    // Declined inside the window (the drain timed out), and then the one ordinary run could
+    // not be submitted either: the application has no result, so the record must not say
+    // `declined` (one correct execution).
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(3, ())), |d| {
+        d.fail_drain = true;
+        d.unrunnable = true;
+    });
+    assert_eq!(out.kind, OutcomeKind::Failed(FailureReason::RunFailed));
+    assert_eq!((dev.passes, dev.ended), (0, 1));
+}
+
+#[test]
 fn a_restore_that_fails_once_is_retried_and_the_replay_goes_on() {
     let (dev, out) = run(&NoContinue(|| PassPlan::exactly(3, ())), |d| {
         d.failing_restores = 1
