@@ -56,6 +56,8 @@ impl fmt::Display for DispatchId {
 /// | field | HSA | CUDA |
 /// |---|---|---|
 /// | `agent` | agent handle | `CUcontext` |
+/// | `agent_index` | index among the GPU agents | device ordinal |
+/// | `context` | `None` | `Some(CUcontext)` |
 /// | `queue` | queue id | `CUstream` |
 /// | `kernel_object` | kernel descriptor address | `CUfunction` |
 /// | `grid` | grid size in work-items | `gridDim × blockDim` in threads |
@@ -92,6 +94,9 @@ pub struct DispatchInfo {
     pub group_segment_size: u32,
     /// Private (scratch) memory per work-item in bytes.
     pub private_segment_size: u32,
+    /// The CUDA context the launch was made in (`None` on HSA, where a queue belongs to one
+    /// agent and there are no contexts).
+    pub context: Option<u64>,
 }
 
 impl DispatchInfo {

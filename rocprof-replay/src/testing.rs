@@ -108,6 +108,7 @@ pub fn dispatch(kernel: &str) -> DispatchInfo {
         blocks: [1, 1, 1],
         group_segment_size: 0,
         private_segment_size: 0,
+        context: None,
     }
 }
 

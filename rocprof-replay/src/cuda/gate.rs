@@ -258,16 +258,40 @@ impl Drop for Gate {
     }
 }
 
-/// Windows running behind launch calls that already returned, for a bounded wait at
-/// shutdown.
+/// Windows in flight (behind launch calls that returned, or holding their launch call), for a
+/// bounded wait at shutdown — and the module loads that must not overlap them.
+///
+/// **Why loads wait for windows.** With lazy module loading (CUDA's default since 12.2) the
+/// driver loads a kernel the first time it is asked for it (`cuKernelGetFunction`,
+/// `cuModuleGetFunction`, a first launch, attribute and occupancy queries), and a load
+/// synchronises the context while holding a driver lock. A window has gates closed on the
+/// application's streams that only its companion thread can open, and the companion's copies
+/// need that driver lock: a load during a window never returns (seen on the H200: a GPT-2
+/// step stalled after 150 replayed launches, the application thread inside
+/// `cuKernelGetFunction` for a kernel it had not launched before, the companion inside
+/// `cuMemcpyAsync`). So a call that may load waits for the windows in flight to end, and no
+/// window starts while a load runs.
 pub(crate) struct Behind {
-    count: Mutex<usize>,
+    state: Mutex<BehindState>,
     idle: Condvar,
 }
 
-/// The process's windows behind returned launches.
+struct BehindState {
+    /// Windows not done.
+    windows: usize,
+    /// Calls that may load a module, running.
+    loads: usize,
+    /// Loads that have waited past their soft limit.
+    late_loads: usize,
+}
+
+/// The process's windows in flight.
 pub(crate) static BEHIND: Behind = Behind {
-    count: Mutex::new(0),
+    state: Mutex::new(BehindState {
+        windows: 0,
+        loads: 0,
+        late_loads: 0,
+    }),
     idle: Condvar::new(),
 };
 
@@ -280,33 +304,103 @@ impl Drop for Ticket {
     }
 }
 
+/// One call that may load a module, counted in [`BEHIND`] until dropped (or until
+/// [`Behind::end_load`] for a token kept across callbacks).
+pub(crate) struct Loading(());
+
+impl Drop for Loading {
+    fn drop(&mut self) {
+        BEHIND.end_load();
+    }
+}
+
 impl Behind {
-    /// One more window, until the ticket is dropped.
-    pub(crate) fn enter(&self) -> Ticket {
-        *self.count.lock() += 1;
+    /// One more window, until the ticket is dropped. Waits (at most `limit`) for module loads
+    /// running on other threads to end first.
+    pub(crate) fn enter(&self, limit: Duration) -> Ticket {
+        let end = Instant::now() + limit;
+        let mut s = self.state.lock();
+        while s.loads > 0 {
+            if self.idle.wait_until(&mut s, end).timed_out() {
+                tracing::warn!(
+                    loads = s.loads,
+                    "a module load took longer than {limit:?}: a replay window starts beside it"
+                );
+                break;
+            }
+        }
+        s.windows += 1;
         Ticket(())
     }
 
     fn leave(&self) {
-        let mut n = self.count.lock();
-        *n = n.saturating_sub(1);
-        if *n == 0 {
+        let mut s = self.state.lock();
+        s.windows = s.windows.saturating_sub(1);
+        if s.windows == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    /// A call that may load a module starts: no new window starts until it ends, and this
+    /// waits for the windows in flight to end. Past `soft` the windows are told to stop after
+    /// their current pass ([`loads_waiting_long`](Self::loads_waiting_long)); past `hard`
+    /// more (every window's own waits are bounded, so only a window stuck past them gets
+    /// there) the load goes ahead, with a warning.
+    pub(crate) fn begin_load(&self, soft: Duration, hard: Duration) -> Loading {
+        let start = Instant::now();
+        let mut s = self.state.lock();
+        s.loads += 1;
+        let mut late = false;
+        while s.windows > 0 {
+            let end = start + if late { soft + hard } else { soft };
+            if self.idle.wait_until(&mut s, end).timed_out() {
+                if late {
+                    tracing::warn!(
+                        windows = s.windows,
+                        "a call that may load a module waited {:?} for replay windows; it goes \
+                         ahead",
+                        soft + hard
+                    );
+                    break;
+                }
+                late = true;
+                s.late_loads += 1;
+            }
+        }
+        if late {
+            s.late_loads -= 1;
+        }
+        Loading(())
+    }
+
+    /// A module load has waited long for the windows in flight: they stop after their
+    /// current pass.
+    pub(crate) fn loads_waiting_long(&self) -> bool {
+        self.state.lock().late_loads > 0
+    }
+
+    /// Ends a load begun by [`begin_load`](Self::begin_load) whose token was forgotten (kept
+    /// across a call's enter and exit callbacks).
+    pub(crate) fn end_load(&self) {
+        let mut s = self.state.lock();
+        s.loads = s.loads.saturating_sub(1);
+        if s.loads == 0 {
             self.idle.notify_all();
         }
     }
 
     /// Windows not done.
     pub(crate) fn pending(&self) -> usize {
-        *self.count.lock()
+        self.state.lock().windows
     }
 
     /// Waits until no window is pending or `limit` passes; `true` when none is left.
     pub(crate) fn wait_idle(&self, limit: Duration) -> bool {
         let end = Instant::now() + limit;
-        let mut n = self.count.lock();
-        while *n > 0 {
-            if self.idle.wait_until(&mut n, end).timed_out() {
-                return *n == 0;
+        let mut s = self.state.lock();
+        while s.windows > 0 {
+            if self.idle.wait_until(&mut s, end).timed_out() {
+                return s.windows == 0;
             }
         }
         true

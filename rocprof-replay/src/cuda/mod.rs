@@ -129,6 +129,28 @@ pub(crate) enum Api {
     /// waits): the stream waits for memory another agent writes, so kernels launched into it
     /// are not replayed. A batch is also stream work.
     StreamWait { batch: bool },
+    /// Other calls that may load a module lazily (`cuModuleLoad*`, `cuLibraryLoad*`,
+    /// `cuLibraryGetModule`, `cuFunc*`, `cuKernel*` queries, `cuOccupancy*`): they wait for the
+    /// replay windows in flight ([`gate::Behind`]).
+    Loads,
+}
+
+impl Api {
+    /// Whether the call may load a module lazily, synchronising the context under a driver
+    /// lock: it must not overlap a replay window ([`gate::Behind`]).
+    fn may_load(self) -> bool {
+        matches!(
+            self,
+            Api::Loads
+                | Api::ModuleGetGlobal
+                | Api::LibraryGetGlobal
+                | Api::KernelGetFunction
+                | Api::ModuleGetFunction
+                | Api::ModuleEnumerateFunctions
+                | Api::LibraryEnumerateKernels
+                | Api::LibraryGetKernel
+        )
+    }
 }
 
 /// The launch entry points.
@@ -195,6 +217,15 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuKernelGetFunction" => Api::KernelGetFunction,
         "cuModuleGetFunction" => Api::ModuleGetFunction,
         "cuModuleEnumerateFunctions" => Api::ModuleEnumerateFunctions,
+        b if b.starts_with("cuModuleLoad")
+            || b.starts_with("cuLibraryLoad")
+            || b.starts_with("cuFunc")
+            || b.starts_with("cuKernel")
+            || b.starts_with("cuOccupancy")
+            || b == "cuLibraryGetModule" =>
+        {
+            Api::Loads
+        }
         b if b.starts_with("cuStreamWaitValue") => Api::StreamWait { batch: false },
         b if b.starts_with("cuStreamBatchMemOp") => Api::StreamWait { batch: true },
         b if b.starts_with("cuMemcpy")
@@ -509,6 +540,7 @@ impl Backend {
             blocks: [0; 3],
             group_segment_size: 0,
             private_segment_size: 0,
+            context: Some(ctx_handle as u64),
         };
         crate::engine::state::report(
             &info,
@@ -548,6 +580,14 @@ impl Backend {
         let name = (!symbol.is_null())
             // SAFETY: CUPTI's symbol name, NUL-terminated, valid during the callback.
             .then(|| unsafe { CStr::from_ptr(symbol) }.to_string_lossy().into());
+        // Asking for a kernel's function may load its module, which must not overlap a
+        // replay window ([`gate::Behind`]).
+        let _loading = (!guarded_thread()).then(|| {
+            gate::BEHIND.begin_load(
+                self.settings.lock,
+                self.settings.pass.saturating_add(self.settings.late_pass),
+            )
+        });
         let (is_kernel, is_function) = {
             let h = self.handles.read();
             (
@@ -715,7 +755,19 @@ impl Backend {
             return;
         }
         let call = cb.correlationId;
+        if api.may_load() && !guarded_thread() {
+            if enter {
+                std::mem::forget(gate::BEHIND.begin_load(
+                    self.settings.lock,
+                    self.settings.pass.saturating_add(self.settings.late_pass),
+                ));
+                calls_push(&LOADS, call, 0);
+            } else if calls_pop(&LOADS, call).is_some() {
+                gate::BEHIND.end_load();
+            }
+        }
         match api {
+            Api::Loads => {}
             Api::Launch(kind) => {
                 if guarded_thread() {
                     return;
@@ -1028,6 +1080,8 @@ thread_local! {
     static LAUNCHES: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Stream work of this thread holding a context's reader lock: (correlation id, context).
     static READERS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Calls of this thread that may load a module, between their enter and exit callbacks.
+    static LOADS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 type Calls = std::thread::LocalKey<std::cell::RefCell<Vec<(u32, u64)>>>;

@@ -893,6 +893,7 @@ fn a_replayed_launch_runs_each_pass_and_leaves_one_execution() {
     assert_eq!(o.pass_times, vec![None; 3], "no timing was asked for");
     assert_eq!(info.runtime, crate::Runtime::Cuda);
     assert_eq!(info.agent, crate::AgentId(CTX as u64));
+    assert_eq!(info.context, Some(CTX as u64));
     assert_eq!(info.kernel(), "_Z7add_onePji");
     assert_eq!(info.grid, [1024, 2, 1]);
     assert_eq!(info.workgroup, [256, 1, 1]);
@@ -1577,6 +1578,18 @@ fn callbacks_are_classified_by_name() {
     assert_eq!(classify("cuMemcpyDtoDAsync_v2_ptsz"), Some(Api::StreamWork));
     assert_eq!(classify("cuMemsetD32_v2"), Some(Api::StreamWork));
     assert_eq!(classify("cuGraphLaunch_ptsz"), Some(Api::GraphLaunch));
+    for loads in [
+        "cuModuleLoadData",
+        "cuLibraryLoadData",
+        "cuLibraryGetModule",
+        "cuFuncGetAttribute",
+        "cuKernelGetAttribute",
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+    ] {
+        assert_eq!(classify(loads), Some(Api::Loads), "{loads}");
+    }
+    assert!(Api::KernelGetFunction.may_load() && Api::ModuleGetGlobal.may_load());
+    assert!(!Api::StreamWork.may_load() && !Api::MemAlloc.may_load());
     for held in [
         "cuLaunch",
         "cuLaunchGrid",
@@ -2129,6 +2142,77 @@ fn shutdown_waits_for_a_window_behind_a_returned_launch() {
     wait_for_windows(h.be);
     assert_eq!(gate::BEHIND.pending(), 0);
     assert_eq!(h.outcomes().len(), 1);
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
+/// `cuModuleGetFunction` of the application, its driver part running `body` (where a real
+/// driver may load the module lazily).
+fn get_function_running(h: &Harness, body: impl FnOnce()) {
+    let mut out: CUfunction = std::ptr::null_mut();
+    let params = cuModuleGetFunction_params {
+        hfunc: &mut out,
+        hmod: ADD_ONE.module as CUmodule,
+        name: c"k".as_ptr(),
+    };
+    h.call(
+        GET_FUNCTION,
+        c"cuModuleGetFunction",
+        (&params as *const cuModuleGetFunction_params).cast(),
+        c"",
+        || {
+            body();
+            out = (&ADD_ONE as *const FakeKernel).cast_mut().cast();
+            CUDA_SUCCESS
+        },
+    );
+}
+
+#[test]
+fn a_call_that_may_load_a_module_waits_for_the_windows_in_flight() {
+    // A lazy module load synchronises the context under a driver lock the window's copies
+    // need, while the window's gate holds the application's stream: it must not overlap one.
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().slow_relaunches = Some(Duration::from_millis(60));
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert_eq!(gate::BEHIND.pending(), 1, "the window runs behind the call");
+    let mut in_flight = None;
+    get_function_running(&h, || in_flight = Some(gate::BEHIND.pending()));
+    assert_eq!(in_flight, Some(0), "the load overlapped a window");
+    assert_eq!(h.outcomes().len(), 1);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(every_wait_passed());
+}
+
+#[test]
+fn no_window_starts_while_a_module_load_runs() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let loaded = Mutex::new(None::<Instant>);
+    let started = std::sync::Barrier::new(2);
+    let returned = std::thread::scope(|s| {
+        s.spawn(|| {
+            get_function_running(&h, || {
+                started.wait();
+                std::thread::sleep(Duration::from_millis(150));
+                *loaded.lock() = Some(Instant::now());
+            })
+        });
+        started.wait();
+        let mut args = buf.args();
+        h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+        Instant::now()
+    });
+    h.settle();
+    let loaded = loaded.lock().expect("the load ran");
+    assert!(
+        returned >= loaded,
+        "the launch's window started while the load ran"
+    );
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
     assert_eq!(buf.values(), vec![1; 8]);
 }
 

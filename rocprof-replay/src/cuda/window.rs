@@ -428,7 +428,7 @@ pub(crate) unsafe fn enter_launch(
         _owned: owned,
         gates: gates.clone(),
         window: Some(window),
-        _behind: BEHIND.enter(),
+        _behind: BEHIND.enter(be.settings.lock),
     };
     if let Err(job) = submit(job) {
         if let Some(job) = job {
@@ -711,6 +711,7 @@ fn dispatch_info(be: &Backend, ctx: &Ctx, l: &Launch, facts: &KernelFacts) -> Di
         blocks: l.grid,
         group_segment_size: l.shared.saturating_add(facts.static_shared),
         private_segment_size: facts.local,
+        context: Some(ctx.handle as u64),
     }
 }
 
@@ -1289,7 +1290,7 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn contended(&self) -> bool {
-        self.ctx.waiting_long.load(Ordering::Acquire) > 0
+        self.ctx.waiting_long.load(Ordering::Acquire) > 0 || BEHIND.loads_waiting_long()
     }
 
     fn end(&mut self) {

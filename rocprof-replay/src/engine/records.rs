@@ -31,6 +31,8 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "kernel": info.kernel(),
         "dispatch_id": info.dispatch_id.0,
         "agent": info.agent_index,
+        "runtime": info.runtime.label(),
+        "context": info.context.map(|c| format!("{c:#x}")),
         "outcome": outcome.kind.label(),
         "reason": outcome.kind.reason_code(),
         "passes": outcome.passes,
@@ -170,4 +172,33 @@ extern "C" fn flush_at_exit() {
             eprintln!("rocprof-replay: some outcome records could not be written before exit");
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Outcome, OutcomeKind};
+
+    fn fields(info: &DispatchInfo) -> serde_json::Value {
+        serde_json::from_str(&record_json(info, &Outcome::ordinary(OutcomeKind::Skipped)))
+            .expect("a record is one JSON object")
+    }
+
+    #[test]
+    fn a_record_names_the_runtime_the_device_and_the_context() {
+        let mut info = crate::testing::dispatch("k");
+        info.agent_index = 2;
+        let hsa = fields(&info);
+        assert_eq!(
+            (&hsa["runtime"], &hsa["agent"], &hsa["context"]),
+            (&json!("hsa"), &json!(2), &serde_json::Value::Null)
+        );
+        info.runtime = crate::dispatch::Runtime::Cuda;
+        info.context = Some(0x5a5a_0000);
+        let cuda = fields(&info);
+        assert_eq!(
+            (&cuda["runtime"], &cuda["agent"], &cuda["context"]),
+            (&json!("cuda"), &json!(2), &json!("0x5a5a0000"))
+        );
+    }
 }

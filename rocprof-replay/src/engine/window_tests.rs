@@ -200,6 +200,7 @@ fn info() -> DispatchInfo {
         blocks: [1, 1, 1],
         group_segment_size: 0,
         private_segment_size: 0,
+        context: None,
     }
 }
 

@@ -592,6 +592,7 @@ fn dispatch_info(
         blocks: blocks_of(grid, workgroup),
         group_segment_size: p.group_segment_size,
         private_segment_size: p.private_segment_size,
+        context: None,
     }
 }
 
