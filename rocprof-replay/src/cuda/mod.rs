@@ -469,8 +469,8 @@ pub(crate) struct Backend {
     /// arguments point into it are not replayed.
     pub(crate) host_memory: RwLock<std::collections::BTreeMap<usize, usize>>,
     pub(crate) next_dispatch: AtomicU64,
-    /// Launch calls may return before their window ends (gates); off by default
-    /// (`ROCPROF_REPLAY_CUDA_ASYNC=1`), see [`window::asynchronous_windows_from_env`].
+    /// Launch calls may return before their window ends (gates); on unless
+    /// `ROCPROF_REPLAY_CUDA_ASYNC=0`, see [`window::asynchronous_windows_from_env`].
     pub(crate) asynchronous: bool,
 }
 

@@ -157,9 +157,52 @@ unsafe extern "C" fn mem_free(p: CUdeviceptr) -> CUresult {
         None => CUDA_ERROR_INVALID_VALUE,
     }
 }
-unsafe extern "C" fn mem_host_alloc(p: *mut *mut c_void, size: usize, _: c_uint) -> CUresult {
+/// The backend of the running test, for driver functions that call back into it as CUPTI
+/// does for every driver call, the backend's own included.
+static CALLING_BACK: std::sync::atomic::AtomicPtr<Backend> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// CUPTI's enter and exit callbacks of `cuMemHostAlloc` around the allocation, for whoever calls
+/// it — the application or the backend itself (which its guard must keep out of its
+/// inventory).
+unsafe extern "C" fn mem_host_alloc(p: *mut *mut c_void, size: usize, flags: c_uint) -> CUresult {
+    let params = cuMemHostAlloc_params {
+        pp: p,
+        bytesize: size,
+        Flags: flags,
+    };
+    let mut result: CUresult = CUDA_SUCCESS;
+    let mut corr = 0u64;
+    let mut data = CUpti_CallbackData {
+        callbackSite: CUPTI_API_ENTER,
+        functionName: c"cuMemHostAlloc".as_ptr(),
+        functionParams: (&params as *const cuMemHostAlloc_params).cast(),
+        functionReturnValue: (&mut result as *mut CUresult).cast(),
+        symbolName: c"".as_ptr(),
+        context: CTX as CUcontext,
+        contextUid: 1,
+        correlationData: &mut corr,
+        correlationId: 9,
+    };
+    let be = CALLING_BACK.load(Ordering::Acquire);
+    let call_back = |data: &CUpti_CallbackData| {
+        if !be.is_null() {
+            // SAFETY: the test's 'static backend; `data` is built like CUPTI's.
+            unsafe {
+                callback(
+                    be.cast(),
+                    CUPTI_CB_DOMAIN_DRIVER_API,
+                    HOST_ALLOC,
+                    (data as *const CUpti_CallbackData).cast(),
+                )
+            };
+        }
+    };
+    call_back(&data);
     // SAFETY: out-parameter.
     unsafe { *p = fake_alloc(size) as *mut c_void };
+    data.callbackSite = CUPTI_API_EXIT;
+    call_back(&data);
     CUDA_SUCCESS
 }
 unsafe extern "C" fn mem_free_host(p: *mut c_void) -> CUresult {
@@ -598,6 +641,7 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
     backend.asynchronous = true;
     let be: &'static Backend = Box::leak(Box::new(backend));
     be.active.store(true, Ordering::Release);
+    CALLING_BACK.store((be as *const Backend).cast_mut(), Ordering::Release);
     Harness {
         be,
         outcomes,
@@ -2164,6 +2208,33 @@ fn get_function_running(h: &Harness, body: impl FnOnce()) {
             out = (&ADD_ONE as *const FakeKernel).cast_mut().cast();
             CUDA_SUCCESS
         },
+    );
+}
+
+#[test]
+fn windows_are_asynchronous_unless_the_setting_turns_them_off() {
+    for on in [None, Some("1"), Some("on"), Some("")] {
+        assert!(window::asynchronous_windows(on), "{on:?}");
+    }
+    for off in ["0", "off", " false ", "no"] {
+        assert!(!window::asynchronous_windows(Some(off)), "{off:?}");
+    }
+}
+
+#[test]
+fn the_gate_page_set_up_after_an_allocation_is_not_the_applications_host_memory() {
+    // The gates are set up after the context's first allocation, through cuMemHostAlloc,
+    // whose callbacks fire for the backend's own call too: counted as the application's, it
+    // would make every kernel whose arguments cannot be inspected decline `host_memory`.
+    let h = harness(3, quick());
+    let _buf = Buffer::new(&h, 8);
+    assert!(
+        matches!(h.be.ctx(CTX).gates.get(), Some(Some(_))),
+        "the gates were set up"
+    );
+    assert!(
+        h.be.host_memory.read().is_empty(),
+        "the backend's gate page was taken for the application's host memory"
     );
 }
 

@@ -477,23 +477,24 @@ pub(crate) unsafe fn enter_launch(
     Box::into_raw(pending) as u64
 }
 
-/// Whether launches may return before their window ends: `ROCPROF_REPLAY_CUDA_ASYNC=1` (or
-/// `on`). Off by default: on the H200 a GPT-2 training step stalled after 150 replayed launches
-/// with asynchronous windows on (2026-12-01, not diagnosed), while every windows-on GPU test of
-/// single programs passed; the synchronous window (the launch call returns once its window is
-/// over) is the default until that is understood.
+/// Whether launches may return before their window ends: yes unless `ROCPROF_REPLAY_CUDA_ASYNC`
+/// is `0` (or `off`, `false`, `no`), which keeps every launch call waiting for its window (the
+/// synchronous window). (Off by default until 2026-12-02: a GPT-2 step stalled with it on the
+/// H200 — lazy module loading during a window, [`gate::Behind`](super::gate::Behind).)
 pub(crate) fn asynchronous_windows_from_env() -> bool {
-    matches!(
-        std::env::var("ROCPROF_REPLAY_CUDA_ASYNC")
-            .as_deref()
-            .map(str::trim),
-        Ok("1" | "on" | "true" | "yes")
-    )
+    asynchronous_windows(std::env::var("ROCPROF_REPLAY_CUDA_ASYNC").ok().as_deref())
+}
+
+/// [`asynchronous_windows_from_env`] for the setting's value.
+pub(crate) fn asynchronous_windows(setting: Option<&str>) -> bool {
+    !matches!(setting.map(str::trim), Some("0" | "off" | "false" | "no"))
 }
 
 /// Sets the context's gates up ahead of its first launch (after an allocation: the context is
 /// current). Idempotent.
 pub(crate) fn prepare_gates(be: &Backend, ctx: &Ctx) {
+    // The gate page is the backend's own host memory, not the application's.
+    let _g = Guard::new();
     let _ = gate_page(be, ctx);
 }
 
