@@ -72,9 +72,11 @@ struct FakeGpu {
     no_mem_ops: bool,
     /// `cuModuleLoadData` fails.
     fail_module_load: bool,
-    /// Modules loaded (the compare kernel's) and compare kernels run.
+    /// `cuModuleLoadData` calls, and compare kernels run.
     module_loads: u32,
     compares: u32,
+    /// Compare kernels never finish (their stream sticks).
+    stick_compares: bool,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -305,8 +307,10 @@ unsafe extern "C" fn func_get_param_info(
     offset: *mut usize,
     size: *mut usize,
 ) -> CUresult {
-    // ADD_ONE takes (CUdeviceptr, u32); the other kernels of these tests take nothing.
-    let params: &[(usize, usize)] = if std::ptr::eq(f.cast::<FakeKernel>(), &ADD_ONE) {
+    // ADD_ONE (and the writers of the write-set tests) take (CUdeviceptr, u32); the other
+    // kernels of these tests take nothing.
+    let f = f.cast::<FakeKernel>();
+    let params: &[(usize, usize)] = if std::ptr::eq(f, &ADD_ONE) || compare_tests::writer(f) {
         &[(0, 8), (8, 4)]
     } else {
         &[]
@@ -408,10 +412,10 @@ unsafe extern "C" fn module_load_data(m: *mut CUmodule, image: *const c_void) ->
     // SAFETY: the backend passes NUL-terminated PTX.
     let ptx = unsafe { CStr::from_ptr(image.cast()) }.to_string_lossy();
     let mut g = gpu();
+    g.module_loads += 1;
     if g.fail_module_load || !ptx.contains(".visible .entry rocprof_replay_compare(") {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    g.module_loads += 1;
     // SAFETY: out-parameter.
     unsafe { *m = COMPARE_MODULE as CUmodule };
     CUDA_SUCCESS
@@ -460,7 +464,13 @@ static COMPARE: FakeKernel = FakeKernel {
 fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
     if std::ptr::eq(f.cast::<FakeKernel>(), &COMPARE) {
         // The backend's own compare: not a pass.
-        gpu().compares += 1;
+        let mut g = gpu();
+        g.compares += 1;
+        if g.stick_compares {
+            g.stuck_streams.insert(stream as usize);
+            return;
+        }
+        drop(g);
         compare_kernel(params);
         return;
     }
@@ -2379,3 +2389,6 @@ fn where_the_device_never_sees_a_gate_open_windows_stay_synchronous() {
     assert_eq!(waits.len(), 1, "{waits:?}");
     assert!(gpu().created_streams.contains(&waits[0]));
 }
+
+#[path = "compare_tests.rs"]
+mod compare_tests;
