@@ -38,8 +38,9 @@ const THREADS: u32 = 256;
 /// Most blocks of a launch (they stride over the granules).
 const MAX_BLOCKS: usize = 4096;
 
-/// Flag bytes of one batch (one per granule): 1 MiB covers 4 GiB of 4 KiB granules.
-const FLAG_BYTES: usize = 1 << 20;
+/// Flag bytes of one batch (one per granule): 1 MiB covers 4 GiB of 4 KiB granules (tests:
+/// 64, so that small buffers take several batches).
+const FLAG_BYTES: usize = if cfg!(test) { 64 } else { 1 << 20 };
 
 /// The compare kernel of one context (a field of [`Ctx`](super::super::Ctx); used under the
 /// context's writer lock, by its window).

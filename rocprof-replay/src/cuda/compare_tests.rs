@@ -51,7 +51,7 @@ static WANDER: FakeKernel = FakeKernel {
 
 /// Whether `f` is one of this file's kernels (their parameters are those of `add_one`).
 pub(super) fn writer(f: *const FakeKernel) -> bool {
-    std::ptr::eq(f, &POKE) || std::ptr::eq(f, &WANDER)
+    std::ptr::eq(f, &POKE) || std::ptr::eq(f, &WANDER) || std::ptr::eq(f, &POKE_ALL)
 }
 
 /// An application buffer of `len` bytes.
@@ -120,7 +120,11 @@ fn a_sparse_writer_of_a_large_buffer_gets_write_set_restores_of_its_granules() {
     );
     assert_eq!(o.inputs_restored, Some(true));
     assert_eq!(h.launches(), 3, "compares are not passes");
-    assert_eq!(gpu().compares, 2, "one compare launch per diff");
+    assert_eq!(
+        gpu().compares,
+        2 * 16,
+        "two diffs of 1024 granules, 64 granules a batch (one launch each)"
+    );
     assert_eq!(gpu().module_loads, 1);
     // A second dispatch in the context reuses the loaded kernel.
     buf.launch(&h, &POKE);
@@ -132,6 +136,57 @@ fn a_sparse_writer_of_a_large_buffer_gets_write_set_restores_of_its_granules() {
         (Some(RestoreKind::WriteSet), written as u64)
     );
     assert_eq!(gpu().module_loads, 1, "loaded once per context");
+}
+
+/// Absolute byte ranges `poke_all` increments (address, len).
+static POKES_AT: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+/// `poke_all(uint8_t*, uint32_t)`: increments the bytes of [`POKES_AT`], in any buffer.
+fn poke_all(_: *mut *mut c_void) {
+    for &(addr, len) in POKES_AT.lock().iter() {
+        for i in addr..addr + len {
+            // SAFETY: the ranges lie in buffers the test allocated.
+            unsafe { *(i as *mut u8) = (*(i as *const u8)).wrapping_add(1) };
+        }
+    }
+}
+
+static POKE_ALL: FakeKernel = FakeKernel {
+    run: poke_all,
+    module: 0,
+};
+
+#[test]
+fn regions_share_batches_and_a_region_spans_several() {
+    let h = harness(3, quick());
+    // Batches of 64 granules (the tests' FLAG_BYTES): 256 + 3 + 75 granules.
+    let mut a = Bytes::new(&h, MIB);
+    let b = Bytes::new(&h, 10 << 10);
+    let c = Bytes::new(&h, 300 << 10);
+    let (pa, pb, pc) = (a.ptr as usize, b.ptr as usize, c.ptr as usize);
+    *POKES_AT.lock() = vec![
+        // Granules 63 and 64 of `a`: across a batch boundary.
+        (pa + 63 * 4096 + 4000, 200),
+        // The last byte of `b`: its third granule is 2 KiB.
+        (pb + (10 << 10) - 1, 1),
+        (pc, 1),
+    ];
+    a.launch(&h, &POKE_ALL);
+    let o = h.outcomes()[0].1.clone();
+    assert_eq!(o.restore_mode, Some(RestoreKind::WriteSet));
+    assert_eq!(o.written_bytes, 2 * 4096 + 2048 + 4096);
+    assert_eq!(o.verified_bytes, 2 * (MIB + (310 << 10)) as u64);
+    assert!(
+        gpu().compares >= 2 * 6,
+        "334 granules take 6 batches or more"
+    );
+    let mut once = vec![0u8; MIB];
+    once[63 * 4096 + 4000..63 * 4096 + 4200].fill(1);
+    assert_eq!(a.bytes(), once);
+    assert_eq!(b.bytes()[(10 << 10) - 1], 1);
+    assert_eq!(b.bytes().iter().map(|&x| u32::from(x)).sum::<u32>(), 1);
+    assert_eq!(c.bytes()[0], 1);
+    assert_eq!(c.bytes().iter().map(|&x| u32::from(x)).sum::<u32>(), 1);
 }
 
 #[test]
@@ -206,7 +261,11 @@ fn write_set_mode_repairs_writes_of_later_passes_and_strict_mode_verifies_every_
             o.inputs_restored, inputs,
             "{mode:?}: pass 3 saw pass 2's write unless verified"
         );
-        assert_eq!(gpu().compares as u64, verified, "{mode:?}");
+        assert_eq!(
+            gpu().compares as u64,
+            4 * verified,
+            "{mode:?}: 256 granules, 4 batches"
+        );
         drop(h);
     }
 }
