@@ -140,7 +140,8 @@ impl CompareKernel {
     /// be running.
     fn leak_flags(&mut self) {
         if let State::Ready { flags, .. } = &mut self.state {
-            std::mem::forget(flags.take());
+            // Dropping `Flags` frees nothing: the buffers are simply never used again.
+            *flags = None;
         }
     }
 }
