@@ -364,7 +364,11 @@ fn a_kernel_writing_one_percent_of_a_large_buffer_gets_write_set_restores() {
         .expect("the app prints its write set");
     let recs: Vec<Value> = records(&rec)
         .into_iter()
-        .filter(|r| r["kernel"].as_str().is_some_and(|k| k.contains("touch_pages")))
+        .filter(|r| {
+            r["kernel"]
+                .as_str()
+                .is_some_and(|k| k.contains("touch_pages"))
+        })
         .collect();
     let summary: Vec<String> = recs
         .iter()
@@ -384,7 +388,10 @@ fn a_kernel_writing_one_percent_of_a_large_buffer_gets_write_set_restores() {
         .collect();
     std::fs::write(
         out_dir().join("write_set.summary"),
-        format!("expected written_bytes {expected}\n{}\n", summary.join("\n")),
+        format!(
+            "expected written_bytes {expected}\n{}\n",
+            summary.join("\n")
+        ),
     )
     .unwrap();
     assert_eq!(recs.len(), 2, "one record per launch: {summary:?}");
