@@ -830,6 +830,13 @@ pub type cuModuleGetGlobal_fn = unsafe extern "C" fn(
     hmod: CUmodule,
     name: *const c_char,
 ) -> CUresult;
+/// `cuModuleLoadData`: loads a module (cubin, fatbin or NUL-terminated PTX, which the driver
+/// JIT-compiles) into the current context.
+pub type cuModuleLoadData_fn =
+    unsafe extern "C" fn(module: *mut CUmodule, image: *const c_void) -> CUresult;
+/// `cuModuleGetFunction`: a kernel of a loaded module, by name.
+pub type cuModuleGetFunction_fn =
+    unsafe extern "C" fn(hfunc: *mut CUfunction, hmod: CUmodule, name: *const c_char) -> CUresult;
 /// `cuLaunchKernel`.
 pub type cuLaunchKernel_fn = unsafe extern "C" fn(
     f: CUfunction,

@@ -390,6 +390,8 @@ fn checks() -> Probe {
         "cuFuncGetParamInfo" => cuFuncGetParamInfo_fn,
         "cuKernelGetFunction" => cuKernelGetFunction_fn,
         "cuModuleGetGlobal_v2" => cuModuleGetGlobal_fn,
+        "cuModuleLoadData" => cuModuleLoadData_fn,
+        "cuModuleGetFunction" => cuModuleGetFunction_fn,
         "cuKernelGetAttribute" => cuKernelGetAttribute_fn,
         "cuLaunchKernel" => cuLaunchKernel_fn,
         "cuLaunchCooperativeKernel" => cuLaunchCooperativeKernel_fn,

@@ -2,11 +2,11 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise async cupti gpt2 bench counters counters-gpt2 (default all)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 (default all)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
-steps=${*:-env diag probe replay promise async cupti gpt2 bench counters counters-gpt2}
+steps=${*:-env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2}
 mkdir -p "$out"
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH
@@ -63,6 +63,17 @@ for s in $steps; do
     step "host memory, communication and module paths (issue 13)"
     timeout 300 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
       kernels_writing_host_memory 2>&1 | tail -40
+    ;;
+  writeset)
+    step "write-set restore through the compare kernel (issue 14 items 1, 4)"
+    exe=$out/compare_kernel
+    nvcc -O2 -std=c++17 -o "$exe" "$here/cuda/apps/compare_kernel.cu" -ldl &&
+      timeout 120 "$exe" "$here/cuda/compare.ptx" > "$out/compare_kernel.stdout" 2>&1
+    echo "compare_kernel: exit $?"; grep -E '^(module_load_ms|cases|compare_gbps|mismatch|RESULT)' "$out/compare_kernel.stdout" | head -12
+    timeout 300 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
+      a_kernel_writing_one_percent 2>&1 | tail -20
+    cat "$out/gpu/write_set.summary" 2>/dev/null
+    grep -i 'compare kernel\|panic' "$out/gpu/write_set.stderr" 2>/dev/null | head -5
     ;;
   async)
     step "asynchronous windows and kernel-only pass times (issue 13 items 3, 4)"

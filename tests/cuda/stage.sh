@@ -39,5 +39,6 @@ cp "$exe" "$dir/counters"
 # The tool keeps its line tables (backtraces with ROCPROF_REPLAY_DEBUG_SIGNALS=1).
 strip "$dir/gpu" "$dir/async_gpu" "$dir/cuda_layout" "$dir/cupti_profiler_layout" "$dir/counters" "$dir/rocprof-replay"
 cp -r tests/cuda/apps tests/cuda/*.py tests/cuda/*.sh "$dir/cuda/"
+cp rocprof-replay/kernels/cuda/*.ptx "$dir/cuda/"
 cp tests/cuda/gpu.sh "$dir/"
 du -sh "$dir"

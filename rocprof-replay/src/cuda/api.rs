@@ -50,6 +50,10 @@ pub(crate) struct Driver {
     pub(crate) stream_write_value32: Option<cuStreamWriteValue32_fn>,
     /// `cuMemHostGetDevicePointer`.
     pub(crate) mem_host_get_device_pointer: Option<cuMemHostGetDevicePointer_fn>,
+    /// `cuModuleLoadData` (loads the compare kernel; `None`: full restores).
+    pub(crate) module_load_data: Option<cuModuleLoadData_fn>,
+    /// `cuModuleGetFunction` (the compare kernel's entry point).
+    pub(crate) module_get_function: Option<cuModuleGetFunction_fn>,
 }
 
 /// `cuStreamWaitValue32(stream, addr, value, flags)` (the `_v2` form, CUDA 11.7+).
@@ -258,6 +262,8 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
             mem_host_get_device_pointer: r
                 .get("cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2")
                 .ok(),
+            module_load_data: r.get("cuModuleLoadData", "cuModuleLoadData").ok(),
+            module_get_function: r.get("cuModuleGetFunction", "cuModuleGetFunction").ok(),
         }
     };
     // The driver is never unloaded while the process uses CUDA; neither are we.

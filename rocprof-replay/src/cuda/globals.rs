@@ -157,8 +157,14 @@ struct NamesInner {
 }
 
 impl GlobalNames {
-    /// Records the variables of a loaded cubin (CUPTI module id `module`).
+    /// Records the variables of a loaded cubin (CUPTI module id `module`). A module the
+    /// backend loads itself (the compare kernel, on a thread under its guard) is left out: it
+    /// has no application variables, and CUPTI may hand its image over as PTX text, which would
+    /// count as unreadable and stop replay in every context.
     pub(crate) fn add_cubin(&self, module: u32, image: &[u8]) {
+        if super::guarded_thread() {
+            return;
+        }
         match writable_globals(image) {
             Ok(symbols) => {
                 if symbols.is_empty() {

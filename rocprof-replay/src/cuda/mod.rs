@@ -338,6 +338,8 @@ pub(crate) struct Ctx {
     /// The gate words of asynchronous windows and timed passes (allocated on first use;
     /// `None`: no stream memory operations here).
     pub(crate) gates: OnceLock<Option<Arc<gate::GatePage>>>,
+    /// The compare kernel of write-set restore (loaded by the first diff here).
+    pub(crate) compare: Mutex<window::compare::CompareKernel>,
 }
 
 /// A variable the application looked up: its module or library handle, address and size.
@@ -373,6 +375,7 @@ impl Ctx {
             arena: Mutex::new(Arena::default()),
             private: Mutex::new(Private::default()),
             gates: OnceLock::new(),
+            compare: Mutex::default(),
         }
     }
 

@@ -70,6 +70,13 @@ struct FakeGpu {
     stuck_writes: Vec<(usize, usize, u32)>,
     /// No stream memory operations (the driver before them, or a refusing device).
     no_mem_ops: bool,
+    /// `cuModuleLoadData` fails.
+    fail_module_load: bool,
+    /// `cuModuleLoadData` calls, and compare kernels run.
+    module_loads: u32,
+    compares: u32,
+    /// Compare kernels never finish (their stream sticks).
+    stick_compares: bool,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -343,8 +350,10 @@ unsafe extern "C" fn func_get_param_info(
     offset: *mut usize,
     size: *mut usize,
 ) -> CUresult {
-    // ADD_ONE takes (CUdeviceptr, u32); the other kernels of these tests take nothing.
-    let params: &[(usize, usize)] = if std::ptr::eq(f.cast::<FakeKernel>(), &ADD_ONE) {
+    // ADD_ONE (and the writers of the write-set tests) take (CUdeviceptr, u32); the other
+    // kernels of these tests take nothing.
+    let f = f.cast::<FakeKernel>();
+    let params: &[(usize, usize)] = if std::ptr::eq(f, &ADD_ONE) || compare_tests::writer(f) {
         &[(0, 8), (8, 4)]
     } else {
         &[]
@@ -439,7 +448,75 @@ unsafe extern "C" fn mem_host_get_device_pointer(
     unsafe { *d = p as CUdeviceptr };
     CUDA_SUCCESS
 }
+/// The module `cuModuleLoadData` hands out for the backend's compare kernel.
+const COMPARE_MODULE: usize = 0xc0de_0000;
+
+unsafe extern "C" fn module_load_data(m: *mut CUmodule, image: *const c_void) -> CUresult {
+    // SAFETY: the backend passes NUL-terminated PTX.
+    let ptx = unsafe { CStr::from_ptr(image.cast()) }.to_string_lossy();
+    let mut g = gpu();
+    g.module_loads += 1;
+    if g.fail_module_load || !ptx.contains(".visible .entry rocprof_replay_compare(") {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: out-parameter.
+    unsafe { *m = COMPARE_MODULE as CUmodule };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn module_get_function(
+    f: *mut CUfunction,
+    m: CUmodule,
+    name: *const c_char,
+) -> CUresult {
+    // SAFETY: a NUL-terminated name.
+    let name = unsafe { CStr::from_ptr(name) };
+    if m as usize != COMPARE_MODULE || name != c"rocprof_replay_compare" {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    // SAFETY: out-parameter.
+    unsafe { *f = (&COMPARE as *const FakeKernel).cast_mut().cast() };
+    CUDA_SUCCESS
+}
+
+/// The compare kernel, on the host: `(live, snap, len, granule, flags)`, flags[g] = 1 where
+/// granule g (from the start, the last one shorter) differs.
+fn compare_kernel(args: *mut *mut c_void) {
+    // SAFETY: the backend passes five pointers to u64.
+    let [live, snap, len, granule, flags] =
+        std::array::from_fn(|i| unsafe { *(*args.add(i)).cast::<u64>() } as usize);
+    assert!(granule > 0);
+    // SAFETY: the backend passes `len` bytes of live memory and snapshot (fake memory) and
+    // room for one flag per granule.
+    let (live, snap) = unsafe {
+        (
+            std::slice::from_raw_parts(live as *const u8, len),
+            std::slice::from_raw_parts(snap as *const u8, len),
+        )
+    };
+    for (g, (a, b)) in live.chunks(granule).zip(snap.chunks(granule)).enumerate() {
+        // SAFETY: as above.
+        unsafe { *(flags as *mut u8).add(g) = u8::from(a != b) };
+    }
+}
+
+static COMPARE: FakeKernel = FakeKernel {
+    run: compare_kernel,
+    module: COMPARE_MODULE,
+};
+
 fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
+    if std::ptr::eq(f.cast::<FakeKernel>(), &COMPARE) {
+        // The backend's own compare: not a pass.
+        let mut g = gpu();
+        g.compares += 1;
+        if g.stick_compares {
+            g.stuck_streams.insert(stream as usize);
+            return;
+        }
+        drop(g);
+        compare_kernel(params);
+        return;
+    }
     let mut g = gpu();
     let held = !g.held(stream as usize).is_empty();
     g.ops.push((stream as usize, Op::Launch(held)));
@@ -546,6 +623,8 @@ fn fake_driver() -> Driver {
         stream_wait_value32: Some(stream_wait_value32),
         stream_write_value32: Some(stream_write_value32),
         mem_host_get_device_pointer: Some(mem_host_get_device_pointer),
+        module_load_data: Some(module_load_data),
+        module_get_function: Some(module_get_function),
     }
 }
 
@@ -2465,3 +2544,6 @@ fn where_the_device_never_sees_a_gate_open_windows_stay_synchronous() {
     assert_eq!(waits.len(), 1, "{waits:?}");
     assert!(gpu().created_streams.contains(&waits[0]));
 }
+
+#[path = "compare_tests.rs"]
+mod compare_tests;

@@ -971,16 +971,25 @@ impl<'a> CudaTarget<'a> {
     }
 }
 
+#[path = "compare.rs"]
+pub(crate) mod compare;
+
 impl DeviceMemory for CudaTarget<'_> {
-    /// No device compare kernel yet, and the arena's staging is not host-readable: the
-    /// engine restores everything, as before write-set restore.
+    /// Snapshots in device memory are compared by our compare kernel on the private stream,
+    /// the others on the host ([`compare`]); a context where the kernel cannot be loaded
+    /// answers [`DiffError::Unsupported`]: the engine restores everything.
     fn diff(
         &mut self,
-        _regions: &[Transfer],
-        _on_device: &[bool],
-        _granule: usize,
+        regions: &[Transfer],
+        on_device: &[bool],
+        granule: usize,
     ) -> Result<DirtyRanges, DiffError> {
-        Err(DiffError::Unsupported)
+        compare::diff(self, regions, on_device, granule)
+    }
+
+    /// The host compare's read-backs: process memory (the arena may be device memory).
+    fn alloc_scratch(&mut self, size: usize) -> Option<Staging> {
+        Staging::heap(size)
     }
 
     fn alloc_staging(&mut self, size: usize) -> Option<Staging> {

@@ -1,0 +1,502 @@
+//! Write-set restore on CUDA: the device compare kernel behind [`DeviceMemory::diff`].
+//!
+//! The snapshot of a region usually lives in device memory (the arena), which the host cannot
+//! read; instead of reading live memory and snapshot back, a small kernel of ours
+//! (`kernels/cuda/compare.cu`, shipped as PTX for sm_80 and JIT-compiled by the driver) compares
+//! them where they are and writes one byte per granule (1: differs). The flags come back with
+//! one copy, behind one event and one bounded wait, and become [`DirtyRanges`] exactly as the
+//! host compare builds them (granules from each region's start, the last one may be shorter).
+//!
+//! The kernel is loaded per context, lazily, by the first diff of a window there (on the
+//! companion thread, where the context is current, under the [`Guard`]); a context where it
+//! cannot be loaded answers [`DiffError::Unsupported`] from then on, so its dispatches get full
+//! restores. Regions whose snapshot is in host memory (pinned, when the device had no room) are
+//! compared on the host ([`diff_by_reading`]: only live memory is read back).
+//!
+//! [`DeviceMemory::diff`]: crate::engine::snapshot::DeviceMemory::diff
+
+use std::ffi::{CStr, c_void};
+use std::time::Instant;
+
+use rocprof_replay_sys::cuda::*;
+
+use super::{CudaTarget, Poll, give_event};
+use crate::cuda::Guard;
+use crate::cuda::api::{Driver, error_name};
+use crate::engine::snapshot::{DiffError, DirtyRange, DirtyRanges, Transfer, diff_by_reading};
+
+/// The compare kernel's PTX (`kernels/cuda/compare.cu`, built by
+/// `scripts/build-cuda-kernels.sh`), NUL-terminated as `cuModuleLoadData` wants PTX text.
+pub(crate) const PTX: &str = concat!(include_str!("../../kernels/cuda/compare.ptx"), "\0");
+
+/// The kernel's entry point: `(live, snap, len, granule, flags)`, all 64-bit.
+pub(crate) const ENTRY: &CStr = c"rocprof_replay_compare";
+
+/// Threads of a block: one 4 KiB granule is one 16-byte load per thread.
+const THREADS: u32 = 256;
+
+/// Most blocks of a launch (they stride over the granules).
+const MAX_BLOCKS: usize = 4096;
+
+/// Flag bytes of one batch (one per granule): 1 MiB covers 4 GiB of 4 KiB granules (tests:
+/// 64, so that small buffers take several batches).
+const FLAG_BYTES: usize = if cfg!(test) { 64 } else { 1 << 20 };
+
+/// The compare kernel of one context (a field of [`Ctx`](super::super::Ctx); used under the
+/// context's writer lock, by its window).
+#[derive(Default)]
+pub(crate) struct CompareKernel {
+    state: State,
+}
+
+#[derive(Default)]
+enum State {
+    /// No window has needed it yet.
+    #[default]
+    Untried,
+    /// The module could not be loaded here: full restores.
+    Unavailable,
+    /// Loaded: the kernel's handle and the flag buffers (allocated on first use).
+    Ready {
+        function: usize,
+        flags: Option<Flags>,
+    },
+}
+
+/// One batch's flags: `len` bytes of device memory and as many of pinned host memory.
+struct Flags {
+    device: usize,
+    host: usize,
+    len: usize,
+}
+
+impl CompareKernel {
+    /// The kernel's handle, loading its module first if no window has tried; `None` where it
+    /// cannot be had (then and from then on).
+    fn function(&mut self, drv: &Driver, context: usize) -> Option<usize> {
+        if let State::Untried = self.state {
+            self.state = match load(drv) {
+                Ok(function) => State::Ready {
+                    function,
+                    flags: None,
+                },
+                Err(why) => {
+                    tracing::debug!(
+                        context,
+                        "the compare kernel cannot be loaded ({why}): dispatches of this \
+                         context get full restores"
+                    );
+                    State::Unavailable
+                }
+            };
+        }
+        match self.state {
+            State::Ready { function, .. } => Some(function),
+            _ => None,
+        }
+    }
+
+    /// Flag buffers of at least `len` bytes (the ones held when large enough).
+    fn flags(&mut self, drv: &Driver, len: usize) -> Option<(usize, usize)> {
+        let State::Ready { flags, .. } = &mut self.state else {
+            return None;
+        };
+        if let Some(f) = flags
+            && f.len >= len
+        {
+            return Some((f.device, f.host));
+        }
+        if let Some(old) = flags.take() {
+            old.free(drv);
+        }
+        let len = len.next_power_of_two().max(4096);
+        let mut device: CUdeviceptr = 0;
+        // SAFETY: a plain out-parameter; the context is current on this thread.
+        let r = unsafe { (drv.mem_alloc)(&mut device, len) };
+        if r != CUDA_SUCCESS || device == 0 {
+            tracing::debug!(status = %error_name(drv, r), len, "no device memory for the compare flags");
+            return None;
+        }
+        let mut host: *mut c_void = std::ptr::null_mut();
+        // SAFETY: as above.
+        let r = unsafe { (drv.mem_host_alloc)(&mut host, len, 0) };
+        if r != CUDA_SUCCESS || host.is_null() {
+            tracing::debug!(status = %error_name(drv, r), len, "no pinned memory for the compare flags");
+            // SAFETY: our allocation, unused.
+            unsafe { (drv.mem_free)(device) };
+            return None;
+        }
+        let f = Flags {
+            device: device as usize,
+            host: host as usize,
+            len,
+        };
+        let out = (f.device, f.host);
+        *flags = Some(f);
+        Some(out)
+    }
+
+    /// Gives the flag buffers up without freeing them: a compare or copy into them may still
+    /// be running.
+    fn leak_flags(&mut self) {
+        if let State::Ready { flags, .. } = &mut self.state {
+            // Dropping `Flags` frees nothing: the buffers are simply never used again.
+            *flags = None;
+        }
+    }
+}
+
+impl Flags {
+    fn free(self, drv: &Driver) {
+        // SAFETY: our allocations; the last batch using them completed.
+        unsafe {
+            (drv.mem_free)(self.device as CUdeviceptr);
+            (drv.mem_free_host)(self.host as *mut c_void);
+        }
+    }
+}
+
+/// Loads the compare module into the current context; returns the kernel's handle.
+fn load(drv: &Driver) -> Result<usize, String> {
+    let (Some(load_data), Some(get_function)) = (drv.module_load_data, drv.module_get_function)
+    else {
+        return Err("the driver has no cuModuleLoadData or cuModuleGetFunction".into());
+    };
+    let _g = Guard::new();
+    let mut module: CUmodule = std::ptr::null_mut();
+    // SAFETY: NUL-terminated PTX text of ours, alive for the call; a plain out-parameter.
+    let r = unsafe { load_data(&mut module, PTX.as_ptr().cast()) };
+    if r != CUDA_SUCCESS || module.is_null() {
+        return Err(format!("cuModuleLoadData: {}", error_name(drv, r)));
+    }
+    let mut function: CUfunction = std::ptr::null_mut();
+    // SAFETY: the module just loaded, a NUL-terminated name; a plain out-parameter.
+    let r = unsafe { get_function(&mut function, module, ENTRY.as_ptr()) };
+    if r != CUDA_SUCCESS || function.is_null() {
+        // The module stays loaded (freed with the context): nothing else is of use in it.
+        return Err(format!("cuModuleGetFunction: {}", error_name(drv, r)));
+    }
+    Ok(function as usize)
+}
+
+/// Part of a region compared in one batch: `len` bytes at `offset` into region `index`, its
+/// flags at `at` in the batch's buffer.
+#[derive(Clone, Copy)]
+struct Piece {
+    index: usize,
+    offset: usize,
+    len: usize,
+    at: usize,
+}
+
+/// [`DeviceMemory::diff`](crate::engine::snapshot::DeviceMemory::diff) on CUDA: regions whose
+/// snapshot is on the device are compared by the kernel, the others on the host.
+pub(super) fn diff(
+    t: &mut CudaTarget<'_>,
+    regions: &[Transfer],
+    on_device: &[bool],
+    granule: usize,
+) -> Result<DirtyRanges, DiffError> {
+    let granule = granule.max(1);
+    let staged_on_device = |i: usize| on_device.get(i).copied().unwrap_or(false);
+    let device: Vec<usize> = (0..regions.len())
+        .filter(|&i| staged_on_device(i) && regions[i].len > 0)
+        .collect();
+    let host: Vec<usize> = (0..regions.len())
+        .filter(|&i| !staged_on_device(i) && regions[i].len > 0)
+        .collect();
+    let mut out = DirtyRanges::new();
+    if !device.is_empty() {
+        let drv = *t.drv();
+        let Some(function) = t.ctx.compare.lock().function(&drv, t.ctx.handle) else {
+            return Err(DiffError::Unsupported);
+        };
+        compare_on_device(t, function, regions, &device, granule, &mut out)?;
+    }
+    if !host.is_empty() {
+        // Host-readable snapshots: only live memory is read back (into host scratch).
+        let subset: Vec<Transfer> = host.iter().map(|&i| regions[i]).collect();
+        let found = diff_by_reading(t, &subset, &vec![false; subset.len()], granule)?;
+        out.extend(found.into_iter().map(|r| DirtyRange {
+            index: host[r.index],
+            ..r
+        }));
+    }
+    out.sort_by_key(|r| (r.index, r.offset));
+    Ok(out)
+}
+
+/// Compares `which` regions (snapshots on the device) in batches of at most [`FLAG_BYTES`]
+/// granules: per batch one launch per piece, one copy of the flags, one event, one bounded
+/// wait.
+fn compare_on_device(
+    t: &mut CudaTarget<'_>,
+    function: usize,
+    regions: &[Transfer],
+    which: &[usize],
+    granule: usize,
+    out: &mut DirtyRanges,
+) -> Result<(), DiffError> {
+    let total: usize = which
+        .iter()
+        .map(|&i| regions[i].len.div_ceil(granule))
+        .fold(0usize, usize::saturating_add);
+    let Some((flags_device, flags_host)) =
+        t.ctx.compare.lock().flags(t.drv(), total.min(FLAG_BYTES))
+    else {
+        return Err(DiffError::Failed);
+    };
+    let capacity = total.min(FLAG_BYTES);
+    let mut batch: Vec<Piece> = Vec::new();
+    let mut used = 0usize;
+    for &index in which {
+        let len = regions[index].len;
+        let mut offset = 0;
+        while offset < len {
+            if used == capacity {
+                run_batch(
+                    t,
+                    function,
+                    regions,
+                    &batch,
+                    granule,
+                    (flags_device, flags_host),
+                    out,
+                )?;
+                batch.clear();
+                used = 0;
+            }
+            // Whole granules from the region's start, as many as the batch has room for.
+            let granules = (len - offset).div_ceil(granule).min(capacity - used);
+            let piece_len = (granules * granule).min(len - offset);
+            batch.push(Piece {
+                index,
+                offset,
+                len: piece_len,
+                at: used,
+            });
+            used += granules;
+            offset += piece_len;
+        }
+    }
+    run_batch(
+        t,
+        function,
+        regions,
+        &batch,
+        granule,
+        (flags_device, flags_host),
+        out,
+    )
+}
+
+/// Launches the compare of every piece, copies the flags back, waits (copy deadline) and
+/// appends the dirty granules.
+fn run_batch(
+    t: &mut CudaTarget<'_>,
+    function: usize,
+    regions: &[Transfer],
+    batch: &[Piece],
+    granule: usize,
+    (flags_device, flags_host): (usize, usize),
+    out: &mut DirtyRanges,
+) -> Result<(), DiffError> {
+    let Some(last) = batch.last() else {
+        return Ok(());
+    };
+    let used = last.at + last.len.div_ceil(granule);
+    let stream = t.stream().ok_or(DiffError::Failed)?;
+    let ev = t.take_event(false).ok_or(DiffError::Failed)?;
+    let drv = *t.drv();
+    let _g = Guard::new();
+    let mut failed = false;
+    for p in batch {
+        let r = &regions[p.index];
+        let granules = p.len.div_ceil(granule);
+        let mut live = (r.device + p.offset) as u64;
+        let mut snap = (r.staging + p.offset) as u64;
+        let mut len = p.len as u64;
+        let mut gran = granule as u64;
+        let mut flags = (flags_device + p.at) as u64;
+        let mut args: [*mut c_void; 5] = [
+            (&mut live as *mut u64).cast(),
+            (&mut snap as *mut u64).cast(),
+            (&mut len as *mut u64).cast(),
+            (&mut gran as *mut u64).cast(),
+            (&mut flags as *mut u64).cast(),
+        ];
+        let blocks = granules.min(MAX_BLOCKS) as u32;
+        // SAFETY: our kernel, whose five 64-bit parameters `args` points at (alive for the
+        // call, which copies them); `live` is a pinned region of the context and `snap` its
+        // device snapshot, both at least `len` bytes; `flags` has room for `granules` bytes.
+        let r = unsafe {
+            (drv.launch_kernel)(
+                function as CUfunction,
+                blocks,
+                1,
+                1,
+                THREADS,
+                1,
+                1,
+                0,
+                stream,
+                args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        if r != CUDA_SUCCESS {
+            tracing::warn!(status = %error_name(&drv, r), "the compare kernel could not be launched");
+            failed = true;
+            break;
+        }
+    }
+    if !failed {
+        // SAFETY: our flag buffers, `used` bytes each; the copy follows the compares on the
+        // stream.
+        let r = unsafe {
+            (drv.memcpy_async)(
+                flags_host as CUdeviceptr,
+                flags_device as CUdeviceptr,
+                used,
+                stream,
+            )
+        };
+        if r != CUDA_SUCCESS {
+            tracing::warn!(status = %error_name(&drv, r), "the compare flags could not be copied back");
+            failed = true;
+        }
+    }
+    // SAFETY: our event and stream.
+    let r = unsafe { (drv.event_record)(ev as CUevent, stream) };
+    let deadline = Instant::now() + t.settings().copy;
+    let outcome = if r == CUDA_SUCCESS {
+        t.wait(ev, deadline)
+    } else {
+        // SAFETY: our stream.
+        super::poll(deadline, || unsafe { (drv.stream_query)(stream) })
+    };
+    match outcome {
+        Poll::Done => give_event(t.ctx, ev, false),
+        Poll::Failed(r) => {
+            tracing::warn!(status = %error_name(&drv, r), "the compare kernel failed");
+            give_event(t.ctx, ev, false);
+            return Err(DiffError::Failed);
+        }
+        Poll::TimedOut => {
+            // The compares or the copy may still write the flag buffers: never reuse them.
+            t.ctx.compare.lock().leak_flags();
+            t.poison_stream();
+            return Err(DiffError::Stuck);
+        }
+    }
+    if failed {
+        return Err(DiffError::Failed);
+    }
+    // SAFETY: the copy of `used` flag bytes into our pinned buffer completed; nothing else
+    // writes it until the next batch.
+    let flags = unsafe { std::slice::from_raw_parts(flags_host as *const u8, used) };
+    for p in batch {
+        dirty_granules(out, p, &flags[p.at..], granule);
+    }
+    Ok(())
+}
+
+/// Appends the granules of `piece` whose flag is set, joining adjacent ones.
+fn dirty_granules(out: &mut DirtyRanges, piece: &Piece, flags: &[u8], granule: usize) {
+    let granules = piece.len.div_ceil(granule);
+    for (k, _) in flags[..granules]
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| **f != 0)
+    {
+        let offset = piece.offset + k * granule;
+        let len = granule.min(piece.offset + piece.len - offset);
+        match out.last_mut() {
+            Some(last) if last.index == piece.index && last.offset + last.len == offset => {
+                last.len += len;
+            }
+            _ => out.push(DirtyRange {
+                index: piece.index,
+                offset,
+                len,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_ptx_has_the_entry_point_for_sm_80() {
+        let ptx = PTX.strip_suffix('\0').expect("NUL-terminated");
+        assert!(!ptx.contains('\0'));
+        let entry = ENTRY.to_str().unwrap();
+        assert!(
+            ptx.lines()
+                .any(|l| l.trim_start().starts_with(".visible .entry") && l.contains(entry)),
+            "no .entry {entry}"
+        );
+        assert!(ptx.lines().any(|l| l.trim() == ".target sm_80"), "target");
+        assert!(ptx.lines().any(|l| l.trim() == ".address_size 64"));
+        // A driver refuses PTX newer than itself: ISA 7.0 is CUDA 11.0's.
+        assert!(ptx.lines().any(|l| l.trim() == ".version 7.0"), "version");
+        let params = ptx.matches(".param .u64").count();
+        assert_eq!(params, 5, "(live, snap, len, granule, flags)");
+    }
+
+    #[test]
+    fn flags_become_granule_ranges_from_the_region_start_with_a_short_last_one() {
+        let mut out = DirtyRanges::new();
+        // 10 000 bytes at offset 8192 of region 3: granules of 4096, the last is 1808 bytes.
+        let piece = Piece {
+            index: 3,
+            offset: 8192,
+            len: 10_000,
+            at: 2,
+        };
+        let flags = [9, 9, 1, 0, 1, 9];
+        dirty_granules(&mut out, &piece, &flags[2..], 4096);
+        assert_eq!(
+            out,
+            vec![
+                DirtyRange {
+                    index: 3,
+                    offset: 8192,
+                    len: 4096
+                },
+                DirtyRange {
+                    index: 3,
+                    offset: 16384,
+                    len: 1808
+                },
+            ]
+        );
+        // A region split between batches: the second piece's first granule joins the first
+        // piece's last one.
+        let mut out = DirtyRanges::new();
+        let first = Piece {
+            index: 0,
+            offset: 0,
+            len: 8192,
+            at: 0,
+        };
+        dirty_granules(&mut out, &first, &[0, 1], 4096);
+        let second = Piece {
+            index: 0,
+            offset: 8192,
+            len: 1000,
+            at: 0,
+        };
+        dirty_granules(&mut out, &second, &[1], 4096);
+        assert_eq!(
+            out,
+            vec![DirtyRange {
+                index: 0,
+                offset: 4096,
+                len: 5096
+            }]
+        );
+    }
+}

@@ -1,0 +1,226 @@
+// compare_kernel: the SDK's compare kernel (rocprof-replay/kernels/cuda/compare.ptx, path in
+// argv[1]) loaded with cuModuleLoadData as the backend loads it (the driver JIT-compiles the
+// sm_80 PTX for this GPU) and checked against a host compare: lengths around granule and vector
+// boundaries, granules that are and are not multiples of 16, buffers off 16-byte alignment,
+// single differing bytes at the first and last byte of granules and regions. Then its speed on
+// 256 MiB and 1 GiB with 4 KiB granules (`compare_gbps`). Prints `RESULT OK` when every flag
+// matched. The driver is opened with dlopen: nothing to link.
+#include <dlfcn.h>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void* CUcontext;
+typedef void* CUmodule;
+typedef void* CUfunction;
+typedef void* CUstream;
+
+#define FN(name, ...) static CUresult (*name)(__VA_ARGS__)
+FN(cuInit, unsigned);
+FN(cuDeviceGet, int*, int);
+FN(cuDevicePrimaryCtxRetain, CUcontext*, int);
+FN(cuCtxSetCurrent, CUcontext);
+FN(cuCtxSynchronize, void);
+FN(cuMemAlloc, CUdeviceptr*, size_t);
+FN(cuMemFree, CUdeviceptr);
+FN(cuMemcpyHtoD, CUdeviceptr, const void*, size_t);
+FN(cuMemcpyDtoH, void*, CUdeviceptr, size_t);
+FN(cuMemcpyDtoD, CUdeviceptr, CUdeviceptr, size_t);
+FN(cuMemsetD8, CUdeviceptr, unsigned char, size_t);
+FN(cuModuleLoadData, CUmodule*, const void*);
+FN(cuModuleGetFunction, CUfunction*, CUmodule, const char*);
+FN(cuLaunchKernel, CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+   unsigned, CUstream, void**, void**);
+
+static int failures = 0;
+
+#define CK(x)                                                   \
+  do {                                                          \
+    CUresult r_ = (x);                                          \
+    if (r_ != 0) {                                              \
+      printf("CUresult %d at %s:%d: %s\n", r_, __FILE__, __LINE__, #x); \
+      printf("RESULT FAIL\n");                                  \
+      exit(1);                                                  \
+    }                                                           \
+  } while (0)
+
+static CUfunction compare;
+
+// What the backend does: one launch, 256 threads, at most 4096 blocks.
+static void launch(CUdeviceptr live, CUdeviceptr snap, size_t len, size_t granule, CUdeviceptr flags) {
+  unsigned long long a = live, b = snap, n = len, g = granule, f = flags;
+  void* args[] = {&a, &b, &n, &g, &f};
+  size_t granules = (len + granule - 1) / granule;
+  unsigned blocks = (unsigned)(granules < 4096 ? granules : 4096);
+  if (blocks == 0) blocks = 1;
+  CK(cuLaunchKernel(compare, blocks, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
+}
+
+// One case: `len` bytes at offsets `la`/`lb` of two device buffers, the bytes at `diffs`
+// changed in the live one; checks every flag.
+static void check(CUdeviceptr live, CUdeviceptr snap, size_t la, size_t lb, size_t len, size_t granule,
+                  const std::vector<size_t>& diffs, CUdeviceptr flags) {
+  std::vector<unsigned char> a(len), b(len);
+  for (size_t i = 0; i < len; i++) a[i] = b[i] = (unsigned char)(i * 131 + 7);
+  for (size_t d : diffs) a[d] ^= 0x5a;
+  if (len) {
+    CK(cuMemcpyHtoD(live + la, a.data(), len));
+    CK(cuMemcpyHtoD(snap + lb, b.data(), len));
+  }
+  size_t granules = (len + granule - 1) / granule;
+  CK(cuMemsetD8(flags, 0xee, granules + 16));
+  launch(live + la, snap + lb, len, granule, flags);
+  CK(cuCtxSynchronize());
+  std::vector<unsigned char> got(granules + 16);
+  CK(cuMemcpyDtoH(got.data(), flags, got.size()));
+  for (size_t g = 0; g < granules; g++) {
+    size_t end = (g + 1) * granule < len ? (g + 1) * granule : len;
+    bool want = memcmp(&a[g * granule], &b[g * granule], end - g * granule) != 0;
+    if (got[g] != (want ? 1 : 0)) {
+      if (failures < 20)
+        printf("mismatch: len %zu granule %zu offsets %zu/%zu granule %zu: flag %u want %d\n", len, granule, la,
+               lb, g, got[g], want);
+      failures++;
+    }
+  }
+  for (size_t g = granules; g < granules + 16; g++) {
+    if (got[g] != 0xee) {
+      if (failures < 20) printf("wrote past the flags: len %zu granule %zu flag %zu\n", len, granule, g);
+      failures++;
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    printf("usage: compare_kernel compare.ptx\nRESULT FAIL\n");
+    return 1;
+  }
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!lib) {
+    printf("no libcuda.so.1: %s\nRESULT FAIL\n", dlerror());
+    return 1;
+  }
+#define SYM(var, name)                                              \
+  var = (decltype(var))dlsym(lib, name);                            \
+  if (!var) {                                                       \
+    printf("libcuda has no %s\nRESULT FAIL\n", name);               \
+    return 1;                                                       \
+  }
+  SYM(cuInit, "cuInit");
+  SYM(cuDeviceGet, "cuDeviceGet");
+  SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  SYM(cuCtxSetCurrent, "cuCtxSetCurrent");
+  SYM(cuCtxSynchronize, "cuCtxSynchronize");
+  SYM(cuMemAlloc, "cuMemAlloc_v2");
+  SYM(cuMemFree, "cuMemFree_v2");
+  SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+  SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+  SYM(cuMemcpyDtoD, "cuMemcpyDtoD_v2");
+  SYM(cuMemsetD8, "cuMemsetD8_v2");
+  SYM(cuModuleLoadData, "cuModuleLoadData");
+  SYM(cuModuleGetFunction, "cuModuleGetFunction");
+  SYM(cuLaunchKernel, "cuLaunchKernel");
+  FILE* f = fopen(argv[1], "rb");
+  if (!f) {
+    printf("cannot open %s\nRESULT FAIL\n", argv[1]);
+    return 1;
+  }
+  std::string ptx;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) ptx.append(buf, n);
+  fclose(f);
+  int dev;
+  CUcontext ctx;
+  CK(cuInit(0));
+  CK(cuDeviceGet(&dev, 0));
+  CK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CK(cuCtxSetCurrent(ctx));
+  CUmodule module;
+  auto t0 = std::chrono::steady_clock::now();
+  CK(cuModuleLoadData(&module, ptx.c_str()));
+  auto t1 = std::chrono::steady_clock::now();
+  CK(cuModuleGetFunction(&compare, module, "rocprof_replay_compare"));
+  printf("module_load_ms %.2f\n", std::chrono::duration<double, std::milli>(t1 - t0).count());
+
+  const size_t cap = 1 << 20;
+  CUdeviceptr live, snap, flags;
+  CK(cuMemAlloc(&live, cap + 64));
+  CK(cuMemAlloc(&snap, cap + 64));
+  CK(cuMemAlloc(&flags, (cap + 64) + 16));
+  size_t cases = 0;
+  const size_t granules[] = {4096, 4095, 256, 16, 100, 1, 65536};
+  const size_t lens[] = {0, 1, 15, 16, 17, 255, 4095, 4096, 4097, 8191, 12288, 40001, 100000, 1 << 20};
+  const size_t offsets[][2] = {{0, 0}, {16, 32}, {1, 0}, {0, 3}, {8, 8}, {5, 5}};
+  for (size_t granule : granules) {
+    for (size_t len : lens) {
+      for (auto& off : offsets) {
+        std::vector<std::vector<size_t>> patterns = {{}};
+        if (len) {
+          std::vector<size_t> edges;
+          for (size_t g = 0; g * granule < len && edges.size() < 64; g += 1 + (len / granule) / 8) {
+            edges.push_back(g * granule);
+            size_t last = (g + 1) * granule - 1 < len - 1 ? (g + 1) * granule - 1 : len - 1;
+            edges.push_back(last);
+          }
+          patterns.push_back({0});
+          patterns.push_back({len - 1});
+          patterns.push_back({len / 2});
+          patterns.push_back(edges);
+          std::vector<size_t> every;
+          for (size_t i = 0; i < len; i += 1 + len / 97) every.push_back(i);
+          patterns.push_back(every);
+        }
+        for (auto& p : patterns) {
+          check(live, snap, off[0], off[1], len, granule, p, flags);
+          cases++;
+        }
+      }
+    }
+  }
+  printf("cases %zu mismatches %d\n", cases, failures);
+  CK(cuMemFree(live));
+  CK(cuMemFree(snap));
+  CK(cuMemFree(flags));
+
+  // Speed: identical buffers (the usual case: most granules unwritten), 4 KiB granules.
+  for (size_t mib : {256, 1024}) {
+    size_t bytes = mib << 20;
+    CK(cuMemAlloc(&live, bytes));
+    CK(cuMemAlloc(&snap, bytes));
+    CK(cuMemAlloc(&flags, bytes / 4096));
+    CK(cuMemsetD8(live, 7, bytes));
+    CK(cuMemcpyDtoD(snap, live, bytes));
+    CK(cuCtxSynchronize());
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+      auto s = std::chrono::steady_clock::now();
+      launch(live, snap, bytes, 4096, flags);
+      CK(cuCtxSynchronize());
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count();
+      if (ms < best) best = ms;
+    }
+    std::vector<unsigned char> got(bytes / 4096);
+    CK(cuMemcpyDtoH(got.data(), flags, got.size()));
+    size_t set = 0;
+    for (unsigned char c : got) set += c != 0;
+    if (set) {
+      printf("identical %zu MiB: %zu granules flagged\n", mib, set);
+      failures++;
+    }
+    // Both buffers are read: 2 * bytes per compare.
+    printf("compare_gbps %zu MiB: %.1f ms, %.0f GB/s read\n", mib, best, 2.0 * bytes / best / 1e6);
+    CK(cuMemFree(live));
+    CK(cuMemFree(snap));
+    CK(cuMemFree(flags));
+  }
+  printf("RESULT %s\n", failures == 0 ? "OK" : "FAIL");
+  return failures == 0 ? 0 : 1;
+}
