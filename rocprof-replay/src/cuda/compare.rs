@@ -7,10 +7,12 @@
 //! one copy, behind one event and one bounded wait, and become [`DirtyRanges`] exactly as the
 //! host compare builds them (granules from each region's start, the last one may be shorter).
 //!
-//! The kernel is loaded per context, lazily, by the first diff of a window there (on the
-//! companion thread, where the context is current, under the [`Guard`]); a context where it
-//! cannot be loaded answers [`DiffError::Unsupported`] from then on, so its dispatches get full
-//! restores. Regions whose snapshot is in host memory (pinned, when the device had no room) are
+//! The kernel is loaded per context outside any window ([`prepare_compare`]: after the
+//! context's first allocation, or at its first launch, on the application thread, under the
+//! [`Guard`] and the module-load rule of [`Behind`](super::super::gate::Behind)) — a load
+//! inside a window could deadlock against the window's own gates. A window never loads it: a
+//! context not prepared yet, or where it cannot be loaded, answers [`DiffError::Unsupported`],
+//! so its dispatches get full restores. Regions whose snapshot is in host memory (pinned, when the device had no room) are
 //! compared on the host ([`diff_by_reading`]: only live memory is read back).
 //!
 //! [`DeviceMemory::diff`]: crate::engine::snapshot::DeviceMemory::diff
@@ -71,9 +73,11 @@ struct Flags {
 }
 
 impl CompareKernel {
-    /// The kernel's handle, loading its module first if no window has tried; `None` where it
-    /// cannot be had (then and from then on).
-    fn function(&mut self, drv: &Driver, context: usize) -> Option<usize> {
+    /// Loads the module into the current context if nobody has tried yet. Called outside any
+    /// window, on a thread where no window can start meanwhile ([`prepare_compare`]): a
+    /// module load synchronises the context under a driver lock, which a window's gates and
+    /// copies would deadlock against ([`Behind`](super::super::gate::Behind)).
+    fn prepare(&mut self, drv: &Driver, context: usize) {
         if let State::Untried = self.state {
             self.state = match load(drv) {
                 Ok(function) => State::Ready {
@@ -90,6 +94,16 @@ impl CompareKernel {
                 }
             };
         }
+    }
+
+    /// Whether [`prepare`](Self::prepare) has still to run.
+    fn untried(&self) -> bool {
+        matches!(self.state, State::Untried)
+    }
+
+    /// The kernel's handle, once loaded; `None` before (a window never loads it) or where it
+    /// cannot be loaded.
+    fn function(&self) -> Option<usize> {
         match self.state {
             State::Ready { function, .. } => Some(function),
             _ => None,
@@ -156,6 +170,20 @@ impl Flags {
     }
 }
 
+/// Loads the context's compare kernel if nobody has tried yet, on an application thread (in
+/// a callback, the context current) outside any window: waits for the windows in flight and
+/// holds new ones off meanwhile, as every call that may load a module does.
+pub(crate) fn prepare_compare(be: &crate::cuda::Backend, ctx: &crate::cuda::Ctx) {
+    if !ctx.compare.lock().untried() {
+        return;
+    }
+    let _loading = crate::cuda::gate::BEHIND.begin_load(
+        be.settings.lock,
+        be.settings.pass.saturating_add(be.settings.late_pass),
+    );
+    ctx.compare.lock().prepare(&be.drv, ctx.handle);
+}
+
 /// Loads the compare module into the current context; returns the kernel's handle.
 fn load(drv: &Driver) -> Result<usize, String> {
     let (Some(load_data), Some(get_function)) = (drv.module_load_data, drv.module_get_function)
@@ -207,8 +235,7 @@ pub(super) fn diff(
         .collect();
     let mut out = DirtyRanges::new();
     if !device.is_empty() {
-        let drv = *t.drv();
-        let Some(function) = t.ctx.compare.lock().function(&drv, t.ctx.handle) else {
+        let Some(function) = t.ctx.compare.lock().function() else {
             return Err(DiffError::Unsupported);
         };
         compare_on_device(t, function, regions, &device, granule, &mut out)?;

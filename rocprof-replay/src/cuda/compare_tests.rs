@@ -136,6 +136,11 @@ fn a_sparse_writer_of_a_large_buffer_gets_write_set_restores_of_its_granules() {
         (Some(RestoreKind::WriteSet), written as u64)
     );
     assert_eq!(gpu().module_loads, 1, "loaded once per context");
+    assert_eq!(
+        gpu().module_loads_in_windows,
+        0,
+        "loaded outside any window"
+    );
 }
 
 /// Absolute byte ranges `poke_all` increments (address, len).

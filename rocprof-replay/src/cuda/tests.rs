@@ -74,6 +74,8 @@ struct FakeGpu {
     fail_module_load: bool,
     /// `cuModuleLoadData` calls, and compare kernels run.
     module_loads: u32,
+    /// Of those, loads made while a window was in flight.
+    module_loads_in_windows: usize,
     compares: u32,
     /// Compare kernels never finish (their stream sticks).
     stick_compares: bool,
@@ -456,6 +458,8 @@ unsafe extern "C" fn module_load_data(m: *mut CUmodule, image: *const c_void) ->
     let ptx = unsafe { CStr::from_ptr(image.cast()) }.to_string_lossy();
     let mut g = gpu();
     g.module_loads += 1;
+    // A module load synchronises the context: never inside a window (gate::Behind).
+    g.module_loads_in_windows += usize::from(super::gate::BEHIND.pending() > 0);
     if g.fail_module_load || !ptx.contains(".visible .entry rocprof_replay_compare(") {
         return CUDA_ERROR_INVALID_VALUE;
     }

@@ -340,6 +340,12 @@ pub(crate) unsafe fn enter_launch(
     };
     let ctx = be.ctx(cb.context as usize);
     let facts = be.kernel_facts(cb.context as usize, launch.f, cb.symbolName);
+    {
+        // Where no allocation prepared it (the kernel of write-set restore is never loaded
+        // inside a window).
+        let _g = Guard::new();
+        compare::prepare_compare(be, &ctx);
+    }
     let info = dispatch_info(be, &ctx, &launch, &facts);
     if capturing {
         warn_once(&CAPTURE, || {
@@ -496,6 +502,7 @@ pub(crate) fn prepare_gates(be: &Backend, ctx: &Ctx) {
     // The gate page is the backend's own host memory, not the application's.
     let _g = Guard::new();
     let _ = gate_page(be, ctx);
+    compare::prepare_compare(be, ctx);
 }
 
 fn gate_page(be: &Backend, ctx: &Ctx) -> Option<Arc<GatePage>> {

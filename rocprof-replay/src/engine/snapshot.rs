@@ -124,7 +124,8 @@ pub(crate) type DirtyRanges = Vec<DirtyRange>;
 /// Why a diff found nothing usable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DiffError {
-    /// The backend cannot compare (the CUDA backend, until a device compare kernel exists).
+    /// The backend cannot compare (a CUDA context where the compare kernel cannot be loaded,
+    /// or is not loaded yet).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     Unsupported,
     /// A read-back failed, or scratch memory could not be had; nothing is in flight.
