@@ -65,11 +65,11 @@ enum State {
     },
 }
 
-/// One batch's flags: `len` bytes of device memory and as many of pinned host memory.
+/// One batch's flags: [`FLAG_BYTES`] (at least a page) of device memory and as many of pinned
+/// host memory, kept for the context's life.
 struct Flags {
     device: usize,
     host: usize,
-    len: usize,
 }
 
 impl CompareKernel {
@@ -78,6 +78,12 @@ impl CompareKernel {
     /// module load synchronises the context under a driver lock, which a window's gates and
     /// copies would deadlock against ([`Behind`](super::super::gate::Behind)).
     fn prepare(&mut self, drv: &Driver, context: usize) {
+        self.load_once(drv, context);
+        self.allocate_flags(drv);
+    }
+
+    /// Loads the module unless that was tried.
+    fn load_once(&mut self, drv: &Driver, context: usize) {
         if let State::Untried = self.state {
             self.state = match load(drv) {
                 Ok(function) => State::Ready {
@@ -96,9 +102,13 @@ impl CompareKernel {
         }
     }
 
-    /// Whether [`prepare`](Self::prepare) has still to run.
-    fn untried(&self) -> bool {
-        matches!(self.state, State::Untried)
+    /// Whether [`prepare`](Self::prepare) has something to do: the module was never tried, or
+    /// it is loaded without flag buffers (none could be had, or a stuck compare gave them up).
+    fn needs_prepare(&self) -> bool {
+        matches!(
+            self.state,
+            State::Untried | State::Ready { flags: None, .. }
+        )
     }
 
     /// The kernel's handle, once loaded; `None` before (a window never loads it) or where it
@@ -110,26 +120,31 @@ impl CompareKernel {
         }
     }
 
-    /// Flag buffers of at least `len` bytes (the ones held when large enough).
-    fn flags(&mut self, drv: &Driver, len: usize) -> Option<(usize, usize)> {
+    /// The flag buffers, allocated by [`prepare`](Self::prepare) (never inside a window: an
+    /// allocation or a free there may synchronise the context against the window's own gates).
+    fn flags(&self) -> Option<(usize, usize)> {
+        match &self.state {
+            State::Ready { flags: Some(f), .. } => Some((f.device, f.host)),
+            _ => None,
+        }
+    }
+
+    /// Allocates the flag buffers if they are missing: [`FLAG_BYTES`] (at least a page) of
+    /// device memory and as many of pinned host memory, once per context.
+    fn allocate_flags(&mut self, drv: &Driver) {
         let State::Ready { flags, .. } = &mut self.state else {
-            return None;
+            return;
         };
-        if let Some(f) = flags
-            && f.len >= len
-        {
-            return Some((f.device, f.host));
+        if flags.is_some() {
+            return;
         }
-        if let Some(old) = flags.take() {
-            old.free(drv);
-        }
-        let len = len.next_power_of_two().max(4096);
+        let len = FLAG_BYTES.max(4096);
         let mut device: CUdeviceptr = 0;
         // SAFETY: a plain out-parameter; the context is current on this thread.
         let r = unsafe { (drv.mem_alloc)(&mut device, len) };
         if r != CUDA_SUCCESS || device == 0 {
             tracing::debug!(status = %error_name(drv, r), len, "no device memory for the compare flags");
-            return None;
+            return;
         }
         let mut host: *mut c_void = std::ptr::null_mut();
         // SAFETY: as above.
@@ -138,16 +153,12 @@ impl CompareKernel {
             tracing::debug!(status = %error_name(drv, r), len, "no pinned memory for the compare flags");
             // SAFETY: our allocation, unused.
             unsafe { (drv.mem_free)(device) };
-            return None;
+            return;
         }
-        let f = Flags {
+        *flags = Some(Flags {
             device: device as usize,
             host: host as usize,
-            len,
-        };
-        let out = (f.device, f.host);
-        *flags = Some(f);
-        Some(out)
+        });
     }
 
     /// Gives the flag buffers up without freeing them: a compare or copy into them may still
@@ -160,21 +171,11 @@ impl CompareKernel {
     }
 }
 
-impl Flags {
-    fn free(self, drv: &Driver) {
-        // SAFETY: our allocations; the last batch using them completed.
-        unsafe {
-            (drv.mem_free)(self.device as CUdeviceptr);
-            (drv.mem_free_host)(self.host as *mut c_void);
-        }
-    }
-}
-
 /// Loads the context's compare kernel if nobody has tried yet, on an application thread (in
 /// a callback, the context current) outside any window: waits for the windows in flight and
 /// holds new ones off meanwhile, as every call that may load a module does.
 pub(crate) fn prepare_compare(be: &crate::cuda::Backend, ctx: &crate::cuda::Ctx) {
-    if !ctx.compare.lock().untried() {
+    if !ctx.compare.lock().needs_prepare() {
         return;
     }
     let _loading = crate::cuda::gate::BEHIND.begin_load(
@@ -191,20 +192,23 @@ fn load(drv: &Driver) -> Result<usize, String> {
         return Err("the driver has no cuModuleLoadData or cuModuleGetFunction".into());
     };
     let _g = Guard::new();
-    let mut module: CUmodule = std::ptr::null_mut();
-    // SAFETY: NUL-terminated PTX text of ours, alive for the call; a plain out-parameter.
-    let r = unsafe { load_data(&mut module, PTX.as_ptr().cast()) };
-    if r != CUDA_SUCCESS || module.is_null() {
-        return Err(format!("cuModuleLoadData: {}", error_name(drv, r)));
-    }
-    let mut function: CUfunction = std::ptr::null_mut();
-    // SAFETY: the module just loaded, a NUL-terminated name; a plain out-parameter.
-    let r = unsafe { get_function(&mut function, module, ENTRY.as_ptr()) };
-    if r != CUDA_SUCCESS || function.is_null() {
-        // The module stays loaded (freed with the context): nothing else is of use in it.
-        return Err(format!("cuModuleGetFunction: {}", error_name(drv, r)));
-    }
-    Ok(function as usize)
+    super::super::globals::own_module(|| {
+        let mut module: CUmodule = std::ptr::null_mut();
+        // SAFETY: NUL-terminated PTX text of ours, alive for the call; a plain out-parameter.
+        let r = unsafe { load_data(&mut module, PTX.as_ptr().cast()) };
+        if r != CUDA_SUCCESS || module.is_null() {
+            return Err(format!("cuModuleLoadData: {}", error_name(drv, r)));
+        }
+        let mut function: CUfunction = std::ptr::null_mut();
+        // SAFETY: the module just loaded, a NUL-terminated name; a plain out-parameter. (With
+        // lazy loading the module is loaded here: still inside `own_module`.)
+        let r = unsafe { get_function(&mut function, module, ENTRY.as_ptr()) };
+        if r != CUDA_SUCCESS || function.is_null() {
+            // The module stays loaded (freed with the context): nothing else is of use in it.
+            return Err(format!("cuModuleGetFunction: {}", error_name(drv, r)));
+        }
+        Ok(function as usize)
+    })
 }
 
 /// Part of a region compared in one batch: `len` bytes at `offset` into region `index`, its
@@ -268,9 +272,7 @@ fn compare_on_device(
         .iter()
         .map(|&i| regions[i].len.div_ceil(granule))
         .fold(0usize, usize::saturating_add);
-    let Some((flags_device, flags_host)) =
-        t.ctx.compare.lock().flags(t.drv(), total.min(FLAG_BYTES))
-    else {
+    let Some((flags_device, flags_host)) = t.ctx.compare.lock().flags() else {
         return Err(DiffError::Failed);
     };
     let capacity = total.min(FLAG_BYTES);

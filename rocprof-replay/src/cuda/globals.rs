@@ -156,13 +156,33 @@ struct NamesInner {
     unreadable: HashSet<u32>,
 }
 
+thread_local! {
+    /// This thread is loading the backend's own module.
+    static LOADING_OWN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `load`, which loads the backend's own module: its module-loaded callback (on this
+/// thread) leaves it out of the variable scan.
+pub(crate) fn own_module<R>(load: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LOADING_OWN.with(|o| o.set(self.0));
+        }
+    }
+    let _reset = Reset(LOADING_OWN.with(|o| o.replace(true)));
+    load()
+}
+
 impl GlobalNames {
-    /// Records the variables of a loaded cubin (CUPTI module id `module`). A module the
-    /// backend loads itself (the compare kernel, on a thread under its guard) is left out: it
-    /// has no application variables, and CUPTI may hand its image over as PTX text, which would
-    /// count as unreadable and stop replay in every context.
+    /// Records the variables of a loaded cubin (CUPTI module id `module`). The backend's own
+    /// module (the compare kernel, loaded inside [`own_module`]) is left out: it has no
+    /// application variables, and CUPTI may hand its image over as PTX text, which would count
+    /// as unreadable and stop replay in every context. (A module merely loaded on a guarded
+    /// thread is the application's: lazy loading loads it when the backend first asks for a
+    /// kernel's function.)
     pub(crate) fn add_cubin(&self, module: u32, image: &[u8]) {
-        if super::guarded_thread() {
+        if LOADING_OWN.with(|o| o.get()) {
             return;
         }
         match writable_globals(image) {

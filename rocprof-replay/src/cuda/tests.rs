@@ -76,6 +76,8 @@ struct FakeGpu {
     module_loads: u32,
     /// Of those, loads made while a window was in flight.
     module_loads_in_windows: usize,
+    /// `cuMemFree` / `cuMemFreeHost` calls made while a window was in flight.
+    frees_in_windows: usize,
     compares: u32,
     /// Compare kernels never finish (their stream sticks).
     stick_compares: bool,
@@ -161,7 +163,10 @@ unsafe extern "C" fn mem_alloc(p: *mut CUdeviceptr, size: usize) -> CUresult {
     CUDA_SUCCESS
 }
 unsafe extern "C" fn mem_free(p: CUdeviceptr) -> CUresult {
-    match gpu().memory.remove(&(p as usize)) {
+    let mut g = gpu();
+    // A free may synchronise the context: not while a window's gates may be closed.
+    g.frees_in_windows += usize::from(super::gate::BEHIND.pending() > 0);
+    match g.memory.remove(&(p as usize)) {
         Some(_) => CUDA_SUCCESS,
         None => CUDA_ERROR_INVALID_VALUE,
     }
@@ -1354,6 +1359,44 @@ fn a_device_variable_of_the_kernels_module_is_restored_between_passes() {
     let o = &h.outcomes()[0].1;
     assert_eq!(o.kind, OutcomeKind::Replayed);
     assert_eq!(o.snapshot_bytes, 4);
+}
+
+#[test]
+fn a_module_loaded_lazily_under_the_backends_guard_is_still_the_applications() {
+    // With lazy loading the application's module is loaded when the backend first asks for a
+    // kernel's function (under its guard): its variables must still be captured.
+    let h = harness(3, quick());
+    h.obtain_function(&BUMP);
+    {
+        let _g = Guard::new();
+        load_module_with_counter(&h);
+    }
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), 1, "one execution's worth");
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.snapshot_bytes), (OutcomeKind::Replayed, 4));
+}
+
+#[test]
+fn the_backends_own_module_stays_out_of_the_variable_scan() {
+    // CUPTI may hand the compare kernel's module over as PTX text: not an unreadable image of
+    // the application's.
+    let h = harness(3, quick());
+    h.obtain_function(&BUMP);
+    load_module_with_counter(&h);
+    globals::own_module(|| {
+        module_event(
+            &h,
+            CUPTI_CBID_RESOURCE_MODULE_LOADED,
+            5,
+            b".version 7.0 (PTX)",
+        )
+    });
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), 1);
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
 }
 
 #[test]

@@ -1312,9 +1312,10 @@ impl ReplayTarget for CudaTarget<'_> {
 
     fn end(&mut self) {
         self.settle_original();
+        // Trimmed once the window's gates are open (`run_job`): freeing may synchronise the
+        // context, and the application's stream may still wait behind a gate of this window.
+        self.ctx.arena.lock().end_window();
         self.window = None;
-        let mem = ArenaMemory { drv: &self.be.drv };
-        self.ctx.arena.lock().trim(&mem);
     }
 }
 
@@ -1404,6 +1405,23 @@ fn run_job(mut job: Job, relaxed: &mut bool) {
             gate.open();
         }
     }
+    trim_arena(be, &job.ctx);
     // The job (and its ticket in BEHIND) goes last.
     drop(job);
+}
+
+/// After a window whose gates are open: trims the context's arena (which may free memory, and
+/// a free may synchronise the context) — under the context's writer lock, so no window of the
+/// context runs, and only when no other window is in flight in the process (this one's ticket
+/// is the only one left); otherwise the next window's end tries again.
+fn trim_arena(be: &Backend, ctx: &Ctx) {
+    let Some(_writer) = ctx.lock.try_write_for(be.settings.lock) else {
+        return;
+    };
+    if BEHIND.pending() > 1 {
+        return;
+    }
+    let _g = Guard::new();
+    let mem = ArenaMemory { drv: &be.drv };
+    ctx.arena.lock().trim(&mem);
 }

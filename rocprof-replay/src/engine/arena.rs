@@ -173,6 +173,14 @@ impl Arena {
         self.carve(mem, size)
     }
 
+    /// The window using the arena is over; [`trim`](Self::trim) to follow once freeing is
+    /// safe (on CUDA a free may synchronise the context, which must not happen while the
+    /// window's gates still hold the application's streams).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn end_window(&mut self) {
+        self.in_window = false;
+    }
+
     /// After a window: keeps the arena only while the device keeps its reserve free, and
     /// pinned host chunks only up to 1 GiB.
     pub(crate) fn trim(&mut self, mem: &dyn Memory) {
