@@ -453,7 +453,14 @@ pub(crate) type Decider =
 
 /// A decided window: runs it against the launch's target and returns (and records) its
 /// outcome.
-pub(crate) type WindowRun = Box<dyn FnOnce(&mut dyn ReplayTarget) -> Outcome + Send>;
+pub(crate) struct WindowRun {
+    /// Runs the window against the launch's target.
+    pub(crate) run: Box<dyn FnOnce(&mut dyn ReplayTarget) -> Outcome + Send>,
+    /// The window collects hardware counters: it stays synchronous, and its profiler calls
+    /// run on the launching thread while it waits in its launch callback
+    /// ([`window`]'s `on_app_thread`).
+    pub(crate) counters: bool,
+}
 
 /// The backend's state.
 pub(crate) struct Backend {
@@ -1261,8 +1268,9 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
         ids = Ids::from_names(cbid::ALL.iter().copied());
     }
     let decider: Decider = Box::new(move |info, ordinary| {
-        engine.decide(info, ordinary).map(|window| {
-            Box::new(move |target: &mut dyn ReplayTarget| window.run(target)) as WindowRun
+        engine.decide(info, ordinary).map(|window| WindowRun {
+            counters: window.collects_counters(),
+            run: Box::new(move |target: &mut dyn ReplayTarget| window.run(target)),
         })
     });
     let backend = Backend::new(

@@ -38,6 +38,8 @@ pub(crate) struct FakeCupti {
     next: usize,
     /// Parameter blocks that were not as the counter source must fill them.
     pub(crate) bad: Vec<String>,
+    /// The thread of each `Start` (its name).
+    pub(crate) start_threads: Vec<String>,
 }
 
 static FAKE: Mutex<Option<FakeCupti>> = Mutex::new(None);
@@ -310,6 +312,9 @@ unsafe extern "C" fn pop_range(_: *mut CUpti_RangeProfiler_PopRange_Params) -> C
 unsafe extern "C" fn start(_: *mut CUpti_RangeProfiler_Start_Params) -> CUptiResult {
     log("Start");
     let mut f = fake();
+    let thread = std::thread::current();
+    f.start_threads
+        .push(thread.name().unwrap_or("<unnamed>").to_owned());
     if f.started {
         f.bad.push("Start while started".into());
     }

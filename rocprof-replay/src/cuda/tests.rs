@@ -702,11 +702,14 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
                 }
                 Ok(decided) => {
                     let (info, seen) = (info.clone(), seen.clone());
-                    Some(Box::new(move |target: &mut dyn ReplayTarget| {
-                        let o = decided.run(&info, target, inventory, &s);
-                        seen.lock().push((info, o.clone()));
-                        o
-                    }) as WindowRun)
+                    Some(WindowRun {
+                        counters: decided.collects_counters(),
+                        run: Box::new(move |target: &mut dyn ReplayTarget| {
+                            let o = decided.run(&info, target, inventory, &s);
+                            seen.lock().push((info, o.clone()));
+                            o
+                        }),
+                    })
                 }
             },
         );
@@ -1957,6 +1960,14 @@ fn a_launch_gets_cuptis_values_from_one_range_per_counter_pass_and_one_execution
             "{log:?}"
         );
         assert_eq!(fake::fake().kernels_per_range, [1, 1, 1]);
+        // CUPTI's profiler never returns when called on another thread while the launching
+        // thread waits in its callback: the launching thread makes the calls.
+        let threads = std::mem::take(&mut fake::fake().start_threads);
+        assert_eq!(threads.len(), 3);
+        assert!(
+            threads.iter().all(|t| t != "rocprof-replay-cuda"),
+            "profiler started on the replay thread: {threads:?}"
+        );
         let decodes = log.iter().filter(|l| *l == "Decode").count();
         assert_eq!(decodes, if decode_each { 3 } else { 1 });
         assert!(fake::fake().bad.is_empty(), "{:?}", fake::fake().bad);

@@ -68,7 +68,14 @@ struct HandoffState {
     /// The gate on the application's stream behind an asynchronous window's pass 1, opened
     /// when the window is over.
     gate: Option<Gate>,
+    /// Work the window asks the application thread to do while it waits in the launch's
+    /// callbacks ([`Handoff::on_app_thread`]), and how many such requests it has run.
+    request: Option<Request>,
+    served: u64,
 }
+
+/// Work for the application thread (CUPTI's profiler calls).
+type Request = Box<dyn FnOnce() + Send>;
 
 /// The meeting point of a launch's callbacks and its window.
 #[derive(Default)]
@@ -123,6 +130,9 @@ impl Handoff {
     fn wait_release(&self) -> Option<Release> {
         let mut s = self.state.lock();
         loop {
+            if self.serve(&mut s) {
+                continue;
+            }
             if let Some(r) = s.release {
                 return Some(r);
             }
@@ -131,6 +141,61 @@ impl Handoff {
             }
             self.changed.wait_for(&mut s, Duration::from_secs(1));
         }
+    }
+
+    /// Runs the window's request, if one is waiting (on the application thread, the state
+    /// unlocked meanwhile); `true` if it ran one.
+    fn serve(&self, s: &mut parking_lot::MutexGuard<'_, HandoffState>) -> bool {
+        let Some(request) = s.request.take() else {
+            return false;
+        };
+        parking_lot::MutexGuard::unlocked(s, || {
+            let _g = Guard::new();
+            // A panic stays here: the window sees its request served without a result (it
+            // lost what it handed over, and says so).
+            let _ = catch_unwind(AssertUnwindSafe(request));
+        });
+        s.served += 1;
+        self.changed.notify_all();
+        true
+    }
+
+    /// Has `request` run on the application thread, which is waiting in the launch's
+    /// callbacks (for the release, or in a synchronous window for its end) and serves it
+    /// there. CUPTI's range profiler calls never return when made on another thread while the
+    /// application thread waits inside a launch callback (seen on the H200, CUDA 13.0).
+    /// Gives the request back when the application thread did not take it within `grace`
+    /// (it is between the callbacks, in the driver's own enqueueing, or the window is
+    /// asynchronous); waits for a taken one to finish until `deadline` (`Ok(false)`: it did
+    /// not).
+    fn on_app_thread(
+        &self,
+        request: Request,
+        grace: Duration,
+        deadline: Duration,
+    ) -> Result<bool, Request> {
+        let start = Instant::now();
+        let mut s = self.state.lock();
+        let before = s.served;
+        s.request = Some(request);
+        self.changed.notify_all();
+        while s.request.is_some() {
+            if self.changed.wait_until(&mut s, start + grace).timed_out() {
+                if let Some(r) = s.request.take() {
+                    return Err(r);
+                }
+            }
+        }
+        while s.served == before {
+            if self
+                .changed
+                .wait_until(&mut s, start + deadline)
+                .timed_out()
+            {
+                return Ok(s.served != before);
+            }
+        }
+        Ok(true)
     }
 
     /// The launch's status, or `None` at `deadline`.
@@ -150,6 +215,9 @@ impl Handoff {
     fn wait_done(&self) -> usize {
         let mut s = self.state.lock();
         while !s.done {
+            if self.serve(&mut s) {
+                continue;
+            }
             self.changed.wait_for(&mut s, Duration::from_secs(1));
         }
         s.wait_event
@@ -401,8 +469,9 @@ pub(crate) unsafe fn enter_launch(
     };
     // An asynchronous window relaunches after this call returned: it needs its own copy of
     // the arguments.
-    let copied = gates
-        .is_some()
+    // A window that collects counters stays synchronous: its profiler calls run on this
+    // thread while it waits in the launch's callbacks (`Handoff::on_app_thread`).
+    let copied = (gates.is_some() && !window.counters)
         // SAFETY: the application is inside this launch call.
         .then(|| unsafe { params::copy(&launch, facts.params.as_deref()) });
     let (launch, owned) = match copied {
@@ -1063,24 +1132,67 @@ impl DeviceMemory for CudaTarget<'_> {
     }
 }
 
+impl CudaTarget<'_> {
+    /// Runs `call` (CUPTI's profiler) on the application thread while it waits in the launch's
+    /// callbacks ([`Handoff::on_app_thread`]), or here when it does not take it within 50 ms;
+    /// `Err` when it took it and did not finish within the pass deadline, or panicked (what it
+    /// was given is lost: the dispatch has no counters).
+    fn profiler_call<T: Send + 'static>(
+        &self,
+        call: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let request: Request = Box::new(move || {
+            let _ = tx.send(call());
+        });
+        let deadline = self.be.settings.pass;
+        match self
+            .job
+            .hand
+            .on_app_thread(request, Duration::from_millis(50), deadline)
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(format!(
+                    "a profiler call on the application thread did not finish within {deadline:?}"
+                ));
+            }
+            Err(request) => request(),
+        }
+        rx.try_recv()
+            .map_err(|_| "a profiler call panicked".to_string())
+    }
+}
+
 impl ReplayTarget for CudaTarget<'_> {
     fn prepare_counters(&mut self, set: &crate::counters::MetricSet) -> Result<(), String> {
-        let session = super::profiler::prepare(self.ctx.handle, self.job.info.agent_index, set)?;
-        self.counters = Some(session);
+        let (ctx, agent, set) = (self.ctx.handle, self.job.info.agent_index, set.clone());
+        let prepared = self.profiler_call(move || super::profiler::prepare(ctx, agent, &set))?;
+        self.counters = Some(prepared?);
         Ok(())
     }
 
     fn arm_counters(&mut self, pass: Option<u32>) {
-        if let Some(c) = &mut self.counters {
-            c.arm(pass);
+        if let Some(mut c) = self.counters.take() {
+            self.counters = self
+                .profiler_call(move || {
+                    c.arm(pass);
+                    c
+                })
+                .ok();
         }
     }
 
     fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
-        match &mut self.counters {
-            Some(c) => c.values(pass),
-            None => Err("the dispatch's counters were not prepared".into()),
-        }
+        let Some(mut c) = self.counters.take() else {
+            return Err("the dispatch's counters were not prepared".into());
+        };
+        let (c, values) = self.profiler_call(move || {
+            let v = c.values(pass);
+            (c, v)
+        })?;
+        self.counters = Some(c);
+        values
     }
 
     fn refusal(&self) -> Option<DeclineReason> {
@@ -1379,7 +1491,7 @@ fn run_job(mut job: Job, relaxed: &mut bool) {
         late_stream: 0,
     };
     tracing::trace!(kernel = job.info.kernel(), "window starts");
-    let result = catch_unwind(AssertUnwindSafe(|| window(&mut target)));
+    let result = catch_unwind(AssertUnwindSafe(|| (window.run)(&mut target)));
     tracing::trace!(kernel = job.info.kernel(), original = ?target.original, "window ends");
     if result.is_err() {
         tracing::error!(

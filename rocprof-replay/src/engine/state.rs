@@ -37,6 +37,9 @@ pub(crate) trait Replayer: Send + Sync {
 
 /// A decided window, type-erased: runs on any thread ([`Decided::run`]).
 pub(crate) trait Pending: Send {
+    /// Whether the window collects hardware counters.
+    fn collects_counters(&self) -> bool;
+
     /// Runs the window against `target`.
     fn run(
         self: Box<Self>,
@@ -48,6 +51,10 @@ pub(crate) trait Pending: Send {
 }
 
 impl<P: ReplayPolicy> Pending for Decided<'static, P> {
+    fn collects_counters(&self) -> bool {
+        Decided::collects_counters(self)
+    }
+
     fn run(
         self: Box<Self>,
         info: &DispatchInfo,
@@ -104,6 +111,12 @@ impl Window {
     /// The dispatch.
     pub(crate) fn info(&self) -> &DispatchInfo {
         &self.info
+    }
+
+    /// Whether the window collects hardware counters.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn collects_counters(&self) -> bool {
+        self.pending.collects_counters()
     }
 
     /// Runs the window against `target`, then logs and records its outcome.

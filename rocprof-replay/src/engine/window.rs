@@ -380,6 +380,11 @@ pub(crate) fn decide<'p, P: ReplayPolicy>(
 }
 
 impl<P: ReplayPolicy> Decided<'_, P> {
+    /// Whether the window collects hardware counters (a metric set was asked for).
+    pub(crate) fn collects_counters(&self) -> bool {
+        self.set.is_some()
+    }
+
     /// Runs the window: counters prepared, the agent taken, drained, snapshot, the passes,
     /// one completion; `on_end` last.
     pub(crate) fn run(
