@@ -453,9 +453,13 @@ pub(crate) type Decider =
 
 /// A decided window: runs it against the launch's target and returns (and records) its
 /// outcome.
+/// Runs a decided window against the launch's target.
+pub(crate) type RunWindow = Box<dyn FnOnce(&mut dyn ReplayTarget) -> Outcome + Send>;
+
+/// A decided window and what the launch callbacks need to know of it.
 pub(crate) struct WindowRun {
     /// Runs the window against the launch's target.
-    pub(crate) run: Box<dyn FnOnce(&mut dyn ReplayTarget) -> Outcome + Send>,
+    pub(crate) run: RunWindow,
     /// The window collects hardware counters: it stays synchronous, and its profiler calls
     /// run on the launching thread while it waits in its launch callback
     /// ([`window`]'s `on_app_thread`).
