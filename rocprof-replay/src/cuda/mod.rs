@@ -1056,12 +1056,26 @@ impl Backend {
     /// Before an application allocation: releases an idle arena that would leave the
     /// allocation short of memory.
     fn relieve(&self, ctx: &Ctx, request: usize) {
-        let Some(mut arena) = ctx.arena.try_lock() else {
-            return;
-        };
         let mem = window::ArenaMemory { drv: &self.drv };
         let _g = Guard::new();
-        let freed = arena.relieve(&mem, request);
+        let (short, in_window) = {
+            let arena = ctx.arena.lock();
+            (arena.short_for(&mem, request), arena.in_window())
+        };
+        if !short {
+            return;
+        }
+        // A window uses the arena: the allocation waits for it to end (the reader side,
+        // bounded by the lock deadline, after which the window stops after its current pass),
+        // so that it finds the memory the window held.
+        let waited = in_window;
+        if waited {
+            ctx.read_outside_window(self.settings.lock);
+        }
+        let freed = ctx.arena.lock().relieve(&mem, request);
+        if waited {
+            ctx.unlock_read();
+        }
         if freed > 0 {
             tracing::info!(
                 bytes = freed,

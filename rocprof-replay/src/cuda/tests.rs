@@ -1812,6 +1812,31 @@ fn an_application_allocation_failing_for_memory_releases_an_idle_arena() {
     assert_eq!(ctx.arena.lock().device_bytes(), 0);
 }
 
+#[test]
+fn an_application_allocation_short_of_memory_during_a_window_waits_and_gets_the_arenas_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().slow_relaunches = Some(Duration::from_millis(60));
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let ctx = h.be.ctx(CTX);
+    assert!(ctx.arena.lock().in_window(), "the window uses the arena");
+    assert!(ctx.arena.lock().device_bytes() > 0);
+    // The device is now nearly full: the allocation would eat into the reserve.
+    gpu().device_free = 1 << 20;
+    let _p = h.alloc(4096);
+    assert_eq!(
+        ctx.arena.lock().device_bytes(),
+        0,
+        "the allocation waited for the window and the arena was released for it"
+    );
+    h.settle();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
 /// `passes` of its own and one counter.
 struct WithCounters(u32, Arc<crate::counters::MetricSet>);
 

@@ -199,6 +199,23 @@ impl Arena {
         }
     }
 
+    /// Whether a window is using the arena right now (its memory cannot be released).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn in_window(&self) -> bool {
+        self.in_window
+    }
+
+    /// Whether an application allocation of `request` bytes would leave less than the reserve
+    /// free while the arena holds device memory (so [`relieve`](Self::relieve) would release
+    /// it, once no window uses it).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn short_for(&self, mem: &dyn Memory, request: usize) -> bool {
+        self.device_bytes() > 0
+            && mem
+                .device_info()
+                .is_some_and(|(free, total)| free < request.saturating_add(mem.reserve(total)))
+    }
+
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     /// Before an application allocation of `request` bytes: releases the device chunks when
     /// the allocation would leave less than the reserve free. Returns the bytes released.
