@@ -1837,6 +1837,37 @@ fn an_application_allocation_short_of_memory_during_a_window_waits_and_gets_the_
     assert_eq!(buf.values(), vec![1; 8]);
 }
 
+#[test]
+fn the_arena_is_trimmed_after_the_window_once_its_gates_are_open() {
+    // Freeing may synchronise the context: never while the window's gate holds the
+    // application's stream.
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().slow_relaunches = Some(Duration::from_millis(60));
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let ctx = h.be.ctx(CTX);
+    // The device runs short during the window: the arena goes once the window is over.
+    gpu().device_free = 1 << 20;
+    h.settle();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ctx.arena.lock().device_bytes() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        ctx.arena.lock().device_bytes(),
+        0,
+        "trimmed after the window"
+    );
+    assert_eq!(
+        gpu().frees_in_windows,
+        0,
+        "nothing freed while a window was in flight"
+    );
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
 /// `passes` of its own and one counter.
 struct WithCounters(u32, Arc<crate::counters::MetricSet>);
 

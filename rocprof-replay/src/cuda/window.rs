@@ -1517,20 +1517,22 @@ fn run_job(mut job: Job, relaxed: &mut bool) {
             gate.open();
         }
     }
-    trim_arena(be, &job.ctx);
-    // The job (and its ticket in BEHIND) goes last.
+    // The job (and its ticket in BEHIND) goes last, then the arena is trimmed.
+    let ctx = job.ctx.clone();
     drop(job);
+    trim_arena(be, &ctx);
 }
 
 /// After a window whose gates are open: trims the context's arena (which may free memory, and
-/// a free may synchronise the context) — under the context's writer lock, so no window of the
-/// context runs, and only when no other window is in flight in the process (this one's ticket
-/// is the only one left); otherwise the next window's end tries again.
+/// a free may synchronise the context) — under the context's writer lock, taken only if free
+/// at once (a waiting writer would hold the application's calls off), so no window of the
+/// context runs, and only when no window is in flight in the process (none has a gate
+/// closed); otherwise the next window's end tries again.
 fn trim_arena(be: &Backend, ctx: &Ctx) {
-    let Some(_writer) = ctx.lock.try_write_for(be.settings.lock) else {
+    let Some(_writer) = ctx.lock.try_write() else {
         return;
     };
-    if BEHIND.pending() > 1 {
+    if BEHIND.pending() > 0 {
         return;
     }
     let _g = Guard::new();
