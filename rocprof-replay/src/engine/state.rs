@@ -3,7 +3,7 @@
 //!
 //! Registration builds the [`Engine`] once per process ([`install`]); each backend then
 //! attaches to it (the HSA backend in `OnLoad`, the CUDA backend at injection) and hands every
-//! intercepted dispatch to [`Engine::replay`]. Neither backend owns the policy, so one tool
+//! intercepted dispatch to [`Engine::decide`] (and runs the [`Window`] it returns). Neither backend owns the policy, so one tool
 //! library serves an HSA process and a CUDA process alike.
 
 use std::sync::OnceLock;

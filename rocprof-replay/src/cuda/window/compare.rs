@@ -29,7 +29,7 @@ use crate::engine::snapshot::{DiffError, DirtyRange, DirtyRanges, Transfer, diff
 
 /// The compare kernel's PTX (`kernels/cuda/compare.cu`, built by
 /// `scripts/build-cuda-kernels.sh`), NUL-terminated as `cuModuleLoadData` wants PTX text.
-pub(crate) const PTX: &str = concat!(include_str!("../../kernels/cuda/compare.ptx"), "\0");
+pub(crate) const PTX: &str = concat!(include_str!("../../../kernels/cuda/compare.ptx"), "\0");
 
 /// The kernel's entry point: `(live, snap, len, granule, flags)`, all 64-bit.
 pub(crate) const ENTRY: &CStr = c"rocprof_replay_compare";

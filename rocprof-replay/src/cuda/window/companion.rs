@@ -1,0 +1,368 @@
+//! The companion thread of an application thread: the hand-off of a launch between its
+//! callbacks and its window ([`Handoff`]), the jobs, and the thread that runs them.
+
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use rocprof_replay_sys::cuda::*;
+
+use crate::cuda::api::error_name;
+use crate::cuda::gate::{BEHIND, Gate, GatePage};
+use crate::cuda::params::{Launch, OwnedArgs};
+use crate::cuda::{Backend, Ctx, GUARD, Guard, WindowRun};
+use crate::dispatch::DispatchInfo;
+use crate::policy::{FailureReason, Outcome, OutcomeKind};
+
+use super::*;
+
+/// What the application thread is told to do with its launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// The launch is pass 1: record `start` before it and `end` after it on its stream.
+    Pass { start: usize, end: usize },
+    /// The launch is the ordinary run; `reader`: take the context's reader lock around it
+    /// (no window holds the context).
+    Ordinary { reader: bool },
+}
+
+#[derive(Default)]
+pub(super) struct HandoffState {
+    pub(super) release: Option<Release>,
+    pub(super) launched: Option<CUresult>,
+    pub(super) done: bool,
+    /// An event the application's stream must wait for before its later work.
+    pub(super) wait_event: usize,
+    /// The gate on the application's stream behind an asynchronous window's pass 1, opened
+    /// when the window is over.
+    pub(super) gate: Option<Gate>,
+    /// Work the window asks the application thread to do while it waits in the launch's
+    /// callbacks ([`Handoff::on_app_thread`]), and how many such requests it has run.
+    pub(super) request: Option<Request>,
+    pub(super) served: u64,
+}
+
+/// Work for the application thread (CUPTI's profiler calls).
+pub(super) type Request = Box<dyn FnOnce() + Send>;
+
+/// The meeting point of a launch's callbacks and its window.
+#[derive(Default)]
+pub(crate) struct Handoff {
+    pub(super) state: Mutex<HandoffState>,
+    pub(super) changed: Condvar,
+}
+
+impl Handoff {
+    pub(super) fn release(&self, r: Release) {
+        self.state.lock().release = Some(r);
+        self.changed.notify_all();
+    }
+
+    pub(super) fn set_launched(&self, r: CUresult) {
+        self.state.lock().launched = Some(r);
+        self.changed.notify_all();
+    }
+
+    /// The window is over: returns the gate the application's stream waits behind, if any.
+    pub(super) fn set_done(&self, wait_event: usize) -> Option<Gate> {
+        let mut s = self.state.lock();
+        s.done = true;
+        s.wait_event = wait_event;
+        let gate = s.gate.take();
+        drop(s);
+        self.changed.notify_all();
+        gate
+    }
+
+    /// The launch's status, with the gate now on the application's stream (an asynchronous
+    /// window). Gives the gate back when the window is already over: the caller opens it.
+    pub(super) fn set_launched_behind(&self, r: CUresult, gate: Gate) -> Option<Gate> {
+        let mut s = self.state.lock();
+        s.launched = Some(r);
+        let back = if s.done {
+            Some(gate)
+        } else {
+            s.gate = Some(gate);
+            None
+        };
+        drop(s);
+        self.changed.notify_all();
+        back
+    }
+
+    pub(super) fn is_done(&self) -> bool {
+        self.state.lock().done
+    }
+
+    /// The release, or `None` when the window ended without one (an internal error).
+    pub(super) fn wait_release(&self) -> Option<Release> {
+        let mut s = self.state.lock();
+        loop {
+            if self.serve(&mut s) {
+                continue;
+            }
+            if let Some(r) = s.release {
+                return Some(r);
+            }
+            if s.done {
+                return None;
+            }
+            self.changed.wait_for(&mut s, Duration::from_secs(1));
+        }
+    }
+
+    /// Runs the window's request, if one is waiting (on the application thread, the state
+    /// unlocked meanwhile); `true` if it ran one.
+    pub(super) fn serve(&self, s: &mut parking_lot::MutexGuard<'_, HandoffState>) -> bool {
+        let Some(request) = s.request.take() else {
+            return false;
+        };
+        parking_lot::MutexGuard::unlocked(s, || {
+            let _g = Guard::new();
+            // A panic stays here: the window sees its request served without a result (it
+            // lost what it handed over, and says so).
+            let _ = catch_unwind(AssertUnwindSafe(request));
+        });
+        s.served += 1;
+        self.changed.notify_all();
+        true
+    }
+
+    /// Has `request` run on the application thread, which is waiting in the launch's
+    /// callbacks (for the release, or in a synchronous window for its end) and serves it
+    /// there. CUPTI's range profiler calls never return when made on another thread while the
+    /// application thread waits inside a launch callback (seen on the H200, CUDA 13.0).
+    /// Gives the request back when the application thread did not take it within `grace`
+    /// (it is between the callbacks, in the driver's own enqueueing, or the window is
+    /// asynchronous); waits for a taken one to finish until `deadline` (`Ok(false)`: it did
+    /// not).
+    pub(super) fn on_app_thread(
+        &self,
+        request: Request,
+        grace: Duration,
+        deadline: Duration,
+    ) -> Result<bool, Request> {
+        let start = Instant::now();
+        let mut s = self.state.lock();
+        let before = s.served;
+        s.request = Some(request);
+        self.changed.notify_all();
+        while s.request.is_some() {
+            if self.changed.wait_until(&mut s, start + grace).timed_out() {
+                if let Some(r) = s.request.take() {
+                    return Err(r);
+                }
+            }
+        }
+        while s.served == before {
+            if self
+                .changed
+                .wait_until(&mut s, start + deadline)
+                .timed_out()
+            {
+                return Ok(s.served != before);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The launch's status, or `None` at `deadline`.
+    pub(super) fn wait_launched(&self, deadline: Instant) -> Option<CUresult> {
+        let mut s = self.state.lock();
+        loop {
+            if let Some(r) = s.launched {
+                return Some(r);
+            }
+            if self.changed.wait_until(&mut s, deadline).timed_out() {
+                return s.launched;
+            }
+        }
+    }
+
+    /// Waits until the window is over; returns its wait event.
+    pub(super) fn wait_done(&self) -> usize {
+        let mut s = self.state.lock();
+        while !s.done {
+            if self.serve(&mut s) {
+                continue;
+            }
+            self.changed.wait_for(&mut s, Duration::from_secs(1));
+        }
+        s.wait_event
+    }
+}
+
+/// A launch handed to a companion thread.
+pub(super) struct Job {
+    pub(super) be: &'static Backend,
+    pub(super) ctx: Arc<Ctx>,
+    pub(super) info: DispatchInfo,
+    pub(super) launch: Launch,
+    /// The kernel's module (`None`: unknown).
+    pub(super) module: Option<usize>,
+    /// Offset and size of each parameter (`None`: unknown).
+    pub(super) params: Option<Arc<[(usize, usize)]>>,
+    pub(super) hand: Arc<Handoff>,
+    /// Recorded by the application thread on its per-thread default stream (0: none).
+    pub(super) before: usize,
+    /// The copy of the arguments `launch` points into (`None`: `launch` points at the
+    /// application's own, alive only while its call waits for the window).
+    pub(super) _owned: Option<OwnedArgs>,
+    /// The context's gate page (`None`: no gates; passes are timed from an idle stream).
+    pub(super) gates: Option<Arc<GatePage>>,
+    /// The decided window (taken by the companion thread when it runs it).
+    pub(super) window: Option<WindowRun>,
+    /// Counts the job in [`BEHIND`] until it is dropped.
+    pub(super) _behind: crate::cuda::gate::Ticket,
+}
+
+// SAFETY: the raw pointers of `launch` are the application's arguments, valid while the
+// application thread waits inside the launch call, or point into `owned`; handles are plain
+// driver handles.
+unsafe impl Send for Job {}
+
+thread_local! {
+    static COMPANION: RefCell<Option<mpsc::Sender<Job>>> = const { RefCell::new(None) };
+}
+
+pub(super) fn spawn_companion() -> Option<mpsc::Sender<Job>> {
+    let (tx, rx) = mpsc::channel::<Job>();
+    let spawned = std::thread::Builder::new()
+        .name("rocprof-replay-cuda".into())
+        // Policies run here: room for what a tool does in its callbacks.
+        .stack_size(8 << 20)
+        .spawn(move || {
+            // Everything this thread calls is the backend's own.
+            GUARD.with(|g| g.set(1 << 30));
+            let mut relaxed = false;
+            for job in rx {
+                run_job(job, &mut relaxed);
+            }
+        });
+    match spawned {
+        Ok(_) => Some(tx),
+        Err(e) => {
+            tracing::error!("cannot start a replay thread ({e}); launches run without replay");
+            None
+        }
+    }
+}
+
+/// Hands `job` to this thread's companion; gives it back when there is none (no thread could
+/// be started, or the thread is exiting).
+pub(super) fn submit(job: Job) -> Result<(), Option<Box<Job>>> {
+    let mut slot = Some(job);
+    let sent = COMPANION.try_with(|c| {
+        let mut c = c.borrow_mut();
+        for _ in 0..2 {
+            if c.is_none() {
+                *c = spawn_companion();
+            }
+            let (Some(tx), Some(job)) = (c.as_ref(), slot.take()) else {
+                return false;
+            };
+            match tx.send(job) {
+                Ok(()) => return true,
+                Err(mpsc::SendError(job)) => {
+                    // The companion is gone: start another one.
+                    slot = Some(job);
+                    *c = None;
+                }
+            }
+        }
+        false
+    });
+    match sent {
+        Ok(true) => Ok(()),
+        _ => Err(slot.map(Box::new)),
+    }
+}
+
+/// Runs one job on the companion thread.
+pub(super) fn run_job(mut job: Job, relaxed: &mut bool) {
+    let be = job.be;
+    let Some(window) = job.window.take() else {
+        job.hand.release(Release::Ordinary { reader: true });
+        drop(job.hand.set_done(0));
+        return;
+    };
+    // SAFETY: the context is alive: its launch call is in progress on the application thread.
+    let r = unsafe { (be.drv.ctx_set_current)(job.ctx.handle as CUcontext) };
+    if r != CUDA_SUCCESS {
+        tracing::warn!(status = %error_name(&be.drv, r), "cannot make the launch's context current");
+        job.hand.release(Release::Ordinary { reader: true });
+        drop(job.hand.set_done(0));
+        return;
+    }
+    if !*relaxed {
+        *relaxed = true;
+        let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: a plain in/out parameter; this thread never captures.
+        unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
+    }
+    crate::cuda::profiler::discover(job.info.agent_index);
+    let mut target = CudaTarget {
+        be,
+        ctx: &job.ctx,
+        job: &job,
+        window: None,
+        original: Original::Held,
+        last: Last::None,
+        wait_event: 0,
+        dirty: false,
+        original_end: None,
+        counters: None,
+        late_stream: 0,
+    };
+    tracing::trace!(kernel = job.info.kernel(), "window starts");
+    let result = catch_unwind(AssertUnwindSafe(|| (window.run)(&mut target)));
+    tracing::trace!(kernel = job.info.kernel(), original = ?target.original, "window ends");
+    if result.is_err() {
+        tracing::error!(
+            kernel = job.info.kernel(),
+            "internal error (panic) in the CUDA replay window"
+        );
+        if target.dirty {
+            crate::engine::state::report(
+                &job.info,
+                &Outcome::ordinary(OutcomeKind::Failed(FailureReason::InternalError)),
+            );
+        }
+    }
+    target.finish();
+    let (wait, late_stream) = (target.wait_event, target.late_stream);
+    drop(target);
+    if let Some(gate) = job.hand.set_done(wait) {
+        // The application's later work on its stream waits behind this gate.
+        if wait != 0 && late_stream != 0 {
+            let _g = Guard::new();
+            gate.open_after(&be.drv, late_stream as CUstream);
+        } else {
+            gate.open();
+        }
+    }
+    // The job (and its ticket in BEHIND) goes last, then the arena is trimmed.
+    let ctx = job.ctx.clone();
+    drop(job);
+    trim_arena(be, &ctx);
+}
+
+/// After a window whose gates are open: trims the context's arena (which may free memory, and
+/// a free may synchronise the context) — under the context's writer lock, taken only if free
+/// at once (a waiting writer would hold the application's calls off), so no window of the
+/// context runs, and only when no window is in flight in the process (none has a gate
+/// closed); otherwise the next window's end tries again.
+pub(super) fn trim_arena(be: &Backend, ctx: &Ctx) {
+    let Some(_writer) = ctx.lock.try_write() else {
+        return;
+    };
+    if BEHIND.pending() > 0 {
+        return;
+    }
+    let _g = Guard::new();
+    let mem = ArenaMemory { drv: &be.drv };
+    ctx.arena.lock().trim(&mem);
+}

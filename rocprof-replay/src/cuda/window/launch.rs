@@ -1,0 +1,507 @@
+//! The launch callbacks: the decision on the launching thread, the copy of the arguments, the
+//! gates on the application's stream, and the release of the original launch.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rocprof_replay_sys::cuda::*;
+
+use crate::cuda::api::error_name;
+use crate::cuda::gate::{BEHIND, Gate, GatePage};
+use crate::cuda::params::{self, Launch};
+use crate::cuda::{Backend, Ctx, Guard, KernelFacts, LaunchApi, warn_once};
+use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
+use crate::engine::gate;
+use crate::engine::window::Ordinary;
+use crate::policy::{DeclineReason, Outcome, OutcomeKind};
+
+use super::*;
+
+/// What the exit callback needs (passed through CUPTI's per-call word).
+pub(super) struct Pending {
+    /// The meeting point with the window (`None`: the launch never entered one).
+    pub(super) hand: Option<Arc<Handoff>>,
+    pub(super) ctx: Arc<Ctx>,
+    pub(super) stream: CUstream,
+    pub(super) release: Release,
+    /// The gate in front of pass 1's start event (kernel-only timing), opened at exit.
+    pub(super) go: Option<Gate>,
+    /// The arguments were copied and gates are available: the call returns before the
+    /// window ends.
+    pub(super) asynchronous: Option<Arc<GatePage>>,
+}
+
+/// The launch as the decision sees it, on the launching thread: the gate's verdict, and the
+/// ordinary run, which is the driver's own enqueueing once the enter callback returns.
+pub(super) struct FirstLook<'a> {
+    pub(super) be: &'a Backend,
+    pub(super) ctx: &'a Ctx,
+    pub(super) launch: &'a Launch,
+    pub(super) params: Option<&'a [(usize, usize)]>,
+}
+
+impl Ordinary for FirstLook<'_> {
+    fn refusal(&self) -> Option<DeclineReason> {
+        // SAFETY: the application is inside this launch call.
+        unsafe { refusal(self.be, self.ctx, self.launch, self.params) }
+    }
+    fn run_once(&mut self) -> bool {
+        true
+    }
+}
+
+/// Why the backend knows a launch must not be replayed ([`ReplayTarget::refusal`](crate::engine::window::ReplayTarget::refusal)).
+///
+/// # Safety
+/// The launch's arguments are alive.
+pub(super) unsafe fn refusal(
+    be: &Backend,
+    ctx: &Ctx,
+    launch: &Launch,
+    params: Option<&[(usize, usize)]>,
+) -> Option<DeclineReason> {
+    if ctx
+        .waiting_streams
+        .lock()
+        .contains(&(launch.stream as usize))
+    {
+        return Some(DeclineReason::StreamMemoryWait);
+    }
+    let host = be.host_memory.read();
+    if host.is_empty() {
+        return None;
+    }
+    // SAFETY: caller contract.
+    match unsafe { launch.argument_bytes(params) } {
+        Some(bytes) if !gate::points_into(&bytes, &host) => None,
+        Some(_) => Some(DeclineReason::HostMemory),
+        None => {
+            warn_once(&NO_PARAM_INFO, || {
+                tracing::warn!(
+                    "a kernel's parameters cannot be inspected (no cuFuncGetParamInfo, or an \
+                     unknown handle) while pinned host memory exists: it is not replayed, \
+                     as it may write that memory"
+                )
+            });
+            Some(DeclineReason::HostMemory)
+        }
+    }
+}
+
+/// The enter callback of a launch: decides pass-through or window; returns the token for the
+/// exit callback (0: nothing to do there).
+///
+/// # Safety
+/// `cb` is CUPTI's data of an enter callback of `kind`.
+pub(crate) unsafe fn enter_launch(
+    be: &'static Backend,
+    kind: LaunchApi,
+    cb: &CUpti_CallbackData,
+) -> u64 {
+    if cb.context.is_null() {
+        return 0;
+    }
+    // SAFETY: caller contract.
+    let Some(launch) = (unsafe { Launch::decode(kind, cb.functionParams) }) else {
+        return 0;
+    };
+    let stream = launch.app_stream();
+    let capturing = {
+        let _g = Guard::new();
+        let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: the application's stream, on its own thread.
+        let r = unsafe { (be.drv.stream_is_capturing)(stream, &mut status) };
+        r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE
+    };
+    let ctx = be.ctx(cb.context as usize);
+    let facts = be.kernel_facts(cb.context as usize, launch.f, cb.symbolName);
+    {
+        // Where no allocation prepared it (the kernel of write-set restore is never loaded
+        // inside a window).
+        let _g = Guard::new();
+        compare::prepare_compare(be, &ctx);
+    }
+    let info = dispatch_info(be, &ctx, &launch, &facts);
+    if capturing {
+        warn_once(&CAPTURE, || {
+            tracing::warn!(
+                "launches into a capturing stream are not replayed: they only add a node to \
+                 the graph being captured, which runs as a graph launch"
+            )
+        });
+        crate::engine::state::report(
+            &info,
+            &Outcome::ordinary(OutcomeKind::Declined(DeclineReason::StreamCapture)),
+        );
+        return 0;
+    }
+    tracing::trace!(
+        kernel = info.kernel(),
+        dispatch = %info.dispatch_id,
+        stream = launch.stream as usize,
+        module = ?facts.module,
+        "launch intercepted"
+    );
+    // The policy gets the device's counter catalog before its first decision there.
+    crate::cuda::profiler::discover_before_decision(info.agent_index);
+    // The decision, on this thread (pass count, metrics, the gate's refusal).
+    let mut first = FirstLook {
+        be,
+        ctx: &ctx,
+        launch: &launch,
+        params: facts.params.as_deref(),
+    };
+    let Some(window) = (be.decider)(&info, &mut first) else {
+        // Skipped, or declined before the window: the driver enqueues the launch once, as
+        // without the tool, outside any window.
+        ctx.read_outside_window(be.settings.lock);
+        let pending = Box::new(Pending {
+            hand: None,
+            ctx,
+            stream,
+            release: Release::Ordinary { reader: true },
+            go: None,
+            asynchronous: None,
+        });
+        return Box::into_raw(pending) as u64;
+    };
+    let before = if stream as usize == CU_STREAM_PER_THREAD {
+        record_marker(be, &ctx, stream)
+    } else {
+        0
+    };
+    let gates = {
+        let _g = Guard::new();
+        gate_page(be, &ctx)
+    };
+    // An asynchronous window relaunches after this call returned: it needs its own copy of
+    // the arguments.
+    // A window that collects counters stays synchronous: its profiler calls run on this
+    // thread while it waits in the launch's callbacks (`Handoff::on_app_thread`).
+    let copied = (gates.is_some() && !window.counters)
+        // SAFETY: the application is inside this launch call.
+        .then(|| unsafe { params::copy(&launch, facts.params.as_deref()) });
+    let (launch, owned) = match copied {
+        None => (launch, None),
+        Some(Ok((copied, owned))) => {
+            crate::cuda::wait_at_exit();
+            (copied, Some(owned))
+        }
+        Some(Err(why)) => {
+            tracing::debug!(
+                kernel = info.kernel(),
+                "the launch's arguments cannot be copied ({why}): its call waits for its \
+                 replay window"
+            );
+            (launch, None)
+        }
+    };
+    let asynchronous = owned.as_ref().and(gates.clone());
+    let hand = Arc::new(Handoff::default());
+    let job = Job {
+        be,
+        ctx: ctx.clone(),
+        info,
+        launch,
+        module: facts.module,
+        params: facts.params.clone(),
+        hand: hand.clone(),
+        before,
+        _owned: owned,
+        gates: gates.clone(),
+        window: Some(window),
+        _behind: BEHIND.enter(be.settings.lock),
+    };
+    if let Err(job) = submit(job) {
+        if let Some(job) = job {
+            give_event(&job.ctx, job.before, false);
+        }
+        warn_once(&NO_COMPANION, || {
+            tracing::error!("no replay thread could be started: launches run without replay")
+        });
+        return 0;
+    }
+    let Some(release) = hand.wait_release() else {
+        return 0;
+    };
+    let mut go = None;
+    match release {
+        Release::Pass { start, .. } => {
+            let _g = Guard::new();
+            // Kernel-only timing: the start event waits behind a gate that opens once the
+            // launch is enqueued (at exit).
+            go = gates.as_ref().and_then(Gate::take).and_then(|g| {
+                let r = g.hold(&be.drv, stream);
+                if r == CUDA_SUCCESS {
+                    Some(g)
+                } else {
+                    tracing::debug!(status = %error_name(&be.drv, r), "no gate before pass 1: its time includes the launch");
+                    None
+                }
+            });
+            // SAFETY: our event, the application's stream, on its own thread.
+            let r = unsafe { (be.drv.event_record)(start as CUevent, stream) };
+            if r != CUDA_SUCCESS {
+                tracing::debug!(status = %error_name(&be.drv, r), "pass 1 start event not recorded");
+            }
+        }
+        Release::Ordinary { reader: true } => ctx.read_outside_window(be.settings.lock),
+        Release::Ordinary { reader: false } => {}
+    }
+    let pending = Box::new(Pending {
+        hand: Some(hand),
+        ctx,
+        stream,
+        release,
+        go,
+        asynchronous,
+    });
+    Box::into_raw(pending) as u64
+}
+
+/// Whether launches may return before their window ends: yes unless `ROCPROF_REPLAY_CUDA_ASYNC`
+/// is `0` (or `off`, `false`, `no`), which keeps every launch call waiting for its window (the
+/// synchronous window). (Off by default until 2026-12-02: a GPT-2 step stalled with it on the
+/// H200 — lazy module loading during a window, [`gate::Behind`](crate::cuda::gate::Behind).)
+pub(crate) fn asynchronous_windows_from_env() -> bool {
+    asynchronous_windows(std::env::var("ROCPROF_REPLAY_CUDA_ASYNC").ok().as_deref())
+}
+
+/// [`asynchronous_windows_from_env`] for the setting's value.
+pub(crate) fn asynchronous_windows(setting: Option<&str>) -> bool {
+    !matches!(setting.map(str::trim), Some("0" | "off" | "false" | "no"))
+}
+
+/// Sets the context's gates up ahead of its first launch (after an allocation: the context is
+/// current). Idempotent.
+pub(crate) fn prepare_gates(be: &Backend, ctx: &Ctx) {
+    // The gate page is the backend's own host memory, not the application's.
+    let _g = Guard::new();
+    let _ = gate_page(be, ctx);
+    compare::prepare_compare(be, ctx);
+}
+
+pub(super) fn gate_page(be: &Backend, ctx: &Ctx) -> Option<Arc<GatePage>> {
+    ctx.gates
+        .get_or_init(|| {
+            if !be.asynchronous {
+                tracing::debug!(
+                    "asynchronous windows are off (ROCPROF_REPLAY_CUDA_ASYNC): launches wait \
+                     for their replay window"
+                );
+                return None;
+            }
+            // Allocating is a call stream capture in global mode forbids on every thread:
+            // this thread's mode is relaxed for it, so another thread's capture is not broken.
+            let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+            // SAFETY: a plain in/out parameter; the thread's mode is put back below.
+            unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
+            let page = GatePage::new(&be.drv)
+                .map(Arc::new)
+                .filter(|p| GatePage::works(p, &be.drv, Duration::from_secs(2)));
+            // SAFETY: as above.
+            unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
+            if page.is_none() {
+                tracing::debug!(
+                    context = ctx.handle,
+                    "no gates (stream memory operations) in this context: launches wait for \
+                     their replay window"
+                );
+            }
+            page
+        })
+        .clone()
+}
+
+/// The exit callback of a launch.
+///
+/// # Safety
+/// `token` is what [`enter_launch`] returned for this call.
+pub(crate) unsafe fn exit_launch(
+    be: &'static Backend,
+    _kind: LaunchApi,
+    _cb: &CUpti_CallbackData,
+    token: u64,
+    result: CUresult,
+) {
+    if token == 0 {
+        return;
+    }
+    // SAFETY: the box `enter_launch` leaked for this call, taken back once.
+    let p = unsafe { Box::from_raw(token as *mut Pending) };
+    let Pending {
+        hand,
+        ctx,
+        stream,
+        release,
+        go,
+        asynchronous,
+    } = *p;
+    match release {
+        Release::Pass { end, .. } => {
+            let _g = Guard::new();
+            // SAFETY: our event, the application's stream, on its own thread.
+            unsafe { (be.drv.event_record)(end as CUevent, stream) };
+            // Start event, kernel and end event are enqueued: the kernel's time starts now.
+            drop(go);
+        }
+        Release::Ordinary { reader: true } => ctx.unlock_read(),
+        Release::Ordinary { reader: false } => {}
+    }
+    let Some(hand) = hand else {
+        return;
+    };
+    if let Some(page) = asynchronous {
+        match release {
+            // The window is over already (the ordinary run needs nothing more of this call):
+            // the arguments are copies, the call returns.
+            Release::Ordinary { .. } => {
+                hand.set_launched(result);
+                return;
+            }
+            Release::Pass { .. } if result != CUDA_SUCCESS => {
+                // Nothing was enqueued: nothing to hold the stream behind.
+                hand.set_launched(result);
+                return;
+            }
+            Release::Pass { .. } => {
+                if let Some(gate) = hold_behind(be, &page, &hand, stream) {
+                    if let Some(back) = hand.set_launched_behind(result, gate) {
+                        back.open();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+    hand.set_launched(result);
+    let wait = hand.wait_done();
+    if wait != 0 {
+        let _g = Guard::new();
+        // SAFETY: our event; the application's stream waits for the pass still running.
+        let r = unsafe { (be.drv.stream_wait_event)(stream, wait as CUevent, 0) };
+        if r != CUDA_SUCCESS {
+            tracing::error!(
+                status = %error_name(&be.drv, r),
+                "the application's stream could not be ordered after a late replay pass"
+            );
+        }
+    }
+}
+
+/// Puts a gate on the application's stream after pass 1, for the window to open; `None`
+/// when it cannot (the call then waits for the window, as a synchronous one).
+pub(super) fn hold_behind(
+    be: &Backend,
+    page: &Arc<GatePage>,
+    hand: &Handoff,
+    stream: CUstream,
+) -> Option<Gate> {
+    if hand.is_done() {
+        return None;
+    }
+    let _g = Guard::new();
+    let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: the application's stream, on its own thread.
+    let r = unsafe { (be.drv.stream_is_capturing)(stream, &mut status) };
+    if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+        // A capture began during the call (another thread, global mode): a gate would be a
+        // node of the graph.
+        tracing::debug!("the launch's stream is capturing at exit: the call waits for its window");
+        return None;
+    }
+    let Some(gate) = Gate::take(page) else {
+        tracing::debug!("every gate is in use: the call waits for its window");
+        return None;
+    };
+    let r = gate.hold(&be.drv, stream);
+    if r != CUDA_SUCCESS {
+        tracing::debug!(status = %error_name(&be.drv, r), "no gate after the launch: the call waits for its window");
+        gate.open();
+        return None;
+    }
+    Some(gate)
+}
+
+pub(super) static CAPTURE: std::sync::Once = std::sync::Once::new();
+
+pub(super) static NO_COMPANION: std::sync::Once = std::sync::Once::new();
+
+/// Records a plain event of ours on `stream` (the application thread's own default stream).
+pub(super) fn record_marker(be: &Backend, ctx: &Ctx, stream: CUstream) -> usize {
+    let _g = Guard::new();
+    let Some(ev) = take_event(be, ctx, false) else {
+        return 0;
+    };
+    // SAFETY: our event, the application's stream, on its own thread.
+    if unsafe { (be.drv.event_record)(ev as CUevent, stream) } == CUDA_SUCCESS {
+        ev
+    } else {
+        give_event(ctx, ev, false);
+        0
+    }
+}
+
+/// An event of ours from the context's pool (or a new one; the context must be current).
+pub(super) fn take_event(be: &Backend, ctx: &Ctx, timing: bool) -> Option<usize> {
+    {
+        let mut p = ctx.private.lock();
+        let pool = if timing {
+            &mut p.timing_events
+        } else {
+            &mut p.plain_events
+        };
+        if let Some(e) = pool.pop() {
+            return Some(e);
+        }
+    }
+    let mut ev: CUevent = std::ptr::null_mut();
+    let flags = if timing {
+        CU_EVENT_DEFAULT
+    } else {
+        CU_EVENT_DISABLE_TIMING
+    };
+    let _g = Guard::new();
+    // SAFETY: a plain out-parameter.
+    let r = unsafe { (be.drv.event_create)(&mut ev, flags) };
+    (r == CUDA_SUCCESS && !ev.is_null()).then_some(ev as usize)
+}
+
+pub(super) fn give_event(ctx: &Ctx, ev: usize, timing: bool) {
+    if ev == 0 {
+        return;
+    }
+    let mut p = ctx.private.lock();
+    if timing {
+        p.timing_events.push(ev);
+    } else {
+        p.plain_events.push(ev);
+    }
+}
+
+pub(super) fn dispatch_info(
+    be: &Backend,
+    ctx: &Ctx,
+    l: &Launch,
+    facts: &KernelFacts,
+) -> DispatchInfo {
+    let grid = std::array::from_fn(|i| {
+        u32::try_from(u64::from(l.grid[i]) * u64::from(l.block[i])).unwrap_or(u32::MAX)
+    });
+    DispatchInfo {
+        runtime: Runtime::Cuda,
+        agent: AgentId(ctx.handle as u64),
+        agent_index: be.ordinal(ctx),
+        queue: QueueId(l.stream as u64),
+        dispatch_id: DispatchId(be.next_dispatch.fetch_add(1, Ordering::Relaxed)),
+        kernel_object: l.f as u64,
+        kernel_name: facts.name.clone(),
+        grid,
+        workgroup: l.block.map(|b| u16::try_from(b).unwrap_or(u16::MAX)),
+        blocks: l.grid,
+        group_segment_size: l.shared.saturating_add(facts.static_shared),
+        private_segment_size: facts.local,
+        context: Some(ctx.handle as u64),
+    }
+}

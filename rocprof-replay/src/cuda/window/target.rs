@@ -1,0 +1,685 @@
+//! [`CudaTarget`], the engine's handle on one intercepted launch: drain, capture, restore,
+//! relaunch and timing on the backend's private stream.
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLockWriteGuard;
+use rocprof_replay_sys::cuda::*;
+
+use crate::cuda::api::{Driver, error_name};
+use crate::cuda::gate::{BEHIND, Gate};
+use crate::cuda::{Backend, Ctx, warn_once};
+use crate::dispatch::AgentId;
+use crate::engine::arena;
+use crate::engine::snapshot::{
+    CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Transfer,
+};
+use crate::engine::window::{PassError, ReplayTarget};
+use crate::policy::DeclineReason;
+
+use super::*;
+
+/// The result of polling for asynchronous work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Poll {
+    Done,
+    Failed(CUresult),
+    TimedOut,
+}
+
+/// Polls `query` (an event or stream query) until it reports completion, an error, or
+/// `deadline` passes. Spins briefly, then yields, then sleeps in short slices.
+pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Poll {
+    let mut round = 0u32;
+    loop {
+        match query() {
+            CUDA_SUCCESS => return Poll::Done,
+            CUDA_ERROR_NOT_READY => {}
+            r => return Poll::Failed(r),
+        }
+        if Instant::now() >= deadline {
+            return Poll::TimedOut;
+        }
+        round += 1;
+        if round < 64 {
+            std::hint::spin_loop();
+        } else if round < 512 {
+            std::thread::yield_now();
+        } else {
+            let us = (u64::from(round - 512) * 5).clamp(20, 1000);
+            std::thread::sleep(Duration::from_micros(us));
+        }
+    }
+}
+
+/// Arena memory of the current context through the driver (callers hold a [`Guard`](crate::cuda::Guard)).
+pub(crate) struct ArenaMemory<'a> {
+    pub(crate) drv: &'a Driver,
+}
+
+impl arena::Memory for ArenaMemory<'_> {
+    fn device_info(&self) -> Option<(usize, usize)> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: plain out-parameters.
+        let r = unsafe { (self.drv.mem_get_info)(&mut free, &mut total) };
+        (r == CUDA_SUCCESS).then_some((free, total))
+    }
+    fn alloc_device(&self, size: usize) -> Option<usize> {
+        let mut p: CUdeviceptr = 0;
+        // SAFETY: a plain out-parameter.
+        let r = unsafe { (self.drv.mem_alloc)(&mut p, size) };
+        (r == CUDA_SUCCESS && p != 0).then_some(p as usize)
+    }
+    fn free_device(&self, ptr: usize) {
+        // SAFETY: an allocation of ours that no copy uses.
+        unsafe { (self.drv.mem_free)(ptr as CUdeviceptr) };
+    }
+    fn alloc_pinned(&self, size: usize) -> Option<usize> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a plain out-parameter.
+        let r = unsafe { (self.drv.mem_host_alloc)(&mut p, size, CU_MEMHOSTALLOC_PORTABLE) };
+        (r == CUDA_SUCCESS && !p.is_null()).then_some(p as usize)
+    }
+    fn free_pinned(&self, ptr: usize) {
+        // SAFETY: an allocation of ours that no copy uses.
+        unsafe { (self.drv.mem_free_host)(ptr as *mut c_void) };
+    }
+}
+
+/// Where the original launch stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Original {
+    /// The application thread still waits at API enter.
+    Held,
+    /// Released as pass 1.
+    Pass,
+    /// Released as the ordinary run.
+    Ordinary,
+    /// Released as pass 1 and the launch call failed: nothing ran, the application has its
+    /// error, as it would without the tool.
+    Failed,
+}
+
+/// The last pass that ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Last {
+    None,
+    Original,
+    /// A relaunch on the private stream; its end event.
+    Relaunch(usize),
+}
+
+/// The engine's handle on one intercepted launch (on the companion thread).
+pub(super) struct CudaTarget<'a> {
+    pub(super) be: &'static Backend,
+    pub(super) ctx: &'a Ctx,
+    pub(super) job: &'a Job,
+    pub(super) window: Option<RwLockWriteGuard<'a, ()>>,
+    pub(super) original: Original,
+    pub(super) last: Last,
+    pub(super) wait_event: usize,
+    /// Device memory may hold a partly restored state (a restore began and no pass has run
+    /// since).
+    pub(super) dirty: bool,
+    /// The end event of pass 1 (the original launch), while it may still be waited for.
+    pub(super) original_end: Option<usize>,
+    /// Hardware counters of this dispatch (CUPTI's range profiler, `crate::cuda::profiler`).
+    pub(super) counters: Option<crate::cuda::profiler::Session>,
+    /// The private stream given up with work still running on it (0: none).
+    pub(super) late_stream: usize,
+}
+
+impl<'a> CudaTarget<'a> {
+    pub(super) fn settings(&self) -> &crate::engine::settings::Settings {
+        &self.be.settings
+    }
+
+    pub(super) fn drv(&self) -> &Driver {
+        &self.be.drv
+    }
+
+    /// The private stream, created on first use.
+    pub(super) fn stream(&self) -> Option<CUstream> {
+        let mut p = self.ctx.private.lock();
+        if p.stream == 0 {
+            let mut s: CUstream = std::ptr::null_mut();
+            // SAFETY: a plain out-parameter; the context is current on this thread.
+            let r = unsafe { (self.drv().stream_create)(&mut s, CU_STREAM_NON_BLOCKING) };
+            if r != CUDA_SUCCESS || s.is_null() {
+                tracing::warn!(status = %error_name(self.drv(), r), "cannot create the replay stream");
+                return None;
+            }
+            p.stream = s as usize;
+        }
+        Some(p.stream as CUstream)
+    }
+
+    /// Gives up the private stream after work on it outlived its deadline (it may still run);
+    /// remembers it, so an asynchronous window's gate can open behind that work.
+    pub(super) fn poison_stream(&mut self) {
+        let mut p = self.ctx.private.lock();
+        if p.stream != 0 {
+            self.late_stream = p.stream;
+        }
+        p.stream = 0;
+    }
+
+    pub(super) fn take_event(&self, timing: bool) -> Option<usize> {
+        take_event(self.be, self.ctx, timing)
+    }
+
+    /// Waits for an event of ours.
+    pub(super) fn wait(&self, ev: usize, deadline: Instant) -> Poll {
+        // SAFETY: our recorded event.
+        poll(deadline, || unsafe {
+            (self.drv().event_query)(ev as CUevent)
+        })
+    }
+
+    pub(super) fn elapsed(&self, start: usize, end: usize) -> Option<Duration> {
+        let mut ms = 0f32;
+        // SAFETY: two completed events of ours, both recorded with timing.
+        let r = unsafe { (self.drv().event_elapsed)(&mut ms, start as CUevent, end as CUevent) };
+        (r == CUDA_SUCCESS && ms.is_finite() && ms >= 0.0)
+            .then(|| Duration::from_nanos((f64::from(ms) * 1e6) as u64))
+    }
+
+    /// Waits (bounded by the pass deadline) until the application thread has made its launch
+    /// call, so the context is never handed on while the original launch is still to come.
+    pub(super) fn settle_original(&mut self) -> Option<CUresult> {
+        if !matches!(self.original, Original::Pass | Original::Ordinary) {
+            return None;
+        }
+        let r = self
+            .job
+            .hand
+            .wait_launched(Instant::now() + self.settings().pass);
+        if r.is_none() {
+            tracing::warn!(
+                "the application's launch call outlived the pass deadline; the replay window \
+                 ends without it"
+            );
+        }
+        r
+    }
+
+    /// Relaunches and waits; returns the pass result.
+    pub(super) fn relaunch_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        let submit_failed = PassError::NotSubmitted(DeclineReason::SubmitFailed);
+        let stream = self.stream().ok_or(submit_failed)?;
+        let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
+            return Err(submit_failed);
+        };
+        let drv = *self.drv();
+        // Kernel-only timing: start event, kernel and end event wait behind a gate that opens
+        // once all three are enqueued.
+        let go = self
+            .job
+            .gates
+            .as_ref()
+            .and_then(Gate::take)
+            .filter(|g| g.hold(&drv, stream) == CUDA_SUCCESS);
+        // SAFETY: our events and stream.
+        unsafe { (drv.event_record)(start as CUevent, stream) };
+        // SAFETY: the launch's arguments are alive: the application thread is inside the
+        // launch call, or they are the window's own copy.
+        let r = unsafe { self.job.launch.relaunch(&drv, stream) };
+        if r != CUDA_SUCCESS {
+            drop(go);
+            tracing::warn!(status = %error_name(&drv, r), "a replay pass could not be launched");
+            give_event(self.ctx, start, true);
+            give_event(self.ctx, end, true);
+            return Err(submit_failed);
+        }
+        // SAFETY: our events and stream.
+        unsafe { (drv.event_record)(end as CUevent, stream) };
+        drop(go);
+        match self.wait(end, Instant::now() + self.settings().pass) {
+            Poll::Done => {
+                self.dirty = false;
+                self.last = Last::Relaunch(end);
+                let t = self.elapsed(start, end).filter(|_| timed);
+                give_event(self.ctx, start, true);
+                give_event(self.ctx, end, true);
+                self.last = Last::Relaunch(0);
+                Ok(t)
+            }
+            Poll::Failed(r) => {
+                tracing::error!(status = %error_name(&drv, r), "a replay pass failed on the device");
+                self.dirty = false;
+                self.last = Last::Relaunch(0);
+                Err(PassError::Late)
+            }
+            Poll::TimedOut => {
+                // Still running: its events stay alive, the stream is given up.
+                self.last = Last::Relaunch(end);
+                self.poison_stream();
+                Err(PassError::Late)
+            }
+        }
+    }
+
+    /// Ends the window's use of the launch after the engine returned (or panicked).
+    pub(super) fn finish(&mut self) {
+        if self.original == Original::Held {
+            self.original = Original::Ordinary;
+            self.job.hand.release(Release::Ordinary {
+                reader: self.window.is_none(),
+            });
+        }
+        if self.window.is_some() {
+            self.settle_original();
+            self.window = None;
+        }
+    }
+}
+
+impl DeviceMemory for CudaTarget<'_> {
+    /// Snapshots in device memory are compared by our compare kernel on the private stream,
+    /// the others on the host ([`compare`]); a context where the kernel cannot be loaded
+    /// answers [`DiffError::Unsupported`]: the engine restores everything.
+    fn diff(
+        &mut self,
+        regions: &[Transfer],
+        on_device: &[bool],
+        granule: usize,
+    ) -> Result<DirtyRanges, DiffError> {
+        compare::diff(self, regions, on_device, granule)
+    }
+
+    /// The host compare's read-backs: process memory (the arena may be device memory).
+    fn alloc_scratch(&mut self, size: usize) -> Option<Staging> {
+        Staging::heap(size)
+    }
+
+    fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
+        let mem = ArenaMemory { drv: &self.be.drv };
+        self.ctx.arena.lock().carve(&mem, size)
+    }
+
+    /// One batch of `cuMemcpyAsync` on the private stream, one event, one bounded wait.
+    fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+        if transfers.is_empty() {
+            return Ok(());
+        }
+        let stream = self.stream().ok_or(CopyError::Failed)?;
+        let ev = self.take_event(false).ok_or(CopyError::Failed)?;
+        if direction == Direction::Restore {
+            self.dirty = true;
+        }
+        let drv = *self.drv();
+        let mut failed = false;
+        for t in transfers {
+            let (dst, src) = match direction {
+                Direction::Capture => (t.staging, t.device),
+                Direction::Restore => (t.device, t.staging),
+            };
+            // SAFETY: `device` is a pinned region of the context (or a module variable) and
+            // `staging` a buffer of ours of at least `len` bytes, both reachable by the device.
+            let r = unsafe {
+                (drv.memcpy_async)(dst as CUdeviceptr, src as CUdeviceptr, t.len, stream)
+            };
+            if r != CUDA_SUCCESS {
+                tracing::warn!(status = %error_name(&drv, r), len = t.len, "a snapshot copy could not be submitted");
+                failed = true;
+                break;
+            }
+        }
+        // SAFETY: our event and stream.
+        let r = unsafe { (drv.event_record)(ev as CUevent, stream) };
+        let deadline = Instant::now() + self.settings().copy;
+        let outcome = if r == CUDA_SUCCESS {
+            self.wait(ev, deadline)
+        } else {
+            // SAFETY: our stream.
+            poll(deadline, || unsafe { (drv.stream_query)(stream) })
+        };
+        match outcome {
+            Poll::Done => {
+                give_event(self.ctx, ev, false);
+                if failed {
+                    Err(CopyError::Failed)
+                } else {
+                    Ok(())
+                }
+            }
+            Poll::Failed(r) => {
+                tracing::warn!(status = %error_name(&drv, r), "snapshot copies failed");
+                give_event(self.ctx, ev, false);
+                Err(CopyError::Failed)
+            }
+            Poll::TimedOut => {
+                self.poison_stream();
+                Err(CopyError::Stuck)
+            }
+        }
+    }
+}
+
+impl CudaTarget<'_> {
+    /// Runs `call` (CUPTI's profiler) on the application thread while it waits in the launch's
+    /// callbacks ([`Handoff::on_app_thread`]), or here when it does not take it within 50 ms;
+    /// `Err` when it took it and did not finish within the pass deadline, or panicked (what it
+    /// was given is lost: the dispatch has no counters).
+    pub(super) fn profiler_call<T: Send + 'static>(
+        &self,
+        call: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let request: Request = Box::new(move || {
+            let _ = tx.send(call());
+        });
+        let deadline = self.be.settings.pass;
+        match self
+            .job
+            .hand
+            .on_app_thread(request, Duration::from_millis(50), deadline)
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(format!(
+                    "a profiler call on the application thread did not finish within {deadline:?}"
+                ));
+            }
+            Err(request) => request(),
+        }
+        rx.try_recv()
+            .map_err(|_| "a profiler call panicked".to_string())
+    }
+}
+
+impl ReplayTarget for CudaTarget<'_> {
+    fn prepare_counters(&mut self, set: &crate::counters::MetricSet) -> Result<(), String> {
+        let (ctx, agent, set) = (self.ctx.handle, self.job.info.agent_index, set.clone());
+        let prepared =
+            self.profiler_call(move || crate::cuda::profiler::prepare(ctx, agent, &set))?;
+        self.counters = Some(prepared?);
+        Ok(())
+    }
+
+    fn arm_counters(&mut self, pass: Option<u32>) {
+        if let Some(mut c) = self.counters.take() {
+            self.counters = self
+                .profiler_call(move || {
+                    c.arm(pass);
+                    c
+                })
+                .ok();
+        }
+    }
+
+    fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        let Some(mut c) = self.counters.take() else {
+            return Err("the dispatch's counters were not prepared".into());
+        };
+        let (c, values) = self.profiler_call(move || {
+            let v = c.values(pass);
+            (c, v)
+        })?;
+        self.counters = Some(c);
+        values
+    }
+
+    fn refusal(&self) -> Option<DeclineReason> {
+        // SAFETY: the launch's arguments: the application is still inside its call (the window
+        // has not released it yet), and a copy lives with the job.
+        unsafe {
+            refusal(
+                self.be,
+                self.ctx,
+                &self.job.launch,
+                self.job.params.as_deref(),
+            )
+        }
+    }
+
+    fn begin(&mut self) -> Result<(), DeclineReason> {
+        match self.ctx.lock.try_write_for(self.settings().lock) {
+            Some(guard) => {
+                self.window = Some(guard);
+                Ok(())
+            }
+            None => Err(DeclineReason::LockTimeout),
+        }
+    }
+
+    fn drain(&mut self) -> Result<(), DeclineReason> {
+        let deadline = Instant::now() + self.settings().drain;
+        let drv = *self.drv();
+        if self.job.before != 0 {
+            match self.wait(self.job.before, deadline) {
+                Poll::TimedOut => return Err(DeclineReason::DrainTimeout),
+                Poll::Done | Poll::Failed(_) => give_event(self.ctx, self.job.before, false),
+            }
+        }
+        let mut streams = self.ctx.streams.lock().clone();
+        streams.push(0);
+        let own = self.job.launch.app_stream() as usize;
+        if own != CU_STREAM_PER_THREAD && own != CU_STREAM_LEGACY {
+            streams.push(own);
+        }
+        streams.sort_unstable();
+        streams.dedup();
+        for s in streams {
+            let stream = s as CUstream;
+            let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+            // SAFETY: a stream of the context (a destroyed one answers with an error).
+            let r = unsafe { (drv.stream_is_capturing)(stream, &mut status) };
+            if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+                // Capturing streams execute nothing; querying them would break the capture.
+                continue;
+            }
+            // SAFETY: as above.
+            match poll(deadline, || unsafe { (drv.stream_query)(stream) }) {
+                Poll::Done => {}
+                Poll::Failed(r) => {
+                    tracing::debug!(stream = s, status = %error_name(&drv, r), "stream not drained (gone?)")
+                }
+                Poll::TimedOut => return Err(DeclineReason::DrainTimeout),
+            }
+        }
+        Ok(())
+    }
+
+    fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
+        if self.be.globals.unreadable() > 0 {
+            warn_once(&UNREADABLE, || {
+                tracing::warn!(
+                    modules = self.be.globals.unreadable(),
+                    "a loaded module's image could not be read: its __device__ variables are \
+                     unknown, so kernels are not replayed while it is loaded"
+                )
+            });
+            return Err(DeclineReason::SymbolsUnavailable);
+        }
+        let mut vars: Vec<(usize, usize)> = Vec::new();
+        for g in self.ctx.requested_globals.lock().iter() {
+            if !vars.contains(&(g.addr, g.size)) {
+                vars.push((g.addr, g.size));
+            }
+        }
+        if self.be.globals.any() {
+            let Some(module) = self.job.module else {
+                warn_once(&NO_MODULE, || {
+                    tracing::warn!(
+                        "the module of a launched kernel cannot be found: its __device__ \
+                         variables cannot be snapshotted, so it is not replayed"
+                    )
+                });
+                return Err(DeclineReason::SymbolsUnavailable);
+            };
+            for v in module_globals(self.be, self.ctx, module) {
+                if !vars.contains(&v) {
+                    vars.push(v);
+                }
+            }
+        }
+        // Size the arena for the whole snapshot now: one allocation, reused while the
+        // footprint stays the same.
+        let agent = AgentId(self.ctx.handle as u64);
+        let bytes: usize = self
+            .be
+            .inventory
+            .owned_by(agent)
+            .iter()
+            .map(|a| a.size)
+            .chain(vars.iter().map(|v| v.1))
+            .fold(0usize, usize::saturating_add);
+        if (bytes as u64) <= self.settings().budget {
+            let mem = ArenaMemory { drv: &self.be.drv };
+            self.ctx.arena.lock().prepare(&mem, bytes);
+        }
+        Ok(vars)
+    }
+
+    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        if self.original != Original::Held {
+            return self.relaunch_pass(timed);
+        }
+        let submit_failed = PassError::NotSubmitted(DeclineReason::SubmitFailed);
+        let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
+            return Err(submit_failed);
+        };
+        self.original = Original::Pass;
+        self.job.hand.release(Release::Pass { start, end });
+        let deadline = Instant::now() + self.settings().pass;
+        let Some(status) = self.job.hand.wait_launched(deadline) else {
+            // The launch call itself has not returned: the pass may still run.
+            self.last = Last::Original;
+            return Err(PassError::Late);
+        };
+        if status != CUDA_SUCCESS {
+            // Nothing ran; the application has the launch's error, as without the tool.
+            self.original = Original::Failed;
+            give_event(self.ctx, start, true);
+            give_event(self.ctx, end, true);
+            return Err(submit_failed);
+        }
+        self.last = Last::Original;
+        self.original_end = Some(end);
+        match self.wait(end, deadline) {
+            Poll::Done => {
+                self.original_end = None;
+                let t = self.elapsed(start, end).filter(|_| timed);
+                give_event(self.ctx, start, true);
+                give_event(self.ctx, end, true);
+                Ok(t)
+            }
+            Poll::Failed(r) => {
+                tracing::error!(status = %error_name(self.drv(), r), "the launch failed on the device");
+                Err(PassError::Late)
+            }
+            Poll::TimedOut => Err(PassError::Late),
+        }
+    }
+
+    fn run_once(&mut self) -> bool {
+        match self.original {
+            Original::Held => {
+                self.original = Original::Ordinary;
+                self.job.hand.release(Release::Ordinary {
+                    reader: self.window.is_none(),
+                });
+                true
+            }
+            // The application already has its launch's error.
+            Original::Failed => true,
+            Original::Pass | Original::Ordinary => {
+                // The original launch ran as pass 1 and memory was restored since: only a
+                // relaunch gives the application its result.
+                for attempt in 0..3 {
+                    match self.relaunch_pass(false) {
+                        Ok(_) => return true,
+                        Err(PassError::Late) => {
+                            if let Last::Relaunch(ev) = self.last
+                                && ev != 0
+                            {
+                                self.wait_event = ev;
+                            }
+                            return true;
+                        }
+                        Err(PassError::NotSubmitted(_)) if attempt < 2 => {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Err(PassError::NotSubmitted(_)) => {}
+                    }
+                }
+                tracing::error!(
+                    kernel = self.job.info.kernel(),
+                    dispatch = %self.job.info.dispatch_id,
+                    "the final run of a replayed launch could not be launched: device memory \
+                     holds the state before the launch"
+                );
+                false
+            }
+        }
+    }
+
+    fn complete(&mut self) {}
+
+    fn settle_late_pass(&mut self) -> bool {
+        let deadline = Instant::now() + self.settings().late_pass;
+        match self.last {
+            Last::Original => {
+                // The application's own launch: its call may not even have returned yet.
+                if self.job.hand.wait_launched(deadline).is_none() {
+                    return false;
+                }
+                let Some(end) = self.original_end else {
+                    return false;
+                };
+                // An error means it is no longer running (the context reports it from now on).
+                !matches!(self.wait(end, deadline), Poll::TimedOut)
+            }
+            Last::Relaunch(end) if end != 0 => match self.wait(end, deadline) {
+                Poll::Done | Poll::Failed(_) => true,
+                Poll::TimedOut => {
+                    // Still running: the application's later work on its stream waits for it.
+                    self.wait_event = end;
+                    false
+                }
+            },
+            _ => true,
+        }
+    }
+
+    fn contended(&self) -> bool {
+        self.ctx.waiting_long.load(Ordering::Acquire) > 0 || BEHIND.loads_waiting_long()
+    }
+
+    fn end(&mut self) {
+        self.settle_original();
+        // Trimmed once the window's gates are open (`run_job`): freeing may synchronise the
+        // context, and the application's stream may still wait behind a gate of this window.
+        self.ctx.arena.lock().end_window();
+        self.window = None;
+    }
+}
+
+pub(super) static NO_MODULE: std::sync::Once = std::sync::Once::new();
+
+pub(super) static NO_PARAM_INFO: std::sync::Once = std::sync::Once::new();
+
+pub(super) static UNREADABLE: std::sync::Once = std::sync::Once::new();
+
+/// The writable variables of `module`, resolving names learned since the last look.
+pub(super) fn module_globals(be: &Backend, ctx: &Ctx, module: usize) -> Vec<(usize, usize)> {
+    let mut modules = ctx.modules.lock();
+    let entry = modules.entry(module).or_insert((0, Vec::new()));
+    let (names, total) = be.globals.since(entry.0);
+    for name in names {
+        let (mut addr, mut size): (CUdeviceptr, usize) = (0, 0);
+        // SAFETY: plain out-parameters; a name of another module is simply not found.
+        let r = unsafe {
+            (be.drv.module_get_global)(&mut addr, &mut size, module as CUmodule, name.as_ptr())
+        };
+        if r == CUDA_SUCCESS && addr != 0 && size != 0 {
+            entry.1.push((addr as usize, size));
+        }
+    }
+    entry.0 = total;
+    entry.1.clone()
+}
