@@ -377,6 +377,22 @@ fn a_kernel_waiting_for_the_applications_next_store_is_replayed_and_completes() 
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn another_queue_waiting_for_a_marker_behind_a_replayed_dispatch_does_not_hold_its_window() {
+    // hipStreamWaitEvent across streams: queue 2 waits for a marker behind inc_in_place on
+    // queue 1, submitted while inc_in_place's window waits behind slow_inc's. The window must
+    // not wait for that barrier (it waits for what follows the dispatch): both dispatches are
+    // replayed, nothing times out.
+    let c = cell("cross-wait", &[]);
+    let r = c.faulty("slow_inc");
+    Cell::assert_outcome(r, "replayed", None);
+    let incs = c.of("inc_in_place");
+    assert_eq!(incs.len(), 3, "{incs:?}");
+    Cell::assert_outcome(incs[1], "replayed", None);
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_kernel_given_host_memory_the_host_writes_completes_and_is_never_restored() {
     // The flag's address is the argument: host memory (a CPU pool's fine-grained memory, and
     // malloc'd memory locked for the GPU) that the host writes right after the submission. It

@@ -153,6 +153,7 @@ impl GateList {
                         for q in queues {
                             q.pending_gates.lock().retain(|(_, g)| *g != r.signal);
                         }
+                        be.held.lock().retain(|_, (g, _)| *g != r.signal);
                         let counts = queues
                             .iter()
                             .map(|q| (Arc::clone(q), q.submitted.load(Ordering::Acquire)))

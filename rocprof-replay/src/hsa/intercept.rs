@@ -504,6 +504,11 @@ unsafe fn forward_tracked(
         progress.forwarded.set(true);
         progress.completed.set(true);
     }
+    if tracked && !in_window() {
+        let index = queue.submitted.load(Ordering::Acquire);
+        // SAFETY: caller contract: `count` packets of the application at `pkts`.
+        unsafe { note_held(be, queue, pkts, count, index) };
+    }
     // SAFETY: caller contract.
     unsafe { write(pkts, count) };
     if tracked {
@@ -521,6 +526,77 @@ unsafe fn forward_tracked(
         // The submission that holds the gate: later windows' drains stop short of it.
         let index = queue.submitted.load(Ordering::Acquire);
         queue.pending_gates.lock().push((index, gate));
+    }
+}
+
+/// Keeps track of what cannot complete before a window's gate opens, so that drains stop short
+/// of it instead of waiting for it (a barrier on another queue waiting for a marker behind the
+/// replayed dispatch — `hipStreamWaitEvent` across streams — would otherwise hold the window
+/// until its drain deadline): the completion signals of packets submitted behind a closed gate
+/// on `queue`, and of barrier-AND packets (and barrier-OR packets all of whose dependencies are
+/// held) waiting for such a signal, whose submission `index` on `queue` then becomes a point
+/// the drains stop short of, as of a later window's gate.
+///
+/// # Safety
+/// `pkts` holds `count` AQL packets of 64 bytes.
+unsafe fn note_held(be: &Backend, queue: &QueueState, pkts: *const c_void, count: u64, index: u64) {
+    let open = |g: &hsa_signal_t| {
+        // SAFETY: a gate signal of ours: listed gates and held entries are dropped once open,
+        // before the gate is destroyed (`GateList::sweep` retires it only after).
+        unsafe { (be.orig.signal_load)(*g) == 0 }
+    };
+    let behind = queue
+        .pending_gates
+        .lock()
+        .iter()
+        .rev()
+        .find(|(_, g)| !open(g))
+        .map(|(_, g)| *g);
+    let mut held = be.held.lock();
+    if behind.is_none() && held.is_empty() {
+        return;
+    }
+    let mut waits_for: Option<(hsa_signal_t, hsa_agent_t)> = None;
+    for i in 0..count as usize {
+        // SAFETY: caller contract; header at 0, dependencies at 8..48 (barriers), completion
+        // signal at 56 in every AQL packet type used here.
+        let (header, deps, completion) = unsafe {
+            let p = pkts.cast::<u8>().add(i * 64);
+            (
+                std::ptr::read_unaligned(p.cast::<u16>()),
+                std::ptr::read_unaligned(p.add(8).cast::<[u64; 5]>()),
+                std::ptr::read_unaligned(p.add(56).cast::<u64>()),
+            )
+        };
+        let kind = u32::from(header & 0xff);
+        let deps: smallvec::SmallVec<[u64; 5]> = deps.into_iter().filter(|d| *d != 0).collect();
+        let on_held = |d: &u64| held.get(d).copied();
+        let gate = if kind == HSA_PACKET_TYPE_BARRIER_AND {
+            deps.iter().find_map(on_held)
+        } else if kind == HSA_PACKET_TYPE_BARRIER_OR && !deps.is_empty() {
+            deps.iter()
+                .map(on_held)
+                .collect::<Option<smallvec::SmallVec<[(hsa_signal_t, hsa_agent_t); 5]>>>()
+                .and_then(|g| g.first().copied())
+        } else {
+            None
+        };
+        if waits_for.is_none() {
+            waits_for = gate;
+        }
+        if completion != 0 {
+            if let Some(g) = behind.map(|g| (g, queue.agent)).or(waits_for) {
+                held.insert(completion, g);
+            }
+        }
+    }
+    drop(held);
+    // Gates of another GPU are not listed here: their opening unlists them from that GPU's
+    // queues only (such a barrier is drained as before).
+    if let (Some((g, agent)), None) = (waits_for, behind) {
+        if agent == queue.agent {
+            queue.pending_gates.lock().push((index, g));
+        }
     }
 }
 
