@@ -382,13 +382,16 @@ fn another_queue_waiting_for_a_marker_behind_a_replayed_dispatch_does_not_hold_i
     // queue 1, submitted while inc_in_place's window waits behind slow_inc's. The window must
     // not wait for that barrier (it waits for what follows the dispatch): both dispatches are
     // replayed, nothing times out.
-    let c = cell("cross-wait", &[]);
-    let r = c.faulty("slow_inc");
-    Cell::assert_outcome(r, "replayed", None);
-    let incs = c.of("inc_in_place");
-    assert_eq!(incs.len(), 3, "{incs:?}");
-    Cell::assert_outcome(incs[1], "replayed", None);
-    c.assert_frame(3);
+    // The same with the barrier waiting for inc_in_place's own completion signal.
+    for scenario in ["cross-wait", "cross-wait-done"] {
+        let c = cell(scenario, &[]);
+        let r = c.faulty("slow_inc");
+        Cell::assert_outcome(r, "replayed", None);
+        let incs = c.of("inc_in_place");
+        assert_eq!(incs.len(), 3, "{scenario}: {incs:?}");
+        Cell::assert_outcome(incs[1], "replayed", None);
+        c.assert_frame(3);
+    }
 }
 
 #[test]

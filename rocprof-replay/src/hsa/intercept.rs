@@ -390,6 +390,13 @@ unsafe fn open_window(
         )
     };
     progress.forwarded.set(true);
+    // The dispatch's own completion signal resolves only when its window ends: a barrier on
+    // another queue waiting for it is held by the gate too (`note_held`).
+    if packet.completion_signal.handle != 0 {
+        be.held
+            .lock()
+            .insert(packet.completion_signal.handle, (gate, gpu.agent));
+    }
     let mut target = HsaTarget::new(be, gpu, queue, packet, Sink::Replay(replay));
     // Decided: the gate found nothing it refuses, so this is the host-readable part (if any).
     target.watch = host_pointers(be, &packet).unwrap_or_default();
