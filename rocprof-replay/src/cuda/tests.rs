@@ -872,6 +872,14 @@ impl Harness {
         );
     }
 
+    /// `add_one` over `buf` on stream 0x5000, each relaunch taking `relaunch`: returns with
+    /// the window still running behind the call.
+    fn window_in_flight(&self, buf: &mut Buffer, relaunch: Duration) {
+        gpu().slow_relaunches = Some(relaunch);
+        let mut args = buf.args();
+        self.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    }
+
     /// The application's `cuLaunchKernel` as it returns: an asynchronous window may still run.
     fn launch_returning(
         &self,
@@ -1817,9 +1825,7 @@ fn an_application_allocation_short_of_memory_during_a_window_waits_and_gets_the_
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
     let mut buf = Buffer::new(&h, 8);
-    gpu().slow_relaunches = Some(Duration::from_millis(60));
-    let mut args = buf.args();
-    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    h.window_in_flight(&mut buf, Duration::from_millis(60));
     let ctx = h.be.ctx(CTX);
     assert!(ctx.arena.lock().in_window(), "the window uses the arena");
     assert!(ctx.arena.lock().device_bytes() > 0);
@@ -1844,9 +1850,7 @@ fn the_arena_is_trimmed_after_the_window_once_its_gates_are_open() {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
     let mut buf = Buffer::new(&h, 8);
-    gpu().slow_relaunches = Some(Duration::from_millis(60));
-    let mut args = buf.args();
-    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    h.window_in_flight(&mut buf, Duration::from_millis(60));
     let ctx = h.be.ctx(CTX);
     // The device runs short during the window: the arena goes once the window is over.
     gpu().device_free = 1 << 20;
@@ -2372,9 +2376,7 @@ fn shutdown_waits_for_a_window_behind_a_returned_launch() {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
     let mut buf = Buffer::new(&h, 8);
-    gpu().slow_relaunches = Some(Duration::from_millis(80));
-    let mut args = buf.args();
-    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    h.window_in_flight(&mut buf, Duration::from_millis(80));
     assert_eq!(gate::BEHIND.pending(), 1);
     wait_for_windows(h.be);
     assert_eq!(gate::BEHIND.pending(), 0);
@@ -2438,9 +2440,7 @@ fn a_call_that_may_load_a_module_waits_for_the_windows_in_flight() {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
     let mut buf = Buffer::new(&h, 8);
-    gpu().slow_relaunches = Some(Duration::from_millis(60));
-    let mut args = buf.args();
-    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    h.window_in_flight(&mut buf, Duration::from_millis(60));
     assert_eq!(gate::BEHIND.pending(), 1, "the window runs behind the call");
     let mut in_flight = None;
     get_function_running(&h, || in_flight = Some(gate::BEHIND.pending()));
@@ -2548,9 +2548,7 @@ fn a_second_launch_on_the_stream_follows_the_first_window() {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
     let mut buf = Buffer::new(&h, 8);
-    gpu().slow_relaunches = Some(Duration::from_millis(40));
-    let mut args = buf.args();
-    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    h.window_in_flight(&mut buf, Duration::from_millis(40));
     assert!(h.outcomes().is_empty());
     let mut args = buf.args();
     h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");

@@ -21,6 +21,7 @@
 //! a window's gate and ready signals retire once open and once every queue that could
 //! reference them has retired its submissions up to that point ([`Gates::retire`]).
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -72,6 +73,10 @@ pub(crate) struct GateList {
     closed: Vec<(u64, hsa_signal_t)>,
     next_epoch: u64,
     retiring: Vec<Retiring>,
+    /// Completion signals that resolve only after a window's dispatch gate opens (signal
+    /// handle → that gate): the replayed dispatches' own, and packets behind the gates or
+    /// waiting for such a signal (`intercept::note_held`). An entry goes when its gate opens.
+    held: HashMap<u64, hsa_signal_t>,
 }
 
 /// Submission counts to retire first: each queue of the agent, then the replay queue.
@@ -107,6 +112,21 @@ impl Gates {
 }
 
 impl GateList {
+    /// `signal` resolves only after `gate` opens.
+    pub(crate) fn hold(&mut self, signal: u64, gate: hsa_signal_t) {
+        self.held.insert(signal, gate);
+    }
+
+    /// The gate `signal` waits for, if it is held.
+    pub(crate) fn held_by(&self, signal: u64) -> Option<hsa_signal_t> {
+        self.held.get(&signal).copied()
+    }
+
+    /// Whether any signal is held.
+    pub(crate) fn is_holding(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// Closed gates this queue has no barrier for yet (placed now: the caller forwards them);
     /// open gates are dropped from the list.
     pub(crate) fn pending_for(
@@ -153,7 +173,7 @@ impl GateList {
                         for q in queues {
                             q.pending_gates.lock().retain(|(_, g)| *g != r.signal);
                         }
-                        be.held.lock().retain(|_, (g, _)| *g != r.signal);
+                        self.held.retain(|_, g| *g != r.signal);
                         let counts = queues
                             .iter()
                             .map(|q| (Arc::clone(q), q.submitted.load(Ordering::Acquire)))

@@ -393,9 +393,7 @@ unsafe fn open_window(
     // The dispatch's own completion signal resolves only when its window ends: a barrier on
     // another queue waiting for it is held by the gate too (`note_held`).
     if packet.completion_signal.handle != 0 {
-        be.held
-            .lock()
-            .insert(packet.completion_signal.handle, (gate, gpu.agent));
+        gpu.gates.lock().hold(packet.completion_signal.handle, gate);
     }
     let mut target = HsaTarget::new(be, gpu, queue, packet, Sink::Replay(replay));
     // Decided: the gate found nothing it refuses, so this is the host-readable part (if any).
@@ -501,6 +499,11 @@ unsafe fn forward_tracked(
         unsafe { (be.orig.signal_add)(queue.inflight, 1) };
         backlog
     });
+    if let (Some(list), true, false) = (&mut gates, tracked, in_window()) {
+        let index = queue.submitted.load(Ordering::Acquire);
+        // SAFETY: caller contract: `count` packets of the application at `pkts`.
+        unsafe { note_held(be, list, queue, pkts, count, index) };
+    }
     if !gate_barriers.is_empty() {
         // SAFETY: barrier packets of ours, forwarded inside the handler.
         unsafe { write(gate_barriers.as_ptr().cast(), gate_barriers.len() as u64) };
@@ -510,11 +513,6 @@ unsafe fn forward_tracked(
     if let Some(progress) = progress {
         progress.forwarded.set(true);
         progress.completed.set(true);
-    }
-    if tracked && !in_window() {
-        let index = queue.submitted.load(Ordering::Acquire);
-        // SAFETY: caller contract: `count` packets of the application at `pkts`.
-        unsafe { note_held(be, queue, pkts, count, index) };
     }
     // SAFETY: caller contract.
     unsafe { write(pkts, count) };
@@ -539,34 +537,45 @@ unsafe fn forward_tracked(
 /// Keeps track of what cannot complete before a window's gate opens, so that drains stop short
 /// of it instead of waiting for it (a barrier on another queue waiting for a marker behind the
 /// replayed dispatch — `hipStreamWaitEvent` across streams — would otherwise hold the window
-/// until its drain deadline): the completion signals of packets submitted behind a closed gate
-/// on `queue`, and of barrier-AND packets (and barrier-OR packets all of whose dependencies are
-/// held) waiting for such a signal, whose submission `index` on `queue` then becomes a point
-/// the drains stop short of, as of a later window's gate.
+/// until its drain deadline). `list` (the GPU's gate list, locked for this submission) holds
+/// the completion signals of the replayed dispatches and of packets submitted behind a closed
+/// gate on `queue`; the completion signal of a barrier-AND waiting for one of them (a
+/// barrier-OR: for all of its dependencies) is held too. A submission whose first packet is
+/// such a barrier becomes a point the drains of `queue` stop short of, as of a later window's
+/// gate (packets before it in the same submission would still need draining, so a barrier
+/// further in does not count). Signals held on another GPU are not looked at: such a barrier
+/// is drained as before.
 ///
 /// # Safety
 /// `pkts` holds `count` AQL packets of 64 bytes.
-unsafe fn note_held(be: &Backend, queue: &QueueState, pkts: *const c_void, count: u64, index: u64) {
-    let open = |g: &hsa_signal_t| {
-        // SAFETY: a gate signal of ours: listed gates and held entries are dropped once open,
-        // before the gate is destroyed (`GateList::sweep` retires it only after).
-        unsafe { (be.orig.signal_load)(*g) == 0 }
-    };
+unsafe fn note_held(
+    be: &Backend,
+    list: &mut gates::GateList,
+    queue: &QueueState,
+    pkts: *const c_void,
+    count: u64,
+    index: u64,
+) {
+    // The latest dispatch gate of `queue` still closed: this submission is behind it.
     let behind = queue
         .pending_gates
         .lock()
         .iter()
         .rev()
-        .find(|(_, g)| !open(g))
-        .map(|(_, g)| *g);
-    let mut held = be.held.lock();
-    if behind.is_none() && held.is_empty() {
+        .map(|(_, g)| *g)
+        .find(|g| {
+            // SAFETY: a gate signal of ours, alive while listed (`GateList::sweep` unlists a
+            // gate before it can be destroyed).
+            unsafe { (be.orig.signal_load)(*g) != 0 }
+        });
+    if behind.is_none() && !list.is_holding() {
         return;
     }
-    let mut waits_for: Option<(hsa_signal_t, hsa_agent_t)> = None;
+    let mut first_waits = None;
+    let mut waits_for = None;
     for i in 0..count as usize {
         // SAFETY: caller contract; header at 0, dependencies at 8..48 (barriers), completion
-        // signal at 56 in every AQL packet type used here.
+        // signal at 56 in every AQL packet type.
         let (header, deps, completion) = unsafe {
             let p = pkts.cast::<u8>().add(i * 64);
             (
@@ -576,34 +585,26 @@ unsafe fn note_held(be: &Backend, queue: &QueueState, pkts: *const c_void, count
             )
         };
         let kind = u32::from(header & 0xff);
-        let deps: smallvec::SmallVec<[u64; 5]> = deps.into_iter().filter(|d| *d != 0).collect();
-        let on_held = |d: &u64| held.get(d).copied();
+        let mut deps = deps.into_iter().filter(|d| *d != 0).peekable();
         let gate = if kind == HSA_PACKET_TYPE_BARRIER_AND {
-            deps.iter().find_map(on_held)
-        } else if kind == HSA_PACKET_TYPE_BARRIER_OR && !deps.is_empty() {
-            deps.iter()
-                .map(on_held)
-                .collect::<Option<smallvec::SmallVec<[(hsa_signal_t, hsa_agent_t); 5]>>>()
+            deps.find_map(|d| list.held_by(d))
+        } else if kind == HSA_PACKET_TYPE_BARRIER_OR && deps.peek().is_some() {
+            deps.map(|d| list.held_by(d))
+                .collect::<Option<smallvec::SmallVec<[hsa_signal_t; 5]>>>()
                 .and_then(|g| g.first().copied())
         } else {
             None
         };
-        if waits_for.is_none() {
-            waits_for = gate;
+        if i == 0 {
+            first_waits = gate;
         }
-        if completion != 0 {
-            if let Some(g) = behind.map(|g| (g, queue.agent)).or(waits_for) {
-                held.insert(completion, g);
-            }
+        waits_for = waits_for.or(gate);
+        if let (Some(g), true) = (behind.or(waits_for), completion != 0) {
+            list.hold(completion, g);
         }
     }
-    drop(held);
-    // Gates of another GPU are not listed here: their opening unlists them from that GPU's
-    // queues only (such a barrier is drained as before).
-    if let (Some((g, agent)), None) = (waits_for, behind) {
-        if agent == queue.agent {
-            queue.pending_gates.lock().push((index, g));
-        }
+    if let (Some(g), None) = (first_waits, behind) {
+        queue.pending_gates.lock().push((index, g));
     }
 }
 

@@ -378,10 +378,6 @@ pub(crate) struct Backend {
     pub(crate) host_readable: RwLock<std::collections::BTreeMap<usize, (usize, usize)>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
-    /// Completion signals of packets that cannot complete before a window's gate opens
-    /// (signal handle → that gate and its GPU; an entry goes when the gate opens): packets behind the gate on its queue, and barriers on other
-    /// queues that wait for one of those ([`intercept`]'s `note_held`).
-    pub(crate) held: Mutex<HashMap<u64, (hsa_signal_t, hsa_agent_t)>>,
     pub(crate) pool_flags: RwLock<HashMap<u64, u32>>,
     /// vmem handle -> whether its pool is snapshotted.
     pub(crate) vmem_handles: Mutex<HashMap<u64, bool>>,
@@ -624,7 +620,6 @@ pub(crate) unsafe fn install(
         host_readable: RwLock::new(std::collections::BTreeMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
-        held: Mutex::new(HashMap::new()),
         pool_flags: RwLock::new(HashMap::new()),
         vmem_handles: Mutex::new(HashMap::new()),
         next_dispatch: AtomicU64::new(1),

@@ -53,12 +53,13 @@ pub(crate) struct CompareKernel {
 
 #[derive(Default)]
 enum State {
-    /// No window has needed it yet.
+    /// Not loaded yet.
     #[default]
     Untried,
-    /// The module could not be loaded here: full restores.
+    /// The module or its flag buffers could not be had here: full restores.
     Unavailable,
-    /// Loaded: the kernel's handle and the flag buffers (allocated on first use).
+    /// Loaded: the kernel's handle and the flag buffers (allocated with it, outside windows;
+    /// `None` after a stuck compare gave them up, until the next preparation).
     Ready {
         function: usize,
         flags: Option<Flags>,
@@ -103,7 +104,7 @@ impl CompareKernel {
     }
 
     /// Whether [`prepare`](Self::prepare) has something to do: the module was never tried, or
-    /// it is loaded without flag buffers (none could be had, or a stuck compare gave them up).
+    /// a stuck compare gave the flag buffers up.
     fn needs_prepare(&self) -> bool {
         matches!(
             self.state,
@@ -143,16 +144,19 @@ impl CompareKernel {
         // SAFETY: a plain out-parameter; the context is current on this thread.
         let r = unsafe { (drv.mem_alloc)(&mut device, len) };
         if r != CUDA_SUCCESS || device == 0 {
-            tracing::debug!(status = %error_name(drv, r), len, "no device memory for the compare flags");
+            tracing::debug!(status = %error_name(drv, r), len, "no device memory for the compare flags: full restores");
+            // Not tried again at every launch (each try waits for the windows in flight).
+            self.state = State::Unavailable;
             return;
         }
         let mut host: *mut c_void = std::ptr::null_mut();
         // SAFETY: as above.
         let r = unsafe { (drv.mem_host_alloc)(&mut host, len, 0) };
         if r != CUDA_SUCCESS || host.is_null() {
-            tracing::debug!(status = %error_name(drv, r), len, "no pinned memory for the compare flags");
+            tracing::debug!(status = %error_name(drv, r), len, "no pinned memory for the compare flags: full restores");
             // SAFETY: our allocation, unused.
             unsafe { (drv.mem_free)(device) };
+            self.state = State::Unavailable;
             return;
         }
         *flags = Some(Flags {
