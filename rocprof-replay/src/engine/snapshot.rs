@@ -103,6 +103,23 @@ pub(crate) trait DeviceMemory {
     ) -> Result<DirtyRanges, DiffError> {
         diff_by_reading(self, regions, on_device, granule)
     }
+
+    /// One fingerprint ([`footprint::fingerprint`](crate::engine::footprint::fingerprint))
+    /// per `granule` bytes of each device region (address, length), granules from each
+    /// region's start (the last one may be shorter), concatenated in region order. The window
+    /// compares them before and after passes to know that memory outside the snapshot was not
+    /// written ([`footprint`](crate::engine::footprint)).
+    ///
+    /// The default reads the regions back through [`copy`](Self::copy) into one scratch
+    /// buffer and hashes on the host. [`DiffError::Unsupported`] makes the window capture
+    /// everything instead.
+    fn fingerprint(
+        &mut self,
+        regions: &[(usize, usize)],
+        granule: usize,
+    ) -> Result<Vec<u64>, DiffError> {
+        crate::engine::footprint::fingerprint_by_reading(self, regions, granule)
+    }
 }
 
 /// Largest read-back of one diff copy batch (the scratch buffer's size): small enough that
@@ -354,7 +371,7 @@ impl Staging {
     }
 
     /// Gives up the buffer without releasing it: a copy may still be using it.
-    fn leak(self) {
+    pub(crate) fn leak(self) {
         std::mem::forget(self);
     }
 }
