@@ -93,7 +93,7 @@ pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 pub use error::Error;
 pub use policy::{
     Consults, DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome,
-    OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
+    OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, FootprintKind, RestoreKind, RestoreMode,
 };
 pub use rocprof_replay_macros::rocprof_tool;
 

@@ -502,6 +502,14 @@ pub enum DeclineReason {
     /// Another queue of the agent cannot be drained (the engine has no way to wait for its
     /// work), so work on it could run during the window.
     QueueNotDrainable,
+    /// The first pass wrote device memory outside the snapshot (allocations the kernel's
+    /// arguments do not name: it writes through pointers stored in device memory). Replay
+    /// stopped after it, the application's own execution, whose result stands; later
+    /// dispatches of the kernel capture every allocation.
+    WroteOutsideFootprint,
+    /// Whether the first pass wrote memory outside the snapshot could not be checked (the
+    /// fingerprint read failed): replay stopped after it, whose result stands.
+    FootprintUnchecked,
 }
 
 impl DeclineReason {
@@ -531,6 +539,8 @@ impl DeclineReason {
             DeclineReason::HostMemoryWritten => "host_memory_written",
             DeclineReason::VendorPackets => "vendor_packets",
             DeclineReason::StreamMemoryWait => "stream_memory_wait",
+            DeclineReason::WroteOutsideFootprint => "wrote_outside_footprint",
+            DeclineReason::FootprintUnchecked => "footprint_unchecked",
         }
     }
 }
@@ -562,6 +572,11 @@ pub enum FailureReason {
     RunFailed,
     /// An internal error (a bug in rocprof-replay) interrupted the replay window.
     InternalError,
+    /// A later pass wrote device memory outside the snapshot that the first pass did not
+    /// write (a kernel whose write addresses change from run to run): it cannot be undone,
+    /// so memory there holds that pass's writes. `ROCPROF_REPLAY_FOOTPRINT=all` (or a `strict`
+    /// restore) captures every allocation.
+    LateWriteOutsideFootprint,
 }
 
 impl FailureReason {
@@ -573,6 +588,7 @@ impl FailureReason {
             FailureReason::PassStuck => "pass_stuck",
             FailureReason::RunFailed => "run_failed",
             FailureReason::InternalError => "internal_error",
+            FailureReason::LateWriteOutsideFootprint => "late_write_outside_footprint",
         }
     }
 }
@@ -682,6 +698,13 @@ pub struct Outcome {
     /// The dispatch's arguments point into host-visible memory and it was replayed anyway
     /// (`ROCPROF_REPLAY_HOST_MEMORY=repeat`): what it writes there was written once per pass.
     pub host_writes_repeated: bool,
+    /// Which allocations the snapshot held; `None` when no snapshot was taken.
+    pub footprint: Option<FootprintKind>,
+    /// Bytes of the agent's allocations left out of the snapshot and watched by fingerprints
+    /// instead ([`FootprintKind::Arguments`]).
+    pub watched_bytes: u64,
+    /// Time spent fingerprinting watched memory, all checks together.
+    pub fingerprint_time: Duration,
 }
 
 impl Outcome {
@@ -714,6 +737,9 @@ impl Outcome {
             metrics: crate::counters::Metrics::NotAsked,
             staging: None,
             host_writes_repeated: false,
+            footprint: None,
+            watched_bytes: 0,
+            fingerprint_time: Duration::ZERO,
         }
     }
 }
@@ -757,6 +783,28 @@ pub enum RestoreKind {
     WriteSet,
     /// As `WriteSet`, with memory verified against the snapshot before every later pass.
     Strict,
+}
+
+/// Which of the agent's allocations a snapshot held (the record's `footprint` field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FootprintKind {
+    /// Every live allocation of the agent (and the module variables).
+    All,
+    /// The allocations the dispatch's arguments point into and the module variables; the
+    /// agent's other allocations were fingerprinted before and after the passes
+    /// ([`Outcome::watched_bytes`]).
+    Arguments,
+}
+
+impl FootprintKind {
+    /// `all` or `arguments`.
+    pub fn label(self) -> &'static str {
+        match self {
+            FootprintKind::All => "all",
+            FootprintKind::Arguments => "arguments",
+        }
+    }
 }
 
 impl RestoreKind {

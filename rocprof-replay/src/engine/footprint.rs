@@ -160,6 +160,9 @@ pub(crate) struct Watch {
     pub(crate) bytes: u64,
     /// Time spent fingerprinting, all checks together.
     pub(crate) time: Duration,
+    /// Watched regions left out of a check because they were freed or re-allocated, counted
+    /// once per check.
+    pub(crate) skipped: u32,
 }
 
 impl Watch {
@@ -190,12 +193,8 @@ impl Watch {
             regions: live,
             before,
             time: start.elapsed(),
+            skipped: 0,
         })
-    }
-
-    /// Whether nothing is watched.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.regions.is_empty()
     }
 
     /// Whether some watched granule differs from its fingerprint before the first pass. A
@@ -216,6 +215,8 @@ impl Watch {
             if pins.is_pinned(i) {
                 spans.push((r.base, r.size));
                 expected.extend_from_slice(&self.before[at..at + n]);
+            } else {
+                self.skipped += 1;
             }
             at += n;
         }

@@ -57,6 +57,7 @@ use std::time::Duration;
 use crate::context::{LoopContexts, Service, service_active};
 use crate::counters::{MetricSet, Metrics};
 use crate::dispatch::DispatchInfo;
+use crate::engine::footprint::{self, Watch};
 use crate::engine::gate;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::settings::Settings;
@@ -65,8 +66,8 @@ use crate::engine::snapshot::{
     Stash, StashError, WriteSet,
 };
 use crate::policy::{
-    Consults, DeclineReason, FailureReason, MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome,
-    OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
+    Consults, DeclineReason, FailureReason, FootprintKind, MAX_OPEN_ENDED_PASSES, MAX_PASSES,
+    Outcome, OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
 };
 
 /// Why a pass did not complete.
@@ -109,6 +110,14 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     /// range must stay readable by the host for the window's duration. The default: none.
     fn host_watch(&mut self) -> Vec<(usize, usize)> {
         Vec::new()
+    }
+    /// The dispatch's argument bytes (HSA: the kernarg segment, hidden arguments included;
+    /// CUDA: the packed parameters), read before the first pass: the snapshot captures the
+    /// allocations their 8-byte-aligned words point into and watches the agent's others
+    /// ([`footprint`](crate::engine::footprint)). `None` (the default): unknown, so every
+    /// allocation is captured.
+    fn argument_bytes(&self) -> Option<Vec<u8>> {
+        None
     }
     /// Why the backend knows this dispatch must not be replayed, before the window takes the
     /// agent ([`gate`]): it is queued behind a wait for memory another agent writes, or its
@@ -466,11 +475,20 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         if let Err(reason) = target.drain() {
             return decline(target, reason, state);
         }
-        let snapshot = match target
-            .module_variables()
-            .and_then(|vars| SnapshotPlan::new(inventory, info.agent, &vars, settings.budget))
-            .and_then(|plan| Snapshot::capture(plan, inventory, target))
-        {
+        let Some(requested) = call("restore_mode", info, || policy.restore_mode(info)) else {
+            return decline(target, DeclineReason::PolicyPanicked, state);
+        };
+        let requested = match requested {
+            RestoreMode::Auto => settings.restore,
+            explicit => explicit,
+        };
+        let (snapshot, mut outside) = match plan_and_capture(
+            info,
+            target,
+            inventory,
+            settings,
+            requested != RestoreMode::Strict,
+        ) {
             Ok(s) => s,
             Err(reason) => return decline(target, reason, state),
         };
@@ -485,14 +503,6 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // SAFETY: the target vouches that every watched range is host-readable for the window.
         let watched = unsafe { checksum(&watch) };
 
-        let Some(requested) = call("restore_mode", info, || policy.restore_mode(info)) else {
-            drop(snapshot);
-            return decline(target, DeclineReason::PolicyPanicked, state);
-        };
-        let requested = match requested {
-            RestoreMode::Auto => settings.restore,
-            explicit => explicit,
-        };
         let mut restorer = Restorer::Undecided;
 
         let mut outcome = start(OutcomeKind::Replayed);
@@ -502,6 +512,13 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         outcome.staging = snapshot.staging_label();
         outcome.snapshot_time = snapshot.capture_time;
         outcome.skipped_regions = snapshot.skipped;
+        outcome.footprint = Some(if outside.is_some() {
+            FootprintKind::Arguments
+        } else {
+            FootprintKind::All
+        });
+        outcome.watched_bytes = outside.as_ref().map_or(0, |w| w.bytes);
+        outcome.fingerprint_time = outside.as_ref().map_or(Duration::ZERO, |w| w.time);
         let mut guard = LoopContexts::new();
         let mut index = 0u32;
         // The counter pass running (index in the set), once the policy's passes are done.
@@ -526,6 +543,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 // or, after a write-set restore, the first pass's result written back.
                 drop(guard);
                 outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
+                check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome);
                 end_early(
                     target,
                     &mut outcome,
@@ -585,6 +603,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     );
                     drop(guard);
                     outcome.kind = OutcomeKind::Declined(reason);
+                    check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome);
                     end_early(
                         target,
                         &mut outcome,
@@ -676,6 +695,43 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     first_counter_pass = completed;
                 }
             }
+            // Another pass follows: the first must not have written outside the snapshot.
+            if index == 0
+                && let Some(w) = outside.as_mut()
+            {
+                let skipped = w.skipped;
+                let verdict = w.changed(inventory, target);
+                outcome.fingerprint_time = w.time;
+                outcome.skipped_regions += w.skipped - skipped;
+                let stop = match verdict {
+                    Ok(false) => None,
+                    Ok(true) => {
+                        footprint::REMEMBERED.insert(info.agent.0, info.kernel_object);
+                        tracing::info!(
+                            kernel = info.kernel(),
+                            dispatch = %info.dispatch_id,
+                            "the first pass wrote memory its arguments do not name: replay stops \
+                             after it, and later dispatches of this kernel capture every \
+                             allocation"
+                        );
+                        Some(DeclineReason::WroteOutsideFootprint)
+                    }
+                    Err(DiffError::Stuck) => Some(DeclineReason::CopyTimeout),
+                    Err(error) => {
+                        tracing::warn!(
+                            kernel = info.kernel(),
+                            ?error,
+                            "memory outside the snapshot could not be fingerprinted after the \
+                             first pass: replay stops after it"
+                        );
+                        Some(DeclineReason::FootprintUnchecked)
+                    }
+                };
+                if let Some(reason) = stop {
+                    outcome.kind = OutcomeKind::Declined(reason);
+                    break;
+                }
+            }
             if matches!(restorer, Restorer::Undecided) {
                 match Restorer::choose(
                     requested,
@@ -732,6 +788,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             index += 1;
         }
         drop(guard);
+        check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome);
         if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, &mut outcome) {
             fail_final(&mut outcome, reason);
         }
@@ -745,6 +802,86 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // Staging goes back before the agent does: the next window can reuse it at once.
         drop(snapshot);
         finish(target, state, outcome)
+    }
+}
+
+/// Plans the snapshot — the arguments footprint when the settings, the restore mode
+/// (`narrow`: not `strict`) and the kernel's history allow it — fingerprints the allocations
+/// it leaves out, and captures.
+fn plan_and_capture(
+    info: &DispatchInfo,
+    target: &mut dyn ReplayTarget,
+    inventory: &AllocationInventory,
+    settings: &Settings,
+    narrow: bool,
+) -> Result<(Snapshot, Option<Watch>), DeclineReason> {
+    let vars = target.module_variables()?;
+    let mut plan = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX)?;
+    let mut watch = None;
+    if narrow
+        && settings.narrow
+        && !footprint::REMEMBERED.contains(info.agent.0, info.kernel_object)
+        && let Some(args) = target.argument_bytes()
+    {
+        let watched = footprint::split(&mut plan, &args);
+        if !watched.is_empty() {
+            match Watch::take(watched.clone(), inventory, target) {
+                Ok(w) => watch = Some(w),
+                Err(DiffError::Stuck) => return Err(DeclineReason::CopyTimeout),
+                Err(error) => {
+                    tracing::debug!(
+                        ?error,
+                        "memory outside the arguments cannot be fingerprinted: every allocation \
+                         is captured"
+                    );
+                    plan.regions.extend(watched);
+                }
+            }
+        }
+    }
+    if plan.regions.iter().map(|r| r.size as u64).sum::<u64>() > settings.budget {
+        return Err(DeclineReason::OverBudget);
+    }
+    let snapshot = Snapshot::capture(plan, inventory, target)?;
+    Ok((snapshot, watch))
+}
+
+/// After the last of two or more passes: whether a later pass wrote the watched memory, which
+/// the first did not (else replay had stopped after it). That cannot be undone: `failed`.
+fn check_late_writes(
+    info: &DispatchInfo,
+    watch: Option<&mut Watch>,
+    inventory: &AllocationInventory,
+    target: &mut dyn ReplayTarget,
+    outcome: &mut Outcome,
+) {
+    let Some(w) = watch else { return };
+    if outcome.passes < 2 || outcome.kind.failure().is_some() {
+        return;
+    }
+    let skipped = w.skipped;
+    let verdict = w.changed(inventory, target);
+    outcome.fingerprint_time = w.time;
+    outcome.skipped_regions += w.skipped - skipped;
+    match verdict {
+        Ok(false) => {}
+        Ok(true) => {
+            footprint::REMEMBERED.insert(info.agent.0, info.kernel_object);
+            tracing::error!(
+                kernel = info.kernel(),
+                dispatch = %info.dispatch_id,
+                "a later pass wrote memory outside the snapshot that the first pass did not: it \
+                 cannot be restored, and the application's result may be wrong there \
+                 (ROCPROF_REPLAY_FOOTPRINT=all captures every allocation)"
+            );
+            outcome.kind = OutcomeKind::Failed(FailureReason::LateWriteOutsideFootprint);
+        }
+        Err(error) => tracing::warn!(
+            kernel = info.kernel(),
+            ?error,
+            "memory outside the snapshot could not be fingerprinted after the last pass (the \
+             first pass did not write there)"
+        ),
     }
 }
 

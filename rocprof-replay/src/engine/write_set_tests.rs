@@ -37,6 +37,12 @@ struct Dev {
     completions: u32,
     ordinary_runs: u32,
     restore_copies: u64,
+    /// Buffers the kernel's arguments point into (`None`: arguments unknown, every allocation
+    /// captured).
+    args: Option<Vec<usize>>,
+    /// The kernel object of the dispatch (remembered kernels are process-wide: each test that
+    /// narrows uses its own).
+    kernel: u64,
 }
 
 fn apply(bufs: &mut [Box<[u8]>], writes: &[Write], freed: &[usize]) {
@@ -79,6 +85,8 @@ impl Dev {
             completions: 0,
             ordinary_runs: 0,
             restore_copies: 0,
+            args: None,
+            kernel: 0x1000,
         }
     }
 
@@ -172,6 +180,15 @@ impl ReplayTarget for Dev {
         false
     }
     fn end(&mut self) {}
+    fn argument_bytes(&self) -> Option<Vec<u8>> {
+        // A scalar, then a pointer into the middle of each named buffer.
+        let mut bytes = 42u64.to_ne_bytes().to_vec();
+        for &b in self.args.as_ref()? {
+            let p = self.bufs[b].as_ptr() as usize + self.bufs[b].len() / 2;
+            bytes.extend_from_slice(&(p as u64).to_ne_bytes());
+        }
+        Some(bytes)
+    }
     fn prepare_counters(&mut self, _: &crate::counters::MetricSet) -> Result<(), String> {
         Ok(())
     }
@@ -239,7 +256,11 @@ fn settings(env: RestoreMode) -> Settings {
 fn run(dev: &mut Dev, policy: &Policy, env: RestoreMode) -> (Outcome, Vec<Box<[u8]>>) {
     let initial = dev.bufs.clone();
     let inv = dev.inv.clone();
-    let out = run_window(policy, &info(), dev, &inv, &settings(env));
+    let info = DispatchInfo {
+        kernel_object: dev.kernel,
+        ..info()
+    };
+    let out = run_window(policy, &info, dev, &inv, &settings(env));
     (out, initial)
 }
 
@@ -548,7 +569,13 @@ fn random_write_subsets_keep_the_promise_in_every_mode() {
         let mode = [RestoreMode::Auto, RestoreMode::Strict, RestoreMode::Full][rng.below(3)];
         let passes = rng.below(4) as u32 + 2;
         let stop_after = (rng.below(3) == 0).then(|| rng.below(passes as usize) as u32 + 1);
+        // Half the seeds name a random subset of the allocations in the arguments: the rest is
+        // watched (never in strict mode, which captures everything).
+        let args: Option<Vec<usize>> = (rng.below(2) == 0)
+            .then(|| (0..sizes.len() - 1).filter(|_| rng.below(2) == 0).collect());
         let mut dev = Dev::new(&sizes, writes.clone());
+        dev.args = args.clone();
+        dev.kernel = 0x10_0000 + seed;
         let p = Policy {
             passes,
             stop_after,
@@ -556,9 +583,49 @@ fn random_write_subsets_keep_the_promise_in_every_mode() {
         };
         let (out, initial) = run(&mut dev, &p, RestoreMode::Auto);
         let ran = out.passes as usize;
-        let ctx = format!("seed {seed}: {sizes:?} {writes:?} {mode:?} {ran} passes");
-        assert_eq!(out.kind, OutcomeKind::Replayed, "{ctx}");
+        let ctx = format!("seed {seed}: {sizes:?} {writes:?} {mode:?} {args:?} {ran} passes");
         assert_eq!(dev.completions, 1, "{ctx}");
+        let watched: Vec<usize> = match &args {
+            Some(named) if mode != RestoreMode::Strict => (0..sizes.len() - 1)
+                .filter(|b| !named.contains(b))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let writes_watched = |pass: usize| {
+            writes[pass.min(writes.len() - 1)]
+                .iter()
+                .any(|&(b, _, len)| len > 0 && watched.contains(&b))
+        };
+        assert_eq!(
+            out.footprint,
+            Some(if watched.is_empty() {
+                FootprintKind::All
+            } else {
+                FootprintKind::Arguments
+            }),
+            "{ctx}"
+        );
+        if writes_watched(0) && passes > 1 && stop_after != Some(1) {
+            // The first pass wrote outside the snapshot: it is the one execution.
+            assert_eq!(
+                out.kind,
+                OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint),
+                "{ctx}"
+            );
+            assert_eq!(ran, 1, "{ctx}");
+            assert_eq!(dev.bufs, dev.one_execution(&initial, 0), "{ctx}");
+            continue;
+        }
+        if !writes_watched(0) && (1..ran).any(writes_watched) {
+            // A later pass wrote there: reported, never called replayed.
+            assert_eq!(
+                out.kind,
+                OutcomeKind::Failed(FailureReason::LateWriteOutsideFootprint),
+                "{ctx}"
+            );
+            continue;
+        }
+        assert_eq!(out.kind, OutcomeKind::Replayed, "{ctx}");
         let w1 = granule_bytes(&sizes, &writes[0]);
         let expected = match out.restore_mode {
             None => {
@@ -692,4 +759,115 @@ fn counters_of_a_window_whose_inputs_were_not_all_restored_are_refused() {
     let out = run_window(&p, &info(), &mut dev, &inv, &settings(RestoreMode::Strict));
     assert_eq!(out.inputs_restored, Some(true));
     assert!(out.metrics.values().is_some(), "{:?}", out.metrics);
+}
+
+/// A device whose kernel's arguments name buffer 0 only (buffer 1 is watched).
+fn narrowed(kernel: u64, writes: Vec<Vec<Write>>) -> Dev {
+    let mut dev = Dev::new(&SIZES, writes);
+    dev.args = Some(vec![0]);
+    dev.kernel = kernel;
+    dev
+}
+
+#[test]
+fn the_arguments_footprint_captures_what_they_name_and_watches_the_rest() {
+    let mut dev = narrowed(0x2_0001, vec![vec![(0, 10, 100), (2, 0, 4)]]);
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert_eq!(out.footprint, Some(FootprintKind::Arguments));
+    assert_eq!(out.snapshot_bytes, 1000 + 24, "buffer 0 and the module variable");
+    assert_eq!(out.watched_bytes, 4096);
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    assert!(dev.inputs.iter().all(|i| *i == initial));
+}
+
+#[test]
+fn a_first_pass_writing_what_the_arguments_do_not_name_stands_and_the_kernel_is_remembered() {
+    // The kernel writes buffer 1 through a pointer its arguments do not hold.
+    let writes = vec![vec![(0, 0, 8), (1, 100, 50)]];
+    let mut dev = narrowed(0x2_0002, writes.clone());
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint)
+    );
+    assert_eq!((out.passes, dev.passes, dev.completions), (1, 1, 1));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    // The next dispatch of that kernel captures everything and is replayed.
+    let mut dev = narrowed(0x2_0002, writes);
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert_eq!(out.footprint, Some(FootprintKind::All));
+    assert_eq!(out.snapshot_bytes, 1000 + 4096 + 24);
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
+
+#[test]
+fn a_later_pass_writing_outside_the_snapshot_is_a_failure_not_a_replay() {
+    let writes = vec![vec![(0, 0, 8)], vec![(0, 0, 8), (1, 0, 1)]];
+    let mut dev = narrowed(0x2_0003, writes);
+    let (out, _) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Failed(FailureReason::LateWriteOutsideFootprint)
+    );
+    assert_eq!(dev.completions, 1);
+}
+
+#[test]
+fn strict_mode_and_the_all_setting_capture_every_allocation() {
+    let mut dev = narrowed(0x2_0004, vec![vec![(1, 0, 8)]]);
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Strict), RestoreMode::Auto);
+    assert_eq!(out.footprint, Some(FootprintKind::All));
+    assert_eq!((out.kind, out.watched_bytes), (OutcomeKind::Replayed, 0));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    let mut dev = narrowed(0x2_0005, vec![vec![(1, 0, 8)]]);
+    let initial = dev.bufs.clone();
+    let inv = dev.inv.clone();
+    let all = Settings {
+        narrow: false,
+        ..settings(RestoreMode::Auto)
+    };
+    let info = DispatchInfo {
+        kernel_object: dev.kernel,
+        ..info()
+    };
+    let out = run_window(&policy(3, RestoreMode::Auto), &info, &mut dev, &inv, &all);
+    assert_eq!(out.footprint, Some(FootprintKind::All));
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
+
+#[test]
+fn fingerprints_that_cannot_be_read_capture_everything_or_stop_after_the_first_pass() {
+    // Before the first pass (the first capture batch is the fingerprint read): everything is
+    // captured instead, and the dispatch is replayed.
+    let mut dev = narrowed(0x2_0006, vec![vec![(1, 0, 8)]]);
+    dev.fail_capture_at = Some((0, 0));
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.footprint, Some(FootprintKind::All));
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    // After it: replay stops, its result stands.
+    for (fail, reason) in [
+        (true, DeclineReason::FootprintUnchecked),
+        (false, DeclineReason::CopyTimeout),
+    ] {
+        let mut dev = narrowed(0x2_0007, vec![vec![(0, 0, 8)]]);
+        if fail {
+            dev.fail_capture_at = Some((1, 0));
+        } else {
+            dev.stuck_capture_at = Some((1, 0));
+        }
+        let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+        assert_eq!(out.kind, OutcomeKind::Declined(reason));
+        assert_eq!((out.passes, dev.completions), (1, 1));
+        assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    }
+    // A stuck read before the first pass declines the dispatch: it runs once.
+    let mut dev = narrowed(0x2_0008, vec![vec![(0, 0, 8)]]);
+    dev.stuck_capture_at = Some((0, 0));
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::CopyTimeout));
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
 }

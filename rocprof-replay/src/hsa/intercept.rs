@@ -1008,6 +1008,20 @@ impl ReplayTarget for HsaTarget {
         refusal(self.be, self.gpu, &self.packet)
     }
 
+    fn argument_bytes(&self) -> Option<Vec<u8>> {
+        let size = *self.be.kernarg_sizes.read().get(&self.packet.kernel_object)?;
+        if size == 0 || self.packet.kernarg_address.is_null() {
+            return Some(Vec::new());
+        }
+        // SAFETY: the kernarg segment of a dispatch the application has not seen complete (it
+        // does not reuse the segment before): its kernel's KERNARG_SEGMENT_SIZE bytes of
+        // host-accessible kernarg memory.
+        let args = unsafe {
+            std::slice::from_raw_parts(self.packet.kernarg_address.cast::<u8>(), size as usize)
+        };
+        Some(args.to_vec())
+    }
+
     fn host_watch(&mut self) -> Vec<(usize, usize)> {
         // Read while the dispatch has not completed for the application, which does not free
         // memory a kernel it has not seen finish still uses (if it did, the kernel itself

@@ -423,6 +423,11 @@ impl ReplayTarget for CudaTarget<'_> {
         values
     }
 
+    fn argument_bytes(&self) -> Option<Vec<u8>> {
+        // SAFETY: as for `refusal`: the launch's arguments live with the job.
+        unsafe { self.job.launch.argument_bytes(self.job.params.as_deref()) }
+    }
+
     fn refusal(&self) -> Option<DeclineReason> {
         // SAFETY: the launch's arguments: the application is still inside its call (the window
         // has not released it yet), and a copy lives with the job.
