@@ -81,6 +81,65 @@ fn strict_restore_verifies_before_every_pass() {
     assert_eq!(r["verified_bytes"], 4 * SNAPSHOT, "{r:?}");
 }
 
+/// Runs write_set_probe with `env` under the plan tool (3 passes); returns its stdout and
+/// the records of `kernel`.
+fn probe(name: &str, kernel: &str, env: &[(&str, &str)]) -> (String, Vec<Value>) {
+    let (exe, kernels) = write_set_probe();
+    let records = records_path(&format!("write_set_{name}"));
+    let lib = tool_lib("e2e_plan_tool");
+    let mut all: Vec<(&str, &str)> = vec![
+        ("LD_PRELOAD", lib.to_str().unwrap()),
+        ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+        ("ROCPROF_REPLAY_LOG", "warn"),
+        ("E2E_PLAN", "exactly:3"),
+    ];
+    all.extend_from_slice(env);
+    let run = run_on_emu(&exe, &[kernels.to_str().unwrap()], &all, DEADLINE);
+    run.assert_success();
+    let recs = read_records(&records)
+        .into_iter()
+        .filter(|r| r["kernel"] == kernel)
+        .collect();
+    (run.stdout(), recs)
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_kernel_writing_through_a_pointer_in_device_memory_runs_once_then_is_replayed_whole() {
+    // write_subset_indirect reads its buffer's address from device memory: the snapshot of
+    // what its arguments name misses the buffer, the fingerprints see the first pass write
+    // it, and replay stops there (the application's own execution). The second dispatch of
+    // the kernel captures every allocation and is replayed. The probe checks both results.
+    let env = [("WS_INDIRECT", "1"), ("WS_DISPATCHES", "2")];
+    let (out, recs) = probe("indirect", "write_subset_indirect", &env);
+    assert!(out.contains("RESULT write_set_probe OK passes=1,3"), "{out}");
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    let (first, second) = (&recs[0], &recs[1]);
+    assert_eq!(
+        (first["outcome"].as_str(), first["reason"].as_str()),
+        (Some("declined"), Some("wrote_outside_footprint")),
+        "{first}"
+    );
+    assert_eq!(first["footprint"], "arguments", "{first}");
+    assert!(
+        first["watched_bytes"].as_u64().unwrap() >= 65536 * 4,
+        "the buffer is watched: {first}"
+    );
+    assert_eq!(first["passes"], 1, "{first}");
+    assert!(first["fingerprint_ns"].as_u64().unwrap() > 0, "{first}");
+    // The snapshot: the two 64-byte pointer cells and the module variable.
+    assert_eq!(first["snapshot_bytes"], 64 + 64 + 4, "{first}");
+    assert_eq!(second["outcome"], "replayed", "{second}");
+    assert_eq!(second["footprint"], "all", "{second}");
+    assert_eq!(second["passes"], 3, "{second}");
+    // With every allocation captured from the start, the first dispatch is replayed too.
+    let mut all = env.to_vec();
+    all.push(("ROCPROF_REPLAY_FOOTPRINT", "all"));
+    let (out, recs) = probe("indirect_all", "write_subset_indirect", &all);
+    assert!(out.contains("passes=3,3"), "{out}");
+    assert!(recs.iter().all(|r| r["outcome"] == "replayed"), "{recs:?}");
+}
+
 /// The hsa-emu row of issue 14's benchmarks: restore per later pass when the kernel writes 1%
 /// of a 1 GiB buffer (write-set restore) ÷ when it writes 100% (a dense writer: full copies),
 /// through the real HSA backend. 3 passes; per later pass = the record's `restore_ns` / 2
