@@ -418,3 +418,64 @@ fn a_kernel_writing_one_percent_of_a_large_buffer_gets_write_set_restores() {
         assert!(restored < snap, "{rec}");
     }
 }
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn kernels_writing_through_device_pointers_keep_one_execution_under_the_arguments_footprint() {
+    require_gpu();
+    let exe = cuda_app("indirect_write", false);
+    let rec = records_path("indirect_write");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+    save("indirect_write", &r);
+    r.assert_success("indirect_write under the tool");
+    assert!(
+        r.stdout().contains("RESULT OK"),
+        "{}\n{}",
+        r.stdout(),
+        tail(&r.stderr(), 4000)
+    );
+    let recs = records(&rec);
+    let of = |name: &str| -> Vec<&Value> {
+        recs.iter()
+            .filter(|r| r["kernel"].as_str().is_some_and(|k| k.contains(name)))
+            .collect()
+    };
+    let through = of("bump_through");
+    assert_eq!(through.len(), 2, "{recs:?}");
+    // The first launch wrote `data`, which its arguments do not name: it ran once.
+    assert_eq!(through[0]["outcome"], "declined", "{}", through[0]);
+    assert_eq!(through[0]["reason"], "wrote_outside_footprint", "{}", through[0]);
+    assert_eq!(through[0]["footprint"], "arguments", "{}", through[0]);
+    // The kernel is remembered: its next launch captures everything and is replayed.
+    assert_eq!(through[1]["outcome"], "replayed", "{}", through[1]);
+    assert_eq!(through[1]["footprint"], "all", "{}", through[1]);
+    let table = of("bump_table");
+    assert_eq!(table.len(), 1, "{recs:?}");
+    let t = table[0];
+    assert_eq!(t["outcome"], "replayed", "{t}");
+    assert_eq!(t["footprint"], "arguments", "{t}");
+    // The four pieces the table names (plus module variables, if any), not `data`/`other`.
+    let snap = t["snapshot_bytes"].as_u64().unwrap();
+    assert!((4 << 20..(4 << 20) + (1 << 20)).contains(&snap), "{t}");
+    assert!(t["watched_bytes"].as_u64().unwrap() >= (256 + 64) << 20, "{t}");
+    std::fs::write(
+        out_dir().join("indirect_write.summary"),
+        recs.iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} footprint={} snapshot={} watched={} fingerprint_ns={} passes={}",
+                    r["kernel"], r["outcome"], r["reason"], r["footprint"], r["snapshot_bytes"],
+                    r["watched_bytes"], r["fingerprint_ns"], r["passes"]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+}
