@@ -130,6 +130,14 @@ pub(crate) struct RunArgs {
     #[arg(long, value_enum, value_name = "MODE")]
     pub(crate) restore: Option<RestoreArg>,
 
+    /// What a snapshot captures: `arguments` (the allocations the dispatch's arguments point
+    /// into; the agent's other allocations are fingerprinted before and after the passes, and
+    /// a kernel that wrote there during its first pass runs once and is captured whole from
+    /// then on) or `all` (every live allocation). Default: arguments
+    /// (ROCPROF_REPLAY_FOOTPRINT).
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub(crate) footprint: Option<FootprintArg>,
+
     /// Hardware counters to collect for every replayed dispatch, comma-separated (e.g.
     /// SQ_WAVES,SQ_ITEMS,GRBM_COUNT; `rocprof-replay list-metrics` shows them). The engine
     /// runs the passes the set needs after the timed ones; one column per metric (per kernel:
@@ -231,6 +239,25 @@ impl RestoreArg {
             RestoreArg::Auto => "auto",
             RestoreArg::Strict => "strict",
             RestoreArg::Full => "full",
+        }
+    }
+}
+
+/// `--footprint`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum FootprintArg {
+    /// What the arguments name; the rest watched by fingerprints.
+    Arguments,
+    /// Every live allocation.
+    All,
+}
+
+impl FootprintArg {
+    /// The value of `ROCPROF_REPLAY_FOOTPRINT`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            FootprintArg::Arguments => "arguments",
+            FootprintArg::All => "all",
         }
     }
 }

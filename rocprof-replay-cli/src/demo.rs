@@ -87,6 +87,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<u8, Failure> {
         quiet: false,
         allow_failed: false,
         restore: None,
+        footprint: None,
         app: vec![app.into(), "app".into(), kernels.into()],
     };
     let status = launch::run_with(

@@ -549,6 +549,9 @@ fn environment(
     if let Some(mode) = args.restore {
         env.push(("ROCPROF_REPLAY_RESTORE", Some(mode.name().into())));
     }
+    if let Some(what) = args.footprint {
+        env.push(("ROCPROF_REPLAY_FOOTPRINT", Some(what.name().into())));
+    }
     if let Some(k) = &args.kernel {
         env.push((config::KERNEL, Some(k.as_str().into())));
     }
