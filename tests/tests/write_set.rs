@@ -112,7 +112,10 @@ fn a_kernel_writing_through_a_pointer_in_device_memory_runs_once_then_is_replaye
     // the kernel captures every allocation and is replayed. The probe checks both results.
     let env = [("WS_INDIRECT", "1"), ("WS_DISPATCHES", "2")];
     let (out, recs) = probe("indirect", "write_subset_indirect", &env);
-    assert!(out.contains("RESULT write_set_probe OK passes=1,3"), "{out}");
+    assert!(
+        out.contains("RESULT write_set_probe OK passes=1,3"),
+        "{out}"
+    );
     assert_eq!(recs.len(), 2, "{recs:?}");
     let (first, second) = (&recs[0], &recs[1]);
     assert_eq!(

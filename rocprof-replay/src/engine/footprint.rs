@@ -140,8 +140,9 @@ pub(crate) fn split(plan: &mut SnapshotPlan, args: &[u8]) -> Vec<Region> {
         .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) as usize)
         .filter(|&a| a != 0)
         .collect();
-    let (keep, watched): (Vec<Region>, Vec<Region>) =
-        std::mem::take(&mut plan.regions).into_iter().partition(|r| {
+    let (keep, watched): (Vec<Region>, Vec<Region>) = std::mem::take(&mut plan.regions)
+        .into_iter()
+        .partition(|r| {
             matches!(r.kind, RegionKind::ModuleVariable)
                 || named
                     .iter()
@@ -185,7 +186,12 @@ impl Watch {
         let before = mem.fingerprint(&spans, FINGERPRINT_GRANULE);
         drop(pins);
         let before = before?;
-        if before.len() != spans.iter().map(|s| granules(s.1, FINGERPRINT_GRANULE)).sum::<usize>() {
+        if before.len()
+            != spans
+                .iter()
+                .map(|s| granules(s.1, FINGERPRINT_GRANULE))
+                .sum::<usize>()
+        {
             return Err(DiffError::Failed);
         }
         Ok(Watch {
@@ -274,7 +280,11 @@ mod tests {
         swapped[0..8].copy_from_slice(&bytes[4000..4008]);
         assert_ne!(fingerprint(&swapped), base);
         assert_ne!(fingerprint(&[0u8; 8]), fingerprint(&[0u8; 16]), "length");
-        assert_ne!(fingerprint(&[0u8; 3]), fingerprint(&[0u8; 4]), "zero-padded tail");
+        assert_ne!(
+            fingerprint(&[0u8; 3]),
+            fingerprint(&[0u8; 4]),
+            "zero-padded tail"
+        );
     }
 
     #[test]

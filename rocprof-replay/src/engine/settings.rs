@@ -162,7 +162,10 @@ mod tests {
         assert_eq!(s.restore, RestoreMode::Auto);
         assert_eq!(s.granule, GRANULE);
         assert!(s.narrow, "the arguments footprint is the default");
-        assert!(!Settings::from_lookup(|n| (n == "ROCPROF_REPLAY_FOOTPRINT").then(|| "all".into())).narrow);
+        assert!(
+            !Settings::from_lookup(|n| (n == "ROCPROF_REPLAY_FOOTPRINT").then(|| "all".into()))
+                .narrow
+        );
         let s = Settings::from_lookup(|n| match n {
             "ROCPROF_REPLAY_PASS_TIMEOUT_MS" => Some(" 500 ".into()),
             "ROCPROF_REPLAY_BUDGET_MB" => Some("3".into()),

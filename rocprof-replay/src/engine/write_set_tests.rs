@@ -775,7 +775,11 @@ fn the_arguments_footprint_captures_what_they_name_and_watches_the_rest() {
     let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
     assert_eq!(out.kind, OutcomeKind::Replayed);
     assert_eq!(out.footprint, Some(FootprintKind::Arguments));
-    assert_eq!(out.snapshot_bytes, 1000 + 24, "buffer 0 and the module variable");
+    assert_eq!(
+        out.snapshot_bytes,
+        1000 + 24,
+        "buffer 0 and the module variable"
+    );
     assert_eq!(out.watched_bytes, 4096);
     assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
     assert!(dev.inputs.iter().all(|i| *i == initial));

@@ -1009,7 +1009,11 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn argument_bytes(&self) -> Option<Vec<u8>> {
-        let size = *self.be.kernarg_sizes.read().get(&self.packet.kernel_object)?;
+        let size = *self
+            .be
+            .kernarg_sizes
+            .read()
+            .get(&self.packet.kernel_object)?;
         if size == 0 || self.packet.kernarg_address.is_null() {
             return Some(Vec::new());
         }

@@ -450,7 +450,11 @@ fn kernels_writing_through_device_pointers_keep_one_execution_under_the_argument
     assert_eq!(through.len(), 2, "{recs:?}");
     // The first launch wrote `data`, which its arguments do not name: it ran once.
     assert_eq!(through[0]["outcome"], "declined", "{}", through[0]);
-    assert_eq!(through[0]["reason"], "wrote_outside_footprint", "{}", through[0]);
+    assert_eq!(
+        through[0]["reason"], "wrote_outside_footprint",
+        "{}",
+        through[0]
+    );
     assert_eq!(through[0]["footprint"], "arguments", "{}", through[0]);
     // The kernel is remembered: its next launch captures everything and is replayed.
     assert_eq!(through[1]["outcome"], "replayed", "{}", through[1]);
@@ -463,15 +467,24 @@ fn kernels_writing_through_device_pointers_keep_one_execution_under_the_argument
     // The four pieces the table names (plus module variables, if any), not `data`/`other`.
     let snap = t["snapshot_bytes"].as_u64().unwrap();
     assert!((4 << 20..(4 << 20) + (1 << 20)).contains(&snap), "{t}");
-    assert!(t["watched_bytes"].as_u64().unwrap() >= (256 + 64) << 20, "{t}");
+    assert!(
+        t["watched_bytes"].as_u64().unwrap() >= (256 + 64) << 20,
+        "{t}"
+    );
     std::fs::write(
         out_dir().join("indirect_write.summary"),
         recs.iter()
             .map(|r| {
                 format!(
                     "{} {} {} footprint={} snapshot={} watched={} fingerprint_ns={} passes={}",
-                    r["kernel"], r["outcome"], r["reason"], r["footprint"], r["snapshot_bytes"],
-                    r["watched_bytes"], r["fingerprint_ns"], r["passes"]
+                    r["kernel"],
+                    r["outcome"],
+                    r["reason"],
+                    r["footprint"],
+                    r["snapshot_bytes"],
+                    r["watched_bytes"],
+                    r["fingerprint_ns"],
+                    r["passes"]
                 )
             })
             .collect::<Vec<_>>()
