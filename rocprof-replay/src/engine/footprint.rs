@@ -61,8 +61,9 @@ fn term(i: u64, word: u64) -> u64 {
 /// The fingerprint of one granule's bytes:
 /// `len · GOLDEN + Σ mix(wᵢ ⊕ (i + 1) · GOLDEN)` (wrapping), `wᵢ` the `i`-th little-endian
 /// 8-byte word, the last one zero-padded. A sum, so a device kernel may add the terms in any
-/// order and get the same value ([`rocprof-replay/kernels/cuda/fingerprint.cu`] computes it
-/// so); each word's term depends on its position, so moved bytes change it too.
+/// order and get the same value (the CUDA backend's `rocprof_replay_fingerprint` kernel, in
+/// `kernels/cuda/compare.cu`, computes it so); each word's term depends on its position, so
+/// moved bytes change it too.
 pub(crate) fn fingerprint(bytes: &[u8]) -> u64 {
     let mut h = (bytes.len() as u64).wrapping_mul(GOLDEN);
     let mut words = bytes.chunks_exact(8);
