@@ -964,19 +964,13 @@ fn current() -> Option<Arc<Profiler>> {
 /// `ROCPROF_REPLAY_CUPTI_PROFILER=0` leaves CUPTI's profiler alone (no counters, said to
 /// `on_agent`).
 pub(crate) fn install(on_agent: OnAgent) {
-    // Off unless asked for: on the H200 (CUDA 13.0) a range-profiler call from the replay
-    // thread while the application thread waits inside a CUPTI callback (the window's first,
-    // synchronous phase) deadlocks in the driver; until the window no longer holds the
-    // application thread there, counters on CUDA are an explicit opt-in.
+    // On unless turned off. (Until 2026-12-02 it was an opt-in: a range-profiler call from
+    // the replay thread while the application thread waited inside a CUPTI callback
+    // deadlocked in the driver; the calls now run on the launching thread — `profiler_call` —
+    // which the H200 runs of 2026-12-02 checked.)
     let symbols = match std::env::var("ROCPROF_REPLAY_CUPTI_PROFILER").as_deref() {
-        Ok("1") => Symbols::load(),
         Ok("0") => Err("CUPTI's profiler is not used (ROCPROF_REPLAY_CUPTI_PROFILER=0)".to_owned()),
-        _ => Err(
-            "hardware counters on CUDA are off by default (CUPTI's range profiler can \
-                  deadlock in the driver while the application thread waits in a CUPTI \
-                  callback): ROCPROF_REPLAY_CUPTI_PROFILER=1 turns them on"
-                .to_owned(),
-        ),
+        _ => Symbols::load(),
     };
     set(Some(Arc::new(Profiler::new(
         symbols,

@@ -728,7 +728,7 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
         ("cuMemFreeHost", FREE_HOST),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
-    // The asynchronous path is what these tests exercise (it is off by default on a GPU).
+    // The asynchronous path is what these tests exercise (the default on a GPU as well).
     backend.asynchronous = true;
     let be: &'static Backend = Box::leak(Box::new(backend));
     be.active.store(true, Ordering::Release);

@@ -29,9 +29,6 @@ fn with_counters(
         ("ROCPROF_REPLAY_CATALOG", catalog.to_str().unwrap()),
         ("CUDA_INJECTION64_PATH", tool.as_str()),
         ("ROCPROF_REPLAY_PASSES", "1"),
-        // Off by default (a known deadlock on CUDA 13.0: see the guide); this test is how it
-        // is checked.
-        ("ROCPROF_REPLAY_CUPTI_PROFILER", "1"),
         ("ROCPROF_REPLAY_METRICS", metrics),
         ("ROCPROF_REPLAY_OUTPUT", rec.to_str().unwrap()),
         ("ROCPROF_REPLAY_LOG", "warn"),
