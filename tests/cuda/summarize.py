@@ -45,6 +45,15 @@ def main():
         "median_snapshot_bytes": statistics.median(r["snapshot_bytes"] for r in rows)
         if rows
         else None,
+        "footprints": dict(collections.Counter(str(r.get("footprint")) for r in rows)),
+        "watched_bytes": sum(r.get("watched_bytes", 0) for r in rows),
+        "median_watched_bytes": statistics.median(r.get("watched_bytes", 0) for r in rows)
+        if rows
+        else None,
+        "fingerprint_s": sum(r.get("fingerprint_ns", 0) for r in rows) / 1e9,
+        "diff_s": sum(r.get("diff_ns", 0) for r in rows) / 1e9,
+        "verified_bytes": sum(r.get("verified_bytes", 0) for r in rows),
+        "restore_modes": dict(collections.Counter(str(r.get("restore_mode")) for r in rows)),
     }
     print(json.dumps(summary, indent=1))
 
