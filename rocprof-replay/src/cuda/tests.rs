@@ -81,6 +81,14 @@ struct FakeGpu {
     compares: u32,
     /// Compare kernels never finish (their stream sticks).
     stick_compares: bool,
+    /// Fingerprint kernels run.
+    fingerprints: u32,
+    /// Fingerprint kernels never finish (their stream sticks).
+    stick_fingerprints: bool,
+    /// The module has no fingerprint kernel (`cuModuleGetFunction` does not find it).
+    no_fingerprint_entry: bool,
+    /// Fingerprint kernels given memory outside the fake's allocations (not run: a fault).
+    fingerprint_faults: Vec<String>,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -479,11 +487,16 @@ unsafe extern "C" fn module_get_function(
 ) -> CUresult {
     // SAFETY: a NUL-terminated name.
     let name = unsafe { CStr::from_ptr(name) };
-    if m as usize != COMPARE_MODULE || name != c"rocprof_replay_compare" {
+    let kernel = match name.to_bytes() {
+        b"rocprof_replay_compare" => &COMPARE,
+        b"rocprof_replay_fingerprint" if !gpu().no_fingerprint_entry => &FINGERPRINT,
+        _ => return CUDA_ERROR_NOT_FOUND,
+    };
+    if m as usize != COMPARE_MODULE {
         return CUDA_ERROR_NOT_FOUND;
     }
     // SAFETY: out-parameter.
-    unsafe { *f = (&COMPARE as *const FakeKernel).cast_mut().cast() };
+    unsafe { *f = (kernel as *const FakeKernel).cast_mut().cast() };
     CUDA_SUCCESS
 }
 
@@ -513,6 +526,49 @@ static COMPARE: FakeKernel = FakeKernel {
     module: COMPARE_MODULE,
 };
 
+/// Whether `[addr, addr + len)` lies in one fake allocation.
+fn allocated(addr: usize, len: usize) -> bool {
+    gpu()
+        .memory
+        .iter()
+        .any(|(&base, buf)| addr >= base && addr + len <= base + buf.len())
+}
+
+/// The fingerprint kernel, on the host: `(src, len, granule, out)`, out[g] =
+/// `footprint::fingerprint` of granule g (from the start, the last one shorter). Arguments
+/// outside the fake's memory are a fault (nothing written): `Err`.
+fn fingerprint_kernel(args: *mut *mut c_void) -> Result<(), String> {
+    // SAFETY: the backend passes four pointers to u64.
+    let [src, len, granule, out] =
+        std::array::from_fn(|i| unsafe { *(*args.add(i)).cast::<u64>() } as usize);
+    if granule == 0 {
+        return Err("granule 0".into());
+    }
+    let granules = len.div_ceil(granule);
+    if !allocated(src, len) {
+        return Err(format!("{len} bytes at {src:#x} are not device memory"));
+    }
+    if !allocated(out, granules * 8) {
+        return Err(format!(
+            "{granules} fingerprints at {out:#x} overrun their buffer"
+        ));
+    }
+    // SAFETY: checked above: `len` bytes of fake memory, room for one u64 per granule.
+    let src = unsafe { std::slice::from_raw_parts(src as *const u8, len) };
+    for (g, bytes) in src.chunks(granule).enumerate() {
+        let print = crate::engine::footprint::fingerprint(bytes);
+        // SAFETY: as above (the buffer need not be aligned for the fake).
+        unsafe { (out as *mut u64).add(g).write_unaligned(print) };
+    }
+    Ok(())
+}
+
+static FINGERPRINT: FakeKernel = FakeKernel {
+    // Never called through `run` (`run_kernel` checks its result).
+    run: |args| drop(fingerprint_kernel(args)),
+    module: COMPARE_MODULE,
+};
+
 fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
     if std::ptr::eq(f.cast::<FakeKernel>(), &COMPARE) {
         // The backend's own compare: not a pass.
@@ -524,6 +580,20 @@ fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
         }
         drop(g);
         compare_kernel(params);
+        return;
+    }
+    if std::ptr::eq(f.cast::<FakeKernel>(), &FINGERPRINT) {
+        // The backend's own fingerprint: not a pass.
+        let mut g = gpu();
+        g.fingerprints += 1;
+        if g.stick_fingerprints {
+            g.stuck_streams.insert(stream as usize);
+            return;
+        }
+        drop(g);
+        if let Err(fault) = fingerprint_kernel(params) {
+            gpu().fingerprint_faults.push(fault);
+        }
         return;
     }
     let mut g = gpu();
@@ -678,22 +748,9 @@ fn harness(passes: u32, settings: Settings) -> Harness {
 }
 
 fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
-    let serial = SERIAL.lock();
-    let old = GPU.lock().replace(FakeGpu {
-        device_free: 100 << 30,
-        ..FakeGpu::default()
-    });
-    // Earlier tests' backends (leaked) still hold arena chunks in this memory: keep it, so
-    // that no address of a registered chunk is ever reused by another allocation.
-    std::mem::forget(old);
-    let inventory: &'static AllocationInventory = Box::leak(Box::new(AllocationInventory::new()));
-    inventory.enable();
-    let outcomes = Arc::new(Mutex::new(Vec::new()));
-    let seen = outcomes.clone();
-    let s = settings;
-    // Decided windows borrow their policy for as long as they run: the test's lives on.
-    let policy: &'static P = Box::leak(Box::new(policy));
-    let decider: Decider =
+    harness_deciding(settings, move |seen, s, inventory| {
+        // Decided windows borrow their policy for as long as they run: the test's lives on.
+        let policy: &'static P = Box::leak(Box::new(policy));
         Box::new(
             move |info, ordinary| match decide(policy, info, ordinary, &s) {
                 Err(o) => {
@@ -712,7 +769,31 @@ fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
                     })
                 }
             },
-        );
+        )
+    })
+}
+
+/// The outcomes a harness records.
+type Seen = Arc<Mutex<Vec<(DispatchInfo, Outcome)>>>;
+
+/// A harness whose backend decides with what `decider` makes of the harness's outcomes, the
+/// settings and the inventory.
+fn harness_deciding(
+    settings: Settings,
+    decider: impl FnOnce(Seen, Settings, &'static AllocationInventory) -> Decider,
+) -> Harness {
+    let serial = SERIAL.lock();
+    let old = GPU.lock().replace(FakeGpu {
+        device_free: 100 << 30,
+        ..FakeGpu::default()
+    });
+    // Earlier tests' backends (leaked) still hold arena chunks in this memory: keep it, so
+    // that no address of a registered chunk is ever reused by another allocation.
+    std::mem::forget(old);
+    let inventory: &'static AllocationInventory = Box::leak(Box::new(AllocationInventory::new()));
+    inventory.enable();
+    let outcomes: Seen = Arc::new(Mutex::new(Vec::new()));
+    let decider = decider(outcomes.clone(), settings, inventory);
     let ids = Ids::from_names([
         ("cuLaunchKernel", LAUNCH),
         ("cuLaunchKernelEx", LAUNCH_EX),
@@ -2659,3 +2740,6 @@ fn where_the_device_never_sees_a_gate_open_windows_stay_synchronous() {
 
 #[path = "compare_tests.rs"]
 mod compare_tests;
+
+#[path = "fingerprint_tests.rs"]
+mod fingerprint_tests;

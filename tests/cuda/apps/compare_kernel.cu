@@ -3,8 +3,15 @@
 // sm_80 PTX for this GPU) and checked against a host compare: lengths around granule and vector
 // boundaries, granules that are and are not multiples of 16, buffers off 16-byte alignment,
 // single differing bytes at the first and last byte of granules and regions. Then its speed on
-// 256 MiB and 1 GiB with 4 KiB granules (`compare_gbps`). Prints `RESULT OK` when every flag
-// matched. The driver is opened with dlopen: nothing to link.
+// 256 MiB and 1 GiB with 4 KiB granules (`compare_gbps`).
+//
+// The same module's fingerprint kernel (rocprof_replay_fingerprint) is checked against a host copy
+// of the hash (footprint::fingerprint in rocprof-replay/src/engine/footprint.rs; the host copy is
+// first checked against a value the Rust tests pin): lengths around word, vector and granule
+// boundaries, granules that are and are not multiples of 8 and 16, sources off 16- and 8-byte
+// alignment, more granules than blocks; then its speed on 256 MiB and 1 GiB with 64 KiB granules
+// (`fingerprint_gbps`). Prints `RESULT OK` when every flag and every fingerprint matched. The
+// driver is opened with dlopen: nothing to link.
 #include <dlfcn.h>
 #include <chrono>
 #include <cstdint>
@@ -51,6 +58,7 @@ static int failures = 0;
   } while (0)
 
 static CUfunction compare;
+static CUfunction fingerprint;
 
 // What the backend does: one launch, 256 threads, at most 4096 blocks.
 static void launch(CUdeviceptr live, CUdeviceptr snap, size_t len, size_t granule, CUdeviceptr flags) {
@@ -92,6 +100,70 @@ static void check(CUdeviceptr live, CUdeviceptr snap, size_t la, size_t lb, size
   for (size_t g = granules; g < granules + 16; g++) {
     if (got[g] != 0xee) {
       if (failures < 20) printf("wrote past the flags: len %zu granule %zu flag %zu\n", len, granule, g);
+      failures++;
+    }
+  }
+}
+
+// footprint::fingerprint: len * GOLDEN + sum of mix(w_i ^ (i + 1) * GOLDEN), wrapping, w_i the
+// i-th little-endian 8-byte word, the last one zero-padded.
+static const unsigned long long GOLDEN = 0x9e3779b97f4a7c15ull;
+
+static unsigned long long mix(unsigned long long x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static unsigned long long host_fingerprint(const unsigned char* p, size_t len) {
+  unsigned long long h = (unsigned long long)len * GOLDEN;
+  for (size_t i = 0; i * 8 < len; i++) {
+    unsigned long long w = 0;
+    size_t n = len - i * 8 < 8 ? len - i * 8 : 8;
+    for (size_t b = 0; b < n; b++) w |= (unsigned long long)p[i * 8 + b] << (8 * b);
+    h += mix(w ^ ((unsigned long long)(i + 1) * GOLDEN));
+  }
+  return h;
+}
+
+// What the backend does: one launch, 256 threads, at most 4096 blocks.
+static void launch_fingerprint(CUdeviceptr src, size_t len, size_t granule, CUdeviceptr out) {
+  unsigned long long a = src, n = len, g = granule, o = out;
+  void* args[] = {&a, &n, &g, &o};
+  size_t granules = (len + granule - 1) / granule;
+  unsigned blocks = (unsigned)(granules < 4096 ? granules : 4096);
+  if (blocks == 0) blocks = 1;
+  CK(cuLaunchKernel(fingerprint, blocks, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
+}
+
+// One case: `len` bytes at offset `off` of a device buffer (a pattern of `seed`); checks every
+// fingerprint against the host's and that nothing past them was written.
+static void check_fingerprint(CUdeviceptr buf, size_t off, size_t len, size_t granule, unsigned seed,
+                              CUdeviceptr out) {
+  std::vector<unsigned char> a(len);
+  for (size_t i = 0; i < len; i++) a[i] = (unsigned char)((i * 131 + seed) ^ (i >> 11) ^ (i >> 19));
+  if (len) CK(cuMemcpyHtoD(buf + off, a.data(), len));
+  size_t granules = (len + granule - 1) / granule;
+  std::vector<unsigned long long> got(granules + 4);
+  CK(cuMemsetD8(out, 0xee, got.size() * 8));
+  launch_fingerprint(buf + off, len, granule, out);
+  CK(cuCtxSynchronize());
+  CK(cuMemcpyDtoH(got.data(), out, got.size() * 8));
+  for (size_t g = 0; g < granules; g++) {
+    size_t end = (g + 1) * granule < len ? (g + 1) * granule : len;
+    unsigned long long want = host_fingerprint(&a[g * granule], end - g * granule);
+    if (got[g] != want) {
+      if (failures < 20)
+        printf("fingerprint mismatch: len %zu granule %zu offset %zu granule %zu: %016llx want %016llx\n", len,
+               granule, off, g, got[g], want);
+      failures++;
+    }
+  }
+  for (size_t g = granules; g < granules + 4; g++) {
+    if (got[g] != 0xeeeeeeeeeeeeeeeeull) {
+      if (failures < 20) printf("wrote past the fingerprints: len %zu granule %zu index %zu\n", len, granule, g);
       failures++;
     }
   }
@@ -148,6 +220,7 @@ int main(int argc, char** argv) {
   CK(cuModuleLoadData(&module, ptx.c_str()));
   auto t1 = std::chrono::steady_clock::now();
   CK(cuModuleGetFunction(&compare, module, "rocprof_replay_compare"));
+  CK(cuModuleGetFunction(&fingerprint, module, "rocprof_replay_fingerprint"));
   printf("module_load_ms %.2f\n", std::chrono::duration<double, std::milli>(t1 - t0).count());
 
   const size_t cap = 1 << 20;
@@ -220,6 +293,74 @@ int main(int argc, char** argv) {
     CK(cuMemFree(live));
     CK(cuMemFree(snap));
     CK(cuMemFree(flags));
+  }
+
+  // Fingerprints. The host copy of the hash first: the value the Rust tests pin
+  // (the_fingerprint_of_a_known_pattern_is_the_one_the_gpu_check_expects).
+  {
+    std::vector<unsigned char> known(4099);
+    for (size_t i = 0; i < known.size(); i++) known[i] = (unsigned char)(i * 7 + 3);
+    unsigned long long h = host_fingerprint(known.data(), known.size());
+    if (h != 0xdb8a90bebb94b379ull) {
+      printf("the host fingerprint is not the SDK's: %016llx\n", h);
+      failures++;
+    }
+  }
+  const size_t fp_cap = 3 << 20;
+  CUdeviceptr src, out;
+  CK(cuMemAlloc(&src, fp_cap + 512));
+  CK(cuMemAlloc(&out, ((fp_cap + 512) + 4) * 8));
+  size_t fp_cases = 0;
+  const int fp_before = failures;
+  const size_t fp_granules[] = {65536, 4096, 4095, 100000, 24, 16, 8, 7, 1};
+  const size_t fp_lens[] = {0,    1,     7,     8,     9,      15,     16,      17,     255, 4095,
+                            4096, 4097,  65535, 65536, 65537,  65544,  200003,  1 << 20, fp_cap};
+  const size_t fp_offsets[] = {0, 256, 16, 8, 3, 5};
+  for (size_t granule : fp_granules) {
+    for (size_t len : fp_lens) {
+      // Granules of a few bytes over megabytes: one offset of each kind is enough.
+      if (granule < 4095 && len > (1 << 20)) continue;
+      for (size_t off : fp_offsets) {
+        check_fingerprint(src, off, len, granule, (unsigned)(fp_cases * 29 + 11), out);
+        fp_cases++;
+      }
+    }
+  }
+  printf("fingerprint_cases %zu mismatches %d\n", fp_cases, failures - fp_before);
+  CK(cuMemFree(src));
+  CK(cuMemFree(out));
+
+  // Speed: 64 KiB granules (FINGERPRINT_GRANULE), every granule the same bytes.
+  for (size_t mib : {256, 1024}) {
+    size_t bytes = mib << 20;
+    const size_t granule = 65536;
+    size_t granules = bytes / granule;
+    CK(cuMemAlloc(&src, bytes));
+    CK(cuMemAlloc(&out, granules * 8));
+    CK(cuMemsetD8(src, 7, bytes));
+    CK(cuCtxSynchronize());
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+      auto s = std::chrono::steady_clock::now();
+      launch_fingerprint(src, bytes, granule, out);
+      CK(cuCtxSynchronize());
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count();
+      if (ms < best) best = ms;
+    }
+    std::vector<unsigned long long> got(granules);
+    CK(cuMemcpyDtoH(got.data(), out, granules * 8));
+    std::vector<unsigned char> sevens(granule, 7);
+    unsigned long long want = host_fingerprint(sevens.data(), granule);
+    size_t wrong = 0;
+    for (unsigned long long v : got) wrong += v != want;
+    if (wrong) {
+      printf("fingerprints of %zu MiB of 7s: %zu of %zu wrong\n", mib, wrong, granules);
+      failures++;
+    }
+    // The buffer is read once.
+    printf("fingerprint_gbps %zu MiB: %.3f ms, %.0f GB/s read\n", mib, best, 1.0 * bytes / best / 1e6);
+    CK(cuMemFree(src));
+    CK(cuMemFree(out));
   }
   printf("RESULT %s\n", failures == 0 ? "OK" : "FAIL");
   return failures == 0 ? 0 : 1;

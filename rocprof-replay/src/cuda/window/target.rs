@@ -290,6 +290,16 @@ impl DeviceMemory for CudaTarget<'_> {
         compare::diff(self, regions, on_device, granule)
     }
 
+    /// The fingerprint kernel on the private stream ([`compare::fingerprint`]); a context
+    /// without it answers [`DiffError::Unsupported`]: the window captures everything.
+    fn fingerprint(
+        &mut self,
+        regions: &[(usize, usize)],
+        granule: usize,
+    ) -> Result<Vec<u64>, DiffError> {
+        compare::fingerprint(self, regions, granule)
+    }
+
     /// The host compare's read-backs: process memory (the arena may be device memory).
     fn alloc_scratch(&mut self, size: usize) -> Option<Staging> {
         Staging::heap(size)
