@@ -703,6 +703,9 @@ pub struct Outcome {
     /// Bytes of the agent's allocations left out of the snapshot and watched by fingerprints
     /// instead ([`FootprintKind::Arguments`]).
     pub watched_bytes: u64,
+    /// Watched bytes whose fingerprints before the first pass came from the previous window
+    /// of the GPU instead of being read again.
+    pub carried_bytes: u64,
     /// Time spent fingerprinting watched memory, all checks together.
     pub fingerprint_time: Duration,
 }
@@ -739,6 +742,7 @@ impl Outcome {
             host_writes_repeated: false,
             footprint: None,
             watched_bytes: 0,
+            carried_bytes: 0,
             fingerprint_time: Duration::ZERO,
         }
     }

@@ -530,9 +530,14 @@ impl Backend {
     /// call's enter callback to its exit callback.
     fn hold_off_window(&self, enter: bool, call: u32, ctx_handle: usize) {
         if enter {
+            // Work that may write device memory, outside any window (a copy may write another
+            // context's memory: all of them).
+            crate::engine::footprint::note_device_write_all();
             self.ctx(ctx_handle).read_outside_window(self.settings.lock);
             calls_push(&READERS, call, ctx_handle as u64);
         } else if let Some(ctx) = calls_pop(&READERS, call) {
+            // Bumped before and after the call.
+            crate::engine::footprint::note_device_write_all();
             self.ctx(ctx as usize).unlock_read();
         }
     }
@@ -858,6 +863,10 @@ impl Backend {
                 }
                 match result() {
                     CUDA_SUCCESS if !out.is_null() => {
+                        if api == Api::MemAllocManaged {
+                            // The host writes it without an API call.
+                            crate::engine::footprint::note_host_writable();
+                        }
                         // SAFETY: the driver wrote the new address.
                         let base = unsafe { *out } as usize;
                         if base != 0 && size != 0 {

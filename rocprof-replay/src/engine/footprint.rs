@@ -24,8 +24,28 @@
 //! A fingerprint is a sum of mixed words (below): two different contents of one granule have
 //! equal fingerprints with a probability of about 2^-64. `ROCPROF_REPLAY_FOOTPRINT=all`, a
 //! `strict` restore, and a backend that cannot fingerprint capture everything instead.
+//!
+//! # Carried fingerprints
+//! The fingerprints taken after a window's last pass describe the watched allocations as the
+//! next window of the GPU finds them — unless something wrote them in between. So a window
+//! that ends normally leaves them behind ([`Watch::commit`]), tagged with the agent's *write
+//! epoch* ([`epoch`]) as it was when the window took the agent, before its drain; the next
+//! window takes (removes) its agent's carried fingerprints once it holds the agent, and uses
+//! those whose allocation (base, generation, size) is unchanged if the epoch still has that
+//! value when it fingerprints. Work that may write device memory outside a window — a
+//! dispatch run once, a copy, a fill, a stream write — bumps the epoch before and after it is
+//! submitted ([`note_device_write`]): work submitted after a window took the agent runs after
+//! that window, and changes the epoch before the next window can read it (or, submitted
+//! before that window's drain, has run before its last fingerprints). A window that does not
+//! leave its own fingerprints leaves none. A stale carried fingerprint — memory written
+//! without the engine being told — makes the first pass look as if it wrote those granules:
+//! replay stops after it (`footprint_unchecked`, the kernel not remembered); it never hides a
+//! write, as the after-pass fingerprints are always read fresh. Device memory the host writes
+//! without an API call (CUDA managed memory) turns carrying off for the process
+//! ([`note_host_writable`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -158,6 +178,15 @@ pub(crate) fn split(plan: &mut SnapshotPlan, args: &[u8]) -> Vec<Region> {
 pub(crate) struct Watch {
     regions: Vec<Region>,
     before: Vec<u64>,
+    /// The fingerprints of the latest check, when it covered every region.
+    last: Option<Vec<u64>>,
+    /// The agent and the write epoch of the window's decision ([`Watch::commit`]).
+    agent: u64,
+    epoch: u64,
+    /// Bytes whose "before" fingerprints were carried over from the previous window.
+    pub(crate) carried_bytes: u64,
+    /// Per region: its "before" fingerprints were carried.
+    carried: Vec<bool>,
     /// Bytes watched.
     pub(crate) bytes: u64,
     /// Time spent fingerprinting, all checks together.
@@ -168,26 +197,42 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// Fingerprints `regions` now, with them pinned (a region freed since planning is left out).
+    /// Fingerprints `regions` now, with them pinned (a region freed since planning is left
+    /// out), taking what `carried` holds for an unchanged allocation instead of reading it
+    /// again (`carried`: what [`take_carried`] returned for this window; `tag`: the agent's
+    /// write epoch when the window took the agent, before its drain).
     pub(crate) fn take(
         regions: Vec<Region>,
         inventory: &AllocationInventory,
         mem: &mut dyn DeviceMemory,
+        agent: u64,
+        tag: u64,
+        carried: &Carried,
     ) -> Result<Watch, DiffError> {
         let start = Instant::now();
+        // Carried fingerprints count when nothing was submitted that writes the agent's memory
+        // since the previous window took the agent (`Print::epoch`).
+        let epoch = self::epoch(agent);
         let pins = inventory.pin(regions.iter());
         let mut live = Vec::with_capacity(regions.len());
         let mut spans = Vec::with_capacity(regions.len());
+        // Per live region: carried fingerprints, or `None` (read now).
+        let mut reuse: Vec<Option<&[u64]>> = Vec::with_capacity(regions.len());
         for (i, r) in regions.into_iter().enumerate() {
-            if pins.is_pinned(i) {
-                spans.push((r.base, r.size));
-                live.push(r);
+            if !pins.is_pinned(i) {
+                continue;
             }
+            let hit = carried.get(&r, epoch);
+            if hit.is_none() {
+                spans.push((r.base, r.size));
+            }
+            reuse.push(hit);
+            live.push(r);
         }
-        let before = mem.fingerprint(&spans, FINGERPRINT_GRANULE);
+        let read = mem.fingerprint(&spans, FINGERPRINT_GRANULE);
         drop(pins);
-        let before = before?;
-        if before.len()
+        let read = read?;
+        if read.len()
             != spans
                 .iter()
                 .map(|s| granules(s.1, FINGERPRINT_GRANULE))
@@ -195,13 +240,57 @@ impl Watch {
         {
             return Err(DiffError::Failed);
         }
+        let mut before = Vec::with_capacity(read.len());
+        let mut fresh = read.into_iter();
+        let mut carried_bytes = 0;
+        for (r, hit) in live.iter().zip(&reuse) {
+            match hit {
+                Some(prints) => {
+                    before.extend_from_slice(prints);
+                    carried_bytes += r.size as u64;
+                }
+                None => before.extend(fresh.by_ref().take(granules(r.size, FINGERPRINT_GRANULE))),
+            }
+        }
         Ok(Watch {
             bytes: live.iter().map(|r| r.size as u64).sum(),
             regions: live,
             before,
+            last: None,
+            agent,
+            epoch: tag,
+            carried_bytes,
+            carried: reuse.iter().map(Option::is_some).collect(),
             time: start.elapsed(),
             skipped: 0,
         })
+    }
+
+    /// After a window that ended normally, with the latest check finding nothing changed:
+    /// leaves the watched allocations' fingerprints for the next window of the agent
+    /// ([carried fingerprints](self#carried-fingerprints)).
+    pub(crate) fn commit(&self) {
+        let Some(last) = &self.last else { return };
+        if HOST_WRITABLE.load(Ordering::Acquire) {
+            return;
+        }
+        let mut map = CARRIED.lock();
+        let mut at = 0;
+        for r in &self.regions {
+            let n = granules(r.size, FINGERPRINT_GRANULE);
+            if let RegionKind::Allocation { generation } = r.kind {
+                map.insert(
+                    (self.agent, r.base),
+                    Print {
+                        generation,
+                        size: r.size,
+                        epoch: self.epoch,
+                        prints: last[at..at + n].into(),
+                    },
+                );
+            }
+            at += n;
+        }
     }
 
     /// Whether some watched granule differs from its fingerprint before the first pass. A
@@ -211,31 +300,146 @@ impl Watch {
         &mut self,
         inventory: &AllocationInventory,
         mem: &mut dyn DeviceMemory,
-    ) -> Result<bool, DiffError> {
+    ) -> Result<Verdict, DiffError> {
         let start = Instant::now();
         let pins = inventory.pin(self.regions.iter());
         let mut spans = Vec::with_capacity(self.regions.len());
-        let mut expected = Vec::with_capacity(self.before.len());
+        // Per live region: where its "before" fingerprints are, and whether they were carried.
+        let mut checked = Vec::with_capacity(self.regions.len());
         let mut at = 0;
+        let mut all = true;
         for (i, r) in self.regions.iter().enumerate() {
             let n = granules(r.size, FINGERPRINT_GRANULE);
             if pins.is_pinned(i) {
                 spans.push((r.base, r.size));
-                expected.extend_from_slice(&self.before[at..at + n]);
+                checked.push((at..at + n, self.carried[i]));
             } else {
                 self.skipped += 1;
+                all = false;
             }
             at += n;
         }
         let now = mem.fingerprint(&spans, FINGERPRINT_GRANULE);
         drop(pins);
         self.time += start.elapsed();
+        self.last = None;
         let now = now?;
-        if now.len() != expected.len() {
+        if now.len() != checked.iter().map(|(r, _)| r.len()).sum::<usize>() {
             return Err(DiffError::Failed);
         }
-        Ok(now != expected)
+        let (mut fresh, mut carried) = (false, false);
+        let mut from = 0;
+        for (range, was_carried) in checked {
+            let n = range.len();
+            if now[from..from + n] != self.before[range] {
+                if was_carried {
+                    carried = true;
+                } else {
+                    fresh = true;
+                }
+            }
+            from += n;
+        }
+        if all {
+            self.last = Some(now);
+        }
+        Ok(match (fresh, carried) {
+            (false, false) => Verdict::Unchanged,
+            (true, _) => Verdict::Written,
+            (false, true) => Verdict::CarriedDiffers,
+        })
     }
+}
+
+/// What a check of the watched memory found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Every watched granule as before the first pass.
+    Unchanged,
+    /// A granule whose "before" fingerprint was read in this window changed.
+    Written,
+    /// Only granules whose "before" fingerprints were carried from the previous window
+    /// differ: the kernel wrote them, or something the engine was not told of did in between.
+    CarriedDiffers,
+}
+
+/// The write epochs: bumped whenever the application may have written device memory outside
+/// a replay window — per agent where the backend knows it, for all agents (`ALL`) where not.
+static EPOCHS: std::sync::LazyLock<Mutex<HashMap<u64, u64>>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+static ALL: AtomicU64 = AtomicU64::new(0);
+
+/// Device memory the host writes without an API call exists: nothing is carried.
+static HOST_WRITABLE: AtomicBool = AtomicBool::new(false);
+
+/// The application may have written `agent`'s device memory outside a replay window (a
+/// dispatch that ran once, a copy, a fill, a stream write): fingerprints carried from earlier
+/// windows of the agent no longer count.
+pub(crate) fn note_device_write(agent: u64) {
+    *EPOCHS.lock().entry(agent).or_default() += 1;
+}
+
+/// As [`note_device_write`], for every agent (the backend cannot tell which).
+pub(crate) fn note_device_write_all() {
+    ALL.fetch_add(1, Ordering::AcqRel);
+}
+
+/// `agent`'s current write epoch (taken at a window's decision).
+pub(crate) fn epoch(agent: u64) -> u64 {
+    let own = EPOCHS.lock().get(&agent).copied().unwrap_or(0);
+    // Both counters only grow: their sum changes whenever either does.
+    own.wrapping_add(ALL.load(Ordering::Acquire))
+}
+
+/// Device memory the host can write at any time exists (CUDA managed memory): fingerprints
+/// are never carried from one window to the next again.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn note_host_writable() {
+    HOST_WRITABLE.store(true, Ordering::Release);
+    CARRIED.lock().clear();
+}
+
+/// One allocation's carried fingerprints.
+#[derive(Debug)]
+struct Print {
+    generation: u64,
+    size: usize,
+    epoch: u64,
+    prints: Box<[u64]>,
+}
+
+/// Fingerprints left by the previous window of each agent, by (agent, base).
+static CARRIED: std::sync::LazyLock<Mutex<HashMap<(u64, usize), Print>>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// What one window took of its agent's carried fingerprints.
+#[derive(Debug, Default)]
+pub(crate) struct Carried(HashMap<usize, Print>);
+
+impl Carried {
+    /// The fingerprints of `r`, if it is the allocation they were taken of and nothing was
+    /// written outside a window since `epoch`.
+    fn get(&self, r: &Region, epoch: u64) -> Option<&[u64]> {
+        let RegionKind::Allocation { generation } = r.kind else {
+            return None;
+        };
+        self.0
+            .get(&r.base)
+            .filter(|p| p.generation == generation && p.size == r.size && p.epoch == epoch)
+            .map(|p| &p.prints[..])
+    }
+}
+
+/// Takes (removes) `agent`'s carried fingerprints: called by every window once it holds the
+/// agent, so none outlives a window that did not leave its own.
+pub(crate) fn take_carried(agent: u64) -> Carried {
+    let mut map = CARRIED.lock();
+    let keys: Vec<(u64, usize)> = map.keys().filter(|k| k.0 == agent).copied().collect();
+    Carried(
+        keys.into_iter()
+            .filter_map(|k| map.remove(&k).map(|p| (k.1, p)))
+            .collect(),
+    )
 }
 
 /// Kernels whose first pass wrote memory their arguments do not name: their dispatches capture

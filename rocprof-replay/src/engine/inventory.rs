@@ -47,10 +47,13 @@ pub(crate) struct Allocation {
     pub(crate) origin: Origin,
 }
 
+/// Generations are unique in the process, across inventories (tests make several): carried
+/// fingerprints ([`footprint`](crate::engine::footprint)) are keyed by base and generation.
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
 /// Live device allocations per agent, behind a reader/writer lock.
 pub(crate) struct AllocationInventory {
     tracking: AtomicBool,
-    next_generation: AtomicU64,
     map: RwLock<BTreeMap<usize, Allocation>>,
     /// Bases of allocations a copy is using, with the number of users.
     pinned: Mutex<SmallVec<[(usize, u32); 8]>>,
@@ -64,7 +67,6 @@ impl AllocationInventory {
     pub(crate) const fn new() -> Self {
         AllocationInventory {
             tracking: AtomicBool::new(false),
-            next_generation: AtomicU64::new(1),
             map: RwLock::new(BTreeMap::new()),
             pinned: Mutex::new(SmallVec::new_const()),
             unpinned: Condvar::new(),
@@ -96,7 +98,7 @@ impl AllocationInventory {
 
     /// Records an allocation; replaces any stale record at the same base.
     pub(crate) fn record(&self, base: usize, size: usize, agent: AgentId, origin: Origin) -> u64 {
-        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
         self.map.write().insert(
             base,
             Allocation {

@@ -47,6 +47,7 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "skipped_regions": outcome.skipped_regions,
         "footprint": outcome.footprint.map(|f| f.label()),
         "watched_bytes": outcome.watched_bytes,
+        "carried_bytes": outcome.carried_bytes,
         "fingerprint_ns": outcome.fingerprint_time.as_nanos() as u64,
         "pass_ns": pass_ns,
         "snapshot_ns": outcome.snapshot_time.as_nanos() as u64,

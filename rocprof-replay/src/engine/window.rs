@@ -57,7 +57,7 @@ use std::time::Duration;
 use crate::context::{LoopContexts, Service, service_active};
 use crate::counters::{MetricSet, Metrics};
 use crate::dispatch::DispatchInfo;
-use crate::engine::footprint::{self, Watch};
+use crate::engine::footprint::{self, Verdict, Watch};
 use crate::engine::gate;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::settings::Settings;
@@ -286,6 +286,21 @@ pub(crate) fn decide<'p, P: ReplayPolicy>(
     target: &mut dyn Ordinary,
     settings: &Settings,
 ) -> Result<Decided<'p, P>, Outcome> {
+    let decided = decide_inner(policy, info, target, settings);
+    if decided.is_err() {
+        // The dispatch ran outside a window.
+        footprint::note_device_write(info.agent.0);
+    }
+    decided
+}
+
+#[allow(clippy::result_large_err)]
+fn decide_inner<'p, P: ReplayPolicy>(
+    policy: &'p P,
+    info: &DispatchInfo,
+    target: &mut dyn Ordinary,
+    settings: &Settings,
+) -> Result<Decided<'p, P>, Outcome> {
     let started_at = std::time::SystemTime::now();
     let start = |kind| Outcome {
         started_at: Some(started_at),
@@ -443,6 +458,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         }
         if let Err(reason) = target.begin() {
             tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
+            footprint::note_device_write(info.agent.0);
             let kind = declined_run(target.run_once(), reason);
             let mut outcome = start(kind);
             if asked {
@@ -472,6 +488,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             finish(target, state, start(kind))
         };
 
+        // Fingerprints carried from the agent's previous window: this window takes them (a
+        // window that does not leave its own leaves none). Its own will be tagged with the
+        // agent's write epoch now, before the drain: whatever is submitted from here on bumps it.
+        let carried = footprint::take_carried(info.agent.0);
+        let epoch = footprint::epoch(info.agent.0);
         if let Err(reason) = target.drain() {
             return decline(target, reason, state);
         }
@@ -488,6 +509,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             inventory,
             settings,
             requested != RestoreMode::Strict,
+            (epoch, &carried),
         ) {
             Ok(s) => s,
             Err(reason) => return decline(target, reason, state),
@@ -518,6 +540,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             FootprintKind::All
         });
         outcome.watched_bytes = outside.as_ref().map_or(0, |w| w.bytes);
+        outcome.carried_bytes = outside.as_ref().map_or(0, |w| w.carried_bytes);
         outcome.fingerprint_time = outside.as_ref().map_or(Duration::ZERO, |w| w.time);
         let mut guard = LoopContexts::new();
         let mut index = 0u32;
@@ -704,8 +727,17 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 outcome.fingerprint_time = w.time;
                 outcome.skipped_regions += w.skipped - skipped;
                 let stop = match verdict {
-                    Ok(false) => None,
-                    Ok(true) => {
+                    Ok(Verdict::Unchanged) => None,
+                    Ok(Verdict::CarriedDiffers) => {
+                        tracing::info!(
+                            kernel = info.kernel(),
+                            dispatch = %info.dispatch_id,
+                            "memory outside the snapshot differs from the fingerprints carried \
+                             from the previous window: replay stops after the first pass"
+                        );
+                        Some(DeclineReason::FootprintUnchecked)
+                    }
+                    Ok(Verdict::Written) => {
                         footprint::REMEMBERED.insert(info.agent.0, info.kernel_object);
                         tracing::info!(
                             kernel = info.kernel(),
@@ -788,7 +820,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             index += 1;
         }
         drop(guard);
-        check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome);
+        if check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome)
+            && let Some(w) = &outside
+        {
+            w.commit();
+        }
         if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, &mut outcome) {
             fail_final(&mut outcome, reason);
         }
@@ -814,6 +850,7 @@ fn plan_and_capture(
     inventory: &AllocationInventory,
     settings: &Settings,
     narrow: bool,
+    (epoch, carried): (u64, &footprint::Carried),
 ) -> Result<(Snapshot, Option<Watch>), DeclineReason> {
     let vars = target.module_variables()?;
     let mut plan = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX)?;
@@ -825,7 +862,14 @@ fn plan_and_capture(
     {
         let watched = footprint::split(&mut plan, &args);
         if !watched.is_empty() {
-            match Watch::take(watched.clone(), inventory, target) {
+            match Watch::take(
+                watched.clone(),
+                inventory,
+                target,
+                info.agent.0,
+                epoch,
+                carried,
+            ) {
                 Ok(w) => watch = Some(w),
                 Err(DiffError::Stuck) => return Err(DeclineReason::CopyTimeout),
                 Err(error) => {
@@ -848,24 +892,25 @@ fn plan_and_capture(
 
 /// After the last of two or more passes: whether a later pass wrote the watched memory, which
 /// the first did not (else replay had stopped after it). That cannot be undone: `failed`.
+/// `true` when the watched memory was found unchanged.
 fn check_late_writes(
     info: &DispatchInfo,
     watch: Option<&mut Watch>,
     inventory: &AllocationInventory,
     target: &mut dyn ReplayTarget,
     outcome: &mut Outcome,
-) {
-    let Some(w) = watch else { return };
+) -> bool {
+    let Some(w) = watch else { return false };
     if outcome.passes < 2 || outcome.kind.failure().is_some() {
-        return;
+        return false;
     }
     let skipped = w.skipped;
     let verdict = w.changed(inventory, target);
     outcome.fingerprint_time = w.time;
     outcome.skipped_regions += w.skipped - skipped;
     match verdict {
-        Ok(false) => {}
-        Ok(true) => {
+        Ok(Verdict::Unchanged) => return true,
+        Ok(Verdict::Written | Verdict::CarriedDiffers) => {
             footprint::REMEMBERED.insert(info.agent.0, info.kernel_object);
             tracing::error!(
                 kernel = info.kernel(),
@@ -883,6 +928,7 @@ fn check_late_writes(
              first pass did not write there)"
         ),
     }
+    false
 }
 
 /// The outcome of a dispatch declined inside the window: one ordinary run — or `failed` when

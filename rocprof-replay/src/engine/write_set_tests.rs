@@ -43,6 +43,9 @@ struct Dev {
     /// The kernel object of the dispatch (remembered kernels are process-wide: each test that
     /// narrows uses its own).
     kernel: u64,
+    /// The agent (carried fingerprints and write epochs are per agent and process-wide: a test
+    /// that counts on them uses its own).
+    agent: u64,
 }
 
 fn apply(bufs: &mut [Box<[u8]>], writes: &[Write], freed: &[usize]) {
@@ -59,6 +62,10 @@ fn apply(bufs: &mut [Box<[u8]>], writes: &[Write], freed: &[usize]) {
 
 impl Dev {
     fn new(sizes: &[usize], writes: Vec<Vec<Write>>) -> Dev {
+        Dev::on(7, sizes, writes)
+    }
+
+    fn on(agent: u64, sizes: &[usize], writes: Vec<Vec<Write>>) -> Dev {
         let bufs: Vec<Box<[u8]>> = sizes
             .iter()
             .enumerate()
@@ -66,7 +73,7 @@ impl Dev {
             .collect();
         let inv = Arc::new(AllocationInventory::new());
         for b in &bufs[..bufs.len() - 1] {
-            inv.record(b.as_ptr() as usize, b.len(), AgentId(7), Origin::Pool);
+            inv.record(b.as_ptr() as usize, b.len(), AgentId(agent), Origin::Pool);
         }
         Dev {
             bufs,
@@ -87,6 +94,7 @@ impl Dev {
             restore_copies: 0,
             args: None,
             kernel: 0x1000,
+            agent,
         }
     }
 
@@ -258,6 +266,7 @@ fn run(dev: &mut Dev, policy: &Policy, env: RestoreMode) -> (Outcome, Vec<Box<[u
     let inv = dev.inv.clone();
     let info = DispatchInfo {
         kernel_object: dev.kernel,
+        agent: AgentId(dev.agent),
         ..info()
     };
     let out = run_window(policy, &info, dev, &inv, &settings(env));
@@ -874,4 +883,65 @@ fn fingerprints_that_cannot_be_read_capture_everything_or_stop_after_the_first_p
     let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
     assert_eq!(out.kind, OutcomeKind::Declined(DeclineReason::CopyTimeout));
     assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+}
+
+#[test]
+fn the_next_window_takes_the_fingerprints_the_last_one_left_unless_something_was_written() {
+    // Agent 0x3_0001 is this test's own. Buffer 1 is watched; the kernels write buffer 0.
+    let mut dev = Dev::on(0x3_0001, &SIZES, vec![vec![(0, 0, 8)]]);
+    dev.args = Some(vec![0]);
+    dev.kernel = 0x3_0001;
+    let run_again = |dev: &mut Dev, kernel: u64| {
+        dev.kernel = kernel;
+        dev.passes = 0;
+        let before = dev.bufs.clone();
+        let (out, _) = run(dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+        assert_eq!(out.kind, OutcomeKind::Replayed, "{out:?}");
+        assert_eq!(dev.bufs, dev.one_execution(&before, 0));
+        out
+    };
+    let first = run_again(&mut dev, 0x3_0001);
+    assert_eq!((first.watched_bytes, first.carried_bytes), (4096, 0));
+    // The next window (another kernel, same watched buffer): nothing ran in between.
+    let second = run_again(&mut dev, 0x3_0002);
+    assert_eq!(second.carried_bytes, 4096, "carried from the first window");
+    // Something wrote the agent's memory outside a window: read again.
+    footprint::note_device_write(0x3_0001);
+    let third = run_again(&mut dev, 0x3_0003);
+    assert_eq!(third.carried_bytes, 0);
+    // A window that captured everything (strict) leaves nothing to carry.
+    let fourth = run_again(&mut dev, 0x3_0004);
+    assert_eq!(fourth.carried_bytes, 4096);
+    dev.passes = 0;
+    let (out, _) = run(&mut dev, &policy(3, RestoreMode::Strict), RestoreMode::Auto);
+    assert_eq!(out.footprint, Some(FootprintKind::All));
+    let fifth = run_again(&mut dev, 0x3_0005);
+    assert_eq!(
+        fifth.carried_bytes, 0,
+        "taken by the strict window, not left"
+    );
+}
+
+#[test]
+fn a_stale_carried_fingerprint_costs_a_replay_never_a_missed_write() {
+    // Buffer 1 changes between two windows without the engine being told (as a host store
+    // into device memory would): the second window's carried "before" is stale. Its first
+    // pass looks as if it wrote there: replay stops after it (not blamed on the kernel, which
+    // is not remembered), and memory is that one execution.
+    let mut dev = Dev::on(0x3_0101, &SIZES, vec![vec![(0, 0, 8)]]);
+    dev.args = Some(vec![0]);
+    dev.kernel = 0x3_0101;
+    let (out, _) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    dev.bufs[1][7] ^= 0xff;
+    dev.kernel = 0x3_0102;
+    dev.passes = 0;
+    let (out, before) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.carried_bytes, 4096);
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::FootprintUnchecked)
+    );
+    assert_eq!(dev.bufs, dev.one_execution(&before, 0));
+    assert!(!footprint::REMEMBERED.contains(0x3_0101, 0x3_0102));
 }

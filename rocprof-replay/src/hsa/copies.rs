@@ -55,10 +55,25 @@ impl<'a> Fence<'a> {
             }
             gpus.sort_by_key(|g| g.index);
             gpus.dedup_by_key(|g| g.index);
+            // A copy, fill or free outside any window: carried fingerprints no longer count.
+            for g in &gpus {
+                crate::engine::footprint::note_device_write(g.agent.handle);
+            }
         }
         let lock = be.settings().lock;
         let _guards = gpus.iter().map(|g| g.read_outside_window(lock)).collect();
         Fence { gpus, _guards }
+    }
+}
+
+impl Drop for Fence<'_> {
+    fn drop(&mut self) {
+        // The copy, fill or free was submitted (or done): bumped before and after it, so a
+        // window that read the epoch in between sees it changed
+        // ([carried fingerprints](crate::engine::footprint#carried-fingerprints)).
+        for g in &self.gpus {
+            crate::engine::footprint::note_device_write(g.agent.handle);
+        }
     }
 }
 

@@ -170,6 +170,7 @@ unsafe fn intercept(
     if count != 1 || !is_dispatch(&packets[0]) {
         if count > 1 && packets.iter().any(is_dispatch) {
             warn_multi_packet_once();
+            crate::engine::footprint::note_device_write(gpu.agent.handle);
             for p in packets.iter().filter(|p| is_dispatch(p)) {
                 let info = dispatch_info(be, gpu, queue, p);
                 state::report(
@@ -234,6 +235,9 @@ impl Ordinary for Submission<'_> {
         refusal(self.be, self.gpu, self.packet)
     }
     fn run_once(&mut self) -> bool {
+        // Outside any window: the engine bumps the write epoch after this, this is the bump
+        // before ([carried fingerprints](crate::engine::footprint#carried-fingerprints)).
+        crate::engine::footprint::note_device_write(self.gpu.agent.handle);
         // SAFETY: the application's packet, forwarded inside the handler.
         unsafe {
             forward_tracked(
@@ -433,6 +437,7 @@ impl Detached {
                 kernel = info.kernel(),
                 "internal error (panic) in a replay window"
             );
+            crate::engine::footprint::note_device_write(info.agent.0);
             let had_passes = target.ran;
             target.settle_dispatch();
             if had_passes {

@@ -104,6 +104,8 @@ pub(crate) unsafe fn enter_launch(
     }
     // SAFETY: caller contract.
     let Some(launch) = (unsafe { Launch::decode(kind, cb.functionParams) }) else {
+        // It runs as submitted, outside any window.
+        crate::engine::footprint::note_device_write(cb.context as u64);
         return 0;
     };
     let stream = launch.app_stream();
@@ -154,7 +156,9 @@ pub(crate) unsafe fn enter_launch(
     };
     let Some(window) = (be.decider)(&info, &mut first) else {
         // Skipped, or declined before the window: the driver enqueues the launch once, as
-        // without the tool, outside any window.
+        // without the tool, outside any window (the write epoch is bumped before and after:
+        // carried fingerprints of the context no longer count).
+        crate::engine::footprint::note_device_write(cb.context as u64);
         ctx.read_outside_window(be.settings.lock);
         let pending = Box::new(Pending {
             hand: None,
@@ -326,6 +330,9 @@ pub(crate) unsafe fn exit_launch(
     result: CUresult,
 ) {
     if token == 0 {
+        // A launch the backend did not take (it ran as submitted, or only recorded a graph
+        // node).
+        crate::engine::footprint::note_device_write(_cb.context as u64);
         return;
     }
     // SAFETY: the box `enter_launch` leaked for this call, taken back once.
@@ -346,7 +353,10 @@ pub(crate) unsafe fn exit_launch(
             // Start event, kernel and end event are enqueued: the kernel's time starts now.
             drop(go);
         }
-        Release::Ordinary { reader: true } => ctx.unlock_read(),
+        Release::Ordinary { reader: true } => {
+            crate::engine::footprint::note_device_write(ctx.handle as u64);
+            ctx.unlock_read();
+        }
         Release::Ordinary { reader: false } => {}
     }
     let Some(hand) = hand else {
