@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 (default all)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost (default all but counters-cost)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -133,6 +133,30 @@ PY
   bench)
     step "restore benchmark"
     timeout 400 bash "$here/cuda/bench.sh" "$here/libpass_timer.so" "$out/bench" 2>&1 | tail -30
+    ;;
+  counters-cost)
+    # Where a counter pass's time goes: CUPTI's calls per dispatch (debug log of the session),
+    # decoding after every pass against once after the last, on a small program.
+    step "counters-cost: CUPTI time per dispatch, decode each pass vs last"
+    c=$out/cost; mkdir -p "$c"
+    export ROCPROF_REPLAY_TIMER_LIB=$here/librocprof_replay_timer.so
+    nvcc -O2 -std=c++17 -arch=native -o "$c/counters_check" "$here/cuda/apps/counters_check.cu"
+    M8=${COUNTERS_METRICS8:-sm__cycles_elapsed.avg,sm__cycles_active.avg,sm__inst_executed.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_atom.sum,lts__t_sectors_op_red.sum,lts__t_sector_hit_rate.pct,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__throughput.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct,smsp__thread_inst_executed_per_inst_executed.ratio}
+    for mode in pass last; do
+      t0=$(date +%s.%N)
+      ROCPROF_REPLAY_LOG=debug ROCPROF_REPLAY_CUPTI_DECODE=$mode timeout 150 "$here/rocprof-replay" run \
+        --runtime cuda --passes 1 --metrics "$M8" -q -o "$c/$mode.json" -- "$c/counters_check" 64 \
+        > "$c/$mode.stdout" 2> "$c/$mode.stderr"
+      rc=$?; t1=$(date +%s.%N)
+      echo "decode=$mode: exit $rc, wall $(awk "BEGIN{print $t1 - $t0}") s, $(tail -1 "$c/$mode.stdout")"
+      sed 's/\x1b\[[0-9;]*m//g' "$c/$mode.stderr" | grep -o 'CUPTI time.*\|passes=[0-9]* start_ms.*' | head -6
+      python3 - "$c/$mode.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["dispatches"]
+for r in d:
+    print(r["kernel"][:40], r["outcome"], r["passes"], "metrics" if r.get("metrics") else r.get("metrics_reason"))
+PY
+    done
     ;;
   counters|counters-gpt2)
     # Hardware counters through CUPTI's range profiler, against Nsight Compute. Two steps, each

@@ -716,6 +716,7 @@ impl Profiler {
             decoded: false,
             modes: self.modes,
             error: None,
+            spent: Default::default(),
         })
     }
 }
@@ -739,6 +740,10 @@ pub(crate) struct Session {
     modes: Modes,
     /// The first failure; the dispatch then has no counters.
     error: Option<String>,
+    /// Time spent in CUPTI's calls: `SetConfig`/`Start`/`PushRange`, `PopRange`/`Stop`,
+    /// `DecodeData`, `GetCounterDataInfo` and the evaluation (logged at `debug` after the last
+    /// pass).
+    spent: [std::time::Duration; 4],
 }
 
 // SAFETY: the profiler object is the context's, used only by the window that holds the
@@ -754,9 +759,16 @@ impl Session {
     /// Arms counter pass `pass` for the next launch (`Some`: `SetConfig` before pass 0, then
     /// `Start`), or ends the pass that just ran (`None`: `Stop`, then `DecodeData`).
     pub(crate) fn arm(&mut self, pass: Option<u32>) {
+        let t = std::time::Instant::now();
         match pass {
-            Some(p) => self.start(p),
-            None => self.stop(),
+            Some(p) => {
+                self.start(p);
+                self.spent[0] += t.elapsed();
+            }
+            None => {
+                self.stop();
+                self.spent[1] += t.elapsed();
+            }
         }
     }
 
@@ -850,6 +862,12 @@ impl Session {
         if self.decoded || self.error.is_some() {
             return;
         }
+        let t = std::time::Instant::now();
+        self.decode_once();
+        self.spent[2] += t.elapsed();
+    }
+
+    fn decode_once(&mut self) {
         let f = self.fns;
         let mut p = CUpti_RangeProfiler_DecodeData_Params {
             structSize: CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
@@ -893,6 +911,24 @@ impl Session {
         if let Some(why) = &self.error {
             return Err(why.clone());
         }
+        let t = std::time::Instant::now();
+        let values = self.evaluate();
+        self.spent[3] += t.elapsed();
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        tracing::debug!(
+            passes = self.stopped,
+            start_ms = ms(self.spent[0]),
+            stop_ms = ms(self.spent[1]),
+            decode_ms = ms(self.spent[2]),
+            evaluate_ms = ms(self.spent[3]),
+            "CUPTI time of a dispatch's counter passes (stop includes decode when it runs \
+             after every pass)"
+        );
+        values
+    }
+
+    /// `GetCounterDataInfo` and the evaluation of every metric of the decoded image.
+    fn evaluate(&mut self) -> Result<Vec<u64>, String> {
         let f = self.fns;
         let mut info = CUpti_RangeProfiler_GetCounterDataInfo_Params {
             structSize: CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
