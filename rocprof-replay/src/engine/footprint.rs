@@ -29,20 +29,20 @@
 //! The fingerprints taken after a window's last pass describe the watched allocations as the
 //! next window of the GPU finds them — unless something wrote them in between. So a window
 //! that ends normally leaves them behind ([`Watch::commit`]), tagged with the agent's *write
-//! epoch* ([`epoch`]) as it was when the window took the agent, before its drain; the next
-//! window takes (removes) its agent's carried fingerprints once it holds the agent, and uses
-//! those whose allocation (base, generation, size) is unchanged if the epoch still has that
-//! value when it fingerprints. Work that may write device memory outside a window — a
-//! dispatch run once, a copy, a fill, a stream write — bumps the epoch before and after it is
-//! submitted ([`note_device_write`]): work submitted after a window took the agent runs after
-//! that window, and changes the epoch before the next window can read it (or, submitted
-//! before that window's drain, has run before its last fingerprints). A window that does not
-//! leave its own fingerprints leaves none. A stale carried fingerprint — memory written
-//! without the engine being told — makes the first pass look as if it wrote those granules:
-//! replay stops after it (`footprint_unchecked`, the kernel not remembered); it never hides a
-//! write, as the after-pass fingerprints are always read fresh. Device memory the host writes
-//! without an API call (CUDA managed memory) turns carrying off for the process
-//! ([`note_host_writable`]).
+//! epoch* ([`epoch`]) at the window's decision; the next window takes (removes) its agent's
+//! carried fingerprints once it holds the agent, and uses those whose allocation (base,
+//! generation, size) is unchanged if the epoch still has that value when it fingerprints.
+//! Work that may write device memory outside a window — a dispatch run once, a copy, a fill,
+//! a stream write — bumps the epoch before and after it is submitted ([`note_device_write`]).
+//! Work submitted before a window's decision runs before its fingerprints (it precedes the
+//! dispatch on its queue, or the window drains it); work submitted after it may run after the
+//! window (behind it on its queue, behind its isolation gate, or a copy waiting for it), and
+//! its bumps come after the decision. A window that does not leave its own fingerprints leaves
+//! none. A stale carried fingerprint — memory written without the engine being told —
+//! makes the first pass look as if it wrote those granules: replay stops after it
+//! (`footprint_unchecked`, the kernel not remembered); it never hides a write, as the
+//! after-pass fingerprints are always read fresh. Device memory the host writes without an
+//! API call (CUDA managed memory) turns carrying off for the process ([`note_host_writable`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -200,7 +200,7 @@ impl Watch {
     /// Fingerprints `regions` now, with them pinned (a region freed since planning is left
     /// out), taking what `carried` holds for an unchanged allocation instead of reading it
     /// again (`carried`: what [`take_carried`] returned for this window; `tag`: the agent's
-    /// write epoch when the window took the agent, before its drain).
+    /// write epoch at the window's decision).
     pub(crate) fn take(
         regions: Vec<Region>,
         inventory: &AllocationInventory,
@@ -210,8 +210,8 @@ impl Watch {
         carried: &Carried,
     ) -> Result<Watch, DiffError> {
         let start = Instant::now();
-        // Carried fingerprints count when nothing was submitted that writes the agent's memory
-        // since the previous window took the agent (`Print::epoch`).
+        // Carried fingerprints count when nothing that writes the agent's memory was submitted
+        // since the previous window's decision (`Print::epoch`).
         let epoch = self::epoch(agent);
         let pins = inventory.pin(regions.iter());
         let mut live = Vec::with_capacity(regions.len());
@@ -380,6 +380,7 @@ pub(crate) fn note_device_write(agent: u64) {
 }
 
 /// As [`note_device_write`], for every agent (the backend cannot tell which).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn note_device_write_all() {
     ALL.fetch_add(1, Ordering::AcqRel);
 }

@@ -271,6 +271,9 @@ pub(crate) struct Decided<'p, P: ReplayPolicy> {
     set: Option<Arc<MetricSet>>,
     /// The opt-in of `ROCPROF_REPLAY_HOST_MEMORY=repeat` applied ([`Outcome::host_writes_repeated`]).
     host_writes_repeated: bool,
+    /// The agent's write epoch at the decision: the tag of the fingerprints this window may
+    /// leave ([carried fingerprints](crate::engine::footprint#carried-fingerprints)).
+    epoch: u64,
 }
 
 /// The decision for one dispatch, made on the submitting thread: `Err` is the outcome of a
@@ -400,6 +403,7 @@ fn decide_inner<'p, P: ReplayPolicy>(
         state,
         set,
         host_writes_repeated,
+        epoch: footprint::epoch(info.agent.0),
     })
 }
 
@@ -427,6 +431,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             mut state,
             set,
             host_writes_repeated,
+            epoch,
         } = self;
         let start = |kind| Outcome {
             started_at: Some(started_at),
@@ -489,10 +494,10 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         };
 
         // Fingerprints carried from the agent's previous window: this window takes them (a
-        // window that does not leave its own leaves none). Its own will be tagged with the
-        // agent's write epoch now, before the drain: whatever is submitted from here on bumps it.
+        // window that does not leave its own leaves none). Its own are tagged with the epoch of
+        // its decision: work submitted after it (which may run after this window: behind it on
+        // its queue, or behind its isolation gate) bumps the epoch.
         let carried = footprint::take_carried(info.agent.0);
-        let epoch = footprint::epoch(info.agent.0);
         if let Err(reason) = target.drain() {
             return decline(target, reason, state);
         }

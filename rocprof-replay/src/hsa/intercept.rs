@@ -168,9 +168,9 @@ unsafe fn intercept(
         );
     }
     if count != 1 || !is_dispatch(&packets[0]) {
+        crate::engine::footprint::note_device_write(gpu.agent.handle);
         if count > 1 && packets.iter().any(is_dispatch) {
             warn_multi_packet_once();
-            crate::engine::footprint::note_device_write(gpu.agent.handle);
             for p in packets.iter().filter(|p| is_dispatch(p)) {
                 let info = dispatch_info(be, gpu, queue, p);
                 state::report(
@@ -192,6 +192,9 @@ unsafe fn intercept(
                 None,
             )
         };
+        // Bumped before and after: what was forwarded runs outside any window (a packet whose
+        // header is still INVALID may become a dispatch).
+        crate::engine::footprint::note_device_write(gpu.agent.handle);
         return;
     }
 
