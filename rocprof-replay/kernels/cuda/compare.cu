@@ -1,5 +1,9 @@
 // The CUDA backend's device kernels: the compare kernel (which granules of a live region differ
-// from its snapshot) and the fingerprint kernel (one hash per granule of watched memory).
+// from its snapshot) and the fingerprint kernel (one hash per granule of watched memory), each
+// in two forms: over one region (rocprof_replay_compare, rocprof_replay_fingerprint) and over a
+// table of regions in one launch (rocprof_replay_compare_table, rocprof_replay_fingerprint_table:
+// what the backend launches, one launch per batch; below). Both forms share the per-granule
+// code, so their results are the same bit for bit.
 //
 // Built to PTX for sm_80 (so the driver JITs it for sm_80 and newer) by
 // scripts/build-cuda-kernels.sh; the PTX next to this file (compare.ptx) is what the SDK embeds
@@ -12,6 +16,33 @@
 // over the granules); its threads compare 16-byte vectors when both buffers and the granule are
 // 16-byte aligned, then the granule's tail byte by byte (bytes throughout otherwise); each thread
 // stops at its first difference, and the block's verdict is one __syncthreads_or.
+
+// One granule of the compare, for the whole block: whether any of the `glen` bytes at `a` and
+// `b` differ (`vectors`: both start 16-byte aligned). Every thread of the block must call it
+// (it ends with __syncthreads_or).
+__device__ __forceinline__ int rocprof_replay_compare_granule(const unsigned char* __restrict__ a,
+                                                              const unsigned char* __restrict__ b,
+                                                              unsigned long long glen,
+                                                              bool vectors)
+{
+    int differs = 0;
+    unsigned long long done = 0;
+    if (vectors) {
+        const uint4* va = reinterpret_cast<const uint4*>(a);
+        const uint4* vb = reinterpret_cast<const uint4*>(b);
+        const unsigned long long n = glen / 16;
+        for (unsigned long long i = threadIdx.x; i < n && !differs; i += blockDim.x) {
+            const uint4 x = va[i];
+            const uint4 y = vb[i];
+            differs = (x.x != y.x) | (x.y != y.y) | (x.z != y.z) | (x.w != y.w);
+        }
+        done = n * 16;
+    }
+    for (unsigned long long i = done + threadIdx.x; i < glen && !differs; i += blockDim.x) {
+        differs = a[i] != b[i];
+    }
+    return __syncthreads_or(differs);
+}
 
 extern "C" __global__ void rocprof_replay_compare(const unsigned char* __restrict__ live,
                                                   const unsigned char* __restrict__ snap,
@@ -30,25 +61,7 @@ extern "C" __global__ void rocprof_replay_compare(const unsigned char* __restric
     for (unsigned long long g = blockIdx.x; g < granules; g += gridDim.x) {
         const unsigned long long start = g * granule;
         const unsigned long long glen = len - start < granule ? len - start : granule;
-        const unsigned char* a = live + start;
-        const unsigned char* b = snap + start;
-        int differs = 0;
-        unsigned long long done = 0;
-        if (vectors) {
-            const uint4* va = reinterpret_cast<const uint4*>(a);
-            const uint4* vb = reinterpret_cast<const uint4*>(b);
-            const unsigned long long n = glen / 16;
-            for (unsigned long long i = threadIdx.x; i < n && !differs; i += blockDim.x) {
-                const uint4 x = va[i];
-                const uint4 y = vb[i];
-                differs = (x.x != y.x) | (x.y != y.y) | (x.z != y.z) | (x.w != y.w);
-            }
-            done = n * 16;
-        }
-        for (unsigned long long i = done + threadIdx.x; i < glen && !differs; i += blockDim.x) {
-            differs = a[i] != b[i];
-        }
-        differs = __syncthreads_or(differs);
+        const int differs = rocprof_replay_compare_granule(live + start, snap + start, glen, vectors);
         if (threadIdx.x == 0) {
             flags[g] = differs ? 1 : 0;
         }
@@ -88,6 +101,75 @@ __device__ __forceinline__ unsigned long long rocprof_replay_warp_sum(unsigned l
     return v;
 }
 
+// One granule of the fingerprint, for the whole block: the fingerprint of the `glen` bytes at
+// `p`, valid in thread 0 (the others get a partial sum). Every thread of the block must call it
+// (it synchronises through `warp_sums`, 32 entries of shared memory, and leaves them free for
+// the next call).
+__device__ __forceinline__ unsigned long long
+rocprof_replay_fingerprint_granule(const unsigned char* __restrict__ p,
+                                   unsigned long long glen,
+                                   unsigned long long* warp_sums)
+{
+    const unsigned long long GOLDEN = ROCPROF_REPLAY_GOLDEN;
+    const unsigned long long tid = threadIdx.x;
+    const unsigned long long threads = blockDim.x;
+    const unsigned int lane = threadIdx.x & 31u;
+    const unsigned int warp = threadIdx.x >> 5;
+    const unsigned long long words = glen / 8;
+    const unsigned long long at = reinterpret_cast<unsigned long long>(p);
+    unsigned long long sum = 0;
+    if (((at | glen) & 15ull) == 0) {
+        // Words 2i and 2i + 1 in vector i; the keys (i + 1) * GOLDEN advance by addition.
+        const ulonglong2* v = reinterpret_cast<const ulonglong2*>(p);
+        const unsigned long long n = glen / 16;
+        unsigned long long key = (2 * tid + 1) * GOLDEN;
+        const unsigned long long step = 2 * threads * GOLDEN;
+#pragma unroll 4
+        for (unsigned long long i = tid; i < n; i += threads) {
+            const ulonglong2 x = v[i];
+            sum += rocprof_replay_mix(x.x ^ key) + rocprof_replay_mix(x.y ^ (key + GOLDEN));
+            key += step;
+        }
+    } else if ((at & 7ull) == 0) {
+        const unsigned long long* w = reinterpret_cast<const unsigned long long*>(p);
+        unsigned long long key = (tid + 1) * GOLDEN;
+        const unsigned long long step = threads * GOLDEN;
+#pragma unroll 4
+        for (unsigned long long i = tid; i < words; i += threads) {
+            sum += rocprof_replay_mix(w[i] ^ key);
+            key += step;
+        }
+    } else {
+        for (unsigned long long i = tid; i < words; i += threads) {
+            unsigned long long w = 0;
+            for (int b = 7; b >= 0; b--) {
+                w = (w << 8) | p[i * 8 + b];
+            }
+            sum += rocprof_replay_mix(w ^ ((i + 1) * GOLDEN));
+        }
+    }
+    const unsigned long long rest = glen & 7ull;
+    if (rest != 0 && tid == 0) {
+        unsigned long long w = 0;
+        for (unsigned long long b = rest; b > 0; b--) {
+            w = (w << 8) | p[words * 8 + b - 1];
+        }
+        sum += rocprof_replay_mix(w ^ ((words + 1) * GOLDEN));
+    }
+    sum = rocprof_replay_warp_sum(sum);
+    if (lane == 0) {
+        warp_sums[warp] = sum;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const unsigned int warps = (blockDim.x + 31) / 32;
+        sum = rocprof_replay_warp_sum(lane < warps ? warp_sums[lane] : 0);
+    }
+    // warp_sums is reused by the next granule.
+    __syncthreads();
+    return glen * GOLDEN + sum;
+}
+
 extern "C" __global__ void __launch_bounds__(1024)
     rocprof_replay_fingerprint(const unsigned char* __restrict__ src,
                                unsigned long long len,
@@ -98,70 +180,149 @@ extern "C" __global__ void __launch_bounds__(1024)
     if (granule == 0) {
         return;
     }
-    const unsigned long long GOLDEN = ROCPROF_REPLAY_GOLDEN;
     const unsigned long long granules = len / granule + (len % granule != 0 ? 1 : 0);
-    const unsigned long long tid = threadIdx.x;
-    const unsigned long long threads = blockDim.x;
-    const unsigned int lane = threadIdx.x & 31u;
-    const unsigned int warp = threadIdx.x >> 5;
     for (unsigned long long g = blockIdx.x; g < granules; g += gridDim.x) {
         const unsigned long long start = g * granule;
         const unsigned long long glen = len - start < granule ? len - start : granule;
-        const unsigned char* p = src + start;
-        const unsigned long long words = glen / 8;
-        const unsigned long long at = reinterpret_cast<unsigned long long>(p);
-        unsigned long long sum = 0;
-        if (((at | glen) & 15ull) == 0) {
-            // Words 2i and 2i + 1 in vector i; the keys (i + 1) * GOLDEN advance by addition.
-            const ulonglong2* v = reinterpret_cast<const ulonglong2*>(p);
-            const unsigned long long n = glen / 16;
-            unsigned long long key = (2 * tid + 1) * GOLDEN;
-            const unsigned long long step = 2 * threads * GOLDEN;
-#pragma unroll 4
-            for (unsigned long long i = tid; i < n; i += threads) {
-                const ulonglong2 x = v[i];
-                sum += rocprof_replay_mix(x.x ^ key) + rocprof_replay_mix(x.y ^ (key + GOLDEN));
-                key += step;
-            }
-        } else if ((at & 7ull) == 0) {
-            const unsigned long long* w = reinterpret_cast<const unsigned long long*>(p);
-            unsigned long long key = (tid + 1) * GOLDEN;
-            const unsigned long long step = threads * GOLDEN;
-#pragma unroll 4
-            for (unsigned long long i = tid; i < words; i += threads) {
-                sum += rocprof_replay_mix(w[i] ^ key);
-                key += step;
-            }
+        const unsigned long long print =
+            rocprof_replay_fingerprint_granule(src + start, glen, warp_sums);
+        if (threadIdx.x == 0) {
+            out[g] = print;
+        }
+    }
+}
+
+// The table kernels: one launch over many regions. A table of `n` entries, sorted by their
+// `first` field, describes the regions of a batch; entry k covers ceil(len / granule) granules
+// (from its own start, the last one may be shorter), numbered first, first + 1, ... in one
+// global numbering of `total` granules (the entries' ranges back to back, from 0), which is
+// also the index of each granule's result. A block takes global granules grid-stride, finds
+// the entry of each by binary search over `first` (the largest first <= g; from the previous
+// granule's entry on, as a block's granules only grow), and does what the per-region kernel
+// does for that granule of that region: results bit for bit those of one per-region launch
+// per entry. A granule past its entry's length (a malformed table) is skipped.
+
+// rocprof_replay_compare_table(table, n, granule, total, flags): flags[g] as
+// rocprof_replay_compare writes it for granule g - first of the entry's (live, snap, len).
+struct rocprof_replay_compare_entry {
+    unsigned long long live;
+    unsigned long long snap;
+    unsigned long long len;
+    unsigned long long first;
+};
+
+// rocprof_replay_fingerprint_table(table, n, granule, total, out): out[g] as
+// rocprof_replay_fingerprint writes it for granule g - first of the entry's (src, len).
+struct rocprof_replay_fingerprint_entry {
+    unsigned long long src;
+    unsigned long long len;
+    unsigned long long first;
+};
+
+// The index of the entry of global granule g: the largest k in [from, n) with
+// table[k].first <= g (`from` when none is; n > from). Every thread of a block reads the same
+// words: one broadcast load per step, from L1 after the first granules.
+template <typename Entry>
+__device__ __forceinline__ unsigned int rocprof_replay_find(const Entry* __restrict__ table,
+                                                            unsigned int from,
+                                                            unsigned int n,
+                                                            unsigned long long g)
+{
+    unsigned int lo = from;
+    unsigned int hi = n;
+    while (hi - lo > 1) {
+        const unsigned int mid = lo + (hi - lo) / 2;
+        if (__ldg(&table[mid].first) <= g) {
+            lo = mid;
         } else {
-            for (unsigned long long i = tid; i < words; i += threads) {
-                unsigned long long w = 0;
-                for (int b = 7; b >= 0; b--) {
-                    w = (w << 8) | p[i * 8 + b];
-                }
-                sum += rocprof_replay_mix(w ^ ((i + 1) * GOLDEN));
-            }
+            hi = mid;
         }
-        const unsigned long long rest = glen & 7ull;
-        if (rest != 0 && tid == 0) {
-            unsigned long long w = 0;
-            for (unsigned long long b = rest; b > 0; b--) {
-                w = (w << 8) | p[words * 8 + b - 1];
-            }
-            sum += rocprof_replay_mix(w ^ ((words + 1) * GOLDEN));
+    }
+    return lo;
+}
+
+extern "C" __global__ void rocprof_replay_compare_table(
+    const rocprof_replay_compare_entry* __restrict__ table,
+    unsigned int n,
+    unsigned long long granule,
+    unsigned long long total,
+    unsigned char* __restrict__ flags)
+{
+    if (granule == 0 || n == 0) {
+        return;
+    }
+    // The entry of the last granule (e_end: where the next entry starts); every value here
+    // is the same in all threads of the block, so the early `continue` keeps the block's
+    // __syncthreads_or together.
+    unsigned int e = 0;
+    unsigned long long e_first = 0, e_end = 0, e_len = 0;
+    const unsigned char* live = nullptr;
+    const unsigned char* snap = nullptr;
+    bool vectors = false;
+    for (unsigned long long g = blockIdx.x; g < total; g += gridDim.x) {
+        if (g >= e_end || g < e_first) {
+            e = rocprof_replay_find(table, g < e_first ? 0u : e, n, g);
+            e_first = __ldg(&table[e].first);
+            e_end = e + 1 < n ? __ldg(&table[e + 1].first) : total;
+            e_len = __ldg(&table[e].len);
+            live = reinterpret_cast<const unsigned char*>(__ldg(&table[e].live));
+            snap = reinterpret_cast<const unsigned char*>(__ldg(&table[e].snap));
+            vectors = ((reinterpret_cast<unsigned long long>(live) |
+                        reinterpret_cast<unsigned long long>(snap) | granule) &
+                       15ull) == 0;
         }
-        sum = rocprof_replay_warp_sum(sum);
-        if (lane == 0) {
-            warp_sums[warp] = sum;
+        if (g < e_first) {
+            continue;
         }
-        __syncthreads();
-        if (warp == 0) {
-            const unsigned int warps = (blockDim.x + 31) / 32;
-            sum = rocprof_replay_warp_sum(lane < warps ? warp_sums[lane] : 0);
-            if (lane == 0) {
-                out[g] = glen * GOLDEN + sum;
-            }
+        const unsigned long long local = g - e_first;
+        if (local >= (e_len + granule - 1) / granule) {
+            continue;
         }
-        // warp_sums is reused by the next granule.
-        __syncthreads();
+        const unsigned long long start = local * granule;
+        const unsigned long long glen = e_len - start < granule ? e_len - start : granule;
+        const int differs = rocprof_replay_compare_granule(live + start, snap + start, glen, vectors);
+        if (threadIdx.x == 0) {
+            flags[g] = differs ? 1 : 0;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) rocprof_replay_fingerprint_table(
+    const rocprof_replay_fingerprint_entry* __restrict__ table,
+    unsigned int n,
+    unsigned long long granule,
+    unsigned long long total,
+    unsigned long long* __restrict__ out)
+{
+    __shared__ unsigned long long warp_sums[32];
+    if (granule == 0 || n == 0) {
+        return;
+    }
+    // As in rocprof_replay_compare_table: block-uniform, so `continue` keeps the block together.
+    unsigned int e = 0;
+    unsigned long long e_first = 0, e_end = 0, e_len = 0;
+    const unsigned char* src = nullptr;
+    for (unsigned long long g = blockIdx.x; g < total; g += gridDim.x) {
+        if (g >= e_end || g < e_first) {
+            e = rocprof_replay_find(table, g < e_first ? 0u : e, n, g);
+            e_first = __ldg(&table[e].first);
+            e_end = e + 1 < n ? __ldg(&table[e + 1].first) : total;
+            e_len = __ldg(&table[e].len);
+            src = reinterpret_cast<const unsigned char*>(__ldg(&table[e].src));
+        }
+        if (g < e_first) {
+            continue;
+        }
+        const unsigned long long local = g - e_first;
+        if (local >= e_len / granule + (e_len % granule != 0 ? 1 : 0)) {
+            continue;
+        }
+        const unsigned long long start = local * granule;
+        const unsigned long long glen = e_len - start < granule ? e_len - start : granule;
+        const unsigned long long print =
+            rocprof_replay_fingerprint_granule(src + start, glen, warp_sums);
+        if (threadIdx.x == 0) {
+            out[g] = print;
+        }
     }
 }

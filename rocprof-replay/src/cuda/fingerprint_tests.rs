@@ -16,7 +16,7 @@ use crate::engine::snapshot::DiffError;
 
 /// When the probe is called: before pass 1, after it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     Before,
     After,
 }
@@ -43,7 +43,7 @@ static POKE_SOME: FakeKernel = FakeKernel {
 };
 
 /// A harness whose every launch gets a window of [`PROBE`].
-fn probing(settings: Settings) -> Harness {
+pub(super) fn probing(settings: Settings) -> Harness {
     let h = harness_deciding(settings, |seen, _, _| {
         Box::new(move |info, _| {
             let (info, seen) = (info.clone(), seen.clone());
@@ -86,10 +86,10 @@ fn probing(settings: Settings) -> Harness {
 }
 
 /// What a probe recorded: each result and when it was had.
-type Got = Arc<Mutex<Vec<(Phase, Result<Vec<u64>, DiffError>)>>>;
+pub(super) type Got = Arc<Mutex<Vec<(Phase, Result<Vec<u64>, DiffError>)>>>;
 
 /// Sets the probe; returns what it records.
-fn probe(
+pub(super) fn probe(
     mut f: impl FnMut(&mut dyn ReplayTarget, Phase) -> Option<Result<Vec<u64>, DiffError>>
     + Send
     + 'static,
@@ -106,16 +106,16 @@ fn probe(
 
 /// One launch of `poke_some`, its window over; asserts the window ran pass 1 and no
 /// fingerprint kernel faulted.
-fn poke(h: &Harness) {
+pub(super) fn poke(h: &Harness) {
     let n = h.outcomes().len();
     let r = h.launch_named(&POKE_SOME, &mut [], 0, c"_Z9poke_somev");
     assert_eq!(r, CUDA_SUCCESS);
     assert_eq!(h.outcomes()[n].1.kind, OutcomeKind::Replayed, "pass 1 ran");
-    assert_eq!(gpu().fingerprint_faults, Vec::<String>::new());
+    assert_eq!(gpu().kernel_faults, Vec::<String>::new());
 }
 
 /// An application allocation of `len` bytes, filled with a pattern (`seed` apart).
-fn filled(h: &Harness, len: usize, seed: u8) -> usize {
+pub(super) fn filled(h: &Harness, len: usize, seed: u8) -> usize {
     let p = h.alloc(len);
     // SAFETY: a live fake allocation of `len` bytes.
     let bytes = unsafe { std::slice::from_raw_parts_mut(p as *mut u8, len) };
@@ -126,7 +126,7 @@ fn filled(h: &Harness, len: usize, seed: u8) -> usize {
 }
 
 /// What the fingerprints of `regions` are, hashed here from fake memory.
-fn host_prints(regions: &[(usize, usize)], granule: usize) -> Vec<u64> {
+pub(super) fn host_prints(regions: &[(usize, usize)], granule: usize) -> Vec<u64> {
     regions
         .iter()
         .flat_map(|&(addr, len)| {
@@ -137,7 +137,7 @@ fn host_prints(regions: &[(usize, usize)], granule: usize) -> Vec<u64> {
         .collect()
 }
 
-const KIB: usize = 1 << 10;
+pub(super) const KIB: usize = 1 << 10;
 
 #[test]
 fn fingerprints_are_the_host_hash_of_every_granule_in_region_order() {
@@ -219,8 +219,8 @@ fn a_write_of_pass_one_changes_the_fingerprint_of_its_granule_only() {
 fn regions_larger_than_the_buffer_are_fingerprinted_in_batches() {
     let h = probing(quick());
     // 512 fingerprints a batch in tests: 1300 granules (512, 512, 276), 300 (236 in the third
-    // batch, 64 in the fourth; the last granule is 1 byte) and 1 (the fourth): 6 launches, 4
-    // copies back.
+    // batch, 64 in the fourth; the last granule is 1 byte) and 1 (the fourth): 4 launches of
+    // 1, 1, 2 and 2 table entries, 4 copies back.
     let g = 64;
     let regions = vec![
         (filled(&h, 1300 * g, 1), 1300 * g),
@@ -231,7 +231,11 @@ fn regions_larger_than_the_buffer_are_fingerprinted_in_batches() {
     let got = probe(move |t, phase| (phase == Phase::Before).then(|| t.fingerprint(&ask, g)));
     let launches = gpu().fingerprints;
     poke(&h);
-    assert_eq!(gpu().fingerprints - launches, 6);
+    assert_eq!(gpu().fingerprints - launches, 4);
+    assert_eq!(
+        gpu().fingerprint_tables,
+        [(1, 512), (1, 512), (2, 512), (2, 65)]
+    );
     let got = got.lock();
     assert_eq!(got[0].1, Ok(host_prints(&regions, g)));
     assert_eq!(got[0].1.as_ref().map(Vec::len), Ok(1601));

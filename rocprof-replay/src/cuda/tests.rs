@@ -72,23 +72,33 @@ struct FakeGpu {
     no_mem_ops: bool,
     /// `cuModuleLoadData` fails.
     fail_module_load: bool,
-    /// `cuModuleLoadData` calls, and compare kernels run.
+    /// `cuModuleLoadData` calls.
     module_loads: u32,
     /// Of those, loads made while a window was in flight.
     module_loads_in_windows: usize,
     /// `cuMemFree` / `cuMemFreeHost` calls made while a window was in flight.
     frees_in_windows: usize,
+    /// Compare kernels launched, and the entries and granules of each one's table (of those
+    /// that ran).
     compares: u32,
+    compare_tables: Vec<(usize, usize)>,
     /// Compare kernels never finish (their stream sticks).
     stick_compares: bool,
-    /// Fingerprint kernels run.
+    /// Fingerprint kernels launched, and the entries and granules of each one's table (as
+    /// above).
     fingerprints: u32,
+    fingerprint_tables: Vec<(usize, usize)>,
     /// Fingerprint kernels never finish (their stream sticks).
     stick_fingerprints: bool,
     /// The module has no fingerprint kernel (`cuModuleGetFunction` does not find it).
     no_fingerprint_entry: bool,
-    /// Fingerprint kernels given memory outside the fake's allocations (not run: a fault).
-    fingerprint_faults: Vec<String>,
+    /// Table kernels given memory outside the fake's allocations, or a table the backend did
+    /// not build as it promises, or did not copy on the kernel's stream before it (not run: a
+    /// fault). Every harness checks that there were none when it is dropped.
+    kernel_faults: Vec<String>,
+    /// Per stream: what `cuMemcpyAsync` wrote since the stream's last table kernel (address,
+    /// length).
+    copied: HashMap<usize, Vec<(usize, usize)>>,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -250,6 +260,10 @@ unsafe extern "C" fn memcpy_async(
         g.stuck_streams.insert(stream as usize);
         return CUDA_SUCCESS;
     }
+    g.copied
+        .entry(stream as usize)
+        .or_default()
+        .push((dst as usize, len));
     drop(g);
     // SAFETY: both sides are live fake allocations of at least `len` bytes.
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
@@ -473,7 +487,7 @@ unsafe extern "C" fn module_load_data(m: *mut CUmodule, image: *const c_void) ->
     g.module_loads += 1;
     // A module load synchronises the context: never inside a window (gate::Behind).
     g.module_loads_in_windows += usize::from(super::gate::BEHIND.pending() > 0);
-    if g.fail_module_load || !ptx.contains(".visible .entry rocprof_replay_compare(") {
+    if g.fail_module_load || !ptx.contains(".visible .entry rocprof_replay_compare_table(") {
         return CUDA_ERROR_INVALID_VALUE;
     }
     // SAFETY: out-parameter.
@@ -488,8 +502,8 @@ unsafe extern "C" fn module_get_function(
     // SAFETY: a NUL-terminated name.
     let name = unsafe { CStr::from_ptr(name) };
     let kernel = match name.to_bytes() {
-        b"rocprof_replay_compare" => &COMPARE,
-        b"rocprof_replay_fingerprint" if !gpu().no_fingerprint_entry => &FINGERPRINT,
+        b"rocprof_replay_compare_table" => &COMPARE,
+        b"rocprof_replay_fingerprint_table" if !gpu().no_fingerprint_entry => &FINGERPRINT,
         _ => return CUDA_ERROR_NOT_FOUND,
     };
     if m as usize != COMPARE_MODULE {
@@ -500,32 +514,6 @@ unsafe extern "C" fn module_get_function(
     CUDA_SUCCESS
 }
 
-/// The compare kernel, on the host: `(live, snap, len, granule, flags)`, flags[g] = 1 where
-/// granule g (from the start, the last one shorter) differs.
-fn compare_kernel(args: *mut *mut c_void) {
-    // SAFETY: the backend passes five pointers to u64.
-    let [live, snap, len, granule, flags] =
-        std::array::from_fn(|i| unsafe { *(*args.add(i)).cast::<u64>() } as usize);
-    assert!(granule > 0);
-    // SAFETY: the backend passes `len` bytes of live memory and snapshot (fake memory) and
-    // room for one flag per granule.
-    let (live, snap) = unsafe {
-        (
-            std::slice::from_raw_parts(live as *const u8, len),
-            std::slice::from_raw_parts(snap as *const u8, len),
-        )
-    };
-    for (g, (a, b)) in live.chunks(granule).zip(snap.chunks(granule)).enumerate() {
-        // SAFETY: as above.
-        unsafe { *(flags as *mut u8).add(g) = u8::from(a != b) };
-    }
-}
-
-static COMPARE: FakeKernel = FakeKernel {
-    run: compare_kernel,
-    module: COMPARE_MODULE,
-};
-
 /// Whether `[addr, addr + len)` lies in one fake allocation.
 fn allocated(addr: usize, len: usize) -> bool {
     gpu()
@@ -534,65 +522,168 @@ fn allocated(addr: usize, len: usize) -> bool {
         .any(|(&base, buf)| addr >= base && addr + len <= base + buf.len())
 }
 
-/// The fingerprint kernel, on the host: `(src, len, granule, out)`, out[g] =
-/// `footprint::fingerprint` of granule g (from the start, the last one shorter). Arguments
-/// outside the fake's memory are a fault (nothing written): `Err`.
-fn fingerprint_kernel(args: *mut *mut c_void) -> Result<(), String> {
-    // SAFETY: the backend passes four pointers to u64.
-    let [src, len, granule, out] =
-        std::array::from_fn(|i| unsafe { *(*args.add(i)).cast::<u64>() } as usize);
-    if granule == 0 {
-        return Err("granule 0".into());
+/// One entry of a table, as the kernels read it: the addresses (live and snapshot, or the
+/// source), the length and the index of its first granule.
+struct TableEntry {
+    addrs: Vec<usize>,
+    len: usize,
+    first: usize,
+}
+
+/// What a table kernel was given: `(table, n, granule, total, out)`, its entries read from
+/// fake memory as the kernels lay them out (`addrs` addresses, then len and first: u64 each),
+/// after checking everything the backend promises: the table lies in fake memory, fits the
+/// table buffer and was copied there on `stream` since its last table kernel; its entries
+/// are back to back from granule 0 (each `ceil(len / granule)` granules) and add up to
+/// `total`; every entry's memory lies in fake memory, as do `total` results of `result`
+/// bytes at `out`. `Err`: a fault (the fake runs nothing).
+fn read_table(
+    args: *mut *mut c_void,
+    stream: CUstream,
+    addrs: usize,
+    result: usize,
+) -> Result<(Vec<TableEntry>, usize, usize, usize), String> {
+    // SAFETY: the backend passes pointers to (u64, u32, u64, u64, u64).
+    let (table, n, granule, total, out) = unsafe {
+        (
+            *(*args).cast::<u64>() as usize,
+            *(*args.add(1)).cast::<u32>() as usize,
+            *(*args.add(2)).cast::<u64>() as usize,
+            *(*args.add(3)).cast::<u64>() as usize,
+            *(*args.add(4)).cast::<u64>() as usize,
+        )
+    };
+    let size = (addrs + 2) * 8;
+    if granule == 0 || n == 0 {
+        return Err(format!("granule {granule}, {n} entries"));
     }
-    let granules = len.div_ceil(granule);
-    if !allocated(src, len) {
-        return Err(format!("{len} bytes at {src:#x} are not device memory"));
+    if n * size > super::window::compare::TABLE_BYTES || !allocated(table, n * size) {
+        return Err(format!("{n} entries at {table:#x} overrun the table"));
     }
-    if !allocated(out, granules * 8) {
+    let copied = gpu().copied.remove(&(stream as usize)).unwrap_or_default();
+    if !copied
+        .iter()
+        .any(|&(dst, len)| dst <= table && table + n * size <= dst + len)
+    {
         return Err(format!(
-            "{granules} fingerprints at {out:#x} overrun their buffer"
+            "the table at {table:#x} was not copied on this stream before the launch: {copied:x?}"
         ));
     }
-    // SAFETY: checked above: `len` bytes of fake memory, room for one u64 per granule.
-    let src = unsafe { std::slice::from_raw_parts(src as *const u8, len) };
-    for (g, bytes) in src.chunks(granule).enumerate() {
-        let print = crate::engine::footprint::fingerprint(bytes);
-        // SAFETY: as above (the buffer need not be aligned for the fake).
-        unsafe { (out as *mut u64).add(g).write_unaligned(print) };
+    let words: Vec<u64> = (0..n * size / 8)
+        // SAFETY: checked above: n * size bytes of fake memory (read unaligned: the fake's
+        // allocations promise no alignment).
+        .map(|i| unsafe { (table as *const u64).add(i).read_unaligned() })
+        .collect();
+    let mut entries = Vec::with_capacity(n);
+    let mut next = 0;
+    for w in words.chunks(addrs + 2) {
+        let e = TableEntry {
+            addrs: w[..addrs].iter().map(|&a| a as usize).collect(),
+            len: w[addrs] as usize,
+            first: w[addrs + 1] as usize,
+        };
+        if e.first != next || e.len == 0 {
+            return Err(format!(
+                "entry {} of {n}: {} bytes from granule {}, granule {next} expected",
+                entries.len(),
+                e.len,
+                e.first
+            ));
+        }
+        if let Some(a) = e.addrs.iter().find(|&&a| !allocated(a, e.len)) {
+            return Err(format!("{} bytes at {a:#x} are not device memory", e.len));
+        }
+        next += e.len.div_ceil(granule);
+        entries.push(e);
     }
-    Ok(())
+    if next != total {
+        return Err(format!("{next} granules in the table, {total} launched"));
+    }
+    if !allocated(out, total * result) {
+        return Err(format!("{total} results at {out:#x} overrun their buffer"));
+    }
+    Ok((entries, granule, total, out))
+}
+
+/// `rocprof_replay_compare_table`, on the host: for every entry (live, snap, len, first),
+/// flags[first + g] = 1 where granule g of it (from its start, the last one shorter) differs.
+/// Returns the table's entries and granules.
+fn compare_kernel(args: *mut *mut c_void, stream: CUstream) -> Result<(usize, usize), String> {
+    let (entries, granule, total, flags) = read_table(args, stream, 2, 1)?;
+    for e in &entries {
+        // SAFETY: read_table checked both: `len` bytes of fake memory.
+        let (live, snap) = unsafe {
+            (
+                std::slice::from_raw_parts(e.addrs[0] as *const u8, e.len),
+                std::slice::from_raw_parts(e.addrs[1] as *const u8, e.len),
+            )
+        };
+        for (g, (a, b)) in live.chunks(granule).zip(snap.chunks(granule)).enumerate() {
+            // SAFETY: read_table checked room for `total` flags.
+            unsafe { *(flags as *mut u8).add(e.first + g) = u8::from(a != b) };
+        }
+    }
+    Ok((entries.len(), total))
+}
+
+static COMPARE: FakeKernel = FakeKernel {
+    // Never called through `run` (`run_kernel` runs it with its stream).
+    run: |_| unreachable!(),
+    module: COMPARE_MODULE,
+};
+
+/// `rocprof_replay_fingerprint_table`, on the host: for every entry (src, len, first),
+/// out[first + g] = `footprint::fingerprint` of granule g of it (from its start, the last one
+/// shorter). Returns the table's entries and granules.
+fn fingerprint_kernel(args: *mut *mut c_void, stream: CUstream) -> Result<(usize, usize), String> {
+    let (entries, granule, total, out) = read_table(args, stream, 1, 8)?;
+    for e in &entries {
+        // SAFETY: read_table checked it: `len` bytes of fake memory.
+        let src = unsafe { std::slice::from_raw_parts(e.addrs[0] as *const u8, e.len) };
+        for (g, bytes) in src.chunks(granule).enumerate() {
+            let print = crate::engine::footprint::fingerprint(bytes);
+            // SAFETY: read_table checked room for `total` fingerprints (the buffer need not be
+            // aligned for the fake).
+            unsafe { (out as *mut u64).add(e.first + g).write_unaligned(print) };
+        }
+    }
+    Ok((entries.len(), total))
 }
 
 static FINGERPRINT: FakeKernel = FakeKernel {
-    // Never called through `run` (`run_kernel` checks its result).
-    run: |args| drop(fingerprint_kernel(args)),
+    // As COMPARE's.
+    run: |_| unreachable!(),
     module: COMPARE_MODULE,
 };
 
 fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
-    if std::ptr::eq(f.cast::<FakeKernel>(), &COMPARE) {
-        // The backend's own compare: not a pass.
+    let compare = std::ptr::eq(f.cast::<FakeKernel>(), &COMPARE);
+    if compare || std::ptr::eq(f.cast::<FakeKernel>(), &FINGERPRINT) {
+        // The backend's own compare or fingerprint: not a pass.
         let mut g = gpu();
-        g.compares += 1;
-        if g.stick_compares {
+        let stick = if compare {
+            g.compares += 1;
+            g.stick_compares
+        } else {
+            g.fingerprints += 1;
+            g.stick_fingerprints
+        };
+        // Behind work that never finishes, it never runs either.
+        if stick || g.stuck_streams.contains(&(stream as usize)) {
             g.stuck_streams.insert(stream as usize);
             return;
         }
         drop(g);
-        compare_kernel(params);
-        return;
-    }
-    if std::ptr::eq(f.cast::<FakeKernel>(), &FINGERPRINT) {
-        // The backend's own fingerprint: not a pass.
+        let ran = if compare {
+            compare_kernel(params, stream)
+        } else {
+            fingerprint_kernel(params, stream)
+        };
         let mut g = gpu();
-        g.fingerprints += 1;
-        if g.stick_fingerprints {
-            g.stuck_streams.insert(stream as usize);
-            return;
-        }
-        drop(g);
-        if let Err(fault) = fingerprint_kernel(params) {
-            gpu().fingerprint_faults.push(fault);
+        match ran {
+            Ok(n) if compare => g.compare_tables.push(n),
+            Ok(n) => g.fingerprint_tables.push(n),
+            Err(fault) => g.kernel_faults.push(fault),
         }
         return;
     }
@@ -818,6 +909,17 @@ fn harness_deciding(
         be,
         outcomes,
         _serial: serial,
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        // Before the serial lock goes (fields drop after this).
+        let faults = std::mem::take(&mut gpu().kernel_faults);
+        assert_eq!(faults, Vec::<String>::new(), "the table kernels faulted");
     }
 }
 
@@ -2743,3 +2845,6 @@ mod compare_tests;
 
 #[path = "fingerprint_tests.rs"]
 mod fingerprint_tests;
+
+#[path = "table_tests.rs"]
+mod table_tests;

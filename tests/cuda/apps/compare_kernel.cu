@@ -10,8 +10,19 @@
 // first checked against a value the Rust tests pin): lengths around word, vector and granule
 // boundaries, granules that are and are not multiples of 8 and 16, sources off 16- and 8-byte
 // alignment, more granules than blocks; then its speed on 256 MiB and 1 GiB with 64 KiB granules
-// (`fingerprint_gbps`). Prints `RESULT OK` when every flag and every fingerprint matched. The
-// driver is opened with dlopen: nothing to link.
+// (`fingerprint_gbps`).
+//
+// The table kernels (rocprof_replay_compare_table, rocprof_replay_fingerprint_table: one launch
+// over a table of regions, what the backend launches) are checked against the host over many
+// small regions: 1 to 2730 entries (the backend's 64 KiB table holds 2730 fingerprint or 2048
+// compare entries), lengths around granule boundaries, regions at every alignment, a few empty
+// entries, grids of 4096 blocks and of a few (so that each block walks many entries); then their
+// speed over 4096 regions of 1 MiB and of 64 KiB (`fingerprint_table_gbps`,
+// `compare_table_gbps`), next to one per-region launch per region over the same regions
+// (`fingerprint_regions_gbps`, `compare_regions_gbps`: what the backend did before). Prints
+// `RESULT OK` when every flag and every fingerprint matched. With COMPARE_KERNEL_NO_SPEED set,
+// the checks only (for compute-sanitizer). The driver is opened with dlopen:
+// nothing to link.
 #include <dlfcn.h>
 #include <chrono>
 #include <cstdint>
@@ -59,6 +70,16 @@ static int failures = 0;
 
 static CUfunction compare;
 static CUfunction fingerprint;
+static CUfunction compare_table;
+static CUfunction fingerprint_table;
+
+// The tables' entries, as compare.cu declares them.
+struct CompareEntry {
+  unsigned long long live, snap, len, first;
+};
+struct PrintEntry {
+  unsigned long long src, len, first;
+};
 
 // What the backend does: one launch, 256 threads, at most 4096 blocks.
 static void launch(CUdeviceptr live, CUdeviceptr snap, size_t len, size_t granule, CUdeviceptr flags) {
@@ -169,6 +190,156 @@ static void check_fingerprint(CUdeviceptr buf, size_t off, size_t len, size_t gr
   }
 }
 
+// What the backend does with a table: one launch, 256 threads, at most 4096 blocks (fewer
+// when `max_blocks` says so).
+static void launch_table(CUfunction f, CUdeviceptr table, unsigned n, size_t granule, size_t total, CUdeviceptr out,
+                         unsigned max_blocks = 4096) {
+  unsigned long long t = table, g = granule, tot = total, o = out;
+  unsigned nn = n;
+  void* args[] = {&t, &nn, &g, &tot, &o};
+  unsigned blocks = (unsigned)(total < max_blocks ? total : max_blocks);
+  if (blocks == 0) blocks = 1;
+  CK(cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
+}
+
+// A small deterministic generator (xorshift64*).
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ull;
+static size_t below(size_t n) {
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return (size_t)((rng_state * 0x2545f4914f6cdd1dull) % (n ? n : 1));
+}
+
+// A region length for granules of `granule`: around granule boundaries, or up to six granules;
+// a few empty; at most `max`.
+static size_t region_len(size_t granule, size_t max) {
+  size_t g = granule;
+  size_t lens[] = {0, 1, 7, 8, 17, g > 1 ? g - 1 : 1, g, g + 1, 2 * g, 3 * g + 5, 1 + below(6 * g), 1 + below(6 * g)};
+  size_t len = lens[below(sizeof lens / sizeof lens[0])];
+  return len < max ? len : max;
+}
+
+// One fingerprint table case: `n` regions of the device buffer `buf` (its bytes `host`,
+// `size` of them) at random offsets; every fingerprint against the host's, nothing written
+// past them.
+static void check_fingerprint_table(CUdeviceptr buf, const std::vector<unsigned char>& host, size_t n, size_t granule,
+                                    unsigned max_blocks, CUdeviceptr table_dev, CUdeviceptr out, size_t out_cap) {
+  const size_t size = host.size();
+  std::vector<PrintEntry> table;
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = region_len(granule, size);
+    size_t off = below(size - len + 1);
+    size_t granules = (len + granule - 1) / granule;
+    if (total + granules + 4 > out_cap) break;
+    table.push_back({buf + off, len, total});
+    total += granules;
+  }
+  if (table.empty()) return;
+  CK(cuMemcpyHtoD(table_dev, table.data(), table.size() * sizeof(PrintEntry)));
+  std::vector<unsigned long long> got(total + 4);
+  CK(cuMemsetD8(out, 0xee, got.size() * 8));
+  launch_table(fingerprint_table, table_dev, (unsigned)table.size(), granule, total, out, max_blocks);
+  CK(cuCtxSynchronize());
+  CK(cuMemcpyDtoH(got.data(), out, got.size() * 8));
+  for (size_t k = 0; k < table.size(); k++) {
+    const PrintEntry& e = table[k];
+    const unsigned char* p = host.data() + (e.src - buf);
+    for (size_t j = 0; j * granule < e.len; j++) {
+      size_t glen = e.len - j * granule < granule ? e.len - j * granule : granule;
+      unsigned long long want = host_fingerprint(p + j * granule, glen);
+      if (got[e.first + j] != want) {
+        if (failures < 20)
+          printf("fingerprint_table mismatch: %zu entries granule %zu blocks %u: entry %zu (%llu bytes at offset %llu) "
+                 "granule %zu: %016llx want %016llx\n",
+                 table.size(), granule, max_blocks, k, e.len, e.src - buf, j, got[e.first + j], want);
+        failures++;
+      }
+    }
+  }
+  for (size_t g = total; g < total + 4; g++) {
+    if (got[g] != 0xeeeeeeeeeeeeeeeeull) {
+      if (failures < 20) printf("fingerprint_table wrote past its results: %zu entries granule %zu\n", table.size(), granule);
+      failures++;
+    }
+  }
+}
+
+// One compare table case: `n` regions of the live buffer (its bytes `live_host`) at random
+// offsets, their snapshots packed in the snapshot buffer at random alignments, some bytes of
+// some snapshots changed; every flag against a host memcmp, nothing written past them.
+static void check_compare_table(CUdeviceptr live, const std::vector<unsigned char>& live_host, CUdeviceptr snap,
+                                size_t snap_cap, size_t n, size_t granule, unsigned max_blocks, CUdeviceptr table_dev,
+                                CUdeviceptr flags, size_t flags_cap) {
+  const size_t size = live_host.size();
+  std::vector<CompareEntry> table;
+  std::vector<unsigned char> snap_host;
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = region_len(granule, size);
+    size_t off = below(size - len + 1);
+    static const size_t pads[] = {0, 0, 16, 8, 3, 1};
+    size_t pad = pads[below(6)];
+    size_t at = (snap_host.size() + 15) / 16 * 16 + pad;
+    size_t granules = (len + granule - 1) / granule;
+    if (at + len > snap_cap || total + granules + 16 > flags_cap) break;
+    snap_host.resize(at + len);
+    memcpy(snap_host.data() + at, live_host.data() + off, len);
+    if (len) {
+      switch (below(5)) {
+        case 0: break;
+        case 1: snap_host[at] ^= 0x5a; snap_host[at + len - 1] ^= 0x5a; break;
+        case 2: {
+          size_t g = below((len + granule - 1) / granule);
+          size_t end = (g + 1) * granule < len ? (g + 1) * granule : len;
+          snap_host[at + g * granule] ^= 0x5a;
+          snap_host[at + end - 1] ^= 0x33;
+          break;
+        }
+        default:
+          for (int d = 0; d < 3; d++) snap_host[at + below(len)] ^= 0x5a;
+      }
+    }
+    table.push_back({live + off, snap + at, len, total});
+    total += granules;
+  }
+  if (table.empty()) return;
+  if (!snap_host.empty()) CK(cuMemcpyHtoD(snap, snap_host.data(), snap_host.size()));
+  CK(cuMemcpyHtoD(table_dev, table.data(), table.size() * sizeof(CompareEntry)));
+  std::vector<unsigned char> got(total + 16);
+  CK(cuMemsetD8(flags, 0xee, got.size()));
+  launch_table(compare_table, table_dev, (unsigned)table.size(), granule, total, flags, max_blocks);
+  CK(cuCtxSynchronize());
+  CK(cuMemcpyDtoH(got.data(), flags, got.size()));
+  for (size_t k = 0; k < table.size(); k++) {
+    const CompareEntry& e = table[k];
+    const unsigned char* a = live_host.data() + (e.live - live);
+    const unsigned char* b = snap_host.data() + (e.snap - snap);
+    for (size_t j = 0; j * granule < e.len; j++) {
+      size_t glen = e.len - j * granule < granule ? e.len - j * granule : granule;
+      bool want = memcmp(a + j * granule, b + j * granule, glen) != 0;
+      if (got[e.first + j] != (want ? 1 : 0)) {
+        if (failures < 20)
+          printf("compare_table mismatch: %zu entries granule %zu blocks %u: entry %zu (%llu bytes) granule %zu: "
+                 "flag %u want %d\n",
+                 table.size(), granule, max_blocks, k, e.len, j, got[e.first + j], want);
+        failures++;
+      }
+    }
+  }
+  for (size_t g = total; g < total + 16; g++) {
+    if (got[g] != 0xee) {
+      if (failures < 20) printf("compare_table wrote past its flags: %zu entries granule %zu\n", table.size(), granule);
+      failures++;
+    }
+  }
+}
+
+static double since_ms(std::chrono::steady_clock::time_point s) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count();
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     printf("usage: compare_kernel compare.ptx\nRESULT FAIL\n");
@@ -221,6 +392,8 @@ int main(int argc, char** argv) {
   auto t1 = std::chrono::steady_clock::now();
   CK(cuModuleGetFunction(&compare, module, "rocprof_replay_compare"));
   CK(cuModuleGetFunction(&fingerprint, module, "rocprof_replay_fingerprint"));
+  CK(cuModuleGetFunction(&compare_table, module, "rocprof_replay_compare_table"));
+  CK(cuModuleGetFunction(&fingerprint_table, module, "rocprof_replay_fingerprint_table"));
   printf("module_load_ms %.2f\n", std::chrono::duration<double, std::milli>(t1 - t0).count());
 
   const size_t cap = 1 << 20;
@@ -263,8 +436,12 @@ int main(int argc, char** argv) {
   CK(cuMemFree(snap));
   CK(cuMemFree(flags));
 
+  // COMPARE_KERNEL_NO_SPEED set: the checks only (under compute-sanitizer, say).
+  const bool speed = getenv("COMPARE_KERNEL_NO_SPEED") == nullptr;
+
   // Speed: identical buffers (the usual case: most granules unwritten), 4 KiB granules.
   for (size_t mib : {256, 1024}) {
+    if (!speed) break;
     size_t bytes = mib << 20;
     CK(cuMemAlloc(&live, bytes));
     CK(cuMemAlloc(&snap, bytes));
@@ -332,6 +509,7 @@ int main(int argc, char** argv) {
 
   // Speed: 64 KiB granules (FINGERPRINT_GRANULE), every granule the same bytes.
   for (size_t mib : {256, 1024}) {
+    if (!speed) break;
     size_t bytes = mib << 20;
     const size_t granule = 65536;
     size_t granules = bytes / granule;
@@ -361,6 +539,141 @@ int main(int argc, char** argv) {
     printf("fingerprint_gbps %zu MiB: %.3f ms, %.0f GB/s read\n", mib, best, 1.0 * bytes / best / 1e6);
     CK(cuMemFree(src));
     CK(cuMemFree(out));
+  }
+  // The table kernels over many small regions, against the host.
+  {
+    const int before = failures;
+    const size_t pool = 16 << 20, snap_cap = 64 << 20, out_cap = 1 << 20;
+    std::vector<unsigned char> host(pool);
+    for (size_t i = 0; i < pool; i++) host[i] = (unsigned char)((i * 131 + 17) ^ (i >> 11) ^ (i >> 19));
+    CUdeviceptr buf, snapbuf, table_dev, results;
+    CK(cuMemAlloc(&buf, pool));
+    CK(cuMemAlloc(&snapbuf, snap_cap));
+    CK(cuMemAlloc(&table_dev, 4096 * sizeof(CompareEntry)));
+    CK(cuMemAlloc(&results, out_cap * 8));
+    CK(cuMemcpyHtoD(buf, host.data(), pool));
+    size_t table_cases = 0;
+    const size_t t_granules[] = {65536, 4096, 4095, 1000, 100, 24, 16, 7, 1};
+    const size_t counts[] = {1, 2, 3, 17, 100, 1000, 2048, 2730};
+    const unsigned grids[] = {4096, 37, 3};
+    for (size_t granule : t_granules) {
+      for (size_t n : counts) {
+        for (unsigned blocks : grids) {
+          check_fingerprint_table(buf, host, n, granule, blocks, table_dev, results, out_cap);
+          if (n <= 2048) {
+            check_compare_table(buf, host, snapbuf, snap_cap, n, granule, blocks, table_dev, results, out_cap * 8);
+          }
+          table_cases++;
+        }
+      }
+    }
+    printf("table_cases %zu mismatches %d\n", table_cases, failures - before);
+    CK(cuMemFree(buf));
+    CK(cuMemFree(snapbuf));
+    CK(cuMemFree(table_dev));
+    CK(cuMemFree(results));
+  }
+
+  // Table speed: 4096 regions (1 MiB or 64 KiB each, 4 KiB apart) in one launch of a table
+  // kernel, against one launch of the per-region kernel per region (what the backend did
+  // before), both timed to the end of the last kernel; fingerprints in 64 KiB granules,
+  // compares in 4 KiB ones, every region the same bytes (7s) in live memory and snapshot.
+  for (size_t region : {(size_t)1 << 20, (size_t)64 << 10}) {
+    if (!speed) break;
+    const size_t count = 4096, stride = region + 4096, bytes = count * stride;
+    const size_t fp_granule = 65536, cmp_granule = 4096;
+    const size_t prints = count * (region / fp_granule), flag_count = count * (region / cmp_granule);
+    CUdeviceptr live_buf, snap_buf, table_dev, out_dev;
+    CK(cuMemAlloc(&live_buf, bytes));
+    CK(cuMemAlloc(&snap_buf, bytes));
+    CK(cuMemAlloc(&table_dev, count * sizeof(CompareEntry)));
+    CK(cuMemAlloc(&out_dev, (prints > flag_count ? prints : flag_count) * 8));
+    CK(cuMemsetD8(live_buf, 7, bytes));
+    CK(cuMemsetD8(snap_buf, 7, bytes));
+    const char* unit = region == (1 << 20) ? "1 MiB" : "64 KiB";
+    // Fingerprints.
+    std::vector<PrintEntry> ptable(count);
+    for (size_t i = 0; i < count; i++) ptable[i] = {live_buf + i * stride, region, i * (region / fp_granule)};
+    CK(cuMemcpyHtoD(table_dev, ptable.data(), count * sizeof(PrintEntry)));
+    CK(cuCtxSynchronize());
+    double table_ms = 1e30, regions_ms = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+      auto s = std::chrono::steady_clock::now();
+      launch_table(fingerprint_table, table_dev, (unsigned)count, fp_granule, prints, out_dev);
+      CK(cuCtxSynchronize());
+      double ms = since_ms(s);
+      if (ms < table_ms) table_ms = ms;
+    }
+    {
+      std::vector<unsigned long long> got(prints);
+      CK(cuMemcpyDtoH(got.data(), out_dev, prints * 8));
+      std::vector<unsigned char> sevens(fp_granule, 7);
+      unsigned long long want = host_fingerprint(sevens.data(), fp_granule);
+      size_t wrong = 0;
+      for (unsigned long long v : got) wrong += v != want;
+      if (wrong) {
+        printf("fingerprint_table of %zu regions of %s: %zu of %zu wrong\n", count, unit, wrong, prints);
+        failures++;
+      }
+    }
+    for (int rep = 0; rep < 5; rep++) {
+      auto s = std::chrono::steady_clock::now();
+      for (size_t i = 0; i < count; i++) {
+        launch_fingerprint(live_buf + i * stride, region, fp_granule, out_dev + ptable[i].first * 8);
+      }
+      CK(cuCtxSynchronize());
+      double ms = since_ms(s);
+      if (ms < regions_ms) regions_ms = ms;
+    }
+    const double read = (double)count * region;
+    printf("fingerprint_table_gbps %zu regions of %s: %.3f ms, %.0f GB/s\n", count, unit, table_ms,
+           read / table_ms / 1e6);
+    printf("fingerprint_regions_gbps %zu regions of %s: %.3f ms, %.0f GB/s (one launch per region)\n", count, unit,
+           regions_ms, read / regions_ms / 1e6);
+    // Compares (both buffers read).
+    std::vector<CompareEntry> ctable(count);
+    for (size_t i = 0; i < count; i++)
+      ctable[i] = {live_buf + i * stride, snap_buf + i * stride, region, i * (region / cmp_granule)};
+    CK(cuMemcpyHtoD(table_dev, ctable.data(), count * sizeof(CompareEntry)));
+    CK(cuMemsetD8(out_dev, 0xee, flag_count));
+    CK(cuCtxSynchronize());
+    table_ms = 1e30;
+    regions_ms = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+      auto s = std::chrono::steady_clock::now();
+      launch_table(compare_table, table_dev, (unsigned)count, cmp_granule, flag_count, out_dev);
+      CK(cuCtxSynchronize());
+      double ms = since_ms(s);
+      if (ms < table_ms) table_ms = ms;
+    }
+    {
+      std::vector<unsigned char> got(flag_count);
+      CK(cuMemcpyDtoH(got.data(), out_dev, flag_count));
+      size_t wrong = 0;
+      for (unsigned char c : got) wrong += c != 0;
+      if (wrong) {
+        printf("compare_table of %zu identical regions of %s: %zu of %zu flags not 0\n", count, unit, wrong,
+               flag_count);
+        failures++;
+      }
+    }
+    for (int rep = 0; rep < 5; rep++) {
+      auto s = std::chrono::steady_clock::now();
+      for (size_t i = 0; i < count; i++) {
+        launch(live_buf + i * stride, snap_buf + i * stride, region, cmp_granule, out_dev + ctable[i].first);
+      }
+      CK(cuCtxSynchronize());
+      double ms = since_ms(s);
+      if (ms < regions_ms) regions_ms = ms;
+    }
+    printf("compare_table_gbps %zu regions of %s: %.3f ms, %.0f GB/s\n", count, unit, table_ms,
+           2 * read / table_ms / 1e6);
+    printf("compare_regions_gbps %zu regions of %s: %.3f ms, %.0f GB/s (one launch per region)\n", count, unit,
+           regions_ms, 2 * read / regions_ms / 1e6);
+    CK(cuMemFree(live_buf));
+    CK(cuMemFree(snap_buf));
+    CK(cuMemFree(table_dev));
+    CK(cuMemFree(out_dev));
   }
   printf("RESULT %s\n", failures == 0 ? "OK" : "FAIL");
   return failures == 0 ? 0 : 1;

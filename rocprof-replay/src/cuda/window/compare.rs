@@ -8,6 +8,12 @@
 //! one copy, behind one event and one bounded wait, and become [`DirtyRanges`] exactly as the
 //! host compare builds them (granules from each region's start, the last one may be shorter).
 //!
+//! Both kernels run over a region table: one launch per batch covers every region of it (a
+//! table of (address, length, first result index) entries in device memory, filled from its
+//! pinned host twin by one copy on the private stream just before the launch), so a batch is
+//! one table copy, one launch, one copy of the results, one event and one bounded wait however
+//! many regions it holds. A batch ends where its results or its table are full.
+//!
 //! The kernel is loaded per context outside any window ([`prepare_compare`]: after the
 //! context's first allocation, or at its first launch, on the application thread, under the
 //! [`Guard`] and the module-load rule of [`Behind`](super::super::gate::Behind)) — a load
@@ -40,11 +46,15 @@ use crate::engine::snapshot::{DiffError, DirtyRange, DirtyRanges, Transfer, diff
 /// `scripts/build-cuda-kernels.sh`), NUL-terminated as `cuModuleLoadData` wants PTX text.
 pub(crate) const PTX: &str = concat!(include_str!("../../../kernels/cuda/compare.ptx"), "\0");
 
-/// The kernel's entry point: `(live, snap, len, granule, flags)`, all 64-bit.
-pub(crate) const ENTRY: &CStr = c"rocprof_replay_compare";
+/// The compare kernel's entry point: `(table, n, granule, total, flags)`, `n` 32-bit, the rest
+/// 64-bit; `table` holds `n` [`CompareEntry`]s. (The module also has the per-region
+/// `rocprof_replay_compare`, which the GPU check measures against; the backend does not use it.)
+pub(crate) const ENTRY: &CStr = c"rocprof_replay_compare_table";
 
-/// The fingerprint kernel's entry point (same module): `(src, len, granule, out)`, all 64-bit.
-pub(crate) const FINGERPRINT_ENTRY: &CStr = c"rocprof_replay_fingerprint";
+/// The fingerprint kernel's entry point (same module): `(table, n, granule, total, out)` as the
+/// compare's, over `n` [`PrintEntry`]s. (Also in the module: the per-region
+/// `rocprof_replay_fingerprint`, unused here.)
+pub(crate) const FINGERPRINT_ENTRY: &CStr = c"rocprof_replay_fingerprint_table";
 
 /// Threads of a block: one 4 KiB granule is one 16-byte load per thread.
 const THREADS: u32 = 256;
@@ -60,6 +70,39 @@ const FLAG_BYTES: usize = if cfg!(test) { 64 } else { 1 << 20 };
 /// watched memory in 64 KiB granules (tests: one page, 512 fingerprints, all of the buffer, so
 /// that the fake driver sees a write past it).
 const PRINT_BYTES: usize = if cfg!(test) { 4096 } else { 1 << 20 };
+
+/// Bytes of one batch's region table (device memory, and as much pinned host memory for its
+/// twin): 64 KiB is 2048 compare entries or 2730 fingerprint entries (tests: 512, 16 and 21, so
+/// that a few regions take several batches).
+pub(crate) const TABLE_BYTES: usize = if cfg!(test) { 512 } else { 64 << 10 };
+
+/// One region of a compare batch, as `rocprof_replay_compare_table` reads it: `len` bytes of
+/// live memory at `live` and of its snapshot at `snap`; its granules' flags at `first`,
+/// `first + 1`, ... of the batch (the entries sorted by `first`, back to back from 0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CompareEntry {
+    pub(crate) live: u64,
+    pub(crate) snap: u64,
+    pub(crate) len: u64,
+    pub(crate) first: u64,
+}
+
+/// One region of a fingerprint batch, as `rocprof_replay_fingerprint_table` reads it: `len`
+/// bytes at `src`, their fingerprints at `first`, `first + 1`, ... of the batch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PrintEntry {
+    pub(crate) src: u64,
+    pub(crate) len: u64,
+    pub(crate) first: u64,
+}
+
+/// Entries of a compare table.
+const COMPARE_ENTRIES: usize = TABLE_BYTES / std::mem::size_of::<CompareEntry>();
+
+/// Entries of a fingerprint table.
+const PRINT_ENTRIES: usize = TABLE_BYTES / std::mem::size_of::<PrintEntry>();
 
 /// The compare kernel of one context (a field of [`Ctx`](super::super::Ctx); used under the
 /// context's writer lock, by its window).
@@ -87,11 +130,15 @@ enum State {
     },
 }
 
-/// One batch's output: device memory and as much pinned host memory (at least a page each),
-/// kept for the context's life.
+/// One batch's output (device memory and as much pinned host memory, at least a page each)
+/// and its region table ([`TABLE_BYTES`] of device memory and of pinned host memory), kept for
+/// the context's life.
+#[derive(Clone, Copy)]
 struct Buffers {
     device: usize,
     host: usize,
+    table_device: usize,
+    table_host: usize,
 }
 
 impl CompareKernel {
@@ -151,31 +198,33 @@ impl CompareKernel {
         }
     }
 
-    /// The flag buffers, allocated by [`prepare`](Self::prepare) (never inside a window: an
-    /// allocation or a free there may synchronise the context against the window's own gates).
-    fn flags(&self) -> Option<(usize, usize)> {
+    /// The flag buffers and the compare's table, allocated by [`prepare`](Self::prepare)
+    /// (never inside a window: an allocation or a free there may synchronise the context
+    /// against the window's own gates).
+    fn flags(&self) -> Option<Buffers> {
         match &self.state {
-            State::Ready { flags: Some(f), .. } => Some((f.device, f.host)),
+            State::Ready { flags: Some(f), .. } => Some(*f),
             _ => None,
         }
     }
 
-    /// The fingerprint kernel's handle and its output buffers (device, pinned host), when all
-    /// three are there ([`prepare`](Self::prepare) allocated the buffers and no stuck
-    /// fingerprint gave them up since).
-    fn fingerprint(&self) -> Option<(usize, usize, usize)> {
+    /// The fingerprint kernel's handle and its buffers (output and table), when both are there
+    /// ([`prepare`](Self::prepare) allocated the buffers and no stuck fingerprint gave them up
+    /// since).
+    fn fingerprint(&self) -> Option<(usize, Buffers)> {
         match &self.state {
             State::Ready {
                 fingerprint: Some(f),
                 prints: Some(b),
                 ..
-            } => Some((*f, b.device, b.host)),
+            } => Some((*f, *b)),
             _ => None,
         }
     }
 
     /// Allocates the flag buffers if they are missing: [`FLAG_BYTES`] (at least a page) of
-    /// device memory and as many of pinned host memory, once per context.
+    /// device memory and as many of pinned host memory, and the compare's table, once per
+    /// context.
     fn allocate_flags(&mut self, drv: &Driver) {
         let State::Ready { flags, .. } = &mut self.state else {
             return;
@@ -191,7 +240,8 @@ impl CompareKernel {
     }
 
     /// Allocates the fingerprint output buffers if the kernel is there and they are missing:
-    /// [`PRINT_BYTES`] (at least a page) of device memory and as many of pinned host memory.
+    /// [`PRINT_BYTES`] (at least a page) of device memory and as many of pinned host memory,
+    /// and the fingerprint's table.
     fn allocate_prints(&mut self, drv: &Driver) {
         let State::Ready {
             fingerprint,
@@ -211,8 +261,8 @@ impl CompareKernel {
         }
     }
 
-    /// Gives the flag buffers up without freeing them: a compare or copy into them may still
-    /// be running.
+    /// Gives the flag buffers (and the compare's table) up without freeing them: a compare or
+    /// copy into or out of them may still be running.
     fn leak_flags(&mut self) {
         if let State::Ready { flags, .. } = &mut self.state {
             // Dropping `Buffers` frees nothing: the buffers are simply never used again.
@@ -220,8 +270,8 @@ impl CompareKernel {
         }
     }
 
-    /// Gives the fingerprint buffers up without freeing them: a fingerprint or copy into them
-    /// may still be running.
+    /// Gives the fingerprint buffers (and the fingerprint's table) up without freeing them: a
+    /// fingerprint or copy into or out of them may still be running.
     fn leak_prints(&mut self) {
         if let State::Ready { prints, .. } = &mut self.state {
             *prints = None;
@@ -229,9 +279,30 @@ impl CompareKernel {
     }
 }
 
-/// `len` bytes (at least a page) of device memory and as many of pinned host memory, for the
-/// output of `what`; `None` (nothing kept) when either cannot be had.
+/// `len` bytes (at least a page) of device memory and as many of pinned host memory for the
+/// output of `what`, and [`TABLE_BYTES`] of each for its region table; `None` (nothing kept)
+/// when any of them cannot be had.
 fn allocate(drv: &Driver, len: usize, what: &str) -> Option<Buffers> {
+    let (device, host) = allocate_pair(drv, len, what)?;
+    let Some((table_device, table_host)) = allocate_pair(drv, TABLE_BYTES, what) else {
+        // SAFETY: our allocations, unused.
+        unsafe {
+            (drv.mem_free)(device as CUdeviceptr);
+            (drv.mem_free_host)(host as *mut c_void);
+        }
+        return None;
+    };
+    Some(Buffers {
+        device,
+        host,
+        table_device,
+        table_host,
+    })
+}
+
+/// `len` bytes (at least a page) of device memory and as many of pinned host memory (device,
+/// host); `None` (nothing kept) when either cannot be had.
+fn allocate_pair(drv: &Driver, len: usize, what: &str) -> Option<(usize, usize)> {
     let len = len.max(4096);
     let mut device: CUdeviceptr = 0;
     // SAFETY: a plain out-parameter; the context is current on this thread.
@@ -249,10 +320,7 @@ fn allocate(drv: &Driver, len: usize, what: &str) -> Option<Buffers> {
         unsafe { (drv.mem_free)(device) };
         return None;
     }
-    Some(Buffers {
-        device: device as usize,
-        host: host as usize,
-    })
+    Some((device as usize, host as usize))
 }
 
 /// Loads the context's compare kernel if nobody has tried yet, on an application thread (in
@@ -309,14 +377,52 @@ fn load(drv: &Driver) -> Result<(usize, Option<usize>), String> {
     })
 }
 
-/// Part of a region compared in one batch: `len` bytes at `offset` into region `index`, its
-/// flags at `at` in the batch's buffer.
-#[derive(Clone, Copy)]
+/// Part of a region in one batch: `len` bytes at `offset` into region `index`, its results
+/// (one per granule) from `at` in the batch's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Piece {
     index: usize,
     offset: usize,
     len: usize,
     at: usize,
+}
+
+/// Splits regions (`(index, len)`, in order) into batches of at most `capacity` results (one
+/// per granule) and at most `entries` pieces (a table's entries), on granule boundaries from
+/// each region's start; empty regions have none.
+fn batches(
+    regions: impl IntoIterator<Item = (usize, usize)>,
+    granule: usize,
+    capacity: usize,
+    entries: usize,
+) -> Vec<Vec<Piece>> {
+    let granule = granule.max(1);
+    let (capacity, entries) = (capacity.max(1), entries.max(1));
+    let mut batches: Vec<Vec<Piece>> = Vec::new();
+    let mut used = capacity;
+    for (index, len) in regions {
+        let mut offset = 0;
+        while offset < len {
+            if used == capacity || batches.last().is_some_and(|b| b.len() == entries) {
+                batches.push(Vec::new());
+                used = 0;
+            }
+            // Whole granules from the region's start, as many as the batch has room for.
+            let granules = (len - offset).div_ceil(granule).min(capacity - used);
+            let piece = granules.saturating_mul(granule).min(len - offset);
+            if let Some(batch) = batches.last_mut() {
+                batch.push(Piece {
+                    index,
+                    offset,
+                    len: piece,
+                    at: used,
+                });
+            }
+            used += granules;
+            offset += piece;
+        }
+    }
+    batches
 }
 
 /// [`DeviceMemory::diff`](crate::engine::snapshot::DeviceMemory::diff) on CUDA: regions whose
@@ -356,8 +462,8 @@ pub(super) fn diff(
 }
 
 /// Compares `which` regions (snapshots on the device) in batches of at most [`FLAG_BYTES`]
-/// granules: per batch one launch per piece, one copy of the flags, one event, one bounded
-/// wait.
+/// granules and [`COMPARE_ENTRIES`] pieces: per batch one table copy, one launch, one copy of
+/// the flags, one event, one bounded wait.
 fn compare_on_device(
     t: &mut CudaTarget<'_>,
     function: usize,
@@ -366,99 +472,118 @@ fn compare_on_device(
     granule: usize,
     out: &mut DirtyRanges,
 ) -> Result<(), DiffError> {
-    let total: usize = which
-        .iter()
-        .map(|&i| regions[i].len.div_ceil(granule))
-        .fold(0usize, usize::saturating_add);
-    let Some((flags_device, flags_host)) = t.ctx.compare.lock().flags() else {
+    let Some(buffers) = t.ctx.compare.lock().flags() else {
         return Err(DiffError::Failed);
     };
-    let capacity = total.min(FLAG_BYTES);
-    let mut batch: Vec<Piece> = Vec::new();
-    let mut used = 0usize;
-    for &index in which {
-        let len = regions[index].len;
-        let mut offset = 0;
-        while offset < len {
-            if used == capacity {
-                run_batch(
-                    t,
-                    function,
-                    regions,
-                    &batch,
-                    granule,
-                    (flags_device, flags_host),
-                    out,
-                )?;
-                batch.clear();
-                used = 0;
-            }
-            // Whole granules from the region's start, as many as the batch has room for.
-            let granules = (len - offset).div_ceil(granule).min(capacity - used);
-            let piece_len = (granules * granule).min(len - offset);
-            batch.push(Piece {
-                index,
-                offset,
-                len: piece_len,
-                at: used,
-            });
-            used += granules;
-            offset += piece_len;
+    let pieces = which.iter().map(|&i| (i, regions[i].len));
+    for batch in batches(pieces, granule, FLAG_BYTES, COMPARE_ENTRIES) {
+        let Some(last) = batch.last() else {
+            continue;
+        };
+        let used = last.at + last.len.div_ceil(granule);
+        // SAFETY: the compare's pinned table twin, TABLE_BYTES (page-aligned, so aligned for
+        // the entries) and room for COMPARE_ENTRIES >= batch.len() of them; no copy reads it
+        // (the last batch's was waited for, a stuck one gave the buffers up).
+        let table = unsafe {
+            std::slice::from_raw_parts_mut(buffers.table_host as *mut CompareEntry, batch.len())
+        };
+        for (e, p) in table.iter_mut().zip(&batch) {
+            let r = &regions[p.index];
+            *e = CompareEntry {
+                live: (r.device + p.offset) as u64,
+                snap: (r.staging + p.offset) as u64,
+                len: p.len as u64,
+                first: p.at as u64,
+            };
+        }
+        run_table(
+            t,
+            &TableLaunch {
+                function,
+                buffers,
+                table_bytes: std::mem::size_of_val(table),
+                entries: batch.len(),
+                granule,
+                granules: used,
+                out_bytes: used,
+                what: "compare",
+            },
+            CompareKernel::leak_flags,
+        )?;
+        // SAFETY: the copy of `used` flag bytes into our pinned buffer completed; nothing else
+        // writes it until the next batch.
+        let flags = unsafe { std::slice::from_raw_parts(buffers.host as *const u8, used) };
+        for p in &batch {
+            dirty_granules(out, p, &flags[p.at..], granule);
         }
     }
-    run_batch(
-        t,
-        function,
-        regions,
-        &batch,
-        granule,
-        (flags_device, flags_host),
-        out,
-    )
+    Ok(())
 }
 
-/// Launches the compare of every piece, copies the flags back, waits (copy deadline) and
-/// appends the dirty granules.
-fn run_batch(
-    t: &mut CudaTarget<'_>,
+/// One launch of a table kernel: the kernel, its buffers (the table's twin already filled with
+/// `entries` entries, `table_bytes` bytes), the granule, the batch's `granules` (its results:
+/// `out_bytes` bytes) and what it is, for the logs.
+struct TableLaunch {
     function: usize,
-    regions: &[Transfer],
-    batch: &[Piece],
+    buffers: Buffers,
+    table_bytes: usize,
+    entries: usize,
     granule: usize,
-    (flags_device, flags_host): (usize, usize),
-    out: &mut DirtyRanges,
+    granules: usize,
+    out_bytes: usize,
+    what: &'static str,
+}
+
+/// Runs one batch on the private stream: copies the table to the device, launches the kernel
+/// over it, copies the results back, records an event and waits for it (copy deadline). On
+/// [`DiffError::Stuck`] the buffers may still be written: `give_up` drops them from the
+/// context's kernel (never freed) and the stream is poisoned.
+fn run_table(
+    t: &mut CudaTarget<'_>,
+    l: &TableLaunch,
+    give_up: fn(&mut CompareKernel),
 ) -> Result<(), DiffError> {
-    let Some(last) = batch.last() else {
-        return Ok(());
-    };
-    let used = last.at + last.len.div_ceil(granule);
+    let b = &l.buffers;
     let stream = t.stream().ok_or(DiffError::Failed)?;
     let ev = t.take_event(false).ok_or(DiffError::Failed)?;
     let drv = *t.drv();
     let _g = Guard::new();
-    let mut failed = false;
-    for p in batch {
-        let r = &regions[p.index];
-        let granules = p.len.div_ceil(granule);
-        let mut live = (r.device + p.offset) as u64;
-        let mut snap = (r.staging + p.offset) as u64;
-        let mut len = p.len as u64;
-        let mut gran = granule as u64;
-        let mut flags = (flags_device + p.at) as u64;
+    let what = l.what;
+    // SAFETY: our table buffers, TABLE_BYTES >= `table_bytes` each; the host twin is pinned and
+    // not written again until this batch is waited for (or given up).
+    let mut r = unsafe {
+        (drv.memcpy_async)(
+            b.table_device as CUdeviceptr,
+            b.table_host as CUdeviceptr,
+            l.table_bytes,
+            stream,
+        )
+    };
+    let mut failed = r != CUDA_SUCCESS;
+    if failed {
+        tracing::warn!(status = %error_name(&drv, r), "the {what} table could not be copied");
+    } else {
+        let mut table = b.table_device as u64;
+        let mut n = l.entries as u32;
+        let mut granule = l.granule as u64;
+        let mut total = l.granules as u64;
+        let mut results = b.device as u64;
         let mut args: [*mut c_void; 5] = [
-            (&mut live as *mut u64).cast(),
-            (&mut snap as *mut u64).cast(),
-            (&mut len as *mut u64).cast(),
-            (&mut gran as *mut u64).cast(),
-            (&mut flags as *mut u64).cast(),
+            (&mut table as *mut u64).cast(),
+            (&mut n as *mut u32).cast(),
+            (&mut granule as *mut u64).cast(),
+            (&mut total as *mut u64).cast(),
+            (&mut results as *mut u64).cast(),
         ];
-        let blocks = granules.min(MAX_BLOCKS) as u32;
-        // SAFETY: our kernel, whose five 64-bit parameters `args` points at (alive for the
-        // call, which copies them); `live` is a pinned region of the context and `snap` its
-        // device snapshot, both at least `len` bytes; `flags` has room for `granules` bytes.
-        let r = unsafe {
+        let blocks = l.granules.clamp(1, MAX_BLOCKS) as u32;
+        // SAFETY: our kernel, whose parameters (64-bit but `n`, 32-bit) `args` points at (alive
+        // for the call, which copies them); the table copied before it on the stream holds `n`
+        // entries naming pinned regions of the context (and their device snapshots), each at
+        // least its `len` bytes, whose granules number `total`; the results buffer has room for
+        // `total` results (`out_bytes`, at most its size).
+        r = unsafe {
             (drv.launch_kernel)(
-                function as CUfunction,
+                l.function as CUfunction,
                 blocks,
                 1,
                 1,
@@ -472,24 +597,23 @@ fn run_batch(
             )
         };
         if r != CUDA_SUCCESS {
-            tracing::warn!(status = %error_name(&drv, r), "the compare kernel could not be launched");
+            tracing::warn!(status = %error_name(&drv, r), "the {what} kernel could not be launched");
             failed = true;
-            break;
         }
     }
     if !failed {
-        // SAFETY: our flag buffers, `used` bytes each; the copy follows the compares on the
-        // stream.
-        let r = unsafe {
+        // SAFETY: our result buffers, at least `out_bytes` bytes each; the copy follows the
+        // kernel on the stream.
+        r = unsafe {
             (drv.memcpy_async)(
-                flags_host as CUdeviceptr,
-                flags_device as CUdeviceptr,
-                used,
+                b.host as CUdeviceptr,
+                b.device as CUdeviceptr,
+                l.out_bytes,
                 stream,
             )
         };
         if r != CUDA_SUCCESS {
-            tracing::warn!(status = %error_name(&drv, r), "the compare flags could not be copied back");
+            tracing::warn!(status = %error_name(&drv, r), "the {what} results could not be copied back");
             failed = true;
         }
     }
@@ -505,25 +629,20 @@ fn run_batch(
     match outcome {
         Poll::Done => give_event(t.ctx, ev, false),
         Poll::Failed(r) => {
-            tracing::warn!(status = %error_name(&drv, r), "the compare kernel failed");
+            tracing::warn!(status = %error_name(&drv, r), "the {what} kernel failed");
             give_event(t.ctx, ev, false);
             return Err(DiffError::Failed);
         }
         Poll::TimedOut => {
-            // The compares or the copy may still write the flag buffers: never reuse them.
-            t.ctx.compare.lock().leak_flags();
+            // The table copy, the kernel or the copy back may still read or write the buffers:
+            // never reuse them.
+            give_up(&mut t.ctx.compare.lock());
             t.poison_stream();
             return Err(DiffError::Stuck);
         }
     }
     if failed {
         return Err(DiffError::Failed);
-    }
-    // SAFETY: the copy of `used` flag bytes into our pinned buffer completed; nothing else
-    // writes it until the next batch.
-    let flags = unsafe { std::slice::from_raw_parts(flags_host as *const u8, used) };
-    for p in batch {
-        dirty_granules(out, p, &flags[p.at..], granule);
     }
     Ok(())
 }
@@ -551,49 +670,12 @@ fn dirty_granules(out: &mut DirtyRanges, piece: &Piece, flags: &[u8], granule: u
     }
 }
 
-/// Part of a region fingerprinted in one batch: `len` bytes at `addr`, its fingerprints at
-/// `at` in the batch's buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Span {
-    addr: usize,
-    len: usize,
-    at: usize,
-}
-
-/// Splits `regions` (address, length) into batches of at most `capacity` fingerprints, on
-/// granule boundaries from each region's start; empty regions have none.
-fn print_batches(regions: &[(usize, usize)], granule: usize, capacity: usize) -> Vec<Vec<Span>> {
-    let capacity = capacity.max(1);
-    let mut batches: Vec<Vec<Span>> = Vec::new();
-    let mut used = capacity;
-    for &(addr, len) in regions {
-        let mut offset = 0;
-        while offset < len {
-            if used == capacity {
-                batches.push(Vec::new());
-                used = 0;
-            }
-            let granules = (len - offset).div_ceil(granule).min(capacity - used);
-            let piece = granules.saturating_mul(granule).min(len - offset);
-            if let Some(batch) = batches.last_mut() {
-                batch.push(Span {
-                    addr: addr + offset,
-                    len: piece,
-                    at: used,
-                });
-            }
-            used += granules;
-            offset += piece;
-        }
-    }
-    batches
-}
-
 /// [`DeviceMemory::fingerprint`](crate::engine::snapshot::DeviceMemory::fingerprint) on CUDA:
 /// the fingerprint kernel over device regions, in batches of at most [`PRINT_BYTES`] / 8
-/// fingerprints (regions split on granule boundaries). [`DiffError::Unsupported`] where the
-/// kernel or its buffers are not there (not loaded, not in the module, given up by a stuck
-/// fingerprint): a window never loads or allocates them.
+/// fingerprints and [`PRINT_ENTRIES`] pieces (regions split on granule boundaries), one launch
+/// each. [`DiffError::Unsupported`] where the kernel or its buffers are not there (not loaded,
+/// not in the module, given up by a stuck fingerprint): a window never loads or allocates
+/// them.
 pub(super) fn fingerprint(
     t: &mut CudaTarget<'_>,
     regions: &[(usize, usize)],
@@ -607,120 +689,48 @@ pub(super) fn fingerprint(
     if total == 0 {
         return Ok(Vec::new());
     }
-    let Some((function, device, host)) = t.ctx.compare.lock().fingerprint() else {
+    let Some((function, buffers)) = t.ctx.compare.lock().fingerprint() else {
         return Err(DiffError::Unsupported);
     };
     let mut out = Vec::with_capacity(total);
-    for batch in print_batches(regions, granule, PRINT_BYTES / 8) {
-        print_batch(t, function, &batch, granule, (device, host), &mut out)?;
+    let lens = regions.iter().enumerate().map(|(i, r)| (i, r.1));
+    for batch in batches(lens, granule, PRINT_BYTES / 8, PRINT_ENTRIES) {
+        let Some(last) = batch.last() else {
+            continue;
+        };
+        let used = last.at + last.len.div_ceil(granule);
+        // SAFETY: the fingerprint's pinned table twin, TABLE_BYTES (page-aligned) with room for
+        // PRINT_ENTRIES >= batch.len() entries; no copy reads it (as in compare_on_device).
+        let table = unsafe {
+            std::slice::from_raw_parts_mut(buffers.table_host as *mut PrintEntry, batch.len())
+        };
+        for (e, p) in table.iter_mut().zip(&batch) {
+            *e = PrintEntry {
+                src: (regions[p.index].0 + p.offset) as u64,
+                len: p.len as u64,
+                first: p.at as u64,
+            };
+        }
+        run_table(
+            t,
+            &TableLaunch {
+                function,
+                buffers,
+                table_bytes: std::mem::size_of_val(table),
+                entries: batch.len(),
+                granule,
+                granules: used,
+                out_bytes: used * 8,
+                what: "fingerprint",
+            },
+            CompareKernel::leak_prints,
+        )?;
+        // SAFETY: the copy of `used` fingerprints into our pinned buffer (page-aligned, so
+        // aligned for u64) completed; nothing else writes it until the next batch.
+        let prints = unsafe { std::slice::from_raw_parts(buffers.host as *const u64, used) };
+        out.extend_from_slice(prints);
     }
     Ok(out)
-}
-
-/// Launches the fingerprint of every span of `batch`, copies the fingerprints back, waits
-/// (copy deadline) and appends them.
-fn print_batch(
-    t: &mut CudaTarget<'_>,
-    function: usize,
-    batch: &[Span],
-    granule: usize,
-    (prints_device, prints_host): (usize, usize),
-    out: &mut Vec<u64>,
-) -> Result<(), DiffError> {
-    let Some(last) = batch.last() else {
-        return Ok(());
-    };
-    let used = last.at + last.len.div_ceil(granule);
-    let stream = t.stream().ok_or(DiffError::Failed)?;
-    let ev = t.take_event(false).ok_or(DiffError::Failed)?;
-    let drv = *t.drv();
-    let _g = Guard::new();
-    let mut failed = false;
-    for s in batch {
-        let granules = s.len.div_ceil(granule);
-        let mut src = s.addr as u64;
-        let mut len = s.len as u64;
-        let mut gran = granule as u64;
-        let mut prints = (prints_device + s.at * 8) as u64;
-        let mut args: [*mut c_void; 4] = [
-            (&mut src as *mut u64).cast(),
-            (&mut len as *mut u64).cast(),
-            (&mut gran as *mut u64).cast(),
-            (&mut prints as *mut u64).cast(),
-        ];
-        let blocks = granules.min(MAX_BLOCKS) as u32;
-        // SAFETY: our kernel, whose four 64-bit parameters `args` points at (alive for the
-        // call, which copies them); `src` is `len` bytes of a pinned device region of the
-        // context; `prints` has room for `granules` fingerprints (`at + granules <= used`, at
-        // most PRINT_BYTES / 8).
-        let r = unsafe {
-            (drv.launch_kernel)(
-                function as CUfunction,
-                blocks,
-                1,
-                1,
-                THREADS,
-                1,
-                1,
-                0,
-                stream,
-                args.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        };
-        if r != CUDA_SUCCESS {
-            tracing::warn!(status = %error_name(&drv, r), "the fingerprint kernel could not be launched");
-            failed = true;
-            break;
-        }
-    }
-    if !failed {
-        // SAFETY: our fingerprint buffers, at least `used * 8` bytes each; the copy follows the
-        // kernels on the stream.
-        let r = unsafe {
-            (drv.memcpy_async)(
-                prints_host as CUdeviceptr,
-                prints_device as CUdeviceptr,
-                used * 8,
-                stream,
-            )
-        };
-        if r != CUDA_SUCCESS {
-            tracing::warn!(status = %error_name(&drv, r), "the fingerprints could not be copied back");
-            failed = true;
-        }
-    }
-    // SAFETY: our event and stream.
-    let r = unsafe { (drv.event_record)(ev as CUevent, stream) };
-    let deadline = Instant::now() + t.settings().copy;
-    let outcome = if r == CUDA_SUCCESS {
-        t.wait(ev, deadline)
-    } else {
-        // SAFETY: our stream.
-        super::poll(deadline, || unsafe { (drv.stream_query)(stream) })
-    };
-    match outcome {
-        Poll::Done => give_event(t.ctx, ev, false),
-        Poll::Failed(r) => {
-            tracing::warn!(status = %error_name(&drv, r), "the fingerprint kernel failed");
-            give_event(t.ctx, ev, false);
-            return Err(DiffError::Failed);
-        }
-        Poll::TimedOut => {
-            // The kernels or the copy may still write the buffers: never reuse them.
-            t.ctx.compare.lock().leak_prints();
-            t.poison_stream();
-            return Err(DiffError::Stuck);
-        }
-    }
-    if failed {
-        return Err(DiffError::Failed);
-    }
-    // SAFETY: the copy of `used` fingerprints into our pinned buffer (page-aligned, so
-    // aligned for u64) completed; nothing else writes it until the next batch.
-    let prints = unsafe { std::slice::from_raw_parts(prints_host as *const u64, used) };
-    out.extend_from_slice(prints);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -741,18 +751,37 @@ mod tests {
     }
 
     #[test]
-    fn the_embedded_ptx_has_both_entry_points_for_sm_80() {
+    fn the_embedded_ptx_has_the_four_entry_points_for_sm_80() {
         let ptx = PTX.strip_suffix('\0').expect("NUL-terminated");
         assert!(!ptx.contains('\0'));
         assert!(ptx.lines().any(|l| l.trim() == ".target sm_80"), "target");
         assert!(ptx.lines().any(|l| l.trim() == ".address_size 64"));
         // A driver refuses PTX newer than itself: ISA 7.0 is CUDA 11.0's.
         assert!(ptx.lines().any(|l| l.trim() == ".version 7.0"), "version");
-        for (entry, n, what) in [
-            (ENTRY, 5, "(live, snap, len, granule, flags)"),
-            (FINGERPRINT_ENTRY, 4, "(src, len, granule, out)"),
-        ] {
+        // The table kernels the backend launches: (table, n, granule, total, out), n 32-bit as
+        // run_table passes it.
+        for entry in [ENTRY, FINGERPRINT_ENTRY] {
             let entry = entry.to_str().unwrap();
+            let params = params_of(ptx, entry);
+            let widths: Vec<&str> = params
+                .iter()
+                .map(|p| p.split_whitespace().nth(1).unwrap_or(""))
+                .collect();
+            assert_eq!(
+                widths,
+                [".u64", ".u32", ".u64", ".u64", ".u64"],
+                "{entry}: {params:?}"
+            );
+        }
+        // The per-region kernels the GPU check measures the table kernels against.
+        for (entry, n, what) in [
+            (
+                "rocprof_replay_compare",
+                5,
+                "(live, snap, len, granule, flags)",
+            ),
+            ("rocprof_replay_fingerprint", 4, "(src, len, granule, out)"),
+        ] {
             let params = params_of(ptx, entry);
             assert_eq!(params.len(), n, "{entry}: {what}");
             assert!(
@@ -760,7 +789,36 @@ mod tests {
                 "{entry}: all 64-bit: {params:?}"
             );
         }
-        assert_eq!(ptx.matches(".visible .entry").count(), 2);
+        assert_eq!(ptx.matches(".visible .entry").count(), 4);
+    }
+
+    #[test]
+    fn table_entries_are_laid_out_as_the_kernels_read_them() {
+        // compare.cu: rocprof_replay_compare_entry {live, snap, len, first} and
+        // rocprof_replay_fingerprint_entry {src, len, first}, all unsigned long long.
+        let e = CompareEntry {
+            live: 1,
+            snap: 2,
+            len: 3,
+            first: 4,
+        };
+        // SAFETY: a repr(C) struct of four u64s, read as its bytes.
+        let words: [u64; 4] = unsafe { std::mem::transmute(e) };
+        assert_eq!(words, [1, 2, 3, 4]);
+        let e = PrintEntry {
+            src: 1,
+            len: 2,
+            first: 3,
+        };
+        // SAFETY: as above, three u64s.
+        let words: [u64; 3] = unsafe { std::mem::transmute(e) };
+        assert_eq!(words, [1, 2, 3]);
+        assert_eq!(
+            (COMPARE_ENTRIES, PRINT_ENTRIES),
+            (16, 21),
+            "the tests' tables"
+        );
+        assert!(64 << 10 >= 2048 * std::mem::size_of::<CompareEntry>());
     }
 
     #[test]
@@ -775,30 +833,63 @@ mod tests {
     }
 
     #[test]
-    fn fingerprint_batches_split_regions_on_granule_boundaries() {
-        let span = |addr, len, at| Span { addr, len, at };
+    fn batches_split_regions_on_granule_boundaries() {
+        let piece = |index, offset, len, at| Piece {
+            index,
+            offset,
+            len,
+            at,
+        };
         // Granules of 100, 4 a batch: 250 bytes (3 granules, the last 50), nothing, 1000
         // bytes (10), 1 byte (1).
-        let batches = print_batches(
-            &[(0x1000, 250), (0x5000, 0), (0x2000, 1000), (0x9000, 1)],
-            100,
-            4,
-        );
+        let regions = [(0, 250), (1, 0), (2, 1000), (3, 1)];
+        let batches_of = |capacity, entries| batches(regions, 100, capacity, entries);
         assert_eq!(
-            batches,
+            batches_of(4, 100),
             vec![
-                vec![span(0x1000, 250, 0), span(0x2000, 100, 3)],
-                vec![span(0x2000 + 100, 400, 0)],
-                vec![span(0x2000 + 500, 400, 0)],
-                vec![span(0x2000 + 900, 100, 0), span(0x9000, 1, 1)],
+                vec![piece(0, 0, 250, 0), piece(2, 0, 100, 3)],
+                vec![piece(2, 100, 400, 0)],
+                vec![piece(2, 500, 400, 0)],
+                vec![piece(2, 900, 100, 0), piece(3, 0, 1, 1)],
             ]
         );
-        assert!(print_batches(&[(0x1000, 0)], 100, 4).is_empty());
+        assert!(batches([(0, 0)], 100, 4, 100).is_empty());
         // One batch exactly full, then nothing left over.
         assert_eq!(
-            print_batches(&[(0, 400)], 100, 4),
-            vec![vec![span(0, 400, 0)]]
+            batches([(0, 400)], 100, 4, 100),
+            vec![vec![piece(0, 0, 400, 0)]]
         );
+        // Room for everything but one entry a batch: a batch per region.
+        assert_eq!(
+            batches_of(1000, 1),
+            vec![
+                vec![piece(0, 0, 250, 0)],
+                vec![piece(2, 0, 1000, 0)],
+                vec![piece(3, 0, 1, 0)],
+            ]
+        );
+        // Two entries a batch and 8 granules: both limits cut.
+        assert_eq!(
+            batches_of(8, 2),
+            vec![
+                vec![piece(0, 0, 250, 0), piece(2, 0, 500, 3)],
+                vec![piece(2, 500, 500, 0), piece(3, 0, 1, 5)],
+            ]
+        );
+        // Many small regions: full tables, then the rest.
+        let small: Vec<(usize, usize)> = (0..50).map(|i| (i, 1 + i % 3)).collect();
+        let cut = batches(small.iter().copied(), 2, 1000, 16);
+        assert_eq!(
+            cut.iter().map(Vec::len).collect::<Vec<_>>(),
+            [16, 16, 16, 2]
+        );
+        for batch in &cut {
+            let mut at = 0;
+            for p in batch {
+                assert_eq!((p.offset, p.len, p.at), (0, small[p.index].1, at));
+                at += p.len.div_ceil(2);
+            }
+        }
     }
 
     #[test]
