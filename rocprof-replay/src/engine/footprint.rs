@@ -156,19 +156,22 @@ pub(crate) fn fingerprint_by_reading<M: DeviceMemory + ?Sized>(
 /// word of `args` points into, and module variables, stay in the plan; the other allocations
 /// are returned.
 pub(crate) fn split(plan: &mut SnapshotPlan, args: &[u8]) -> Vec<Region> {
-    let named: Vec<usize> = args
+    let mut named: Vec<usize> = args
         .chunks_exact(8)
         .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) as usize)
         .filter(|&a| a != 0)
         .collect();
+    named.sort_unstable();
+    // Whether some named address lies in [base, base + size): the first one at or above base.
+    let names = |r: &Region| {
+        let i = named.partition_point(|&a| a < r.base);
+        named
+            .get(i)
+            .is_some_and(|&a| a < r.base.saturating_add(r.size))
+    };
     let (keep, watched): (Vec<Region>, Vec<Region>) = std::mem::take(&mut plan.regions)
         .into_iter()
-        .partition(|r| {
-            matches!(r.kind, RegionKind::ModuleVariable)
-                || named
-                    .iter()
-                    .any(|&a| a >= r.base && a < r.base.saturating_add(r.size))
-        });
+        .partition(|r| matches!(r.kind, RegionKind::ModuleVariable) || names(r));
     plan.regions = keep;
     watched
 }
