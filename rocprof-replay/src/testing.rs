@@ -290,3 +290,21 @@ fn simulate_inner<P: ReplayPolicy>(
         counter_passes: target.counter_passes,
     }
 }
+
+/// A small deterministic generator (xorshift64*) for the crate's own randomized tests.
+#[cfg(test)]
+pub(crate) struct Rng(pub(crate) u64);
+
+#[cfg(test)]
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    /// Uniform-ish in `0..n` (`0` when `n` is 0).
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}

@@ -25,20 +25,7 @@ const PRINT_ENTRIES: usize = 21;
 const FLAGS: usize = 64;
 const PRINTS: usize = 512;
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use crate::testing::Rng;
 
 /// A region length for granules of `granule`: around granule boundaries, anything up to six
 /// granules, or many (more than a batch has room for at times: `long` granules); never more

@@ -530,19 +530,7 @@ fn a_late_later_pass_stands_and_an_unsubmittable_one_ends_in_the_first_pass_resu
     assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
 }
 
-/// xorshift64*.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use crate::testing::Rng;
 
 fn random_writes(rng: &mut Rng, sizes: &[usize]) -> Vec<Write> {
     match rng.below(8) {
