@@ -367,10 +367,52 @@ pub(crate) enum Verdict {
 }
 
 /// The write epochs: bumped whenever the application may have written device memory outside
-/// a replay window — per agent where the backend knows it, for all agents (`ALL`) where not.
-static EPOCHS: std::sync::LazyLock<Mutex<HashMap<u64, u64>>> =
-    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+/// a replay window — per agent where the backend knows it ([`slot`]), for all agents (`ALL`)
+/// where not.
 static ALL: AtomicU64 = AtomicU64::new(0);
+
+/// One agent's epoch counter: `key` is the agent + 1 (0: free).
+struct Slot {
+    key: AtomicU64,
+    count: AtomicU64,
+}
+
+/// Epoch counters of the first [`EPOCH_SLOTS`] agents seen, found by open addressing without
+/// a lock (every dispatch run once bumps one, on the interceptor's path); later agents share
+/// `OVERFLOW`, which only costs them carried fingerprints (a shared counter changes more
+/// often), never a missed write.
+const EPOCH_SLOTS: usize = 64;
+static SLOTS: [Slot; EPOCH_SLOTS] = [const {
+    Slot {
+        key: AtomicU64::new(0),
+        count: AtomicU64::new(0),
+    }
+}; EPOCH_SLOTS];
+static OVERFLOW: AtomicU64 = AtomicU64::new(0);
+
+fn slot(agent: u64) -> &'static AtomicU64 {
+    let key = agent.wrapping_add(1);
+    if key == 0 {
+        return &OVERFLOW;
+    }
+    let start = (mix(agent) % EPOCH_SLOTS as u64) as usize;
+    for i in 0..EPOCH_SLOTS {
+        let s = &SLOTS[(start + i) % EPOCH_SLOTS];
+        match s.key.load(Ordering::Acquire) {
+            k if k == key => return &s.count,
+            0 => match s
+                .key
+                .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return &s.count,
+                Err(k) if k == key => return &s.count,
+                Err(_) => {}
+            },
+            _ => {}
+        }
+    }
+    &OVERFLOW
+}
 
 /// Device memory the host writes without an API call exists: nothing is carried.
 static HOST_WRITABLE: AtomicBool = AtomicBool::new(false);
@@ -379,7 +421,7 @@ static HOST_WRITABLE: AtomicBool = AtomicBool::new(false);
 /// dispatch that ran once, a copy, a fill, a stream write): fingerprints carried from earlier
 /// windows of the agent no longer count.
 pub(crate) fn note_device_write(agent: u64) {
-    *EPOCHS.lock().entry(agent).or_default() += 1;
+    slot(agent).fetch_add(1, Ordering::AcqRel);
 }
 
 /// As [`note_device_write`], for every agent (the backend cannot tell which).
@@ -390,7 +432,7 @@ pub(crate) fn note_device_write_all() {
 
 /// `agent`'s current write epoch (taken at a window's decision).
 pub(crate) fn epoch(agent: u64) -> u64 {
-    let own = EPOCHS.lock().get(&agent).copied().unwrap_or(0);
+    let own = slot(agent).load(Ordering::Acquire);
     // Both counters only grow: their sum changes whenever either does.
     own.wrapping_add(ALL.load(Ordering::Acquire))
 }
@@ -507,6 +549,25 @@ mod tests {
             h = h.wrapping_add(term(i as u64, u64::from_le_bytes(word)));
         }
         assert_eq!(h, fingerprint(&bytes));
+    }
+
+    #[test]
+    fn each_agent_has_its_own_write_epoch() {
+        // Agents of this test only (others run in parallel): handles no other test uses.
+        let (a, b) = (0xfeed_0000_0001u64, 0xfeed_0000_0002u64);
+        let (ea, eb) = (epoch(a), epoch(b));
+        note_device_write(a);
+        assert_ne!(epoch(a), ea, "a bump changes the agent's epoch");
+        assert_eq!(epoch(b), eb, "and not another agent's");
+        assert!(!std::ptr::eq(slot(a), slot(b)));
+        assert!(std::ptr::eq(slot(a), slot(a)));
+        let before = epoch(b);
+        note_device_write_all();
+        assert_ne!(
+            epoch(b),
+            before,
+            "a bump for all agents changes every epoch"
+        );
     }
 
     #[test]
