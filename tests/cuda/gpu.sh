@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost (default all but counters-cost)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost crash (default all but counters-cost and crash)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -49,6 +49,32 @@ for s in $steps; do
     }
     for k in 1 2 3; do one b-warn-$k "$B" ROCPROF_REPLAY_LOG=warn ROCPROF_REPLAY_DEBUG_SIGNALS=1; done
     one b-error "$B"
+    ;;
+  crash)
+    # A rare crash of replay_check under injection: runs it CRASH_RUNS times, then under
+    # cuda-gdb until one run crashes (backtraces of every thread).
+    step "replay_check injected, repeated; cuda-gdb on a crash"
+    exe=$out/replay_check
+    nvcc -O2 -std=c++17 -arch=native -o "$exe" "$here/cuda/apps/replay_check.cu"
+    fails=0
+    for k in $(seq 1 "${CRASH_RUNS:-12}"); do
+      ROCPROF_REPLAY_PASSES=3 ROCPROF_REPLAY_OUTPUT=$out/crash-$k.jsonl ROCPROF_REPLAY_LOG=warn \
+        ROCPROF_REPLAY_DEBUG_SIGNALS=1 CUDA_INJECTION64_PATH=$ROCPROF_REPLAY_CUDA_TOOL timeout 60 "$exe" > "$out/crash-$k.stdout" 2> "$out/crash-$k.stderr"
+      rc=$?; [ $rc = 0 ] || fails=$((fails + 1))
+      echo "run $k: exit $rc, $(grep -c '' $out/crash-$k.jsonl 2>/dev/null) records, $(tail -1 $out/crash-$k.stdout)"
+      [ $rc = 0 ] || grep -v '^pass_timer' "$out/crash-$k.stderr" | head -80
+    done
+    echo "crash: $fails of ${CRASH_RUNS:-12} runs failed"
+    for k in $(seq 1 "${CRASH_GDB_RUNS:-6}"); do
+      timeout 120 cuda-gdb -q -batch -ex 'set pagination off' \
+        -ex "set environment CUDA_INJECTION64_PATH=$ROCPROF_REPLAY_CUDA_TOOL" \
+        -ex 'set environment ROCPROF_REPLAY_PASSES=3' -ex 'set environment ROCPROF_REPLAY_LOG=warn' \
+        -ex run -ex 'bt 40' -ex 'info threads' -ex 'thread apply all bt 16' "$exe" > "$out/crash-gdb-$k.txt" 2>&1
+      if grep -q 'SIGSEGV\|SIGABRT\|SIGBUS' "$out/crash-gdb-$k.txt"; then
+        echo "cuda-gdb run $k caught a signal:"; grep -v '^pass_timer' "$out/crash-gdb-$k.txt" | tail -200; break
+      fi
+      echo "cuda-gdb run $k: $(grep -c '' "$out/crash-gdb-$k.txt") lines, no signal"
+    done
     ;;
   probe)
     step "layout probe against the installed headers"
@@ -149,7 +175,7 @@ PY
         > "$c/$mode.stdout" 2> "$c/$mode.stderr"
       rc=$?; t1=$(date +%s.%N)
       echo "decode=$mode: exit $rc, wall $(awk "BEGIN{print $t1 - $t0}") s, $(tail -1 "$c/$mode.stdout")"
-      sed 's/\x1b\[[0-9;]*m//g' "$c/$mode.stderr" | grep -o 'CUPTI time.*\|passes=[0-9]* start_ms.*' | head -6
+      sed 's/\x1b\[[0-9;]*m//g' "$c/$mode.stderr" | grep -o 'CUPTI time.*\|passes=[0-9]* set_config_ms.*' | head -6
       python3 - "$c/$mode.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))["dispatches"]

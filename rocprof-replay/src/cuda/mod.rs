@@ -321,8 +321,13 @@ pub(crate) struct Ctx {
     /// Work waiting for this context longer than the lock deadline: while non-zero, a window
     /// stops after its current pass.
     pub(crate) waiting_long: AtomicU32,
-    /// Application streams of the context (resource callbacks).
+    /// Application streams of the context (resource callbacks). A stream leaves the list
+    /// under this lock before it is destroyed, and a drain queries a stream only under it and
+    /// while it is listed: a destroyed handle is never used.
     pub(crate) streams: Mutex<Vec<usize>>,
+    /// Events of ours recorded on application streams destroyed with work still pending
+    /// (the work runs on): the next drain waits for them.
+    pub(crate) retired: Mutex<Vec<usize>>,
     /// Streams (as the application names them) that have had a stream memory wait: kernels
     /// launched into them are not replayed.
     pub(crate) waiting_streams: Mutex<HashSet<usize>>,
@@ -369,6 +374,7 @@ impl Ctx {
             lock: RwLock::new(()),
             waiting_long: AtomicU32::new(0),
             streams: Mutex::new(Vec::new()),
+            retired: Mutex::new(Vec::new()),
             waiting_streams: Mutex::new(HashSet::new()),
             requested_globals: Mutex::new(Vec::new()),
             modules: Mutex::new(HashMap::new()),
@@ -1012,9 +1018,15 @@ impl Backend {
                 }
             }
             CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING => {
-                if let Some(ctx) = self.contexts.read().get(&ctx_handle) {
+                let ctx = self.contexts.read().get(&ctx_handle).cloned();
+                if let Some(ctx) = ctx {
                     let s = data.resourceHandle as usize;
-                    ctx.streams.lock().retain(|x| *x != s);
+                    let mut streams = ctx.streams.lock();
+                    let listed = streams.len();
+                    streams.retain(|x| *x != s);
+                    if streams.len() != listed && !guarded_thread() {
+                        window::retire_stream(self, &ctx, s as CUstream);
+                    }
                 }
             }
             CUPTI_CBID_RESOURCE_MODULE_LOADED => {

@@ -721,6 +721,23 @@ impl Profiler {
     }
 }
 
+/// CUPTI's calls of a counter collection, timed one by one ([`Session::timed`]).
+#[derive(Clone, Copy)]
+enum Spent {
+    SetConfig,
+    Start,
+    PushRange,
+    PopRange,
+    Stop,
+    Decode,
+    /// `GetCounterDataInfo` and the evaluation of every metric.
+    Evaluate,
+}
+
+impl Spent {
+    const COUNT: usize = 7;
+}
+
 /// One dispatch's counter collection: the counter passes of one prepared set.
 pub(crate) struct Session {
     fns: Fns,
@@ -740,10 +757,9 @@ pub(crate) struct Session {
     modes: Modes,
     /// The first failure; the dispatch then has no counters.
     error: Option<String>,
-    /// Time spent in CUPTI's calls: `SetConfig`/`Start`/`PushRange`, `PopRange`/`Stop`,
-    /// `DecodeData`, `GetCounterDataInfo` and the evaluation (logged at `debug` after the last
+    /// Time spent in CUPTI's calls, per call ([`Spent`]; logged at `debug` after the last
     /// pass).
-    spent: [std::time::Duration; 4],
+    spent: [std::time::Duration; Spent::COUNT],
 }
 
 // SAFETY: the profiler object is the context's, used only by the window that holds the
@@ -759,17 +775,18 @@ impl Session {
     /// Arms counter pass `pass` for the next launch (`Some`: `SetConfig` before pass 0, then
     /// `Start`), or ends the pass that just ran (`None`: `Stop`, then `DecodeData`).
     pub(crate) fn arm(&mut self, pass: Option<u32>) {
-        let t = std::time::Instant::now();
         match pass {
-            Some(p) => {
-                self.start(p);
-                self.spent[0] += t.elapsed();
-            }
-            None => {
-                self.stop();
-                self.spent[1] += t.elapsed();
-            }
+            Some(p) => self.start(p),
+            None => self.stop(),
         }
+    }
+
+    /// Runs `call`, adding its time to `what`.
+    fn timed<T>(&mut self, what: Spent, call: impl FnOnce(&mut Self) -> T) -> T {
+        let t = std::time::Instant::now();
+        let r = call(self);
+        self.spent[what as usize] += t.elapsed();
+        r
     }
 
     fn start(&mut self, pass: u32) {
@@ -798,7 +815,10 @@ impl Session {
                 targetNestingLevel: 1,
                 ..Default::default()
             };
-            if let Err((_, m)) = f.call("cuptiRangeProfilerSetConfig", f.set_config, &mut p) {
+            let set = self.timed(Spent::SetConfig, |_| {
+                f.call("cuptiRangeProfilerSetConfig", f.set_config, &mut p)
+            });
+            if let Err((_, m)) = set {
                 return self.fail(m);
             }
         }
@@ -807,7 +827,9 @@ impl Session {
             pRangeProfilerObject: self.object,
             ..Default::default()
         };
-        match f.call("cuptiRangeProfilerStart", f.start, &mut p) {
+        match self.timed(Spent::Start, |_| {
+            f.call("cuptiRangeProfilerStart", f.start, &mut p)
+        }) {
             Ok(()) => self.started = true,
             Err((status, m)) => return self.fail(enable_reason(status, m)),
         }
@@ -818,7 +840,9 @@ impl Session {
                 pRangeName: RANGE_NAME.as_ptr(),
                 ..Default::default()
             };
-            match f.call("cuptiRangeProfilerPushRange", f.push_range, &mut p) {
+            match self.timed(Spent::PushRange, |_| {
+                f.call("cuptiRangeProfilerPushRange", f.push_range, &mut p)
+            }) {
                 Ok(()) => self.pushed = true,
                 Err((_, m)) => self.fail(m),
             }
@@ -838,7 +862,10 @@ impl Session {
                 pRangeProfilerObject: self.object,
                 ..Default::default()
             };
-            if let Err((_, m)) = f.call("cuptiRangeProfilerPopRange", f.pop_range, &mut p) {
+            let popped = self.timed(Spent::PopRange, |_| {
+                f.call("cuptiRangeProfilerPopRange", f.pop_range, &mut p)
+            });
+            if let Err((_, m)) = popped {
                 self.fail(m);
             }
         }
@@ -847,7 +874,10 @@ impl Session {
             pRangeProfilerObject: self.object,
             ..Default::default()
         };
-        if let Err((_, m)) = f.call("cuptiRangeProfilerStop", f.stop, &mut p) {
+        let stopped = self.timed(Spent::Stop, |_| {
+            f.call("cuptiRangeProfilerStop", f.stop, &mut p)
+        });
+        if let Err((_, m)) = stopped {
             return self.fail(m);
         }
         self.stopped += 1;
@@ -862,9 +892,7 @@ impl Session {
         if self.decoded || self.error.is_some() {
             return;
         }
-        let t = std::time::Instant::now();
-        self.decode_once();
-        self.spent[2] += t.elapsed();
+        self.timed(Spent::Decode, Self::decode_once);
     }
 
     fn decode_once(&mut self) {
@@ -911,18 +939,18 @@ impl Session {
         if let Some(why) = &self.error {
             return Err(why.clone());
         }
-        let t = std::time::Instant::now();
-        let values = self.evaluate();
-        self.spent[3] += t.elapsed();
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let values = self.timed(Spent::Evaluate, Self::evaluate);
+        let ms = |w: Spent| self.spent[w as usize].as_secs_f64() * 1e3;
         tracing::debug!(
             passes = self.stopped,
-            start_ms = ms(self.spent[0]),
-            stop_ms = ms(self.spent[1]),
-            decode_ms = ms(self.spent[2]),
-            evaluate_ms = ms(self.spent[3]),
-            "CUPTI time of a dispatch's counter passes (stop includes decode when it runs \
-             after every pass)"
+            set_config_ms = ms(Spent::SetConfig),
+            start_ms = ms(Spent::Start),
+            push_range_ms = ms(Spent::PushRange),
+            pop_range_ms = ms(Spent::PopRange),
+            stop_ms = ms(Spent::Stop),
+            decode_ms = ms(Spent::Decode),
+            evaluate_ms = ms(Spent::Evaluate),
+            "CUPTI time of a dispatch's counter passes, per call"
         );
         values
     }

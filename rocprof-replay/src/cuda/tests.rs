@@ -39,6 +39,11 @@ struct FakeGpu {
     created_streams: HashSet<usize>,
     /// Streams with work that never finishes.
     stuck_streams: HashSet<usize>,
+    /// Application streams destroyed (a query of one is a use of a freed handle: a fault).
+    destroyed_streams: HashSet<usize>,
+    /// Run on a thread of its own (another application thread) when the stream is queried,
+    /// the query waiting up to 100 ms for it.
+    on_query: Option<(usize, Box<dyn FnOnce() + Send>)>,
     /// Events whose recorded work never finishes.
     stuck_events: HashSet<usize>,
     next_handle: usize,
@@ -278,14 +283,39 @@ unsafe extern "C" fn stream_create(s: *mut CUstream, _: c_uint) -> CUresult {
 }
 unsafe extern "C" fn stream_query(s: CUstream) -> CUresult {
     let mut g = gpu();
+    if g.on_query.as_ref().is_some_and(|(at, _)| *at == s as usize) {
+        let (_, other) = g.on_query.take().expect("checked");
+        drop(g);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            other();
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(Duration::from_millis(100));
+        g = gpu();
+    }
+    if g.destroyed_streams.contains(&(s as usize)) {
+        let fault = format!("cuStreamQuery of destroyed stream {:#x}", s as usize);
+        if !g.kernel_faults.contains(&fault) {
+            g.kernel_faults.push(fault);
+        }
+    }
     if g.stuck_streams.contains(&(s as usize)) || !g.held(s as usize).is_empty() {
         CUDA_ERROR_NOT_READY
     } else {
         CUDA_SUCCESS
     }
 }
-unsafe extern "C" fn stream_is_capturing(_: CUstream, st: *mut CUstreamCaptureStatus) -> CUresult {
-    let capturing = gpu().capturing;
+unsafe extern "C" fn stream_is_capturing(s: CUstream, st: *mut CUstreamCaptureStatus) -> CUresult {
+    let mut g = gpu();
+    if g.destroyed_streams.contains(&(s as usize)) {
+        let fault = format!("cuStreamIsCapturing of destroyed stream {:#x}", s as usize);
+        if !g.kernel_faults.contains(&fault) {
+            g.kernel_faults.push(fault);
+        }
+    }
+    let capturing = g.capturing;
+    drop(g);
     // SAFETY: out-parameter.
     unsafe {
         *st = if capturing {
@@ -1470,6 +1500,81 @@ fn a_late_relaunch_that_finishes_within_the_second_deadline_is_declined() {
         vec![1; 8],
         "the late pass's result, one execution"
     );
+}
+
+/// CUPTI's resource callback `cbid` for application stream `stream`.
+fn stream_event(h: &Harness, cbid: u32, stream: usize) {
+    let data = CUpti_ResourceData {
+        context: CTX as CUcontext,
+        resourceHandle: stream as CUstream,
+        resourceDescriptor: std::ptr::null_mut(),
+    };
+    h.cb(
+        CUPTI_CB_DOMAIN_RESOURCE,
+        cbid,
+        (&data as *const CUpti_ResourceData).cast(),
+    );
+}
+
+/// Another thread destroys a stream of the context (CUDA allows it with work pending): its
+/// handle is gone, so a drain must neither query it (on the H200 that crashed the process, one
+/// run in eight of `replay_check`'s two-thread part) nor forget the work still queued on it.
+#[test]
+fn a_destroyed_stream_is_never_queried_and_its_pending_work_is_drained() {
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    // Destroyed idle: forgotten, nothing to wait for.
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6000);
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING, 0x6000);
+    gpu().destroyed_streams.insert(0x6000);
+    // Destroyed busy, by another thread while the window drains the context (when it
+    // queries the stream before): an event behind its work.
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x5800);
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6100);
+    gpu().stuck_streams.insert(0x6100);
+    let be = h.be as *const Backend as usize;
+    gpu().on_query = Some((
+        0x5800,
+        Box::new(move || {
+            let data = CUpti_ResourceData {
+                context: CTX as CUcontext,
+                resourceHandle: 0x6100 as CUstream,
+                resourceDescriptor: std::ptr::null_mut(),
+            };
+            // SAFETY: the backend is 'static; `data` is built like CUPTI's.
+            unsafe {
+                callback(
+                    be as *mut c_void,
+                    CUPTI_CB_DOMAIN_RESOURCE,
+                    CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING,
+                    (&data as *const CUpti_ResourceData).cast(),
+                )
+            };
+            gpu().destroyed_streams.insert(0x6100);
+        }),
+    ));
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Declined(DeclineReason::DrainTimeout),
+        "the destroyed stream's work is still running: the window must not start"
+    );
+    assert!(
+        gpu().on_query.is_none(),
+        "the other thread destroyed the stream"
+    );
+    // Its work finishes: the next launch is replayed.
+    gpu().stuck_streams.remove(&0x6100);
+    gpu().stuck_events.clear();
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    let o = &h.outcomes()[1].1;
+    assert_eq!(o.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![2; 8], "two executions in all");
+    // The harness asserts on drop that no destroyed stream was queried.
 }
 
 #[test]

@@ -478,6 +478,38 @@ pub(super) fn take_event(be: &Backend, ctx: &Ctx, timing: bool) -> Option<usize>
     (r == CUDA_SUCCESS && !ev.is_null()).then_some(ev as usize)
 }
 
+/// An application stream is being destroyed (its resource callback, on the destroying
+/// thread, with the context's stream list locked): if work is still pending on it, an event
+/// of ours recorded behind that work lets the next drain wait for it, as the stream's handle
+/// is gone by then.
+pub(crate) fn retire_stream(be: &Backend, ctx: &Ctx, stream: CUstream) {
+    let _g = Guard::new();
+    // SAFETY: the stream is alive until its destroy call, which is in progress.
+    if unsafe { (be.drv.stream_query)(stream) } != CUDA_ERROR_NOT_READY {
+        return;
+    }
+    // An event of the context's pool, or a new one in the current context (the stream's,
+    // when the record below succeeds).
+    let pooled = ctx.private.lock().plain_events.pop();
+    let Some(ev) = pooled.or_else(|| take_event(be, ctx, false)) else {
+        tracing::debug!(
+            "no event for a stream destroyed with work pending: drains cannot wait for it"
+        );
+        return;
+    };
+    // SAFETY: our event, the application's stream (alive, see above).
+    let r = unsafe { (be.drv.event_record)(ev as CUevent, stream) };
+    if r == CUDA_SUCCESS {
+        ctx.retired.lock().push(ev);
+    } else {
+        tracing::debug!(status = %error_name(&be.drv, r), "a stream destroyed with work pending: no event behind its work");
+        if pooled.is_some() {
+            give_event(ctx, ev, false);
+        }
+        // A new event of another context (the current one): left alone.
+    }
+}
+
 pub(super) fn give_event(ctx: &Ctx, ev: usize, timing: bool) {
     if ev == 0 {
         return;

@@ -38,6 +38,8 @@ use companion::*;
 #[cfg(test)]
 pub(crate) use launch::asynchronous_windows;
 use launch::*;
-pub(crate) use launch::{asynchronous_windows_from_env, enter_launch, exit_launch, prepare_gates};
+pub(crate) use launch::{
+    asynchronous_windows_from_env, enter_launch, exit_launch, prepare_gates, retire_stream,
+};
 pub(crate) use target::ArenaMemory;
 use target::*;

@@ -471,29 +471,54 @@ impl ReplayTarget for CudaTarget<'_> {
             }
         }
         let mut streams = self.ctx.streams.lock().clone();
-        streams.push(0);
+        // The legacy default stream, and the launch's own: alive, as the application is inside
+        // the launch call.
         let own = self.job.launch.app_stream() as usize;
+        let mut always = vec![0];
         if own != CU_STREAM_PER_THREAD && own != CU_STREAM_LEGACY {
-            streams.push(own);
+            always.push(own);
         }
+        streams.extend_from_slice(&always);
         streams.sort_unstable();
         streams.dedup();
         for s in streams {
             let stream = s as CUstream;
-            let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
-            // SAFETY: a stream of the context (a destroyed one answers with an error).
-            let r = unsafe { (drv.stream_is_capturing)(stream, &mut status) };
-            if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
-                // Capturing streams execute nothing; querying them would break the capture.
-                continue;
-            }
-            // SAFETY: as above.
-            match poll(deadline, || unsafe { (drv.stream_query)(stream) }) {
+            // Another thread may destroy a listed stream meanwhile: each query holds the
+            // context's stream list, and a stream no longer listed is not touched (work
+            // still pending on it left an event in `retired`, waited for below).
+            let query = || {
+                let listed = self.ctx.streams.lock();
+                if !always.contains(&s) && !listed.contains(&s) {
+                    return Ok(CUDA_SUCCESS);
+                }
+                let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+                // SAFETY: a live stream of the context (see above).
+                let r = unsafe { (drv.stream_is_capturing)(stream, &mut status) };
+                if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+                    // Capturing streams execute nothing; querying them would break the capture.
+                    return Err(());
+                }
+                // SAFETY: as above.
+                Ok(unsafe { (drv.stream_query)(stream) })
+            };
+            match poll(deadline, || query().unwrap_or(CUDA_SUCCESS)) {
                 Poll::Done => {}
                 Poll::Failed(r) => {
-                    tracing::debug!(stream = s, status = %error_name(&drv, r), "stream not drained (gone?)")
+                    tracing::debug!(stream = s, status = %error_name(&drv, r), "stream not drained")
                 }
                 Poll::TimedOut => return Err(DeclineReason::DrainTimeout),
+            }
+        }
+        // Work left on streams destroyed since the last drain.
+        let retired = std::mem::take(&mut *self.ctx.retired.lock());
+        for (i, &ev) in retired.iter().enumerate() {
+            // SAFETY: our event.
+            match poll(deadline, || unsafe { (drv.event_query)(ev as CUevent) }) {
+                Poll::Done | Poll::Failed(_) => give_event(self.ctx, ev, false),
+                Poll::TimedOut => {
+                    self.ctx.retired.lock().extend_from_slice(&retired[i..]);
+                    return Err(DeclineReason::DrainTimeout);
+                }
             }
         }
         Ok(())
