@@ -131,9 +131,11 @@ pub(crate) struct RunArgs {
     pub(crate) restore: Option<RestoreArg>,
 
     /// What a snapshot captures: `arguments` (the allocations the dispatch's arguments point
-    /// into; the agent's other allocations are fingerprinted before and after the passes, and
-    /// a kernel that wrote there during its first pass runs once and is captured whole from
-    /// then on) or `all` (every live allocation). Default: arguments
+    /// into; the agent's other allocations are fingerprinted before and after the first pass,
+    /// and a kernel that wrote there during it runs once and is captured whole from then on),
+    /// `verified` (as arguments, fingerprinted after the last pass too), `sampled` (faster:
+    /// a kernel's first dispatches and one in 64 after are checked, the others trusted and
+    /// recorded `unchecked`) or `all` (every live allocation). Default: arguments
     /// (ROCPROF_REPLAY_FOOTPRINT).
     #[arg(long, value_enum, value_name = "WHAT")]
     pub(crate) footprint: Option<FootprintArg>,
@@ -246,8 +248,15 @@ impl RestoreArg {
 /// `--footprint`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum FootprintArg {
-    /// What the arguments name; the rest watched by fingerprints.
+    /// What the arguments name; the rest fingerprinted before and after the first pass.
     Arguments,
+    /// As `arguments`, and fingerprinted after the last pass too (late writes reported in
+    /// the dispatch's own record).
+    Verified,
+    /// As `arguments` for a kernel's first dispatches and one in 64 after: faster, and a
+    /// kernel writing outside its arguments only sometimes can go unseen (records say
+    /// `unchecked`).
+    Sampled,
     /// Every live allocation.
     All,
 }
@@ -257,6 +266,8 @@ impl FootprintArg {
     pub(crate) fn name(self) -> &'static str {
         match self {
             FootprintArg::Arguments => "arguments",
+            FootprintArg::Verified => "verified",
+            FootprintArg::Sampled => "sampled",
             FootprintArg::All => "all",
         }
     }

@@ -342,6 +342,15 @@ pub trait ReplayPolicy: Send + Sync + 'static {
         let _ = info;
         RestoreMode::Auto
     }
+
+    /// What this dispatch's snapshot holds and how the memory it leaves out is checked
+    /// (called once per window, after [`restore_mode`](Self::restore_mode)). The default,
+    /// [`FootprintMode::Auto`], leaves it to `ROCPROF_REPLAY_FOOTPRINT`; an explicit choice
+    /// wins over the environment. A `strict` restore always captures everything.
+    fn footprint(&self, info: &DispatchInfo) -> FootprintMode {
+        let _ = info;
+        FootprintMode::Auto
+    }
 }
 
 /// A pass about to run.
@@ -796,17 +805,78 @@ pub enum FootprintKind {
     /// Every live allocation of the agent (and the module variables).
     All,
     /// The allocations the dispatch's arguments point into and the module variables; the
-    /// agent's other allocations were fingerprinted before and after the passes
+    /// agent's other allocations were fingerprinted before and after the first pass
     /// ([`Outcome::watched_bytes`]).
     Arguments,
+    /// As `Arguments`, and the watched allocations were fingerprinted again after the last
+    /// pass ([`FootprintMode::Verified`]).
+    Verified,
+    /// The allocations the arguments name and the module variables; the agent's others were
+    /// **not checked**: the kernel's earlier dispatches wrote only what their arguments named,
+    /// and [`FootprintMode::Sampled`] trusted it with this one.
+    Unchecked,
 }
 
 impl FootprintKind {
-    /// `all` or `arguments`.
+    /// `all`, `arguments`, `verified` or `unchecked`.
     pub fn label(self) -> &'static str {
         match self {
             FootprintKind::All => "all",
             FootprintKind::Arguments => "arguments",
+            FootprintKind::Verified => "verified",
+            FootprintKind::Unchecked => "unchecked",
+        }
+    }
+}
+
+/// What a snapshot holds, and how the memory it leaves out is checked
+/// ([`ReplayPolicy::footprint`], `ROCPROF_REPLAY_FOOTPRINT`, `rocprof-replay run --footprint`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FootprintMode {
+    /// `ROCPROF_REPLAY_FOOTPRINT` decides (`arguments` when unset).
+    #[default]
+    Auto,
+    /// The allocations the dispatch's arguments name (and the module variables); the agent's
+    /// other allocations are fingerprinted before the first pass and after it, and replay
+    /// stops after a first pass that wrote there (its result stands). One read of the watched
+    /// memory per dispatch: the fingerprints before the first pass are, as a rule, those the
+    /// previous window left. A *later* pass writing there (only a kernel whose write addresses
+    /// change between identical runs) is found by the next window of the GPU that carries
+    /// those fingerprints (`footprint_unchecked`), not in this dispatch's record.
+    Arguments,
+    /// As `Arguments`, and the watched memory is fingerprinted again after the last pass: a
+    /// later pass that wrote there is reported in the dispatch's own record
+    /// (`late_write_outside_footprint`). One more read of the watched memory per dispatch.
+    Verified,
+    /// **Faster, with a risk.** A kernel's first [`SAMPLED_TRUST_AFTER`] dispatches and then
+    /// one in [`SAMPLED_EVERY`] are checked as with `Arguments`; the dispatches between them
+    /// are not (`footprint: unchecked`): a kernel that writes memory its arguments do not name
+    /// only on some dispatches (a pointer read from device memory that changes) has those
+    /// writes repeated once per pass there, and the application's result may differ. A
+    /// sampled check that finds such a write declines that dispatch
+    /// (`wrote_outside_footprint`) and captures everything for the kernel from then on.
+    Sampled,
+    /// Every live allocation of the agent: nothing to check, the most bytes to copy.
+    All,
+}
+
+/// [`FootprintMode::Sampled`]: checked dispatches of a kernel before it is trusted.
+pub const SAMPLED_TRUST_AFTER: u32 = 4;
+/// [`FootprintMode::Sampled`]: once trusted, one dispatch of the kernel in this many is checked.
+pub const SAMPLED_EVERY: u32 = 64;
+
+impl FootprintMode {
+    /// Parses `auto`, `arguments`, `verified`, `sampled` or `all` (any case, surrounding
+    /// blanks ignored).
+    pub fn parse(s: &str) -> Option<FootprintMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(FootprintMode::Auto),
+            "arguments" => Some(FootprintMode::Arguments),
+            "verified" => Some(FootprintMode::Verified),
+            "sampled" => Some(FootprintMode::Sampled),
+            "all" => Some(FootprintMode::All),
+            _ => None,
         }
     }
 }

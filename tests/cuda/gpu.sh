@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost crash (default all but counters-cost and crash)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost crash gpt2-sampled gpt2-verified gpt2-all (default: all but the last five)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -155,6 +155,15 @@ PY
     timeout 560 "$here/gpu" --include-ignored --nocapture a_gpt2 2>&1 | tail -40
     cat "$out/gpu/gpt2.summary.json" 2>/dev/null
     python3 "$here/cuda/summarize.py" "$out/gpu/gpt2.records.jsonl" 2>/dev/null | head -60
+    ;;
+  gpt2-sampled|gpt2-verified|gpt2-all)
+    # The GPT-2 step under another footprint (ROCPROF_REPLAY_FOOTPRINT), outputs apart.
+    mode=${s#gpt2-}
+    step "GPT-2 training step, footprint $mode"
+    ROCPROF_REPLAY_FOOTPRINT=$mode ROCPROF_REPLAY_GPU_OUT=$out/gpu-$mode \
+      timeout 560 "$here/gpu" --include-ignored --nocapture a_gpt2 2>&1 | tail -12
+    cat "$out/gpu-$mode/gpt2.summary.json" 2>/dev/null
+    python3 "$here/cuda/summarize.py" "$out/gpu-$mode/gpt2.records.jsonl" 2>/dev/null | grep -v '^   ' | head -40
     ;;
   bench)
     step "restore benchmark"

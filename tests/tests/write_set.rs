@@ -135,6 +135,20 @@ fn a_kernel_writing_through_a_pointer_in_device_memory_runs_once_then_is_replaye
     assert_eq!(second["outcome"], "replayed", "{second}");
     assert_eq!(second["footprint"], "all", "{second}");
     assert_eq!(second["passes"], 3, "{second}");
+    // The other checking footprints see it the same way (a kernel's first dispatch is always
+    // checked): the records name them.
+    for (mode, label) in [("verified", "verified"), ("sampled", "arguments")] {
+        let mut with = env.to_vec();
+        with.push(("ROCPROF_REPLAY_FOOTPRINT", mode));
+        let (out, recs) = probe(&format!("indirect_{mode}"), "write_subset_indirect", &with);
+        assert!(out.contains("passes=1,3"), "{mode}: {out}");
+        assert_eq!(
+            recs[0]["reason"], "wrote_outside_footprint",
+            "{mode}: {recs:?}"
+        );
+        assert_eq!(recs[0]["footprint"], label, "{mode}: {recs:?}");
+        assert_eq!(recs[1]["footprint"], "all", "{mode}: {recs:?}");
+    }
     // With every allocation captured from the start, the first dispatch is replayed too.
     let mut all = env.to_vec();
     all.push(("ROCPROF_REPLAY_FOOTPRINT", "all"));

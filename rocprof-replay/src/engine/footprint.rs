@@ -181,7 +181,8 @@ pub(crate) fn split(plan: &mut SnapshotPlan, args: &[u8]) -> Vec<Region> {
 pub(crate) struct Watch {
     regions: Vec<Region>,
     before: Vec<u64>,
-    /// The fingerprints of the latest check, when it covered every region.
+    /// The fingerprints of the latest check, when it covered every region and found nothing
+    /// changed.
     last: Option<Vec<u64>>,
     /// The agent and the write epoch of the window's decision ([`Watch::commit`]).
     agent: u64,
@@ -269,6 +270,11 @@ impl Watch {
         })
     }
 
+    /// Whether the latest check covered every watched region and found nothing changed.
+    pub(crate) fn clean(&self) -> bool {
+        self.last.is_some()
+    }
+
     /// After a window that ended normally, with the latest check finding nothing changed:
     /// leaves the watched allocations' fingerprints for the next window of the agent
     /// ([carried fingerprints](self#carried-fingerprints)).
@@ -343,14 +349,15 @@ impl Watch {
             }
             from += n;
         }
-        if all {
-            self.last = Some(now);
-        }
-        Ok(match (fresh, carried) {
+        let verdict = match (fresh, carried) {
             (false, false) => Verdict::Unchanged,
             (true, _) => Verdict::Written,
             (false, true) => Verdict::CarriedDiffers,
-        })
+        };
+        if all && verdict == Verdict::Unchanged {
+            self.last = Some(now);
+        }
+        Ok(verdict)
     }
 }
 
@@ -510,6 +517,43 @@ impl Remembered {
 /// The process's [`Remembered`] kernels.
 pub(crate) static REMEMBERED: std::sync::LazyLock<Remembered> =
     std::sync::LazyLock::new(Remembered::default);
+
+/// The sampled footprint's history of each kernel ([`FootprintMode::Sampled`](crate::FootprintMode::Sampled)):
+/// clean checks so far, and dispatches since the last check once trusted.
+#[derive(Default)]
+pub(crate) struct Sampling {
+    kernels: Mutex<HashMap<(u64, u64), (u32, u32)>>,
+}
+
+impl Sampling {
+    /// Whether this dispatch of `kernel` on `agent` is checked: every one until the kernel has
+    /// [`SAMPLED_TRUST_AFTER`](crate::SAMPLED_TRUST_AFTER) clean checks, then one in
+    /// [`SAMPLED_EVERY`](crate::SAMPLED_EVERY).
+    pub(crate) fn should_check(&self, agent: u64, kernel: u64) -> bool {
+        let mut map = self.kernels.lock();
+        let (clean, since) = map.entry((agent, kernel)).or_default();
+        if *clean < crate::SAMPLED_TRUST_AFTER {
+            return true;
+        }
+        *since += 1;
+        if *since >= crate::SAMPLED_EVERY {
+            *since = 0;
+            return true;
+        }
+        false
+    }
+
+    /// A checked dispatch of `kernel` on `agent` wrote nothing outside its arguments.
+    pub(crate) fn clean(&self, agent: u64, kernel: u64) {
+        let mut map = self.kernels.lock();
+        let (clean, _) = map.entry((agent, kernel)).or_default();
+        *clean = clean.saturating_add(1);
+    }
+}
+
+/// The process's [`Sampling`] history.
+pub(crate) static SAMPLING: std::sync::LazyLock<Sampling> =
+    std::sync::LazyLock::new(Sampling::default);
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@
 //! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | 60000 | one capture or restore |
 //! | `ROCPROF_REPLAY_DEVICE_RESERVE_MB` | a tenth of the GPU's VRAM pool | VRAM the HSA backend's snapshot arena always leaves free ([`device_reserve_from_env`]) |
 //! | `ROCPROF_REPLAY_RESTORE` | `auto` | `auto`, `strict` or `full`: the restore mode of dispatches whose policy leaves it to the engine ([`RestoreMode`]) |
-//! | `ROCPROF_REPLAY_FOOTPRINT` | `arguments` | `arguments` or `all`: what a snapshot captures — the allocations the dispatch's arguments point into, the agent's other allocations watched by fingerprints ([`footprint`](crate::engine::footprint)), or every allocation |
+//! | `ROCPROF_REPLAY_FOOTPRINT` | `arguments` | `arguments`, `verified`, `sampled` or `all`: what a snapshot captures — the allocations the dispatch's arguments point into, the agent's other allocations watched by fingerprints ([`footprint`](crate::engine::footprint)), or every allocation ([`FootprintMode`]) |
 //! | `ROCPROF_REPLAY_HOST_MEMORY` | `decline` | `decline` or `repeat`: a dispatch whose arguments point into host-visible memory runs once (`host_memory`), or is replayed with its writes there repeated once per pass (recorded) |
 //!
 //! A value that is not a number (or not a mode) is ignored with a warning (the default
@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use crate::engine::snapshot::{GRANULE, MERGE_GAP};
-use crate::policy::RestoreMode;
+use crate::policy::{FootprintMode, RestoreMode};
 
 /// Deadlines and budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,9 +47,9 @@ pub(crate) struct Settings {
     /// writes there once per pass (`ROCPROF_REPLAY_HOST_MEMORY=repeat`), instead of declining
     /// them.
     pub(crate) repeat_host_writes: bool,
-    /// Capture only what the arguments name, watching the rest (`ROCPROF_REPLAY_FOOTPRINT`,
-    /// default `arguments`); `false`: every allocation (`all`).
-    pub(crate) narrow: bool,
+    /// What a snapshot captures when the policy leaves it to the engine
+    /// (`ROCPROF_REPLAY_FOOTPRINT`, default `arguments`; never `Auto`).
+    pub(crate) footprint: FootprintMode,
 }
 
 impl Settings {
@@ -101,15 +101,19 @@ impl Settings {
                     RestoreMode::Auto
                 }),
             },
-            narrow: match get("ROCPROF_REPLAY_FOOTPRINT").as_deref().map(str::trim) {
-                None | Some("arguments") => true,
-                Some("all") => false,
-                Some(raw) => {
-                    tracing::warn!(
-                        "ROCPROF_REPLAY_FOOTPRINT={raw:?} is not arguments or all; using arguments"
-                    );
-                    true
-                }
+            footprint: match get("ROCPROF_REPLAY_FOOTPRINT") {
+                None => FootprintMode::Arguments,
+                Some(raw) => match FootprintMode::parse(&raw) {
+                    Some(FootprintMode::Auto) => FootprintMode::Arguments,
+                    Some(mode) => mode,
+                    None => {
+                        tracing::warn!(
+                            "ROCPROF_REPLAY_FOOTPRINT={raw:?} is not arguments, verified, sampled \
+                             or all; using arguments"
+                        );
+                        FootprintMode::Arguments
+                    }
+                },
             },
             granule: GRANULE,
             merge_gap: MERGE_GAP,
@@ -161,10 +165,22 @@ mod tests {
         assert!(s.budget > 0);
         assert_eq!(s.restore, RestoreMode::Auto);
         assert_eq!(s.granule, GRANULE);
-        assert!(s.narrow, "the arguments footprint is the default");
-        assert!(
-            !Settings::from_lookup(|n| (n == "ROCPROF_REPLAY_FOOTPRINT").then(|| "all".into()))
-                .narrow
+        assert_eq!(
+            s.footprint,
+            FootprintMode::Arguments,
+            "the arguments footprint is the default"
+        );
+        let footprint = |v: &str| {
+            Settings::from_lookup(|n| (n == "ROCPROF_REPLAY_FOOTPRINT").then(|| v.into())).footprint
+        };
+        assert_eq!(footprint("all"), FootprintMode::All);
+        assert_eq!(footprint(" Sampled "), FootprintMode::Sampled);
+        assert_eq!(footprint("verified"), FootprintMode::Verified);
+        assert_eq!(footprint("auto"), FootprintMode::Arguments);
+        assert_eq!(
+            footprint("narrow"),
+            FootprintMode::Arguments,
+            "unknown: the default"
         );
         let s = Settings::from_lookup(|n| match n {
             "ROCPROF_REPLAY_PASS_TIMEOUT_MS" => Some(" 500 ".into()),

@@ -66,8 +66,9 @@ use crate::engine::snapshot::{
     Stash, StashError, WriteSet,
 };
 use crate::policy::{
-    Consults, DeclineReason, FailureReason, FootprintKind, MAX_OPEN_ENDED_PASSES, MAX_PASSES,
-    Outcome, OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind, RestoreMode,
+    Consults, DeclineReason, FailureReason, FootprintKind, FootprintMode, MAX_OPEN_ENDED_PASSES,
+    MAX_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind,
+    RestoreMode,
 };
 
 /// Why a pass did not complete.
@@ -508,12 +509,23 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             RestoreMode::Auto => settings.restore,
             explicit => explicit,
         };
-        let (snapshot, mut outside) = match plan_and_capture(
+        let Some(asked) = call("footprint", info, || policy.footprint(info)) else {
+            return decline(target, DeclineReason::PolicyPanicked, state);
+        };
+        let footprint_mode = match (requested, asked) {
+            // Strict verifies the whole snapshot before every pass: it holds everything.
+            (RestoreMode::Strict, _) => FootprintMode::All,
+            (_, FootprintMode::Auto) => settings.footprint,
+            (_, explicit) => explicit,
+        };
+        // Fingerprints after the last pass too (`verified`), or only after the first.
+        let verified = footprint_mode == FootprintMode::Verified;
+        let (snapshot, mut outside, footprint_kind) = match plan_and_capture(
             info,
             target,
             inventory,
             settings,
-            requested != RestoreMode::Strict,
+            footprint_mode,
             (epoch, &carried),
         ) {
             Ok(s) => s,
@@ -539,11 +551,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         outcome.staging = snapshot.staging_label();
         outcome.snapshot_time = snapshot.capture_time;
         outcome.skipped_regions = snapshot.skipped;
-        outcome.footprint = Some(if outside.is_some() {
-            FootprintKind::Arguments
-        } else {
-            FootprintKind::All
-        });
+        outcome.footprint = Some(footprint_kind);
         outcome.watched_bytes = outside.as_ref().map_or(0, |w| w.bytes);
         outcome.carried_bytes = outside.as_ref().map_or(0, |w| w.carried_bytes);
         outcome.fingerprint_time = outside.as_ref().map_or(Duration::ZERO, |w| w.time);
@@ -571,7 +579,9 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 // or, after a write-set restore, the first pass's result written back.
                 drop(guard);
                 outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
-                check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome);
+                if verified {
+                    check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome);
+                }
                 end_early(
                     target,
                     &mut outcome,
@@ -631,7 +641,9 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     );
                     drop(guard);
                     outcome.kind = OutcomeKind::Declined(reason);
-                    check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome);
+                    if verified {
+                        check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome);
+                    }
                     end_early(
                         target,
                         &mut outcome,
@@ -732,13 +744,20 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 outcome.fingerprint_time = w.time;
                 outcome.skipped_regions += w.skipped - skipped;
                 let stop = match verdict {
-                    Ok(Verdict::Unchanged) => None,
+                    Ok(Verdict::Unchanged) => {
+                        if footprint_mode == FootprintMode::Sampled {
+                            footprint::SAMPLING.clean(info.agent.0, info.kernel_object);
+                        }
+                        None
+                    }
                     Ok(Verdict::CarriedDiffers) => {
                         tracing::info!(
                             kernel = info.kernel(),
                             dispatch = %info.dispatch_id,
                             "memory outside the snapshot differs from the fingerprints carried \
-                             from the previous window: replay stops after the first pass"
+                             from the previous window (this first pass wrote there, a later pass \
+                             of the previous window did, or something the engine was not told \
+                             of): replay stops after the first pass"
                         );
                         Some(DeclineReason::FootprintUnchecked)
                     }
@@ -825,9 +844,15 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             index += 1;
         }
         drop(guard);
-        if check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome)
-            && let Some(w) = &outside
-        {
+        // The watched memory as the next window finds it: fingerprinted after the last pass
+        // (`verified`), or, as the later passes started from the same inputs, as the check
+        // after the first pass found it.
+        let clean = if verified {
+            check_late_writes(info, outside.as_mut(), inventory, target, &mut outcome)
+        } else {
+            outcome.kind.failure().is_none() && outside.as_ref().is_some_and(Watch::clean)
+        };
+        if clean && let Some(w) = &outside {
             w.commit();
         }
         if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, &mut outcome) {
@@ -846,27 +871,33 @@ impl<P: ReplayPolicy> Decided<'_, P> {
     }
 }
 
-/// Plans the snapshot — the arguments footprint when the settings, the restore mode
-/// (`narrow`: not `strict`) and the kernel's history allow it — fingerprints the allocations
-/// it leaves out, and captures.
+/// Plans the snapshot — the arguments footprint when `mode` and the kernel's history allow
+/// it — fingerprints the allocations it leaves out (or, for a kernel the sampled footprint
+/// trusts, leaves them unchecked), and captures.
 fn plan_and_capture(
     info: &DispatchInfo,
     target: &mut dyn ReplayTarget,
     inventory: &AllocationInventory,
     settings: &Settings,
-    narrow: bool,
+    mode: FootprintMode,
     (epoch, carried): (u64, &footprint::Carried),
-) -> Result<(Snapshot, Option<Watch>), DeclineReason> {
+) -> Result<(Snapshot, Option<Watch>, FootprintKind), DeclineReason> {
     let vars = target.module_variables()?;
     let mut plan = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX)?;
     let mut watch = None;
-    if narrow
-        && settings.narrow
+    let mut kind = FootprintKind::All;
+    if mode != FootprintMode::All
         && !footprint::REMEMBERED.contains(info.agent.0, info.kernel_object)
         && let Some(args) = target.argument_bytes()
     {
         let watched = footprint::split(&mut plan, &args);
-        if !watched.is_empty() {
+        if watched.is_empty() {
+            // The arguments name every allocation.
+        } else if mode == FootprintMode::Sampled
+            && !footprint::SAMPLING.should_check(info.agent.0, info.kernel_object)
+        {
+            kind = FootprintKind::Unchecked;
+        } else {
             match Watch::take(
                 watched.clone(),
                 inventory,
@@ -875,7 +906,14 @@ fn plan_and_capture(
                 epoch,
                 carried,
             ) {
-                Ok(w) => watch = Some(w),
+                Ok(w) => {
+                    watch = Some(w);
+                    kind = if mode == FootprintMode::Verified {
+                        FootprintKind::Verified
+                    } else {
+                        FootprintKind::Arguments
+                    };
+                }
                 Err(DiffError::Stuck) => return Err(DeclineReason::CopyTimeout),
                 Err(error) => {
                     tracing::debug!(
@@ -892,7 +930,7 @@ fn plan_and_capture(
         return Err(DeclineReason::OverBudget);
     }
     let snapshot = Snapshot::capture(plan, inventory, target)?;
-    Ok((snapshot, watch))
+    Ok((snapshot, watch, kind))
 }
 
 /// After the last of two or more passes: whether a later pass wrote the watched memory, which
