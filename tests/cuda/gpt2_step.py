@@ -1,4 +1,5 @@
-"""GPT-2 small training steps on one GPU, deterministic, for replay checks.
+"""GPT-2 training steps on one GPU (small, or --size medium / GPT2_SIZE=medium), deterministic,
+for replay checks.
 
 A model built from GPT2Config (no weights downloaded), forward and backward under bf16
 autocast, fused AdamW; torch.use_deterministic_algorithms(True), CUBLAS_WORKSPACE_CONFIG
@@ -28,7 +29,9 @@ from transformers import AutoModelForCausalLM, GPT2Config
 def build(args, attn):
     torch.manual_seed(0)
     torch.cuda.manual_seed_all(0)
-    cfg = GPT2Config(n_positions=max(1024, args.seq))
+    # GPT-2 small (124M) or medium (355M: 24 layers, 1024 wide, 16 heads).
+    size = {"small": {}, "medium": {"n_layer": 24, "n_embd": 1024, "n_head": 16}}[args.size]
+    cfg = GPT2Config(n_positions=max(1024, args.seq), **size)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attn).cuda()
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -53,6 +56,9 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
+    ap.add_argument(
+        "--size", default=os.environ.get("GPT2_SIZE", "small"), choices=["small", "medium"]
+    )
     args = ap.parse_args()
 
     torch.use_deterministic_algorithms(True)
@@ -94,6 +100,7 @@ def main():
         "device": torch.cuda.get_device_name(),
         "attn": attn,
         "batch": args.batch,
+        "size": args.size,
         "seq": args.seq,
         "steps": args.steps,
         "loss": losses,

@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost crash gpt2-sampled gpt2-verified gpt2-all (default: all but the last five)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost crash gpt2-sampled gpt2-verified gpt2-all gpt2-40 gpt2-medium (default: all but the last seven)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -164,6 +164,15 @@ PY
       timeout 560 "$here/gpu" --include-ignored --nocapture a_gpt2 2>&1 | tail -12
     cat "$out/gpu-$mode/gpt2.summary.json" 2>/dev/null
     python3 "$here/cuda/summarize.py" "$out/gpu-$mode/gpt2.records.jsonl" 2>/dev/null | grep -v '^   ' | head -40
+    ;;
+  gpt2-40|gpt2-medium)
+    # The GPT-2 step with 40 passes per launch, or GPT-2 medium with 3.
+    if [ $s = gpt2-40 ]; then v=ROCPROF_REPLAY_GPT2_PASSES=40; else v=GPT2_SIZE=medium; fi
+    step "GPT-2 training step, $v"
+    env $v ROCPROF_REPLAY_GPU_OUT=$out/gpu-$s \
+      timeout 560 "$here/gpu" --include-ignored --nocapture a_gpt2 2>&1 | tail -12
+    cat "$out/gpu-$s/gpt2.summary.json" 2>/dev/null
+    python3 "$here/cuda/summarize.py" "$out/gpu-$s/gpt2.records.jsonl" 2>/dev/null | grep -v '^   ' | head -40
     ;;
   bench)
     step "restore benchmark"

@@ -292,7 +292,9 @@ fn a_gpt2_training_step_is_bit_identical_under_replay() {
     );
     let rec = records_path("gpt2.records");
     let tool = cuda_tool().to_str().unwrap().to_string();
-    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    // 3 passes per launch, or ROCPROF_REPLAY_GPT2_PASSES (a full counter set's worth: 40).
+    let passes = std::env::var("ROCPROF_REPLAY_GPT2_PASSES").unwrap_or_else(|_| "3".into());
+    let mut env = tool_env(rec.to_str().unwrap(), &passes);
     env.push(("CUDA_INJECTION64_PATH", &tool));
     env.push(("ROCPROF_REPLAY_LOG", "error"));
     let replayed = gpt2("gpt2.replayed", &env, &["LD_PRELOAD"]);
