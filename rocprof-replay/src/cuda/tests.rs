@@ -104,6 +104,10 @@ struct FakeGpu {
     /// Per stream: what `cuMemcpyAsync` wrote since the stream's last table kernel (address,
     /// length).
     copied: HashMap<usize, Vec<(usize, usize)>>,
+    /// `cuFuncGetAttribute` fails (`CUDA_ERROR_INVALID_HANDLE`).
+    fail_func_attributes: bool,
+    /// `cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS)` (`None`: 16).
+    registers: Option<i32>,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -383,14 +387,55 @@ unsafe extern "C" fn func_get_attribute(
     a: CUfunction_attribute,
     _: CUfunction,
 ) -> CUresult {
+    let g = gpu();
+    if g.fail_func_attributes {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    let registers = g.registers.unwrap_or(16);
     // SAFETY: out-parameter.
     unsafe {
         *v = if a == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES {
             1024
+        } else if a == super::api::CU_FUNC_ATTRIBUTE_NUM_REGS {
+            registers
         } else {
             16
         }
     };
+    CUDA_SUCCESS
+}
+/// The fake device: an H200's limits.
+unsafe extern "C" fn device_get_attribute(
+    v: *mut c_int,
+    a: super::api::CUdevice_attribute,
+    dev: CUdevice,
+) -> CUresult {
+    use super::api::*;
+    let value = match a {
+        CU_DEVICE_ATTRIBUTE_WARP_SIZE => 32,
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT => 132,
+        CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR => 2048,
+        CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR => 65536,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR => 32,
+        CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK => 1024,
+        _ => return CUDA_ERROR_INVALID_VALUE,
+    };
+    if dev != 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: out-parameter.
+    unsafe { *v = value };
+    CUDA_SUCCESS
+}
+/// Three blocks of 256 threads per SM (the fake kernel's occupancy).
+unsafe extern "C" fn occupancy_max_active_blocks(
+    n: *mut c_int,
+    _: CUfunction,
+    block: c_int,
+    _: usize,
+) -> CUresult {
+    // SAFETY: out-parameter.
+    unsafe { *n = 768 / block.max(1) };
     CUDA_SUCCESS
 }
 unsafe extern "C" fn func_get_module(m: *mut CUmodule, f: CUfunction) -> CUresult {
@@ -825,6 +870,8 @@ fn fake_driver() -> Driver {
         mem_host_get_device_pointer: Some(mem_host_get_device_pointer),
         module_load_data: Some(module_load_data),
         module_get_function: Some(module_get_function),
+        device_get_attribute: Some(device_get_attribute),
+        occupancy_max_active_blocks: Some(occupancy_max_active_blocks),
     }
 }
 
