@@ -82,6 +82,10 @@ pub struct CounterCatalog {
     counters: BTreeMap<String, CounterInfo>,
     limits: BTreeMap<String, u32>,
     scheduler: Option<Arc<dyn PassScheduler>>,
+    /// Blocks whose metrics the backend computes from the dispatch itself (no counter pass).
+    computed: std::collections::BTreeSet<String>,
+    /// Why the vendor's counters are missing from this catalog (only computed metrics left).
+    unavailable: Option<String>,
 }
 
 impl CounterCatalog {
@@ -133,6 +137,39 @@ impl CounterCatalog {
     /// Whether a vendor scheduler decides the passes ([`scheduled_by`](Self::scheduled_by)).
     pub fn is_scheduled(&self) -> bool {
         self.scheduler.is_some()
+    }
+
+    /// Declares that the metrics of `block` are computed by the backend from the dispatch
+    /// itself (NVIDIA's `launch__*`: the launch configuration and the kernel's attributes),
+    /// not counted by the hardware: in a scheduled set ([`scheduled_by`](Self::scheduled_by))
+    /// they are not handed to the scheduler and need no counter pass of their own, and their
+    /// values are labelled with pass 0, the application's own execution, whose configuration
+    /// they describe ([`MetricSet::is_computed`]).
+    pub fn computed_block(mut self, block: impl Into<String>) -> CounterCatalog {
+        self.computed.insert(block.into());
+        self
+    }
+
+    /// Whether the metric `name` (a catalog name) is computed by the backend
+    /// ([`computed_block`](Self::computed_block)).
+    pub fn is_computed(&self, name: &str) -> bool {
+        self.get(name)
+            .is_some_and(|c| self.computed.contains(&c.block))
+    }
+
+    /// Records why the vendor's counters are missing from this catalog, which then lists only
+    /// computed metrics (NVIDIA: CUPTI's profiler is unavailable, the `launch__*` metrics are
+    /// still offered). A set that names another metric is
+    /// [`MetricError::Unschedulable`] with this reason.
+    pub fn without_counters(mut self, why: impl Into<String>) -> CounterCatalog {
+        self.unavailable = Some(why.into());
+        self
+    }
+
+    /// Why the vendor's counters are missing from this catalog
+    /// ([`without_counters`](Self::without_counters)); `None`: they are not.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.unavailable.as_deref()
     }
 
     /// The agent's name.
@@ -273,6 +310,9 @@ pub struct MetricSet {
     passes: Vec<Vec<MetricId>>,
     /// Values are floating point, every one from the last pass (a vendor-scheduled set).
     float: bool,
+    /// Per metric: computed by the backend from the dispatch
+    /// ([`CounterCatalog::computed_block`]).
+    computed: Vec<bool>,
 }
 
 impl MetricSet {
@@ -340,6 +380,7 @@ impl MetricSet {
         }
         Ok(MetricSet {
             agent: catalog.agent.clone(),
+            computed: vec![false; metrics.len()],
             metrics,
             passes,
             float: false,
@@ -359,6 +400,7 @@ impl MetricSet {
         S: AsRef<str>,
     {
         let mut metrics: Vec<Metric> = Vec::new();
+        let mut computed: Vec<bool> = Vec::new();
         for name in names {
             let name = name.as_ref();
             if metrics.iter().any(|m| m.counter.name == name) {
@@ -371,7 +413,7 @@ impl MetricSet {
                 None => (name, None),
             };
             let Some(known) = catalog.get(name).or_else(|| catalog.get(base)) else {
-                let suggestions = catalog
+                let suggestions: Vec<String> = catalog
                     .closest(base, 3)
                     .into_iter()
                     .map(|b| match suffix {
@@ -379,12 +421,22 @@ impl MetricSet {
                         None => b.to_owned(),
                     })
                     .collect();
+                if let Some(why) = &catalog.unavailable
+                    && suggestions.is_empty()
+                {
+                    // Not a typo of a metric offered: a counter this agent cannot collect now.
+                    return Err(MetricError::Unschedulable {
+                        agent: catalog.agent.clone(),
+                        reason: format!("`{name}` is not offered: {why}"),
+                    });
+                }
                 return Err(MetricError::Unknown {
                     name: name.to_owned(),
                     agent: catalog.agent.clone(),
                     suggestions,
                 });
             };
+            computed.push(catalog.computed.contains(&known.block));
             metrics.push(Metric {
                 counter: CounterInfo {
                     name: name.to_owned(),
@@ -397,14 +449,25 @@ impl MetricSet {
         if metrics.is_empty() {
             return Err(MetricError::Empty);
         }
-        let listed: Vec<&str> = metrics.iter().map(|m| m.counter.name.as_str()).collect();
-        let count = scheduler
-            .passes(&listed)
-            .map_err(|reason| MetricError::Unschedulable {
-                agent: catalog.agent.clone(),
-                reason,
-            })?
-            .max(1);
+        // Computed metrics are the backend's: the vendor schedules the rest. A set of computed
+        // metrics only still has one pass, the one after which the backend hands over values.
+        let listed: Vec<&str> = metrics
+            .iter()
+            .zip(&computed)
+            .filter(|(_, c)| !**c)
+            .map(|(m, _)| m.counter.name.as_str())
+            .collect();
+        let count = if listed.is_empty() {
+            1
+        } else {
+            scheduler
+                .passes(&listed)
+                .map_err(|reason| MetricError::Unschedulable {
+                    agent: catalog.agent.clone(),
+                    reason,
+                })?
+                .max(1)
+        };
         for m in &mut metrics {
             m.pass = count - 1;
         }
@@ -415,6 +478,7 @@ impl MetricSet {
             metrics,
             passes,
             float: true,
+            computed,
         })
     }
 
@@ -446,6 +510,21 @@ impl MetricSet {
             .into_iter()
             .flatten()
             .map(|id| &self.metrics[id.0])
+    }
+
+    /// Whether the metric named `name` is computed by the backend from the dispatch itself
+    /// (NVIDIA's `launch__*`, [`CounterCatalog::computed_block`]) rather than counted: it adds
+    /// no pass ([`pass_count`](Self::pass_count) is the vendor's for the other metrics, or 1
+    /// when there are none: the engine hands values over after a counter pass), it is
+    /// delivered with the last pass's values, and its [`MetricValue::pass`] is 0, the
+    /// application's own execution, whose launch it describes.
+    pub fn is_computed(&self, name: &str) -> bool {
+        self.id(name).is_some_and(|id| self.computed[id.0])
+    }
+
+    /// Whether any metric of the set is counted by the hardware (not computed).
+    pub fn has_counters(&self) -> bool {
+        self.computed.iter().any(|c| !c)
     }
 
     /// The id of the metric named `name`, if the set has it.
@@ -496,7 +575,12 @@ impl MetricSet {
                 return None;
             }
             for (id, v) in ids.iter().zip(&per_pass[p]) {
-                let pass = first_pass + p as u32;
+                // A computed metric describes the application's own execution, pass 0.
+                let pass = if self.computed[id.0] {
+                    0
+                } else {
+                    first_pass + p as u32
+                };
                 values[id.0] = if self.float {
                     MetricValue::real(f64::from_bits(*v), pass)
                 } else {

@@ -54,7 +54,38 @@ pub(crate) struct Driver {
     pub(crate) module_load_data: Option<cuModuleLoadData_fn>,
     /// `cuModuleGetFunction` (the compare kernel's entry point).
     pub(crate) module_get_function: Option<cuModuleGetFunction_fn>,
+    /// `cuDeviceGetAttribute` (launch metrics that need the device's limits; `None`: those
+    /// metrics are absent, with the reason).
+    pub(crate) device_get_attribute: Option<cuDeviceGetAttribute_fn>,
+    /// `cuOccupancyMaxActiveBlocksPerMultiprocessor` (`launch__waves_per_multiprocessor`).
+    pub(crate) occupancy_max_active_blocks: Option<cuOccupancyMaxActiveBlocksPerMultiprocessor_fn>,
 }
+
+/// `cuDeviceGetAttribute(pi, attrib, dev)`.
+#[allow(non_camel_case_types)]
+pub(crate) type cuDeviceGetAttribute_fn =
+    unsafe extern "C" fn(*mut c_int, CUdevice_attribute, CUdevice) -> CUresult;
+/// `cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dynamicSMemSize)`.
+#[allow(non_camel_case_types)]
+pub(crate) type cuOccupancyMaxActiveBlocksPerMultiprocessor_fn =
+    unsafe extern "C" fn(*mut c_int, CUfunction, c_int, usize) -> CUresult;
+/// `CUdevice_attribute`.
+#[allow(non_camel_case_types)]
+pub(crate) type CUdevice_attribute = std::ffi::c_uint;
+/// `CU_DEVICE_ATTRIBUTE_WARP_SIZE`.
+pub(crate) const CU_DEVICE_ATTRIBUTE_WARP_SIZE: CUdevice_attribute = 10;
+/// `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
+pub(crate) const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: CUdevice_attribute = 16;
+/// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR`.
+pub(crate) const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: CUdevice_attribute = 39;
+/// `CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR`.
+pub(crate) const CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: CUdevice_attribute = 82;
+/// `CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR`.
+pub(crate) const CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: CUdevice_attribute = 106;
+/// `CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK` (CUDA 11.0+).
+pub(crate) const CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: CUdevice_attribute = 111;
+/// `CU_FUNC_ATTRIBUTE_NUM_REGS`: registers per thread of a kernel.
+pub(crate) const CU_FUNC_ATTRIBUTE_NUM_REGS: CUfunction_attribute = 4;
 
 /// `cuStreamWaitValue32(stream, addr, value, flags)` (the `_v2` form, CUDA 11.7+).
 #[allow(non_camel_case_types)]
@@ -264,6 +295,13 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
                 .ok(),
             module_load_data: r.get("cuModuleLoadData", "cuModuleLoadData").ok(),
             module_get_function: r.get("cuModuleGetFunction", "cuModuleGetFunction").ok(),
+            device_get_attribute: r.get("cuDeviceGetAttribute", "cuDeviceGetAttribute").ok(),
+            occupancy_max_active_blocks: r
+                .get(
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                )
+                .ok(),
         }
     };
     // The driver is never unloaded while the process uses CUDA; neither are we.

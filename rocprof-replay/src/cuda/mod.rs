@@ -41,6 +41,7 @@
 mod api;
 mod gate;
 mod globals;
+mod launch_metrics;
 mod params;
 mod profiler;
 mod window;
@@ -435,6 +436,8 @@ pub(crate) struct KernelFacts {
     /// The kernel's module, when the handle is known (`None`: its `__device__` variables
     /// cannot be looked up).
     pub(crate) module: Option<usize>,
+    /// The kernel's `CUfunction` (a `CUkernel`'s, in this context), when the handle is known.
+    pub(crate) function: Option<usize>,
     /// Offset and size of each parameter (`None`: unknown — no handle to ask, or a driver
     /// before CUDA 12.4).
     pub(crate) params: Option<Arc<[(usize, usize)]>>,
@@ -674,6 +677,7 @@ impl Backend {
             static_shared: function.map_or(0, |g| attr(g, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)),
             local: function.map_or(0, |g| attr(g, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)),
             module,
+            function: function.map(|g| g as usize),
         };
         let mut kernels = self.kernels.write();
         if kernels.len() > 65_536 {

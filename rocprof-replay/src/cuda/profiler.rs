@@ -431,7 +431,9 @@ impl Chip {
         if listed == 0 {
             return Err(format!("CUPTI lists no metrics for chip {}", self.name()));
         }
-        Ok(catalog.scheduled_by(Arc::new(ChipScheduler(self.clone()))))
+        // Nsight Compute's launch metrics, computed by the backend (no counter pass).
+        Ok(super::launch_metrics::offer(catalog)
+            .scheduled_by(Arc::new(ChipScheduler(self.clone()))))
     }
 }
 
@@ -570,12 +572,20 @@ impl Profiler {
                 metrics = catalog.counters().count(),
                 "hardware counters through CUPTI's range profiler"
             ),
-            Err(why) => tracing::info!(gpu = ordinal, "no hardware counters: {why}"),
+            Err(why) => tracing::info!(
+                gpu = ordinal,
+                "no hardware counters (the launch__* metrics remain): {why}"
+            ),
         }
-        (self.on_agent)(
-            ordinal,
-            found.as_ref().map(|(_, c)| c).map_err(String::as_str),
-        );
+        // Without CUPTI's profiler the launch metrics are still offered; the catalog says why
+        // nothing else is.
+        let catalog = match found {
+            Ok((_, catalog)) => catalog,
+            Err(why) => {
+                super::launch_metrics::catalog_without_counters(format!("GPU {ordinal}"), &why)
+            }
+        };
+        (self.on_agent)(ordinal, Ok(&catalog));
     }
 
     /// The range profiler of context `ctx` (current on this thread), enabled on first use.
@@ -660,11 +670,16 @@ impl Profiler {
                 set.agent()
             ));
         }
+        // The backend computes launch metrics itself: CUPTI configures the others only.
         let names: Vec<&str> = set
             .metrics()
             .iter()
             .map(|m| m.counter.name.as_str())
+            .filter(|n| !set.is_computed(n))
             .collect();
+        if names.is_empty() {
+            return Err("the metric set has no metric for CUPTI".into());
+        }
         let config = chip.config(&names)?;
         if config.passes != set.pass_count() {
             return Err(format!(

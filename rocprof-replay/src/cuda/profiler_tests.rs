@@ -138,7 +138,7 @@ const BASE: [&[&CStr]; 3] = [
         c"sm__cycles_elapsed",
         c"sm__inst_executed",
         c"dram__bytes_read",
-        c"launch__grid_size",
+        c"lts__t_sectors",
     ],
     &[],
     &[c"sm__throughput"],
@@ -432,7 +432,7 @@ pub(crate) fn catalog(p: &Profiler, seen: &Seen) -> CounterCatalog {
 pub(crate) const NAMES: [&str; 4] = [
     "sm__cycles_elapsed.avg",
     "sm__inst_executed.sum",
-    "launch__grid_size",
+    "lts__t_sectors.sum",
     "dram__bytes_read.sum",
 ];
 
@@ -461,7 +461,14 @@ fn a_device_becomes_a_catalog_of_the_chips_base_metrics_scheduled_by_cupti() {
     let c = catalog(&p, &seen);
     assert_eq!(c.agent(), "GH100");
     assert!(c.is_scheduled());
-    assert_eq!(c.counters().count(), 5);
+    // CUPTI's five base metrics and the launch metrics the backend computes.
+    assert_eq!(
+        c.counters().count(),
+        5 + super::super::launch_metrics::NAMES.len()
+    );
+    assert!(c.is_computed("launch__grid_size"));
+    assert!(!c.is_computed("sm__cycles_elapsed"));
+    assert_eq!(c.unavailable(), None);
     assert_eq!(
         c.get("sm__throughput").map(|i| i.block.as_str()),
         Some("throughput")
@@ -509,7 +516,7 @@ fn the_config_image_is_built_once_per_set_and_chip_and_the_context_enabled_once(
         "one image per dispatch"
     );
     // Another set: its own image.
-    let other = MetricSet::new(&c, ["launch__grid_size"]).unwrap();
+    let other = MetricSet::new(&c, ["lts__t_sectors.sum"]).unwrap();
     assert_eq!(other.pass_count(), 3);
     assert_eq!(count(&take_log(), "GetConfigImage"), 1);
     // Context destroyed: its range profiler is disabled, a new one enabled next time.
@@ -744,7 +751,21 @@ fn a_cupti_without_the_profiling_api_makes_counters_unavailable_naming_the_funct
     symbols.enable = None;
     let (p, seen) = profiler(symbols, Modes::default());
     p.discover(0);
-    let why = seen.lock()[0].1.clone().unwrap_err();
+    // The launch metrics are still offered; the catalog says why nothing else is.
+    let c = seen.lock()[0]
+        .1
+        .clone()
+        .expect("a catalog of the launch metrics");
+    let why = c
+        .unavailable()
+        .expect("why there are no counters")
+        .to_owned();
+    assert_eq!(c.agent(), "GPU 0");
+    assert_eq!(
+        c.counters().count(),
+        super::super::launch_metrics::NAMES.len()
+    );
+    assert!(c.counters().all(|m| c.is_computed(&m.name)));
     assert_eq!(
         why,
         "this CUPTI has no cuptiRangeProfilerEnable (CUPTI's range profiler and profiler host \

@@ -104,6 +104,10 @@ struct FakeGpu {
     /// Per stream: what `cuMemcpyAsync` wrote since the stream's last table kernel (address,
     /// length).
     copied: HashMap<usize, Vec<(usize, usize)>>,
+    /// `cuFuncGetAttribute` fails (`CUDA_ERROR_INVALID_HANDLE`).
+    fail_func_attributes: bool,
+    /// `cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS)` (`None`: 16).
+    registers: Option<i32>,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -383,14 +387,55 @@ unsafe extern "C" fn func_get_attribute(
     a: CUfunction_attribute,
     _: CUfunction,
 ) -> CUresult {
+    let g = gpu();
+    if g.fail_func_attributes {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    let registers = g.registers.unwrap_or(16);
     // SAFETY: out-parameter.
     unsafe {
         *v = if a == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES {
             1024
+        } else if a == super::api::CU_FUNC_ATTRIBUTE_NUM_REGS {
+            registers
         } else {
             16
         }
     };
+    CUDA_SUCCESS
+}
+/// The fake device: an H200's limits.
+unsafe extern "C" fn device_get_attribute(
+    v: *mut c_int,
+    a: super::api::CUdevice_attribute,
+    dev: CUdevice,
+) -> CUresult {
+    use super::api::*;
+    let value = match a {
+        CU_DEVICE_ATTRIBUTE_WARP_SIZE => 32,
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT => 132,
+        CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR => 2048,
+        CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR => 65536,
+        CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR => 32,
+        CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK => 1024,
+        _ => return CUDA_ERROR_INVALID_VALUE,
+    };
+    if dev != 0 {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: out-parameter.
+    unsafe { *v = value };
+    CUDA_SUCCESS
+}
+/// Three blocks of 256 threads per SM (the fake kernel's occupancy).
+unsafe extern "C" fn occupancy_max_active_blocks(
+    n: *mut c_int,
+    _: CUfunction,
+    block: c_int,
+    _: usize,
+) -> CUresult {
+    // SAFETY: out-parameter.
+    unsafe { *n = 768 / block.max(1) };
     CUDA_SUCCESS
 }
 unsafe extern "C" fn func_get_module(m: *mut CUmodule, f: CUfunction) -> CUresult {
@@ -409,10 +454,13 @@ unsafe extern "C" fn func_get_param_info(
     offset: *mut usize,
     size: *mut usize,
 ) -> CUresult {
-    // ADD_ONE (and the writers of the write-set tests) take (CUdeviceptr, u32); the other
+    // ADD_ONE, ADD_ONE_COUNTED (and the writers of the write-set tests) take (CUdeviceptr, u32); the other
     // kernels of these tests take nothing.
     let f = f.cast::<FakeKernel>();
-    let params: &[(usize, usize)] = if std::ptr::eq(f, &ADD_ONE) || compare_tests::writer(f) {
+    let params: &[(usize, usize)] = if std::ptr::eq(f, &ADD_ONE)
+        || std::ptr::eq(f, &ADD_ONE_COUNTED)
+        || compare_tests::writer(f)
+    {
         &[(0, 8), (8, 4)]
     } else {
         &[]
@@ -825,6 +873,8 @@ fn fake_driver() -> Driver {
         mem_host_get_device_pointer: Some(mem_host_get_device_pointer),
         module_load_data: Some(module_load_data),
         module_get_function: Some(module_get_function),
+        device_get_attribute: Some(device_get_attribute),
+        occupancy_max_active_blocks: Some(occupancy_max_active_blocks),
     }
 }
 
@@ -2953,3 +3003,218 @@ mod fingerprint_tests;
 
 #[path = "table_tests.rs"]
 mod table_tests;
+
+/// The launch metrics of `add_one`'s launch (`Harness::launch`: grid 4×2×1 of 256 threads,
+/// 512 bytes of dynamic shared memory) on the fake H200: static shared 1024, 16 registers,
+/// driver reserve 1024, 132 SMs, three blocks of 256 per SM.
+const LAUNCH_VALUES: [(&str, f64); 19] = [
+    ("launch__grid_size", 8.0),
+    ("launch__grid_dim_x", 4.0),
+    ("launch__grid_dim_y", 2.0),
+    ("launch__grid_dim_z", 1.0),
+    ("launch__block_size", 256.0),
+    ("launch__block_dim_x", 256.0),
+    ("launch__block_dim_y", 1.0),
+    ("launch__block_dim_z", 1.0),
+    ("launch__thread_count", 2048.0),
+    ("launch__registers_per_thread", 16.0),
+    ("launch__shared_mem_per_block_static", 1024.0),
+    ("launch__shared_mem_per_block_dynamic", 512.0),
+    ("launch__shared_mem_per_block_driver", 1024.0),
+    ("launch__shared_mem_per_block", 2560.0),
+    ("launch__sm_count", 132.0),
+    ("launch__occupancy_limit_blocks", 32.0),
+    // 2048 threads per SM: 64 warps, 8 per block.
+    ("launch__occupancy_limit_warps", 8.0),
+    // 16 registers: 512 per warp, 32 warps per sub-partition, 128 per SM, 16 blocks.
+    ("launch__occupancy_limit_registers", 16.0),
+    // 8 blocks over 132 SMs of 3 blocks each.
+    ("launch__waves_per_multiprocessor", 8.0 / 396.0),
+];
+
+/// `(name, value, pass)` of every metric of an outcome.
+fn metric_values(o: &Outcome) -> Vec<(String, f64, u32)> {
+    o.metrics
+        .values()
+        .unwrap_or_else(|| panic!("{:?}", o.metrics))
+        .iter()
+        .map(|(n, v)| (n.to_owned(), v.gpu_value, v.pass))
+        .collect()
+}
+
+#[test]
+fn a_set_of_launch_metrics_only_is_the_launch_itself_and_runs_no_cupti_pass() {
+    use super::profiler::tests as fake;
+    let _cupti = fake::reset(3);
+    let (_p, catalog) = FakeProfiler::install(true);
+    let names = LAUNCH_VALUES.map(|(n, _)| n);
+    let set = Arc::new(crate::counters::MetricSet::new(&catalog, names).unwrap());
+    assert_eq!(
+        set.pass_count(),
+        1,
+        "no CUPTI pass; the one the engine hands values after"
+    );
+    assert!(!set.has_counters());
+    assert!(fake::fake().added.is_empty(), "CUPTI was not configured");
+    let h = harness_with(WithCounters(1, set), quick());
+    let mut buf = Buffer::new(&h, 16);
+    let mut args = buf.args();
+    h.obtain_function(&ADD_ONE_COUNTED);
+    fake::take_log();
+    assert_eq!(h.launch(&ADD_ONE_COUNTED, &mut args, 0), CUDA_SUCCESS);
+    assert_eq!(buf.values(), vec![1; 16], "one execution");
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 2), "{o:?}");
+    let expected: Vec<(String, f64, u32)> = LAUNCH_VALUES
+        .iter()
+        .map(|(n, v)| (n.to_string(), *v, 0))
+        .collect();
+    assert_eq!(metric_values(o), expected, "exact, labelled with pass 0");
+    let log = fake::take_log();
+    assert!(
+        log.iter().all(|l| l == "kernel"),
+        "CUPTI's profiler was not called: {log:?}"
+    );
+}
+
+#[test]
+fn a_set_mixing_launch_and_cupti_metrics_costs_cuptis_passes_only() {
+    use super::profiler::tests as fake;
+    let _cupti = fake::reset(3);
+    let (_p, catalog) = FakeProfiler::install(true);
+    let mut names: Vec<&str> = vec!["launch__grid_size"];
+    names.extend(fake::NAMES);
+    names.push("launch__shared_mem_per_block");
+    let set = Arc::new(crate::counters::MetricSet::new(&catalog, &names).unwrap());
+    assert_eq!(set.pass_count(), 3, "CUPTI's passes for its part");
+    assert_eq!(
+        fake::fake().added,
+        fake::NAMES,
+        "CUPTI configures its metrics only"
+    );
+    let h = harness_with(WithCounters(2, set), quick());
+    let mut buf = Buffer::new(&h, 16);
+    let mut args = buf.args();
+    h.obtain_function(&ADD_ONE_COUNTED);
+    assert_eq!(h.launch(&ADD_ONE_COUNTED, &mut args, 0), CUDA_SUCCESS);
+    assert_eq!(buf.values(), vec![1; 16], "one execution");
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 5), "{o:?}");
+    let mut expected = vec![("launch__grid_size".to_string(), 8.0, 0)];
+    expected.extend(
+        fake::NAMES
+            .iter()
+            .map(|n| (n.to_string(), n.len() as f64 + 0.25, 4)),
+    );
+    expected.push(("launch__shared_mem_per_block".into(), 2560.0, 0));
+    assert_eq!(metric_values(o), expected, "set order");
+    assert_eq!(fake::fake().kernels_per_range, [1, 1, 1]);
+    assert!(fake::fake().bad.is_empty(), "{:?}", fake::fake().bad);
+}
+
+#[test]
+fn without_cuptis_profiler_the_launch_metrics_remain_and_counters_are_refused_with_the_reason() {
+    use crate::counters::{MetricError, MetricSet};
+    let _cupti = super::profiler::tests::reset(1);
+    super::profiler::set(None);
+    let why = "CUPTI's profiler is not used (ROCPROF_REPLAY_CUPTI_PROFILER=0)";
+    let catalog = super::launch_metrics::catalog_without_counters("GPU 0".into(), why);
+    let err =
+        MetricSet::new(&catalog, ["launch__grid_size", "sm__cycles_elapsed.avg"]).unwrap_err();
+    assert_eq!(
+        err,
+        MetricError::Unschedulable {
+            agent: "GPU 0".into(),
+            reason: format!("`sm__cycles_elapsed.avg` is not offered: {why}"),
+        }
+    );
+    let set =
+        Arc::new(MetricSet::new(&catalog, ["launch__block_size", "launch__grid_size"]).unwrap());
+    let h = harness_with(WithCounters(1, set), quick());
+    let mut buf = Buffer::new(&h, 16);
+    let mut args = buf.args();
+    assert_eq!(h.launch(&ADD_ONE, &mut args, 0), CUDA_SUCCESS);
+    assert_eq!(buf.values(), vec![1; 16]);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        metric_values(o),
+        [
+            ("launch__block_size".to_string(), 256.0, 0),
+            ("launch__grid_size".to_string(), 8.0, 0)
+        ]
+    );
+}
+
+#[test]
+fn an_unknown_launch_metric_names_the_closest_ones() {
+    use super::profiler::tests as fake;
+    use crate::counters::{MetricError, MetricSet};
+    let _cupti = fake::reset(1);
+    let (_p, with_cupti) = FakeProfiler::install(true);
+    let without = super::launch_metrics::catalog_without_counters("GPU 0".into(), "no CUPTI");
+    for catalog in [&with_cupti, &without] {
+        for (asked, closest) in [
+            ("launch__grid_sise", "launch__grid_size"),
+            (
+                "launch__registers_per_thred",
+                "launch__registers_per_thread",
+            ),
+            ("launch__block_sizes", "launch__block_size"),
+        ] {
+            let err = MetricSet::new(catalog, [asked]).unwrap_err();
+            let MetricError::Unknown {
+                name, suggestions, ..
+            } = &err
+            else {
+                panic!("{asked}: {err:?}")
+            };
+            assert_eq!(name, asked);
+            assert!(
+                suggestions.iter().any(|s| s == closest),
+                "{asked}: {suggestions:?}"
+            );
+            assert!(err.to_string().contains("did you mean"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn a_failing_attribute_query_leaves_the_metrics_absent_with_the_reason_never_zero() {
+    use super::profiler::tests as fake;
+    let _cupti = fake::reset(3);
+    let (_p, catalog) = FakeProfiler::install(true);
+    let names = ["launch__grid_size", "launch__registers_per_thread"];
+    let set = Arc::new(crate::counters::MetricSet::new(&catalog, names).unwrap());
+    let h = harness_with(WithCounters(1, set), quick());
+    let mut buf = Buffer::new(&h, 16);
+    let mut args = buf.args();
+    // A handle the application never obtained from the driver cannot be asked either.
+    assert_eq!(h.launch(&ADD_ONE, &mut args, 0), CUDA_SUCCESS);
+    let o = &h.outcomes()[0].1;
+    assert!(
+        o.metrics
+            .absent_reason()
+            .is_some_and(|r| r.contains("the kernel's handle cannot be queried")),
+        "{:?}",
+        o.metrics
+    );
+    h.obtain_function(&ADD_ONE_COUNTED);
+    gpu().fail_func_attributes = true;
+    let mut args = buf.args();
+    assert_eq!(h.launch(&ADD_ONE_COUNTED, &mut args, 0), CUDA_SUCCESS);
+    assert_eq!(buf.values(), vec![2; 16], "the application is unaffected");
+    let o = &h.outcomes()[1].1;
+    let why = o
+        .metrics
+        .absent_reason()
+        .unwrap_or_else(|| panic!("{:?}", o.metrics));
+    assert!(
+        why.starts_with("counters_unavailable: `launch__registers_per_thread`: cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS) failed"),
+        "{why}"
+    );
+    assert_eq!(
+        h.launches(),
+        2,
+        "one run per launch: no pass was spent on them"
+    );
+}

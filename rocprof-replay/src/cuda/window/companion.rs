@@ -203,6 +203,8 @@ pub(super) struct Job {
     pub(super) launch: Launch,
     /// The kernel's module (`None`: unknown).
     pub(super) module: Option<usize>,
+    /// The kernel's `CUfunction` (`None`: unknown; the launch metrics that need it are absent).
+    pub(super) function: Option<usize>,
     /// Offset and size of each parameter (`None`: unknown).
     pub(super) params: Option<Arc<[(usize, usize)]>>,
     pub(super) hand: Arc<Handoff>,
@@ -315,6 +317,7 @@ pub(super) fn run_job(mut job: Job, relaxed: &mut bool) {
         dirty: false,
         original_end: None,
         counters: None,
+        launch_values: None,
         late_stream: 0,
     };
     tracing::trace!(kernel = job.info.kernel(), "window starts");

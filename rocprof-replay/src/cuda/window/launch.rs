@@ -209,6 +209,7 @@ pub(crate) unsafe fn enter_launch(
         info,
         launch,
         module: facts.module,
+        function: facts.function,
         params: facts.params.clone(),
         hand: hand.clone(),
         before,

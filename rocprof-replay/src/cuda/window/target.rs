@@ -112,6 +112,17 @@ pub(super) enum Last {
     Relaunch(usize),
 }
 
+/// A dispatch's launch metrics, merged into the values of its set's last counter pass.
+pub(super) struct LaunchValues {
+    /// The set's last counter pass.
+    last: u32,
+    /// That pass's metrics in [`MetricSet::pass`](crate::counters::MetricSet::pass) order:
+    /// `Some`, a launch metric's value (`f64` bits); `None`, CUPTI's next value.
+    merged: Vec<Option<u64>>,
+    /// Some metrics are CUPTI's: its session must deliver them.
+    counted: bool,
+}
+
 /// The engine's handle on one intercepted launch (on the companion thread).
 pub(super) struct CudaTarget<'a> {
     pub(super) be: &'static Backend,
@@ -128,6 +139,9 @@ pub(super) struct CudaTarget<'a> {
     pub(super) original_end: Option<usize>,
     /// Hardware counters of this dispatch (CUPTI's range profiler, `crate::cuda::profiler`).
     pub(super) counters: Option<crate::cuda::profiler::Session>,
+    /// The launch metrics of this dispatch's set, computed before the window
+    /// ([`crate::cuda::launch_metrics`]).
+    pub(super) launch_values: Option<LaunchValues>,
     /// The private stream given up with work still running on it (0: none).
     pub(super) late_stream: usize,
 }
@@ -401,8 +415,60 @@ impl CudaTarget<'_> {
     }
 }
 
+impl CudaTarget<'_> {
+    /// CUPTI's values of counter pass `pass` (none before the last).
+    fn cupti_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        let Some(mut c) = self.counters.take() else {
+            return Err("the dispatch's counters were not prepared".into());
+        };
+        let (c, values) = self.profiler_call(move || {
+            let v = c.values(pass);
+            (c, v)
+        })?;
+        self.counters = Some(c);
+        values
+    }
+}
+
 impl ReplayTarget for CudaTarget<'_> {
+    /// Launch metrics ([`crate::cuda::launch_metrics`]) are computed here, before the window
+    /// (the context is current on this thread); CUPTI is prepared only for the rest of the
+    /// set. A launch metric that cannot be computed leaves the dispatch without metrics.
     fn prepare_counters(&mut self, set: &crate::counters::MetricSet) -> Result<(), String> {
+        self.launch_values = None;
+        let last = set.pass_count().saturating_sub(1);
+        let computed: Vec<&str> = set
+            .pass(last)
+            .map(|m| m.counter.name.as_str())
+            .filter(|n| set.is_computed(n))
+            .collect();
+        if !computed.is_empty() {
+            let l = &self.job.launch;
+            let shape = crate::cuda::launch_metrics::Shape {
+                grid: l.grid,
+                block: l.block,
+                dynamic_shared: l.shared,
+                function: self.job.function,
+            };
+            let mut values =
+                crate::cuda::launch_metrics::values(self.drv(), &shape, &computed)?.into_iter();
+            let merged = set
+                .pass(last)
+                .map(|m| {
+                    set.is_computed(&m.counter.name)
+                        .then(|| values.next().map(f64::to_bits))
+                        .flatten()
+                })
+                .collect();
+            self.launch_values = Some(LaunchValues {
+                last,
+                merged,
+                counted: set.has_counters(),
+            });
+            if !set.has_counters() {
+                return Ok(());
+            }
+        }
         let (ctx, agent, set) = (self.ctx.handle, self.job.info.agent_index, set.clone());
         let prepared =
             self.profiler_call(move || crate::cuda::profiler::prepare(ctx, agent, &set))?;
@@ -422,15 +488,28 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
-        let Some(mut c) = self.counters.take() else {
-            return Err("the dispatch's counters were not prepared".into());
+        let Some(launch) = &self.launch_values else {
+            return self.cupti_values(pass);
         };
-        let (c, values) = self.profiler_call(move || {
-            let v = c.values(pass);
-            (c, v)
-        })?;
-        self.counters = Some(c);
-        values
+        let (last, counted) = (launch.last, launch.counted);
+        let counted = if counted {
+            self.cupti_values(pass)?
+        } else {
+            Vec::new()
+        };
+        let Some(launch) = self.launch_values.as_ref().filter(|_| pass == last) else {
+            return Ok(counted);
+        };
+        let mut cupti = counted.into_iter();
+        let merged: Option<Vec<u64>> = launch
+            .merged
+            .iter()
+            .map(|v| v.or_else(|| cupti.next()))
+            .collect();
+        match merged {
+            Some(v) if cupti.next().is_none() => Ok(v),
+            _ => Err("CUPTI returned a different number of values than the set has".into()),
+        }
     }
 
     fn argument_bytes(&self) -> Option<Vec<u8>> {
