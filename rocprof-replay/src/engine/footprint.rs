@@ -14,20 +14,25 @@
 //! the application's own execution, so when a watched granule changed during it (the kernel
 //! wrote through a pointer stored in device memory, or a TMA descriptor) replay simply stops
 //! after it: the application keeps that one execution (`declined`, `wrote_outside_footprint`)
-//! and the kernel is remembered ([`Remembered`]): its later dispatches capture everything. After
-//! the last pass the watched memory is fingerprinted once more; a later pass that wrote there
-//! (a kernel whose write addresses change from run to run) cannot be undone, and the outcome
-//! says so (`failed`, `late_write_outside_footprint`). Correctness never depends on which
-//! allocations the arguments name: they only decide what is copied; the fingerprints decide
-//! whether replay may go on.
+//! and the kernel is remembered ([`Remembered`]): its later dispatches capture everything. A
+//! later pass that wrote there (a kernel whose write addresses change from run to run) cannot
+//! be undone: with `verified` the watched memory is fingerprinted once more after the last
+//! pass and the outcome says so (`failed`, `late_write_outside_footprint`); by default the
+//! GPU's next window finds it when it compares with the fingerprints this one carried. With
+//! `sampled`, a kernel with [`SAMPLED_TRUST_AFTER`](crate::SAMPLED_TRUST_AFTER) clean checks
+//! is checked on one dispatch in [`SAMPLED_EVERY`](crate::SAMPLED_EVERY) only ([`Sampling`]).
+//! Correctness never depends on which allocations the arguments name: they only decide what
+//! is copied; the fingerprints decide whether replay may go on.
 //!
 //! A fingerprint is a sum of mixed words (below): two different contents of one granule have
 //! equal fingerprints with a probability of about 2^-64. `ROCPROF_REPLAY_FOOTPRINT=all`, a
 //! `strict` restore, and a backend that cannot fingerprint capture everything instead.
 //!
 //! # Carried fingerprints
-//! The fingerprints taken after a window's last pass describe the watched allocations as the
-//! next window of the GPU finds them — unless something wrote them in between. So a window
+//! The fingerprints of a window's latest clean check (after its first pass, or with
+//! `verified` after its last: the later passes start from the same memory, so by default the
+//! first pass's are taken to stand) describe the watched allocations as the next window of the
+//! GPU finds them — unless something wrote them in between. So a window
 //! that ends normally leaves them behind ([`Watch::commit`]), tagged with the agent's *write
 //! epoch* ([`epoch`]) at the window's decision; the next window takes (removes) its agent's
 //! carried fingerprints once it holds the agent, and uses those whose allocation (base,
