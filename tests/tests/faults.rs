@@ -451,13 +451,16 @@ fn a_free_and_reallocation_during_capture_wait_and_are_never_restored_over() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_free_and_reallocation_during_a_restore_wait_and_are_never_restored_over() {
-    // Capture ~450 ms, pass 1 ~20 ms, then the first restore (~450 ms): the free comes 650 ms
-    // in, during that restore.
+    // Capture ~450 ms, pass 1 ~20 ms, then the diff and the first restore (~450 ms each): the
+    // free comes 650 ms in, while they copy the freed buffer. Every allocation is captured
+    // (`all`): with the arguments footprint the freed buffer would only be watched, and the one
+    // check after the first pass comes before the free.
     let c = cell(
         "free-during",
         &[
             ("E2E_KERNEL", "slow_inc"),
             ("E2E_PLAN", "exactly:3"),
+            ("ROCPROF_REPLAY_FOOTPRINT", "all"),
             ("FAULT_ARM", "COPY_DELAY_MS=150"),
             ("FREE_AFTER_MS", "650"),
             ("SLOW_MS", "20"),
