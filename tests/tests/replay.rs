@@ -353,7 +353,10 @@ fn an_opted_out_kernel_running_concurrently_on_another_queue_is_not_corrupted() 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_region_freed_during_the_window_is_skipped_not_written() {
+    // Every allocation captured: with the arguments footprint the freed buffer (which the
+    // kernel's arguments do not name) is only watched, and checked once, before the free.
     let env = [
+        ("ROCPROF_REPLAY_FOOTPRINT", "all"),
         ("E2E_PLAN", "exactly:5"),
         ("E2E_KERNEL", "sleep_kernel"),
         ("SAMPLE_SLEEP_MS", "40"),
