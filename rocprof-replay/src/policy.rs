@@ -717,6 +717,11 @@ pub struct Outcome {
     pub carried_bytes: u64,
     /// Time spent fingerprinting watched memory, all checks together.
     pub fingerprint_time: Duration,
+    /// Regions (allocations and module variables) the snapshot held; 0 when none was taken.
+    pub snapshot_regions: u32,
+    /// Wall time of the replay window, from taking the agent to its end (passes, copies,
+    /// compares and the engine's own work); zero for a dispatch that did not enter one.
+    pub window_time: Duration,
 }
 
 impl Outcome {
@@ -753,6 +758,8 @@ impl Outcome {
             watched_bytes: 0,
             carried_bytes: 0,
             fingerprint_time: Duration::ZERO,
+            snapshot_regions: 0,
+            window_time: Duration::ZERO,
         }
     }
 }

@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost crash gpt2-sampled gpt2-verified gpt2-all gpt2-40 gpt2-medium (default: all but the last seven)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost counters-launch crash gpt2-sampled gpt2-verified gpt2-all gpt2-40 gpt2-medium (default: all but the last eight)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -202,7 +202,7 @@ for r in d:
 PY
     done
     ;;
-  counters|counters-gpt2)
+  counters|counters-gpt2|counters-launch)
     # Hardware counters through CUPTI's range profiler, against Nsight Compute. Two steps, each
     # well under 10 minutes: `counters` (the GPU tests, then ours against two ncu runs on
     # counters_check, replay_check and restore_bench) and `counters-gpt2` (a many-pass set on
@@ -241,7 +241,20 @@ PY
           --ncu "$c"/ncu[12]."$name".csv --out "$c/compare-$mode.$name.md" | head -60
       done
     }
-    if [ "$s" = counters ]; then
+    if [ "$s" = counters-launch ]; then
+      # Every launch__* metric (computed from the launch, no counter pass) against ncu, on
+      # kernels of different shapes: counters_check's and replay_check's launches.
+      step "counters-launch: the launch__* metrics against Nsight Compute"
+      nvcc -O2 -std=c++17 -arch=native -o "$c/counters_check" "$here/cuda/apps/counters_check.cu"
+      nvcc -O2 -std=c++17 -arch=native -o "$c/replay_check" "$here/cuda/apps/replay_check.cu"
+      L=launch__block_dim_x,launch__block_dim_y,launch__block_dim_z,launch__block_size,launch__grid_dim_x,launch__grid_dim_y,launch__grid_dim_z,launch__grid_size,launch__occupancy_limit_blocks,launch__occupancy_limit_registers,launch__occupancy_limit_warps,launch__registers_per_thread,launch__shared_mem_per_block,launch__shared_mem_per_block_driver,launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_static,launch__sm_count,launch__thread_count,launch__waves_per_multiprocessor
+      ours counters_check.all_launch "$L" "$c/counters_check" 64
+      ncus counters_check.all_launch "$L" 1 "$c/counters_check" 64
+      compare counters_check.all_launch
+      ours replay_check.all_launch "$L" "$c/replay_check"
+      ncus replay_check.all_launch "$L" 1 "$c/replay_check"
+      compare replay_check.all_launch
+    elif [ "$s" = counters ]; then
       step "counters: GPU tests, ours against Nsight Compute"
       timeout 120 "$here/cupti_profiler_layout" --include-ignored 2>&1 | tail -8
       ROCPROF_REPLAY_GPU_OUT=$c timeout 300 "$here/counters" --include-ignored --test-threads=1 \

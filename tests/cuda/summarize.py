@@ -53,6 +53,23 @@ def main():
         "fingerprint_s": sum(r.get("fingerprint_ns", 0) for r in rows) / 1e9,
         "diff_s": sum(r.get("diff_ns", 0) for r in rows) / 1e9,
         "verified_bytes": sum(r.get("verified_bytes", 0) for r in rows),
+        "window_s": sum(r.get("window_ns", 0) for r in rows) / 1e9,
+        "median_window_us": statistics.median(r.get("window_ns", 0) for r in rows) / 1e3
+        if rows
+        else None,
+        "snapshot_regions": sum(r.get("snapshot_regions", 0) for r in rows),
+        "median_snapshot_regions": statistics.median(r.get("snapshot_regions", 0) for r in rows)
+        if rows
+        else None,
+        "median_snapshot_us": statistics.median(r["snapshot_ns"] for r in rows) / 1e3
+        if rows
+        else None,
+        "median_fingerprint_us": statistics.median(r.get("fingerprint_ns", 0) for r in rows) / 1e3
+        if rows
+        else None,
+        "median_diff_us": statistics.median(r.get("diff_ns", 0) for r in rows) / 1e3
+        if rows
+        else None,
         "restore_modes": dict(collections.Counter(str(r.get("restore_mode")) for r in rows)),
     }
     print(json.dumps(summary, indent=1))

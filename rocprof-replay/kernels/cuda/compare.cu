@@ -14,8 +14,19 @@
 // [g * granule, min((g + 1) * granule, len)) of both buffers (the last one may be shorter);
 // flags[g] = 1 when any byte of it differs, else 0. One block per granule at a time (grid-stride
 // over the granules); its threads compare 16-byte vectors when both buffers and the granule are
-// 16-byte aligned, then the granule's tail byte by byte (bytes throughout otherwise); each thread
-// stops at its first difference, and the block's verdict is one __syncthreads_or.
+// 16-byte aligned (loaded in batches, streaming: read once, evicted first), then the granule's
+// tail byte by byte (bytes throughout otherwise); each thread stops after the batch that holds
+// its first difference, and the block's verdict is one __syncthreads_or.
+
+// Vectors of each buffer a thread loads before it uses any: in the compare (two buffers) and
+// in the fingerprint. More loads in flight, more registers (at 4 and 8: 72 and 64 registers
+// per thread on sm_90, for the table kernels; -D on nvcc's command line for experiments).
+#ifndef ROCPROF_REPLAY_COMPARE_BATCH
+#define ROCPROF_REPLAY_COMPARE_BATCH 4
+#endif
+#ifndef ROCPROF_REPLAY_FINGERPRINT_BATCH
+#define ROCPROF_REPLAY_FINGERPRINT_BATCH 8
+#endif
 
 // One granule of the compare, for the whole block: whether any of the `glen` bytes at `a` and
 // `b` differ (`vectors`: both start 16-byte aligned). Every thread of the block must call it
@@ -28,13 +39,32 @@ __device__ __forceinline__ int rocprof_replay_compare_granule(const unsigned cha
     int differs = 0;
     unsigned long long done = 0;
     if (vectors) {
+        // ROCPROF_REPLAY_COMPARE_BATCH vectors of each buffer per thread are loaded before
+        // any is compared, so that many loads are in flight at once (a load followed by its
+        // use leaves one in flight per thread: latency, not bandwidth, sets the speed).
         const uint4* va = reinterpret_cast<const uint4*>(a);
         const uint4* vb = reinterpret_cast<const uint4*>(b);
         const unsigned long long n = glen / 16;
-        for (unsigned long long i = threadIdx.x; i < n && !differs; i += blockDim.x) {
-            const uint4 x = va[i];
-            const uint4 y = vb[i];
-            differs = (x.x != y.x) | (x.y != y.y) | (x.z != y.z) | (x.w != y.w);
+        const unsigned long long threads = blockDim.x;
+        for (unsigned long long base = threadIdx.x; base < n && !differs;
+             base += ROCPROF_REPLAY_COMPARE_BATCH * threads) {
+            uint4 x[ROCPROF_REPLAY_COMPARE_BATCH];
+            uint4 y[ROCPROF_REPLAY_COMPARE_BATCH];
+#pragma unroll
+            for (int k = 0; k < ROCPROF_REPLAY_COMPARE_BATCH; k++) {
+                const unsigned long long i = base + k * threads;
+                if (i < n) {
+                    x[k] = __ldcs(&va[i]);
+                    y[k] = __ldcs(&vb[i]);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < ROCPROF_REPLAY_COMPARE_BATCH; k++) {
+                if (base + k * threads < n) {
+                    differs |= (x[k].x != y[k].x) | (x[k].y != y[k].y) | (x[k].z != y[k].z) |
+                               (x[k].w != y[k].w);
+                }
+            }
         }
         done = n * 16;
     }
@@ -120,15 +150,30 @@ rocprof_replay_fingerprint_granule(const unsigned char* __restrict__ p,
     unsigned long long sum = 0;
     if (((at | glen) & 15ull) == 0) {
         // Words 2i and 2i + 1 in vector i; the keys (i + 1) * GOLDEN advance by addition.
+        // ROCPROF_REPLAY_FINGERPRINT_BATCH vectors per thread are loaded before any is hashed
+        // (as in the compare), so that many loads are in flight at once.
         const ulonglong2* v = reinterpret_cast<const ulonglong2*>(p);
         const unsigned long long n = glen / 16;
         unsigned long long key = (2 * tid + 1) * GOLDEN;
         const unsigned long long step = 2 * threads * GOLDEN;
-#pragma unroll 4
-        for (unsigned long long i = tid; i < n; i += threads) {
-            const ulonglong2 x = v[i];
-            sum += rocprof_replay_mix(x.x ^ key) + rocprof_replay_mix(x.y ^ (key + GOLDEN));
-            key += step;
+        for (unsigned long long base = tid; base < n;
+             base += ROCPROF_REPLAY_FINGERPRINT_BATCH * threads) {
+            ulonglong2 x[ROCPROF_REPLAY_FINGERPRINT_BATCH];
+#pragma unroll
+            for (int k = 0; k < ROCPROF_REPLAY_FINGERPRINT_BATCH; k++) {
+                const unsigned long long i = base + k * threads;
+                if (i < n) {
+                    x[k] = __ldcs(&v[i]);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < ROCPROF_REPLAY_FINGERPRINT_BATCH; k++) {
+                if (base + k * threads < n) {
+                    sum += rocprof_replay_mix(x[k].x ^ key) +
+                           rocprof_replay_mix(x[k].y ^ (key + GOLDEN));
+                }
+                key += step;
+            }
         }
     } else if ((at & 7ull) == 0) {
         const unsigned long long* w = reinterpret_cast<const unsigned long long*>(p);

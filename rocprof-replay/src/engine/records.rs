@@ -51,6 +51,8 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "fingerprint_ns": outcome.fingerprint_time.as_nanos() as u64,
         "pass_ns": pass_ns,
         "snapshot_ns": outcome.snapshot_time.as_nanos() as u64,
+        "snapshot_regions": outcome.snapshot_regions,
+        "window_ns": outcome.window_time.as_nanos() as u64,
         "restore_ns": outcome.restore_time.as_nanos() as u64,
         "start_ns": outcome
             .started_at

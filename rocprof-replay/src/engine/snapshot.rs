@@ -698,6 +698,11 @@ impl Snapshot {
         }
     }
 
+    /// Regions the snapshot holds.
+    pub(crate) fn region_count(&self) -> usize {
+        self.regions.len()
+    }
+
     /// Where the snapshot's bytes live: `device`, `pinned_host` or `host`, or the tiers of a
     /// mix joined with `+` (`device+pinned_host`); `None` for an empty snapshot.
     pub(crate) fn staging_label(&self) -> Option<&'static str> {

@@ -52,7 +52,7 @@
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::context::{LoopContexts, Service, service_active};
 use crate::counters::{MetricSet, Metrics};
@@ -462,6 +462,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             call("on_end", info, || policy.on_end(info, state, &outcome));
             return outcome;
         }
+        let window_start = Instant::now();
         if let Err(reason) = target.begin() {
             tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
             footprint::note_device_write(info.agent.0);
@@ -476,6 +477,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // From here on the window holds the agent: every way out ends it before `on_end`.
         let finish = |target: &mut dyn ReplayTarget, state: P::State, mut outcome: Outcome| {
             target.end();
+            outcome.window_time = window_start.elapsed();
             outcome.inputs_restored = restored_verdict(&outcome);
             if asked && outcome.metrics == Metrics::NotAsked {
                 outcome.metrics = Metrics::Absent(
@@ -550,6 +552,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         outcome.snapshot_bytes = snapshot.bytes;
         outcome.staging = snapshot.staging_label();
         outcome.snapshot_time = snapshot.capture_time;
+        outcome.snapshot_regions = snapshot.region_count() as u32;
         outcome.skipped_regions = snapshot.skipped;
         outcome.footprint = Some(footprint_kind);
         outcome.watched_bytes = outside.as_ref().map_or(0, |w| w.bytes);

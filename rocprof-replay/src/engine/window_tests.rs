@@ -328,6 +328,7 @@ fn row_no_decision_is_not_replayed() {
         (dev.passes, dev.ordinary_runs, out.snapshot_bytes),
         (0, 1, 0)
     );
+    assert_eq!((out.snapshot_regions, out.window_time), (0, Duration::ZERO));
     assert_one_execution(&dev);
 }
 
@@ -346,9 +347,17 @@ fn row_n_passes_without_continue_runs_exactly_n() {
     assert_eq!((out.passes, dev.passes, dev.ordinary_runs), (5, 5, 0));
     assert_eq!(out.snapshot_bytes, 16 * 4 + 4);
     assert_eq!(
+        out.snapshot_regions, 2,
+        "the buffer and the module variable"
+    );
+    assert_eq!(
         out.restored_bytes,
         4 * (16 * 4 + 4),
         "restored between passes, not after the last"
+    );
+    assert!(
+        out.window_time >= out.snapshot_time + out.restore_time && out.window_time > Duration::ZERO,
+        "the window's time holds its capture and restores: {out:?}"
     );
     assert!(
         dev.inputs_seen

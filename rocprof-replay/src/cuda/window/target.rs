@@ -31,8 +31,12 @@ pub(crate) enum Poll {
 }
 
 /// Polls `query` (an event or stream query) until it reports completion, an error, or
-/// `deadline` passes. Spins briefly, then yields, then sleeps in short slices.
+/// `deadline` passes. Spins briefly, then yields, then sleeps in slices of about 1/32 of the
+/// time waited so far (10 µs to 1 ms), with this thread's timer slack lowered meanwhile
+/// ([`FineSlack`]), so a wait ends within a few percent of when its work did.
 pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Poll {
+    let start = Instant::now();
+    let mut slack: Option<FineSlack> = None;
     let mut round = 0u32;
     loop {
         match query() {
@@ -40,7 +44,8 @@ pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Po
             CUDA_ERROR_NOT_READY => {}
             r => return Poll::Failed(r),
         }
-        if Instant::now() >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             return Poll::TimedOut;
         }
         round += 1;
@@ -49,8 +54,40 @@ pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Po
         } else if round < 512 {
             std::thread::yield_now();
         } else {
-            let us = (u64::from(round - 512) * 5).clamp(20, 1000);
-            std::thread::sleep(Duration::from_micros(us));
+            slack.get_or_insert_with(FineSlack::new);
+            let slice = ((now - start) / 32).clamp(SLEEP_MIN, SLEEP_MAX);
+            std::thread::sleep(slice.min(deadline - now));
+        }
+    }
+}
+
+/// Shortest and longest sleep of [`poll`].
+const SLEEP_MIN: Duration = Duration::from_micros(10);
+const SLEEP_MAX: Duration = Duration::from_millis(1);
+
+/// The calling thread's timer slack set to 1 µs for as long as this lives, then put back.
+/// Linux lets a thread's sleeps overrun by its slack (50 µs by default) to batch wake-ups: for
+/// the sub-millisecond sleeps of [`poll`] that would be most of the sleep.
+struct FineSlack(Option<libc::c_ulong>);
+
+impl FineSlack {
+    fn new() -> FineSlack {
+        // SAFETY: PR_GET_TIMERSLACK only reads the calling thread's timer slack.
+        let old = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+        if old <= 0 {
+            return FineSlack(None);
+        }
+        // SAFETY: PR_SET_TIMERSLACK only changes the calling thread's timer slack.
+        let set = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
+        FineSlack((set == 0).then_some(old as libc::c_ulong))
+    }
+}
+
+impl Drop for FineSlack {
+    fn drop(&mut self) {
+        if let Some(old) = self.0 {
+            // SAFETY: as in `new`: the calling thread's own slack, back to what it was.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, old, 0, 0, 0) };
         }
     }
 }
@@ -801,4 +838,58 @@ pub(super) fn module_globals(be: &Backend, ctx: &Ctx, module: usize) -> Vec<(usi
     }
     entry.0 = total;
     entry.1.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slack() -> i32 {
+        // SAFETY: reads the calling thread's timer slack.
+        unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) }
+    }
+
+    #[test]
+    fn a_long_poll_sleeps_with_a_fine_timer_slack_and_puts_the_thread_s_back() {
+        let before = slack();
+        assert!(
+            before > 1000,
+            "a thread starts with the default slack ({before} ns)"
+        );
+        let mut seen = Vec::new();
+        let until = Instant::now() + Duration::from_millis(5);
+        let polled = poll(Instant::now() + Duration::from_secs(5), || {
+            seen.push(slack());
+            if Instant::now() >= until {
+                CUDA_SUCCESS
+            } else {
+                CUDA_ERROR_NOT_READY
+            }
+        });
+        assert_eq!(polled, Poll::Done);
+        assert_eq!(
+            seen.first(),
+            Some(&before),
+            "spinning leaves the slack alone"
+        );
+        assert_eq!(seen.last(), Some(&1000), "the sleeps run with a 1 µs slack");
+        assert_eq!(slack(), before, "the thread's slack is put back");
+    }
+
+    #[test]
+    fn a_poll_ends_at_its_deadline_or_on_an_error() {
+        let deadline = Instant::now() + Duration::from_millis(3);
+        assert_eq!(poll(deadline, || CUDA_ERROR_NOT_READY), Poll::TimedOut);
+        assert!(Instant::now() >= deadline);
+        let mut calls = 0;
+        let failed = poll(deadline + Duration::from_secs(5), || {
+            calls += 1;
+            if calls < 3 {
+                CUDA_ERROR_NOT_READY
+            } else {
+                CUDA_ERROR_ILLEGAL_ADDRESS
+            }
+        });
+        assert_eq!(failed, Poll::Failed(CUDA_ERROR_ILLEGAL_ADDRESS));
+    }
 }
