@@ -76,7 +76,40 @@ fn five_passes_see_identical_inputs_and_the_app_sees_one_execution() {
     );
     // 4 KiB of data plus the 4-byte module counter.
     assert_eq!(r[0]["snapshot_bytes"], 4096 + 4);
+    assert_eq!(r[0]["snapshot_regions"], 2);
     assert_eq!(r[0]["restored_bytes"], 4 * (4096 + 4));
+    let window = r[0]["window_ns"].as_u64().unwrap();
+    let parts = ["snapshot_ns", "restore_ns"].map(|k| r[0][k].as_u64().unwrap());
+    assert!(window >= parts.iter().sum::<u64>(), "{r:?}");
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn rocprof_replay_phases_writes_where_the_windows_time_went_at_exit() {
+    let path = records_path("phases").with_extension("phases.txt");
+    let _ = std::fs::remove_file(&path);
+    let (_, recs) = probe(
+        "checksum",
+        "e2e_plan_tool",
+        &[
+            ("E2E_PLAN", "exactly:3"),
+            ("ROCPROF_REPLAY_PHASES", path.to_str().unwrap()),
+        ],
+    );
+    let windows = recs.iter().filter(|r| r["outcome"] == "replayed").count();
+    let text = std::fs::read_to_string(&path).expect("the phases report");
+    let calls = |phase: &str| -> u64 {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(phase))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {phase} row in\n{text}"))
+    };
+    assert!(windows >= 1, "{recs:?}");
+    assert_eq!(calls("window") as usize, windows, "{text}");
+    assert_eq!(calls("capture") as usize, windows, "{text}");
+    assert_eq!(calls("pass") as usize, 3 * windows, "{text}");
+    assert_eq!(calls("restore") as usize, 2 * windows, "{text}");
 }
 
 #[test]

@@ -6,6 +6,7 @@ pub(crate) mod arena;
 pub(crate) mod footprint;
 pub(crate) mod gate;
 pub(crate) mod inventory;
+pub(crate) mod phases;
 pub(crate) mod records;
 pub(crate) mod settings;
 pub(crate) mod snapshot;

@@ -60,6 +60,7 @@ use crate::dispatch::DispatchInfo;
 use crate::engine::footprint::{self, Verdict, Watch};
 use crate::engine::gate;
 use crate::engine::inventory::AllocationInventory;
+use crate::engine::phases::{self, Phase};
 use crate::engine::settings::Settings;
 use crate::engine::snapshot::{
     DENSE_PERCENT, DeviceMemory, DiffError, RestoreError, RestoreStats, Snapshot, SnapshotPlan,
@@ -463,7 +464,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             return outcome;
         }
         let window_start = Instant::now();
-        if let Err(reason) = target.begin() {
+        if let Err(reason) = phases::timed(Phase::Begin, || target.begin()) {
             tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, reason = reason.code(), "replay declined: the dispatch runs once");
             footprint::note_device_write(info.agent.0);
             let kind = declined_run(target.run_once(), reason);
@@ -476,8 +477,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         }
         // From here on the window holds the agent: every way out ends it before `on_end`.
         let finish = |target: &mut dyn ReplayTarget, state: P::State, mut outcome: Outcome| {
-            target.end();
+            phases::timed(Phase::End, || target.end());
             outcome.window_time = window_start.elapsed();
+            if phases::enabled() {
+                phases::add(Phase::Window, outcome.window_time);
+            }
             outcome.inputs_restored = restored_verdict(&outcome);
             if asked && outcome.metrics == Metrics::NotAsked {
                 outcome.metrics = Metrics::Absent(
@@ -501,7 +505,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // its decision: work submitted after it (which may run after this window: behind it on
         // its queue, or behind its isolation gate) bumps the epoch.
         let carried = footprint::take_carried(info.agent.0);
-        if let Err(reason) = target.drain() {
+        if let Err(reason) = phases::timed(Phase::Drain, || target.drain()) {
             return decline(target, reason, state);
         }
         let Some(requested) = call("restore_mode", info, || policy.restore_mode(info)) else {
@@ -599,7 +603,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             // Counter passes are not timed: their times would include the counters' set-up.
             let timed = counter.is_none() && service_active(Service::DispatchTiming);
             target.arm_counters(counter);
-            let ran = target.run_pass(timed);
+            let ran = phases::timed(Phase::Pass, || target.run_pass(timed));
             target.arm_counters(None);
             match ran {
                 Ok(kernel_time) if counter.is_some() => {
@@ -743,7 +747,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 && let Some(w) = outside.as_mut()
             {
                 let skipped = w.skipped;
-                let verdict = w.changed(inventory, target);
+                let verdict = phases::timed(Phase::WatchAfter, || w.changed(inventory, target));
                 outcome.fingerprint_time = w.time;
                 outcome.skipped_regions += w.skipped - skipped;
                 let stop = match verdict {
@@ -792,14 +796,16 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 }
             }
             if matches!(restorer, Restorer::Undecided) {
-                match Restorer::choose(
-                    requested,
-                    &snapshot,
-                    inventory,
-                    target,
-                    settings,
-                    &mut outcome,
-                ) {
+                match phases::timed(Phase::Diff, || {
+                    Restorer::choose(
+                        requested,
+                        &snapshot,
+                        inventory,
+                        target,
+                        settings,
+                        &mut outcome,
+                    )
+                }) {
                     Ok(chosen) => restorer = chosen,
                     Err(reason) => {
                         // Memory holds the first pass's result, untouched: that is the execution.
@@ -815,7 +821,9 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     }
                 }
             }
-            match restorer.restore(&snapshot, inventory, target, settings, &mut outcome) {
+            match phases::timed(Phase::Restore, || {
+                restorer.restore(&snapshot, inventory, target, settings, &mut outcome)
+            }) {
                 Ok(()) => {}
                 Err(error) => {
                     let reason = match error {
@@ -858,7 +866,9 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         if clean && let Some(w) = &outside {
             w.commit();
         }
-        if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, &mut outcome) {
+        if let Err(reason) = phases::timed(Phase::End, || {
+            restorer.finish(&snapshot, inventory, target, settings, &mut outcome)
+        }) {
             fail_final(&mut outcome, reason);
         }
         if let Some(metrics) = set
@@ -885,7 +895,8 @@ fn plan_and_capture(
     mode: FootprintMode,
     (epoch, carried): (u64, &footprint::Carried),
 ) -> Result<(Snapshot, Option<Watch>, FootprintKind), DeclineReason> {
-    let vars = target.module_variables()?;
+    let vars = phases::timed(Phase::Variables, || target.module_variables())?;
+    let plan_start = phases::enabled().then(Instant::now);
     let mut plan = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX)?;
     let mut watch = None;
     let mut kind = FootprintKind::All;
@@ -894,6 +905,9 @@ fn plan_and_capture(
         && let Some(args) = target.argument_bytes()
     {
         let watched = footprint::split(&mut plan, &args);
+        if let Some(t) = plan_start {
+            phases::add(Phase::Plan, t.elapsed());
+        }
         if watched.is_empty() {
             // The arguments name every allocation.
         } else if mode == FootprintMode::Sampled
@@ -901,14 +915,16 @@ fn plan_and_capture(
         {
             kind = FootprintKind::Unchecked;
         } else {
-            match Watch::take(
-                watched.clone(),
-                inventory,
-                target,
-                info.agent.0,
-                epoch,
-                carried,
-            ) {
+            match phases::timed(Phase::WatchBefore, || {
+                Watch::take(
+                    watched.clone(),
+                    inventory,
+                    target,
+                    info.agent.0,
+                    epoch,
+                    carried,
+                )
+            }) {
                 Ok(w) => {
                     watch = Some(w);
                     kind = if mode == FootprintMode::Verified {
@@ -932,7 +948,9 @@ fn plan_and_capture(
     if plan.regions.iter().map(|r| r.size as u64).sum::<u64>() > settings.budget {
         return Err(DeclineReason::OverBudget);
     }
-    let snapshot = Snapshot::capture(plan, inventory, target)?;
+    let snapshot = phases::timed(Phase::Capture, || {
+        Snapshot::capture(plan, inventory, target)
+    })?;
     Ok((snapshot, watch, kind))
 }
 

@@ -1,0 +1,238 @@
+//! Where a replay window's time goes: with `ROCPROF_REPLAY_PHASES` set, the engine adds up the
+//! wall time of each phase of every window (taking the agent, draining, capturing, the passes,
+//! the fingerprint check, the diff, the restores, the end) and prints the totals when the
+//! process exits — to the file the variable names, or to stderr when it is `1` or `stderr`.
+//!
+//! Off (the default) a phase costs one load of a value read once. The totals are process-wide
+//! sums over all windows and threads, per call (a window has one `pass` call per pass, two
+//! `end` calls: the final compares and the backend's end). Phases do not nest, so the rows add
+//! up to at most the `window` row, and what windows spend outside them is the `other` row.
+//! `docs/performance.md` shows how to read it.
+
+use std::io::Write;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A phase of the replay window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// The whole window, from taking the agent to its end.
+    Window,
+    /// `ReplayTarget::begin`: taking the agent (its lock and gates).
+    Begin,
+    /// `ReplayTarget::drain`: waiting for the work submitted before the dispatch.
+    Drain,
+    /// Module variables and the arena sized for the plan.
+    Variables,
+    /// The plan: which allocations the snapshot holds, which are watched.
+    Plan,
+    /// The watched memory's fingerprints before the first pass (carried or read).
+    WatchBefore,
+    /// Copying the snapshot.
+    Capture,
+    /// The passes (each one: submission to completion).
+    Pass,
+    /// The watched memory's fingerprints after the first pass.
+    WatchAfter,
+    /// Choosing the restore: the diff after the first pass.
+    Diff,
+    /// Restores between passes.
+    Restore,
+    /// After the last pass: final compares and write-backs, `ReplayTarget::end`.
+    End,
+}
+
+const PHASES: [Phase; 12] = [
+    Phase::Window,
+    Phase::Begin,
+    Phase::Drain,
+    Phase::Variables,
+    Phase::Plan,
+    Phase::WatchBefore,
+    Phase::Capture,
+    Phase::Pass,
+    Phase::WatchAfter,
+    Phase::Diff,
+    Phase::Restore,
+    Phase::End,
+];
+
+impl Phase {
+    fn label(self) -> &'static str {
+        match self {
+            Phase::Window => "window",
+            Phase::Begin => "begin",
+            Phase::Drain => "drain",
+            Phase::Variables => "variables",
+            Phase::Plan => "plan",
+            Phase::WatchBefore => "watch_before",
+            Phase::Capture => "capture",
+            Phase::Pass => "pass",
+            Phase::WatchAfter => "watch_after",
+            Phase::Diff => "diff",
+            Phase::Restore => "restore",
+            Phase::End => "end",
+        }
+    }
+}
+
+struct Totals {
+    ns: [AtomicU64; PHASES.len()],
+    count: [AtomicU64; PHASES.len()],
+}
+
+static TOTALS: Totals = Totals {
+    ns: [const { AtomicU64::new(0) }; PHASES.len()],
+    count: [const { AtomicU64::new(0) }; PHASES.len()],
+};
+
+/// Where the report goes, read once: `None` when phases are not measured.
+fn destination() -> Option<&'static str> {
+    static DEST: OnceLock<Option<String>> = OnceLock::new();
+    DEST.get_or_init(|| {
+        let value = std::env::var("ROCPROF_REPLAY_PHASES").ok()?;
+        let value = value.trim();
+        if value.is_empty() || value == "0" {
+            return None;
+        }
+        register_report();
+        Some(value.to_owned())
+    })
+    .as_deref()
+}
+
+/// Whether phases are measured in this process.
+pub(crate) fn enabled() -> bool {
+    destination().is_some()
+}
+
+/// Adds `elapsed` to `phase`.
+pub(crate) fn add(phase: Phase, elapsed: Duration) {
+    let i = phase as usize;
+    TOTALS.ns[i].fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+    TOTALS.count[i].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Runs `f`, its wall time added to `phase` when phases are measured.
+pub(crate) fn timed<R>(phase: Phase, f: impl FnOnce() -> R) -> R {
+    if !enabled() {
+        return f();
+    }
+    let start = Instant::now();
+    let r = f();
+    add(phase, start.elapsed());
+    r
+}
+
+/// The report: one row per phase (windows or calls, total, mean), and the window's time
+/// outside the phases.
+pub(crate) fn report() -> String {
+    let row = |p: Phase| {
+        let i = p as usize;
+        (
+            TOTALS.count[i].load(Ordering::Relaxed),
+            TOTALS.ns[i].load(Ordering::Relaxed),
+        )
+    };
+    let mut out = String::from("rocprof-replay window phases (process totals)\n");
+    out.push_str(&format!(
+        "{:<14}{:>10}{:>14}{:>12}\n",
+        "phase", "calls", "total_ms", "mean_us"
+    ));
+    let mut inside = 0u64;
+    for p in PHASES {
+        let (n, ns) = row(p);
+        if p != Phase::Window {
+            inside += ns;
+        }
+        let mean = if n > 0 {
+            ns as f64 / n as f64 / 1e3
+        } else {
+            0.0
+        };
+        out.push_str(&format!(
+            "{:<14}{:>10}{:>14.3}{:>12.1}\n",
+            p.label(),
+            n,
+            ns as f64 / 1e6,
+            mean
+        ));
+    }
+    let (windows, total) = row(Phase::Window);
+    let other = total.saturating_sub(inside);
+    let mean = if windows > 0 {
+        other as f64 / windows as f64 / 1e3
+    } else {
+        0.0
+    };
+    out.push_str(&format!(
+        "{:<14}{:>10}{:>14.3}{:>12.1}\n",
+        "other",
+        windows,
+        other as f64 / 1e6,
+        mean
+    ));
+    out
+}
+
+fn register_report() {
+    extern "C" fn at_exit() {
+        let _ = std::panic::catch_unwind(write_report);
+    }
+    // SAFETY: registering a plain extern "C" function with no captured state.
+    unsafe { libc::atexit(at_exit) };
+}
+
+fn write_report() {
+    let Some(dest) = destination() else {
+        return;
+    };
+    let text = report();
+    if dest == "1" || dest == "stderr" {
+        eprint!("{text}");
+        return;
+    }
+    match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dest)
+    {
+        Ok(mut f) => {
+            let _ = writeln!(f, "pid {}\n{text}", std::process::id());
+        }
+        Err(e) => eprintln!("rocprof-replay: cannot write ROCPROF_REPLAY_PHASES={dest}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_adds_each_phase_and_puts_the_rest_of_the_window_in_other() {
+        // Process-wide totals: other tests' windows may add to them, so only what this one
+        // adds is checked, through the difference it makes.
+        let before = report();
+        add(Phase::Window, Duration::from_millis(10));
+        add(Phase::Capture, Duration::from_millis(3));
+        add(Phase::Pass, Duration::from_millis(4));
+        let after = report();
+        assert_ne!(before, after);
+        let field = |text: &str, label: &str, col: usize| -> f64 {
+            text.lines()
+                .find(|l| l.split_whitespace().next() == Some(label))
+                .and_then(|l| l.split_whitespace().nth(col))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {label} row in\n{text}"))
+        };
+        let grew = |label: &str, col: usize| field(&after, label, col) - field(&before, label, col);
+        assert_eq!(grew("window", 1), 1.0);
+        assert!((grew("capture", 2) - 3.0).abs() < 1e-6);
+        assert!((grew("pass", 2) - 4.0).abs() < 1e-6);
+        // Other = window - phases: 10 - 3 - 4 ms more (nothing else adds to the totals in
+        // tests: ROCPROF_REPLAY_PHASES is not set, so windows do not time themselves).
+        let other = grew("other", 2);
+        assert!((other - 3.0).abs() < 1e-6, "other grew by {other} ms");
+    }
+}
