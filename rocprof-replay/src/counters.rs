@@ -515,9 +515,10 @@ impl MetricSet {
     /// Whether the metric named `name` is computed by the backend from the dispatch itself
     /// (NVIDIA's `launch__*`, [`CounterCatalog::computed_block`]) rather than counted: it adds
     /// no pass ([`pass_count`](Self::pass_count) is the vendor's for the other metrics, or 1
-    /// when there are none: the engine hands values over after a counter pass), it is
-    /// delivered with the last pass's values, and its [`MetricValue::pass`] is 0, the
-    /// application's own execution, whose launch it describes.
+    /// when there are none — the engine then runs no counter pass at all, and a dispatch the
+    /// policy does not replay is not replayed for it), it is delivered with the last pass's
+    /// values, and its [`MetricValue::pass`] is 0, the application's own execution, whose
+    /// launch it describes.
     pub fn is_computed(&self, name: &str) -> bool {
         self.id(name).is_some_and(|id| self.computed[id.0])
     }

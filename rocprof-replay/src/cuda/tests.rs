@@ -3049,32 +3049,40 @@ fn a_set_of_launch_metrics_only_is_the_launch_itself_and_runs_no_cupti_pass() {
     let (_p, catalog) = FakeProfiler::install(true);
     let names = LAUNCH_VALUES.map(|(n, _)| n);
     let set = Arc::new(crate::counters::MetricSet::new(&catalog, names).unwrap());
-    assert_eq!(
-        set.pass_count(),
-        1,
-        "no CUPTI pass; the one the engine hands values after"
-    );
+    assert_eq!(set.pass_count(), 1, "one pass holding the computed metrics");
     assert!(!set.has_counters());
     assert!(fake::fake().added.is_empty(), "CUPTI was not configured");
-    let h = harness_with(WithCounters(1, set), quick());
-    let mut buf = Buffer::new(&h, 16);
-    let mut args = buf.args();
-    h.obtain_function(&ADD_ONE_COUNTED);
-    fake::take_log();
-    assert_eq!(h.launch(&ADD_ONE_COUNTED, &mut args, 0), CUDA_SUCCESS);
-    assert_eq!(buf.values(), vec![1; 16], "one execution");
-    let o = &h.outcomes()[0].1;
-    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 2), "{o:?}");
     let expected: Vec<(String, f64, u32)> = LAUNCH_VALUES
         .iter()
         .map(|(n, v)| (n.to_string(), *v, 0))
         .collect();
-    assert_eq!(metric_values(o), expected, "exact, labelled with pass 0");
-    let log = fake::take_log();
-    assert!(
-        log.iter().all(|l| l == "kernel"),
-        "CUPTI's profiler was not called: {log:?}"
-    );
+    // Counters only, nothing to count: the application's own run, no snapshot, no relaunch;
+    // then with three timing passes of the policy's: the passes it asked for, no more.
+    for (policy_passes, kind) in [(1, OutcomeKind::Skipped), (3, OutcomeKind::Replayed)] {
+        let h = harness_with(WithCounters(policy_passes, set.clone()), quick());
+        let mut buf = Buffer::new(&h, 16);
+        let mut args = buf.args();
+        h.obtain_function(&ADD_ONE_COUNTED);
+        fake::take_log();
+        assert_eq!(h.launch(&ADD_ONE_COUNTED, &mut args, 0), CUDA_SUCCESS);
+        assert_eq!(buf.values(), vec![1; 16], "one execution");
+        let o = &h.outcomes()[0].1;
+        assert_eq!((o.kind, o.passes), (kind, policy_passes), "{o:?}");
+        if policy_passes == 1 {
+            assert_eq!(o.snapshot_bytes, 0, "no window: {o:?}");
+        }
+        assert_eq!(metric_values(o), expected, "exact, labelled with pass 0");
+        let log = fake::take_log();
+        assert!(
+            log.iter().all(|l| l == "kernel"),
+            "CUPTI's profiler was not called: {log:?}"
+        );
+        assert_eq!(
+            log.len(),
+            policy_passes as usize,
+            "no counter pass: {log:?}"
+        );
+    }
 }
 
 #[test]

@@ -444,8 +444,12 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         let asked = set.is_some();
         // Each counter pass's configuration, prepared before the window takes the agent.
         let counters_error: RefCell<Option<String>> = RefCell::new(None);
+        // A set the backend computes from the launch alone (NVIDIA's `launch__*`): its values
+        // describe the application's own execution and need no counter pass.
+        let computed_only = set.as_ref().is_some_and(|s| !s.has_counters());
         let counter_passes = match &set {
             Some(set) => match target.prepare_counters(set) {
+                Ok(()) if computed_only => 0,
                 Ok(()) => set.pass_count(),
                 Err(why) => {
                     tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, "no hardware counters for this dispatch: {why}");
@@ -455,11 +459,32 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             },
             None => 0,
         };
+        // The values of a computed-only set, from the backend (`None` for other sets, or when
+        // preparing it failed).
+        let computed = |target: &mut dyn ReplayTarget| -> Option<Metrics> {
+            let set = set.as_ref().filter(|_| computed_only)?;
+            if counters_error.borrow().is_some() {
+                return None;
+            }
+            Some(match target.counter_values(0) {
+                Ok(v) => match set.values_from(0, &[v]) {
+                    Some(values) => Metrics::Values(values),
+                    None => Metrics::Absent(
+                        "counters_unavailable: the backend returned values that do not match \
+                         the set"
+                            .into(),
+                    ),
+                },
+                Err(why) => Metrics::Absent(format!("counters_unavailable: {why}")),
+            })
+        };
         if limit <= 1 && counter_passes == 0 {
-            // Only counters were asked for, and none can be collected: one ordinary run.
+            // Only counters were asked for, and no counter pass is needed (a computed-only
+            // set) or none can be collected: one ordinary run.
             target.run_once();
             let mut outcome = start(OutcomeKind::Skipped);
-            outcome.metrics = Metrics::Absent(counters_error.take().unwrap_or_default());
+            outcome.metrics = computed(target)
+                .unwrap_or_else(|| Metrics::Absent(counters_error.take().unwrap_or_default()));
             call("on_end", info, || policy.on_end(info, state, &outcome));
             return outcome;
         }
@@ -470,7 +495,8 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             let kind = declined_run(target.run_once(), reason);
             let mut outcome = start(kind);
             if asked {
-                outcome.metrics = Metrics::Absent(absent_reason(&outcome));
+                outcome.metrics =
+                    computed(target).unwrap_or_else(|| Metrics::Absent(absent_reason(&outcome)));
             }
             call("on_end", info, || policy.on_end(info, state, &outcome));
             return outcome;
@@ -484,12 +510,14 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             }
             outcome.inputs_restored = restored_verdict(&outcome);
             if asked && outcome.metrics == Metrics::NotAsked {
-                outcome.metrics = Metrics::Absent(
-                    counters_error
-                        .borrow_mut()
-                        .take()
-                        .unwrap_or_else(|| absent_reason(&outcome)),
-                );
+                outcome.metrics = computed(target).unwrap_or_else(|| {
+                    Metrics::Absent(
+                        counters_error
+                            .borrow_mut()
+                            .take()
+                            .unwrap_or_else(|| absent_reason(&outcome)),
+                    )
+                });
             }
             call("on_end", info, || policy.on_end(info, state, &outcome));
             outcome

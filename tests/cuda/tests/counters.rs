@@ -151,6 +151,18 @@ fn launch_metrics_are_the_launch_configuration() {
     for r in &scales {
         assert_eq!(value(r, "launch__grid_size"), 4096.0, "{r}");
     }
+    // Nothing to count: the application's own run, no snapshot, no counter pass.
+    for r in sums.iter().chain(&scales) {
+        assert_eq!(
+            (
+                r["outcome"].as_str(),
+                r["passes"].as_u64(),
+                r["snapshot_bytes"].as_u64()
+            ),
+            (Some("skipped"), Some(1), Some(0)),
+            "{r}"
+        );
+    }
 }
 
 #[test]
