@@ -31,9 +31,10 @@ pub(crate) enum Poll {
 }
 
 /// Polls `query` (an event or stream query) until it reports completion, an error, or
-/// `deadline` passes. Spins briefly, then yields, then sleeps in slices of about 1/32 of the
-/// time waited so far (10 µs to 1 ms), with this thread's timer slack lowered meanwhile
-/// ([`FineSlack`]), so a wait ends within a few percent of when its work did.
+/// `deadline` passes. Spins briefly, then yields for [`YIELD_FOR`], then sleeps in slices of
+/// about 1/32 of the time waited so far (10 µs to 1 ms), with this thread's timer slack
+/// lowered meanwhile ([`FineSlack`]), so a wait ends within a few percent of when its work
+/// did.
 pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Poll {
     let start = Instant::now();
     let mut slack: Option<FineSlack> = None;
@@ -51,7 +52,7 @@ pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Po
         round += 1;
         if round < 64 {
             std::hint::spin_loop();
-        } else if round < 512 {
+        } else if now - start < YIELD_FOR {
             std::thread::yield_now();
         } else {
             slack.get_or_insert_with(FineSlack::new);
@@ -60,6 +61,10 @@ pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Po
         }
     }
 }
+
+/// How long [`poll`] yields before it sleeps: most waits of a window (copies, compares, short
+/// kernels) end within it.
+const YIELD_FOR: Duration = Duration::from_micros(250);
 
 /// Shortest and longest sleep of [`poll`].
 const SLEEP_MIN: Duration = Duration::from_micros(10);
