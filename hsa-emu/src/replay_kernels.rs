@@ -119,6 +119,12 @@ fn for_each_granule<E: Entry>(
     total: u64,
     mut f: impl FnMut(u64, &E, u64, u64),
 ) {
+    if wg.group_id == [0, 0, 0] {
+        // Once per dispatch: the fault knob of a slow device compare.
+        if let Some(delay) = crate::faults::faults().replay_kernel_delay() {
+            std::thread::sleep(delay);
+        }
+    }
     if granule == 0 || table.is_empty() || wg.workgroup_size[0] == 0 {
         return;
     }

@@ -17,8 +17,9 @@
 //! table the backend holds: `hsa_code_object_reader_create_from_memory`,
 //! `hsa_executable_create_alt`, `hsa_executable_load_agent_code_object`, freeze, and the two
 //! kernels' `.kd` symbols. An agent with another ISA, a runtime without the loader functions or
-//! a kernarg pool, a failed load or allocation: the host reads back and compares as before
-//! ([`diff_by_reading`], [`fingerprint_by_reading`]), with one logged reason per GPU.
+//! a kernarg pool, a failed load or allocation, or `ROCPROF_REPLAY_DEVICE_KERNELS=off`: the host
+//! reads back and compares as before ([`diff_by_reading`], [`fingerprint_by_reading`]), with one
+//! logged reason per GPU.
 //!
 //! A dispatch still running at the deadline is handed to [`stuck`](super::stuck) (frees of the
 //! GPU's memory wait for it) and its buffers are never used again (a later batch allocates new
@@ -157,9 +158,6 @@ enum State {
     },
 }
 
-// SAFETY: plain handles and addresses of ours, used under the mutex.
-unsafe impl Send for State {}
-
 /// What a window lends the device kernels: the backend, its GPU and the replay queue.
 pub(crate) struct Launcher<'a> {
     pub(crate) be: &'a Backend,
@@ -174,7 +172,12 @@ impl DeviceKernels {
     fn ready(&self, be: &Backend, gpu: &Gpu) -> Option<(Kernel, Kernel, Buffers)> {
         let mut state = self.state.lock();
         if let State::Untried = *state {
-            *state = match load(be, gpu) {
+            let loaded = if crate::engine::settings::device_kernels_from_env() {
+                load(be, gpu)
+            } else {
+                Err("ROCPROF_REPLAY_DEVICE_KERNELS=off".into())
+            };
+            *state = match loaded {
                 Ok((compare, fingerprint, kernarg_pool)) => {
                     tracing::debug!(
                         gpu = gpu.index,
