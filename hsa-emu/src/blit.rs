@@ -42,9 +42,9 @@ pub(crate) struct BuiltIn {
     /// The entry point (the hsa-emu kernel ABI).
     pub(crate) entry: KernelEntry,
     /// `(offset, size)` of each explicit argument.
-    explicit: &'static [(u64, u64)],
+    pub(crate) explicit: &'static [(u64, u64)],
     /// Offset of `hidden_global_offset_x` (`_y` and `_z` follow), if the kernel reads it.
-    global_offset: Option<u64>,
+    pub(crate) global_offset: Option<u64>,
 }
 
 impl BuiltIn {

@@ -13,6 +13,8 @@
 //! | `HSA_EMU_COPY_ERROR_NTH=N` | the N-th asynchronous copy that runs fails on the copy engine: nothing is copied and its completion signal is set to -1 (an engine error reported through the signal, after a successful submission) |
 //! | `HSA_EMU_HOLD_BARRIERS_MS=MS` | packet processors hold every barrier-AND/OR packet for MS milliseconds before resolving it (a stuck drain) |
 //! | `HSA_EMU_HOLD_BARRIER_NTH=N` | with `HSA_EMU_HOLD_BARRIERS_MS`: only the N-th barrier packet processed is held |
+//! | `HSA_EMU_REPLAY_KERNEL_DELAY_MS=MS` | every dispatch of rocprof-replay's compare and fingerprint kernels (their built-in shadows, [`crate::replay_kernels`]) waits MS milliseconds before its first work-group runs (a slow device compare) |
+//! | `HSA_EMU_DELAY_REPLAY_KERNEL_NTH=N` | with `HSA_EMU_REPLAY_KERNEL_DELAY_MS`: only the N-th such dispatch is delayed |
 //! | `HSA_EMU_AMD_EXT_MAJOR=N` | the AMD extension table is presented with `major_id` N (an unknown layout, for tools' version checks) |
 //! | `HSA_EMU_FAIL_PROFILE_START=1` | every aqlprofile `start` with buffers (the one that fills the start packet) fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` and an error string naming the knob (a counter set-up that fails after the set was validated) |
 //! | `HSA_EMU_FAIL_SYMBOL_ITERATION=1` | `hsa_executable_iterate_symbols` and its agent/program variants fail with `HSA_STATUS_ERROR` |
@@ -43,6 +45,8 @@ pub(crate) struct Faults {
     copy_delay_ms: AtomicU64,
     delay_copy_nth: AtomicU64,
     copy_error_nth: AtomicU64,
+    replay_kernel_delay_ms: AtomicU64,
+    delay_replay_kernel_nth: AtomicU64,
     fail_symbol_iteration: AtomicBool,
     fail_profile_start: AtomicBool,
     allocs: AtomicU64,
@@ -50,6 +54,7 @@ pub(crate) struct Faults {
     async_runs: AtomicU64,
     error_runs: AtomicU64,
     barriers: AtomicU64,
+    replay_kernels: AtomicU64,
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -74,6 +79,8 @@ pub(crate) fn faults() -> &'static Faults {
         copy_delay_ms: knob("HSA_EMU_COPY_DELAY_MS"),
         delay_copy_nth: knob("HSA_EMU_DELAY_COPY_NTH"),
         copy_error_nth: knob("HSA_EMU_COPY_ERROR_NTH"),
+        replay_kernel_delay_ms: knob("HSA_EMU_REPLAY_KERNEL_DELAY_MS"),
+        delay_replay_kernel_nth: knob("HSA_EMU_DELAY_REPLAY_KERNEL_NTH"),
         fail_symbol_iteration: AtomicBool::new(env_u64("HSA_EMU_FAIL_SYMBOL_ITERATION") == Some(1)),
         fail_profile_start: AtomicBool::new(env_u64("HSA_EMU_FAIL_PROFILE_START") == Some(1)),
         ..Faults::default()
@@ -121,6 +128,15 @@ impl Faults {
         hits(&self.error_runs, &self.copy_error_nth, &AtomicU64::new(0))
     }
 
+    /// How long the dispatch of a rocprof-replay kernel about to run waits first (counts the
+    /// dispatch).
+    pub(crate) fn replay_kernel_delay(&self) -> Option<Duration> {
+        let delay = millis(&self.replay_kernel_delay_ms)?;
+        let n = self.replay_kernels.fetch_add(1, Ordering::Relaxed) + 1;
+        let nth = self.delay_replay_kernel_nth.load(Ordering::Relaxed);
+        (nth == 0 || nth == n).then_some(delay)
+    }
+
     /// The `major_id` to present for the AMD extension table instead of the real one.
     pub(crate) fn amd_ext_major(&self) -> Option<u32> {
         self.amd_ext_major
@@ -160,6 +176,10 @@ impl Faults {
             "COPY_ERROR_NTH" => restart(&self.error_runs, &self.copy_error_nth),
             "HOLD_BARRIERS_MS" => restart(&self.barriers, &self.hold_barriers_ms),
             "HOLD_BARRIER_NTH" => restart(&self.barriers, &self.hold_barrier_nth),
+            "REPLAY_KERNEL_DELAY_MS" => restart(&self.replay_kernels, &self.replay_kernel_delay_ms),
+            "DELAY_REPLAY_KERNEL_NTH" => {
+                restart(&self.replay_kernels, &self.delay_replay_kernel_nth)
+            }
             "FAIL_SYMBOL_ITERATION" => self
                 .fail_symbol_iteration
                 .store(value == 1, Ordering::Relaxed),
@@ -209,6 +229,12 @@ mod tests {
         assert!(!f.set("NO_SUCH_KNOB", 1));
         assert!(f.set("COPY_DELAY_MS", 5));
         assert_eq!(f.copy_delay(), Some(Duration::from_millis(5)));
+        assert!(f.set("REPLAY_KERNEL_DELAY_MS", 7));
+        assert!(f.set("DELAY_REPLAY_KERNEL_NTH", 2));
+        assert_eq!(
+            (f.replay_kernel_delay(), f.replay_kernel_delay()),
+            (None, Some(Duration::from_millis(7)))
+        );
         assert!(f.set("COPY_ERROR_NTH", 2));
         assert_eq!(
             (f.copy_errs(), f.copy_errs(), f.copy_errs()),

@@ -20,6 +20,7 @@
 //! | `loader` | code objects (host libraries and AMDGPU), executables, symbols, loader extension |
 //! | `shadow` | kernel shadows: host implementations of AMDGPU kernels (`HSA_EMU_SHADOW`) |
 //! | `blit` | built-in shadows of the ROCclr blit kernels |
+//! | `replay_kernels` | built-in shadows of rocprof-replay's compare and fingerprint kernels |
 //! | `kernel_abi` | the Rust side of `hsa_emu_kernel.h` |
 //! | `faults` | fault injection knobs for tests |
 //! | `clock` | the timestamp clock |
@@ -37,6 +38,7 @@ mod kernel_abi;
 mod loader;
 mod memory;
 mod queues;
+mod replay_kernels;
 mod runtime;
 mod shadow;
 mod signals;

@@ -1762,6 +1762,11 @@ pub(crate) unsafe fn fill_loader_extension_table(
     HSA_STATUS_SUCCESS
 }
 
+/// Unit tests that load code objects see process-wide state (segment counts, shadow libraries):
+/// they run one at a time, under this lock.
+#[cfg(test)]
+pub(crate) static TEST_SERIAL: Mutex<()> = parking_lot::const_mutex(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1769,8 +1774,7 @@ mod tests {
     use std::path::PathBuf;
     use std::sync::OnceLock;
 
-    /// Loader tests see process-wide state (segment counts): run them one at a time.
-    static SERIAL: Mutex<()> = parking_lot::const_mutex(());
+    use super::TEST_SERIAL as SERIAL;
 
     /// Builds `examples/kernels/sample_kernels.c` once per test process.
     fn sample_so() -> &'static PathBuf {

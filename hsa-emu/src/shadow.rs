@@ -10,7 +10,8 @@
 //!    `__hsa_emu_meta_N` in its own `.dynsym`). Its `sizeof(args_t)` must be the kernel's
 //!    explicit-argument extent (end of the last non-hidden argument of the metadata) rounded up
 //!    to `_Alignof(args_t)`, and `_Alignof(args_t)` at most `.kernarg_segment_align`;
-//! 2. else among the built-in shadows of the ROCclr blit kernels (see [`crate::blit`]), whose
+//! 2. else among the built-in shadows of the ROCclr blit kernels (see [`crate::blit`]) and of
+//!    rocprof-replay's compare and fingerprint kernels (see [`crate::replay_kernels`]), whose
 //!    argument layout is checked against the metadata.
 //!
 //! A kernel whose shadow is missing or refused (declared size mismatch, wrong ABI version) is
@@ -202,7 +203,9 @@ pub(crate) fn resolve(meta: &KernelMeta) -> ShadowKernel {
         shadow.resolved = check_library_shadow(meta, address, sym.size);
         return shadow;
     }
-    if let Some(b) = crate::blit::find(&meta.name) {
+    if let Some(b) =
+        crate::blit::find(&meta.name).or_else(|| crate::replay_kernels::find(&meta.name))
+    {
         shadow.source = "built-in".into();
         shadow.resolved = b.check(meta).map(|()| Resolved {
             entry: b.entry,

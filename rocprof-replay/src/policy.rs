@@ -690,6 +690,10 @@ pub struct Outcome {
     pub written_bytes: u64,
     /// Bytes compared with the snapshot, all diffs together.
     pub verified_bytes: u64,
+    /// Where memory was compared with the snapshot, all diffs together: `device` (by a device
+    /// kernel, where a snapshot in device memory lives), `host` (host-staged snapshots, or
+    /// device ones read back), or `device+host`; `None` when no diff ran.
+    pub compared_on: Option<&'static str>,
     /// Time spent comparing memory with the snapshot, all diffs together.
     pub diff_time: Duration,
     /// Whether every pass after the first started from restored inputs (the snapshot
@@ -749,6 +753,7 @@ impl Outcome {
             restore_mode: None,
             written_bytes: 0,
             verified_bytes: 0,
+            compared_on: None,
             diff_time: Duration::ZERO,
             inputs_restored: None,
             metrics: crate::counters::Metrics::NotAsked,

@@ -179,8 +179,15 @@ fn one_copy_failure_mid_restore_is_retried_and_the_replay_completes() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_failed_diff_copy_falls_back_to_full_restore_and_the_app_is_right() {
-    // Copy 3 is the first read-back of the diff after pass 1.
-    let c = cell("inc", &[("FAULT_ARM", "FAIL_COPY_NTH=3")]);
+    // Copy 3 is the first read-back of the diff after pass 1 when the host compares (without
+    // the device compare kernel, as on a GPU with no code object).
+    let c = cell(
+        "inc",
+        &[
+            ("FAULT_ARM", "FAIL_COPY_NTH=3"),
+            ("ROCPROF_REPLAY_DEVICE_KERNELS", "off"),
+        ],
+    );
     let r = c.faulty("inc_in_place");
     Cell::assert_outcome(r, "replayed", None);
     assert_eq!(r["passes"], 3, "{r}");
@@ -192,12 +199,39 @@ fn a_failed_diff_copy_falls_back_to_full_restore_and_the_app_is_right() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_diff_copy_past_the_copy_deadline_stops_after_pass_one_and_the_app_is_right() {
-    // Copy 3 (the diff's first read-back) waits 1.5 s; the copy deadline is 300 ms. Nothing
-    // was written after pass 1, so its result stands (checked exactly by the app).
+    // Copy 3 (the diff's first read-back, the host comparing) waits 1.5 s; the copy deadline
+    // is 300 ms. Nothing was written after pass 1, so its result stands (checked exactly by
+    // the app).
     let c = cell(
         "inc",
         &[
             ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=3"),
+            ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
+            ("FAULT_SETTLE_MS", "1500"),
+            ("ROCPROF_REPLAY_DEVICE_KERNELS", "off"),
+        ],
+    );
+    let r = c.faulty("inc_in_place");
+    Cell::assert_outcome(r, "declined", Some("copy_timeout"));
+    assert_eq!(r["passes"], 1, "{r}");
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_device_compare_past_the_copy_deadline_stops_after_pass_one_and_the_app_is_right() {
+    // The compare kernel's dispatch after pass 1 (the first of rocprof-replay's kernels after
+    // arming: the snapshot holds every allocation, nothing is fingerprinted) waits 1.5 s; the
+    // copy deadline is 300 ms. Its signal goes to the stuck list, its buffers are never used
+    // again; nothing was written after pass 1, so its result stands. The next dispatch
+    // (after the app let the late kernel finish) gets new buffers and is replayed.
+    let c = cell(
+        "inc",
+        &[
+            (
+                "FAULT_ARM",
+                "REPLAY_KERNEL_DELAY_MS=1500,DELAY_REPLAY_KERNEL_NTH=1",
+            ),
             ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
             ("FAULT_SETTLE_MS", "1500"),
         ],
@@ -205,6 +239,15 @@ fn a_diff_copy_past_the_copy_deadline_stops_after_pass_one_and_the_app_is_right(
     let r = c.faulty("inc_in_place");
     Cell::assert_outcome(r, "declined", Some("copy_timeout"));
     assert_eq!(r["passes"], 1, "{r}");
+    assert!(
+        c.run
+            .stderr()
+            .contains("a device compare kernel is still running after the copy deadline"),
+        "{}",
+        c.run.stderr()
+    );
+    let next = c.of("inc_in_place");
+    assert_eq!(next[2]["compared_on"], "device", "{next:?}");
     c.assert_frame(3);
 }
 
@@ -228,13 +271,13 @@ fn restore_copies_that_keep_failing_end_failed_and_the_app_runs_on() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn restore_copies_past_the_copy_deadline_end_failed() {
-    // The 7th asynchronous copy (the first of the first restore, after 2 capture and 4 diff
-    // copies: regions and their VRAM snapshots) waits 1.5 s on the copy engine; the copy
+    // The 3rd asynchronous copy (the first of the first restore, after 2 capture copies; the
+    // diff is the device compare kernel, no copy) waits 1.5 s on the copy engine; the copy
     // deadline is 300 ms. The app lets it finish before its next dispatch.
     let c = cell(
         "inc",
         &[
-            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=7"),
+            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=3"),
             ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
             ("FAULT_CHECK", "report"),
             ("FAULT_SETTLE_MS", "1500"),

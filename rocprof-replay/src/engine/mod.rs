@@ -3,6 +3,7 @@
 //! backends implement [`window::ReplayTarget`] and hand dispatches to [`state::Engine`].
 
 pub(crate) mod arena;
+pub(crate) mod device_compare;
 pub(crate) mod footprint;
 pub(crate) mod gate;
 pub(crate) mod inventory;

@@ -43,6 +43,7 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "host_memory": outcome.host_writes_repeated.then_some("repeated"),
         "written_bytes": outcome.written_bytes,
         "verified_bytes": outcome.verified_bytes,
+        "compared_on": outcome.compared_on,
         "diff_ns": outcome.diff_time.as_nanos() as u64,
         "skipped_regions": outcome.skipped_regions,
         "footprint": outcome.footprint.map(|f| f.label()),

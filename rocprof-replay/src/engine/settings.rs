@@ -9,6 +9,7 @@
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | 60000 | taking the agent's lock; other work waiting longer cuts a window short |
 //! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | 60000 | one capture or restore |
 //! | `ROCPROF_REPLAY_DEVICE_RESERVE_MB` | a tenth of the GPU's VRAM pool | VRAM the HSA backend's snapshot arena always leaves free ([`device_reserve_from_env`]) |
+//! | `ROCPROF_REPLAY_DEVICE_KERNELS` | `on` | `on` or `off`: whether the HSA backend compares VRAM snapshots and fingerprints watched memory with its device kernels; `off`: the host reads memory back, as on a GPU without a code object ([`device_kernels_from_env`]) |
 //! | `ROCPROF_REPLAY_RESTORE` | `auto` | `auto`, `strict` or `full`: the restore mode of dispatches whose policy leaves it to the engine ([`RestoreMode`]) |
 //! | `ROCPROF_REPLAY_FOOTPRINT` | `arguments` | `arguments`, `verified`, `sampled` or `all`: what a snapshot captures — the allocations the dispatch's arguments point into, the agent's other allocations watched by fingerprints ([`footprint`](crate::engine::footprint)), or every allocation ([`FootprintMode`]) |
 //! | `ROCPROF_REPLAY_HOST_MEMORY` | `decline` | `decline` or `repeat`: a dispatch whose arguments point into host-visible memory runs once (`host_memory`), or is replayed with its writes there repeated once per pass (recorded) |
@@ -132,6 +133,22 @@ pub(crate) fn device_reserve_from_env() -> Option<u64> {
                 "ROCPROF_REPLAY_DEVICE_RESERVE_MB={raw:?} is not a number of MiB; using the default"
             );
             None
+        }
+    }
+}
+
+/// `ROCPROF_REPLAY_DEVICE_KERNELS`: `false` for `off` (also `0`, `false`, `no`), `true`
+/// otherwise (the default, `on`; an unknown value is ignored with a warning).
+pub(crate) fn device_kernels_from_env() -> bool {
+    let Ok(raw) = std::env::var("ROCPROF_REPLAY_DEVICE_KERNELS") else {
+        return true;
+    };
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "off" | "0" | "false" | "no" => false,
+        "on" | "1" | "true" | "yes" | "" => true,
+        _ => {
+            tracing::warn!("ROCPROF_REPLAY_DEVICE_KERNELS={raw:?} is neither on nor off; using on");
+            true
         }
     }
 }

@@ -120,6 +120,13 @@ pub(crate) trait DeviceMemory {
     ) -> Result<Vec<u64>, DiffError> {
         crate::engine::footprint::fingerprint_by_reading(self, regions, granule)
     }
+
+    /// Whether the last [`diff`](Self::diff) that succeeded compared the snapshots in device
+    /// memory (`on_device`) where they are, with a device kernel, instead of reading them back
+    /// to the host. The default diff reads them back: `false`.
+    fn diffs_on_device(&self) -> bool {
+        false
+    }
 }
 
 /// Largest read-back of one diff copy batch (the scratch buffer's size): small enough that
@@ -496,6 +503,33 @@ pub(crate) struct WriteSet {
     pub(crate) compared: u64,
     /// Regions that diff left out: freed or re-allocated since capture.
     pub(crate) skipped: u32,
+    /// Where that diff compared: some snapshot on the device (with a device kernel), some on
+    /// the host (host-staged snapshots, or device ones read back).
+    pub(crate) sites: CompareSites,
+}
+
+/// Where a diff compared memory with its snapshot ([`WriteSet::sites`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CompareSites {
+    /// Some region was compared on the device, where its snapshot lives.
+    pub(crate) device: bool,
+    /// Some region was compared on the host.
+    pub(crate) host: bool,
+}
+
+impl CompareSites {
+    /// The sites of `self` and of an earlier record `label`, as a record label: `device`,
+    /// `host` or `device+host`; `None` when nothing was compared.
+    pub(crate) fn joined(self, label: Option<&'static str>) -> Option<&'static str> {
+        let device = self.device || label.is_some_and(|l| l.contains("device"));
+        let host = self.host || label.is_some_and(|l| l.contains("host"));
+        match (device, host) {
+            (true, true) => Some("device+host"),
+            (true, false) => Some("device"),
+            (false, true) => Some("host"),
+            (false, false) => None,
+        }
+    }
 }
 
 impl WriteSet {
@@ -750,6 +784,17 @@ impl Snapshot {
         let found = mem.diff(&transfers, &on_device, granule);
         drop(pins);
         let mut ranges = found?;
+        let kernel = mem.diffs_on_device();
+        let compared = |device: bool| {
+            transfers
+                .iter()
+                .zip(&on_device)
+                .any(|(t, &d)| t.len > 0 && d == device)
+        };
+        let sites = CompareSites {
+            device: kernel && compared(true),
+            host: compared(false) || (!kernel && compared(true)),
+        };
         for r in &mut ranges {
             r.index = *index.get(r.index).ok_or(DiffError::Failed)?;
         }
@@ -758,6 +803,7 @@ impl Snapshot {
             time: start.elapsed(),
             compared: transfers.iter().map(|t| t.len as u64).sum(),
             skipped,
+            sites,
         })
     }
 
@@ -1031,6 +1077,25 @@ pub(crate) mod tests {
                 .collect(),
             ..WriteSet::default()
         }
+    }
+
+    #[test]
+    fn compare_sites_join_into_one_record_label() {
+        let sites = |device, host| CompareSites { device, host };
+        assert_eq!(sites(false, false).joined(None), None);
+        assert_eq!(sites(true, false).joined(None), Some("device"));
+        assert_eq!(sites(false, true).joined(None), Some("host"));
+        assert_eq!(sites(true, true).joined(None), Some("device+host"));
+        assert_eq!(
+            sites(false, true).joined(Some("device")),
+            Some("device+host")
+        );
+        assert_eq!(sites(true, false).joined(Some("device")), Some("device"));
+        assert_eq!(sites(false, false).joined(Some("host")), Some("host"));
+        assert_eq!(
+            sites(true, false).joined(Some("device+host")),
+            Some("device+host")
+        );
     }
 
     #[test]

@@ -1154,6 +1154,7 @@ impl Restorer {
         // Left out of the write set: never written again (each diff and restore counts them).
         outcome.skipped_regions += written.skipped;
         outcome.verified_bytes += written.compared;
+        outcome.compared_on = written.sites.joined(outcome.compared_on);
         outcome.diff_time += written.time;
         let set = written.merged(settings.merge_gap);
         if set.bytes().saturating_mul(100) > snapshot.bytes.saturating_mul(DENSE_PERCENT) {
@@ -1217,6 +1218,7 @@ impl Restorer {
                         Ok(left) => {
                             outcome.skipped_regions += left.skipped;
                             outcome.verified_bytes += left.compared;
+                            outcome.compared_on = left.sites.joined(outcome.compared_on);
                             outcome.diff_time += left.time;
                             if !left.ranges.is_empty() {
                                 tracing::debug!(
@@ -1273,6 +1275,7 @@ impl Restorer {
                 Ok(now) => {
                     outcome.skipped_regions += now.skipped;
                     outcome.verified_bytes += now.compared;
+                    outcome.compared_on = now.sites.joined(outcome.compared_on);
                     outcome.diff_time += now.time;
                     Some(now.minus(set))
                 }

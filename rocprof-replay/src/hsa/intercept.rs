@@ -22,7 +22,9 @@ use super::gates::{self, ReplayQueue, barrier_and};
 use super::{ACTIVE, ArenaMemory, BACKEND, Backend, Gpu, QueueState};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime, blocks_of};
 use crate::engine::gate;
-use crate::engine::snapshot::{CopyError, DeviceMemory, Direction, Staging, Tier, Transfer};
+use crate::engine::snapshot::{
+    CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Tier, Transfer,
+};
 use crate::engine::state::{self, Window};
 use crate::engine::window::{Ordinary, PassError, ReplayTarget};
 use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
@@ -737,6 +739,8 @@ struct HsaTarget {
     completed: bool,
     /// The gate was opened (or a submitted packet opens it).
     gate_open: bool,
+    /// The last diff compared the VRAM snapshots with the device compare kernel.
+    diffed_on_device: bool,
 }
 
 /// A counter pass as one submission: start packet, the pass's dispatch, stop packet.
@@ -787,6 +791,7 @@ impl HsaTarget {
             ran: false,
             completed: false,
             gate_open: false,
+            diffed_on_device: false,
         }
     }
 
@@ -1007,6 +1012,49 @@ impl DeviceMemory for HsaTarget {
             Err(CopyError::Failed)
         } else {
             Ok(())
+        }
+    }
+
+    /// The compare kernel for snapshots in the GPU's VRAM ([`super::compare::diff`]); the host
+    /// compares the others, and everything where the kernel cannot be had.
+    fn diff(
+        &mut self,
+        regions: &[Transfer],
+        on_device: &[bool],
+        granule: usize,
+    ) -> Result<DirtyRanges, DiffError> {
+        let launcher = self.launcher();
+        let (found, on_gpu) = super::compare::diff(self, &launcher, regions, on_device, granule)?;
+        self.diffed_on_device = on_gpu;
+        Ok(found)
+    }
+
+    fn diffs_on_device(&self) -> bool {
+        self.diffed_on_device
+    }
+
+    /// The fingerprint kernel over watched memory ([`super::compare::fingerprint`]); the host
+    /// reads it back where the kernel cannot be had.
+    fn fingerprint(
+        &mut self,
+        regions: &[(usize, usize)],
+        granule: usize,
+    ) -> Result<Vec<u64>, DiffError> {
+        let launcher = self.launcher();
+        super::compare::fingerprint(self, &launcher, regions, granule)
+    }
+}
+
+impl HsaTarget {
+    /// What the device kernels need of this window: the GPU and its replay queue.
+    fn launcher(&self) -> super::compare::Launcher<'static> {
+        super::compare::Launcher {
+            be: self.be,
+            gpu: self.gpu,
+            queue: match self.sink {
+                Sink::Replay(q) => Some(q),
+                Sink::App(_) => None,
+            },
         }
     }
 }

@@ -2,6 +2,7 @@
 //! allocations and executables, turns application queues into intercept queues, and runs the
 //! replay window for intercepted kernel dispatches.
 
+mod compare;
 mod copies;
 mod counters;
 mod gates;
@@ -58,6 +59,9 @@ pub(crate) struct Gpu {
     /// ([`Arena`]). Its chunks come from the original (unhooked) allocator, so they are never
     /// application allocations: never tracked, never snapshotted.
     pub(crate) arena: Mutex<Arena>,
+    /// The device compare and fingerprint kernels of this GPU ([`compare`]), loaded at first
+    /// use.
+    pub(crate) kernels: compare::DeviceKernels,
 }
 
 impl Gpu {
@@ -528,7 +532,7 @@ impl StagingCache {
 /// `size` bytes from the host pool `pool` with the original allocator (our own buffers are not
 /// recorded in the inventory), made accessible to every GPU (real ROCr requires that before a
 /// GPU's copy engine may touch host memory).
-fn alloc_host(
+pub(super) fn alloc_host(
     orig: &Originals,
     pool: hsa_amd_memory_pool_t,
     gpus: &[Gpu],
@@ -688,7 +692,7 @@ pub(crate) fn disable_in_child() {
 }
 
 /// The agent's name (`gfx90a`), or `gpu` when the runtime does not say.
-fn agent_name(orig: &Originals, agent: hsa_agent_t) -> String {
+pub(super) fn agent_name(orig: &Originals, agent: hsa_agent_t) -> String {
     let mut name = [0u8; 64];
     // SAFETY: HSA_AGENT_INFO_NAME writes at most 64 bytes.
     let st = unsafe { (orig.agent_get_info)(agent, HSA_AGENT_INFO_NAME, name.as_mut_ptr().cast()) };
@@ -733,6 +737,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 vendor_packets: std::sync::atomic::AtomicBool::new(false),
                 device_pool: device_pool(ctx.orig, agent),
                 arena: Mutex::new(Arena::default()),
+                kernels: compare::DeviceKernels::default(),
             });
         } else if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU {
             ctx.cpus.push(agent);
@@ -826,6 +831,54 @@ fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
     if st != HSA_STATUS_SUCCESS {
         return Vec::new();
     }
+    ctx.found
+}
+
+/// The CPU agent's kernarg pool (`KERNARG_INIT`, runtime allocation allowed), where kernel
+/// arguments of our own dispatches live.
+pub(super) fn kernarg_pool(orig: &Originals, cpu: hsa_agent_t) -> Option<hsa_amd_memory_pool_t> {
+    struct Ctx<'a> {
+        orig: &'a Originals,
+        found: Option<hsa_amd_memory_pool_t>,
+    }
+    unsafe extern "C" fn each(
+        pool: hsa_amd_memory_pool_t,
+        data: *mut std::ffi::c_void,
+    ) -> hsa_status_t {
+        // SAFETY: `data` is the Ctx passed below.
+        let ctx = unsafe { &mut *data.cast::<Ctx<'_>>() };
+        let (mut segment, mut flags, mut allowed) = (0u32, 0u32, false);
+        // SAFETY: each attribute writes the documented type.
+        let ok = unsafe {
+            (ctx.orig.pool_get_info)(
+                pool,
+                HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+                (&mut segment as *mut u32).cast(),
+            ) == HSA_STATUS_SUCCESS
+                && (ctx.orig.pool_get_info)(
+                    pool,
+                    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+                    (&mut flags as *mut u32).cast(),
+                ) == HSA_STATUS_SUCCESS
+                && (ctx.orig.pool_get_info)(
+                    pool,
+                    HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+                    (&mut allowed as *mut bool).cast(),
+                ) == HSA_STATUS_SUCCESS
+        };
+        if ok
+            && allowed
+            && segment == HSA_AMD_SEGMENT_GLOBAL
+            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT != 0
+        {
+            ctx.found = Some(pool);
+            return HSA_STATUS_INFO_BREAK;
+        }
+        HSA_STATUS_SUCCESS
+    }
+    let mut ctx = Ctx { orig, found: None };
+    // SAFETY: the callback only touches `ctx`, which outlives the call.
+    unsafe { (orig.agent_iterate_pools)(cpu, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
     ctx.found
 }
 

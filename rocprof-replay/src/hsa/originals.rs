@@ -58,6 +58,42 @@ pub(crate) struct Originals {
     pub(crate) vmem_unmap: Option<hsa_amd_vmem_unmap_fn_t>,
     /// `hsa_system_get_major_extension_table`: the AQL profile extension (counters).
     pub(crate) get_extension_table: Option<hsa_system_get_major_extension_table_fn_t>,
+    /// The loader functions the device compare kernels are loaded with ([`super::compare`]);
+    /// without one of them the host compares.
+    pub(crate) loader: Option<LoaderFns>,
+}
+
+/// The code-object loader's functions (`hsa_code_object_reader_*`, `hsa_executable_*_alt`).
+#[derive(Clone, Copy)]
+pub(crate) struct LoaderFns {
+    pub(crate) reader_create_from_memory: hsa_code_object_reader_create_from_memory_fn_t,
+    pub(crate) reader_destroy: hsa_code_object_reader_destroy_fn_t,
+    pub(crate) executable_create_alt: hsa_executable_create_alt_fn_t,
+    pub(crate) load_agent_code_object: hsa_executable_load_agent_code_object_fn_t,
+    pub(crate) get_symbol_by_name: hsa_executable_get_symbol_by_name_fn_t,
+}
+
+impl LoaderFns {
+    /// Reads the loader's functions; `None` when one is missing.
+    ///
+    /// # Safety
+    /// `core` must be the live core table handed to `OnLoad`.
+    unsafe fn read(core: *const ApiTableVersion) -> Option<LoaderFns> {
+        use slots::core as c;
+        // SAFETY: forwarded caller contract for every read below.
+        unsafe {
+            Some(LoaderFns {
+                reader_create_from_memory: optional(
+                    c::CODE_OBJECT_READER_CREATE_FROM_MEMORY,
+                    core,
+                )?,
+                reader_destroy: optional(c::CODE_OBJECT_READER_DESTROY, core)?,
+                executable_create_alt: optional(c::EXECUTABLE_CREATE_ALT, core)?,
+                load_agent_code_object: optional(c::EXECUTABLE_LOAD_AGENT_CODE_OBJECT, core)?,
+                get_symbol_by_name: optional(c::EXECUTABLE_GET_SYMBOL_BY_NAME, core)?,
+            })
+        }
+    }
 }
 
 /// Reads a required slot.
@@ -143,6 +179,7 @@ impl Originals {
                 vmem_map: optional(a::VMEM_MAP, amd),
                 vmem_unmap: optional(a::VMEM_UNMAP, amd),
                 get_extension_table: optional(c::SYSTEM_GET_MAJOR_EXTENSION_TABLE, core),
+                loader: LoaderFns::read(core),
             })
         }
     }

@@ -40,6 +40,7 @@ use rocprof_replay_sys::cuda::*;
 use super::{CudaTarget, Poll, give_event};
 use crate::cuda::Guard;
 use crate::cuda::api::{Driver, error_name};
+use crate::engine::device_compare::{CompareEntry, PrintEntry, batches, dirty_granules};
 use crate::engine::snapshot::{DiffError, DirtyRange, DirtyRanges, Transfer, diff_by_reading};
 
 /// The compare kernel's PTX (`kernels/cuda/compare.cu`, built by
@@ -75,28 +76,6 @@ const PRINT_BYTES: usize = if cfg!(test) { 4096 } else { 1 << 20 };
 /// twin): 64 KiB is 2048 compare entries or 2730 fingerprint entries (tests: 512, 16 and 21, so
 /// that a few regions take several batches).
 pub(crate) const TABLE_BYTES: usize = if cfg!(test) { 512 } else { 64 << 10 };
-
-/// One region of a compare batch, as `rocprof_replay_compare_table` reads it: `len` bytes of
-/// live memory at `live` and of its snapshot at `snap`; its granules' flags at `first`,
-/// `first + 1`, ... of the batch (the entries sorted by `first`, back to back from 0).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct CompareEntry {
-    pub(crate) live: u64,
-    pub(crate) snap: u64,
-    pub(crate) len: u64,
-    pub(crate) first: u64,
-}
-
-/// One region of a fingerprint batch, as `rocprof_replay_fingerprint_table` reads it: `len`
-/// bytes at `src`, their fingerprints at `first`, `first + 1`, ... of the batch.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PrintEntry {
-    pub(crate) src: u64,
-    pub(crate) len: u64,
-    pub(crate) first: u64,
-}
 
 /// Entries of a compare table.
 const COMPARE_ENTRIES: usize = TABLE_BYTES / std::mem::size_of::<CompareEntry>();
@@ -377,54 +356,6 @@ fn load(drv: &Driver) -> Result<(usize, Option<usize>), String> {
     })
 }
 
-/// Part of a region in one batch: `len` bytes at `offset` into region `index`, its results
-/// (one per granule) from `at` in the batch's buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Piece {
-    index: usize,
-    offset: usize,
-    len: usize,
-    at: usize,
-}
-
-/// Splits regions (`(index, len)`, in order) into batches of at most `capacity` results (one
-/// per granule) and at most `entries` pieces (a table's entries), on granule boundaries from
-/// each region's start; empty regions have none.
-fn batches(
-    regions: impl IntoIterator<Item = (usize, usize)>,
-    granule: usize,
-    capacity: usize,
-    entries: usize,
-) -> Vec<Vec<Piece>> {
-    let granule = granule.max(1);
-    let (capacity, entries) = (capacity.max(1), entries.max(1));
-    let mut batches: Vec<Vec<Piece>> = Vec::new();
-    let mut used = capacity;
-    for (index, len) in regions {
-        let mut offset = 0;
-        while offset < len {
-            if used == capacity || batches.last().is_some_and(|b| b.len() == entries) {
-                batches.push(Vec::new());
-                used = 0;
-            }
-            // Whole granules from the region's start, as many as the batch has room for.
-            let granules = (len - offset).div_ceil(granule).min(capacity - used);
-            let piece = granules.saturating_mul(granule).min(len - offset);
-            if let Some(batch) = batches.last_mut() {
-                batch.push(Piece {
-                    index,
-                    offset,
-                    len: piece,
-                    at: used,
-                });
-            }
-            used += granules;
-            offset += piece;
-        }
-    }
-    batches
-}
-
 /// [`DeviceMemory::diff`](crate::engine::snapshot::DeviceMemory::diff) on CUDA: regions whose
 /// snapshot is on the device are compared by the kernel, the others on the host.
 pub(super) fn diff(
@@ -647,29 +578,6 @@ fn run_table(
     Ok(())
 }
 
-/// Appends the granules of `piece` whose flag is set, joining adjacent ones.
-fn dirty_granules(out: &mut DirtyRanges, piece: &Piece, flags: &[u8], granule: usize) {
-    let granules = piece.len.div_ceil(granule);
-    for (k, _) in flags[..granules]
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| **f != 0)
-    {
-        let offset = piece.offset + k * granule;
-        let len = granule.min(piece.offset + piece.len - offset);
-        match out.last_mut() {
-            Some(last) if last.index == piece.index && last.offset + last.len == offset => {
-                last.len += len;
-            }
-            _ => out.push(DirtyRange {
-                index: piece.index,
-                offset,
-                len,
-            }),
-        }
-    }
-}
-
 /// [`DeviceMemory::fingerprint`](crate::engine::snapshot::DeviceMemory::fingerprint) on CUDA:
 /// the fingerprint kernel over device regions, in batches of at most [`PRINT_BYTES`] / 8
 /// fingerprints and [`PRINT_ENTRIES`] pieces (regions split on granule boundaries), one launch
@@ -793,26 +701,7 @@ mod tests {
     }
 
     #[test]
-    fn table_entries_are_laid_out_as_the_kernels_read_them() {
-        // compare.cu: rocprof_replay_compare_entry {live, snap, len, first} and
-        // rocprof_replay_fingerprint_entry {src, len, first}, all unsigned long long.
-        let e = CompareEntry {
-            live: 1,
-            snap: 2,
-            len: 3,
-            first: 4,
-        };
-        // SAFETY: a repr(C) struct of four u64s, read as its bytes.
-        let words: [u64; 4] = unsafe { std::mem::transmute(e) };
-        assert_eq!(words, [1, 2, 3, 4]);
-        let e = PrintEntry {
-            src: 1,
-            len: 2,
-            first: 3,
-        };
-        // SAFETY: as above, three u64s.
-        let words: [u64; 3] = unsafe { std::mem::transmute(e) };
-        assert_eq!(words, [1, 2, 3]);
+    fn the_tests_tables_hold_few_entries() {
         assert_eq!(
             (COMPARE_ENTRIES, PRINT_ENTRIES),
             (16, 21),
@@ -829,120 +718,6 @@ mod tests {
         assert_eq!(
             crate::engine::footprint::fingerprint(&bytes),
             0xdb8a_90be_bb94_b379
-        );
-    }
-
-    #[test]
-    fn batches_split_regions_on_granule_boundaries() {
-        let piece = |index, offset, len, at| Piece {
-            index,
-            offset,
-            len,
-            at,
-        };
-        // Granules of 100, 4 a batch: 250 bytes (3 granules, the last 50), nothing, 1000
-        // bytes (10), 1 byte (1).
-        let regions = [(0, 250), (1, 0), (2, 1000), (3, 1)];
-        let batches_of = |capacity, entries| batches(regions, 100, capacity, entries);
-        assert_eq!(
-            batches_of(4, 100),
-            vec![
-                vec![piece(0, 0, 250, 0), piece(2, 0, 100, 3)],
-                vec![piece(2, 100, 400, 0)],
-                vec![piece(2, 500, 400, 0)],
-                vec![piece(2, 900, 100, 0), piece(3, 0, 1, 1)],
-            ]
-        );
-        assert!(batches([(0, 0)], 100, 4, 100).is_empty());
-        // One batch exactly full, then nothing left over.
-        assert_eq!(
-            batches([(0, 400)], 100, 4, 100),
-            vec![vec![piece(0, 0, 400, 0)]]
-        );
-        // Room for everything but one entry a batch: a batch per region.
-        assert_eq!(
-            batches_of(1000, 1),
-            vec![
-                vec![piece(0, 0, 250, 0)],
-                vec![piece(2, 0, 1000, 0)],
-                vec![piece(3, 0, 1, 0)],
-            ]
-        );
-        // Two entries a batch and 8 granules: both limits cut.
-        assert_eq!(
-            batches_of(8, 2),
-            vec![
-                vec![piece(0, 0, 250, 0), piece(2, 0, 500, 3)],
-                vec![piece(2, 500, 500, 0), piece(3, 0, 1, 5)],
-            ]
-        );
-        // Many small regions: full tables, then the rest.
-        let small: Vec<(usize, usize)> = (0..50).map(|i| (i, 1 + i % 3)).collect();
-        let cut = batches(small.iter().copied(), 2, 1000, 16);
-        assert_eq!(
-            cut.iter().map(Vec::len).collect::<Vec<_>>(),
-            [16, 16, 16, 2]
-        );
-        for batch in &cut {
-            let mut at = 0;
-            for p in batch {
-                assert_eq!((p.offset, p.len, p.at), (0, small[p.index].1, at));
-                at += p.len.div_ceil(2);
-            }
-        }
-    }
-
-    #[test]
-    fn flags_become_granule_ranges_from_the_region_start_with_a_short_last_one() {
-        let mut out = DirtyRanges::new();
-        // 10 000 bytes at offset 8192 of region 3: granules of 4096, the last is 1808 bytes.
-        let piece = Piece {
-            index: 3,
-            offset: 8192,
-            len: 10_000,
-            at: 2,
-        };
-        let flags = [9, 9, 1, 0, 1, 9];
-        dirty_granules(&mut out, &piece, &flags[2..], 4096);
-        assert_eq!(
-            out,
-            vec![
-                DirtyRange {
-                    index: 3,
-                    offset: 8192,
-                    len: 4096
-                },
-                DirtyRange {
-                    index: 3,
-                    offset: 16384,
-                    len: 1808
-                },
-            ]
-        );
-        // A region split between batches: the second piece's first granule joins the first
-        // piece's last one.
-        let mut out = DirtyRanges::new();
-        let first = Piece {
-            index: 0,
-            offset: 0,
-            len: 8192,
-            at: 0,
-        };
-        dirty_granules(&mut out, &first, &[0, 1], 4096);
-        let second = Piece {
-            index: 0,
-            offset: 8192,
-            len: 1000,
-            at: 0,
-        };
-        dirty_granules(&mut out, &second, &[1], 4096);
-        assert_eq!(
-            out,
-            vec![DirtyRange {
-                index: 0,
-                offset: 4096,
-                len: 5096
-            }]
         );
     }
 }

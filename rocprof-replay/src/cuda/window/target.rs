@@ -356,6 +356,12 @@ impl DeviceMemory for CudaTarget<'_> {
         compare::fingerprint(self, regions, granule)
     }
 
+    /// A diff that succeeded compared every device snapshot with the compare kernel (without
+    /// it the diff is [`DiffError::Unsupported`]).
+    fn diffs_on_device(&self) -> bool {
+        true
+    }
+
     /// The host compare's read-backs: process memory (the arena may be device memory).
     fn alloc_scratch(&mut self, size: usize) -> Option<Staging> {
         Staging::heap(size)
