@@ -5,6 +5,9 @@
 // what the backend launches, one launch per batch; below). Both forms share the per-granule
 // code, so their results are the same bit for bit.
 //
+// Also here: the copy kernel (rocprof_replay_copy_table, at the end), one launch for the
+// small snapshot copies of a batch.
+//
 // Built to PTX for sm_80 (so the driver JITs it for sm_80 and newer) by
 // scripts/build-cuda-kernels.sh; the PTX next to this file (compare.ptx) is what the SDK embeds
 // (rocprof-replay/src/cuda/window/compare.rs) and loads per context with cuModuleLoadData. Edit this
@@ -14,16 +17,11 @@
 // [g * granule, min((g + 1) * granule, len)) of both buffers (the last one may be shorter);
 // flags[g] = 1 when any byte of it differs, else 0. One block per granule at a time (grid-stride
 // over the granules); its threads compare 16-byte vectors when both buffers and the granule are
-// 16-byte aligned (loaded in batches, streaming: read once, evicted first), then the granule's
-// tail byte by byte (bytes throughout otherwise); each thread stops after the batch that holds
-// its first difference, and the block's verdict is one __syncthreads_or.
+// 16-byte aligned, then the granule's tail byte by byte (bytes throughout otherwise); each
+// thread stops at its first difference, and the block's verdict is one __syncthreads_or.
 
-// Vectors of each buffer a thread loads before it uses any: in the compare (two buffers) and
-// in the fingerprint. More loads in flight, more registers (at 4 and 8: 72 and 64 registers
-// per thread on sm_90, for the table kernels; -D on nvcc's command line for experiments).
-#ifndef ROCPROF_REPLAY_COMPARE_BATCH
-#define ROCPROF_REPLAY_COMPARE_BATCH 4
-#endif
+// Vectors a fingerprint thread loads before it hashes any (64 registers per thread on sm_90
+// at 8; -D on nvcc's command line for experiments).
 #ifndef ROCPROF_REPLAY_FINGERPRINT_BATCH
 #define ROCPROF_REPLAY_FINGERPRINT_BATCH 8
 #endif
@@ -39,32 +37,15 @@ __device__ __forceinline__ int rocprof_replay_compare_granule(const unsigned cha
     int differs = 0;
     unsigned long long done = 0;
     if (vectors) {
-        // ROCPROF_REPLAY_COMPARE_BATCH vectors of each buffer per thread are loaded before
-        // any is compared, so that many loads are in flight at once (a load followed by its
-        // use leaves one in flight per thread: latency, not bandwidth, sets the speed).
+        // One pair of vectors at a time: batching loads here (as the fingerprint does) made
+        // the compare slower on the H200 (more registers, fewer blocks resident).
         const uint4* va = reinterpret_cast<const uint4*>(a);
         const uint4* vb = reinterpret_cast<const uint4*>(b);
         const unsigned long long n = glen / 16;
-        const unsigned long long threads = blockDim.x;
-        for (unsigned long long base = threadIdx.x; base < n && !differs;
-             base += ROCPROF_REPLAY_COMPARE_BATCH * threads) {
-            uint4 x[ROCPROF_REPLAY_COMPARE_BATCH];
-            uint4 y[ROCPROF_REPLAY_COMPARE_BATCH];
-#pragma unroll
-            for (int k = 0; k < ROCPROF_REPLAY_COMPARE_BATCH; k++) {
-                const unsigned long long i = base + k * threads;
-                if (i < n) {
-                    x[k] = __ldcs(&va[i]);
-                    y[k] = __ldcs(&vb[i]);
-                }
-            }
-#pragma unroll
-            for (int k = 0; k < ROCPROF_REPLAY_COMPARE_BATCH; k++) {
-                if (base + k * threads < n) {
-                    differs |= (x[k].x != y[k].x) | (x[k].y != y[k].y) | (x[k].z != y[k].z) |
-                               (x[k].w != y[k].w);
-                }
-            }
+        for (unsigned long long i = threadIdx.x; i < n && !differs; i += blockDim.x) {
+            const uint4 x = va[i];
+            const uint4 y = vb[i];
+            differs = (x.x != y.x) | (x.y != y.y) | (x.z != y.z) | (x.w != y.w);
         }
         done = n * 16;
     }
@@ -151,7 +132,7 @@ rocprof_replay_fingerprint_granule(const unsigned char* __restrict__ p,
     if (((at | glen) & 15ull) == 0) {
         // Words 2i and 2i + 1 in vector i; the keys (i + 1) * GOLDEN advance by addition.
         // ROCPROF_REPLAY_FINGERPRINT_BATCH vectors per thread are loaded before any is hashed
-        // (as in the compare), so that many loads are in flight at once.
+        // so that many loads are in flight at once.
         const ulonglong2* v = reinterpret_cast<const ulonglong2*>(p);
         const unsigned long long n = glen / 16;
         unsigned long long key = (2 * tid + 1) * GOLDEN;
@@ -368,6 +349,74 @@ extern "C" __global__ void __launch_bounds__(1024) rocprof_replay_fingerprint_ta
             rocprof_replay_fingerprint_granule(src + start, glen, warp_sums);
         if (threadIdx.x == 0) {
             out[g] = print;
+        }
+    }
+}
+
+// rocprof_replay_copy_table(table, n, chunk, total): the small copies of one snapshot batch
+// (capture or restore) in one launch instead of one cuMemcpyAsync each. Entry k copies `len`
+// bytes from `src` to `dst` (the two never overlap) in chunks of `chunk` bytes from the
+// entry's start, numbered first, first + 1, ... in one global numbering of `total` chunks, as
+// the compare table numbers granules. A block copies one chunk at a time (grid-stride), in
+// 16-byte vectors when dst, src and the chunk size are 16-byte aligned (then the chunk's tail
+// byte by byte), else byte by byte. A chunk past its entry's length is skipped.
+struct rocprof_replay_copy_entry {
+    unsigned long long dst;
+    unsigned long long src;
+    unsigned long long len;
+    unsigned long long first;
+};
+
+extern "C" __global__ void rocprof_replay_copy_table(
+    const rocprof_replay_copy_entry* __restrict__ table,
+    unsigned int n,
+    unsigned long long chunk,
+    unsigned long long total)
+{
+    if (chunk == 0 || n == 0) {
+        return;
+    }
+    unsigned int e = 0;
+    unsigned long long e_first = 0, e_end = 0, e_len = 0;
+    unsigned char* dst = nullptr;
+    const unsigned char* src = nullptr;
+    bool vectors = false;
+    for (unsigned long long g = blockIdx.x; g < total; g += gridDim.x) {
+        if (g >= e_end || g < e_first) {
+            e = rocprof_replay_find(table, g < e_first ? 0u : e, n, g);
+            e_first = __ldg(&table[e].first);
+            e_end = e + 1 < n ? __ldg(&table[e + 1].first) : total;
+            e_len = __ldg(&table[e].len);
+            dst = reinterpret_cast<unsigned char*>(__ldg(&table[e].dst));
+            src = reinterpret_cast<const unsigned char*>(__ldg(&table[e].src));
+            vectors = ((reinterpret_cast<unsigned long long>(dst) |
+                        reinterpret_cast<unsigned long long>(src) | chunk) &
+                       15ull) == 0;
+        }
+        if (g < e_first) {
+            continue;
+        }
+        const unsigned long long local = g - e_first;
+        if (local >= (e_len + chunk - 1) / chunk) {
+            continue;
+        }
+        const unsigned long long start = local * chunk;
+        const unsigned long long clen = e_len - start < chunk ? e_len - start : chunk;
+        unsigned char* d = dst + start;
+        const unsigned char* s = src + start;
+        unsigned long long done = 0;
+        if (vectors) {
+            uint4* vd = reinterpret_cast<uint4*>(d);
+            const uint4* vs = reinterpret_cast<const uint4*>(s);
+            const unsigned long long v = clen / 16;
+#pragma unroll 4
+            for (unsigned long long i = threadIdx.x; i < v; i += blockDim.x) {
+                vd[i] = vs[i];
+            }
+            done = v * 16;
+        }
+        for (unsigned long long i = done + threadIdx.x; i < clen; i += blockDim.x) {
+            d[i] = s[i];
         }
     }
 }

@@ -337,3 +337,65 @@ fn a_compare_that_never_finishes_stops_replay_after_pass_one() {
     );
     assert_eq!(buf.bytes()[0], 2);
 }
+
+#[test]
+fn small_snapshot_copies_go_through_one_copy_kernel_launch_and_leave_one_execution() {
+    let h = harness(3, quick());
+    // Far apart: a write set of two ranges, restored before passes 2 and 3.
+    *POKES.lock() = vec![(0, 1), (512 * 1024 + 5, 2)];
+    let mut buf = Bytes::new(&h, MIB);
+    buf.launch(&h, &POKE);
+    assert_eq!(buf.bytes(), poked_once(MIB), "one execution");
+    let o = h.outcomes()[0].1.clone();
+    assert_eq!(
+        (o.kind, o.passes, o.restore_mode),
+        (OutcomeKind::Replayed, 3, Some(RestoreKind::WriteSet))
+    );
+    assert_eq!(o.staging, Some("device"));
+    let tables = gpu().copy_tables.clone();
+    assert!(
+        tables.iter().filter(|&&n| n == 2).count() >= 2,
+        "each restore of the two ranges is one copy-kernel launch: {tables:?}"
+    );
+    // The same without the kernel in the module: one cuMemcpyAsync per range, same result.
+    drop(h);
+    let h = harness(3, quick());
+    gpu().no_copy_entry = true;
+    let mut buf = Bytes::new(&h, MIB);
+    buf.launch(&h, &POKE);
+    assert_eq!(buf.bytes(), poked_once(MIB));
+    assert!(gpu().copy_tables.is_empty());
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+}
+
+#[test]
+fn a_copy_kernel_that_never_finishes_stops_replay_after_pass_one_and_its_table_is_never_reused() {
+    let h = harness(3, quick());
+    *POKES.lock() = vec![(0, 1), (512 * 1024 + 5, 2)];
+    let mut buf = Bytes::new(&h, MIB);
+    gpu().stick_copy_kernels = true;
+    buf.launch(&h, &POKE);
+    // The first small batch after pass 1 (keeping the written ranges to write back later)
+    // sticks: the application has pass 1's result, one execution.
+    let o = h.outcomes()[0].1.clone();
+    assert_eq!(
+        (o.kind, o.passes),
+        (OutcomeKind::Declined(DeclineReason::CopyTimeout), 1),
+        "{o:?}"
+    );
+    assert_eq!(buf.bytes(), poked_once(MIB));
+    gpu().stick_copy_kernels = false;
+    // The next dispatch: a fresh stream; the flags and their table were given up (the compare
+    // is prepared again outside the window), and it replays correctly from the memory it finds.
+    let before = buf.bytes();
+    buf.launch(&h, &POKE);
+    let o = h.outcomes()[1].1.clone();
+    assert_eq!(o.kind, OutcomeKind::Replayed, "{o:?}");
+    let mut want = before;
+    for &(offset, n) in POKES.lock().iter() {
+        for b in &mut want[offset..offset + n] {
+            *b += 1;
+        }
+    }
+    assert_eq!(buf.bytes(), want, "one execution of the second dispatch");
+}

@@ -97,6 +97,12 @@ struct FakeGpu {
     stick_fingerprints: bool,
     /// The module has no fingerprint kernel (`cuModuleGetFunction` does not find it).
     no_fingerprint_entry: bool,
+    /// Copy kernels launched, and the entries of each one's table (of those that ran).
+    copy_tables: Vec<usize>,
+    /// Copy kernels never finish (their stream sticks; `stick_copies` sticks them too).
+    stick_copy_kernels: bool,
+    /// The module has no copy kernel: every snapshot copy is a `cuMemcpyAsync`.
+    no_copy_entry: bool,
     /// Table kernels given memory outside the fake's allocations, or a table the backend did
     /// not build as it promises, or did not copy on the kernel's stream before it (not run: a
     /// fault). Every harness checks that there were none when it is dropped.
@@ -582,6 +588,7 @@ unsafe extern "C" fn module_get_function(
     let kernel = match name.to_bytes() {
         b"rocprof_replay_compare_table" => &COMPARE,
         b"rocprof_replay_fingerprint_table" if !gpu().no_fingerprint_entry => &FINGERPRINT,
+        b"rocprof_replay_copy_table" if !gpu().no_copy_entry => &COPY,
         _ => return CUDA_ERROR_NOT_FOUND,
     };
     if m as usize != COMPARE_MODULE {
@@ -734,7 +741,81 @@ static FINGERPRINT: FakeKernel = FakeKernel {
     module: COMPARE_MODULE,
 };
 
+/// `rocprof_replay_copy_table`, on the host: for every entry (dst, src, len, first), `len`
+/// bytes from src to dst, both in fake device memory; the table as the backend promises it
+/// (copied on the stream before the launch, chunks numbered back to back). Returns the entries.
+fn copy_kernel(args: *mut *mut c_void, stream: CUstream) -> Result<usize, String> {
+    // SAFETY: the backend passes pointers to (u64, u32, u64, u64).
+    let (table, n, chunk, total) = unsafe {
+        (
+            *(*args).cast::<u64>() as usize,
+            *(*args.add(1)).cast::<u32>() as usize,
+            *(*args.add(2)).cast::<u64>() as usize,
+            *(*args.add(3)).cast::<u64>() as usize,
+        )
+    };
+    if chunk == 0 || n == 0 {
+        return Err(format!("chunk {chunk}, {n} entries"));
+    }
+    if n * 32 > super::window::compare::TABLE_BYTES || !allocated(table, n * 32) {
+        return Err(format!("{n} copy entries at {table:#x} overrun the table"));
+    }
+    let copied = gpu().copied.remove(&(stream as usize)).unwrap_or_default();
+    if !copied
+        .iter()
+        .any(|&(dst, len)| dst <= table && table + n * 32 <= dst + len)
+    {
+        return Err(format!(
+            "the copy table at {table:#x} was not copied before the launch"
+        ));
+    }
+    let mut next = 0;
+    for k in 0..n {
+        // SAFETY: checked above: n entries of fake memory (read unaligned).
+        let w: Vec<usize> = (0..4)
+            .map(|i| unsafe { (table as *const u64).add(k * 4 + i).read_unaligned() } as usize)
+            .collect();
+        let (dst, src, len, first) = (w[0], w[1], w[2], w[3]);
+        if first != next || len == 0 {
+            return Err(format!("copy entry {k}: chunk {first}, {next} expected"));
+        }
+        if !allocated(dst, len) || !allocated(src, len) {
+            return Err(format!(
+                "copy entry {k}: {len} bytes at {src:#x} -> {dst:#x} unknown"
+            ));
+        }
+        // SAFETY: both ranges are memory of the fake (checked above), distinct buffers.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
+        next += len.div_ceil(chunk);
+    }
+    if next != total {
+        return Err(format!("{next} chunks in the copy table, {total} launched"));
+    }
+    Ok(n)
+}
+
+static COPY: FakeKernel = FakeKernel {
+    // As COMPARE's.
+    run: |_| unreachable!(),
+    module: COMPARE_MODULE,
+};
+
 fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
+    if std::ptr::eq(f.cast::<FakeKernel>(), &COPY) {
+        let mut g = gpu();
+        if g.stick_copies || g.stick_copy_kernels || g.stuck_streams.contains(&(stream as usize)) {
+            g.stuck_streams.insert(stream as usize);
+            return;
+        }
+        drop(g);
+        let ran = copy_kernel(params, stream);
+        let mut g = gpu();
+        match ran {
+            Ok(n) => g.copy_tables.push(n),
+            Err(fault) => g.kernel_faults.push(fault),
+        }
+        return;
+    }
     let compare = std::ptr::eq(f.cast::<FakeKernel>(), &COMPARE);
     if compare || std::ptr::eq(f.cast::<FakeKernel>(), &FINGERPRINT) {
         // The backend's own compare or fingerprint: not a pass.

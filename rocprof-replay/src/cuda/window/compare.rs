@@ -57,6 +57,32 @@ pub(crate) const ENTRY: &CStr = c"rocprof_replay_compare_table";
 /// `rocprof_replay_fingerprint`, unused here.)
 pub(crate) const FINGERPRINT_ENTRY: &CStr = c"rocprof_replay_fingerprint_table";
 
+/// The copy kernel's entry point (same module): `(table, n, chunk, total)`, `n` 32-bit, the
+/// rest 64-bit, over `n` [`CopyEntry`]s ([`copy_on_device`]).
+pub(crate) const COPY_ENTRY: &CStr = c"rocprof_replay_copy_table";
+
+/// Bytes of one chunk of the copy kernel (one block at a time).
+const COPY_CHUNK: usize = 64 << 10;
+
+/// Transfers shorter than this go through the copy kernel, longer ones through
+/// `cuMemcpyAsync` (which moves large regions as fast, and costs a few microseconds per call:
+/// what the kernel saves on many small ones).
+pub(crate) const COPY_KERNEL_MAX: usize = 16 << 20;
+
+/// One transfer of a copy batch, as `rocprof_replay_copy_table` reads it: `len` bytes from
+/// `src` to `dst`, its chunks numbered from `first`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CopyEntry {
+    pub(crate) dst: u64,
+    pub(crate) src: u64,
+    pub(crate) len: u64,
+    pub(crate) first: u64,
+}
+
+/// Copy entries one table holds (2048 in 64 KiB; 16 in tests).
+pub(crate) const COPY_ENTRIES: usize = TABLE_BYTES / std::mem::size_of::<CopyEntry>();
+
 /// Threads of a block: one 4 KiB granule is one 16-byte load per thread.
 const THREADS: u32 = 256;
 
@@ -106,6 +132,8 @@ enum State {
         flags: Option<Buffers>,
         fingerprint: Option<usize>,
         prints: Option<Buffers>,
+        /// The copy kernel's handle (`None`: not in the module); it uses the flags' table.
+        copy: Option<usize>,
     },
 }
 
@@ -135,11 +163,12 @@ impl CompareKernel {
     fn load_once(&mut self, drv: &Driver, context: usize) {
         if let State::Untried = self.state {
             self.state = match load(drv) {
-                Ok((function, fingerprint)) => State::Ready {
+                Ok((function, fingerprint, copy)) => State::Ready {
                     function,
                     flags: None,
                     fingerprint,
                     prints: None,
+                    copy,
                 },
                 Err(why) => {
                     tracing::debug!(
@@ -197,6 +226,19 @@ impl CompareKernel {
                 prints: Some(b),
                 ..
             } => Some((*f, *b)),
+            _ => None,
+        }
+    }
+
+    /// The copy kernel's handle and the table it uses (the flags' table: a window's copies and
+    /// compares never overlap), when both are there.
+    fn copier(&self) -> Option<(usize, Buffers)> {
+        match &self.state {
+            State::Ready {
+                copy: Some(c),
+                flags: Some(b),
+                ..
+            } => Some((*c, *b)),
             _ => None,
         }
     }
@@ -316,9 +358,10 @@ pub(crate) fn prepare_compare(be: &crate::cuda::Backend, ctx: &crate::cuda::Ctx)
     ctx.compare.lock().prepare(&be.drv, ctx.handle);
 }
 
-/// Loads the compare module into the current context; returns the compare kernel's handle and
-/// the fingerprint kernel's (`None` when the module has none: fingerprints are unsupported).
-fn load(drv: &Driver) -> Result<(usize, Option<usize>), String> {
+/// Loads the compare module into the current context; returns the compare kernel's handle,
+/// the fingerprint kernel's (`None` when the module has none: fingerprints are unsupported)
+/// and the copy kernel's (`None`: every snapshot copy is a `cuMemcpyAsync`).
+fn load(drv: &Driver) -> Result<(usize, Option<usize>, Option<usize>), String> {
     let (Some(load_data), Some(get_function)) = (drv.module_load_data, drv.module_get_function)
     else {
         return Err("the driver has no cuModuleLoadData or cuModuleGetFunction".into());
@@ -352,7 +395,11 @@ fn load(drv: &Driver) -> Result<(usize, Option<usize>), String> {
         } else {
             Some(fingerprint as usize)
         };
-        Ok((function as usize, fingerprint))
+        let mut copy: CUfunction = std::ptr::null_mut();
+        // SAFETY: as above.
+        let r = unsafe { get_function(&mut copy, module, COPY_ENTRY.as_ptr()) };
+        let copy = (r == CUDA_SUCCESS && !copy.is_null()).then_some(copy as usize);
+        Ok((function as usize, fingerprint, copy))
     })
 }
 
@@ -449,6 +496,102 @@ fn compare_on_device(
         }
     }
     Ok(())
+}
+
+/// Submits `copies` — `(dst, src, len)`, each shorter than [`COPY_KERNEL_MAX`], at most
+/// [`COPY_ENTRIES`], both sides memory the context's kernels can reach — as one launch of the
+/// copy kernel on `stream`: the table copied to the device, then the kernel. Nothing is waited
+/// for: the caller records its event behind them, and until that event completes the table
+/// is not written again (after a stuck copy, [`give_up_copy_table`] drops it). `false` when
+/// the kernel or its table is not there or a submission failed: nothing of `copies` was
+/// copied then, and the caller copies them itself.
+pub(super) fn submit_copies(
+    t: &CudaTarget<'_>,
+    stream: CUstream,
+    copies: &[(usize, usize, usize)],
+) -> bool {
+    if copies.is_empty() || copies.len() > COPY_ENTRIES {
+        return false;
+    }
+    let Some((function, buffers)) = t.ctx.compare.lock().copier() else {
+        return false;
+    };
+    let drv = *t.drv();
+    // SAFETY: the flags' pinned table twin, TABLE_BYTES (page-aligned) with room for
+    // COPY_ENTRIES >= copies.len() entries; the last batch that read it was waited for.
+    let table = unsafe {
+        std::slice::from_raw_parts_mut(buffers.table_host as *mut CopyEntry, copies.len())
+    };
+    let mut total = 0u64;
+    for (e, &(dst, src, len)) in table.iter_mut().zip(copies) {
+        *e = CopyEntry {
+            dst: dst as u64,
+            src: src as u64,
+            len: len as u64,
+            first: total,
+        };
+        total += len.div_ceil(COPY_CHUNK) as u64;
+    }
+    if total == 0 {
+        return false;
+    }
+    let _g = Guard::new();
+    // SAFETY: our table buffers, TABLE_BYTES each; the host twin is pinned and not written
+    // again until the caller's event completes.
+    let r = unsafe {
+        (drv.memcpy_async)(
+            buffers.table_device as CUdeviceptr,
+            buffers.table_host as CUdeviceptr,
+            std::mem::size_of_val(table),
+            stream,
+        )
+    };
+    if r != CUDA_SUCCESS {
+        tracing::warn!(status = %error_name(&drv, r), "the copy table could not be copied");
+        return false;
+    }
+    let mut table_arg = buffers.table_device as u64;
+    let mut n = copies.len() as u32;
+    let mut chunk = COPY_CHUNK as u64;
+    let mut total_arg = total;
+    let mut args: [*mut c_void; 4] = [
+        (&mut table_arg as *mut u64).cast(),
+        (&mut n as *mut u32).cast(),
+        (&mut chunk as *mut u64).cast(),
+        (&mut total_arg as *mut u64).cast(),
+    ];
+    let blocks = (total as usize).clamp(1, MAX_BLOCKS) as u32;
+    // SAFETY: our kernel, whose parameters (64-bit but `n`, 32-bit) `args` points at (alive
+    // for the call, which copies them); the table copied before it on the stream holds `n`
+    // entries, each naming `len` bytes the context's kernels can read at `src` and write at
+    // `dst` (the caller's contract), in `total` chunks.
+    let r = unsafe {
+        (drv.launch_kernel)(
+            function as CUfunction,
+            blocks,
+            1,
+            1,
+            THREADS,
+            1,
+            1,
+            0,
+            stream,
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    };
+    if r != CUDA_SUCCESS {
+        tracing::warn!(status = %error_name(&drv, r), "the copy kernel could not be launched");
+        return false;
+    }
+    true
+}
+
+/// After copies submitted by [`submit_copies`] did not finish by their deadline: the table may
+/// still be read, so it (with the compare's flags, which share its buffers) is never used
+/// again.
+pub(super) fn give_up_copy_table(ctx: &crate::cuda::Ctx) {
+    ctx.compare.lock().leak_flags();
 }
 
 /// One launch of a table kernel: the kernel, its buffers (the table's twin already filled with
@@ -659,7 +802,7 @@ mod tests {
     }
 
     #[test]
-    fn the_embedded_ptx_has_the_four_entry_points_for_sm_80() {
+    fn the_embedded_ptx_has_the_five_entry_points_for_sm_80() {
         let ptx = PTX.strip_suffix('\0').expect("NUL-terminated");
         assert!(!ptx.contains('\0'));
         assert!(ptx.lines().any(|l| l.trim() == ".target sm_80"), "target");
@@ -697,7 +840,13 @@ mod tests {
                 "{entry}: all 64-bit: {params:?}"
             );
         }
-        assert_eq!(ptx.matches(".visible .entry").count(), 4);
+        // The copy kernel: (table, n, chunk, total), n 32-bit as submit_copies passes it.
+        let widths: Vec<String> = params_of(ptx, COPY_ENTRY.to_str().unwrap())
+            .iter()
+            .map(|p| p.split_whitespace().nth(1).unwrap_or("").to_string())
+            .collect();
+        assert_eq!(widths, [".u64", ".u32", ".u64", ".u64"], "copy table");
+        assert_eq!(ptx.matches(".visible .entry").count(), 5);
     }
 
     #[test]
@@ -708,6 +857,15 @@ mod tests {
             "the tests' tables"
         );
         assert!(64 << 10 >= 2048 * std::mem::size_of::<CompareEntry>());
+        assert_eq!(
+            COPY_ENTRIES, 16,
+            "the copy table shares the flags' 512 bytes in tests"
+        );
+        assert_eq!(
+            std::mem::size_of::<CopyEntry>(),
+            32,
+            "four u64, as the kernel reads"
+        );
     }
 
     #[test]

@@ -372,7 +372,10 @@ impl DeviceMemory for CudaTarget<'_> {
         self.ctx.arena.lock().carve(&mem, size)
     }
 
-    /// One batch of `cuMemcpyAsync` on the private stream, one event, one bounded wait.
+    /// One batch on the private stream, one event, one bounded wait: the transfers shorter
+    /// than [`COPY_KERNEL_MAX`](compare::COPY_KERNEL_MAX) whose staging is in the arena's
+    /// device memory as one launch of the copy kernel (when there are two or more and the
+    /// kernel is loaded), the others as one `cuMemcpyAsync` each.
     fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
         if transfers.is_empty() {
             return Ok(());
@@ -383,12 +386,36 @@ impl DeviceMemory for CudaTarget<'_> {
             self.dirty = true;
         }
         let drv = *self.drv();
+        let ends = |t: &Transfer| match direction {
+            Direction::Capture => (t.staging, t.device),
+            Direction::Restore => (t.device, t.staging),
+        };
+        // Small copies between the application's device memory (allocations of the context,
+        // module variables: what its kernels reach) and staging in the arena's VRAM.
+        let by_kernel: Vec<bool> = {
+            let arena = self.ctx.arena.lock();
+            transfers
+                .iter()
+                .map(|t| t.len < compare::COPY_KERNEL_MAX && arena.is_device(t.staging))
+                .collect()
+        };
+        let small: Vec<(usize, usize, usize)> = transfers
+            .iter()
+            .zip(&by_kernel)
+            .filter(|(_, k)| **k)
+            .map(|(t, _)| {
+                let (dst, src) = ends(t);
+                (dst, src, t.len)
+            })
+            .collect();
+        let kernel = small.len() >= 2 && compare::submit_copies(self, stream, &small);
         let mut failed = false;
-        for t in transfers {
-            let (dst, src) = match direction {
-                Direction::Capture => (t.staging, t.device),
-                Direction::Restore => (t.device, t.staging),
-            };
+        for (t, _) in transfers
+            .iter()
+            .zip(&by_kernel)
+            .filter(|(_, k)| !(kernel && **k))
+        {
+            let (dst, src) = ends(t);
             // SAFETY: `device` is a pinned region of the context (or a module variable) and
             // `staging` a buffer of ours of at least `len` bytes, both reachable by the device.
             let r = unsafe {
@@ -424,6 +451,9 @@ impl DeviceMemory for CudaTarget<'_> {
                 Err(CopyError::Failed)
             }
             Poll::TimedOut => {
+                if kernel {
+                    compare::give_up_copy_table(self.ctx);
+                }
                 self.poison_stream();
                 Err(CopyError::Stuck)
             }
