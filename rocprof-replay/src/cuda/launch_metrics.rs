@@ -23,7 +23,7 @@
 //! | `launch__block_dim_x` / `_y` / `_z` | `bx` / `by` / `bz` |
 //! | `launch__block_size` | `bx·by·bz` (threads per block) |
 //! | `launch__thread_count` | grid size · block size |
-//! | `launch__registers_per_thread` | `CU_FUNC_ATTRIBUTE_NUM_REGS` |
+//! | `launch__registers_per_thread` | `CU_FUNC_ATTRIBUTE_NUM_REGS`, at least 16 |
 //! | `launch__shared_mem_per_block_static` | `CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES` |
 //! | `launch__shared_mem_per_block_dynamic` | `dyn` |
 //! | `launch__shared_mem_per_block_driver` | `CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK` |
@@ -34,6 +34,10 @@
 //! | `launch__occupancy_limit_registers` | ⌊4·⌊(registers per SM / 4) / regs per warp⌋ / warps per block⌋ |
 //! | `launch__waves_per_multiprocessor` | grid size / (SMs · `cuOccupancyMaxActiveBlocksPerMultiprocessor`) |
 //!
+//! `launch__registers_per_thread` is what a thread is allocated: on the H200 Nsight Compute
+//! reports 16 for kernels the compiler gave 8, and the compiler's count above that (17 for 17),
+//! and its register occupancy limit follows the 16; both are the compiler's count raised to 16
+//! here.
 //! `launch__shared_mem_per_block` includes the driver's reserved shared memory: Nsight
 //! Compute's reports show it 1 KiB (the H100/H200 driver reserve) above static + dynamic.
 //! `launch__occupancy_limit_registers` allocates registers per warp in units of 256 over 4 SM
@@ -80,6 +84,9 @@ pub(crate) const NAMES: [&str; 19] = [
 
 /// Registers are allocated per warp in units of this many (compute capability 7.0+).
 const REGISTER_UNIT: u64 = 256;
+/// Fewest registers a thread is allocated (Nsight Compute on the H200: 16 for an 8-register
+/// kernel).
+const MIN_REGISTERS: u64 = 16;
 /// An SM's register file is split among this many sub-partitions (compute capability 7.0+).
 const SUB_PARTITIONS: u64 = 4;
 
@@ -211,8 +218,10 @@ impl Query<'_> {
         u64::try_from(v).map_err(|_| format!("cuDeviceGetAttribute({what}) returned {v}"))
     }
 
+    /// Registers allocated per thread: the compiler's count, at least [`MIN_REGISTERS`].
     fn registers(&self) -> Result<u64, String> {
         self.func_attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, "CU_FUNC_ATTRIBUTE_NUM_REGS")
+            .map(|r| r.max(MIN_REGISTERS))
     }
 
     fn static_shared(&self) -> Result<u64, String> {

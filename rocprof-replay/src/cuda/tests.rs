@@ -3167,6 +3167,30 @@ fn a_set_of_launch_metrics_only_is_the_launch_itself_and_runs_no_cupti_pass() {
 }
 
 #[test]
+fn registers_per_thread_are_what_a_thread_is_allocated_as_nsight_compute_reports_them() {
+    use super::profiler::tests as fake;
+    let _cupti = fake::reset(3);
+    let (_p, catalog) = FakeProfiler::install(true);
+    let names = ["launch__registers_per_thread", "launch__occupancy_limit_registers"];
+    let set = Arc::new(crate::counters::MetricSet::new(&catalog, names).unwrap());
+    // The H200 under Nsight Compute: 8 compiler registers are 16 allocated (16 blocks of 256
+    // threads by registers), 17 stay 17 (768 per warp: 21 warps per sub-partition, 10 blocks).
+    for (compiled, allocated, blocks) in [(8, 16.0, 16.0), (17, 17.0, 10.0)] {
+        let h = harness_with(WithCounters(1, set.clone()), quick());
+        gpu().registers = Some(compiled);
+        let mut buf = Buffer::new(&h, 16);
+        let mut args = buf.args();
+        h.obtain_function(&ADD_ONE_COUNTED);
+        assert_eq!(h.launch(&ADD_ONE_COUNTED, &mut args, 0), CUDA_SUCCESS);
+        let got: Vec<f64> = metric_values(&h.outcomes()[0].1)
+            .into_iter()
+            .map(|(_, v, _)| v)
+            .collect();
+        assert_eq!(got, [allocated, blocks], "{compiled} registers");
+    }
+}
+
+#[test]
 fn a_set_mixing_launch_and_cupti_metrics_costs_cuptis_passes_only() {
     use super::profiler::tests as fake;
     let _cupti = fake::reset(3);
