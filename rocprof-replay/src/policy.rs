@@ -511,6 +511,10 @@ pub enum DeclineReason {
     /// Another queue of the agent cannot be drained (the engine has no way to wait for its
     /// work), so work on it could run during the window.
     QueueNotDrainable,
+    /// HSA: the application destroyed the dispatch's queue before the dispatch ran there. The
+    /// runtime drops what a destroyed queue still holds, so the dispatch does not run either,
+    /// and its completion signal is left alone (the application may have destroyed it too).
+    QueueDestroyed,
     /// The first pass wrote device memory outside the snapshot (allocations the kernel's
     /// arguments do not name: it writes through pointers stored in device memory). Replay
     /// stopped after it, the application's own execution, whose result stands; later
@@ -543,6 +547,7 @@ impl DeclineReason {
             DeclineReason::RuntimeThread => "runtime_thread",
             DeclineReason::SubmitFailed => "submit_failed",
             DeclineReason::QueueNotDrainable => "queue_not_drainable",
+            DeclineReason::QueueDestroyed => "queue_destroyed",
             DeclineReason::CommunicationKernel => "communication_kernel",
             DeclineReason::HostMemory => "host_memory",
             DeclineReason::HostMemoryWritten => "host_memory_written",

@@ -594,6 +594,33 @@ fn an_async_copy_the_engine_fails_reports_its_error_value_to_the_application() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn queues_destroyed_by_another_thread_mid_window_neither_hold_nor_wedge_the_windows() {
+    // Queue 2 holds a barrier that never resolves; another thread destroys queue 2 while
+    // inc_in_place's window drains it: the runtime dropped that barrier, so the window goes on
+    // (before: it waited for it until the drain deadline, and declined). Then a dispatch
+    // behind such a barrier on queue 3, whose queue is destroyed while its window waits for
+    // its predecessors: the runtime dropped it, so it does not run at all, and its completion
+    // signal, kernarg and buffer, which the application then frees, are left alone (before:
+    // its window declined at the deadline and queued its ordinary run on the replay queue
+    // behind a barrier that never resolves, which wedged every later window of the GPU and
+    // the application's next dispatch never completed).
+    let c = cell(
+        "queue-destroy",
+        &[
+            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "5000"),
+            ("DESTROY_AFTER_MS", "300"),
+        ],
+    );
+    let incs = c.of("inc_in_place");
+    assert_eq!(incs.len(), 4, "warm-up, queue 1, queue 3, next: {incs:?}");
+    Cell::assert_outcome(incs[1], "replayed", None);
+    assert_eq!(incs[1]["passes"], 3, "{}", incs[1]);
+    Cell::assert_outcome(incs[2], "declined", Some("queue_destroyed"));
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
     let c = cell("dispatch-time", &[]);
     assert!(

@@ -219,6 +219,7 @@ fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
         submitted: std::sync::atomic::AtomicU64::new(0),
         gated_epoch: std::sync::atomic::AtomicU64::new(0),
         pending_gates: parking_lot::Mutex::new(Vec::new()),
+        life: parking_lot::Mutex::new(super::QueueLife::default()),
     });
     // The handler's reference; released in queue_destroy once the runtime stops calling it.
     let data_ptr = Arc::into_raw(state.clone()) as *mut c_void;
@@ -243,13 +244,23 @@ unsafe extern "C" fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
+    // SAFETY: forwarding unchanged. The queue stays listed until the runtime destroyed it:
+    // until then its work may run, so windows must still drain it and gate it.
+    let st = unsafe { (be.orig.queue_destroy)(queue) };
+    if st != HSA_STATUS_SUCCESS {
+        return st;
+    }
     let mut state = None;
     quietly("forgetting a queue", || {
-        state = be.queues.write().remove(&(queue as usize));
+        let listed = be.queues.read().get(&(queue as usize)).cloned();
+        if let Some(listed) = &listed {
+            // Before it is unlisted: a window that listed it stops waiting for it.
+            listed.retire_destroyed(be);
+        }
+        be.queues.write().remove(&(queue as usize));
+        state = listed;
     });
-    // SAFETY: forwarding unchanged.
-    let st = unsafe { (be.orig.queue_destroy)(queue) };
-    if let (Some(state), HSA_STATUS_SUCCESS) = (state, st) {
+    if let Some(state) = state {
         // The runtime no longer calls the handler: release its reference.
         // SAFETY: the pointer registered with the handler in queue_create (one reference).
         drop(unsafe { Arc::from_raw(Arc::as_ptr(&state)) });

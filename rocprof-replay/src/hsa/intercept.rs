@@ -381,6 +381,9 @@ unsafe fn open_window(
         HSA_FENCE_SCOPE_SYSTEM,
     );
     let pair = [ready_barrier, gate_barrier];
+    // Resolved by `QueueState::retire_destroyed` if the queue is destroyed before its barrier
+    // ran (then it never will).
+    queue.life.lock().ready.push(ready);
     progress.gate.set(Some(gate));
     gpu.window_opened();
     // SAFETY: two packets of ours, forwarded inside the handler.
@@ -875,13 +878,21 @@ impl HsaTarget {
         if !self.completed {
             self.completed = true;
             let app = self.packet.completion_signal;
-            if app.handle != 0 {
+            // Under the queue's life lock: once its queue is destroyed the application may
+            // destroy the signals of the work it abandoned there (the runtime would never
+            // signal them), so this one is left alone.
+            let life = self.queue.life.lock();
+            if app.handle != 0 && !life.destroyed {
                 // SAFETY: the application's completion signal, decremented once as the
                 // hardware would have after its single execution.
                 unsafe { (self.be.orig.signal_subtract)(app, 1) };
             }
         }
         self.open_gate();
+        if let Some(ready) = self.ready {
+            // Unlisted before it retires (`QueueState::retire_destroyed` stores to listed ones).
+            self.queue.life.lock().ready.retain(|r| *r != ready);
+        }
         let signals: Vec<hsa_signal_t> =
             [self.ready.take(), self.gate.take(), self.isolation.take()]
                 .into_iter()
@@ -1061,6 +1072,11 @@ impl ReplayTarget for HsaTarget {
         if let Some(ready) = self.ready {
             if !self.wait_zero(ready, drain) {
                 return Err(DeclineReason::DrainTimeout);
+            }
+            // Resolved because the queue was destroyed (`QueueState::retire_destroyed`): the
+            // dispatch was dropped with it.
+            if self.queue.life.lock().destroyed {
+                return Err(DeclineReason::QueueDestroyed);
             }
         }
         // From now on the GPU's other queues wait behind the isolation gate; what they
@@ -1283,6 +1299,14 @@ impl ReplayTarget for HsaTarget {
             }
             Sink::Replay(q) => q,
         };
+        if self.queue.life.lock().destroyed {
+            // The runtime dropped the dispatch with its queue: it does not run, and its
+            // completion signal (which the application may have destroyed) is left alone.
+            self.ran = true;
+            self.completed = true;
+            self.open_isolation();
+            return true;
+        }
         // On the replay queue, in hardware order: after everything before the dispatch on its
         // queue (the ready signal), the dispatch with its own completion signal (the runtime's
         // timestamps answer for it), then the barrier that opens the gate. Memory may have

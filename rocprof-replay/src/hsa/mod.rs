@@ -233,6 +233,20 @@ pub(crate) struct QueueState {
     /// Windows of this queue whose gate may still be closed: (the tracked submission that
     /// holds it, the gate). A drain of this queue stops short of them.
     pub(crate) pending_gates: Mutex<Vec<(u64, hsa_signal_t)>>,
+    /// Whether the runtime destroyed the queue, and the ready signals of its asynchronous
+    /// windows still running ([`QueueState::retire_destroyed`]).
+    pub(crate) life: Mutex<QueueLife>,
+}
+
+/// What a queue's windows need to know of its destruction.
+#[derive(Default)]
+pub(crate) struct QueueLife {
+    /// `hsa_queue_destroy` returned: nothing submitted to the queue runs any more, and the
+    /// application may destroy the signals of the work it abandoned there.
+    pub(crate) destroyed: bool,
+    /// Ready signals of windows of this queue not yet settled: each is resolved by a barrier
+    /// on this queue, which never runs once the queue is destroyed.
+    pub(crate) ready: Vec<hsa_signal_t>,
 }
 
 /// Packets forwarded on a queue and not yet known to have finished.
@@ -331,6 +345,27 @@ fn warn_ring_full_once() {
              buffers what does not fit)"
         );
     });
+}
+
+impl QueueState {
+    /// After `hsa_queue_destroy` returned: what was submitted to the queue and has not run
+    /// never will (the runtime drops it), so every tracked submission counts as retired —
+    /// a drain waiting for this queue (a window that listed it before it was destroyed) goes
+    /// on at once instead of at its deadline — and the ready barriers of its windows count as
+    /// resolved. From now on its windows leave the application's completion signal alone.
+    pub(crate) fn retire_destroyed(&self, be: &Backend) {
+        let mut life = self.life.lock();
+        life.destroyed = true;
+        if self.inflight.handle != 0 {
+            // SAFETY: our own live signal (alive as long as this state).
+            unsafe { (be.orig.signal_store)(self.inflight, 0) };
+        }
+        for ready in life.ready.drain(..) {
+            // SAFETY: a window's ready signal, alive while listed (the window unlists it
+            // under this lock before it retires it).
+            unsafe { (be.orig.signal_store)(ready, 0) };
+        }
+    }
 }
 
 impl Drop for QueueState {
