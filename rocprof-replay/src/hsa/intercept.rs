@@ -753,6 +753,69 @@ struct CounterPass {
 // Three 64-byte packets back to back, as the writer expects them.
 const _: () = assert!(size_of::<CounterPass>() == 3 * 64);
 
+/// A pass of `app` on the replay queue, completing `signal`. Barrier bit: the pass starts after
+/// the restore before it. System-scope fences: the restore's copies (and the snapshot's reads)
+/// must be visible to the pass, and the pass's writes to the next capture or restore, whatever
+/// scopes the application chose.
+fn pass_packet(
+    app: &hsa_kernel_dispatch_packet_t,
+    signal: hsa_signal_t,
+) -> hsa_kernel_dispatch_packet_t {
+    let mut pass = *app;
+    pass.completion_signal = signal;
+    pass.header = packet_header(
+        HSA_PACKET_TYPE_KERNEL_DISPATCH,
+        true,
+        HSA_FENCE_SCOPE_SYSTEM,
+        HSA_FENCE_SCOPE_SYSTEM,
+    );
+    pass
+}
+
+/// The ordinary run of a window's dispatch on the replay queue, in hardware order: after
+/// everything before the dispatch on its queue (the ready signal), the dispatch with its own
+/// completion signal (the runtime's timestamps answer for it), then the barrier that opens the
+/// gate. Memory may have just been restored by copies (a decline after passes, a failed
+/// restore): the wait and the run acquire at system scope, as the passes do, whatever the
+/// application's packet asked; the run and the opening release at system scope, since the
+/// application's later work runs on another queue.
+#[repr(C)]
+struct RunChain {
+    wait: hsa_barrier_and_packet_t,
+    run: hsa_kernel_dispatch_packet_t,
+    open: hsa_barrier_and_packet_t,
+}
+
+// Three 64-byte packets back to back, as the ring expects them.
+const _: () = assert!(size_of::<RunChain>() == 3 * 64);
+
+impl RunChain {
+    fn new(app: &hsa_kernel_dispatch_packet_t, ready: hsa_signal_t, gate: hsa_signal_t) -> Self {
+        let wait = barrier_and(
+            &[ready],
+            hsa_signal_t::default(),
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_NONE,
+        );
+        let mut run = *app;
+        run.header = packet_header(
+            HSA_PACKET_TYPE_KERNEL_DISPATCH,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        );
+        let open = barrier_and(
+            &[],
+            gate,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        );
+        RunChain { wait, run, open }
+    }
+}
+
 /// Creates a signal of ours with value 1.
 fn new_signal(be: &Backend) -> Option<hsa_signal_t> {
     let mut s = hsa_signal_t::default();
@@ -1220,19 +1283,9 @@ impl ReplayTarget for HsaTarget {
         let o = &self.be.orig;
         // SAFETY: our signal.
         unsafe { (o.signal_store)(signal, 1) };
-        let mut pass = self.packet;
-        pass.completion_signal = signal;
+        let pass = pass_packet(&self.packet, signal);
         let profile = self.armed.and_then(|p| self.profiles.get(p as usize));
         let profile_armed = profile.is_some();
-        // Barrier bit: the pass starts after the restore before it. System-scope fences: the
-        // restore's copies (and the snapshot's reads) must be visible to the pass, and the
-        // pass's writes to the next capture or restore, whatever scopes the application chose.
-        pass.header = packet_header(
-            HSA_PACKET_TYPE_KERNEL_DISPATCH,
-            true,
-            HSA_FENCE_SCOPE_SYSTEM,
-            HSA_FENCE_SCOPE_SYSTEM,
-        );
         if let Some(profile) = profile {
             // The stop packet (barrier bit: after the dispatch) decrements the signal too, so
             // the wait below ends once the values are written.
@@ -1307,44 +1360,16 @@ impl ReplayTarget for HsaTarget {
             self.open_isolation();
             return true;
         }
-        // On the replay queue, in hardware order: after everything before the dispatch on its
-        // queue (the ready signal), the dispatch with its own completion signal (the runtime's
-        // timestamps answer for it), then the barrier that opens the gate. Memory may have
-        // just been restored by copies: the run acquires at system scope (as the passes do)
-        // and releases at system scope: the application's later work runs on another queue.
-        let wait = barrier_and(
-            &[self.ready.unwrap_or_default()],
-            hsa_signal_t::default(),
-            true,
-            HSA_FENCE_SCOPE_SYSTEM,
-            HSA_FENCE_SCOPE_NONE,
-        );
-        let mut run = self.packet;
-        run.header = packet_header(
-            HSA_PACKET_TYPE_KERNEL_DISPATCH,
-            true,
-            HSA_FENCE_SCOPE_SYSTEM,
-            HSA_FENCE_SCOPE_SYSTEM,
-        );
-        let open = barrier_and(
-            &[],
+        let chain = RunChain::new(
+            &self.packet,
+            self.ready.unwrap_or_default(),
             self.gate.unwrap_or_default(),
-            true,
-            HSA_FENCE_SCOPE_SYSTEM,
-            HSA_FENCE_SCOPE_SYSTEM,
         );
-        #[repr(C)]
-        struct Chain {
-            wait: hsa_barrier_and_packet_t,
-            run: hsa_kernel_dispatch_packet_t,
-            open: hsa_barrier_and_packet_t,
-        }
-        let chain = Chain { wait, run, open };
         // SAFETY: three 64-byte packets in a row.
         let ok = unsafe {
             replay.submit(
                 self.be,
-                (&chain as *const Chain).cast(),
+                (&chain as *const RunChain).cast(),
                 3,
                 self.be.settings().drain,
             )
@@ -1469,5 +1494,76 @@ impl ReplayTarget for HsaTarget {
         };
         self.gpu.arena.lock().trim(&mem);
         self.window = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An application's dispatch with the narrowest fences and no barrier bit.
+    fn app_packet() -> hsa_kernel_dispatch_packet_t {
+        hsa_kernel_dispatch_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_KERNEL_DISPATCH,
+                false,
+                HSA_FENCE_SCOPE_NONE,
+                HSA_FENCE_SCOPE_AGENT,
+            ),
+            kernel_object: 0x1234,
+            completion_signal: hsa_signal_t { handle: 77 },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_ordinary_run_after_a_restore_acquires_at_system_scope_whatever_the_app_asked() {
+        let app = app_packet();
+        let chain = RunChain::new(&app, hsa_signal_t { handle: 5 }, hsa_signal_t { handle: 6 });
+        // The run sees the restore's copies: system acquire, after everything before it.
+        assert_eq!(
+            header_type(chain.run.header),
+            HSA_PACKET_TYPE_KERNEL_DISPATCH
+        );
+        assert_eq!(
+            header_acquire_scope(chain.run.header),
+            HSA_FENCE_SCOPE_SYSTEM
+        );
+        assert_eq!(
+            header_release_scope(chain.run.header),
+            HSA_FENCE_SCOPE_SYSTEM
+        );
+        assert!(header_barrier(chain.run.header));
+        // Everything else is the application's dispatch, its completion signal included.
+        assert_eq!(chain.run.kernel_object, app.kernel_object);
+        assert_eq!(chain.run.completion_signal.handle, 77);
+        // The barrier before it waits for the ready signal and acquires at system scope too.
+        assert_eq!(header_type(chain.wait.header), HSA_PACKET_TYPE_BARRIER_AND);
+        assert_eq!(
+            header_acquire_scope(chain.wait.header),
+            HSA_FENCE_SCOPE_SYSTEM
+        );
+        assert_eq!(chain.wait.dep_signal[0].handle, 5);
+        // The gate opens after the run, releasing at system scope.
+        assert_eq!(chain.open.completion_signal.handle, 6);
+        assert_eq!(
+            header_release_scope(chain.open.header),
+            HSA_FENCE_SCOPE_SYSTEM
+        );
+        assert!(header_barrier(chain.open.header));
+    }
+
+    #[test]
+    fn every_pass_acquires_and_releases_at_system_scope_with_its_own_signal() {
+        let app = app_packet();
+        let pass = pass_packet(&app, hsa_signal_t { handle: 9 });
+        assert_eq!(header_acquire_scope(pass.header), HSA_FENCE_SCOPE_SYSTEM);
+        assert_eq!(header_release_scope(pass.header), HSA_FENCE_SCOPE_SYSTEM);
+        assert!(header_barrier(pass.header));
+        assert_eq!(
+            pass.completion_signal.handle, 9,
+            "never the application's signal"
+        );
+        assert_eq!(pass.kernel_object, app.kernel_object);
     }
 }
