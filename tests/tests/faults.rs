@@ -621,6 +621,25 @@ fn queues_destroyed_by_another_thread_mid_window_neither_hold_nor_wedge_the_wind
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_queue_the_tool_could_not_intercept_declines_the_gpus_windows_while_it_lives() {
+    // Queue 2's interception fails, so the tool hands the application a plain queue whose work
+    // it never sees: a window could neither drain it nor hold it back (before: the window went
+    // on, with queue 2's slow_inc running beside it). While queue 2 lives the GPU's dispatches
+    // run once; once it is destroyed they are replayed again (the frame's next dispatch).
+    let c = cell(
+        "untracked-queue",
+        &[("FAULT_ARM", "FAIL_QUEUE_INTERCEPT=1"), ("SLOW_MS", "300")],
+    );
+    Cell::assert_outcome(
+        c.faulty("inc_in_place"),
+        "declined",
+        Some("queue_not_drainable"),
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
     let c = cell("dispatch-time", &[]);
     assert!(

@@ -180,9 +180,9 @@ unsafe extern "C" fn queue_create(
         )
     };
     if st != HSA_STATUS_SUCCESS || queue.is_null() {
-        tracing::warn!(status = %Status(st), "cannot create an intercept queue: this queue is not replayed");
+        tracing::warn!(status = %Status(st), "cannot create an intercept queue: this queue is not replayed, and while it lives no dispatch of its GPU is");
         // SAFETY: forwarding unchanged.
-        return unsafe {
+        let st = unsafe {
             (o.queue_create)(
                 agent,
                 size,
@@ -194,16 +194,39 @@ unsafe extern "C" fn queue_create(
                 queue,
             )
         };
+        if st == HSA_STATUS_SUCCESS && !queue.is_null() {
+            // SAFETY: the runtime wrote a valid queue pointer.
+            let q = unsafe { *queue };
+            quietly("noting a queue that cannot be intercepted", || {
+                untracked(be, q, agent)
+            });
+        }
+        return st;
     }
     // SAFETY: the runtime wrote a valid queue pointer.
     let q = unsafe { *queue };
     // The queue exists now: whatever happens below, the application gets it.
-    let _ = guarded("setting up an intercept queue", || attach(be, q, agent));
+    if guarded("setting up an intercept queue", || attach(be, q, agent)) != Some(true) {
+        quietly("noting a queue that cannot be intercepted", || {
+            untracked(be, q, agent)
+        });
+    }
     HSA_STATUS_SUCCESS
 }
 
-/// Registers our interceptor on a new intercept queue, with its progress signal.
-fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
+/// Notes a queue of a GPU whose work the backend does not see: windows cannot drain it or hold
+/// it back, so while it lives the GPU's dispatches are declined (`queue_not_drainable`).
+fn untracked(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
+    if let Some(gpu) = be.gpu(agent) {
+        be.untracked.lock().insert(q as usize, gpu.index);
+        gpu.undrainable
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// Registers our interceptor on a new intercept queue, with its progress signal; `false` when
+/// the handler could not be registered (the queue's work is then not seen).
+fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) -> bool {
     let o = &be.orig;
     let mut inflight = hsa_signal_t::default();
     // SAFETY: creating a plain signal with no consumer list.
@@ -230,7 +253,7 @@ fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
         tracing::warn!(status = %Status(st), "cannot register the queue interceptor: this queue is not replayed");
         // SAFETY: the reference made above, never handed out.
         drop(unsafe { Arc::from_raw(data_ptr.cast::<QueueState>()) });
-        return;
+        return false;
     }
     // SAFETY: a live queue.
     let st = unsafe { (o.profiler_enable)(q, 1) };
@@ -238,6 +261,7 @@ fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
         tracing::warn!(status = %Status(st), "cannot enable dispatch profiling: pass times are unavailable");
     }
     be.queues.write().insert(q as usize, state);
+    true
 }
 
 unsafe extern "C" fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
@@ -250,6 +274,14 @@ unsafe extern "C" fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     if st != HSA_STATUS_SUCCESS {
         return st;
     }
+    quietly("forgetting a queue that could not be intercepted", || {
+        if let Some(index) = be.untracked.lock().remove(&(queue as usize)) {
+            if let Some(gpu) = be.gpus.get(index as usize) {
+                gpu.undrainable
+                    .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            }
+        }
+    });
     let mut state = None;
     quietly("forgetting a queue", || {
         let listed = be.queues.read().get(&(queue as usize)).cloned();

@@ -1158,6 +1158,15 @@ impl ReplayTarget for HsaTarget {
                 return Err(DeclineReason::DrainTimeout);
             }
         }
+        // Work of the GPU that cannot be waited for or held back (a queue the backend could
+        // not intercept, a copy that ran unfenced) could run during the window: decline.
+        if self.gpu.undrainable.load(Ordering::Acquire) > 0 {
+            tracing::warn!(
+                "the GPU has work the replay window cannot wait for (a queue that could not be \
+                 intercepted, or an unfenced copy)"
+            );
+            return Err(DeclineReason::QueueNotDrainable);
+        }
         // What the GPU's other queues submitted before the gate (later work waits behind it).
         for (other, n) in &self.others {
             if other.inflight.handle == 0 {

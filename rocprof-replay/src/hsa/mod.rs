@@ -42,6 +42,14 @@ pub(crate) struct Gpu {
     ///
     /// [`DeclineReason::VendorPackets`]: crate::DeclineReason::VendorPackets
     pub(crate) vendor_packets: std::sync::atomic::AtomicBool,
+    /// Work on this GPU that windows cannot wait for or hold back: queues of the GPU the
+    /// backend could not intercept (`hsa_amd_queue_intercept_create` or the handler's
+    /// registration failed) still alive, plus, for good, one if an asynchronous copy touching
+    /// the GPU ran unfenced. While non-zero its windows decline
+    /// ([`DeclineReason::QueueNotDrainable`](crate::DeclineReason::QueueNotDrainable)).
+    pub(crate) undrainable: AtomicU32,
+    /// An asynchronous copy touching this GPU could not be fenced (counted in `undrainable`).
+    pub(crate) unfenced_copy: AtomicBool,
     /// The GPU's own coarse-grained memory pool (VRAM) and its size in bytes: where the
     /// snapshot arena's device chunks come from.
     pub(crate) device_pool: Option<(hsa_amd_memory_pool_t, usize)>,
@@ -102,6 +110,19 @@ impl Gpu {
 }
 
 impl Gpu {
+    /// Notes work on this GPU that windows cannot wait for: an asynchronous copy that could not
+    /// be fenced (its end cannot be known, so this lasts).
+    pub(crate) fn copy_unfenced(&self) {
+        if !self.unfenced_copy.swap(true, Ordering::AcqRel) {
+            self.undrainable.fetch_add(1, Ordering::AcqRel);
+            tracing::warn!(
+                gpu = self.index,
+                "an asynchronous copy touching this GPU runs unfenced: its dispatches are no \
+                 longer replayed"
+            );
+        }
+    }
+
     /// A window was opened on this GPU (its gate placed); [`Gpu::window_ended`] follows.
     pub(crate) fn window_opened(&self) {
         *self.windows.lock() += 1;
@@ -413,6 +434,9 @@ pub(crate) struct Backend {
     pub(crate) host_readable: RwLock<std::collections::BTreeMap<usize, (usize, usize)>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
+    /// Queues of a GPU the backend could not intercept (queue -> the GPU's index), counted in
+    /// the GPU's `undrainable` until destroyed.
+    pub(crate) untracked: Mutex<HashMap<usize, u32>>,
     pub(crate) pool_flags: RwLock<HashMap<u64, u32>>,
     /// vmem handle -> whether its pool is snapshotted.
     pub(crate) vmem_handles: Mutex<HashMap<u64, bool>>,
@@ -655,6 +679,7 @@ pub(crate) unsafe fn install(
         host_readable: RwLock::new(std::collections::BTreeMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
+        untracked: Mutex::new(HashMap::new()),
         pool_flags: RwLock::new(HashMap::new()),
         vmem_handles: Mutex::new(HashMap::new()),
         next_dispatch: AtomicU64::new(1),
@@ -766,6 +791,8 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 replay: std::sync::OnceLock::new(),
                 copies: copies::CopyFence::default(),
                 vendor_packets: std::sync::atomic::AtomicBool::new(false),
+                undrainable: AtomicU32::new(0),
+                unfenced_copy: AtomicBool::new(false),
                 device_pool: device_pool(ctx.orig, agent),
                 arena: Mutex::new(Arena::default()),
             });
