@@ -640,6 +640,25 @@ fn a_queue_the_tool_could_not_intercept_declines_the_gpus_windows_while_it_lives
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn without_a_replay_queue_every_window_runs_its_dispatch_once_on_the_submitting_thread() {
+    // The GPU's replay queue cannot be created (plain queue creation fails, the application's
+    // intercepted queues do not): each window stays on the submitting thread and declines,
+    // forwarding the dispatch once as submitted. The application checks every value exactly
+    // (one execution each) and sees one completion of each.
+    let c = cell("inc", &[("HSA_EMU_FAIL_QUEUE_CREATE", "1")]);
+    let incs = c.of("inc_in_place");
+    assert_eq!(incs.len(), 3, "{incs:?}");
+    for r in incs {
+        Cell::assert_outcome(r, "declined", Some("submit_failed"));
+    }
+    let (t0, t1) = c.resource("threads");
+    assert_eq!(t0, t1, "threads");
+    let (f0, f1) = c.resource("fds");
+    assert_eq!(f0, f1, "file descriptors");
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
     let c = cell("dispatch-time", &[]);
     assert!(

@@ -360,7 +360,14 @@ unsafe fn open_window(
             "no replay queue or signals for an asynchronous window: the dispatch runs once"
         );
         let mut target = HsaTarget::new(be, gpu, queue, packet, Sink::App(write));
-        window.run(&mut target);
+        let ran = catch_unwind(AssertUnwindSafe(|| window.run(&mut target)));
+        // What the window forwarded is the handler's own forwarding: after an internal panic
+        // the handler neither forwards the dispatch a second time nor loses it.
+        progress.forwarded.set(target.sent.forwarded.get());
+        progress.completed.set(target.sent.completed.get());
+        if let Err(panic) = ran {
+            std::panic::resume_unwind(panic);
+        }
         return;
     };
     // Barrier bit: resolves once everything before the dispatch finished; system release so
@@ -740,6 +747,9 @@ struct HsaTarget {
     completed: bool,
     /// The gate was opened (or a submitted packet opens it).
     gate_open: bool,
+    /// What a window that never left the submitting thread ([`Sink::App`]) forwarded, marked
+    /// right before the write.
+    sent: Progress,
 }
 
 /// A counter pass as one submission: start packet, the pass's dispatch, stop packet.
@@ -853,6 +863,7 @@ impl HsaTarget {
             ran: false,
             completed: false,
             gate_open: false,
+            sent: Progress::default(),
         }
     }
 
@@ -1351,7 +1362,7 @@ impl ReplayTarget for HsaTarget {
                         write,
                         (&self.packet as *const hsa_kernel_dispatch_packet_t).cast(),
                         1,
-                        None,
+                        Some(&self.sent),
                         None,
                     )
                 };
