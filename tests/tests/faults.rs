@@ -659,6 +659,22 @@ fn without_a_replay_queue_every_window_runs_its_dispatch_once_on_the_submitting_
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn an_async_copy_the_runtime_refuses_returns_its_error_and_leaves_the_signal_alone() {
+    // The fenced copy's submission (with the tool's proxy signal) fails: the application gets
+    // the runtime's status and its own signal untouched, as without the tool.
+    let c = cell("copy-refused", &[("FAULT_ARM", "FAIL_COPY_NTH=1")]);
+    assert!(
+        c.run
+            .stdout()
+            .contains("copy-refused status=0x1000 signal=1"),
+        "{}",
+        c.run.stdout()
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
     let c = cell("dispatch-time", &[]);
     assert!(
