@@ -675,6 +675,28 @@ fn an_async_copy_the_runtime_refuses_returns_its_error_and_leaves_the_signal_alo
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_dispatch_held_by_a_late_predecessor_never_holds_another_queues_dispatch() {
+    // Queue 2: a barrier waiting for a signal the application sets only after queue 1's
+    // dispatch completed, and an inc_in_place behind it. Its window declines at the drain
+    // deadline (its predecessors have not finished); its run must not hold queue 1's dispatch
+    // (before: it was queued on the GPU's in-order replay queue behind a barrier on the ready
+    // signal, and every later dispatch of the GPU waited there: the application never saw
+    // queue 1's dispatch complete, so it never set the signal — a hang). The run happens once
+    // its predecessors finished; the application checks both buffers exactly.
+    let c = cell(
+        "held-predecessor",
+        &[("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "1000")],
+    );
+    let incs = c.of("inc_in_place");
+    assert_eq!(incs.len(), 4, "warm-up, queue 2, queue 1, next: {incs:?}");
+    Cell::assert_outcome(incs[1], "declined", Some("drain_timeout"));
+    // Queue 1's window drains queue 2 up to that barrier, which waits for the application.
+    Cell::assert_outcome(incs[2], "declined", Some("drain_timeout"));
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
     let c = cell("dispatch-time", &[]);
     assert!(

@@ -826,6 +826,120 @@ impl RunChain {
     }
 }
 
+/// The ordinary run of a declined window whose dispatch's predecessors had not finished
+/// ([`HsaTarget::defer_run`]): its own thread waits for the ready signal, then submits the run
+/// and the gate's opening to the replay queue under the GPU's reader lock, so that it neither
+/// runs during a window nor holds the replay queue while it waits.
+struct DeferredRun {
+    be: &'static Backend,
+    gpu: &'static Gpu,
+    replay: &'static ReplayQueue,
+    queue: Arc<QueueState>,
+    packet: hsa_kernel_dispatch_packet_t,
+    ready: hsa_signal_t,
+    gate: hsa_signal_t,
+}
+
+// SAFETY: as for `Detached`: the packet's pointers (kernarg, kernel object) and the queue
+// state's are runtime objects usable from any thread.
+unsafe impl Send for DeferredRun {}
+
+impl DeferredRun {
+    fn run(self) {
+        if catch_unwind(AssertUnwindSafe(|| self.wait_and_submit())).is_err() {
+            tracing::error!("internal error (panic) in the deferred run of a declined dispatch");
+        }
+        // The ready signal is this run's: unlisted, then retired like a window's.
+        self.queue.life.lock().ready.retain(|r| *r != self.ready);
+        self.gpu.gates.retire(&[self.ready]);
+    }
+
+    fn wait_and_submit(&self) {
+        let o = &self.be.orig;
+        // The wait is the application's: its predecessors finish when it lets them. In
+        // slices, ending with the backend or when the queue is destroyed.
+        loop {
+            if !ACTIVE.load(Ordering::Relaxed) {
+                return;
+            }
+            if self.queue.life.lock().destroyed {
+                break;
+            }
+            // SAFETY: our ready signal (retired only by `run`, after this); a bounded wait.
+            let v = unsafe {
+                (o.signal_wait)(
+                    self.ready,
+                    HSA_SIGNAL_CONDITION_EQ,
+                    0,
+                    self.be.ticks(Duration::from_millis(100)),
+                    HSA_WAIT_STATE_BLOCKED,
+                )
+            };
+            if v == 0 {
+                break;
+            }
+        }
+        if self.queue.life.lock().destroyed {
+            // Dropped with its queue: it does not run (see `QueueState::retire_destroyed`).
+            // SAFETY: our gate signal (alive until it reads 0 and is swept).
+            unsafe { (o.signal_store)(self.gate, 0) };
+            return;
+        }
+        // Never during a window: it waits for the GPU's windows to end, as ordinary work does.
+        let _reader = self.gpu.read_outside_window(self.be.settings().lock);
+        crate::engine::footprint::note_device_write(self.gpu.agent.handle);
+        // The ready signal resolved: the chain does not reference it (it retires on its own).
+        let chain = RunChain::new(&self.packet, hsa_signal_t::default(), self.gate);
+        // SAFETY: three 64-byte packets in a row.
+        let ok = unsafe {
+            self.replay.submit(
+                self.be,
+                (&chain as *const RunChain).cast(),
+                3,
+                self.be.settings().drain,
+            )
+        };
+        crate::engine::footprint::note_device_write(self.gpu.agent.handle);
+        if !ok {
+            tracing::error!(
+                "the ordinary run of a declined dispatch could not be submitted: the \
+                 application has no result of it"
+            );
+            let app = self.packet.completion_signal;
+            let life = self.queue.life.lock();
+            if app.handle != 0 && !life.destroyed {
+                // SAFETY: the application's completion signal, decremented once: never a hang.
+                unsafe { (o.signal_subtract)(app, 1) };
+            }
+            // SAFETY: our gate signal.
+            unsafe { (o.signal_store)(self.gate, 0) };
+        }
+    }
+}
+
+impl HsaTarget {
+    /// Hands the ordinary run to a [`DeferredRun`] of its own; `false` when its thread could
+    /// not be started (the run is then submitted now, behind the ready barrier).
+    fn defer_run(&self, replay: &'static ReplayQueue, ready: hsa_signal_t) -> bool {
+        let Some(gate) = self.gate else {
+            return false;
+        };
+        let run = DeferredRun {
+            be: self.be,
+            gpu: self.gpu,
+            replay,
+            queue: self.queue.clone(),
+            packet: self.packet,
+            ready,
+            gate,
+        };
+        std::thread::Builder::new()
+            .name("rocprof-replay-deferred".into())
+            .spawn(move || run.run())
+            .is_ok()
+    }
+}
+
 /// Creates a signal of ours with value 1.
 fn new_signal(be: &Backend) -> Option<hsa_signal_t> {
     let mut s = hsa_signal_t::default();
@@ -1379,6 +1493,23 @@ impl ReplayTarget for HsaTarget {
             self.completed = true;
             self.open_isolation();
             return true;
+        }
+        if let Some(ready) = self.ready {
+            // SAFETY: our ready signal, alive until this window retires it.
+            let waiting = unsafe { (self.be.orig.signal_load)(ready) } != 0;
+            // Its predecessors have not finished (the window declined at its drain deadline):
+            // on the GPU's in-order replay queue its run would hold every later window's
+            // passes and runs until they do — possibly for good, when the application
+            // finishes them only after another dispatch of the GPU completed. The run is
+            // submitted once they have finished, outside any window.
+            if waiting && self.defer_run(replay, ready) {
+                self.ready = None;
+                self.ran = true;
+                self.completed = true;
+                self.gate_open = true;
+                self.open_isolation();
+                return true;
+            }
         }
         let chain = RunChain::new(
             &self.packet,
