@@ -268,31 +268,39 @@ unsafe extern "C" fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
+    let key = queue as usize;
+    // Looked up before the destroy, while the address is still this queue's (after it, a
+    // queue created on another thread may get the same address).
+    let mut listed = None;
+    let mut untracked = None;
+    quietly("looking up a queue", || {
+        listed = be.queues.read().get(&key).cloned();
+        untracked = be.untracked.lock().remove(&key);
+    });
     // SAFETY: forwarding unchanged. The queue stays listed until the runtime destroyed it:
     // until then its work may run, so windows must still drain it and gate it.
     let st = unsafe { (be.orig.queue_destroy)(queue) };
     if st != HSA_STATUS_SUCCESS {
+        if let Some(index) = untracked {
+            quietly("keeping a queue that could not be intercepted", || {
+                be.untracked.lock().insert(key, index);
+            });
+        }
         return st;
     }
-    quietly("forgetting a queue that could not be intercepted", || {
-        if let Some(index) = be.untracked.lock().remove(&(queue as usize)) {
-            if let Some(gpu) = be.gpus.get(index as usize) {
-                gpu.undrainable
-                    .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-            }
-        }
-    });
-    let mut state = None;
-    quietly("forgetting a queue", || {
-        let listed = be.queues.read().get(&(queue as usize)).cloned();
-        if let Some(listed) = &listed {
+    if let Some(gpu) = untracked.and_then(|index| be.gpus.get(index as usize)) {
+        gpu.undrainable
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+    if let Some(state) = listed {
+        quietly("forgetting a queue", || {
             // Before it is unlisted: a window that listed it stops waiting for it.
-            listed.retire_destroyed(be);
-        }
-        be.queues.write().remove(&(queue as usize));
-        state = listed;
-    });
-    if let Some(state) = state {
+            state.retire_destroyed(be);
+            let mut queues = be.queues.write();
+            if queues.get(&key).is_some_and(|q| Arc::ptr_eq(q, &state)) {
+                queues.remove(&key);
+            }
+        });
         // The runtime no longer calls the handler: release its reference.
         // SAFETY: the pointer registered with the handler in queue_create (one reference).
         drop(unsafe { Arc::from_raw(Arc::as_ptr(&state)) });
