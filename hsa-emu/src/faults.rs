@@ -17,6 +17,8 @@
 //! | `HSA_EMU_DELAY_REPLAY_KERNEL_NTH=N` | with `HSA_EMU_REPLAY_KERNEL_DELAY_MS`: only the N-th such dispatch is delayed |
 //! | `HSA_EMU_AMD_EXT_MAJOR=N` | the AMD extension table is presented with `major_id` N (an unknown layout, for tools' version checks) |
 //! | `HSA_EMU_FAIL_PROFILE_START=1` | every aqlprofile `start` with buffers (the one that fills the start packet) fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` and an error string naming the knob (a counter set-up that fails after the set was validated) |
+//! | `HSA_EMU_FAIL_QUEUE_CREATE=1` | every plain `hsa_queue_create` fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` (intercept queues are still created: a tool's own queues fail, the application's intercepted ones do not) |
+//! | `HSA_EMU_FAIL_QUEUE_INTERCEPT=1` | every `hsa_amd_queue_intercept_create` fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` (a tool then falls back to a plain queue it cannot intercept) |
 //! | `HSA_EMU_FAIL_SYMBOL_ITERATION=1` | `hsa_executable_iterate_symbols` and its agent/program variants fail with `HSA_STATUS_ERROR` |
 //!
 //! `hsa_emu_set_fault(name, value)` takes the same names without the `HSA_EMU_` prefix (all but
@@ -49,6 +51,8 @@ pub(crate) struct Faults {
     delay_replay_kernel_nth: AtomicU64,
     fail_symbol_iteration: AtomicBool,
     fail_profile_start: AtomicBool,
+    fail_queue_intercept: AtomicBool,
+    fail_queue_create: AtomicBool,
     allocs: AtomicU64,
     copies: AtomicU64,
     async_runs: AtomicU64,
@@ -83,6 +87,8 @@ pub(crate) fn faults() -> &'static Faults {
         delay_replay_kernel_nth: knob("HSA_EMU_DELAY_REPLAY_KERNEL_NTH"),
         fail_symbol_iteration: AtomicBool::new(env_u64("HSA_EMU_FAIL_SYMBOL_ITERATION") == Some(1)),
         fail_profile_start: AtomicBool::new(env_u64("HSA_EMU_FAIL_PROFILE_START") == Some(1)),
+        fail_queue_intercept: AtomicBool::new(env_u64("HSA_EMU_FAIL_QUEUE_INTERCEPT") == Some(1)),
+        fail_queue_create: AtomicBool::new(env_u64("HSA_EMU_FAIL_QUEUE_CREATE") == Some(1)),
         ..Faults::default()
     })
 }
@@ -160,6 +166,16 @@ impl Faults {
         self.fail_profile_start.load(Ordering::Relaxed)
     }
 
+    /// Whether a plain `hsa_queue_create` must fail.
+    pub(crate) fn queue_create_fails(&self) -> bool {
+        self.fail_queue_create.load(Ordering::Relaxed)
+    }
+
+    /// Whether `hsa_amd_queue_intercept_create` must fail.
+    pub(crate) fn queue_intercept_fails(&self) -> bool {
+        self.fail_queue_intercept.load(Ordering::Relaxed)
+    }
+
     /// Sets a knob by name (without `HSA_EMU_`) and restarts its count.
     fn set(&self, name: &str, value: u64) -> bool {
         let restart = |counter: &AtomicU64, knob: &AtomicU64| {
@@ -184,6 +200,10 @@ impl Faults {
                 .fail_symbol_iteration
                 .store(value == 1, Ordering::Relaxed),
             "FAIL_PROFILE_START" => self.fail_profile_start.store(value == 1, Ordering::Relaxed),
+            "FAIL_QUEUE_CREATE" => self.fail_queue_create.store(value == 1, Ordering::Relaxed),
+            "FAIL_QUEUE_INTERCEPT" => self
+                .fail_queue_intercept
+                .store(value == 1, Ordering::Relaxed),
             _ => return false,
         }
         true

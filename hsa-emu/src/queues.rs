@@ -496,6 +496,9 @@ unsafe extern "C" fn queue_create(
         if let Err(e) = validate_create(agent, size, type_, queue) {
             return e;
         }
+        if crate::faults::faults().queue_create_fails() {
+            return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+        }
         match create_hardware(agent, size, type_) {
             Ok(q) => {
                 q.set_error_callback(callback, data, q.public());

@@ -508,9 +508,14 @@ pub enum DeclineReason {
     /// The application submits vendor-specific (PM4) packets to this GPU, such as its own
     /// hardware-counter windows (aqlprofile): they would count every replay pass.
     VendorPackets,
-    /// Another queue of the agent cannot be drained (the engine has no way to wait for its
-    /// work), so work on it could run during the window.
+    /// The agent has work the engine cannot wait for or hold back — HSA: a queue without a
+    /// progress signal, a queue the backend could not intercept, or an asynchronous copy that
+    /// ran unfenced — so it could run during the window.
     QueueNotDrainable,
+    /// HSA: the application destroyed the dispatch's queue before the dispatch ran there. The
+    /// runtime drops what a destroyed queue still holds, so the dispatch does not run either,
+    /// and its completion signal is left alone (the application may have destroyed it too).
+    QueueDestroyed,
     /// The first pass wrote device memory outside the snapshot (allocations the kernel's
     /// arguments do not name: it writes through pointers stored in device memory). Replay
     /// stopped after it, the application's own execution, whose result stands; later
@@ -543,6 +548,7 @@ impl DeclineReason {
             DeclineReason::RuntimeThread => "runtime_thread",
             DeclineReason::SubmitFailed => "submit_failed",
             DeclineReason::QueueNotDrainable => "queue_not_drainable",
+            DeclineReason::QueueDestroyed => "queue_destroyed",
             DeclineReason::CommunicationKernel => "communication_kernel",
             DeclineReason::HostMemory => "host_memory",
             DeclineReason::HostMemoryWritten => "host_memory_written",

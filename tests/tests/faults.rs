@@ -637,6 +637,109 @@ fn an_async_copy_the_engine_fails_reports_its_error_value_to_the_application() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn queues_destroyed_by_another_thread_mid_window_neither_hold_nor_wedge_the_windows() {
+    // Queue 2 holds a barrier that never resolves; another thread destroys queue 2 while
+    // inc_in_place's window drains it: the runtime dropped that barrier, so the window goes on
+    // (before: it waited for it until the drain deadline, and declined). Then a dispatch
+    // behind such a barrier on queue 3, whose queue is destroyed while its window waits for
+    // its predecessors: the runtime dropped it, so it does not run at all, and its completion
+    // signal, kernarg and buffer, which the application then frees, are left alone (before:
+    // its window declined at the deadline and queued its ordinary run on the replay queue
+    // behind a barrier that never resolves, which wedged every later window of the GPU and
+    // the application's next dispatch never completed).
+    let c = cell(
+        "queue-destroy",
+        &[
+            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "5000"),
+            ("DESTROY_AFTER_MS", "300"),
+        ],
+    );
+    let incs = c.of("inc_in_place");
+    assert_eq!(incs.len(), 4, "warm-up, queue 1, queue 3, next: {incs:?}");
+    Cell::assert_outcome(incs[1], "replayed", None);
+    assert_eq!(incs[1]["passes"], 3, "{}", incs[1]);
+    Cell::assert_outcome(incs[2], "declined", Some("queue_destroyed"));
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_queue_the_tool_could_not_intercept_declines_the_gpus_windows_while_it_lives() {
+    // Queue 2's interception fails, so the tool hands the application a plain queue whose work
+    // it never sees: a window could neither drain it nor hold it back (before: the window went
+    // on, with queue 2's slow_inc running beside it). While queue 2 lives the GPU's dispatches
+    // run once; once it is destroyed they are replayed again (the frame's next dispatch).
+    let c = cell(
+        "untracked-queue",
+        &[("FAULT_ARM", "FAIL_QUEUE_INTERCEPT=1"), ("SLOW_MS", "300")],
+    );
+    Cell::assert_outcome(
+        c.faulty("inc_in_place"),
+        "declined",
+        Some("queue_not_drainable"),
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn without_a_replay_queue_every_window_runs_its_dispatch_once_on_the_submitting_thread() {
+    // The GPU's replay queue cannot be created (plain queue creation fails, the application's
+    // intercepted queues do not): each window stays on the submitting thread and declines,
+    // forwarding the dispatch once as submitted. The application checks every value exactly
+    // (one execution each) and sees one completion of each.
+    let c = cell("inc", &[("HSA_EMU_FAIL_QUEUE_CREATE", "1")]);
+    let incs = c.of("inc_in_place");
+    assert_eq!(incs.len(), 3, "{incs:?}");
+    for r in incs {
+        Cell::assert_outcome(r, "declined", Some("submit_failed"));
+    }
+    let (t0, t1) = c.resource("threads");
+    assert_eq!(t0, t1, "threads");
+    let (f0, f1) = c.resource("fds");
+    assert_eq!(f0, f1, "file descriptors");
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn an_async_copy_the_runtime_refuses_returns_its_error_and_leaves_the_signal_alone() {
+    // The fenced copy's submission (with the tool's proxy signal) fails: the application gets
+    // the runtime's status and its own signal untouched, as without the tool.
+    let c = cell("copy-refused", &[("FAULT_ARM", "FAIL_COPY_NTH=1")]);
+    assert!(
+        c.run
+            .stdout()
+            .contains("copy-refused status=0x1000 signal=1"),
+        "{}",
+        c.run.stdout()
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_dispatch_held_by_a_late_predecessor_never_holds_another_queues_dispatch() {
+    // Queue 2: a barrier waiting for a signal the application sets only after queue 1's
+    // dispatch completed, and an inc_in_place behind it. Its window declines at the drain
+    // deadline (its predecessors have not finished); its run must not hold queue 1's dispatch
+    // (before: it was queued on the GPU's in-order replay queue behind a barrier on the ready
+    // signal, and every later dispatch of the GPU waited there: the application never saw
+    // queue 1's dispatch complete, so it never set the signal — a hang). The run happens once
+    // its predecessors finished; the application checks both buffers exactly.
+    let c = cell(
+        "held-predecessor",
+        &[("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "1000")],
+    );
+    let incs = c.of("inc_in_place");
+    assert_eq!(incs.len(), 4, "warm-up, queue 2, queue 1, next: {incs:?}");
+    Cell::assert_outcome(incs[1], "declined", Some("drain_timeout"));
+    // Queue 1's window drains queue 2 up to that barrier, which waits for the application.
+    Cell::assert_outcome(incs[2], "declined", Some("drain_timeout"));
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
     let c = cell("dispatch-time", &[]);
     assert!(

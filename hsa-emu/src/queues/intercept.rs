@@ -178,6 +178,9 @@ pub(super) unsafe extern "C" fn intercept_create(
         if let Err(e) = validate_create(agent, size, type_, queue) {
             return e;
         }
+        if crate::faults::faults().queue_intercept_fails() {
+            return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+        }
         let real = match create_hardware(agent, size, type_) {
             Ok(r) => r,
             Err(e) => return e,

@@ -402,16 +402,35 @@ fn fenced(
 ) -> hsa_status_t {
     let fence = Fence::take(be, touched);
     be.copies.times().forget(app);
-    if fence.gpus.is_empty() || app.handle == 0 {
+    if fence.gpus.is_empty() {
         return submit(app);
     }
-    let Some(watcher) = be.copies.watcher(be) else {
-        warn_unfenced_once("the completion watcher cannot run (no hsa_amd_signal_wait_any?)");
-        return submit(app);
+    let fencing = if app.handle == 0 {
+        Err("a copy without a completion signal")
+    } else {
+        be.copies
+            .watcher(be)
+            .ok_or("the completion watcher cannot run (no hsa_amd_signal_wait_any?)")
     };
-    let Some(proxy) = be.copies.proxy(be) else {
-        warn_unfenced_once("cannot create a signal");
-        return submit(app);
+    let fencing = fencing.and_then(|w| {
+        be.copies
+            .proxy(be)
+            .map(|p| (w, p))
+            .ok_or("cannot create a signal")
+    });
+    let (watcher, proxy) = match fencing {
+        Ok(fencing) => fencing,
+        Err(why) => {
+            // A copy that runs unfenced cannot be waited for by later windows of its GPUs:
+            // those decline from now on (`Gpu::copy_unfenced`) rather than let it run during
+            // one.
+            warn_unfenced_once(why);
+            let st = submit(app);
+            if st == HSA_STATUS_SUCCESS {
+                fence.gpus.iter().for_each(|g| g.copy_unfenced());
+            }
+            return st;
+        }
     };
     let id = be.copies.next_id.fetch_add(1, Ordering::Relaxed);
     for gpu in &fence.gpus {

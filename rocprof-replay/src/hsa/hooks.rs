@@ -180,9 +180,9 @@ unsafe extern "C" fn queue_create(
         )
     };
     if st != HSA_STATUS_SUCCESS || queue.is_null() {
-        tracing::warn!(status = %Status(st), "cannot create an intercept queue: this queue is not replayed");
+        tracing::warn!(status = %Status(st), "cannot create an intercept queue: this queue is not replayed, and while it lives no dispatch of its GPU is");
         // SAFETY: forwarding unchanged.
-        return unsafe {
+        let st = unsafe {
             (o.queue_create)(
                 agent,
                 size,
@@ -194,16 +194,39 @@ unsafe extern "C" fn queue_create(
                 queue,
             )
         };
+        if st == HSA_STATUS_SUCCESS && !queue.is_null() {
+            // SAFETY: the runtime wrote a valid queue pointer.
+            let q = unsafe { *queue };
+            quietly("noting a queue that cannot be intercepted", || {
+                untracked(be, q, agent)
+            });
+        }
+        return st;
     }
     // SAFETY: the runtime wrote a valid queue pointer.
     let q = unsafe { *queue };
     // The queue exists now: whatever happens below, the application gets it.
-    let _ = guarded("setting up an intercept queue", || attach(be, q, agent));
+    if guarded("setting up an intercept queue", || attach(be, q, agent)) != Some(true) {
+        quietly("noting a queue that cannot be intercepted", || {
+            untracked(be, q, agent)
+        });
+    }
     HSA_STATUS_SUCCESS
 }
 
-/// Registers our interceptor on a new intercept queue, with its progress signal.
-fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
+/// Notes a queue of a GPU whose work the backend does not see: windows cannot drain it or hold
+/// it back, so while it lives the GPU's dispatches are declined (`queue_not_drainable`).
+fn untracked(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
+    if let Some(gpu) = be.gpu(agent) {
+        be.untracked.lock().insert(q as usize, gpu.index);
+        gpu.undrainable
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// Registers our interceptor on a new intercept queue, with its progress signal; `false` when
+/// the handler could not be registered (the queue's work is then not seen).
+fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) -> bool {
     let o = &be.orig;
     let mut inflight = hsa_signal_t::default();
     // SAFETY: creating a plain signal with no consumer list.
@@ -219,6 +242,7 @@ fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
         submitted: std::sync::atomic::AtomicU64::new(0),
         gated_epoch: std::sync::atomic::AtomicU64::new(0),
         pending_gates: parking_lot::Mutex::new(Vec::new()),
+        life: parking_lot::Mutex::new(super::QueueLife::default()),
     });
     // The handler's reference; released in queue_destroy once the runtime stops calling it.
     let data_ptr = Arc::into_raw(state.clone()) as *mut c_void;
@@ -229,7 +253,7 @@ fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
         tracing::warn!(status = %Status(st), "cannot register the queue interceptor: this queue is not replayed");
         // SAFETY: the reference made above, never handed out.
         drop(unsafe { Arc::from_raw(data_ptr.cast::<QueueState>()) });
-        return;
+        return false;
     }
     // SAFETY: a live queue.
     let st = unsafe { (o.profiler_enable)(q, 1) };
@@ -237,19 +261,46 @@ fn attach(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
         tracing::warn!(status = %Status(st), "cannot enable dispatch profiling: pass times are unavailable");
     }
     be.queues.write().insert(q as usize, state);
+    true
 }
 
 unsafe extern "C" fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     let Some(be) = BACKEND.get() else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
-    let mut state = None;
-    quietly("forgetting a queue", || {
-        state = be.queues.write().remove(&(queue as usize));
+    let key = queue as usize;
+    // Looked up before the destroy, while the address is still this queue's (after it, a
+    // queue created on another thread may get the same address).
+    let mut listed = None;
+    let mut untracked = None;
+    quietly("looking up a queue", || {
+        listed = be.queues.read().get(&key).cloned();
+        untracked = be.untracked.lock().remove(&key);
     });
-    // SAFETY: forwarding unchanged.
+    // SAFETY: forwarding unchanged. The queue stays listed until the runtime destroyed it:
+    // until then its work may run, so windows must still drain it and gate it.
     let st = unsafe { (be.orig.queue_destroy)(queue) };
-    if let (Some(state), HSA_STATUS_SUCCESS) = (state, st) {
+    if st != HSA_STATUS_SUCCESS {
+        if let Some(index) = untracked {
+            quietly("keeping a queue that could not be intercepted", || {
+                be.untracked.lock().insert(key, index);
+            });
+        }
+        return st;
+    }
+    if let Some(gpu) = untracked.and_then(|index| be.gpus.get(index as usize)) {
+        gpu.undrainable
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+    if let Some(state) = listed {
+        quietly("forgetting a queue", || {
+            // Before it is unlisted: a window that listed it stops waiting for it.
+            state.retire_destroyed(be);
+            let mut queues = be.queues.write();
+            if queues.get(&key).is_some_and(|q| Arc::ptr_eq(q, &state)) {
+                queues.remove(&key);
+            }
+        });
         // The runtime no longer calls the handler: release its reference.
         // SAFETY: the pointer registered with the handler in queue_create (one reference).
         drop(unsafe { Arc::from_raw(Arc::as_ptr(&state)) });

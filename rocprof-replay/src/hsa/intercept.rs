@@ -362,7 +362,14 @@ unsafe fn open_window(
             "no replay queue or signals for an asynchronous window: the dispatch runs once"
         );
         let mut target = HsaTarget::new(be, gpu, queue, packet, Sink::App(write));
-        window.run(&mut target);
+        let ran = catch_unwind(AssertUnwindSafe(|| window.run(&mut target)));
+        // What the window forwarded is the handler's own forwarding: after an internal panic
+        // the handler neither forwards the dispatch a second time nor loses it.
+        progress.forwarded.set(target.sent.forwarded.get());
+        progress.completed.set(target.sent.completed.get());
+        if let Err(panic) = ran {
+            std::panic::resume_unwind(panic);
+        }
         return;
     };
     // Barrier bit: resolves once everything before the dispatch finished; system release so
@@ -383,6 +390,9 @@ unsafe fn open_window(
         HSA_FENCE_SCOPE_SYSTEM,
     );
     let pair = [ready_barrier, gate_barrier];
+    // Resolved by `QueueState::retire_destroyed` if the queue is destroyed before its barrier
+    // ran (then it never will).
+    queue.life.lock().ready.push(ready);
     progress.gate.set(Some(gate));
     gpu.window_opened();
     // SAFETY: two packets of ours, forwarded inside the handler.
@@ -741,6 +751,9 @@ struct HsaTarget {
     gate_open: bool,
     /// The last diff compared the VRAM snapshots with the device compare kernel.
     diffed_on_device: bool,
+    /// What a window that never left the submitting thread ([`Sink::App`]) forwarded, marked
+    /// right before the write.
+    sent: Progress,
 }
 
 /// A counter pass as one submission: start packet, the pass's dispatch, stop packet.
@@ -753,6 +766,183 @@ struct CounterPass {
 
 // Three 64-byte packets back to back, as the writer expects them.
 const _: () = assert!(size_of::<CounterPass>() == 3 * 64);
+
+/// A pass of `app` on the replay queue, completing `signal`. Barrier bit: the pass starts after
+/// the restore before it. System-scope fences: the restore's copies (and the snapshot's reads)
+/// must be visible to the pass, and the pass's writes to the next capture or restore, whatever
+/// scopes the application chose.
+fn pass_packet(
+    app: &hsa_kernel_dispatch_packet_t,
+    signal: hsa_signal_t,
+) -> hsa_kernel_dispatch_packet_t {
+    let mut pass = *app;
+    pass.completion_signal = signal;
+    pass.header = packet_header(
+        HSA_PACKET_TYPE_KERNEL_DISPATCH,
+        true,
+        HSA_FENCE_SCOPE_SYSTEM,
+        HSA_FENCE_SCOPE_SYSTEM,
+    );
+    pass
+}
+
+/// The ordinary run of a window's dispatch on the replay queue, in hardware order: after
+/// everything before the dispatch on its queue (the ready signal), the dispatch with its own
+/// completion signal (the runtime's timestamps answer for it), then the barrier that opens the
+/// gate. Memory may have just been restored by copies (a decline after passes, a failed
+/// restore): the wait and the run acquire at system scope, as the passes do, whatever the
+/// application's packet asked; the run and the opening release at system scope, since the
+/// application's later work runs on another queue.
+#[repr(C)]
+struct RunChain {
+    wait: hsa_barrier_and_packet_t,
+    run: hsa_kernel_dispatch_packet_t,
+    open: hsa_barrier_and_packet_t,
+}
+
+// Three 64-byte packets back to back, as the ring expects them.
+const _: () = assert!(size_of::<RunChain>() == 3 * 64);
+
+impl RunChain {
+    fn new(app: &hsa_kernel_dispatch_packet_t, ready: hsa_signal_t, gate: hsa_signal_t) -> Self {
+        let wait = barrier_and(
+            &[ready],
+            hsa_signal_t::default(),
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_NONE,
+        );
+        let mut run = *app;
+        run.header = packet_header(
+            HSA_PACKET_TYPE_KERNEL_DISPATCH,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        );
+        let open = barrier_and(
+            &[],
+            gate,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        );
+        RunChain { wait, run, open }
+    }
+}
+
+/// The ordinary run of a declined window whose dispatch's predecessors had not finished
+/// ([`HsaTarget::defer_run`]): its own thread waits for the ready signal, then submits the run
+/// and the gate's opening to the replay queue under the GPU's reader lock, so that it neither
+/// runs during a window nor holds the replay queue while it waits.
+struct DeferredRun {
+    be: &'static Backend,
+    gpu: &'static Gpu,
+    replay: &'static ReplayQueue,
+    queue: Arc<QueueState>,
+    packet: hsa_kernel_dispatch_packet_t,
+    ready: hsa_signal_t,
+    gate: hsa_signal_t,
+}
+
+// SAFETY: as for `Detached`: the packet's pointers (kernarg, kernel object) and the queue
+// state's are runtime objects usable from any thread.
+unsafe impl Send for DeferredRun {}
+
+impl DeferredRun {
+    fn run(self) {
+        if catch_unwind(AssertUnwindSafe(|| self.wait_and_submit())).is_err() {
+            tracing::error!("internal error (panic) in the deferred run of a declined dispatch");
+        }
+        // The ready signal is this run's: unlisted, then retired like a window's.
+        self.queue.life.lock().ready.retain(|r| *r != self.ready);
+        self.gpu.gates.retire(&[self.ready]);
+    }
+
+    fn wait_and_submit(&self) {
+        let o = &self.be.orig;
+        // The wait is the application's: its predecessors finish when it lets them. In
+        // slices, ending with the backend or when the queue is destroyed.
+        loop {
+            if !ACTIVE.load(Ordering::Relaxed) {
+                return;
+            }
+            if self.queue.life.lock().destroyed {
+                break;
+            }
+            // SAFETY: our ready signal (retired only by `run`, after this); a bounded wait.
+            let v = unsafe {
+                (o.signal_wait)(
+                    self.ready,
+                    HSA_SIGNAL_CONDITION_EQ,
+                    0,
+                    self.be.ticks(Duration::from_millis(100)),
+                    HSA_WAIT_STATE_BLOCKED,
+                )
+            };
+            if v == 0 {
+                break;
+            }
+        }
+        if self.queue.life.lock().destroyed {
+            // Dropped with its queue: it does not run (see `QueueState::retire_destroyed`).
+            // SAFETY: our gate signal (alive until it reads 0 and is swept).
+            unsafe { (o.signal_store)(self.gate, 0) };
+            return;
+        }
+        // Never during a window: it waits for the GPU's windows to end, as ordinary work does.
+        let _reader = self.gpu.read_outside_window(self.be.settings().lock);
+        crate::engine::footprint::note_device_write(self.gpu.agent.handle);
+        // The ready signal resolved: the chain does not reference it (it retires on its own).
+        let chain = RunChain::new(&self.packet, hsa_signal_t::default(), self.gate);
+        // SAFETY: three 64-byte packets in a row.
+        let ok = unsafe {
+            self.replay.submit(
+                self.be,
+                (&chain as *const RunChain).cast(),
+                3,
+                self.be.settings().drain,
+            )
+        };
+        crate::engine::footprint::note_device_write(self.gpu.agent.handle);
+        if !ok {
+            tracing::error!(
+                "the ordinary run of a declined dispatch could not be submitted: the \
+                 application has no result of it"
+            );
+            let app = self.packet.completion_signal;
+            let life = self.queue.life.lock();
+            if app.handle != 0 && !life.destroyed {
+                // SAFETY: the application's completion signal, decremented once: never a hang.
+                unsafe { (o.signal_subtract)(app, 1) };
+            }
+            // SAFETY: our gate signal.
+            unsafe { (o.signal_store)(self.gate, 0) };
+        }
+    }
+}
+
+impl HsaTarget {
+    /// Hands the ordinary run to a [`DeferredRun`] of its own; `false` when its thread could
+    /// not be started (the run is then submitted now, behind the ready barrier).
+    fn defer_run(&self, replay: &'static ReplayQueue, ready: hsa_signal_t) -> bool {
+        let Some(gate) = self.gate else {
+            return false;
+        };
+        let run = DeferredRun {
+            be: self.be,
+            gpu: self.gpu,
+            replay,
+            queue: self.queue.clone(),
+            packet: self.packet,
+            ready,
+            gate,
+        };
+        std::thread::Builder::new()
+            .name("rocprof-replay-deferred".into())
+            .spawn(move || run.run())
+            .is_ok()
+    }
+}
 
 /// Creates a signal of ours with value 1.
 fn new_signal(be: &Backend) -> Option<hsa_signal_t> {
@@ -792,6 +982,7 @@ impl HsaTarget {
             completed: false,
             gate_open: false,
             diffed_on_device: false,
+            sent: Progress::default(),
         }
     }
 
@@ -880,13 +1071,21 @@ impl HsaTarget {
         if !self.completed {
             self.completed = true;
             let app = self.packet.completion_signal;
-            if app.handle != 0 {
+            // Under the queue's life lock: once its queue is destroyed the application may
+            // destroy the signals of the work it abandoned there (the runtime would never
+            // signal them), so this one is left alone.
+            let life = self.queue.life.lock();
+            if app.handle != 0 && !life.destroyed {
                 // SAFETY: the application's completion signal, decremented once as the
                 // hardware would have after its single execution.
                 unsafe { (self.be.orig.signal_subtract)(app, 1) };
             }
         }
         self.open_gate();
+        if let Some(ready) = self.ready {
+            // Unlisted before it retires (`QueueState::retire_destroyed` stores to listed ones).
+            self.queue.life.lock().ready.retain(|r| *r != ready);
+        }
         let signals: Vec<hsa_signal_t> =
             [self.ready.take(), self.gate.take(), self.isolation.take()]
                 .into_iter()
@@ -1110,6 +1309,11 @@ impl ReplayTarget for HsaTarget {
             if !self.wait_zero(ready, drain) {
                 return Err(DeclineReason::DrainTimeout);
             }
+            // Resolved because the queue was destroyed (`QueueState::retire_destroyed`): the
+            // dispatch was dropped with it.
+            if self.queue.life.lock().destroyed {
+                return Err(DeclineReason::QueueDestroyed);
+            }
         }
         // From now on the GPU's other queues wait behind the isolation gate; what they
         // submitted before is drained.
@@ -1126,6 +1330,15 @@ impl ReplayTarget for HsaTarget {
                 );
                 return Err(DeclineReason::DrainTimeout);
             }
+        }
+        // Work of the GPU that cannot be waited for or held back (a queue the backend could
+        // not intercept, a copy that ran unfenced) could run during the window: decline.
+        if self.gpu.undrainable.load(Ordering::Acquire) > 0 {
+            tracing::warn!(
+                "the GPU has work the replay window cannot wait for (a queue that could not be \
+                 intercepted, or an unfenced copy)"
+            );
+            return Err(DeclineReason::QueueNotDrainable);
         }
         // What the GPU's other queues submitted before the gate (later work waits behind it).
         for (other, n) in &self.others {
@@ -1252,19 +1465,9 @@ impl ReplayTarget for HsaTarget {
         let o = &self.be.orig;
         // SAFETY: our signal.
         unsafe { (o.signal_store)(signal, 1) };
-        let mut pass = self.packet;
-        pass.completion_signal = signal;
+        let pass = pass_packet(&self.packet, signal);
         let profile = self.armed.and_then(|p| self.profiles.get(p as usize));
         let profile_armed = profile.is_some();
-        // Barrier bit: the pass starts after the restore before it. System-scope fences: the
-        // restore's copies (and the snapshot's reads) must be visible to the pass, and the
-        // pass's writes to the next capture or restore, whatever scopes the application chose.
-        pass.header = packet_header(
-            HSA_PACKET_TYPE_KERNEL_DISPATCH,
-            true,
-            HSA_FENCE_SCOPE_SYSTEM,
-            HSA_FENCE_SCOPE_SYSTEM,
-        );
         if let Some(profile) = profile {
             // The stop packet (barrier bit: after the dispatch) decrements the signal too, so
             // the wait below ends once the values are written.
@@ -1321,7 +1524,7 @@ impl ReplayTarget for HsaTarget {
                         write,
                         (&self.packet as *const hsa_kernel_dispatch_packet_t).cast(),
                         1,
-                        None,
+                        Some(&self.sent),
                         None,
                     )
                 };
@@ -1331,44 +1534,41 @@ impl ReplayTarget for HsaTarget {
             }
             Sink::Replay(q) => q,
         };
-        // On the replay queue, in hardware order: after everything before the dispatch on its
-        // queue (the ready signal), the dispatch with its own completion signal (the runtime's
-        // timestamps answer for it), then the barrier that opens the gate. Memory may have
-        // just been restored by copies: the run acquires at system scope (as the passes do)
-        // and releases at system scope: the application's later work runs on another queue.
-        let wait = barrier_and(
-            &[self.ready.unwrap_or_default()],
-            hsa_signal_t::default(),
-            true,
-            HSA_FENCE_SCOPE_SYSTEM,
-            HSA_FENCE_SCOPE_NONE,
-        );
-        let mut run = self.packet;
-        run.header = packet_header(
-            HSA_PACKET_TYPE_KERNEL_DISPATCH,
-            true,
-            HSA_FENCE_SCOPE_SYSTEM,
-            HSA_FENCE_SCOPE_SYSTEM,
-        );
-        let open = barrier_and(
-            &[],
-            self.gate.unwrap_or_default(),
-            true,
-            HSA_FENCE_SCOPE_SYSTEM,
-            HSA_FENCE_SCOPE_SYSTEM,
-        );
-        #[repr(C)]
-        struct Chain {
-            wait: hsa_barrier_and_packet_t,
-            run: hsa_kernel_dispatch_packet_t,
-            open: hsa_barrier_and_packet_t,
+        if self.queue.life.lock().destroyed {
+            // The runtime dropped the dispatch with its queue: it does not run, and its
+            // completion signal (which the application may have destroyed) is left alone.
+            self.ran = true;
+            self.completed = true;
+            self.open_isolation();
+            return true;
         }
-        let chain = Chain { wait, run, open };
+        if let Some(ready) = self.ready {
+            // SAFETY: our ready signal, alive until this window retires it.
+            let waiting = unsafe { (self.be.orig.signal_load)(ready) } != 0;
+            // Its predecessors have not finished (the window declined at its drain deadline):
+            // on the GPU's in-order replay queue its run would hold every later window's
+            // passes and runs until they do — possibly for good, when the application
+            // finishes them only after another dispatch of the GPU completed. The run is
+            // submitted once they have finished, outside any window.
+            if waiting && self.defer_run(replay, ready) {
+                self.ready = None;
+                self.ran = true;
+                self.completed = true;
+                self.gate_open = true;
+                self.open_isolation();
+                return true;
+            }
+        }
+        let chain = RunChain::new(
+            &self.packet,
+            self.ready.unwrap_or_default(),
+            self.gate.unwrap_or_default(),
+        );
         // SAFETY: three 64-byte packets in a row.
         let ok = unsafe {
             replay.submit(
                 self.be,
-                (&chain as *const Chain).cast(),
+                (&chain as *const RunChain).cast(),
                 3,
                 self.be.settings().drain,
             )
@@ -1493,5 +1693,76 @@ impl ReplayTarget for HsaTarget {
         };
         self.gpu.arena.lock().trim(&mem);
         self.window = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An application's dispatch with the narrowest fences and no barrier bit.
+    fn app_packet() -> hsa_kernel_dispatch_packet_t {
+        hsa_kernel_dispatch_packet_t {
+            header: packet_header(
+                HSA_PACKET_TYPE_KERNEL_DISPATCH,
+                false,
+                HSA_FENCE_SCOPE_NONE,
+                HSA_FENCE_SCOPE_AGENT,
+            ),
+            kernel_object: 0x1234,
+            completion_signal: hsa_signal_t { handle: 77 },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_ordinary_run_after_a_restore_acquires_at_system_scope_whatever_the_app_asked() {
+        let app = app_packet();
+        let chain = RunChain::new(&app, hsa_signal_t { handle: 5 }, hsa_signal_t { handle: 6 });
+        // The run sees the restore's copies: system acquire, after everything before it.
+        assert_eq!(
+            header_type(chain.run.header),
+            HSA_PACKET_TYPE_KERNEL_DISPATCH
+        );
+        assert_eq!(
+            header_acquire_scope(chain.run.header),
+            HSA_FENCE_SCOPE_SYSTEM
+        );
+        assert_eq!(
+            header_release_scope(chain.run.header),
+            HSA_FENCE_SCOPE_SYSTEM
+        );
+        assert!(header_barrier(chain.run.header));
+        // Everything else is the application's dispatch, its completion signal included.
+        assert_eq!(chain.run.kernel_object, app.kernel_object);
+        assert_eq!(chain.run.completion_signal.handle, 77);
+        // The barrier before it waits for the ready signal and acquires at system scope too.
+        assert_eq!(header_type(chain.wait.header), HSA_PACKET_TYPE_BARRIER_AND);
+        assert_eq!(
+            header_acquire_scope(chain.wait.header),
+            HSA_FENCE_SCOPE_SYSTEM
+        );
+        assert_eq!(chain.wait.dep_signal[0].handle, 5);
+        // The gate opens after the run, releasing at system scope.
+        assert_eq!(chain.open.completion_signal.handle, 6);
+        assert_eq!(
+            header_release_scope(chain.open.header),
+            HSA_FENCE_SCOPE_SYSTEM
+        );
+        assert!(header_barrier(chain.open.header));
+    }
+
+    #[test]
+    fn every_pass_acquires_and_releases_at_system_scope_with_its_own_signal() {
+        let app = app_packet();
+        let pass = pass_packet(&app, hsa_signal_t { handle: 9 });
+        assert_eq!(header_acquire_scope(pass.header), HSA_FENCE_SCOPE_SYSTEM);
+        assert_eq!(header_release_scope(pass.header), HSA_FENCE_SCOPE_SYSTEM);
+        assert!(header_barrier(pass.header));
+        assert_eq!(
+            pass.completion_signal.handle, 9,
+            "never the application's signal"
+        );
+        assert_eq!(pass.kernel_object, app.kernel_object);
     }
 }

@@ -43,6 +43,14 @@ pub(crate) struct Gpu {
     ///
     /// [`DeclineReason::VendorPackets`]: crate::DeclineReason::VendorPackets
     pub(crate) vendor_packets: std::sync::atomic::AtomicBool,
+    /// Work on this GPU that windows cannot wait for or hold back: queues of the GPU the
+    /// backend could not intercept (`hsa_amd_queue_intercept_create` or the handler's
+    /// registration failed) still alive, plus, for good, one if an asynchronous copy touching
+    /// the GPU ran unfenced. While non-zero its windows decline
+    /// ([`DeclineReason::QueueNotDrainable`](crate::DeclineReason::QueueNotDrainable)).
+    pub(crate) undrainable: AtomicU32,
+    /// An asynchronous copy touching this GPU could not be fenced (counted in `undrainable`).
+    pub(crate) unfenced_copy: AtomicBool,
     /// The GPU's own coarse-grained memory pool (VRAM) and its size in bytes: where the
     /// snapshot arena's device chunks come from.
     pub(crate) device_pool: Option<(hsa_amd_memory_pool_t, usize)>,
@@ -106,6 +114,19 @@ impl Gpu {
 }
 
 impl Gpu {
+    /// Notes work on this GPU that windows cannot wait for: an asynchronous copy that could not
+    /// be fenced (its end cannot be known, so this lasts).
+    pub(crate) fn copy_unfenced(&self) {
+        if !self.unfenced_copy.swap(true, Ordering::AcqRel) {
+            self.undrainable.fetch_add(1, Ordering::AcqRel);
+            tracing::warn!(
+                gpu = self.index,
+                "an asynchronous copy touching this GPU runs unfenced: its dispatches are no \
+                 longer replayed"
+            );
+        }
+    }
+
     /// A window was opened on this GPU (its gate placed); [`Gpu::window_ended`] follows.
     pub(crate) fn window_opened(&self) {
         *self.windows.lock() += 1;
@@ -237,6 +258,20 @@ pub(crate) struct QueueState {
     /// Windows of this queue whose gate may still be closed: (the tracked submission that
     /// holds it, the gate). A drain of this queue stops short of them.
     pub(crate) pending_gates: Mutex<Vec<(u64, hsa_signal_t)>>,
+    /// Whether the runtime destroyed the queue, and the ready signals of its asynchronous
+    /// windows still running ([`QueueState::retire_destroyed`]).
+    pub(crate) life: Mutex<QueueLife>,
+}
+
+/// What a queue's windows need to know of its destruction.
+#[derive(Default)]
+pub(crate) struct QueueLife {
+    /// `hsa_queue_destroy` returned: nothing submitted to the queue runs any more, and the
+    /// application may destroy the signals of the work it abandoned there.
+    pub(crate) destroyed: bool,
+    /// Ready signals of windows of this queue not yet settled: each is resolved by a barrier
+    /// on this queue, which never runs once the queue is destroyed.
+    pub(crate) ready: Vec<hsa_signal_t>,
 }
 
 /// Packets forwarded on a queue and not yet known to have finished.
@@ -337,6 +372,27 @@ fn warn_ring_full_once() {
     });
 }
 
+impl QueueState {
+    /// After `hsa_queue_destroy` returned: what was submitted to the queue and has not run
+    /// never will (the runtime drops it), so every tracked submission counts as retired —
+    /// a drain waiting for this queue (a window that listed it before it was destroyed) goes
+    /// on at once instead of at its deadline — and the ready barriers of its windows count as
+    /// resolved. From now on its windows leave the application's completion signal alone.
+    pub(crate) fn retire_destroyed(&self, be: &Backend) {
+        let mut life = self.life.lock();
+        life.destroyed = true;
+        if self.inflight.handle != 0 {
+            // SAFETY: our own live signal (alive as long as this state).
+            unsafe { (be.orig.signal_store)(self.inflight, 0) };
+        }
+        for ready in life.ready.drain(..) {
+            // SAFETY: a window's ready signal, alive while listed (the window unlists it
+            // under this lock before it retires it).
+            unsafe { (be.orig.signal_store)(ready, 0) };
+        }
+    }
+}
+
 impl Drop for QueueState {
     fn drop(&mut self) {
         if let (Some(be), true) = (BACKEND.get(), self.inflight.handle != 0) {
@@ -382,6 +438,9 @@ pub(crate) struct Backend {
     pub(crate) host_readable: RwLock<std::collections::BTreeMap<usize, (usize, usize)>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
+    /// Queues of a GPU the backend could not intercept (queue -> the GPU's index), counted in
+    /// the GPU's `undrainable` until destroyed.
+    pub(crate) untracked: Mutex<HashMap<usize, u32>>,
     pub(crate) pool_flags: RwLock<HashMap<u64, u32>>,
     /// vmem handle -> whether its pool is snapshotted.
     pub(crate) vmem_handles: Mutex<HashMap<u64, bool>>,
@@ -624,6 +683,7 @@ pub(crate) unsafe fn install(
         host_readable: RwLock::new(std::collections::BTreeMap::new()),
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
+        untracked: Mutex::new(HashMap::new()),
         pool_flags: RwLock::new(HashMap::new()),
         vmem_handles: Mutex::new(HashMap::new()),
         next_dispatch: AtomicU64::new(1),
@@ -735,6 +795,8 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 replay: std::sync::OnceLock::new(),
                 copies: copies::CopyFence::default(),
                 vendor_packets: std::sync::atomic::AtomicBool::new(false),
+                undrainable: AtomicU32::new(0),
+                unfenced_copy: AtomicBool::new(false),
                 device_pool: device_pool(ctx.orig, agent),
                 arena: Mutex::new(Arena::default()),
                 kernels: compare::DeviceKernels::default(),

@@ -11,6 +11,9 @@
 //!   snapshotting memory it is still writing (their drain waits for it).
 //!
 //! With nothing stuck, every check here is one relaxed atomic load.
+//!
+//! A stuck signal is destroyed once its work ended and no thread waits on it: two threads may
+//! free memory at once, one waiting on the signal while the other finds it ended.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -30,6 +33,42 @@ struct Stuck {
     kernarg: usize,
     /// Frees of `kernarg` the application asked for, done when the pass ends.
     deferred: Vec<(usize, Free)>,
+    /// Threads inside a wait on `signal` ([`StuckWork::wait_for`]): it is not destroyed
+    /// before they are out.
+    waiters: u32,
+}
+
+/// What stuck work needs of the runtime's signals (the backend's originals; a fake in tests).
+pub(crate) trait StuckSignals {
+    /// The signal's value.
+    fn load(&self, signal: hsa_signal_t) -> hsa_signal_value_t;
+    /// Waits at most `slice` for the signal to fall below 1.
+    fn wait_below_one(&self, signal: hsa_signal_t, slice: Duration);
+    /// Destroys the signal.
+    fn destroy(&self, signal: hsa_signal_t);
+}
+
+impl StuckSignals for Backend {
+    fn load(&self, signal: hsa_signal_t) -> hsa_signal_value_t {
+        // SAFETY: a signal of ours, kept alive while listed or waited on.
+        unsafe { (self.orig.signal_load)(signal) }
+    }
+    fn wait_below_one(&self, signal: hsa_signal_t, slice: Duration) {
+        // SAFETY: a live signal of ours (not destroyed while waited on); a bounded wait.
+        unsafe {
+            (self.orig.signal_wait)(
+                signal,
+                HSA_SIGNAL_CONDITION_LT,
+                1,
+                self.ticks(slice),
+                HSA_WAIT_STATE_BLOCKED,
+            )
+        };
+    }
+    fn destroy(&self, signal: hsa_signal_t) {
+        // SAFETY: our signal; its work is done and no thread waits on it.
+        unsafe { (self.orig.signal_destroy)(signal) };
+    }
 }
 
 /// The stuck work of the process.
@@ -54,6 +93,7 @@ impl StuckWork {
             signal,
             kernarg,
             deferred: Vec::new(),
+            waiters: 0,
         });
         self.count.fetch_add(1, Ordering::Release);
     }
@@ -63,15 +103,15 @@ impl StuckWork {
         self.count.load(Ordering::Relaxed) != 0
     }
 
-    /// Forgets the passes that ended: destroys their signals and does their deferred frees.
-    fn settle(&self, be: &Backend) {
+    /// Forgets the work that ended and that no thread waits on: destroys its signal and does
+    /// its deferred frees.
+    fn settle(&self, be: &(impl StuckSignals + ?Sized)) {
         let ended: Vec<Stuck> = {
             let mut list = self.list.lock();
             let mut ended = Vec::new();
             let mut i = 0;
             while i < list.len() {
-                // SAFETY: a signal of ours, kept alive while the pass may decrement it.
-                if unsafe { (be.orig.signal_load)(list[i].signal) } <= 0 {
+                if list[i].waiters == 0 && be.load(list[i].signal) <= 0 {
                     ended.push(list.swap_remove(i));
                 } else {
                     i += 1;
@@ -86,14 +126,18 @@ impl StuckWork {
                 // SAFETY: a free the application asked for, deferred until now.
                 unsafe { free(ptr as *mut std::ffi::c_void) };
             }
-            // SAFETY: our signal; the pass that decremented it is done.
-            unsafe { (be.orig.signal_destroy)(pass.signal) };
+            be.destroy(pass.signal);
         }
     }
 
     /// Whether a free of `ptr` must wait until later: it is the kernarg of a stuck pass. The
     /// free is then recorded and done when the pass ends.
-    pub(crate) fn defer_free(&self, be: &Backend, ptr: usize, free: Free) -> bool {
+    pub(crate) fn defer_free(
+        &self,
+        be: &(impl StuckSignals + ?Sized),
+        ptr: usize,
+        free: Free,
+    ) -> bool {
         if self.count.load(Ordering::Relaxed) == 0 {
             return false;
         }
@@ -109,38 +153,125 @@ impl StuckWork {
     }
 
     /// Waits (at most `wait`) until no stuck work of GPU `gpu` (of any GPU when `None`) runs.
-    pub(crate) fn wait_for(&self, be: &Backend, gpu: Option<u32>, wait: Duration) {
+    pub(crate) fn wait_for(
+        &self,
+        be: &(impl StuckSignals + ?Sized),
+        gpu: Option<u32>,
+        wait: Duration,
+    ) {
         if self.count.load(Ordering::Relaxed) == 0 {
             return;
         }
         let until = Instant::now() + wait;
         loop {
             self.settle(be);
-            let next = self
-                .list
-                .lock()
-                .iter()
-                .find(|p| gpu.is_none_or(|g| g == p.gpu))
-                .map(|p| p.signal);
-            let Some(signal) = next else { return };
             let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                tracing::error!(
-                    "a free or executable destruction waited {wait:?} for stuck replay work; \
-                     going ahead"
-                );
-                return;
-            }
-            // SAFETY: a live signal of ours; a bounded wait.
-            unsafe {
-                (be.orig.signal_wait)(
-                    signal,
-                    HSA_SIGNAL_CONDITION_LT,
-                    1,
-                    be.ticks(left.min(Duration::from_millis(100))),
-                    HSA_WAIT_STATE_BLOCKED,
-                )
+            let signal = {
+                let mut list = self.list.lock();
+                let Some(next) = list.iter_mut().find(|p| gpu.is_none_or(|g| g == p.gpu)) else {
+                    return;
+                };
+                if left.is_zero() {
+                    tracing::error!(
+                        "a free or executable destruction waited {wait:?} for stuck replay \
+                         work; going ahead"
+                    );
+                    return;
+                }
+                // Counted under the lock: another thread's `settle` leaves the signal alive
+                // until this wait is over.
+                next.waiters += 1;
+                next.signal
             };
+            be.wait_below_one(signal, left.min(Duration::from_millis(100)));
+            if let Some(p) = self.list.lock().iter_mut().find(|p| p.signal == signal) {
+                p.waiters -= 1;
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+
+    /// Signals in a map; its wait lets another thread free memory while it waits.
+    struct Fake {
+        values: Mutex<HashMap<u64, hsa_signal_value_t>>,
+        waiting: Mutex<Vec<u64>>,
+        misuse: AtomicBool,
+        destroyed: Mutex<Vec<u64>>,
+        /// Told when a wait starts; answered once the other thread is done.
+        wake_other: Mutex<mpsc::Sender<()>>,
+        other_done: Mutex<mpsc::Receiver<()>>,
+    }
+
+    impl StuckSignals for Fake {
+        fn load(&self, signal: hsa_signal_t) -> hsa_signal_value_t {
+            if self.destroyed.lock().contains(&signal.handle) {
+                self.misuse.store(true, Ordering::SeqCst);
+            }
+            self.values.lock()[&signal.handle]
+        }
+        fn wait_below_one(&self, signal: hsa_signal_t, _slice: Duration) {
+            if self.destroyed.lock().contains(&signal.handle) {
+                self.misuse.store(true, Ordering::SeqCst);
+            }
+            self.waiting.lock().push(signal.handle);
+            // The stuck pass ends while this thread waits, and another thread frees memory.
+            self.values.lock().insert(signal.handle, 0);
+            self.wake_other.lock().send(()).unwrap();
+            self.other_done
+                .lock()
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap();
+            self.waiting.lock().retain(|s| *s != signal.handle);
+        }
+        fn destroy(&self, signal: hsa_signal_t) {
+            if self.waiting.lock().contains(&signal.handle)
+                || self.destroyed.lock().contains(&signal.handle)
+            {
+                self.misuse.store(true, Ordering::SeqCst);
+            }
+            self.destroyed.lock().push(signal.handle);
+        }
+    }
+
+    #[test]
+    fn a_stuck_signal_is_never_destroyed_while_another_thread_waits_on_it() {
+        let (wake_tx, wake_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel();
+        let fake = Fake {
+            values: Mutex::new(HashMap::from([(7, 1)])),
+            waiting: Mutex::new(Vec::new()),
+            misuse: AtomicBool::new(false),
+            destroyed: Mutex::new(Vec::new()),
+            wake_other: Mutex::new(wake_tx),
+            other_done: Mutex::new(done_rx),
+        };
+        let stuck = StuckWork::default();
+        stuck.add(0, hsa_signal_t { handle: 7 }, 0x1000);
+        let (stuck, fake) = (&stuck, &fake);
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                // Another thread's free, while the first one waits: it finds the pass ended.
+                wake_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+                unsafe extern "C" fn free(_: *mut std::ffi::c_void) -> hsa_status_t {
+                    HSA_STATUS_SUCCESS
+                }
+                assert!(!stuck.defer_free(fake, 0x2000, free));
+                done_tx.send(()).unwrap();
+            });
+            stuck.wait_for(fake, Some(0), Duration::from_secs(10));
+        });
+        assert!(
+            !fake.misuse.load(Ordering::SeqCst),
+            "a signal was destroyed while waited on, or used after its destruction"
+        );
+        assert_eq!(*fake.destroyed.lock(), vec![7], "destroyed exactly once");
+        assert!(!stuck.any());
     }
 }
