@@ -3171,7 +3171,10 @@ fn registers_per_thread_are_what_a_thread_is_allocated_as_nsight_compute_reports
     use super::profiler::tests as fake;
     let _cupti = fake::reset(3);
     let (_p, catalog) = FakeProfiler::install(true);
-    let names = ["launch__registers_per_thread", "launch__occupancy_limit_registers"];
+    let names = [
+        "launch__registers_per_thread",
+        "launch__occupancy_limit_registers",
+    ];
     let set = Arc::new(crate::counters::MetricSet::new(&catalog, names).unwrap());
     // The H200 under Nsight Compute: 8 compiler registers are 16 allocated (16 blocks of 256
     // threads by registers), 17 stay 17 (768 per warp: 21 warps per sub-partition, 10 blocks).

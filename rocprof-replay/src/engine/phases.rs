@@ -5,8 +5,9 @@
 //!
 //! Off (the default) a phase costs one load of a value read once. The totals are process-wide
 //! sums over all windows and threads, per call (a window has one `pass` call per pass, two
-//! `end` calls: the final compares and the backend's end). Phases do not nest, so the rows add
-//! up to at most the `window` row, and what windows spend outside them is the `other` row.
+//! `end` calls: the final compares and the backend's end). Phases do not nest (but `arena`, a
+//! part of `variables` shown indented), so the rows add up to at most the `window` row, and
+//! what windows spend outside them is the `other` row.
 //! `docs/performance.md` shows how to read it.
 
 use std::io::Write;
@@ -25,6 +26,8 @@ pub(crate) enum Phase {
     Drain,
     /// Module variables and the arena sized for the plan.
     Variables,
+    /// Of `Variables`: sizing the snapshot arena (CUDA).
+    Arena,
     /// The plan: which allocations the snapshot holds, which are watched.
     Plan,
     /// The watched memory's fingerprints before the first pass (carried or read).
@@ -43,11 +46,12 @@ pub(crate) enum Phase {
     End,
 }
 
-const PHASES: [Phase; 12] = [
+const PHASES: [Phase; 13] = [
     Phase::Window,
     Phase::Begin,
     Phase::Drain,
     Phase::Variables,
+    Phase::Arena,
     Phase::Plan,
     Phase::WatchBefore,
     Phase::Capture,
@@ -65,6 +69,7 @@ impl Phase {
             Phase::Begin => "begin",
             Phase::Drain => "drain",
             Phase::Variables => "variables",
+            Phase::Arena => "  arena",
             Phase::Plan => "plan",
             Phase::WatchBefore => "watch_before",
             Phase::Capture => "capture",
@@ -143,7 +148,8 @@ pub(crate) fn report() -> String {
     let mut inside = 0u64;
     for p in PHASES {
         let (n, ns) = row(p);
-        if p != Phase::Window {
+        // `Window` holds the others, `Arena` is part of `Variables`.
+        if p != Phase::Window && p != Phase::Arena {
             inside += ns;
         }
         let mean = if n > 0 {

@@ -727,7 +727,9 @@ impl ReplayTarget for CudaTarget<'_> {
             .fold(0usize, usize::saturating_add);
         if (bytes as u64) <= self.settings().budget {
             let mem = ArenaMemory { drv: &self.be.drv };
-            self.ctx.arena.lock().prepare(&mem, bytes);
+            crate::engine::phases::timed(crate::engine::phases::Phase::Arena, || {
+                self.ctx.arena.lock().prepare(&mem, bytes)
+            });
         }
         Ok(vars)
     }
