@@ -399,3 +399,24 @@ fn a_copy_kernel_that_never_finishes_stops_replay_after_pass_one_and_its_table_i
     }
     assert_eq!(buf.bytes(), want, "one execution of the second dispatch");
 }
+
+#[test]
+fn a_virtual_memory_mapping_is_never_copied_by_the_kernel() {
+    let h = harness(3, quick());
+    *POKES.lock() = vec![(0, 1), (512 * 1024 + 5, 2)];
+    // The same two far-apart ranges as above, in a cuMemMap mapping: one may lack access for
+    // this device, which a kernel would fault on; its copies stay cuMemcpyAsync.
+    let mut buf = Bytes {
+        ptr: h.map(MIB) as CUdeviceptr,
+        n: MIB as u32,
+    };
+    buf.launch(&h, &POKE);
+    assert_eq!(buf.bytes(), poked_once(MIB), "one execution");
+    let o = h.outcomes()[0].1.clone();
+    assert_eq!(
+        (o.kind, o.passes, o.restore_mode),
+        (OutcomeKind::Replayed, 3, Some(RestoreKind::WriteSet)),
+        "{o:?}"
+    );
+    assert!(gpu().copy_tables.is_empty(), "{:?}", gpu().copy_tables);
+}

@@ -971,6 +971,7 @@ const MODULE_UNLOAD: u32 = 18;
 const WAIT_VALUE: u32 = 19;
 const HOST_ALLOC: u32 = 20;
 const FREE_HOST: u32 = 21;
+const MEM_MAP: u32 = 22;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1059,6 +1060,7 @@ fn harness_deciding(
         ("cuStreamWaitValue32_v2", WAIT_VALUE),
         ("cuMemHostAlloc", HOST_ALLOC),
         ("cuMemFreeHost", FREE_HOST),
+        ("cuMemMap", MEM_MAP),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).
@@ -1168,6 +1170,29 @@ impl Harness {
         );
         assert_eq!(r, CUDA_SUCCESS);
         out as usize
+    }
+
+    /// `cuMemMap` of the application: `size` bytes of fake memory recorded as a
+    /// virtual-memory mapping (as if reserved, created and mapped).
+    fn map(&self, size: usize) -> usize {
+        let p = fake_alloc(size);
+        gpu().app.insert(p);
+        let params = cuMemMap_params {
+            ptr: p as CUdeviceptr,
+            size,
+            offset: 0,
+            handle: 1,
+            flags: 0,
+        };
+        let r = self.call(
+            MEM_MAP,
+            c"cuMemMap",
+            (&params as *const cuMemMap_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+        p
     }
 
     /// `cuMemFree` of the application.

@@ -209,6 +209,14 @@ impl AllocationInventory {
         (addr < a.base + a.size).then_some(a.agent)
     }
 
+    /// How the tracked allocation that contains `addr` was made, if one does.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn origin_of(&self, addr: usize) -> Option<Origin> {
+        let map = self.map.read();
+        let (_, a) = map.range(..=addr).next_back()?;
+        (addr < a.base + a.size).then_some(a.origin)
+    }
+
     /// Number of live records.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

@@ -390,13 +390,21 @@ impl DeviceMemory for CudaTarget<'_> {
             Direction::Capture => (t.staging, t.device),
             Direction::Restore => (t.device, t.staging),
         };
-        // Small copies between the application's device memory (allocations of the context,
-        // module variables: what its kernels reach) and staging in the arena's VRAM.
+        // Small copies between the application's device memory and staging in the arena's
+        // VRAM: allocations of the context and module variables, which its kernels reach. Not
+        // virtual-memory mappings: one may be mapped without access for this device (a
+        // kernel touching it would fault and lose the context; a copy only fails).
         let by_kernel: Vec<bool> = {
             let arena = self.ctx.arena.lock();
+            let inventory = &self.be.inventory;
             transfers
                 .iter()
-                .map(|t| t.len < compare::COPY_KERNEL_MAX && arena.is_device(t.staging))
+                .map(|t| {
+                    t.len < compare::COPY_KERNEL_MAX
+                        && arena.is_device(t.staging)
+                        && inventory.origin_of(t.device)
+                            != Some(crate::engine::inventory::Origin::VmemMapping)
+                })
                 .collect()
         };
         let small: Vec<(usize, usize, usize)> = transfers
