@@ -469,6 +469,22 @@ pub(crate) struct Snapshot {
     pub(crate) capture_time: Duration,
     /// Regions freed between planning and capture (not captured, never restored).
     pub(crate) skipped: u32,
+    /// A diff of it did not finish by its deadline: a compare may still read the staging, so
+    /// it is never released (dropping the snapshot leaks it, as after a stuck restore).
+    read_by_stuck_work: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        if self
+            .read_by_stuck_work
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            std::mem::take(&mut self.regions)
+                .into_iter()
+                .for_each(|(_, buf)| buf.leak());
+        }
+    }
 }
 
 /// What a restore did.
@@ -691,6 +707,7 @@ impl Snapshot {
             bytes,
             capture_time: start.elapsed(),
             skipped,
+            read_by_stuck_work: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -782,6 +799,11 @@ impl Snapshot {
         }
         let skipped = (self.regions.len() - transfers.len()) as u32;
         let found = mem.diff(&transfers, &on_device, granule);
+        if matches!(found, Err(DiffError::Stuck)) {
+            // The compare may still read the staging after this window ends.
+            self.read_by_stuck_work
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         drop(pins);
         let mut ranges = found?;
         let kernel = mem.diffs_on_device();
@@ -920,8 +942,10 @@ impl Snapshot {
     }
 
     /// Gives up the snapshot after a stuck restore: its staging may still be read by copies.
-    pub(crate) fn leak(self) {
-        self.regions.into_iter().for_each(|(_, buf)| buf.leak());
+    pub(crate) fn leak(mut self) {
+        std::mem::take(&mut self.regions)
+            .into_iter()
+            .for_each(|(_, buf)| buf.leak());
     }
 
     /// (base, size) of every region captured.
