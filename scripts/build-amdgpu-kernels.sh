@@ -67,16 +67,19 @@ expected_args="0:8:global_buffer 8:4:by_value 16:8:by_value 24:8:by_value 32:8:g
 # verify <gfx> <code object>: the ELF header, both kernels' .kd symbols (64-byte objects) and
 # their amdhsa.kernels metadata (argument list, kernarg size, target).
 verify() {
-    local gfx=$1 co=$2 k args size
-    "$readelf" -h "$co" | grep -q 'Machine: *EM_AMDGPU' || {
+    local gfx=$1 co=$2 k args size header syms
+    # Each tool's output is read whole before it is searched: `readelf | grep -q` under
+    # pipefail fails whenever grep exits before readelf has written everything (SIGPIPE).
+    header=$("$readelf" -h "$co")
+    grep -q 'Machine: *EM_AMDGPU' <<<"$header" || {
         echo "$co: not an AMDGPU code object" >&2
         return 1
     }
-    "$readelf" -h "$co" | grep -q 'ABI Version: *2$' || {
+    grep -q 'ABI Version: *2$' <<<"$header" || {
         echo "$co: not code object v4 (ABI version 2)" >&2
         return 1
     }
-    "$readelf" -h "$co" | grep -Eq "Flags:.*, $gfx(,|\$)" || {
+    grep -Eq "Flags:.*, $gfx(,|\$)" <<<"$header" || {
         echo "$co: e_flags do not name $gfx" >&2
         return 1
     }
@@ -86,9 +89,10 @@ verify() {
         echo "$co: amdhsa.target is not amdgcn-amd-amdhsa--$gfx" >&2
         return 1
     }
+    syms=$("$readelf" --dyn-syms "$co")
     for k in "${kernels[@]}"; do
-        "$readelf" --dyn-syms "$co" | awk -v s="$k.kd" \
-            '$8 == s && $4 == "OBJECT" && $3 == 64 { found = 1 } END { exit !found }' || {
+        awk -v s="$k.kd" \
+            '$8 == s && $4 == "OBJECT" && $3 == 64 { found = 1 } END { exit !found }' <<<"$syms" || {
             echo "$co: no 64-byte OBJECT symbol $k.kd" >&2
             return 1
         }
