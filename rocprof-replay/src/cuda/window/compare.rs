@@ -536,20 +536,6 @@ pub(super) fn submit_copies(
         return false;
     }
     let _g = Guard::new();
-    // SAFETY: our table buffers, TABLE_BYTES each; the host twin is pinned and not written
-    // again until the caller's event completes.
-    let r = unsafe {
-        (drv.memcpy_async)(
-            buffers.table_device as CUdeviceptr,
-            buffers.table_host as CUdeviceptr,
-            std::mem::size_of_val(table),
-            stream,
-        )
-    };
-    if r != CUDA_SUCCESS {
-        tracing::warn!(status = %error_name(&drv, r), "the copy table could not be copied");
-        return false;
-    }
     let mut table_arg = buffers.table_device as u64;
     let mut n = copies.len() as u32;
     let mut chunk = COPY_CHUNK as u64;
@@ -560,11 +546,60 @@ pub(super) fn submit_copies(
         (&mut chunk as *mut u64).cast(),
         (&mut total_arg as *mut u64).cast(),
     ];
-    let blocks = (total as usize).clamp(1, MAX_BLOCKS) as u32;
-    // SAFETY: our kernel, whose parameters (64-bit but `n`, 32-bit) `args` points at (alive
-    // for the call, which copies them); the table copied before it on the stream holds `n`
-    // entries, each naming `len` bytes the context's kernels can read at `src` and write at
-    // `dst` (the caller's contract), in `total` chunks.
+    // SAFETY: `args` are the copy kernel's parameters (64-bit but `n`, 32-bit): the table holds
+    // `n` entries, each naming `len` bytes the context's kernels can read at `src` and write at
+    // `dst` (the caller's contract), in `total` chunks; the host twin is not written again until
+    // the caller's event completes.
+    unsafe {
+        enqueue_table(
+            &drv,
+            stream,
+            &buffers,
+            std::mem::size_of_val(table),
+            function,
+            &mut args,
+            total as usize,
+            "copy",
+        )
+    }
+}
+
+/// Enqueues one table kernel on `stream`: the first `table_bytes` of the pinned table twin
+/// copied to the device table, then `function` over `args` with `min(units, MAX_BLOCKS)` blocks
+/// of [`THREADS`]. `false` (logged) when either could not be submitted.
+///
+/// # Safety
+/// `args` must point at `function`'s parameters, alive for the call; the table twin must hold
+/// `table_bytes` (at most [`TABLE_BYTES`]) of entries describing memory the kernel may read and
+/// write, and must not be written again until the stream has passed the copy.
+#[allow(clippy::too_many_arguments)]
+unsafe fn enqueue_table(
+    drv: &Driver,
+    stream: CUstream,
+    b: &Buffers,
+    table_bytes: usize,
+    function: usize,
+    args: &mut [*mut c_void],
+    units: usize,
+    what: &str,
+) -> bool {
+    // SAFETY: our table buffers, TABLE_BYTES >= `table_bytes` each; the host twin is pinned
+    // and kept (caller contract).
+    let r = unsafe {
+        (drv.memcpy_async)(
+            b.table_device as CUdeviceptr,
+            b.table_host as CUdeviceptr,
+            table_bytes,
+            stream,
+        )
+    };
+    if r != CUDA_SUCCESS {
+        tracing::warn!(status = %error_name(drv, r), "the {what} table could not be copied");
+        return false;
+    }
+    let blocks = units.clamp(1, MAX_BLOCKS) as u32;
+    // SAFETY: our kernel, whose parameters `args` points at (caller contract; the driver copies
+    // them during the call); the table it reads was copied before it on the stream.
     let r = unsafe {
         (drv.launch_kernel)(
             function as CUfunction,
@@ -581,7 +616,7 @@ pub(super) fn submit_copies(
         )
     };
     if r != CUDA_SUCCESS {
-        tracing::warn!(status = %error_name(&drv, r), "the copy kernel could not be launched");
+        tracing::warn!(status = %error_name(drv, r), "the {what} kernel could not be launched");
         return false;
     }
     true
@@ -623,62 +658,38 @@ fn run_table(
     let drv = *t.drv();
     let _g = Guard::new();
     let what = l.what;
-    // SAFETY: our table buffers, TABLE_BYTES >= `table_bytes` each; the host twin is pinned and
-    // not written again until this batch is waited for (or given up).
-    let mut r = unsafe {
-        (drv.memcpy_async)(
-            b.table_device as CUdeviceptr,
-            b.table_host as CUdeviceptr,
-            l.table_bytes,
+    let mut table = b.table_device as u64;
+    let mut n = l.entries as u32;
+    let mut granule = l.granule as u64;
+    let mut total = l.granules as u64;
+    let mut results = b.device as u64;
+    let mut args: [*mut c_void; 5] = [
+        (&mut table as *mut u64).cast(),
+        (&mut n as *mut u32).cast(),
+        (&mut granule as *mut u64).cast(),
+        (&mut total as *mut u64).cast(),
+        (&mut results as *mut u64).cast(),
+    ];
+    // SAFETY: `args` are the table kernels' parameters (64-bit but `n`, 32-bit): the table
+    // holds `n` entries naming pinned regions of the context (and their device snapshots),
+    // each at least its `len` bytes, whose granules number `total`; the results buffer has
+    // room for `total` results (`out_bytes`, at most its size).
+    let mut failed = !unsafe {
+        enqueue_table(
+            &drv,
             stream,
+            b,
+            l.table_bytes,
+            l.function,
+            &mut args,
+            l.granules,
+            what,
         )
     };
-    let mut failed = r != CUDA_SUCCESS;
-    if failed {
-        tracing::warn!(status = %error_name(&drv, r), "the {what} table could not be copied");
-    } else {
-        let mut table = b.table_device as u64;
-        let mut n = l.entries as u32;
-        let mut granule = l.granule as u64;
-        let mut total = l.granules as u64;
-        let mut results = b.device as u64;
-        let mut args: [*mut c_void; 5] = [
-            (&mut table as *mut u64).cast(),
-            (&mut n as *mut u32).cast(),
-            (&mut granule as *mut u64).cast(),
-            (&mut total as *mut u64).cast(),
-            (&mut results as *mut u64).cast(),
-        ];
-        let blocks = l.granules.clamp(1, MAX_BLOCKS) as u32;
-        // SAFETY: our kernel, whose parameters (64-bit but `n`, 32-bit) `args` points at (alive
-        // for the call, which copies them); the table copied before it on the stream holds `n`
-        // entries naming pinned regions of the context (and their device snapshots), each at
-        // least its `len` bytes, whose granules number `total`; the results buffer has room for
-        // `total` results (`out_bytes`, at most its size).
-        r = unsafe {
-            (drv.launch_kernel)(
-                l.function as CUfunction,
-                blocks,
-                1,
-                1,
-                THREADS,
-                1,
-                1,
-                0,
-                stream,
-                args.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        };
-        if r != CUDA_SUCCESS {
-            tracing::warn!(status = %error_name(&drv, r), "the {what} kernel could not be launched");
-            failed = true;
-        }
-    }
     if !failed {
         // SAFETY: our result buffers, at least `out_bytes` bytes each; the copy follows the
         // kernel on the stream.
-        r = unsafe {
+        let r = unsafe {
             (drv.memcpy_async)(
                 b.host as CUdeviceptr,
                 b.device as CUdeviceptr,
