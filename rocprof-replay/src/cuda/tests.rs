@@ -3359,3 +3359,25 @@ fn a_failing_attribute_query_leaves_the_metrics_absent_with_the_reason_never_zer
         "one run per launch: no pass was spent on them"
     );
 }
+
+#[test]
+fn the_arena_holds_what_the_plan_captures_not_every_allocation() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    // 16 MiB the kernel's arguments do not name: watched, never captured.
+    let other = h.alloc(16 << 20);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(o.footprint, Some(crate::policy::FootprintKind::Arguments));
+    let held = h.be.ctx(CTX).arena.lock().device_bytes();
+    assert!(held > 0, "the capture's staging came from the arena");
+    assert!(
+        held < 1 << 20,
+        "the arena holds {held} bytes for a 32-byte snapshot beside a 16 MiB allocation"
+    );
+    assert_eq!(buf.values(), vec![1; 8]);
+    let _ = other;
+}

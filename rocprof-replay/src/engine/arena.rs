@@ -123,8 +123,10 @@ impl Arena {
 
     /// Readies the arena for a snapshot of about `bytes` (one window at a time): idle chunks are
     /// reused from the start, busy ones skipped, and when the idle ones are too small they are
-    /// replaced by one chunk of the whole size, device memory when the device keeps its
-    /// reserve, else pinned host memory.
+    /// replaced by one chunk, device memory when the device keeps its reserve, else pinned host
+    /// memory. The new chunk is half as large again as the idle ones it replaces when the device
+    /// has room for that, so plans growing a little at a time (an application's caching
+    /// allocator filling up) cost a few allocations, not one per window.
     pub(crate) fn prepare(&mut self, mem: &dyn Memory, bytes: usize) {
         self.cursor = (0, 0);
         self.in_window = true;
@@ -139,9 +141,19 @@ impl Arena {
         if idle >= need {
             return;
         }
+        let started = crate::engine::phases::enabled().then(std::time::Instant::now);
         self.free_idle(mem);
-        if let Some(chunk) = new_chunk(mem, need) {
+        let grown = round_up(idle.saturating_add(idle / 2), ALIGN);
+        let size = if grown > need && device_fits(mem, grown) {
+            grown
+        } else {
+            need
+        };
+        if let Some(chunk) = new_chunk(mem, size) {
             self.chunks.push(chunk);
+        }
+        if let Some(t) = started {
+            crate::engine::phases::add(crate::engine::phases::Phase::ArenaGrow, t.elapsed());
         }
     }
 
@@ -280,11 +292,17 @@ impl Drop for Arena {
     }
 }
 
+/// Whether `size` bytes of device memory leave the device its reserve.
+fn device_fits(mem: &dyn Memory, size: usize) -> bool {
+    mem.device_info()
+        .is_some_and(|(free, total)| free >= size.saturating_add(mem.reserve(total)))
+}
+
 fn new_chunk(mem: &dyn Memory, size: usize) -> Option<Chunk> {
-    let device_fits = mem
-        .device_info()
-        .is_some_and(|(free, total)| free >= size.saturating_add(mem.reserve(total)));
-    let (base, tier) = match device_fits.then(|| mem.alloc_device(size)).flatten() {
+    let (base, tier) = match device_fits(mem, size)
+        .then(|| mem.alloc_device(size))
+        .flatten()
+    {
         Some(p) => (p, Tier::Device),
         None => (mem.alloc_pinned(size)?, Tier::PinnedHost),
     };
@@ -313,6 +331,8 @@ mod tests {
         device: RefCell<Vec<(usize, Vec<u8>)>>,
         pinned: RefCell<Vec<(usize, Vec<u8>)>>,
         refuse_pinned: bool,
+        /// Device allocations made, freed or not.
+        device_allocs: std::cell::Cell<usize>,
     }
 
     impl Fake {
@@ -323,6 +343,7 @@ mod tests {
                 device: RefCell::default(),
                 pinned: RefCell::default(),
                 refuse_pinned: false,
+                device_allocs: std::cell::Cell::new(0),
             }
         }
         fn alloc(list: &RefCell<Vec<(usize, Vec<u8>)>>, size: usize) -> usize {
@@ -341,6 +362,7 @@ mod tests {
             Some((self.free.saturating_sub(used), self.total))
         }
         fn alloc_device(&self, size: usize) -> Option<usize> {
+            self.device_allocs.set(self.device_allocs.get() + 1);
             Some(Fake::alloc(&self.device, size))
         }
         fn free_device(&self, ptr: usize) {
@@ -390,6 +412,51 @@ mod tests {
         let mut arena = Arena::default();
         arena.prepare(&none, 4096);
         assert!(arena.carve(&none, 4096).is_none());
+    }
+
+    #[test]
+    fn plans_growing_a_little_at_a_time_cost_a_few_allocations() {
+        let mem = Fake::new(100 * GIB, 140 * GIB);
+        let mut arena = Arena::default();
+        // A caching allocator filling up: each window's plan 5% larger than the last.
+        let mut bytes = 1usize << 20;
+        for _ in 0..40 {
+            arena.prepare(&mem, bytes);
+            drop(arena.carve(&mem, bytes).unwrap());
+            arena.trim(&mem);
+            bytes += bytes / 20;
+        }
+        let allocs = mem.device_allocs.get();
+        assert!(
+            allocs <= 8,
+            "{allocs} device allocations for 40 windows whose plans grew 7x"
+        );
+        assert_eq!(mem.device.borrow().len(), 1, "one chunk held");
+        assert!(
+            arena.device_bytes() < 2 * bytes,
+            "held {}",
+            arena.device_bytes()
+        );
+    }
+
+    #[test]
+    fn a_device_without_room_to_grow_the_arena_gets_the_plan_size() {
+        // Room for the reserve (1 GiB of this 16 GiB device) and 3 MiB more.
+        let mem = Fake::new(GIB + (3 << 20), 16 * GIB);
+        let mut arena = Arena::default();
+        arena.prepare(&mem, 2 << 20);
+        drop(arena.carve(&mem, 2 << 20).unwrap());
+        arena.trim(&mem);
+        // 1.5x the first chunk would not leave the reserve: the plan's own size does.
+        arena.prepare(&mem, (5 << 20) / 2);
+        let buf = arena.carve(&mem, (5 << 20) / 2).unwrap();
+        assert_eq!(buf.tier(), Tier::Device);
+        assert!(
+            arena.device_bytes() < 3 << 20,
+            "held {}",
+            arena.device_bytes()
+        );
+        drop(buf);
     }
 
     #[test]

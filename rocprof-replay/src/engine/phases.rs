@@ -5,9 +5,9 @@
 //!
 //! Off (the default) a phase costs one load of a value read once. The totals are process-wide
 //! sums over all windows and threads, per call (a window has one `pass` call per pass, two
-//! `end` calls: the final compares and the backend's end). Phases do not nest (but `arena`, a
-//! part of `variables` shown indented), so the rows add up to at most the `window` row, and
-//! what windows spend outside them is the `other` row.
+//! `end` calls: the final compares and the backend's end). Phases do not nest (but
+//! `arena_grow`, the part of `arena` that allocated memory, shown indented), so the rows add up
+//! to at most the `window` row, and what windows spend outside them is the `other` row.
 //! `docs/performance.md` shows how to read it.
 
 use std::io::Write;
@@ -24,14 +24,17 @@ pub(crate) enum Phase {
     Begin,
     /// `ReplayTarget::drain`: waiting for the work submitted before the dispatch.
     Drain,
-    /// Module variables and the arena sized for the plan.
+    /// Finding the module variables the snapshot holds.
     Variables,
-    /// Of `Variables`: sizing the snapshot arena (CUDA).
-    Arena,
     /// The plan: which allocations the snapshot holds, which are watched.
     Plan,
     /// The watched memory's fingerprints before the first pass (carried or read).
     WatchBefore,
+    /// Readying the snapshot arena for the plan's bytes (`DeviceMemory::reserve_staging`).
+    Arena,
+    /// Of `Arena`: the calls that allocated device or pinned memory for it (its count is the
+    /// number of allocations).
+    ArenaGrow,
     /// Copying the snapshot.
     Capture,
     /// The passes (each one: submission to completion).
@@ -46,14 +49,15 @@ pub(crate) enum Phase {
     End,
 }
 
-const PHASES: [Phase; 13] = [
+const PHASES: [Phase; 14] = [
     Phase::Window,
     Phase::Begin,
     Phase::Drain,
     Phase::Variables,
-    Phase::Arena,
     Phase::Plan,
     Phase::WatchBefore,
+    Phase::Arena,
+    Phase::ArenaGrow,
     Phase::Capture,
     Phase::Pass,
     Phase::WatchAfter,
@@ -69,9 +73,10 @@ impl Phase {
             Phase::Begin => "begin",
             Phase::Drain => "drain",
             Phase::Variables => "variables",
-            Phase::Arena => "  arena",
             Phase::Plan => "plan",
             Phase::WatchBefore => "watch_before",
+            Phase::Arena => "arena",
+            Phase::ArenaGrow => "  arena_grow",
             Phase::Capture => "capture",
             Phase::Pass => "pass",
             Phase::WatchAfter => "watch_after",
@@ -148,8 +153,8 @@ pub(crate) fn report() -> String {
     let mut inside = 0u64;
     for p in PHASES {
         let (n, ns) = row(p);
-        // `Window` holds the others, `Arena` is part of `Variables`.
-        if p != Phase::Window && p != Phase::Arena {
+        // `Window` holds the others, `ArenaGrow` is part of `Arena`.
+        if p != Phase::Window && p != Phase::ArenaGrow {
             inside += ns;
         }
         let mean = if n > 0 {
@@ -214,6 +219,13 @@ fn write_report() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_phase_has_its_own_row() {
+        for (i, p) in PHASES.iter().enumerate() {
+            assert_eq!(*p as usize, i, "{p:?} indexes another phase's totals");
+        }
+    }
 
     #[test]
     fn the_report_adds_each_phase_and_puts_the_rest_of_the_window_in_other() {

@@ -71,6 +71,14 @@ pub(crate) trait DeviceMemory {
         Staging::heap(size)
     }
 
+    /// Called once per window before the capture with the plan's size: a backend that carves
+    /// staging from an arena readies it for `bytes` here (later buffers the window needs, a
+    /// stash or a plan that outgrew the estimate, still come from
+    /// [`alloc_staging`](Self::alloc_staging)). The default: nothing to ready.
+    fn reserve_staging(&mut self, bytes: usize) {
+        let _ = bytes;
+    }
+
     /// Performs every transfer of the batch, waiting (with the backend's copy deadline) until
     /// all are complete.
     fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError>;

@@ -973,9 +973,12 @@ fn plan_and_capture(
             }
         }
     }
-    if plan.regions.iter().map(|r| r.size as u64).sum::<u64>() > settings.budget {
+    let bytes = plan.regions.iter().map(|r| r.size as u64).sum::<u64>();
+    if bytes > settings.budget {
         return Err(DeclineReason::OverBudget);
     }
+    // The arena sized for what this plan captures, not for every allocation of the agent.
+    phases::timed(Phase::Arena, || target.reserve_staging(bytes as usize));
     let snapshot = phases::timed(Phase::Capture, || {
         Snapshot::capture(plan, inventory, target)
     })?;

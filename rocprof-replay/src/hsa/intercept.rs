@@ -1127,6 +1127,15 @@ impl DeviceMemory for HsaTarget {
         self.gpu.arena.lock().carve(&mem, size)
     }
 
+    /// One arena chunk for the plan, reused while plans fit it.
+    fn reserve_staging(&mut self, bytes: usize) {
+        let mem = ArenaMemory {
+            be: self.be,
+            gpu: self.gpu,
+        };
+        self.gpu.arena.lock().prepare(&mem, bytes);
+    }
+
     /// Pinned host memory from the staging cache: the host compares there.
     fn alloc_scratch(&mut self, size: usize) -> Option<Staging> {
         let (pool, _) = self.be.staging_pool?;
@@ -1441,21 +1450,6 @@ impl ReplayTarget for HsaTarget {
             if st != HSA_STATUS_SUCCESS {
                 return Err(DeclineReason::SymbolsUnavailable);
             }
-        }
-        // Size the snapshot arena for the whole snapshot now: one allocation, reused while the
-        // footprint stays the same.
-        let bytes = state::INVENTORY
-            .owned_by(AgentId(self.gpu.agent.handle))
-            .iter()
-            .map(|a| a.size)
-            .chain(ctx.vars.iter().map(|v| v.1))
-            .fold(0usize, usize::saturating_add);
-        if (bytes as u64) <= self.be.settings().budget {
-            let mem = ArenaMemory {
-                be: self.be,
-                gpu: self.gpu,
-            };
-            self.gpu.arena.lock().prepare(&mem, bytes);
         }
         Ok(ctx.vars)
     }

@@ -12,7 +12,6 @@ use rocprof_replay_sys::cuda::*;
 use crate::cuda::api::{Driver, error_name};
 use crate::cuda::gate::{BEHIND, Gate};
 use crate::cuda::{Backend, Ctx, warn_once};
-use crate::dispatch::AgentId;
 use crate::engine::arena;
 use crate::engine::snapshot::{
     CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Transfer,
@@ -372,6 +371,12 @@ impl DeviceMemory for CudaTarget<'_> {
         self.ctx.arena.lock().carve(&mem, size)
     }
 
+    /// One arena chunk for the plan, reused while plans fit it.
+    fn reserve_staging(&mut self, bytes: usize) {
+        let mem = ArenaMemory { drv: &self.be.drv };
+        self.ctx.arena.lock().prepare(&mem, bytes);
+    }
+
     /// One batch on the private stream, one event, one bounded wait: the transfers shorter
     /// than [`COPY_KERNEL_MAX`](compare::COPY_KERNEL_MAX) whose staging is in the arena's
     /// device memory as one launch of the copy kernel (when there are two or more and the
@@ -721,23 +726,6 @@ impl ReplayTarget for CudaTarget<'_> {
                     vars.push(v);
                 }
             }
-        }
-        // Size the arena for the whole snapshot now: one allocation, reused while the
-        // footprint stays the same.
-        let agent = AgentId(self.ctx.handle as u64);
-        let bytes: usize = self
-            .be
-            .inventory
-            .owned_by(agent)
-            .iter()
-            .map(|a| a.size)
-            .chain(vars.iter().map(|v| v.1))
-            .fold(0usize, usize::saturating_add);
-        if (bytes as u64) <= self.settings().budget {
-            let mem = ArenaMemory { drv: &self.be.drv };
-            crate::engine::phases::timed(crate::engine::phases::Phase::Arena, || {
-                self.ctx.arena.lock().prepare(&mem, bytes)
-            });
         }
         Ok(vars)
     }
