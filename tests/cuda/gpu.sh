@@ -95,7 +95,7 @@ for s in $steps; do
     exe=$out/compare_kernel
     nvcc -O2 -std=c++17 -o "$exe" "$here/cuda/apps/compare_kernel.cu" -ldl &&
       timeout 300 "$exe" "$here/cuda/compare.ptx" > "$out/compare_kernel.stdout" 2>&1
-    echo "compare_kernel: exit $?"; grep -E '^(module_load_ms|cases|compare_gbps|compare_table|compare_regions|table_cases|mismatch|fingerprint|wrote past|the host fingerprint|RESULT)' "$out/compare_kernel.stdout" | head -40
+    echo "compare_kernel: exit $?"; grep -E '^(module_load_ms|cases|compare_gbps|copy_gbps|copy_table|compare_table|compare_regions|table_cases|mismatch|fingerprint|wrote past|the host fingerprint|RESULT)' "$out/compare_kernel.stdout" | head -80
     timeout 300 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
       a_kernel_writing_one_percent kernels_writing_through_device_pointers 2>&1 | tail -30
     cat "$out/gpu/write_set.summary" "$out/gpu/indirect_write.summary" 2>/dev/null

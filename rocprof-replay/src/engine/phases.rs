@@ -4,10 +4,11 @@
 //! process exits — to the file the variable names, or to stderr when it is `1` or `stderr`.
 //!
 //! Off (the default) a phase costs one load of a value read once. The totals are process-wide
-//! sums over all windows and threads, per call (a window has one `pass` call per pass, two
-//! `end` calls: the final compares and the backend's end). Phases do not nest (but
-//! `arena_grow`, the part of `arena` that allocated memory, shown indented), so the rows add up
-//! to at most the `window` row, and what windows spend outside them is the `other` row.
+//! sums over all windows and threads, per call (a window has one `pass` call per pass,
+//! one `end` call). Phases do not nest (but `arena_grow`, the part of `arena` that allocated
+//! memory, and `pass_submit`, the part of `pass` before the backend waits, shown indented), so
+//! the rows add up to at most the `window` row, and what windows spend outside them is the
+//! `other` row.
 //! `docs/performance.md` shows how to read it.
 
 use std::io::Write;
@@ -39,17 +40,26 @@ pub(crate) enum Phase {
     Capture,
     /// The passes (each one: submission to completion).
     Pass,
+    /// Of `Pass`: handing the pass to the device, until the backend starts waiting for it
+    /// (CUDA: events, gate and launch enqueued).
+    PassSubmit,
+    /// The policy's callbacks between passes (`on_pass`, `on_pass_end`, `should_continue`).
+    Policy,
     /// The watched memory's fingerprints after the first pass.
     WatchAfter,
     /// Choosing the restore: the diff after the first pass.
     Diff,
     /// Restores between passes.
     Restore,
-    /// After the last pass: final compares and write-backs, `ReplayTarget::end`.
+    /// After the last pass: the final compares and write-backs of the restore.
+    Final,
+    /// `ReplayTarget::complete`: the application's completion signalled once.
+    Complete,
+    /// `ReplayTarget::end`: the backend releases the agent.
     End,
 }
 
-const PHASES: [Phase; 14] = [
+const PHASES: [Phase; 18] = [
     Phase::Window,
     Phase::Begin,
     Phase::Drain,
@@ -60,9 +70,13 @@ const PHASES: [Phase; 14] = [
     Phase::ArenaGrow,
     Phase::Capture,
     Phase::Pass,
+    Phase::PassSubmit,
+    Phase::Policy,
     Phase::WatchAfter,
     Phase::Diff,
     Phase::Restore,
+    Phase::Final,
+    Phase::Complete,
     Phase::End,
 ];
 
@@ -79,9 +93,13 @@ impl Phase {
             Phase::ArenaGrow => "  arena_grow",
             Phase::Capture => "capture",
             Phase::Pass => "pass",
+            Phase::PassSubmit => "  pass_submit",
+            Phase::Policy => "policy",
             Phase::WatchAfter => "watch_after",
             Phase::Diff => "diff",
             Phase::Restore => "restore",
+            Phase::Final => "final",
+            Phase::Complete => "complete",
             Phase::End => "end",
         }
     }
@@ -153,8 +171,8 @@ pub(crate) fn report() -> String {
     let mut inside = 0u64;
     for p in PHASES {
         let (n, ns) = row(p);
-        // `Window` holds the others, `ArenaGrow` is part of `Arena`.
-        if p != Phase::Window && p != Phase::ArenaGrow {
+        // `Window` holds the others, `ArenaGrow` is part of `Arena`, `PassSubmit` of `Pass`.
+        if !matches!(p, Phase::Window | Phase::ArenaGrow | Phase::PassSubmit) {
             inside += ns;
         }
         let mean = if n > 0 {

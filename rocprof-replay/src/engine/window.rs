@@ -605,8 +605,10 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 contexts: &mut guard,
             };
             if counter.is_none()
-                && call("on_pass", info, || {
-                    policy.on_pass(&mut pass, &mut state, &mut scope)
+                && phases::timed(Phase::Policy, || {
+                    call("on_pass", info, || {
+                        policy.on_pass(&mut pass, &mut state, &mut scope)
+                    })
                 })
                 .is_none()
             {
@@ -658,8 +660,10 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         timed,
                         kernel_time,
                     };
-                    let ended = call("on_pass_end", info, || {
-                        policy.on_pass_end(&report, &mut state, &mut scope)
+                    let ended = phases::timed(Phase::Policy, || {
+                        call("on_pass_end", info, || {
+                            policy.on_pass_end(&report, &mut state, &mut scope)
+                        })
                     });
                     if ended.is_none() {
                         // The pass ran from the snapshot: its result is one valid execution.
@@ -750,8 +754,10 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             } else {
                 let mut more = completed < limit;
                 if let (true, Some(decision)) = (more, &decision) {
-                    match call("should_continue", info, || {
-                        decision.ask(policy, info, &state, completed)
+                    match phases::timed(Phase::Policy, || {
+                        call("should_continue", info, || {
+                            decision.ask(policy, info, &state, completed)
+                        })
                     }) {
                         Some(true) => {}
                         Some(false) => more = false,
@@ -894,7 +900,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         if clean && let Some(w) = &outside {
             w.commit();
         }
-        if let Err(reason) = phases::timed(Phase::End, || {
+        if let Err(reason) = phases::timed(Phase::Final, || {
             restorer.finish(&snapshot, inventory, target, settings, &mut outcome)
         }) {
             fail_final(&mut outcome, reason);
@@ -905,7 +911,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         {
             outcome.metrics = metrics;
         }
-        target.complete();
+        phases::timed(Phase::Complete, || target.complete());
         // Staging goes back before the agent does: the next window can reuse it at once.
         drop(snapshot);
         finish(target, state, outcome)

@@ -72,6 +72,7 @@ static CUfunction compare;
 static CUfunction fingerprint;
 static CUfunction compare_table;
 static CUfunction fingerprint_table;
+static CUfunction copy_table;
 
 // The tables' entries, as compare.cu declares them.
 struct CompareEntry {
@@ -394,6 +395,7 @@ int main(int argc, char** argv) {
   CK(cuModuleGetFunction(&fingerprint, module, "rocprof_replay_fingerprint"));
   CK(cuModuleGetFunction(&compare_table, module, "rocprof_replay_compare_table"));
   CK(cuModuleGetFunction(&fingerprint_table, module, "rocprof_replay_fingerprint_table"));
+  CK(cuModuleGetFunction(&copy_table, module, "rocprof_replay_copy_table"));
   printf("module_load_ms %.2f\n", std::chrono::duration<double, std::milli>(t1 - t0).count());
 
   const size_t cap = 1 << 20;
@@ -470,6 +472,63 @@ int main(int argc, char** argv) {
     CK(cuMemFree(live));
     CK(cuMemFree(snap));
     CK(cuMemFree(flags));
+  }
+
+  // Large copies: the copy kernel (one table entry) against cuMemcpyDtoD, 1 GiB, best of 5 —
+  // whether dense restores should go through the kernel too (COPY_KERNEL_MAX).
+  for (size_t mib : {64, 1024}) {
+    if (!speed) break;
+    size_t bytes = mib << 20;
+    CUdeviceptr src, dst, table;
+    CK(cuMemAlloc(&src, bytes));
+    CK(cuMemAlloc(&dst, bytes));
+    CK(cuMemAlloc(&table, 64));
+    CK(cuMemsetD8(src, 3, bytes));
+    CK(cuCtxSynchronize());
+    double memcpy_best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+      auto s = std::chrono::steady_clock::now();
+      CK(cuMemcpyDtoD(dst, src, bytes));
+      CK(cuCtxSynchronize());
+      double ms = since_ms(s);
+      if (ms < memcpy_best) memcpy_best = ms;
+    }
+    for (unsigned long long chunk : {64ull << 10, 256ull << 10, 1ull << 20}) {
+      for (unsigned blocks : {4096u, 132u * 8u, 132u * 16u}) {
+        unsigned long long entry[4] = {(unsigned long long)dst, (unsigned long long)src,
+                                       (unsigned long long)bytes, 0};
+        CK(cuMemcpyHtoD(table, entry, sizeof entry));
+        unsigned long long total = (bytes + chunk - 1) / chunk;
+        unsigned n = 1;
+        void* args[] = {&table, &n, &chunk, &total};
+        double best = 1e30;
+        for (int rep = 0; rep < 5; rep++) {
+          CK(cuMemsetD8(dst, 0, bytes));
+          CK(cuCtxSynchronize());
+          auto s = std::chrono::steady_clock::now();
+          unsigned grid = total < blocks ? (unsigned)total : blocks;
+          CK(cuLaunchKernel(copy_table, grid, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr));
+          CK(cuCtxSynchronize());
+          double ms = since_ms(s);
+          if (ms < best) best = ms;
+        }
+        std::vector<unsigned char> probe(4096);
+        CK(cuMemcpyDtoH(probe.data(), dst + bytes - probe.size(), probe.size()));
+        for (unsigned char c : probe) {
+          if (c != 3) {
+            printf("copy_table %zu MiB: the copy's last bytes are wrong\n", mib);
+            failures++;
+            break;
+          }
+        }
+        printf("copy_gbps %zu MiB chunk %llu KiB blocks %u: kernel %.3f ms, cuMemcpyDtoD %.3f ms "
+               "(kernel/memcpy %.3f)\n",
+               mib, chunk >> 10, blocks, best, memcpy_best, best / memcpy_best);
+      }
+    }
+    CK(cuMemFree(src));
+    CK(cuMemFree(dst));
+    CK(cuMemFree(table));
   }
 
   // Fingerprints. The host copy of the hash first: the value the Rust tests pin

@@ -263,6 +263,7 @@ impl<'a> CudaTarget<'a> {
 
     /// Relaunches and waits; returns the pass result.
     pub(super) fn relaunch_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        let submitting = crate::engine::phases::enabled().then(Instant::now);
         let submit_failed = PassError::NotSubmitted(DeclineReason::SubmitFailed);
         let stream = self.stream().ok_or(submit_failed)?;
         let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
@@ -292,6 +293,9 @@ impl<'a> CudaTarget<'a> {
         // SAFETY: our events and stream.
         unsafe { (drv.event_record)(end as CUevent, stream) };
         drop(go);
+        if let Some(t) = submitting {
+            crate::engine::phases::add(crate::engine::phases::Phase::PassSubmit, t.elapsed());
+        }
         match self.wait(end, Instant::now() + self.settings().pass) {
             Poll::Done => {
                 self.dirty = false;
@@ -739,6 +743,7 @@ impl ReplayTarget for CudaTarget<'_> {
             return Err(submit_failed);
         };
         self.original = Original::Pass;
+        let submitting = crate::engine::phases::enabled().then(Instant::now);
         self.job.hand.release(Release::Pass { start, end });
         let deadline = Instant::now() + self.settings().pass;
         let Some(status) = self.job.hand.wait_launched(deadline) else {
@@ -746,6 +751,9 @@ impl ReplayTarget for CudaTarget<'_> {
             self.last = Last::Original;
             return Err(PassError::Late);
         };
+        if let Some(t) = submitting {
+            crate::engine::phases::add(crate::engine::phases::Phase::PassSubmit, t.elapsed());
+        }
         if status != CUDA_SUCCESS {
             // Nothing ran; the application has the launch's error, as without the tool.
             self.original = Original::Failed;
