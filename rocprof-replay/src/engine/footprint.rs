@@ -50,6 +50,8 @@
 //! API call (CUDA managed memory) turns carrying off for the process ([`note_host_writable`]).
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -181,14 +183,30 @@ pub(crate) fn split(plan: &mut SnapshotPlan, args: &[u8]) -> Vec<Region> {
     watched
 }
 
+/// Some fingerprints of one check, shared (not copied) by the window that took them and the
+/// carried fingerprints it leaves: `range` of `all`.
+#[derive(Clone, Debug)]
+struct Prints {
+    all: Arc<Vec<u64>>,
+    range: Range<usize>,
+}
+
+impl Prints {
+    fn get(&self) -> &[u64] {
+        &self.all[self.range.clone()]
+    }
+}
+
 /// Fingerprints of the watched regions, taken before the first pass.
 #[derive(Debug, Default)]
 pub(crate) struct Watch {
     regions: Vec<Region>,
-    before: Vec<u64>,
+    /// Per region, its fingerprints before the first pass: carried from the previous window,
+    /// or read by this one.
+    before: Vec<Prints>,
     /// The fingerprints of the latest check, when it covered every region and found nothing
     /// changed.
-    last: Option<Vec<u64>>,
+    last: Option<Arc<Vec<u64>>>,
     /// The agent and the write epoch of the window's decision ([`Watch::commit`]).
     agent: u64,
     epoch: u64,
@@ -226,7 +244,7 @@ impl Watch {
         let mut live = Vec::with_capacity(regions.len());
         let mut spans = Vec::with_capacity(regions.len());
         // Per live region: carried fingerprints, or `None` (read now).
-        let mut reuse: Vec<Option<&[u64]>> = Vec::with_capacity(regions.len());
+        let mut reuse: Vec<Option<Prints>> = Vec::with_capacity(regions.len());
         for (i, r) in regions.into_iter().enumerate() {
             if !pins.is_pinned(i) {
                 continue;
@@ -249,16 +267,25 @@ impl Watch {
         {
             return Err(DiffError::Failed);
         }
-        let mut before = Vec::with_capacity(read.len());
-        let mut fresh = read.into_iter();
+        let carried: Vec<bool> = reuse.iter().map(Option::is_some).collect();
+        let read = Arc::new(read);
+        let mut before = Vec::with_capacity(live.len());
+        let mut at = 0;
         let mut carried_bytes = 0;
-        for (r, hit) in live.iter().zip(&reuse) {
+        for (r, hit) in live.iter().zip(reuse) {
             match hit {
                 Some(prints) => {
-                    before.extend_from_slice(prints);
+                    before.push(prints);
                     carried_bytes += r.size as u64;
                 }
-                None => before.extend(fresh.by_ref().take(granules(r.size, FINGERPRINT_GRANULE))),
+                None => {
+                    let n = granules(r.size, FINGERPRINT_GRANULE);
+                    before.push(Prints {
+                        all: read.clone(),
+                        range: at..at + n,
+                    });
+                    at += n;
+                }
             }
         }
         Ok(Watch {
@@ -269,7 +296,7 @@ impl Watch {
             agent,
             epoch: tag,
             carried_bytes,
-            carried: reuse.iter().map(Option::is_some).collect(),
+            carried,
             time: start.elapsed(),
             skipped: 0,
         })
@@ -299,7 +326,10 @@ impl Watch {
                         generation,
                         size: r.size,
                         epoch: self.epoch,
-                        prints: last[at..at + n].into(),
+                        prints: Prints {
+                            all: last.clone(),
+                            range: at..at + n,
+                        },
                     },
                 );
             }
@@ -318,35 +348,38 @@ impl Watch {
         let start = Instant::now();
         let pins = inventory.pin(self.regions.iter());
         let mut spans = Vec::with_capacity(self.regions.len());
-        // Per live region: where its "before" fingerprints are, and whether they were carried.
+        // The live regions, by index.
         let mut checked = Vec::with_capacity(self.regions.len());
-        let mut at = 0;
         let mut all = true;
         for (i, r) in self.regions.iter().enumerate() {
-            let n = granules(r.size, FINGERPRINT_GRANULE);
             if pins.is_pinned(i) {
                 spans.push((r.base, r.size));
-                checked.push((at..at + n, self.carried[i]));
+                checked.push(i);
             } else {
                 self.skipped += 1;
                 all = false;
             }
-            at += n;
         }
         let now = mem.fingerprint(&spans, FINGERPRINT_GRANULE);
         drop(pins);
         self.time += start.elapsed();
         self.last = None;
         let now = now?;
-        if now.len() != checked.iter().map(|(r, _)| r.len()).sum::<usize>() {
+        if now.len()
+            != checked
+                .iter()
+                .map(|&i| self.before[i].range.len())
+                .sum::<usize>()
+        {
             return Err(DiffError::Failed);
         }
         let (mut fresh, mut carried) = (false, false);
         let mut from = 0;
-        for (range, was_carried) in checked {
-            let n = range.len();
-            if now[from..from + n] != self.before[range] {
-                if was_carried {
+        for i in checked {
+            let before = self.before[i].get();
+            let n = before.len();
+            if now[from..from + n] != *before {
+                if self.carried[i] {
                     carried = true;
                 } else {
                     fresh = true;
@@ -360,7 +393,7 @@ impl Watch {
             (false, true) => Verdict::CarriedDiffers,
         };
         if all && verdict == Verdict::Unchanged {
-            self.last = Some(now);
+            self.last = Some(Arc::new(now));
         }
         Ok(verdict)
     }
@@ -463,7 +496,7 @@ struct Print {
     generation: u64,
     size: usize,
     epoch: u64,
-    prints: Box<[u64]>,
+    prints: Prints,
 }
 
 /// Fingerprints left by the previous window of each agent, by (agent, base).
@@ -477,14 +510,14 @@ pub(crate) struct Carried(HashMap<usize, Print>);
 impl Carried {
     /// The fingerprints of `r`, if it is the allocation they were taken of and nothing was
     /// written outside a window since `epoch`.
-    fn get(&self, r: &Region, epoch: u64) -> Option<&[u64]> {
+    fn get(&self, r: &Region, epoch: u64) -> Option<Prints> {
         let RegionKind::Allocation { generation } = r.kind else {
             return None;
         };
         self.0
             .get(&r.base)
             .filter(|p| p.generation == generation && p.size == r.size && p.epoch == epoch)
-            .map(|p| &p.prints[..])
+            .map(|p| p.prints.clone())
     }
 }
 

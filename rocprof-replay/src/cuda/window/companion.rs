@@ -55,7 +55,27 @@ pub(crate) struct Handoff {
     pub(super) changed: Condvar,
 }
 
+/// How long a side of the hand-off polls (yielding its CPU) before it sleeps on the condition
+/// variable: a condition variable's wake-up costs tens of microseconds, paid twice per window
+/// (the release of pass 1, its launch status), while the other side usually answers sooner.
+const SPIN_FOR: Duration = Duration::from_micros(1000);
+
 impl Handoff {
+    /// Polls `ready` (yielding between looks, the state unlocked) for at most [`SPIN_FOR`] or
+    /// until `deadline`; `true` when it became ready.
+    fn spin(&self, deadline: Instant, ready: impl Fn(&HandoffState) -> bool) -> bool {
+        let end = (Instant::now() + SPIN_FOR).min(deadline);
+        loop {
+            if ready(&self.state.lock()) {
+                return true;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     pub(super) fn release(&self, r: Release) {
         self.state.lock().release = Some(r);
         self.changed.notify_all();
@@ -99,6 +119,9 @@ impl Handoff {
 
     /// The release, or `None` when the window ended without one (an internal error).
     pub(super) fn wait_release(&self) -> Option<Release> {
+        self.spin(Instant::now() + SPIN_FOR, |s| {
+            s.request.is_some() || s.release.is_some() || s.done
+        });
         let mut s = self.state.lock();
         loop {
             if self.serve(&mut s) {
@@ -171,6 +194,7 @@ impl Handoff {
 
     /// The launch's status, or `None` at `deadline`.
     pub(super) fn wait_launched(&self, deadline: Instant) -> Option<CUresult> {
+        self.spin(deadline, |s| s.launched.is_some());
         let mut s = self.state.lock();
         loop {
             if let Some(r) = s.launched {
