@@ -45,6 +45,7 @@ mod launch_metrics;
 mod params;
 mod profiler;
 mod window;
+mod writes;
 
 #[cfg(test)]
 mod tests;
@@ -124,8 +125,9 @@ pub(crate) enum Api {
     /// `cuStreamWriteValue*`), legacy launches that are not replayed (`cuLaunch`,
     /// `cuLaunchGrid*`) and host functions enqueued into a stream (`cuLaunchHostFunc`,
     /// `cuStreamAddCallback`): held off a window (reader lock), so that a window's drain sees
-    /// them queued before it or they queue after it.
-    StreamWork,
+    /// them queued before it or they queue after it. What it writes decides which carried
+    /// fingerprints it invalidates ([`writes`]).
+    StreamWork(writes::Writes),
     /// A stream memory wait (`cuStreamWaitValue*`, and `cuStreamBatchMemOp*`, which may hold
     /// waits): the stream waits for memory another agent writes, so kernels launched into it
     /// are not replayed. A batch is also stream work.
@@ -237,7 +239,7 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
             || b == "cuLaunchHostFunc"
             || b == "cuStreamAddCallback" =>
         {
-            Api::StreamWork
+            Api::StreamWork(writes::Writes::of(b))
         }
         _ => return None,
     })
@@ -538,15 +540,25 @@ impl Backend {
     /// Holds stream work off a replay window of its context: the reader side, from the
     /// call's enter callback to its exit callback.
     fn hold_off_window(&self, enter: bool, call: u32, ctx_handle: usize) {
+        // Work that may write device memory, outside any window (a copy may write another
+        // context's memory: all of them).
+        self.hold_off_window_writing(
+            enter,
+            call,
+            ctx_handle,
+            crate::engine::footprint::note_device_write_all,
+        );
+    }
+
+    /// [`hold_off_window`](Self::hold_off_window), with `note` telling the engine what the
+    /// work writes, before the call and again after it.
+    fn hold_off_window_writing(&self, enter: bool, call: u32, ctx_handle: usize, note: impl Fn()) {
         if enter {
-            // Work that may write device memory, outside any window (a copy may write another
-            // context's memory: all of them).
-            crate::engine::footprint::note_device_write_all();
+            note();
             self.ctx(ctx_handle).read_outside_window(self.settings.lock);
             calls_push(&READERS, call, ctx_handle as u64);
         } else if let Some(ctx) = calls_pop(&READERS, call) {
-            // Bumped before and after the call.
-            crate::engine::footprint::note_device_write_all();
+            note();
             self.ctx(ctx as usize).unlock_read();
         }
     }
@@ -839,7 +851,7 @@ impl Backend {
                     self.hold_off_window(enter, call, ctx_handle);
                 }
             }
-            Api::GraphLaunch | Api::StreamWork => {
+            Api::GraphLaunch | Api::StreamWork(_) => {
                 if guarded_thread() || ctx_handle == 0 {
                     return;
                 }
@@ -854,7 +866,14 @@ impl Backend {
                     let p = unsafe { &*params.cast::<cuGraphLaunch_params>() };
                     self.report_graph_launch(ctx_handle, p.hStream as u64);
                 }
-                self.hold_off_window(enter, call, ctx_handle);
+                let writes = match api {
+                    Api::StreamWork(w) => w,
+                    _ => writes::Writes::Unknown,
+                };
+                // SAFETY: this call's parameters, which `writes` was decoded for.
+                self.hold_off_window_writing(enter, call, ctx_handle, || unsafe {
+                    writes.note(params)
+                });
             }
             Api::MemAlloc
             | Api::MemAllocPitch

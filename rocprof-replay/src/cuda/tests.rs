@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, MutexGuard};
 use rocprof_replay_sys::cuda::*;
 
+use super::writes::Writes;
 use super::*;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::settings::Settings;
@@ -2200,8 +2201,23 @@ fn callbacks_are_classified_by_name() {
         Some(Api::Launch(LaunchApi::KernelEx { ptsz: false }))
     );
     assert_eq!(classify("cuMemAllocAsync_ptsz"), Some(Api::MemAllocAsync));
-    assert_eq!(classify("cuMemcpyDtoDAsync_v2_ptsz"), Some(Api::StreamWork));
-    assert_eq!(classify("cuMemsetD32_v2"), Some(Api::StreamWork));
+    assert_eq!(
+        classify("cuMemcpyDtoDAsync_v2_ptsz"),
+        Some(Api::StreamWork(Writes::Copy))
+    );
+    assert_eq!(
+        classify("cuMemsetD32_v2"),
+        Some(Api::StreamWork(Writes::Fill { unit: 4 }))
+    );
+    assert_eq!(
+        classify("cuMemcpyDtoH_v2_ptds"),
+        Some(Api::StreamWork(Writes::Host))
+    );
+    assert_eq!(
+        classify("cuMemsetD8"),
+        Some(Api::StreamWork(Writes::Unknown)),
+        "32-bit legacy pointers are not decoded"
+    );
     assert_eq!(classify("cuGraphLaunch_ptsz"), Some(Api::GraphLaunch));
     for loads in [
         "cuModuleLoadData",
@@ -2214,7 +2230,7 @@ fn callbacks_are_classified_by_name() {
         assert_eq!(classify(loads), Some(Api::Loads), "{loads}");
     }
     assert!(Api::KernelGetFunction.may_load() && Api::ModuleGetGlobal.may_load());
-    assert!(!Api::StreamWork.may_load() && !Api::MemAlloc.may_load());
+    assert!(!Api::StreamWork(Writes::Unknown).may_load() && !Api::MemAlloc.may_load());
     for held in [
         "cuLaunch",
         "cuLaunchGrid",
@@ -2223,7 +2239,11 @@ fn callbacks_are_classified_by_name() {
         "cuLaunchHostFunc_ptsz",
         "cuStreamAddCallback_ptsz",
     ] {
-        assert_eq!(classify(held), Some(Api::StreamWork), "{held}");
+        assert_eq!(
+            classify(held),
+            Some(Api::StreamWork(Writes::Unknown)),
+            "{held}"
+        );
     }
     assert_eq!(
         classify("cuLaunchHostFuncV2"),
@@ -3380,4 +3400,81 @@ fn the_arena_holds_what_the_plan_captures_not_every_allocation() {
     );
     assert_eq!(buf.values(), vec![1; 8]);
     let _ = other;
+}
+
+#[test]
+fn a_copy_into_one_watched_allocation_makes_the_next_window_read_only_its_fingerprints() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    // Watched (the kernel's arguments name only `buf`).
+    let a = h.alloc(1 << 20);
+    let b = h.alloc(1 << 20);
+    let mut buf = Buffer::new(&h, 8);
+    let launch = |buf: &mut Buffer| {
+        let mut args = buf.args();
+        h.launch(&ADD_ONE, &mut args, 0);
+    };
+    launch(&mut buf);
+    launch(&mut buf);
+    let copy = |dst: usize| {
+        // cuMemcpyHtoDAsync_v2's (dstDevice, srcHost, ByteCount, hStream).
+        let p = [dst as u64, 0, 4096, 0];
+        h.call(
+            MEMCPY,
+            c"cuMemcpyHtoDAsync_v2",
+            p.as_ptr().cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+    };
+    copy(a + 4096);
+    launch(&mut buf);
+    // A copy into memory outside every allocation (a host buffer, say).
+    let host = vec![0u8; 4096];
+    copy(host.as_ptr() as usize);
+    launch(&mut buf);
+    let o: Vec<Outcome> = h.outcomes().into_iter().map(|(_, o)| o).collect();
+    assert!(o.iter().all(|o| o.kind == OutcomeKind::Replayed), "{o:?}");
+    assert_eq!(o[0].watched_bytes, 2 << 20);
+    assert_eq!(o[1].carried_bytes, 2 << 20, "nothing written in between");
+    assert_eq!(o[2].carried_bytes, 1 << 20, "`b` carried, `a` read again");
+    assert_eq!(o[3].carried_bytes, 2 << 20);
+    assert_eq!(buf.values(), vec![4; 8]);
+    let _ = b;
+}
+
+#[test]
+fn stream_work_names_the_range_it_writes() {
+    let range = |name: &str, p: &[u64]| {
+        // SAFETY: `p` holds the words of the call's parameter struct.
+        unsafe { Writes::of(name).range(p.as_ptr().cast()) }
+    };
+    assert_eq!(
+        range("cuMemcpyAsync_ptsz", &[0x1000, 9, 64, 0]),
+        Some(Some((0x1000, 64)))
+    );
+    assert_eq!(range("cuMemcpyDtoH_v2", &[0x1000, 0x2000, 64]), Some(None));
+    assert_eq!(
+        range("cuMemcpyPeerAsync", &[0x1000, 1, 2, 3, 64, 0]),
+        Some(Some((0x1000, 64)))
+    );
+    assert_eq!(
+        range("cuMemsetD32Async", &[0x1000, 7, 10, 0]),
+        Some(Some((0x1000, 40)))
+    );
+    // 3 rows of 5 16-bit elements, 64 bytes apart: the last row ends at 2 * 64 + 10.
+    assert_eq!(
+        range("cuMemsetD2D16_v2_ptds", &[0x1000, 64, 7, 5, 3]),
+        Some(Some((0x1000, 138)))
+    );
+    assert_eq!(
+        range("cuMemsetD2D8Async", &[0x1000, 64, 7, 5, 0, 0]),
+        Some(None)
+    );
+    assert_eq!(
+        range("cuStreamWriteValue64_v2", &[0, 0x1000, 1, 0]),
+        Some(Some((0x1000, 8)))
+    );
+    assert_eq!(range("cuMemcpy2DAsync_v2", &[0, 0]), None);
+    assert_eq!(range("cuLaunchHostFunc", &[0, 0]), None);
 }

@@ -38,7 +38,11 @@
 //! carried fingerprints once it holds the agent, and uses those whose allocation (base,
 //! generation, size) is unchanged if the epoch still has that value when it fingerprints.
 //! Work that may write device memory outside a window — a dispatch run once, a copy, a fill,
-//! a stream write — bumps the epoch before and after it is submitted ([`note_device_write`]).
+//! a stream write — bumps the epoch before and after it is submitted ([`note_device_write`]);
+//! a copy or fill whose destination the backend decoded (CUDA: `cuMemcpy*`, `cuMemset*`,
+//! `cuStreamWriteValue*` into linear memory) logs its range instead ([`note_range_write`]),
+//! which makes only the allocations it overlaps read again, and a copy into host memory
+//! neither.
 //! Work submitted before a window's decision runs before its fingerprints (it precedes the
 //! dispatch on its queue, or the window drains it); work submitted after it may run after the
 //! window (behind it on its queue, behind its isolation gate, or a copy waiting for it), and
@@ -49,7 +53,7 @@
 //! after-pass fingerprints are always read fresh. Device memory the host writes without an
 //! API call (CUDA managed memory) turns carrying off for the process ([`note_host_writable`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -207,9 +211,9 @@ pub(crate) struct Watch {
     /// The fingerprints of the latest check, when it covered every region and found nothing
     /// changed.
     last: Option<Arc<Vec<u64>>>,
-    /// The agent and the write epoch of the window's decision ([`Watch::commit`]).
+    /// The agent and its write epoch at the window's decision ([`Watch::commit`]).
     agent: u64,
-    epoch: u64,
+    epoch: Tag,
     /// Bytes whose "before" fingerprints were carried over from the previous window.
     pub(crate) carried_bytes: u64,
     /// Per region: its "before" fingerprints were carried.
@@ -233,7 +237,7 @@ impl Watch {
         inventory: &AllocationInventory,
         mem: &mut dyn DeviceMemory,
         agent: u64,
-        tag: u64,
+        tag: Tag,
         carried: &Carried,
     ) -> Result<Watch, DiffError> {
         let start = Instant::now();
@@ -241,6 +245,7 @@ impl Watch {
         // since the previous window's decision (`Print::epoch`).
         let epoch = self::epoch(agent);
         let pins = inventory.pin(regions.iter());
+        let ranges = RANGES.lock();
         let mut live = Vec::with_capacity(regions.len());
         let mut spans = Vec::with_capacity(regions.len());
         // Per live region: carried fingerprints, or `None` (read now).
@@ -249,13 +254,14 @@ impl Watch {
             if !pins.is_pinned(i) {
                 continue;
             }
-            let hit = carried.get(&r, epoch);
+            let hit = carried.get(&r, epoch, &ranges);
             if hit.is_none() {
                 spans.push((r.base, r.size));
             }
             reuse.push(hit);
             live.push(r);
         }
+        drop(ranges);
         let read = mem.fingerprint(&spans, FINGERPRINT_GRANULE);
         drop(pins);
         let read = read?;
@@ -475,6 +481,84 @@ pub(crate) fn note_device_write_all() {
     ALL.fetch_add(1, Ordering::AcqRel);
 }
 
+/// Writes of known ranges outside windows (copies and fills whose destination the backend
+/// decoded, [`note_range_write`]), newest last: a carried fingerprint of an allocation that a
+/// range written after its window's decision overlaps no longer counts; the others' still do.
+/// The oldest entries make room for new ones past [`RANGE_LOG`]: fingerprints older than the
+/// oldest entry kept (`floor`) count as written.
+#[derive(Default)]
+struct RangeLog {
+    /// Sequence number of the newest entry (0: none yet).
+    newest: u64,
+    /// Sequence number of the newest entry dropped.
+    floor: u64,
+    /// (sequence, start, end) of each range.
+    entries: VecDeque<(u64, usize, usize)>,
+}
+
+impl RangeLog {
+    /// Logs `len` bytes written at `start`.
+    fn push(&mut self, start: usize, len: usize) {
+        self.newest += 1;
+        if self.entries.len() >= RANGE_LOG
+            && let Some((dropped, _, _)) = self.entries.pop_front()
+        {
+            self.floor = dropped;
+        }
+        self.entries
+            .push_back((self.newest, start, start.saturating_add(len)));
+    }
+
+    /// Whether a range logged after `seq` overlaps `[base, base + size)`.
+    fn written_since(&self, seq: u64, base: usize, size: usize) -> bool {
+        if seq < self.floor {
+            return true;
+        }
+        let end = base.saturating_add(size);
+        self.entries
+            .iter()
+            .rev()
+            .take_while(|e| e.0 > seq)
+            .any(|&(_, start, stop)| start < end && base < stop)
+    }
+}
+
+/// Ranges logged before the oldest entries are dropped.
+const RANGE_LOG: usize = 4096;
+
+static RANGES: Mutex<RangeLog> = Mutex::new(RangeLog {
+    newest: 0,
+    floor: 0,
+    entries: VecDeque::new(),
+});
+
+/// The application wrote (or is about to write) `len` bytes of device memory at `start` outside
+/// a replay window — a copy or a fill whose destination the backend knows: carried
+/// fingerprints of the allocations it overlaps no longer count, the others' still do. Like
+/// [`note_device_write`], called before the work is submitted and again after.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn note_range_write(start: usize, len: usize) {
+    if len > 0 {
+        RANGES.lock().push(start, len);
+    }
+}
+
+/// What the fingerprints of a window are tagged with: its agent's write epoch and the newest
+/// logged range at the window's decision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tag {
+    epoch: u64,
+    ranges: u64,
+}
+
+/// The tag of a window deciding now on `agent`.
+pub(crate) fn tag(agent: u64) -> Tag {
+    Tag {
+        epoch: epoch(agent),
+        ranges: RANGES.lock().newest,
+    }
+}
+
 /// `agent`'s current write epoch (taken at a window's decision).
 pub(crate) fn epoch(agent: u64) -> u64 {
     let own = slot(agent).load(Ordering::Acquire);
@@ -495,7 +579,7 @@ pub(crate) fn note_host_writable() {
 struct Print {
     generation: u64,
     size: usize,
-    epoch: u64,
+    epoch: Tag,
     prints: Prints,
 }
 
@@ -509,14 +593,20 @@ pub(crate) struct Carried(HashMap<usize, Print>);
 
 impl Carried {
     /// The fingerprints of `r`, if it is the allocation they were taken of and nothing was
-    /// written outside a window since `epoch`.
-    fn get(&self, r: &Region, epoch: u64) -> Option<Prints> {
+    /// written outside a window since their window's decision: the agent's write epoch is
+    /// still `epoch`, and no range logged since overlaps `r`.
+    fn get(&self, r: &Region, epoch: u64, ranges: &RangeLog) -> Option<Prints> {
         let RegionKind::Allocation { generation } = r.kind else {
             return None;
         };
         self.0
             .get(&r.base)
-            .filter(|p| p.generation == generation && p.size == r.size && p.epoch == epoch)
+            .filter(|p| {
+                p.generation == generation
+                    && p.size == r.size
+                    && p.epoch.epoch == epoch
+                    && !ranges.written_since(p.epoch.ranges, r.base, r.size)
+            })
             .map(|p| p.prints.clone())
     }
 }
@@ -631,6 +721,33 @@ mod tests {
             h = h.wrapping_add(term(i as u64, u64::from_le_bytes(word)));
         }
         assert_eq!(h, fingerprint(&bytes));
+    }
+
+    #[test]
+    fn the_range_log_names_overlapping_writes_and_forgets_nothing_it_dropped() {
+        let mut log = RangeLog::default();
+        let push = |log: &mut RangeLog, start: usize, len: usize| log.push(start, len);
+        let tag = log.newest;
+        push(&mut log, 0x1000, 0x100);
+        assert!(log.written_since(tag, 0x10ff, 1), "the last byte overlaps");
+        assert!(
+            !log.written_since(tag, 0x1100, 0x100),
+            "the next byte does not"
+        );
+        assert!(
+            !log.written_since(log.newest, 0x1000, 0x100),
+            "nothing since the newest"
+        );
+        // Tagged before the second entry: once that one is dropped, what it wrote is unknown.
+        let old = log.newest;
+        for i in 0..RANGE_LOG + 1 {
+            push(&mut log, 0x10_0000 + i * 16, 16);
+        }
+        assert!(
+            log.written_since(old, 0x9000_0000, 16),
+            "a tag older than the log's oldest entry counts as written"
+        );
+        assert!(!log.written_since(log.newest - 1, 0x9000_0000, 16));
     }
 
     #[test]

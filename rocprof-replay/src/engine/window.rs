@@ -275,7 +275,7 @@ pub(crate) struct Decided<'p, P: ReplayPolicy> {
     host_writes_repeated: bool,
     /// The agent's write epoch at the decision: the tag of the fingerprints this window may
     /// leave ([carried fingerprints](crate::engine::footprint#carried-fingerprints)).
-    epoch: u64,
+    epoch: footprint::Tag,
 }
 
 /// The decision for one dispatch, made on the submitting thread: `Err` is the outcome of a
@@ -405,7 +405,7 @@ fn decide_inner<'p, P: ReplayPolicy>(
         state,
         set,
         host_writes_repeated,
-        epoch: footprint::epoch(info.agent.0),
+        epoch: footprint::tag(info.agent.0),
     })
 }
 
@@ -927,7 +927,7 @@ fn plan_and_capture(
     inventory: &AllocationInventory,
     settings: &Settings,
     mode: FootprintMode,
-    (epoch, carried): (u64, &footprint::Carried),
+    (epoch, carried): (footprint::Tag, &footprint::Carried),
 ) -> Result<(Snapshot, Option<Watch>, FootprintKind), DeclineReason> {
     let vars = phases::timed(Phase::Variables, || target.module_variables())?;
     let plan_start = phases::enabled().then(Instant::now);

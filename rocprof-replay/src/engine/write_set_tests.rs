@@ -1172,3 +1172,40 @@ fn a_stale_carried_fingerprint_costs_a_replay_never_a_missed_write() {
     assert_eq!(dev.bufs, dev.one_execution(&before, 0));
     assert!(!footprint::REMEMBERED.contains(0x3_0101, 0x3_0102));
 }
+
+#[test]
+fn a_copy_into_one_watched_allocation_makes_only_its_fingerprints_read_again() {
+    // Buffers 1 and 2 are watched (the kernels write buffer 0). A copy the backend decoded
+    // writes buffer 2 between two windows: the next window reads buffer 2's fingerprints again
+    // and keeps buffer 1's; had it kept buffer 2's stale ones, replay would stop after the first
+    // pass (`footprint_unchecked`).
+    let sizes = [1000, 4096, 4096, 24];
+    let mut dev = Dev::on(0x3_0201, &sizes, vec![vec![(0, 0, 8)]]);
+    dev.args = Some(vec![0]);
+    let run_again = |dev: &mut Dev, kernel: u64| {
+        dev.kernel = kernel;
+        dev.passes = 0;
+        let before = dev.bufs.clone();
+        let (out, _) = run(dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+        assert_eq!(out.kind, OutcomeKind::Replayed, "{out:?}");
+        assert_eq!(dev.bufs, dev.one_execution(&before, 0));
+        out
+    };
+    let first = run_again(&mut dev, 0x3_0201);
+    assert_eq!((first.watched_bytes, first.carried_bytes), (8192, 0));
+    // The copy: logged before and after it is submitted, as the CUDA backend does.
+    let base = dev.bufs[2].as_ptr() as usize;
+    footprint::note_range_write(base + 100, 16);
+    dev.bufs[2][100..116].fill(0xab);
+    footprint::note_range_write(base + 100, 16);
+    let second = run_again(&mut dev, 0x3_0202);
+    assert_eq!(
+        second.carried_bytes, 4096,
+        "buffer 1 carried, buffer 2 read again"
+    );
+    // A copy into memory no allocation holds (host memory, say) costs nothing carried.
+    let host = [0u8; 64];
+    footprint::note_range_write(host.as_ptr() as usize, host.len());
+    let third = run_again(&mut dev, 0x3_0203);
+    assert_eq!(third.carried_bytes, 8192);
+}

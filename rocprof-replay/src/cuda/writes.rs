@@ -1,0 +1,109 @@
+//! What a piece of stream work writes, decoded from its parameters: a copy or a fill into one
+//! known range of device memory invalidates the carried fingerprints of the allocations it
+//! overlaps only ([`note_range_write`](crate::engine::footprint::note_range_write)); work whose
+//! destination is not decoded invalidates every agent's
+//! ([`note_device_write_all`](crate::engine::footprint::note_device_write_all)), and a copy into
+//! host memory none.
+//!
+//! Parameter layouts are CUPTI's `<function>_params` structs (`generated_cuda_meta.h`, CUDA 13):
+//! the 64-bit destination first for copies and fills, the stream first for stream writes. The
+//! legacy entry points with 32-bit device pointers (`cuMemcpyHtoD`, `cuMemsetD8`, ... without
+//! `_v2`) are not decoded.
+
+use std::ffi::c_void;
+
+/// How the destination of a stream-work call is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Writes {
+    /// `(dst, src, ByteCount)`: `cuMemcpy`, `cuMemcpyAsync`, `cuMemcpyHtoD_v2`, `cuMemcpyDtoD_v2`
+    /// (and their `Async`, `_ptds`, `_ptsz` forms).
+    Copy,
+    /// `(dstDevice, dstContext, srcDevice, srcContext, ByteCount)`: `cuMemcpyPeer(Async)`.
+    Peer,
+    /// `(dstDevice, value, N)` of `unit`-byte elements: `cuMemsetD8/16/32_v2`, `...Async`.
+    Fill { unit: usize },
+    /// `(dstDevice, dstPitch, value, Width, Height)`, `Width` in `unit`-byte elements:
+    /// `cuMemsetD2D8/16/32_v2`, `...Async`.
+    Fill2D { unit: usize },
+    /// `(stream, addr, value, flags)`: `cuStreamWriteValue32/64` of `bytes`.
+    Value { bytes: usize },
+    /// A copy into host memory (`cuMemcpyDtoH_v2`, `cuMemcpyDtoHAsync_v2` and the legacy
+    /// forms): no device memory is written.
+    Host,
+    /// Anything else (2D/3D and array copies, batches, legacy launches, host functions): it
+    /// may write any device memory.
+    Unknown,
+}
+
+impl Writes {
+    /// The stream-work function `name` (its `_ptsz` suffix already stripped or not).
+    pub(crate) fn of(name: &str) -> Writes {
+        let base = name
+            .strip_suffix("_ptsz")
+            .or_else(|| name.strip_suffix("_ptds"))
+            .unwrap_or(name);
+        match base {
+            "cuMemcpy"
+            | "cuMemcpyAsync"
+            | "cuMemcpyHtoD_v2"
+            | "cuMemcpyHtoDAsync_v2"
+            | "cuMemcpyDtoD_v2"
+            | "cuMemcpyDtoDAsync_v2" => Writes::Copy,
+            "cuMemcpyPeer" | "cuMemcpyPeerAsync" => Writes::Peer,
+            "cuMemcpyDtoH_v2" | "cuMemcpyDtoHAsync_v2" | "cuMemcpyDtoH" | "cuMemcpyDtoHAsync" => {
+                Writes::Host
+            }
+            "cuMemsetD8_v2" | "cuMemsetD8Async" => Writes::Fill { unit: 1 },
+            "cuMemsetD16_v2" | "cuMemsetD16Async" => Writes::Fill { unit: 2 },
+            "cuMemsetD32_v2" | "cuMemsetD32Async" => Writes::Fill { unit: 4 },
+            "cuMemsetD2D8_v2" | "cuMemsetD2D8Async" => Writes::Fill2D { unit: 1 },
+            "cuMemsetD2D16_v2" | "cuMemsetD2D16Async" => Writes::Fill2D { unit: 2 },
+            "cuMemsetD2D32_v2" | "cuMemsetD2D32Async" => Writes::Fill2D { unit: 4 },
+            "cuStreamWriteValue32" | "cuStreamWriteValue32_v2" => Writes::Value { bytes: 4 },
+            "cuStreamWriteValue64" | "cuStreamWriteValue64_v2" => Writes::Value { bytes: 8 },
+            _ => Writes::Unknown,
+        }
+    }
+
+    /// The range the call writes (`Some(None)`: none of device memory; `None`: unknown).
+    ///
+    /// # Safety
+    /// `params` is the call's CUPTI parameter struct, of the function this was made `of`.
+    pub(crate) unsafe fn range(self, params: *const c_void) -> Option<Option<(usize, usize)>> {
+        let word = |i: usize| {
+            // SAFETY: every decoded struct holds at least that many 8-byte fields (caller
+            // contract; layouts in the variants' docs).
+            unsafe { *params.cast::<u64>().add(i) as usize }
+        };
+        let range = match self {
+            Writes::Host => return Some(None),
+            Writes::Unknown => return None,
+            Writes::Copy => (word(0), word(2)),
+            Writes::Peer => (word(0), word(4)),
+            Writes::Fill { unit } => (word(0), word(2).checked_mul(unit)?),
+            Writes::Fill2D { unit } => {
+                let (pitch, width, height) = (word(1), word(3), word(4));
+                if height == 0 {
+                    return Some(None);
+                }
+                let last = pitch.checked_mul(height - 1)?;
+                (word(0), last.checked_add(width.checked_mul(unit)?)?)
+            }
+            Writes::Value { bytes } => (word(1), bytes),
+        };
+        Some(Some(range))
+    }
+
+    /// Tells the engine what the call writes (before it is submitted, and again after).
+    ///
+    /// # Safety
+    /// As for [`range`](Self::range).
+    pub(crate) unsafe fn note(self, params: *const c_void) {
+        // SAFETY: caller contract.
+        match unsafe { self.range(params) } {
+            Some(None) => {}
+            Some(Some((start, len))) => crate::engine::footprint::note_range_write(start, len),
+            None => crate::engine::footprint::note_device_write_all(),
+        }
+    }
+}
