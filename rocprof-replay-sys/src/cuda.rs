@@ -65,6 +65,17 @@ pub type CUdevice = c_int;
 pub type CUdeviceptr = u64;
 /// A physical allocation of the virtual memory management API.
 pub type CUmemGenericAllocationHandle = u64;
+/// `CUmemAllocationHandleType`: the kind of a shareable handle.
+pub type CUmemAllocationHandleType = c_uint;
+
+/// An interprocess memory handle (`CUipcMemHandle`): opaque bytes another process exported.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUipcMemHandle {
+    /// The handle's bytes.
+    pub reserved: [c_char; 64],
+}
+const_assert_layout!(CUipcMemHandle, size = 64, align = 1);
 /// `CUstreamCaptureStatus`.
 pub type CUstreamCaptureStatus = c_uint;
 /// `CUstreamCaptureMode`.
@@ -518,6 +529,65 @@ pub mod params {
     }
     const_assert_layout!(cuMemUnmap_params, size = 16, align = 8);
 
+    /// `cuIpcOpenMemHandle_v2_params` (`cuIpcOpenMemHandle_params` has the same shape).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuIpcOpenMemHandle_v2_params {
+        pub pdptr: *mut CUdeviceptr,
+        pub handle: CUipcMemHandle,
+        pub Flags: c_uint,
+    }
+    const_assert_layout!(cuIpcOpenMemHandle_v2_params, size = 80, align = 8);
+    const_assert_offsets!(cuIpcOpenMemHandle_v2_params {
+        pdptr: 0,
+        handle: 8,
+        Flags: 72,
+    });
+
+    /// `cuIpcCloseMemHandle_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuIpcCloseMemHandle_params {
+        pub dptr: CUdeviceptr,
+    }
+    const_assert_layout!(cuIpcCloseMemHandle_params, size = 8, align = 8);
+
+    /// `cuMemImportFromShareableHandle_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemImportFromShareableHandle_params {
+        pub handle: *mut CUmemGenericAllocationHandle,
+        pub osHandle: *mut c_void,
+        pub shHandleType: CUmemAllocationHandleType,
+    }
+    const_assert_layout!(cuMemImportFromShareableHandle_params, size = 24, align = 8);
+
+    /// `cuMemRetainAllocationHandle_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemRetainAllocationHandle_params {
+        pub handle: *mut CUmemGenericAllocationHandle,
+        pub addr: *mut c_void,
+    }
+    const_assert_layout!(cuMemRetainAllocationHandle_params, size = 16, align = 8);
+
+    /// `cuMemRelease_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemRelease_params {
+        pub handle: CUmemGenericAllocationHandle,
+    }
+    const_assert_layout!(cuMemRelease_params, size = 8, align = 8);
+
+    /// `cuMulticastCreate_params` (`prop` points to a `CUmulticastObjectProp`, not read).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMulticastCreate_params {
+        pub mcHandle: *mut CUmemGenericAllocationHandle,
+        pub prop: *const c_void,
+    }
+    const_assert_layout!(cuMulticastCreate_params, size = 16, align = 8);
+
     /// `cuModuleGetGlobal_v2_params`.
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]
@@ -688,6 +758,13 @@ pub mod cbid {
         cuMemFreeAsync_ptsz = 601;
         cuMemMap = 551;
         cuMemUnmap = 552;
+        cuMemRelease = 550;
+        cuMemImportFromShareableHandle = 555;
+        cuMemRetainAllocationHandle = 565;
+        cuMulticastCreate = 706;
+        cuIpcOpenMemHandle = 329;
+        cuIpcOpenMemHandle_v2 = 567;
+        cuIpcCloseMemHandle = 330;
         cuModuleGetGlobal_v2 = 241;
         cuLibraryGetGlobal = 684;
         cuGraphLaunch = 514;
@@ -761,6 +838,9 @@ pub type cuMemHostAlloc_fn =
     unsafe extern "C" fn(pp: *mut *mut c_void, bytesize: usize, flags: c_uint) -> CUresult;
 /// `cuMemFreeHost`.
 pub type cuMemFreeHost_fn = unsafe extern "C" fn(p: *mut c_void) -> CUresult;
+/// `cuMemGetAddressRange_v2`: the base and size of the allocation containing `dptr`.
+pub type cuMemGetAddressRange_fn =
+    unsafe extern "C" fn(pbase: *mut CUdeviceptr, psize: *mut usize, dptr: CUdeviceptr) -> CUresult;
 /// `cuMemcpyAsync` (unified addressing: either side may be device or pinned host memory).
 pub type cuMemcpyAsync_fn = unsafe extern "C" fn(
     dst: CUdeviceptr,

@@ -141,6 +141,11 @@ fn checks() -> Probe {
     p.layout("CUresult", size_of::<CUresult>(), align_of::<CUresult>());
     p.layout("CUdevice", size_of::<CUdevice>(), align_of::<CUdevice>());
     p.layout(
+        "CUmemAllocationHandleType",
+        size_of::<CUmemAllocationHandleType>(),
+        align_of::<CUmemAllocationHandleType>(),
+    );
+    p.layout(
         "CUdeviceptr",
         size_of::<CUdeviceptr>(),
         align_of::<CUdeviceptr>(),
@@ -240,6 +245,20 @@ fn checks() -> Probe {
     strukt!(p, cuMemFreeAsync_params, "cuMemFreeAsync_ptsz_params" { dptr, hStream });
     strukt!(p, cuMemMap_params, "cuMemMap_params" { ptr, size, offset, handle, flags });
     strukt!(p, cuMemUnmap_params, "cuMemUnmap_params" { ptr, size });
+    strukt!(p, CUipcMemHandle, "CUipcMemHandle" { reserved });
+    strukt!(p, cuIpcOpenMemHandle_v2_params, "cuIpcOpenMemHandle_v2_params" {
+        pdptr, handle, Flags,
+    });
+    strukt!(p, cuIpcOpenMemHandle_v2_params, "cuIpcOpenMemHandle_params" { pdptr, handle, Flags });
+    strukt!(p, cuIpcCloseMemHandle_params, "cuIpcCloseMemHandle_params" { dptr });
+    strukt!(p, cuMemImportFromShareableHandle_params, "cuMemImportFromShareableHandle_params" {
+        handle, osHandle, shHandleType,
+    });
+    strukt!(p, cuMemRetainAllocationHandle_params, "cuMemRetainAllocationHandle_params" {
+        handle, addr,
+    });
+    strukt!(p, cuMemRelease_params, "cuMemRelease_params" { handle });
+    strukt!(p, cuMulticastCreate_params, "cuMulticastCreate_params" { mcHandle, prop });
     strukt!(p, cuMemHostAlloc_params, "cuMemHostAlloc_params" { pp, bytesize, Flags });
     strukt!(p, cuMemAllocHost_v2_params, "cuMemAllocHost_v2_params" { pp, bytesize });
     strukt!(p, cuMemHostRegister_v2_params, "cuMemHostRegister_v2_params" { p, bytesize, Flags });
@@ -374,6 +393,7 @@ fn checks() -> Probe {
         "cuMemHostAlloc" => cuMemHostAlloc_fn,
         "cuMemFreeHost" => cuMemFreeHost_fn,
         "cuMemcpyAsync" => cuMemcpyAsync_fn,
+        "cuMemGetAddressRange_v2" => cuMemGetAddressRange_fn,
         "cuStreamCreate" => cuStreamCreate_fn,
         "cuStreamDestroy_v2" => cuStreamDestroy_fn,
         "cuStreamQuery" => cuStreamQuery_fn,

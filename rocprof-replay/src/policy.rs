@@ -494,12 +494,26 @@ pub enum DeclineReason {
     /// The launch is queued behind a stream memory wait (CUDA `cuStreamWaitValue*`): the
     /// stream waits for memory another agent writes.
     StreamMemoryWait,
-    /// An argument of the kernel points into host memory the device can reach (CUDA pinned or
-    /// registered host memory; on HSA, fine-grained or locked memory the host cannot read, or
+    /// An argument of the kernel points into host memory the device can reach (CUDA pinned,
+    /// registered or managed memory; on HSA, fine-grained or locked memory the host cannot read, or
     /// any such memory when the kernel's arguments cannot be sized): the application's host
     /// threads may read and write it at any time, so repeating the kernel's writes there, or
     /// restoring them, is not safe.
     HostMemory,
+    /// An argument of the kernel points into memory another process or GPU writes (CUDA: an
+    /// IPC import, `cuIpcOpenMemHandle`, or a virtual-memory mapping of a handle imported from
+    /// another process or GPU, `cuMemImportFromShareableHandle`, or of a multicast object),
+    /// or the kernel's arguments cannot be sized while such memory exists: the engine can
+    /// neither fence those writers nor restore under them, so a restore could undo their
+    /// writes and a repeated pass could wait for writes that come once. Never replayed, even
+    /// where the policy opts in to repeated host writes.
+    ForeignMemory,
+    /// An argument of the kernel points into an allocation of another context of the process
+    /// (CUDA peer access), or the kernel's arguments cannot be sized while other contexts own
+    /// allocations: the window drains and fences only the launching context, so the owner's
+    /// work could write that memory during a restore, and the memory is not captured, so the
+    /// kernel's writes there would be repeated once per pass.
+    PeerMemory,
     /// The kernel's arguments point into host memory the host can read, and that memory
     /// changed during the first pass (the kernel wrote it, or a host thread did): replay
     /// stops after the first pass, whose result — the application's own execution — stands.
@@ -552,6 +566,8 @@ impl DeclineReason {
             DeclineReason::CommunicationKernel => "communication_kernel",
             DeclineReason::HostMemory => "host_memory",
             DeclineReason::HostMemoryWritten => "host_memory_written",
+            DeclineReason::ForeignMemory => "foreign_memory",
+            DeclineReason::PeerMemory => "peer_memory",
             DeclineReason::VendorPackets => "vendor_packets",
             DeclineReason::StreamMemoryWait => "stream_memory_wait",
             DeclineReason::WroteOutsideFootprint => "wrote_outside_footprint",

@@ -86,9 +86,12 @@ for s in $steps; do
       every_launch_path a_preloaded_tool 2>&1 | tail -60
     ;;
   promise)
-    step "host memory, communication and module paths (issue 13)"
-    timeout 300 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
-      kernels_writing_host_memory 2>&1 | tail -40
+    step "host memory, communication and module paths; managed, IPC, imported and peer memory (issue 13)"
+    timeout 400 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
+      kernels_writing_host_memory memory_the_window_cannot_restore 2>&1 | tail -40
+    for f in memory_kinds memory_kinds.all; do
+      echo "--- $f"; grep -E '^(case|RESULT)' "$out/gpu/$f.stdout" 2>/dev/null
+    done
     ;;
   writeset)
     step "write-set restore through the compare kernel (issue 14 items 1, 4)"

@@ -59,6 +59,9 @@ pub(crate) struct Driver {
     pub(crate) device_get_attribute: Option<cuDeviceGetAttribute_fn>,
     /// `cuOccupancyMaxActiveBlocksPerMultiprocessor` (`launch__waves_per_multiprocessor`).
     pub(crate) occupancy_max_active_blocks: Option<cuOccupancyMaxActiveBlocksPerMultiprocessor_fn>,
+    /// `cuMemGetAddressRange_v2` (the extent of an IPC import; `None`: only its first byte is
+    /// known, and kernels given an interior pointer into it are not recognised).
+    pub(crate) mem_get_address_range: Option<cuMemGetAddressRange_fn>,
 }
 
 /// `cuDeviceGetAttribute(pi, attrib, dev)`.
@@ -301,6 +304,9 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
                     "cuOccupancyMaxActiveBlocksPerMultiprocessor",
                     "cuOccupancyMaxActiveBlocksPerMultiprocessor",
                 )
+                .ok(),
+            mem_get_address_range: r
+                .get("cuMemGetAddressRange", "cuMemGetAddressRange_v2")
                 .ok(),
         }
     };

@@ -42,6 +42,7 @@ mod api;
 mod gate;
 mod globals;
 mod launch_metrics;
+mod memory;
 mod params;
 mod profiler;
 mod window;
@@ -96,6 +97,19 @@ pub(crate) enum Api {
     MemMap,
     /// `cuMemUnmap`.
     MemUnmap,
+    /// `cuMemImportFromShareableHandle`, `cuMulticastCreate`: a virtual-memory handle whose
+    /// physical memory another process or GPU writes (both parameter structs start with the
+    /// handle's out-pointer).
+    ForeignHandle,
+    /// `cuMemRetainAllocationHandle`: the handle of a mapped address (foreign if the mapping
+    /// is).
+    MemRetain,
+    /// `cuMemRelease`.
+    MemRelease,
+    /// `cuIpcOpenMemHandle` (and `_v2`): memory of another process mapped into this one.
+    IpcOpen,
+    /// `cuIpcCloseMemHandle`.
+    IpcClose,
     /// `cuModuleGetGlobal_v2`.
     ModuleGetGlobal,
     /// `cuLibraryGetGlobal`.
@@ -197,6 +211,11 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuMemFreeAsync" => Api::MemFreeAsync,
         "cuMemMap" => Api::MemMap,
         "cuMemUnmap" => Api::MemUnmap,
+        "cuMemImportFromShareableHandle" | "cuMulticastCreate" => Api::ForeignHandle,
+        "cuMemRetainAllocationHandle" => Api::MemRetain,
+        "cuMemRelease" => Api::MemRelease,
+        "cuIpcOpenMemHandle" | "cuIpcOpenMemHandle_v2" => Api::IpcOpen,
+        "cuIpcCloseMemHandle" => Api::IpcClose,
         "cuModuleGetGlobal_v2" => Api::ModuleGetGlobal,
         "cuLibraryGetGlobal" => Api::LibraryGetGlobal,
         "cuMemHostAlloc" => Api::HostAlloc {
@@ -490,9 +509,16 @@ pub(crate) struct Backend {
     pub(crate) kernels: RwLock<HashMap<(usize, usize), KernelFacts>>,
     pub(crate) handles: RwLock<Handles>,
     pub(crate) globals: GlobalNames,
-    /// Pinned and registered host memory (`base -> size`), process-wide: kernels whose
-    /// arguments point into it are not replayed.
-    pub(crate) host_memory: RwLock<std::collections::BTreeMap<usize, usize>>,
+    /// Host-visible memory ([`memory`]): pinned, mapped, registered and managed, process-wide.
+    /// Never in the inventory (never captured, restored or fingerprinted): kernels whose
+    /// arguments point into it are not replayed (`host_memory`).
+    pub(crate) host_memory: RwLock<memory::Ranges>,
+    /// Memory another process or GPU writes ([`memory`]): IPC imports and mappings of imported
+    /// handles. Never in the inventory: kernels whose arguments point into it are not
+    /// replayed (`foreign_memory`).
+    pub(crate) foreign_memory: RwLock<memory::Ranges>,
+    /// Virtual-memory handles whose mappings are foreign memory.
+    pub(crate) imported_handles: Mutex<memory::ImportedHandles>,
     pub(crate) next_dispatch: AtomicU64,
     /// Launch calls may return before their window ends (gates); on unless
     /// `ROCPROF_REPLAY_CUDA_ASYNC=0`, see [`window::asynchronous_windows_from_env`].
@@ -519,7 +545,9 @@ impl Backend {
             kernels: RwLock::new(HashMap::new()),
             handles: RwLock::new(Handles::default()),
             globals: GlobalNames::default(),
-            host_memory: RwLock::new(std::collections::BTreeMap::new()),
+            host_memory: RwLock::new(memory::Ranges::default()),
+            foreign_memory: RwLock::new(memory::Ranges::default()),
+            imported_handles: Mutex::new(memory::ImportedHandles::default()),
             next_dispatch: AtomicU64::new(1),
             asynchronous: window::asynchronous_windows_from_env(),
         }
@@ -892,13 +920,19 @@ impl Backend {
                 }
                 match result() {
                     CUDA_SUCCESS if !out.is_null() => {
-                        if api == Api::MemAllocManaged {
-                            // The host writes it without an API call.
-                            crate::engine::footprint::note_host_writable();
-                        }
                         // SAFETY: the driver wrote the new address.
                         let base = unsafe { *out } as usize;
-                        if base != 0 && size != 0 {
+                        if api == Api::MemAllocManaged {
+                            // The host writes it without an API call, at any time: never
+                            // captured, restored or fingerprinted (so no carried fingerprint
+                            // describes it); kernels given it are not replayed.
+                            self.host_memory.write().insert(
+                                base,
+                                size,
+                                memory::Kind::Managed,
+                                ctx_handle,
+                            );
+                        } else if base != 0 && size != 0 {
                             self.inventory.record(
                                 base,
                                 size,
@@ -923,19 +957,32 @@ impl Backend {
                     if ptr != 0 {
                         // Waits while a snapshot copy uses the memory.
                         self.inventory.remove(ptr);
+                        self.host_memory
+                            .write()
+                            .remove(ptr, &[memory::Kind::Managed]);
                     }
                 }
             }
             Api::MemMap => {
-                if !enter && !guarded_thread() && ctx_handle != 0 && result() == CUDA_SUCCESS {
+                if !enter && !guarded_thread() && result() == CUDA_SUCCESS {
                     // SAFETY: cuMemMap's parameters.
                     let p = unsafe { *params.cast::<cuMemMap_params>() };
-                    self.inventory.record(
-                        p.ptr as usize,
-                        p.size,
-                        crate::AgentId(ctx_handle as u64),
-                        Origin::VmemMapping,
-                    );
+                    if self.imported_handles.lock().contains(p.handle) {
+                        // Another process's or GPU's memory, not this context's own.
+                        self.foreign_memory.write().insert(
+                            p.ptr as usize,
+                            p.size,
+                            memory::Kind::ImportedMapping,
+                            ctx_handle,
+                        );
+                    } else if ctx_handle != 0 {
+                        self.inventory.record(
+                            p.ptr as usize,
+                            p.size,
+                            crate::AgentId(ctx_handle as u64),
+                            Origin::VmemMapping,
+                        );
+                    }
                 }
             }
             Api::MemUnmap => {
@@ -943,6 +990,69 @@ impl Backend {
                     // SAFETY: cuMemUnmap's parameters.
                     let p = unsafe { *params.cast::<cuMemUnmap_params>() };
                     self.inventory.remove_range(p.ptr as usize, p.size);
+                    self.foreign_memory
+                        .write()
+                        .remove_range(p.ptr as usize, p.size);
+                }
+            }
+            Api::ForeignHandle | Api::MemRetain => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuMemImportFromShareableHandle's, cuMulticastCreate's and
+                // cuMemRetainAllocationHandle's parameters start with the handle's
+                // out-pointer.
+                let out = unsafe { *params.cast::<*mut CUmemGenericAllocationHandle>() };
+                if out.is_null() {
+                    return;
+                }
+                let foreign = match api {
+                    Api::MemRetain => {
+                        // SAFETY: cuMemRetainAllocationHandle's parameters.
+                        let p = unsafe { *params.cast::<cuMemRetainAllocationHandle_params>() };
+                        self.foreign_memory
+                            .read()
+                            .containing(p.addr as usize)
+                            .is_some()
+                    }
+                    _ => true,
+                };
+                if foreign {
+                    // SAFETY: the driver wrote the handle.
+                    let handle = unsafe { *out };
+                    self.imported_handles.lock().add(handle);
+                }
+            }
+            Api::MemRelease => {
+                if enter && !guarded_thread() {
+                    // SAFETY: cuMemRelease's parameters.
+                    let p = unsafe { *params.cast::<cuMemRelease_params>() };
+                    self.imported_handles.lock().release(p.handle);
+                }
+            }
+            Api::IpcOpen => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: both forms' parameters (same shape).
+                let p = unsafe { *params.cast::<cuIpcOpenMemHandle_v2_params>() };
+                if p.pdptr.is_null() {
+                    return;
+                }
+                // SAFETY: the driver wrote the address of the import.
+                let base = unsafe { *p.pdptr } as usize;
+                let size = self.extent_of(base);
+                self.foreign_memory
+                    .write()
+                    .insert(base, size, memory::Kind::IpcImport, ctx_handle);
+            }
+            Api::IpcClose => {
+                if enter && !guarded_thread() {
+                    // SAFETY: cuIpcCloseMemHandle's parameters.
+                    let p = unsafe { *params.cast::<cuIpcCloseMemHandle_params>() };
+                    self.foreign_memory
+                        .write()
+                        .remove(p.dptr as usize, &[memory::Kind::IpcImport]);
                 }
             }
             Api::LibraryGetKernel
@@ -997,15 +1107,22 @@ impl Backend {
                     // SAFETY: the driver wrote the new allocation's address.
                     unsafe { *p.pp as usize }
                 };
-                if base != 0 && p.bytesize != 0 {
-                    self.host_memory.write().insert(base, p.bytesize);
-                }
+                let kind = if register {
+                    memory::Kind::Registered
+                } else {
+                    memory::Kind::Pinned
+                };
+                self.host_memory
+                    .write()
+                    .insert(base, p.bytesize, kind, ctx_handle);
             }
             Api::HostFree => {
                 if enter && !guarded_thread() {
                     // SAFETY: both parameter structs are the pointer.
                     let p = unsafe { (*params.cast::<cuMemFreeHost_params>()).p } as usize;
-                    self.host_memory.write().remove(&p);
+                    self.host_memory
+                        .write()
+                        .remove(p, &[memory::Kind::Pinned, memory::Kind::Registered]);
                 }
             }
             Api::ModuleUnload | Api::LibraryUnload => {
@@ -1089,6 +1206,10 @@ impl Backend {
                 for a in self.inventory.owned_by(crate::AgentId(ctx_handle as u64)) {
                     self.inventory.remove(a.base);
                 }
+                // Its managed memory and IPC imports go with it (pinned memory and
+                // virtual-memory mappings are left until freed or unmapped).
+                self.host_memory.write().remove_context(ctx_handle);
+                self.foreign_memory.write().remove_context(ctx_handle);
                 // The context frees its memory, streams and events itself.
                 ctx.arena.lock().abandon();
                 profiler::forget_context(ctx_handle);
@@ -1125,6 +1246,25 @@ impl Backend {
                 bytes = freed,
                 "snapshot arena released for an application allocation"
             );
+        }
+    }
+
+    /// The size of the allocation starting at `base` (an IPC import, in the current context):
+    /// `cuMemGetAddressRange`, or 1 where the driver does not say (only pointers to its first
+    /// byte are then recognised).
+    fn extent_of(&self, base: usize) -> usize {
+        let Some(range) = self.drv.mem_get_address_range else {
+            return 1;
+        };
+        let (mut b, mut size): (CUdeviceptr, usize) = (0, 0);
+        let _g = Guard::new();
+        // SAFETY: plain out-parameters; `base` is a live import of the current context.
+        let r = unsafe { range(&mut b, &mut size, base as CUdeviceptr) };
+        if r == CUDA_SUCCESS && b as usize <= base && size > 0 {
+            (b as usize).saturating_add(size).saturating_sub(base)
+        } else {
+            tracing::debug!(status = %api::error_name(&self.drv, r), "the extent of an IPC import is unknown");
+            1
         }
     }
 

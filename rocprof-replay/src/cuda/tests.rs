@@ -922,6 +922,25 @@ unsafe extern "C" fn launch_kernel_ex(
     CUDA_SUCCESS
 }
 
+/// `cuMemGetAddressRange`: the fake allocation containing `dptr`.
+unsafe extern "C" fn mem_get_address_range(
+    base: *mut CUdeviceptr,
+    size: *mut usize,
+    dptr: CUdeviceptr,
+) -> CUresult {
+    let g = gpu();
+    let Some((b, buf)) = g
+        .memory
+        .iter()
+        .find(|(b, buf)| (**b..**b + buf.len()).contains(&(dptr as usize)))
+    else {
+        return CUDA_ERROR_NOT_FOUND;
+    };
+    // SAFETY: out-parameters.
+    unsafe { (*base, *size) = (*b as CUdeviceptr, buf.len()) };
+    CUDA_SUCCESS
+}
+
 fn fake_driver() -> Driver {
     Driver {
         get_error_name,
@@ -957,6 +976,7 @@ fn fake_driver() -> Driver {
         module_get_function: Some(module_get_function),
         device_get_attribute: Some(device_get_attribute),
         occupancy_max_active_blocks: Some(occupancy_max_active_blocks),
+        mem_get_address_range: Some(mem_get_address_range),
     }
 }
 
@@ -973,6 +993,14 @@ const WAIT_VALUE: u32 = 19;
 const HOST_ALLOC: u32 = 20;
 const FREE_HOST: u32 = 21;
 const MEM_MAP: u32 = 22;
+const ALLOC_MANAGED: u32 = 23;
+const MEM_UNMAP: u32 = 24;
+const IPC_OPEN: u32 = 25;
+const IPC_CLOSE: u32 = 26;
+const MEM_IMPORT: u32 = 27;
+const MEM_RELEASE: u32 = 28;
+const MEM_RETAIN: u32 = 29;
+const MULTICAST_CREATE: u32 = 30;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1062,6 +1090,14 @@ fn harness_deciding(
         ("cuMemHostAlloc", HOST_ALLOC),
         ("cuMemFreeHost", FREE_HOST),
         ("cuMemMap", MEM_MAP),
+        ("cuMemAllocManaged", ALLOC_MANAGED),
+        ("cuMemUnmap", MEM_UNMAP),
+        ("cuIpcOpenMemHandle_v2", IPC_OPEN),
+        ("cuIpcCloseMemHandle", IPC_CLOSE),
+        ("cuMemImportFromShareableHandle", MEM_IMPORT),
+        ("cuMemRelease", MEM_RELEASE),
+        ("cuMemRetainAllocationHandle", MEM_RETAIN),
+        ("cuMulticastCreate", MULTICAST_CREATE),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).
@@ -1121,6 +1157,19 @@ impl Harness {
         symbol: &CStr,
         body: impl FnOnce() -> CUresult,
     ) -> CUresult {
+        self.call_in(CTX, cbid, name, params, symbol, body)
+    }
+
+    /// [`call`](Self::call) with context `ctx` current.
+    fn call_in(
+        &self,
+        ctx: usize,
+        cbid: u32,
+        name: &CStr,
+        params: *const c_void,
+        symbol: &CStr,
+        body: impl FnOnce() -> CUresult,
+    ) -> CUresult {
         let mut corr = 0u64;
         let mut result: CUresult = CUDA_SUCCESS;
         let mut data = CUpti_CallbackData {
@@ -1129,7 +1178,7 @@ impl Harness {
             functionParams: params,
             functionReturnValue: (&mut result as *mut CUresult).cast(),
             symbolName: symbol.as_ptr(),
-            context: CTX as CUcontext,
+            context: ctx as CUcontext,
             contextUid: 1,
             correlationData: &mut corr,
             correlationId: 7,
@@ -1258,6 +1307,18 @@ impl Harness {
         stream: usize,
         symbol: &CStr,
     ) -> CUresult {
+        self.launch_returning_in(CTX, kernel, args, stream, symbol)
+    }
+
+    /// [`launch_returning`](Self::launch_returning) in context `ctx`.
+    fn launch_returning_in(
+        &self,
+        ctx: usize,
+        kernel: &FakeKernel,
+        args: &mut [*mut c_void],
+        stream: usize,
+        symbol: &CStr,
+    ) -> CUresult {
         let params = cuLaunchKernel_params {
             f: (kernel as *const FakeKernel).cast_mut().cast(),
             gridDimX: 4,
@@ -1273,7 +1334,8 @@ impl Harness {
         };
         let f = params.f;
         let argp = params.kernelParams;
-        self.call(
+        self.call_in(
+            ctx,
             LAUNCH,
             c"cuLaunchKernel",
             (&params as *const cuLaunchKernel_params).cast(),
@@ -3129,6 +3191,9 @@ mod fingerprint_tests;
 
 #[path = "table_tests.rs"]
 mod table_tests;
+
+#[path = "memory_tests.rs"]
+mod memory_tests;
 
 /// The launch metrics of `add_one`'s launch (`Harness::launch`: grid 4×2×1 of 256 threads,
 /// 512 bytes of dynamic shared memory) on the fake H200: static shared 1024, 16 registers,

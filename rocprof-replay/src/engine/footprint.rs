@@ -50,13 +50,14 @@
 //! none. A stale carried fingerprint — memory written without the engine being told —
 //! makes the first pass look as if it wrote those granules: replay stops after it
 //! (`footprint_unchecked`, the kernel not remembered); it never hides a write, as the
-//! after-pass fingerprints are always read fresh. Device memory the host writes without an
-//! API call (CUDA managed memory) turns carrying off for the process ([`note_host_writable`]).
+//! after-pass fingerprints are always read fresh. Memory the host writes without an API call
+//! (CUDA managed memory) is never in the inventory, so never watched: no carried fingerprint
+//! describes it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -318,9 +319,6 @@ impl Watch {
     /// ([carried fingerprints](self#carried-fingerprints)).
     pub(crate) fn commit(&self) {
         let Some(last) = &self.last else { return };
-        if HOST_WRITABLE.load(Ordering::Acquire) {
-            return;
-        }
         let mut map = CARRIED.lock();
         let mut at = 0;
         for r in &self.regions {
@@ -465,9 +463,6 @@ fn slot(agent: u64) -> &'static AtomicU64 {
     &OVERFLOW
 }
 
-/// Device memory the host writes without an API call exists: nothing is carried.
-static HOST_WRITABLE: AtomicBool = AtomicBool::new(false);
-
 /// The application may have written `agent`'s device memory outside a replay window (a
 /// dispatch that ran once, a copy, a fill, a stream write): fingerprints carried from earlier
 /// windows of the agent no longer count.
@@ -564,14 +559,6 @@ pub(crate) fn epoch(agent: u64) -> u64 {
     let own = slot(agent).load(Ordering::Acquire);
     // Both counters only grow: their sum changes whenever either does.
     own.wrapping_add(ALL.load(Ordering::Acquire))
-}
-
-/// Device memory the host can write at any time exists (CUDA managed memory): fingerprints
-/// are never carried from one window to the next again.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub(crate) fn note_host_writable() {
-    HOST_WRITABLE.store(true, Ordering::Release);
-    CARRIED.lock().clear();
 }
 
 /// One allocation's carried fingerprints.

@@ -7,9 +7,10 @@
 //! - What the backend knows ([`ReplayTarget::refusal`](super::window::ReplayTarget::refusal)):
 //!   work behind a stream memory wait (CUDA `cuStreamWaitValue*`, `cuStreamBatchMemOp`: the
 //!   stream waits on memory another agent writes), or arguments that point into memory the
-//!   engine cannot restore (CUDA pinned and registered host memory: the application's host
+//!   engine cannot restore (CUDA pinned, registered and managed memory: the application's host
 //!   threads can read and write it at any time, so its writes would be repeated per pass or a
-//!   restore would race them).
+//!   restore would race them; memory another process or GPU writes, `foreign_memory`; another
+//!   context's allocation, `peer_memory`).
 
 use crate::dispatch::DispatchInfo;
 use crate::policy::DeclineReason;

@@ -256,6 +256,77 @@ fn kernels_writing_host_memory_run_once_and_device_kernels_replay() {
     );
 }
 
+/// `memory_kinds.cu` under a 3-pass tool, with the arguments footprint and with every
+/// allocation captured (`all`, where a restore of managed memory used to undo the host's
+/// write): the application's results are its own (it checks them: `RESULT OK`), kernels given
+/// managed, imported, IPC or another device's memory run once, declined before the window with
+/// the reason, and the others are replayed.
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn memory_the_window_cannot_restore_is_never_captured_and_its_kernels_run_once() {
+    require_gpu();
+    let exe = cuda_app("memory_kinds", false);
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    for (name, footprint) in [("memory_kinds", "arguments"), ("memory_kinds.all", "all")] {
+        let rec = records_path(name);
+        let rec_s = rec.to_str().unwrap().to_string();
+        let mut env = tool_env(&rec_s, "3");
+        env.push(("CUDA_INJECTION64_PATH", &tool));
+        env.push(("ROCPROF_REPLAY_FOOTPRINT", footprint));
+        let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+        save(name, &r);
+        r.assert_success(&format!(
+            "memory_kinds under the tool, footprint {footprint}"
+        ));
+        let out = r.stdout();
+        assert!(out.contains("RESULT OK"), "{out}");
+        // The IPC child writes its records into the same file (another pid).
+        let recs = records(&rec);
+        let of = |kernel: &str| -> Vec<(String, String)> {
+            recs.iter()
+                .filter(|r| r["kernel"].as_str().is_some_and(|k| k.contains(kernel)))
+                .map(|r| {
+                    (
+                        r["outcome"].as_str().unwrap_or("").to_string(),
+                        r["reason"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        };
+        let once = |reason: &str| vec![("declined".to_string(), reason.to_string())];
+        let replayed = vec![("replayed".to_string(), String::new())];
+        assert_eq!(
+            of("managed_add_one"),
+            once("host_memory"),
+            "{footprint}: {recs:?}"
+        );
+        assert_eq!(of("slow_add_one"), replayed, "{footprint}: {recs:?}");
+        assert_eq!(
+            of("ipc_add_one"),
+            once("foreign_memory"),
+            "{footprint}: {recs:?}"
+        );
+        if !out.contains("case import skip") {
+            assert_eq!(
+                of("import_add_one"),
+                once("foreign_memory"),
+                "{footprint}: {recs:?}"
+            );
+            assert_eq!(of("own_add_one"), replayed, "{footprint}: {recs:?}");
+        }
+        if !out.contains("case peer skip") {
+            assert_eq!(
+                of("peer_add_one"),
+                once("peer_memory"),
+                "{footprint}: {recs:?}"
+            );
+        }
+    }
+}
+
 fn python() -> PathBuf {
     PathBuf::from(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()))
 }

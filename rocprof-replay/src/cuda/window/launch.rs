@@ -12,7 +12,7 @@ use crate::cuda::gate::{BEHIND, Gate, GatePage};
 use crate::cuda::params::{self, Launch};
 use crate::cuda::{Backend, Ctx, Guard, KernelFacts, LaunchApi, warn_once};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
-use crate::engine::gate;
+
 use crate::engine::window::Ordinary;
 use crate::policy::{DeclineReason, Outcome, OutcomeKind};
 
@@ -51,7 +51,13 @@ impl Ordinary for FirstLook<'_> {
     }
 }
 
-/// Why the backend knows a launch must not be replayed ([`ReplayTarget::refusal`](crate::engine::window::ReplayTarget::refusal)).
+/// Why the backend knows a launch must not be replayed ([`ReplayTarget::refusal`](crate::engine::window::ReplayTarget::refusal)),
+/// before pass 1: it is queued behind a stream memory wait, or its arguments point into
+/// memory a replay must not repeat or restore ([`memory`](crate::cuda::memory)) — memory
+/// another process or GPU writes (`foreign_memory`), an allocation of another context of the
+/// process (`peer_memory`: its owner's streams are not drained or fenced by this window), or
+/// host-visible memory (`host_memory`, checked last: it is the one a policy may opt into
+/// replaying, and the others must not ride on that).
 ///
 /// # Safety
 /// The launch's arguments are alive.
@@ -68,25 +74,64 @@ pub(super) unsafe fn refusal(
     {
         return Some(DeclineReason::StreamMemoryWait);
     }
+    let foreign = be.foreign_memory.read();
     let host = be.host_memory.read();
-    if host.is_empty() {
+    // Other contexts' allocations matter only where there are other contexts.
+    let peers = be.contexts.read().len() > 1;
+    if foreign.is_empty() && host.is_empty() && !peers {
         return None;
     }
+    let own = AgentId(ctx.handle as u64);
     // SAFETY: caller contract.
-    match unsafe { launch.argument_bytes(params) } {
-        Some(bytes) if !gate::points_into(&bytes, &host) => None,
-        Some(_) => Some(DeclineReason::HostMemory),
-        None => {
-            warn_once(&NO_PARAM_INFO, || {
-                tracing::warn!(
-                    "a kernel's parameters cannot be inspected (no cuFuncGetParamInfo, or an \
-                     unknown handle) while pinned host memory exists: it is not replayed, \
-                     as it may write that memory"
-                )
-            });
-            Some(DeclineReason::HostMemory)
+    let Some(bytes) = (unsafe { launch.argument_bytes(params) }) else {
+        // Every allocation of the context is captured; nothing says what else it may write.
+        let other_allocations = peers
+            && be
+                .contexts
+                .read()
+                .keys()
+                .filter(|c| **c != ctx.handle)
+                .any(|c| !be.inventory.owned_by(AgentId(*c as u64)).is_empty());
+        let reason = if !foreign.is_empty() {
+            DeclineReason::ForeignMemory
+        } else if other_allocations {
+            DeclineReason::PeerMemory
+        } else if !host.is_empty() {
+            DeclineReason::HostMemory
+        } else {
+            return None;
+        };
+        warn_once(&NO_PARAM_INFO, || {
+            tracing::warn!(
+                "a kernel's parameters cannot be inspected (no cuFuncGetParamInfo, or an \
+                 unknown handle) while host-visible, foreign or another context's memory \
+                 exists: it is not replayed, as it may write that memory"
+            )
+        });
+        return Some(reason);
+    };
+    if let Some((addr, kind)) = foreign.first_pointer_into(&bytes) {
+        tracing::debug!(addr, ?kind, "an argument points into foreign memory");
+        return Some(DeclineReason::ForeignMemory);
+    }
+    if peers {
+        let owner = crate::cuda::memory::words(&bytes).find_map(|a| {
+            be.inventory
+                .agent_of(a)
+                .filter(|o| *o != own)
+                .map(|o| (a, o))
+        });
+        if let Some((addr, owner)) = owner {
+            tracing::debug!(
+                addr,
+                owner = owner.0,
+                "an argument points into another context's allocation"
+            );
+            return Some(DeclineReason::PeerMemory);
         }
     }
+    host.points_into(&bytes)
+        .then_some(DeclineReason::HostMemory)
 }
 
 /// The enter callback of a launch: decides pass-through or window; returns the token for the

@@ -1,0 +1,488 @@
+//! Memory kinds the inventory does not hold ([`memory`](crate::cuda::memory)) on the fake
+//! driver: managed memory, IPC imports, mappings of imported handles, and other contexts'
+//! allocations (peer access). Each is either kept out of every snapshot and fingerprint, or
+//! makes a launch pointing into it decline before pass 1.
+
+use super::*;
+use crate::cuda::memory::Kind;
+use crate::policy::FootprintMode;
+
+/// A second context of the process.
+const CTX2: usize = 0xc1_0000;
+
+impl Harness {
+    /// `cuMemAllocManaged` of the application (zeroed).
+    fn alloc_managed(&self, size: usize) -> usize {
+        let mut out: CUdeviceptr = 0;
+        let params = cuMemAllocManaged_params {
+            dptr: &mut out,
+            bytesize: size,
+            flags: 1,
+        };
+        let r = self.call(
+            ALLOC_MANAGED,
+            c"cuMemAllocManaged",
+            (&params as *const cuMemAllocManaged_params).cast(),
+            c"",
+            || {
+                let p = fake_alloc(size);
+                gpu().app.insert(p);
+                out = p as CUdeviceptr;
+                CUDA_SUCCESS
+            },
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+        out as usize
+    }
+
+    /// `cuMemAlloc` of the application with context `ctx` current.
+    fn alloc_in(&self, ctx: usize, size: usize) -> usize {
+        let mut out: CUdeviceptr = 0;
+        let params = cuMemAlloc_v2_params {
+            dptr: &mut out,
+            bytesize: size,
+        };
+        let r = self.call_in(
+            ctx,
+            ALLOC,
+            c"cuMemAlloc_v2",
+            (&params as *const cuMemAlloc_v2_params).cast(),
+            c"",
+            || {
+                let p = fake_alloc(size);
+                gpu().app.insert(p);
+                out = p as CUdeviceptr;
+                CUDA_SUCCESS
+            },
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+        out as usize
+    }
+
+    /// `cuIpcOpenMemHandle` in context `ctx`: `size` bytes of "another process's" memory.
+    fn ipc_open(&self, ctx: usize, size: usize) -> usize {
+        let mut out: CUdeviceptr = 0;
+        let params = cuIpcOpenMemHandle_v2_params {
+            pdptr: &mut out,
+            handle: CUipcMemHandle { reserved: [3; 64] },
+            Flags: 1,
+        };
+        let r = self.call_in(
+            ctx,
+            IPC_OPEN,
+            c"cuIpcOpenMemHandle_v2",
+            (&params as *const cuIpcOpenMemHandle_v2_params).cast(),
+            c"",
+            || {
+                out = fake_alloc(size) as CUdeviceptr;
+                CUDA_SUCCESS
+            },
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+        out as usize
+    }
+
+    /// `cuIpcCloseMemHandle`.
+    fn ipc_close(&self, p: usize) {
+        let params = cuIpcCloseMemHandle_params {
+            dptr: p as CUdeviceptr,
+        };
+        self.call(
+            IPC_CLOSE,
+            c"cuIpcCloseMemHandle",
+            (&params as *const cuIpcCloseMemHandle_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+    }
+
+    /// A call whose parameters start with a handle's out-pointer, returning `handle`
+    /// (`cuMemImportFromShareableHandle`, `cuMulticastCreate`, `cuMemRetainAllocationHandle`
+    /// of `addr`).
+    fn get_handle(&self, cbid: u32, name: &CStr, handle: u64, addr: usize) -> u64 {
+        let mut out: CUmemGenericAllocationHandle = 0;
+        #[repr(C)]
+        struct Params {
+            handle: *mut CUmemGenericAllocationHandle,
+            second: *mut c_void,
+            third: u32,
+        }
+        let params = Params {
+            handle: &mut out,
+            second: addr as *mut c_void,
+            third: 1,
+        };
+        self.call(cbid, name, (&params as *const Params).cast(), c"", || {
+            out = handle;
+            CUDA_SUCCESS
+        });
+        out
+    }
+
+    /// `cuMemRelease`.
+    fn release(&self, handle: u64) {
+        let params = cuMemRelease_params { handle };
+        self.call(
+            MEM_RELEASE,
+            c"cuMemRelease",
+            (&params as *const cuMemRelease_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+    }
+
+    /// `cuMemMap` of `handle`: `size` bytes of fake memory (as if reserved and mapped).
+    fn map_handle(&self, size: usize, handle: u64) -> usize {
+        let p = fake_alloc(size);
+        gpu().app.insert(p);
+        let params = cuMemMap_params {
+            ptr: p as CUdeviceptr,
+            size,
+            offset: 0,
+            handle,
+            flags: 0,
+        };
+        let r = self.call(
+            MEM_MAP,
+            c"cuMemMap",
+            (&params as *const cuMemMap_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+        p
+    }
+
+    /// `cuMemUnmap`.
+    fn unmap(&self, p: usize, size: usize) {
+        let params = cuMemUnmap_params {
+            ptr: p as CUdeviceptr,
+            size,
+        };
+        self.call(
+            MEM_UNMAP,
+            c"cuMemUnmap",
+            (&params as *const cuMemUnmap_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+    }
+
+    /// The last outcome's kind.
+    fn last_kind(&self) -> OutcomeKind {
+        self.outcomes().last().expect("an outcome").1.kind
+    }
+}
+
+fn declined(reason: DeclineReason) -> OutcomeKind {
+    OutcomeKind::Declined(reason)
+}
+
+/// `n` counters at `addr` (inside some allocation).
+fn counters_at(addr: usize, n: u32) -> Buffer {
+    Buffer {
+        ptr: addr as CUdeviceptr,
+        n,
+    }
+}
+
+#[test]
+fn a_kernel_given_managed_memory_runs_once_and_managed_memory_is_never_captured_or_watched() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let managed = h.alloc_managed(64);
+    let mut buf = Buffer::new(&h, 16);
+    assert_eq!(
+        h.be.inventory
+            .owned_by(crate::AgentId(CTX as u64))
+            .iter()
+            .map(|a| a.base)
+            .collect::<Vec<_>>(),
+        vec![buf.ptr as usize],
+        "managed memory is not the inventory's"
+    );
+    // A kernel on device memory: replayed; the managed buffer is neither captured nor
+    // fingerprinted (a fingerprint would migrate its pages, and carried ones could not
+    // describe memory the host writes without a call).
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Replayed);
+    assert_eq!((o.snapshot_bytes, o.watched_bytes), (64, 0));
+    // A kernel given an interior pointer into managed memory: runs once.
+    let before = h.launches();
+    let mut counters = counters_at(managed + 8, 4);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(counters.values(), vec![1; 4], "incremented once");
+    assert_eq!(h.launches(), before + 1, "never relaunched");
+    assert_eq!(h.last_kind(), declined(DeclineReason::HostMemory));
+    // Freed, it is no longer host-visible memory.
+    h.free(managed);
+    assert!(h.be.host_memory.read().is_empty());
+}
+
+/// The probe: a host thread writes a managed buffer the kernel never touches while the
+/// window runs. With every allocation captured (`footprint: all`) the restores before passes
+/// 2 and 3 used to write the buffer's old bytes back over the host's write.
+#[test]
+fn a_host_write_to_managed_memory_during_a_window_is_never_undone() {
+    let h = harness(
+        3,
+        Settings {
+            footprint: FootprintMode::All,
+            ..quick()
+        },
+    );
+    h.obtain_function(&ADD_ONE);
+    let managed = h.alloc_managed(64);
+    let mut buf = Buffer::new(&h, 16);
+    h.window_in_flight(&mut buf, Duration::from_millis(100));
+    // The host thread's store, while pass 2 runs.
+    // SAFETY: a live fake allocation of 64 bytes.
+    unsafe { std::ptr::write_volatile(managed as *mut u32, 7) };
+    h.settle();
+    // SAFETY: as above.
+    let seen = unsafe { std::ptr::read_volatile(managed as *const u32) };
+    assert_eq!(seen, 7, "the host's write stands");
+    assert_eq!(buf.values(), vec![1; 16]);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Replayed);
+    assert_eq!(o.snapshot_bytes, 64, "only the kernel's buffer is captured");
+}
+
+#[test]
+fn with_repeated_host_writes_a_kernel_given_managed_memory_is_replayed_and_recorded_so() {
+    let h = harness(
+        3,
+        Settings {
+            repeat_host_writes: true,
+            ..quick()
+        },
+    );
+    h.obtain_function(&ADD_ONE);
+    let managed = h.alloc_managed(16);
+    let mut counters = counters_at(managed, 4);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Replayed);
+    assert!(o.host_writes_repeated);
+    assert_eq!(o.snapshot_bytes, 0, "managed memory is never captured");
+    assert_eq!(
+        counters.values(),
+        vec![3; 4],
+        "written once per pass, as opted in"
+    );
+}
+
+#[test]
+fn a_kernel_given_an_ipc_import_runs_once_declined_foreign_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let import = h.ipc_open(CTX, 4096);
+    assert_eq!(h.be.inventory.origin_of(import), None);
+    assert_eq!(
+        h.be.foreign_memory.read().containing(import + 4095),
+        Some(Kind::IpcImport),
+        "its extent came from cuMemGetAddressRange"
+    );
+    let mut counters = counters_at(import + 64, 4);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(counters.values(), vec![1; 4], "incremented once");
+    assert_eq!(h.launches(), 1, "never relaunched");
+    assert_eq!(h.last_kind(), declined(DeclineReason::ForeignMemory));
+    // Device memory still replays beside it.
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.last_kind(), OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+    h.ipc_close(import);
+    assert!(h.be.foreign_memory.read().is_empty());
+}
+
+#[test]
+fn foreign_memory_declines_even_where_host_writes_may_be_repeated() {
+    let h = harness(
+        3,
+        Settings {
+            repeat_host_writes: true,
+            ..quick()
+        },
+    );
+    h.obtain_function(&ADD_ONE);
+    let import = h.ipc_open(CTX, 64);
+    let mut counters = counters_at(import, 4);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(counters.values(), vec![1; 4]);
+    assert_eq!(h.last_kind(), declined(DeclineReason::ForeignMemory));
+}
+
+#[test]
+fn a_mapping_of_an_imported_handle_is_foreign_memory_and_an_own_mapping_the_contexts() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    // NCCL's cuMem path: a peer's allocation, exported as a file descriptor and imported.
+    let peer = h.get_handle(MEM_IMPORT, c"cuMemImportFromShareableHandle", 0x4242, 0);
+    let mapped = h.map_handle(256, peer);
+    assert_eq!(
+        h.be.inventory.origin_of(mapped),
+        None,
+        "not this context's own"
+    );
+    assert_eq!(
+        h.be.foreign_memory.read().containing(mapped),
+        Some(Kind::ImportedMapping)
+    );
+    let mut counters = counters_at(mapped + 16, 4);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(counters.values(), vec![1; 4]);
+    assert_eq!(h.launches(), 1);
+    assert_eq!(h.last_kind(), declined(DeclineReason::ForeignMemory));
+    // A mapping of the context's own handle is its memory: captured, replayed.
+    let own = h.map(64);
+    assert_eq!(
+        h.be.inventory.origin_of(own),
+        Some(crate::engine::inventory::Origin::VmemMapping)
+    );
+    let mut buf = counters_at(own, 16);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.last_kind(), OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 16]);
+    // A multicast object's mappings are written by every GPU of its team.
+    let mc = h.get_handle(MULTICAST_CREATE, c"cuMulticastCreate", 0x5151, 0);
+    let multicast = h.map_handle(64, mc);
+    assert_eq!(
+        h.be.foreign_memory.read().containing(multicast),
+        Some(Kind::ImportedMapping)
+    );
+    // The handle retained from the peer's mapping is the imported one: mapped again
+    // elsewhere, still foreign; its references released, a mapping of that value would be
+    // the context's own.
+    let retained = h.get_handle(MEM_RETAIN, c"cuMemRetainAllocationHandle", 0x4242, mapped);
+    h.release(peer);
+    let again = h.map_handle(64, retained);
+    assert_eq!(
+        h.be.foreign_memory.read().containing(again),
+        Some(Kind::ImportedMapping)
+    );
+    h.release(retained);
+    assert!(!h.be.imported_handles.lock().contains(0x4242));
+    // A handle retained from the context's own mapping is not imported.
+    h.get_handle(MEM_RETAIN, c"cuMemRetainAllocationHandle", 1, own);
+    assert!(!h.be.imported_handles.lock().contains(1));
+    // Unmapped, the ranges are forgotten.
+    for (p, size) in [(mapped, 256), (multicast, 64), (again, 64)] {
+        h.unmap(p, size);
+    }
+    assert!(h.be.foreign_memory.read().is_empty());
+}
+
+#[test]
+fn a_kernel_given_another_contexts_allocation_runs_once_declined_peer_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let theirs = h.alloc_in(CTX2, 32);
+    let mut own = Buffer::new(&h, 8);
+    // Context A's kernel writing context B's memory (peer access): B's allocation is not in
+    // A's snapshot, and B's streams are not drained.
+    let mut counters = counters_at(theirs, 8);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(counters.values(), vec![1; 8], "incremented once");
+    assert_eq!(h.launches(), 1, "never relaunched");
+    assert_eq!(h.last_kind(), declined(DeclineReason::PeerMemory));
+    // In its own context the same memory replays; so does A's own memory in A.
+    let mut args = counters.args();
+    h.launch_returning_in(CTX2, &ADD_ONE, &mut args, 0, c"_Z7add_onePji");
+    h.settle();
+    assert_eq!(h.last_kind(), OutcomeKind::Replayed);
+    assert_eq!(counters.values(), vec![2; 8]);
+    let mut args = own.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.last_kind(), OutcomeKind::Replayed);
+    assert_eq!(own.values(), vec![1; 8]);
+}
+
+#[test]
+fn a_kernel_whose_arguments_cannot_be_read_declines_while_peer_or_foreign_memory_exists() {
+    // ADD_ONE's handle is never obtained: its parameters cannot be sized, so the window would
+    // capture every allocation of the context and nothing else.
+    let h = harness(3, quick());
+    let mut own = Buffer::new(&h, 8);
+    let mut args = own.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(
+        h.last_kind(),
+        OutcomeKind::Replayed,
+        "one context, nothing foreign"
+    );
+    h.alloc_in(CTX2, 32);
+    let mut args = own.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.last_kind(), declined(DeclineReason::PeerMemory));
+    h.alloc_managed(16);
+    h.ipc_open(CTX, 64);
+    let mut args = own.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(
+        h.last_kind(),
+        declined(DeclineReason::ForeignMemory),
+        "foreign first: a policy may opt into replaying host memory, never foreign memory"
+    );
+    assert_eq!(own.values(), vec![3; 8], "each launch ran once");
+}
+
+#[test]
+fn a_destroyed_contexts_managed_memory_and_ipc_imports_are_forgotten() {
+    let h = harness(3, quick());
+    let managed = h.alloc_managed(16);
+    let import = h.ipc_open(CTX, 64);
+    let peer = h.get_handle(MEM_IMPORT, c"cuMemImportFromShareableHandle", 0x77, 0);
+    let mapped = h.map_handle(64, peer);
+    let data = CUpti_ResourceData {
+        context: CTX as CUcontext,
+        resourceHandle: std::ptr::null_mut(),
+        resourceDescriptor: std::ptr::null_mut(),
+    };
+    h.cb(
+        CUPTI_CB_DOMAIN_RESOURCE,
+        CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
+        (&data as *const CUpti_ResourceData).cast(),
+    );
+    assert_eq!(h.be.host_memory.read().containing(managed), None);
+    assert_eq!(h.be.foreign_memory.read().containing(import), None);
+    assert_eq!(
+        h.be.foreign_memory.read().containing(mapped),
+        Some(Kind::ImportedMapping),
+        "a mapping is the process's until unmapped"
+    );
+}
+
+#[test]
+fn the_import_entry_points_are_classified_and_their_callback_ids_known() {
+    for (name, api) in [
+        ("cuIpcOpenMemHandle", Api::IpcOpen),
+        ("cuIpcOpenMemHandle_v2", Api::IpcOpen),
+        ("cuIpcCloseMemHandle", Api::IpcClose),
+        ("cuMemImportFromShareableHandle", Api::ForeignHandle),
+        ("cuMulticastCreate", Api::ForeignHandle),
+        ("cuMemRetainAllocationHandle", Api::MemRetain),
+        ("cuMemRelease", Api::MemRelease),
+        ("cuMemAllocManaged", Api::MemAllocManaged),
+    ] {
+        assert_eq!(classify(name), Some(api), "{name}");
+        assert!(
+            cbid::ALL.iter().any(|(n, _)| *n == name),
+            "{name}: no CUPTI 13.0 id for the fallback table"
+        );
+    }
+    let ids = Ids::from_names(cbid::ALL.iter().copied());
+    assert_eq!(ids.get(cbid::cuIpcOpenMemHandle_v2), Some(Api::IpcOpen));
+    assert_eq!(ids.get(cbid::cuMemRelease), Some(Api::MemRelease));
+}
