@@ -43,6 +43,9 @@ pub(super) struct HandoffState {
     /// callbacks ([`Handoff::on_app_thread`]), and how many such requests it has run.
     pub(super) request: Option<Request>,
     pub(super) served: u64,
+    /// The window holds the context: the release follows within its capture's time, so the
+    /// application thread polls for it instead of sleeping ([`Handoff::soon`]).
+    pub(super) soon: bool,
 }
 
 /// Work for the application thread (CUPTI's profiler calls).
@@ -58,6 +61,8 @@ pub(crate) struct Handoff {
 /// How long a side of the hand-off polls (yielding its CPU) before it sleeps on the condition
 /// variable: a condition variable's wake-up costs tens of microseconds, paid twice per window
 /// (the release of pass 1, its launch status), while the other side usually answers sooner.
+/// The application thread polls from [`Handoff::soon`] (its window holds the context), not
+/// while earlier windows run.
 const SPIN_FOR: Duration = Duration::from_micros(1000);
 
 impl Handoff {
@@ -74,6 +79,13 @@ impl Handoff {
             }
             std::thread::yield_now();
         }
+    }
+
+    /// The window took the context: the release is near. Wakes the application thread, which
+    /// then polls for it ([`SPIN_FOR`]) while the window captures.
+    pub(super) fn soon(&self) {
+        self.state.lock().soon = true;
+        self.changed.notify_all();
     }
 
     pub(super) fn release(&self, r: Release) {
@@ -119,10 +131,8 @@ impl Handoff {
 
     /// The release, or `None` when the window ended without one (an internal error).
     pub(super) fn wait_release(&self) -> Option<Release> {
-        self.spin(Instant::now() + SPIN_FOR, |s| {
-            s.request.is_some() || s.release.is_some() || s.done
-        });
         let mut s = self.state.lock();
+        let mut polled = false;
         loop {
             if self.serve(&mut s) {
                 continue;
@@ -132,6 +142,15 @@ impl Handoff {
             }
             if s.done {
                 return None;
+            }
+            if s.soon && !polled {
+                polled = true;
+                parking_lot::MutexGuard::unlocked(&mut s, || {
+                    self.spin(Instant::now() + SPIN_FOR, |s| {
+                        s.request.is_some() || s.release.is_some() || s.done
+                    })
+                });
+                continue;
             }
             self.changed.wait_for(&mut s, Duration::from_secs(1));
         }

@@ -629,6 +629,7 @@ impl ReplayTarget for CudaTarget<'_> {
         match self.ctx.lock.try_write_for(self.settings().lock) {
             Some(guard) => {
                 self.window = Some(guard);
+                self.job.hand.soon();
                 Ok(())
             }
             None => Err(DeclineReason::LockTimeout),
