@@ -402,13 +402,15 @@ fn wait_zero(be: &Backend, signal: hsa_signal_t, deadline: Duration) -> bool {
 }
 
 /// One dispatch of a table kernel: the kernel, where its results go (one of the buffers), the
-/// table's entries (already written), the granule and the batch's results.
+/// table's entries (already written), the granule and the batch's results, and the snapshot
+/// staging the entries name (the stuck list keeps it if the dispatch is stuck).
 struct Batch {
     kernel: Kernel,
     out: usize,
     entries: usize,
     granule: usize,
     granules: usize,
+    staging: Vec<(usize, usize)>,
 }
 
 /// Runs one batch and waits for it with the copy deadline. On [`DiffError::Stuck`] the buffers
@@ -425,6 +427,7 @@ fn run_table(
         entries,
         granule,
         granules,
+        staging,
     } = b;
     let be = l.be;
     let o = &be.orig;
@@ -484,11 +487,12 @@ fn run_table(
         return Err(DiffError::Failed);
     }
     if !wait_zero(be, signal, settings.copy) {
-        // The kernel may still read the regions and write the results: frees of the GPU's
-        // memory wait for it, and its buffers are never used again.
+        // The kernel may still read the regions and the snapshot's staging and write the
+        // results: frees of the GPU's memory wait for it, the staging stays its own (see
+        // `stuck`), and its buffers are never used again.
         tracing::warn!("a device compare kernel is still running after the copy deadline");
         l.gpu.kernels.leak_buffers();
-        be.stuck.add(l.gpu.index, signal, 0);
+        be.stuck.add_touching(l.gpu.index, signal, staging);
         return Err(DiffError::Stuck);
     }
     // SAFETY: our signal, its dispatch completed.
@@ -549,6 +553,10 @@ pub(crate) fn diff<M: DeviceMemory + ?Sized>(
                 entries: batch.len(),
                 granule,
                 granules: used,
+                staging: batch
+                    .iter()
+                    .map(|p| (regions[p.index].staging + p.offset, p.len))
+                    .collect(),
             },
         )?;
         // SAFETY: the kernel wrote `used` flag bytes (used <= FLAG_BYTES) and completed, its
@@ -629,6 +637,8 @@ pub(crate) fn fingerprint<M: DeviceMemory + ?Sized>(
                 entries: batch.len(),
                 granule,
                 granules: used,
+                // Watched memory is the application's: nothing of ours but the buffers.
+                staging: Vec::new(),
             },
         )?;
         // SAFETY: the kernel wrote `used` fingerprints (page-aligned buffer, so aligned for

@@ -1108,6 +1108,10 @@ impl Drop for HsaTarget {
     }
 }
 
+/// Most buffers one staging allocation carves before giving up (each one it skips is held
+/// for stuck work: [`super::stuck::StuckWork::hold_if_touched`]).
+const STAGING_TRIES: usize = 4096;
+
 /// Gives a scratch buffer back to the staging cache (or frees it).
 unsafe fn release_scratch(ptr: NonNull<u8>, capacity: usize, _tier: Tier) {
     if let Some(be) = BACKEND.get() {
@@ -1119,12 +1123,23 @@ unsafe fn release_scratch(ptr: NonNull<u8>, capacity: usize, _tier: Tier) {
 impl DeviceMemory for HsaTarget {
     /// A buffer carved from the GPU's snapshot arena: VRAM while the GPU keeps its reserve
     /// free, else pinned host memory.
+    ///
+    /// A buffer where stuck copies or compare kernels may still read or write (staging a
+    /// window gave back although they use it) is held for them and another one carved.
     fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
         let mem = ArenaMemory {
             be: self.be,
             gpu: self.gpu,
         };
-        self.gpu.arena.lock().carve(&mem, size)
+        let mut arena = self.gpu.arena.lock();
+        // Each held buffer moves the arena past it, to fresh memory at worst; bounded anyway.
+        for _ in 0..STAGING_TRIES {
+            if let Some(buf) = self.be.stuck.hold_if_touched(arena.carve(&mem, size)?) {
+                return Some(buf);
+            }
+        }
+        tracing::warn!("no snapshot staging away from memory stuck replay copies still use");
+        None
     }
 
     /// One arena chunk for the plan, reused while plans fit it.
@@ -1210,10 +1225,15 @@ impl DeviceMemory for HsaTarget {
         }
         drop(arena);
         if !self.wait_zero(signal, self.be.settings().copy) {
-            // The copies may still read or write the regions: frees of the GPU's memory wait
-            // for them (see `stuck`), which also keeps the signal alive until they end.
+            // The copies may still read or write the regions and the staging: frees of the
+            // GPU's memory wait for them, the staging stays theirs (see `stuck`), and the
+            // signal stays alive until they end.
             self.copy_signal = None;
-            self.be.stuck.add(self.gpu.index, signal, 0);
+            let touches = transfers
+                .iter()
+                .flat_map(|t| [(t.device, t.len), (t.staging, t.len)])
+                .collect();
+            self.be.stuck.add_touching(self.gpu.index, signal, touches);
             return Err(CopyError::Stuck);
         }
         if failed {
@@ -1305,6 +1325,9 @@ impl ReplayTarget for HsaTarget {
         match gpu.lock.try_write_for(self.be.settings().lock) {
             Some(guard) => {
                 self.window = Some(guard);
+                // Stuck work that ended since: the staging it held and the arena chunks whose
+                // frees it held back are released before this window sizes the arena.
+                self.be.stuck.settle(self.be);
                 Ok(())
             }
             None => Err(DeclineReason::LockTimeout),

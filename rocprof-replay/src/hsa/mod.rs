@@ -175,19 +175,40 @@ impl arena::Memory for ArenaMemory<'_> {
         (st == HSA_STATUS_SUCCESS && !p.is_null()).then_some(p as usize)
     }
     fn free_device(&self, ptr: usize) {
-        // SAFETY: a chunk of ours that no copy uses (the arena's rule).
-        unsafe { (self.be.orig.pool_free)(ptr as *mut std::ffi::c_void) };
+        self.free_chunk(ptr);
     }
     fn alloc_pinned(&self, size: usize) -> Option<usize> {
         let (pool, _) = self.be.staging_pool?;
         alloc_host(&self.be.orig, pool, &self.be.gpus, size).map(|p| p.as_ptr() as usize)
     }
     fn free_pinned(&self, ptr: usize) {
-        // SAFETY: as `free_device`.
-        unsafe { (self.be.orig.pool_free)(ptr as *mut std::ffi::c_void) };
+        self.free_chunk(ptr);
     }
     fn reserve(&self, total: usize) -> usize {
         device_reserve(self.be.device_reserve, total)
+    }
+}
+
+impl ArenaMemory<'_> {
+    /// Frees an arena chunk — unless stuck copies or compare kernels of this GPU may still
+    /// read or write memory of ours: then the free waits until they end (the arena only knows
+    /// which buffers are handed out, and a window can give back staging that stuck work still
+    /// reads, such as after a stuck final restore).
+    fn free_chunk(&self, ptr: usize) {
+        if self
+            .be
+            .stuck
+            .park_free(self.gpu.index, ptr, self.be.orig.pool_free)
+        {
+            tracing::warn!(
+                gpu = self.gpu.index,
+                "a snapshot arena chunk is freed only once stuck replay copies of its GPU end"
+            );
+            return;
+        }
+        // SAFETY: a chunk of ours that no snapshot holds (the arena's rule) and no stuck work
+        // may touch (checked above).
+        unsafe { (self.be.orig.pool_free)(ptr as *mut std::ffi::c_void) };
     }
 }
 
@@ -201,7 +222,10 @@ impl Gpu {
     /// After an application allocation from this GPU's VRAM pool failed for lack of memory:
     /// releases the snapshot arena's idle chunks when it holds VRAM and no window runs on the
     /// GPU (the reader side of the GPU lock is taken, bounded by the lock deadline, so no
-    /// window can be using or growing the arena meanwhile). Returns the VRAM bytes released.
+    /// window can be using or growing the arena meanwhile). Stuck copies or compare kernels of
+    /// the GPU may still read or write the arena: they are waited for as a free of the GPU's
+    /// memory waits (twice the copy deadline), and while any runs the arena is kept. Returns
+    /// the VRAM bytes released.
     pub(crate) fn release_arena_for_application(&self, be: &Backend) -> usize {
         let deadline = be.settings().lock;
         let holds = self
@@ -211,9 +235,26 @@ impl Gpu {
         if !holds {
             return 0;
         }
+        let stuck_wait = be.settings().copy.saturating_mul(2);
+        if !be
+            .stuck
+            .wait_for_memory_of(be, Some(self.index), stuck_wait)
+        {
+            tracing::warn!(
+                gpu = self.index,
+                "an application allocation failed while the snapshot arena held device memory; \
+                 the arena is kept: stuck replay copies may still use it"
+            );
+            return 0;
+        }
         let Some(_no_window) = self.lock.try_read_for(deadline) else {
             return 0;
         };
+        // Under the reader side no window runs, so nothing gets stuck meanwhile; what a window
+        // left stuck between the wait and the lock keeps the arena.
+        if be.stuck.touches_memory_of(self.index) {
+            return 0;
+        }
         let Some(mut arena) = self.arena.try_lock_for(deadline) else {
             return 0;
         };
@@ -737,7 +778,17 @@ pub(crate) fn shutdown() {
         }
         be.copies.shutdown(be);
         be.staging.clear(&be.orig);
+        // Stuck copies and compare kernels may still read or write the arenas: an arena they
+        // may touch is left allocated (the process is ending; nothing is waited for).
+        be.stuck.settle(be);
         for gpu in &be.gpus {
+            if be.stuck.touches_memory_of(gpu.index) {
+                tracing::warn!(
+                    gpu = gpu.index,
+                    "stuck replay copies may still use the snapshot arena: it is not freed"
+                );
+                continue;
+            }
             if let Some(mut arena) = gpu.arena.try_lock() {
                 arena.release_now(&ArenaMemory { be, gpu });
             }
