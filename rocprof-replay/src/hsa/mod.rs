@@ -873,8 +873,8 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
     Ok((ctx.gpus, ctx.cpus))
 }
 
-/// A global memory pool of an agent that the runtime lets applications allocate from (not the
-/// kernarg pool), with its flags (`HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_*`) and size.
+/// A global memory pool of an agent that the runtime lets applications allocate from, with its
+/// flags (`HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_*`) and size.
 #[derive(Clone, Copy)]
 struct GlobalPool {
     pool: hsa_amd_memory_pool_t,
@@ -888,11 +888,16 @@ impl GlobalPool {
     }
 }
 
-/// The agent's global pools that allow runtime allocation, kernarg pools left out, in the
+/// The agent's global pools that allow runtime allocation and that `keep` accepts, in the
 /// runtime's order; empty when they cannot be listed.
-fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
+fn runtime_pools(
+    orig: &Originals,
+    agent: hsa_agent_t,
+    keep: &dyn Fn(&GlobalPool) -> bool,
+) -> Vec<GlobalPool> {
     struct Ctx<'a> {
         orig: &'a Originals,
+        keep: &'a dyn Fn(&GlobalPool) -> bool,
         found: Vec<GlobalPool>,
     }
     unsafe extern "C" fn each(
@@ -925,20 +930,20 @@ fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
                     (&mut size as *mut usize).cast(),
                 ) == HSA_STATUS_SUCCESS
         };
-        if ok
-            && allowed
-            && segment == HSA_AMD_SEGMENT_GLOBAL
-            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT == 0
-        {
-            ctx.found.push(GlobalPool { pool, flags, size });
+        let found = GlobalPool { pool, flags, size };
+        // The predicate is ours and does not panic (a flag test); no unwind crosses this
+        // callback.
+        if ok && allowed && segment == HSA_AMD_SEGMENT_GLOBAL && (ctx.keep)(&found) {
+            ctx.found.push(found);
         }
         HSA_STATUS_SUCCESS
     }
     let mut ctx = Ctx {
         orig,
+        keep,
         found: Vec::new(),
     };
-    // SAFETY: the callback only touches `ctx`.
+    // SAFETY: the callback only touches `ctx`, which outlives the call.
     let st =
         unsafe { (orig.agent_iterate_pools)(agent, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
     if st != HSA_STATUS_SUCCESS {
@@ -947,52 +952,22 @@ fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
     ctx.found
 }
 
+/// The agent's global pools that allow runtime allocation, kernarg pools left out, in the
+/// runtime's order; empty when they cannot be listed.
+fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
+    runtime_pools(orig, agent, &|p| {
+        !p.has(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT)
+    })
+}
+
 /// The CPU agent's kernarg pool (`KERNARG_INIT`, runtime allocation allowed), where kernel
 /// arguments of our own dispatches live.
 pub(super) fn kernarg_pool(orig: &Originals, cpu: hsa_agent_t) -> Option<hsa_amd_memory_pool_t> {
-    struct Ctx<'a> {
-        orig: &'a Originals,
-        found: Option<hsa_amd_memory_pool_t>,
-    }
-    unsafe extern "C" fn each(
-        pool: hsa_amd_memory_pool_t,
-        data: *mut std::ffi::c_void,
-    ) -> hsa_status_t {
-        // SAFETY: `data` is the Ctx passed below.
-        let ctx = unsafe { &mut *data.cast::<Ctx<'_>>() };
-        let (mut segment, mut flags, mut allowed) = (0u32, 0u32, false);
-        // SAFETY: each attribute writes the documented type.
-        let ok = unsafe {
-            (ctx.orig.pool_get_info)(
-                pool,
-                HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
-                (&mut segment as *mut u32).cast(),
-            ) == HSA_STATUS_SUCCESS
-                && (ctx.orig.pool_get_info)(
-                    pool,
-                    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
-                    (&mut flags as *mut u32).cast(),
-                ) == HSA_STATUS_SUCCESS
-                && (ctx.orig.pool_get_info)(
-                    pool,
-                    HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
-                    (&mut allowed as *mut bool).cast(),
-                ) == HSA_STATUS_SUCCESS
-        };
-        if ok
-            && allowed
-            && segment == HSA_AMD_SEGMENT_GLOBAL
-            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT != 0
-        {
-            ctx.found = Some(pool);
-            return HSA_STATUS_INFO_BREAK;
-        }
-        HSA_STATUS_SUCCESS
-    }
-    let mut ctx = Ctx { orig, found: None };
-    // SAFETY: the callback only touches `ctx`, which outlives the call.
-    unsafe { (orig.agent_iterate_pools)(cpu, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
-    ctx.found
+    runtime_pools(orig, cpu, &|p| {
+        p.has(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT)
+    })
+    .first()
+    .map(|p| p.pool)
 }
 
 /// A CPU pool the runtime allocates from: fine-grained preferred, else coarse-grained.
