@@ -338,15 +338,16 @@ impl Backlog {
     fn settle(&mut self, pending: u64) {
         while self.submissions.len() as u64 > pending {
             if let Some(done) = self.submissions.pop_front() {
-                self.packets -= u64::from(done);
+                self.packets = self.packets.saturating_sub(u64::from(done));
             }
         }
     }
 
-    /// Records a submission of `packets` packets.
+    /// Records a submission of `packets` packets (never panics: it runs between a forward's
+    /// bookkeeping and its writes).
     pub(crate) fn push(&mut self, packets: u32) {
         self.submissions.push_back(packets);
-        self.packets += u64::from(packets);
+        self.packets = self.packets.saturating_add(u64::from(packets));
     }
 }
 
