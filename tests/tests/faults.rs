@@ -297,6 +297,49 @@ fn restore_copies_past_the_copy_deadline_end_failed() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_stuck_final_write_back_keeps_the_arena_from_an_application_allocation() {
+    // Write-set restore (every allocation captured, a 1 MiB buffer the kernel never writes):
+    // copies 1-3 capture, the compare kernel diffs, 4-5 stash pass 1's result, 6-9 restore
+    // before passes 2 and 3, the final compare finds nothing new, and 10-11 write pass 1's
+    // result back. Copy 10 waits 3 s; the copy deadline is 300 ms, so the window ends failed
+    // with the copy still reading the stash in the arena's VRAM. The application then asks
+    // for more VRAM than is free (16 MiB device): the arena must not be freed under the
+    // copy (hsa-emu unmaps freed memory: the copy would fault), so the allocation is refused
+    // (or, were the copy done by then, served after the arena's release).
+    let c = cell(
+        "inc",
+        &[
+            ("FAULT_EXTRA_KB", "1024"),
+            ("HSA_EMU_VRAM_MB", "16"),
+            ("FAULT_ALLOC_AFTER_KB", "14336"),
+            ("ROCPROF_REPLAY_FOOTPRINT", "all"),
+            ("FAULT_ARM", "COPY_DELAY_MS=3000,DELAY_COPY_NTH=10"),
+            ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
+            ("FAULT_CHECK", "report"),
+            ("FAULT_SETTLE_MS", "3500"),
+        ],
+    );
+    let r = c.faulty("inc_in_place");
+    Cell::assert_outcome(r, "failed", Some("restore_stuck"));
+    assert_eq!(r["restore_mode"], "write_set", "{r}");
+    assert_eq!(r["staging"], "device", "{r}");
+    let out = c.run.stdout();
+    if out.contains("late allocation refused") {
+        assert!(
+            c.run
+                .stderr()
+                .contains("the arena is kept: stuck replay copies may still use it"),
+            "{}",
+            c.run.stderr()
+        );
+    } else {
+        assert!(out.contains("late allocation OK"), "{out}");
+    }
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn capture_copies_past_the_copy_deadline_decline_and_the_app_is_right() {
     let c = cell(
         "inc",

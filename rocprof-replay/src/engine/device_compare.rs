@@ -7,14 +7,23 @@
 //! from 0. [`batches`] cuts regions into batches that fit a result buffer and a table;
 //! [`dirty_granules`] turns one piece's flags back into [`DirtyRanges`], exactly as the host
 //! compare builds them (granules from each region's start, the last one may be shorter).
+//!
+//! What a backend does the same way around its runtime calls lives here too: the batch loop
+//! ([`compare_in_batches`], [`fingerprint_in_batches`]: cut, fill the table, run, read the
+//! results) over a backend's [`TableKernel`] — which fills its table where its kernel reads
+//! it, runs one batch behind one bounded wait and gives its buffers up when the batch is stuck
+//! — and the diff's split between snapshots staged on the device and on the host
+//! ([`diff_split`]).
 
-use crate::engine::snapshot::{DirtyRange, DirtyRanges};
+use crate::engine::snapshot::{
+    DeviceMemory, DiffError, DirtyRange, DirtyRanges, Transfer, diff_by_reading,
+};
 
 /// One region of a compare batch, as `rocprof_replay_compare_table` reads it: `len` bytes of
 /// live memory at `live` and of its snapshot at `snap`; its granules' flags at `first`,
 /// `first + 1`, ... of the batch (the entries sorted by `first`, back to back from 0).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CompareEntry {
     pub(crate) live: u64,
     pub(crate) snap: u64,
@@ -25,7 +34,7 @@ pub(crate) struct CompareEntry {
 /// One region of a fingerprint batch, as `rocprof_replay_fingerprint_table` reads it: `len`
 /// bytes at `src`, their fingerprints at `first`, `first + 1`, ... of the batch.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PrintEntry {
     pub(crate) src: u64,
     pub(crate) len: u64,
@@ -80,6 +89,154 @@ pub(crate) fn batches(
     batches
 }
 
+/// One table kernel of a backend (the compare or the fingerprint), lent to the batch loop for
+/// one diff or fingerprint of a window.
+pub(crate) trait TableKernel {
+    /// An entry of its table ([`CompareEntry`], [`PrintEntry`]).
+    type Entry: Copy;
+    /// One result per granule (a flag byte, a 64-bit fingerprint).
+    type Result: Copy;
+
+    /// Most results and most entries of one batch (its buffers' room).
+    fn limits(&self) -> (usize, usize);
+
+    /// The table of the next batch, `n` entries (at most the limit; fewer are given when `n`
+    /// is larger) for the caller to fill: no batch reads it any more (the last one completed;
+    /// a stuck one gave the buffers up).
+    fn table(&mut self, n: usize) -> &mut [Self::Entry];
+
+    /// Runs the batch whose first `entries` table entries were just filled — `granules`
+    /// results of `granule` bytes each — and waits for it with the backend's copy deadline.
+    /// When it is still running then, the buffers it may read or write are given up (never
+    /// used again, never freed), whatever the backend keeps for stuck work is told, and the
+    /// answer is [`DiffError::Stuck`].
+    fn run(&mut self, entries: usize, granule: usize, granules: usize) -> Result<(), DiffError>;
+
+    /// The first `n` results of the batch that just ran (at most the limit).
+    fn results(&self, n: usize) -> &[Self::Result];
+}
+
+/// Runs `kernel` over `pieces` (`(index, len)` of regions, in order) in [`batches`]: each
+/// batch's table filled by `entry`, one run, its results handed to `take` with the batch. Stops
+/// at the first batch that fails or is stuck.
+fn run_batches<K: TableKernel + ?Sized>(
+    kernel: &mut K,
+    pieces: impl IntoIterator<Item = (usize, usize)>,
+    granule: usize,
+    entry: impl Fn(&Piece) -> K::Entry,
+    mut take: impl FnMut(&[Piece], &[K::Result]),
+) -> Result<(), DiffError> {
+    let granule = granule.max(1);
+    let (capacity, entries) = kernel.limits();
+    for batch in batches(pieces, granule, capacity, entries) {
+        let Some(last) = batch.last() else {
+            continue;
+        };
+        let used = last.at + last.len.div_ceil(granule);
+        for (e, p) in kernel.table(batch.len()).iter_mut().zip(&batch) {
+            *e = entry(p);
+        }
+        kernel.run(batch.len(), granule, used)?;
+        take(&batch, kernel.results(used));
+    }
+    Ok(())
+}
+
+/// The compare kernel over regions `which` of `regions` (their snapshots where the kernel
+/// reads them), the granules that differ appended to `out` (indices into `regions`).
+pub(crate) fn compare_in_batches<K: TableKernel<Entry = CompareEntry, Result = u8> + ?Sized>(
+    kernel: &mut K,
+    regions: &[Transfer],
+    which: &[usize],
+    granule: usize,
+    out: &mut DirtyRanges,
+) -> Result<(), DiffError> {
+    let granule = granule.max(1);
+    run_batches(
+        kernel,
+        which.iter().map(|&i| (i, regions[i].len)),
+        granule,
+        |p| {
+            let r = &regions[p.index];
+            CompareEntry {
+                live: (r.device + p.offset) as u64,
+                snap: (r.staging + p.offset) as u64,
+                len: p.len as u64,
+                first: p.at as u64,
+            }
+        },
+        |batch, flags| {
+            for p in batch {
+                dirty_granules(out, p, &flags[p.at..], granule);
+            }
+        },
+    )
+}
+
+/// The granules of `regions` (address, length) at `granule` bytes each.
+pub(crate) fn granules_of(regions: &[(usize, usize)], granule: usize) -> usize {
+    let granule = granule.max(1);
+    regions
+        .iter()
+        .map(|r| r.1.div_ceil(granule))
+        .fold(0usize, usize::saturating_add)
+}
+
+/// The fingerprint kernel over `regions` (address, length): one fingerprint per granule, in
+/// region order.
+pub(crate) fn fingerprint_in_batches<K: TableKernel<Entry = PrintEntry, Result = u64> + ?Sized>(
+    kernel: &mut K,
+    regions: &[(usize, usize)],
+    granule: usize,
+) -> Result<Vec<u64>, DiffError> {
+    let mut out = Vec::with_capacity(granules_of(regions, granule));
+    run_batches(
+        kernel,
+        regions.iter().enumerate().map(|(i, r)| (i, r.1)),
+        granule,
+        |p| PrintEntry {
+            src: (regions[p.index].0 + p.offset) as u64,
+            len: p.len as u64,
+            first: p.at as u64,
+        },
+        |_, prints| out.extend_from_slice(prints),
+    )?;
+    Ok(out)
+}
+
+/// A diff of a backend with a compare kernel: `on_device_diff` (the kernel) appends what
+/// differs in the regions with bytes whose snapshot is on the device (`on_device[i]`; it is
+/// not called when there are none), the host compares the others (only live memory read back
+/// into `mem`'s scratch), and the result is sorted by region and offset.
+pub(crate) fn diff_split<M: DeviceMemory + ?Sized>(
+    mem: &mut M,
+    regions: &[Transfer],
+    on_device: &[bool],
+    granule: usize,
+    on_device_diff: impl FnOnce(&mut M, &[usize], &mut DirtyRanges) -> Result<(), DiffError>,
+) -> Result<DirtyRanges, DiffError> {
+    let granule = granule.max(1);
+    let staged_on_device = |i: usize| on_device.get(i).copied().unwrap_or(false);
+    let (device, host): (Vec<usize>, Vec<usize>) = (0..regions.len())
+        .filter(|&i| regions[i].len > 0)
+        .partition(|&i| staged_on_device(i));
+    let mut out = DirtyRanges::new();
+    if !device.is_empty() {
+        on_device_diff(mem, &device, &mut out)?;
+    }
+    if !host.is_empty() {
+        // Host-readable snapshots: only live memory is read back.
+        let subset: Vec<Transfer> = host.iter().map(|&i| regions[i]).collect();
+        let found = diff_by_reading(mem, &subset, &vec![false; subset.len()], granule)?;
+        out.extend(found.into_iter().map(|r| DirtyRange {
+            index: host[r.index],
+            ..r
+        }));
+    }
+    out.sort_by_key(|r| (r.index, r.offset));
+    Ok(out)
+}
+
 /// Appends the granules of `piece` whose flag is set, joining adjacent ones.
 pub(crate) fn dirty_granules(out: &mut DirtyRanges, piece: &Piece, flags: &[u8], granule: usize) {
     let granules = piece.len.div_ceil(granule);
@@ -106,6 +263,165 @@ pub(crate) fn dirty_granules(out: &mut DirtyRanges, piece: &Piece, flags: &[u8],
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table kernel on the host: the compare or the fingerprint run over its table when
+    /// `run` is called (addresses are real pointers); batch `stuck_at` (0-based) is stuck.
+    struct HostKernel<E, R> {
+        limits: (usize, usize),
+        table: Vec<E>,
+        results: Vec<R>,
+        run: fn(&[E], usize, &mut [R]),
+        runs: usize,
+        stuck_at: Option<usize>,
+    }
+
+    impl<E: Copy + Default, R: Copy + Default> HostKernel<E, R> {
+        fn new(limits: (usize, usize), run: fn(&[E], usize, &mut [R])) -> Self {
+            HostKernel {
+                limits,
+                table: vec![E::default(); limits.1],
+                results: vec![R::default(); limits.0],
+                run,
+                runs: 0,
+                stuck_at: None,
+            }
+        }
+    }
+
+    impl<E: Copy, R: Copy> TableKernel for HostKernel<E, R> {
+        type Entry = E;
+        type Result = R;
+        fn limits(&self) -> (usize, usize) {
+            self.limits
+        }
+        fn table(&mut self, n: usize) -> &mut [E] {
+            &mut self.table[..n.min(self.limits.1)]
+        }
+        fn run(
+            &mut self,
+            entries: usize,
+            granule: usize,
+            granules: usize,
+        ) -> Result<(), DiffError> {
+            self.runs += 1;
+            if self.stuck_at == Some(self.runs - 1) {
+                return Err(DiffError::Stuck);
+            }
+            (self.run)(
+                &self.table[..entries],
+                granule,
+                &mut self.results[..granules],
+            );
+            Ok(())
+        }
+        fn results(&self, n: usize) -> &[R] {
+            &self.results[..n]
+        }
+    }
+
+    /// What `rocprof_replay_compare_table` computes.
+    fn compare(table: &[CompareEntry], granule: usize, flags: &mut [u8]) {
+        for e in table {
+            // SAFETY: the tests' entries name live buffers of `len` bytes.
+            let (live, snap) = unsafe {
+                (
+                    std::slice::from_raw_parts(e.live as *const u8, e.len as usize),
+                    std::slice::from_raw_parts(e.snap as *const u8, e.len as usize),
+                )
+            };
+            for (k, (l, s)) in live.chunks(granule).zip(snap.chunks(granule)).enumerate() {
+                flags[e.first as usize + k] = u8::from(l != s);
+            }
+        }
+    }
+
+    /// What `rocprof_replay_fingerprint_table` computes.
+    fn prints(table: &[PrintEntry], granule: usize, out: &mut [u64]) {
+        for e in table {
+            // SAFETY: as in `compare`.
+            let src = unsafe { std::slice::from_raw_parts(e.src as *const u8, e.len as usize) };
+            for (k, g) in src.chunks(granule).enumerate() {
+                out[e.first as usize + k] = crate::engine::footprint::fingerprint(g);
+            }
+        }
+    }
+
+    #[test]
+    fn the_batch_loop_finds_what_the_host_compare_finds_across_batches() {
+        // Four regions in granules of 16 bytes (10 granules, the last 4 bytes long; nothing; 3;
+        // 1), with 4 results and 2 entries a batch: 4 batches, regions split across them.
+        let lens = [148usize, 0, 48, 5];
+        let snaps: Vec<Vec<u8>> = lens.iter().map(|&n| vec![7u8; n]).collect();
+        let mut lives = snaps.clone();
+        for (r, at) in [(0, 0), (0, 47), (0, 146), (2, 20), (2, 21), (3, 4)] {
+            lives[r][at] ^= 1;
+        }
+        let regions: Vec<Transfer> = (0..lens.len())
+            .map(|i| Transfer {
+                device: lives[i].as_ptr() as usize,
+                staging: snaps[i].as_ptr() as usize,
+                len: lens[i],
+            })
+            .collect();
+        let mut kernel = HostKernel::new((4, 2), compare);
+        let mut found = DirtyRanges::new();
+        compare_in_batches(&mut kernel, &regions, &[0, 1, 2, 3], 16, &mut found).unwrap();
+        let range = |index, offset, len| DirtyRange { index, offset, len };
+        assert_eq!(
+            found,
+            vec![
+                range(0, 0, 16),
+                range(0, 32, 16),
+                range(0, 144, 4),
+                range(2, 16, 16),
+                range(3, 0, 5),
+            ]
+        );
+        assert_eq!(kernel.runs, 4, "14 granules, 4 a batch");
+        // The fingerprints are the host's, granule by granule, in region order.
+        let spans: Vec<(usize, usize)> = regions.iter().map(|r| (r.device, r.len)).collect();
+        let mut kernel = HostKernel::new((3, 21), prints);
+        let got = fingerprint_in_batches(&mut kernel, &spans, 16).unwrap();
+        let want: Vec<u64> = lives
+            .iter()
+            .flat_map(|l| l.chunks(16).map(crate::engine::footprint::fingerprint))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(granules_of(&spans, 16), want.len());
+    }
+
+    #[test]
+    fn a_stuck_batch_ends_the_loop_and_nothing_of_it_is_taken() {
+        let live = vec![1u8; 256];
+        let snap = vec![2u8; 256];
+        let regions = [Transfer {
+            device: live.as_ptr() as usize,
+            staging: snap.as_ptr() as usize,
+            len: 256,
+        }];
+        let mut kernel = HostKernel::new((4, 16), compare);
+        kernel.stuck_at = Some(1);
+        let mut found = DirtyRanges::new();
+        let r = compare_in_batches(&mut kernel, &regions, &[0], 16, &mut found);
+        assert_eq!(r, Err(DiffError::Stuck));
+        assert_eq!(kernel.runs, 2, "no batch after the stuck one");
+        assert_eq!(
+            found,
+            vec![DirtyRange {
+                index: 0,
+                offset: 0,
+                len: 64
+            }],
+            "only the first batch's results"
+        );
+        let mut kernel = HostKernel::new((4, 16), prints);
+        kernel.stuck_at = Some(0);
+        let spans = [(live.as_ptr() as usize, 256)];
+        assert_eq!(
+            fingerprint_in_batches(&mut kernel, &spans, 16),
+            Err(DiffError::Stuck)
+        );
+    }
 
     #[test]
     fn table_entries_are_laid_out_as_the_kernels_read_them() {

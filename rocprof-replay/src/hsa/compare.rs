@@ -36,11 +36,12 @@ use rocprof_replay_sys::*;
 
 use super::gates::ReplayQueue;
 use super::{Backend, Gpu, Status};
-use crate::engine::device_compare::{CompareEntry, PrintEntry, batches, dirty_granules};
-use crate::engine::footprint::fingerprint_by_reading;
-use crate::engine::snapshot::{
-    DeviceMemory, DiffError, DirtyRange, DirtyRanges, Transfer, diff_by_reading,
+use crate::engine::device_compare::{
+    CompareEntry, PrintEntry, TableKernel, compare_in_batches, diff_split, fingerprint_in_batches,
+    granules_of,
 };
+use crate::engine::footprint::fingerprint_by_reading;
+use crate::engine::snapshot::{DeviceMemory, DiffError, DirtyRanges, Transfer, diff_by_reading};
 
 /// The code objects, by target (the agent's `HSA_AGENT_INFO_NAME`): code object v4, xnack and
 /// sramecc "any".
@@ -401,6 +402,74 @@ fn wait_zero(be: &Backend, signal: hsa_signal_t, deadline: Duration) -> bool {
     }
 }
 
+/// One table kernel of a GPU lent to the batch loop
+/// ([`device_compare`](crate::engine::device_compare)): the kernel, its buffers, where its
+/// results go (the flags or the prints), its table's room and, for a stuck dispatch, the
+/// snapshot staging an entry names (the stuck list keeps it).
+struct Tables<'l, E, R> {
+    launcher: &'l Launcher<'l>,
+    queue: &'l ReplayQueue,
+    buffers: Buffers,
+    kernel: Kernel,
+    out: usize,
+    /// Most results and entries of a batch.
+    limits: (usize, usize),
+    staging_of: fn(&E) -> Option<(usize, usize)>,
+    result: std::marker::PhantomData<R>,
+}
+
+impl<E: Copy, R: Copy> Tables<'_, E, R> {
+    /// The first `n` entries of the table, as [`TableKernel::table`] let them be written.
+    fn written(&self, n: usize) -> &[E] {
+        // SAFETY: as in `table`; read only (the kernel only reads it too).
+        unsafe { std::slice::from_raw_parts(self.buffers.table as *const E, n.min(self.limits.1)) }
+    }
+}
+
+impl<E: Copy, R: Copy> TableKernel for Tables<'_, E, R> {
+    type Entry = E;
+    type Result = R;
+
+    fn limits(&self) -> (usize, usize) {
+        self.limits
+    }
+
+    fn table(&mut self, n: usize) -> &mut [E] {
+        // SAFETY: our pinned table, TABLE_BYTES (page-aligned, so aligned for the entries) with
+        // room for `limits.1` entries of `E`; no dispatch reads it (the last one completed, a
+        // stuck one gave the buffers up); borrowed from `self`, so not while a batch runs.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.buffers.table as *mut E, n.min(self.limits.1))
+        }
+    }
+
+    fn run(&mut self, entries: usize, granule: usize, granules: usize) -> Result<(), DiffError> {
+        let table = self.written(entries);
+        let staging_of = self.staging_of;
+        run_table(
+            self.launcher,
+            self.queue,
+            self.buffers,
+            Batch {
+                kernel: self.kernel,
+                out: self.out,
+                entries: table.len(),
+                granule,
+                granules: granules.min(self.limits.0),
+            },
+            || table.iter().filter_map(staging_of).collect(),
+        )
+    }
+
+    fn results(&self, n: usize) -> &[R] {
+        // SAFETY: the kernel wrote `n` results (at most `limits.0`, which the buffer holds;
+        // page-aligned, so aligned for `R`) and completed, its writes released at system scope
+        // before its signal dropped; nothing writes them until the next batch, which needs
+        // `self` mutably.
+        unsafe { std::slice::from_raw_parts(self.out as *const R, n.min(self.limits.0)) }
+    }
+}
+
 /// One dispatch of a table kernel: the kernel, where its results go (one of the buffers), the
 /// table's entries (already written), the granule and the batch's results.
 struct Batch {
@@ -412,12 +481,14 @@ struct Batch {
 }
 
 /// Runs one batch and waits for it with the copy deadline. On [`DiffError::Stuck`] the buffers
-/// are given up and the signal handed to the stuck list.
+/// are given up and the signal handed to the stuck list, with the snapshot staging the batch
+/// reads (`staging`).
 fn run_table(
     l: &Launcher<'_>,
     queue: &ReplayQueue,
     buffers: Buffers,
     b: Batch,
+    staging: impl FnOnce() -> Vec<(usize, usize)>,
 ) -> Result<(), DiffError> {
     let Batch {
         kernel,
@@ -484,11 +555,12 @@ fn run_table(
         return Err(DiffError::Failed);
     }
     if !wait_zero(be, signal, settings.copy) {
-        // The kernel may still read the regions and write the results: frees of the GPU's
-        // memory wait for it, and its buffers are never used again.
+        // The kernel may still read the regions and the snapshot's staging and write the
+        // results: frees of the GPU's memory wait for it, the staging stays its own (see
+        // `stuck`), and its buffers are never used again.
         tracing::warn!("a device compare kernel is still running after the copy deadline");
         l.gpu.kernels.leak_buffers();
-        be.stuck.add(l.gpu.index, signal, 0);
+        be.stuck.add_touching(l.gpu.index, signal, staging());
         return Err(DiffError::Stuck);
     }
     // SAFETY: our signal, its dispatch completed.
@@ -506,76 +578,34 @@ pub(crate) fn diff<M: DeviceMemory + ?Sized>(
     on_device: &[bool],
     granule: usize,
 ) -> Result<(DirtyRanges, bool), DiffError> {
-    let granule = granule.max(1);
-    let staged_on_device = |i: usize| on_device.get(i).copied().unwrap_or(false);
-    let device: Vec<usize> = (0..regions.len())
-        .filter(|&i| staged_on_device(i) && regions[i].len > 0)
-        .collect();
-    let ready = match (device.is_empty(), l.queue) {
-        (false, Some(q)) => l.gpu.kernels.ready(l.be, l.gpu).map(|k| (q, k)),
+    let any_on_device = (0..regions.len())
+        .any(|i| on_device.get(i).copied().unwrap_or(false) && regions[i].len > 0);
+    let ready = match (any_on_device, l.queue) {
+        (true, Some(q)) => l.gpu.kernels.ready(l.be, l.gpu).map(|k| (q, k)),
         _ => None,
     };
     let Some((queue, (compare, _, buffers))) = ready else {
         return diff_by_reading(mem, regions, on_device, granule).map(|d| (d, false));
     };
-    let mut out = DirtyRanges::new();
-    let pieces = device.iter().map(|&i| (i, regions[i].len));
-    for batch in batches(pieces, granule, FLAG_BYTES, COMPARE_ENTRIES) {
-        let Some(last) = batch.last() else {
-            continue;
-        };
-        let used = last.at + last.len.div_ceil(granule);
-        // SAFETY: our pinned table, TABLE_BYTES (page-aligned) with room for COMPARE_ENTRIES >=
-        // batch.len() entries; no dispatch reads it (the last one completed).
-        let table = unsafe {
-            std::slice::from_raw_parts_mut(buffers.table as *mut CompareEntry, batch.len())
-        };
-        for (e, p) in table.iter_mut().zip(&batch) {
-            let r = &regions[p.index];
-            *e = CompareEntry {
-                live: (r.device + p.offset) as u64,
-                snap: (r.staging + p.offset) as u64,
-                len: p.len as u64,
-                first: p.at as u64,
-            };
-        }
-        run_table(
-            l,
-            queue,
-            buffers,
-            Batch {
-                kernel: compare,
-                out: buffers.flags,
-                entries: batch.len(),
-                granule,
-                granules: used,
-            },
-        )?;
-        // SAFETY: the kernel wrote `used` flag bytes (used <= FLAG_BYTES) and completed, its
-        // writes released at system scope before the signal dropped.
-        let flags = unsafe { std::slice::from_raw_parts(buffers.flags as *const u8, used) };
-        for p in &batch {
-            dirty_granules(&mut out, p, &flags[p.at..], granule);
-        }
-    }
-    tracing::debug!(
-        regions = device.len(),
-        "write set found by the device compare kernel"
-    );
-    let host: Vec<usize> = (0..regions.len())
-        .filter(|&i| !staged_on_device(i) && regions[i].len > 0)
-        .collect();
-    if !host.is_empty() {
-        // Host-readable snapshots: only live memory is read back.
-        let subset: Vec<Transfer> = host.iter().map(|&i| regions[i]).collect();
-        let found = diff_by_reading(mem, &subset, &vec![false; subset.len()], granule)?;
-        out.extend(found.into_iter().map(|r| DirtyRange {
-            index: host[r.index],
-            ..r
-        }));
-    }
-    out.sort_by_key(|r| (r.index, r.offset));
-    Ok((out, true))
+    let mut kernel = Tables::<CompareEntry, u8> {
+        launcher: l,
+        queue,
+        buffers,
+        kernel: compare,
+        out: buffers.flags,
+        limits: (FLAG_BYTES, COMPARE_ENTRIES),
+        staging_of: |e| Some((e.snap as usize, e.len as usize)),
+        result: std::marker::PhantomData,
+    };
+    let found = diff_split(mem, regions, on_device, granule, |_, device, out| {
+        compare_in_batches(&mut kernel, regions, device, granule, out)?;
+        tracing::debug!(
+            regions = device.len(),
+            "write set found by the device compare kernel"
+        );
+        Ok(())
+    })?;
+    Ok((found, true))
 }
 
 /// [`DeviceMemory::fingerprint`] on HSA: the fingerprint kernel over the regions, in batches
@@ -587,11 +617,7 @@ pub(crate) fn fingerprint<M: DeviceMemory + ?Sized>(
     regions: &[(usize, usize)],
     granule: usize,
 ) -> Result<Vec<u64>, DiffError> {
-    let granule = granule.max(1);
-    let total = regions
-        .iter()
-        .map(|r| r.1.div_ceil(granule))
-        .fold(0usize, usize::saturating_add);
+    let total = granules_of(regions, granule);
     if total == 0 {
         return Ok(Vec::new());
     }
@@ -601,41 +627,18 @@ pub(crate) fn fingerprint<M: DeviceMemory + ?Sized>(
     let Some((queue, (_, kernel, buffers))) = ready else {
         return fingerprint_by_reading(mem, regions, granule);
     };
-    let mut out = Vec::with_capacity(total);
-    let lens = regions.iter().enumerate().map(|(i, r)| (i, r.1));
-    for batch in batches(lens, granule, PRINT_BYTES / 8, PRINT_ENTRIES) {
-        let Some(last) = batch.last() else {
-            continue;
-        };
-        let used = last.at + last.len.div_ceil(granule);
-        // SAFETY: as in `diff`, with room for PRINT_ENTRIES >= batch.len() entries.
-        let table = unsafe {
-            std::slice::from_raw_parts_mut(buffers.table as *mut PrintEntry, batch.len())
-        };
-        for (e, p) in table.iter_mut().zip(&batch) {
-            *e = PrintEntry {
-                src: (regions[p.index].0 + p.offset) as u64,
-                len: p.len as u64,
-                first: p.at as u64,
-            };
-        }
-        run_table(
-            l,
-            queue,
-            buffers,
-            Batch {
-                kernel,
-                out: buffers.prints,
-                entries: batch.len(),
-                granule,
-                granules: used,
-            },
-        )?;
-        // SAFETY: the kernel wrote `used` fingerprints (page-aligned buffer, so aligned for
-        // u64; used * 8 <= PRINT_BYTES) and completed.
-        let prints = unsafe { std::slice::from_raw_parts(buffers.prints as *const u64, used) };
-        out.extend_from_slice(prints);
-    }
+    let mut kernel = Tables::<PrintEntry, u64> {
+        launcher: l,
+        queue,
+        buffers,
+        kernel,
+        out: buffers.prints,
+        limits: (PRINT_BYTES / 8, PRINT_ENTRIES),
+        // Watched memory is the application's: nothing of ours but the buffers.
+        staging_of: |_| None,
+        result: std::marker::PhantomData,
+    };
+    let out = fingerprint_in_batches(&mut kernel, regions, granule)?;
     tracing::debug!(
         regions = regions.len(),
         granules = total,

@@ -151,6 +151,13 @@ impl GateList {
         pending
     }
 
+    /// Every gate still listed as closed, whichever queues have a barrier for it (after the
+    /// bookkeeping of [`pending_for`](Self::pending_for) failed half way: it may have marked
+    /// gates as placed that were not).
+    pub(crate) fn closed_gates(&self) -> smallvec::SmallVec<[hsa_signal_t; 4]> {
+        self.closed.iter().map(|(_, s)| *s).collect()
+    }
+
     /// Closes a new isolation gate: later submissions to the GPU's queues go behind it.
     pub(crate) fn close(&mut self, gate: hsa_signal_t) {
         self.next_epoch += 1;

@@ -474,6 +474,9 @@ impl Detached {
 /// under the GPU's gate lock; `close` names the window gate this submission holds (its own
 /// queue's later work waits behind it).
 ///
+/// The packets are written exactly once, here, whatever happens in the bookkeeping around them
+/// ([`forward_steps`]); `progress` is marked right before.
+///
 /// # Safety
 /// Inside the interceptor, with `count` valid packets at `pkts`.
 #[allow(clippy::too_many_arguments)]
@@ -488,18 +491,135 @@ unsafe fn forward_tracked(
     close: Option<hsa_signal_t>,
 ) {
     let tracked = queue.inflight.handle != 0;
-    let backlog = tracked.then(|| {
-        let mut backlog = queue.backlog.lock();
-        // Our barrier, and a barrier for gates that may come before.
-        queue.wait_for_room(be, &mut backlog, count + 2, be.settings().drain);
-        backlog
-    });
-    let mut gates = gpu.map(|g| g.gates.lock());
-    let pending = match (&mut gates, in_window()) {
-        (Some(list), false) => list.pending_for(be, queue),
-        _ => smallvec::SmallVec::new(),
+    let mut steps = TrackedForward {
+        be,
+        queue,
+        backlog: tracked.then(|| queue.backlog.lock()),
+        gpu,
+        gates: None,
+        in_window: in_window(),
+        write,
+        pkts,
+        count,
+        close,
     };
-    let gate_barriers: smallvec::SmallVec<[hsa_barrier_and_packet_t; 1]> = pending
+    // SAFETY: caller contract.
+    unsafe { forward_steps(&mut steps, pkts, count, progress) };
+}
+
+/// Gate barriers written before a submission.
+type GateBarriers = smallvec::SmallVec<[hsa_barrier_and_packet_t; 1]>;
+
+/// The steps of a tracked forward: the backend's bookkeeping and the runtime's writes, whose
+/// order is [`forward_steps`]'s (one piece of code for the backend and its tests).
+trait ForwardSteps {
+    /// Waits, bounded, until the ring has room for `packets` more (bookkeeping).
+    fn wait_for_room(&mut self, packets: u64);
+    /// Barriers on the closed gates the queue has none for yet, which count as placed from now
+    /// on (bookkeeping).
+    fn gate_barriers(&mut self) -> GateBarriers;
+    /// Barriers on every gate still closed: when [`gate_barriers`](Self::gate_barriers)
+    /// failed half way (it may have counted gates as placed).
+    fn every_gate_barrier(&mut self) -> GateBarriers;
+    /// Counts the submission of `packets` packets (ours included) as in flight; the barrier
+    /// that retires it, for a tracked queue. Atomics, runtime calls and a push (an allocation
+    /// failure aborts) only: it cannot panic.
+    fn count(&mut self, packets: u64) -> Option<hsa_barrier_and_packet_t>;
+    /// Notes what of the submission cannot complete before a window's gate opens, so that
+    /// drains stop short of it (bookkeeping).
+    fn note_held(&mut self);
+    /// Writes `count` packets at `pkts` to the queue (the runtime's writer).
+    ///
+    /// # Safety
+    /// Inside the interceptor, with `count` valid packets at `pkts`.
+    unsafe fn write(&mut self, pkts: *const c_void, count: u64);
+}
+
+/// A tracked forward's steps: the gate barriers, the submission counted, what it holds noted,
+/// then the gate barriers, the packets and the retiring barrier written. Every step of
+/// bookkeeping runs under `catch_unwind`: a panic in one (a bug of ours) is logged and the
+/// submission goes on with what the others did, so the packets are written exactly once, here
+/// — never lost, never left to the handler's recovery — and the queue's count of work in
+/// flight always gets its retiring barrier. When the gate barriers fail, every closed gate of
+/// the GPU gets one (never fewer than a window needs). `progress` is marked right before the
+/// packets' write, with nothing that can panic after it.
+///
+/// # Safety
+/// Inside the interceptor, with `count` valid packets at `pkts`.
+unsafe fn forward_steps(
+    steps: &mut impl ForwardSteps,
+    pkts: *const c_void,
+    count: u64,
+    progress: Option<&Progress>,
+) {
+    use super::hooks::guarded;
+    // Our barrier, and a barrier for gates that may come before.
+    let _ = guarded("waiting for room in the ring", || {
+        steps.wait_for_room(count + 2)
+    });
+    let gates = guarded("placing the isolation gates", || steps.gate_barriers())
+        .or_else(|| {
+            guarded("placing every isolation gate", || {
+                steps.every_gate_barrier()
+            })
+        })
+        .unwrap_or_default();
+    let retire = steps.count(count + 1 + gates.len() as u64);
+    if retire.is_some() {
+        let _ = guarded("noting submissions held by a gate", || steps.note_held());
+    }
+    if !gates.is_empty() {
+        // SAFETY: barrier packets of ours, forwarded inside the handler.
+        unsafe { steps.write(gates.as_ptr().cast(), gates.len() as u64) };
+    }
+    if let Some(progress) = progress {
+        progress.forwarded.set(true);
+        progress.completed.set(true);
+    }
+    // SAFETY: caller contract.
+    unsafe { steps.write(pkts, count) };
+    if let Some(barrier) = retire {
+        // SAFETY: one packet of ours, forwarded inside the handler.
+        unsafe { steps.write((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) };
+    }
+}
+
+/// [`ForwardSteps`] on a queue of the runtime: its backlog (a tracked queue), locked for the
+/// whole submission, and the GPU's gate list, locked once there is room in the ring (waiting
+/// for room never holds the GPU's other queues) until the submission is written.
+struct TrackedForward<'a> {
+    be: &'a Backend,
+    queue: &'a QueueState,
+    backlog: Option<parking_lot::MutexGuard<'a, super::Backlog>>,
+    gpu: Option<&'a Gpu>,
+    gates: Option<parking_lot::MutexGuard<'a, gates::GateList>>,
+    in_window: bool,
+    write: Writer,
+    pkts: *const c_void,
+    count: u64,
+    close: Option<hsa_signal_t>,
+}
+
+impl TrackedForward<'_> {
+    /// Takes the GPU's gate lock, held until the submission is written (idempotent).
+    fn lock_gates(&mut self) {
+        if self.gates.is_none() {
+            self.gates = self.gpu.map(|g| g.gates.lock());
+        }
+    }
+
+    /// The gate list (locked), outside a window (a window's own packets go as they are).
+    fn gate_list(&mut self) -> Option<&mut gates::GateList> {
+        self.lock_gates();
+        if self.in_window {
+            return None;
+        }
+        self.gates.as_deref_mut()
+    }
+}
+
+fn barriers_on(gates: &[hsa_signal_t]) -> GateBarriers {
+    gates
         .chunks(5)
         .map(|deps| {
             barrier_and(
@@ -510,47 +630,62 @@ unsafe fn forward_tracked(
                 HSA_FENCE_SCOPE_NONE,
             )
         })
-        .collect();
-    let _backlog = backlog.map(|mut backlog| {
-        let packets = count + 1 + gate_barriers.len() as u64;
+        .collect()
+}
+
+impl ForwardSteps for TrackedForward<'_> {
+    fn wait_for_room(&mut self, packets: u64) {
+        let (be, queue) = (self.be, self.queue);
+        if let Some(backlog) = self.backlog.as_deref_mut() {
+            queue.wait_for_room(be, backlog, packets, be.settings().drain);
+        }
+    }
+
+    fn gate_barriers(&mut self) -> GateBarriers {
+        let (be, queue) = (self.be, self.queue);
+        self.gate_list().map_or_else(GateBarriers::new, |list| {
+            barriers_on(&list.pending_for(be, queue))
+        })
+    }
+
+    fn every_gate_barrier(&mut self) -> GateBarriers {
+        self.gate_list()
+            .map_or_else(GateBarriers::new, |list| barriers_on(&list.closed_gates()))
+    }
+
+    fn count(&mut self, packets: u64) -> Option<hsa_barrier_and_packet_t> {
+        self.lock_gates();
+        let backlog = self.backlog.as_deref_mut()?;
         backlog.push(u32::try_from(packets).unwrap_or(u32::MAX));
-        queue.submitted.fetch_add(1, Ordering::AcqRel);
+        let index = self.queue.submitted.fetch_add(1, Ordering::AcqRel) + 1;
         // SAFETY: our own live signal.
-        unsafe { (be.orig.signal_add)(queue.inflight, 1) };
-        backlog
-    });
-    if let (Some(list), true, false) = (&mut gates, tracked, in_window()) {
-        let index = queue.submitted.load(Ordering::Acquire);
-        // SAFETY: caller contract: `count` packets of the application at `pkts`.
-        unsafe { note_held(be, list, queue, pkts, count, index) };
-    }
-    if !gate_barriers.is_empty() {
-        // SAFETY: barrier packets of ours, forwarded inside the handler.
-        unsafe { write(gate_barriers.as_ptr().cast(), gate_barriers.len() as u64) };
-    }
-    // Marked right before the write, with nothing that can panic in between: after an
-    // internal panic the handler forwards the submission itself exactly when this did not.
-    if let Some(progress) = progress {
-        progress.forwarded.set(true);
-        progress.completed.set(true);
-    }
-    // SAFETY: caller contract.
-    unsafe { write(pkts, count) };
-    if tracked {
-        let barrier = barrier_and(
+        unsafe { (self.be.orig.signal_add)(self.queue.inflight, 1) };
+        if let Some(gate) = self.close {
+            // The submission that holds the gate: later windows' drains stop short of it.
+            self.queue.pending_gates.lock().push((index, gate));
+        }
+        Some(barrier_and(
             &[],
-            queue.inflight,
+            self.queue.inflight,
             true,
             HSA_FENCE_SCOPE_NONE,
             HSA_FENCE_SCOPE_NONE,
-        );
-        // SAFETY: one packet, forwarded inside the handler.
-        unsafe { write((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) };
+        ))
     }
-    if let (Some(gate), true) = (close, tracked) {
-        // The submission that holds the gate: later windows' drains stop short of it.
+
+    fn note_held(&mut self) {
+        let (be, queue, pkts, count) = (self.be, self.queue, self.pkts, self.count);
         let index = queue.submitted.load(Ordering::Acquire);
-        queue.pending_gates.lock().push((index, gate));
+        if let Some(list) = self.gate_list() {
+            // SAFETY: `count` packets of the application at `pkts` (forward_tracked's caller
+            // contract).
+            unsafe { note_held(be, list, queue, pkts, count, index) };
+        }
+    }
+
+    unsafe fn write(&mut self, pkts: *const c_void, count: u64) {
+        // SAFETY: caller contract.
+        unsafe { (self.write)(pkts, count) };
     }
 }
 
@@ -1108,6 +1243,10 @@ impl Drop for HsaTarget {
     }
 }
 
+/// Most buffers one staging allocation carves before giving up (each one it skips is held
+/// for stuck work: [`super::stuck::StuckWork::hold_if_touched`]).
+const STAGING_TRIES: usize = 4096;
+
 /// Gives a scratch buffer back to the staging cache (or frees it).
 unsafe fn release_scratch(ptr: NonNull<u8>, capacity: usize, _tier: Tier) {
     if let Some(be) = BACKEND.get() {
@@ -1119,12 +1258,23 @@ unsafe fn release_scratch(ptr: NonNull<u8>, capacity: usize, _tier: Tier) {
 impl DeviceMemory for HsaTarget {
     /// A buffer carved from the GPU's snapshot arena: VRAM while the GPU keeps its reserve
     /// free, else pinned host memory.
+    ///
+    /// A buffer where stuck copies or compare kernels may still read or write (staging a
+    /// window gave back although they use it) is held for them and another one carved.
     fn alloc_staging(&mut self, size: usize) -> Option<Staging> {
         let mem = ArenaMemory {
             be: self.be,
             gpu: self.gpu,
         };
-        self.gpu.arena.lock().carve(&mem, size)
+        let mut arena = self.gpu.arena.lock();
+        // Each held buffer moves the arena past it, to fresh memory at worst; bounded anyway.
+        for _ in 0..STAGING_TRIES {
+            if let Some(buf) = self.be.stuck.hold_if_touched(arena.carve(&mem, size)?) {
+                return Some(buf);
+            }
+        }
+        tracing::warn!("no snapshot staging away from memory stuck replay copies still use");
+        None
     }
 
     /// One arena chunk for the plan, reused while plans fit it.
@@ -1210,10 +1360,15 @@ impl DeviceMemory for HsaTarget {
         }
         drop(arena);
         if !self.wait_zero(signal, self.be.settings().copy) {
-            // The copies may still read or write the regions: frees of the GPU's memory wait
-            // for them (see `stuck`), which also keeps the signal alive until they end.
+            // The copies may still read or write the regions and the staging: frees of the
+            // GPU's memory wait for them, the staging stays theirs (see `stuck`), and the
+            // signal stays alive until they end.
             self.copy_signal = None;
-            self.be.stuck.add(self.gpu.index, signal, 0);
+            let touches = transfers
+                .iter()
+                .flat_map(|t| [(t.device, t.len), (t.staging, t.len)])
+                .collect();
+            self.be.stuck.add_touching(self.gpu.index, signal, touches);
             return Err(CopyError::Stuck);
         }
         if failed {
@@ -1305,6 +1460,9 @@ impl ReplayTarget for HsaTarget {
         match gpu.lock.try_write_for(self.be.settings().lock) {
             Some(guard) => {
                 self.window = Some(guard);
+                // Stuck work that ended since: the staging it held and the arena chunks whose
+                // frees it held back are released before this window sizes the arena.
+                self.be.stuck.settle(self.be);
                 Ok(())
             }
             None => Err(DeclineReason::LockTimeout),
@@ -1693,6 +1851,129 @@ impl ReplayTarget for HsaTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Forward steps that panic where told and record what is written.
+    struct Steps {
+        panic_in: &'static [&'static str],
+        tracked: bool,
+        app: *const c_void,
+        written: Vec<String>,
+        noted: bool,
+    }
+
+    const RETIRE: hsa_signal_t = hsa_signal_t { handle: 99 };
+
+    impl Steps {
+        fn new(panic_in: &'static [&'static str], tracked: bool, app: *const c_void) -> Self {
+            Steps {
+                panic_in,
+                tracked,
+                app,
+                written: Vec::new(),
+                noted: false,
+            }
+        }
+        fn step(&self, name: &str) {
+            if self.panic_in.contains(&name) {
+                panic!("injected panic in {name}");
+            }
+        }
+    }
+
+    impl ForwardSteps for Steps {
+        fn wait_for_room(&mut self, _packets: u64) {
+            self.step("wait_for_room");
+        }
+        fn gate_barriers(&mut self) -> GateBarriers {
+            self.step("gate_barriers");
+            barriers_on(&[hsa_signal_t { handle: 5 }])
+        }
+        fn every_gate_barrier(&mut self) -> GateBarriers {
+            self.step("every_gate_barrier");
+            barriers_on(
+                &(1..=6)
+                    .map(|handle| hsa_signal_t { handle })
+                    .collect::<Vec<_>>(),
+            )
+        }
+        fn count(&mut self, _packets: u64) -> Option<hsa_barrier_and_packet_t> {
+            self.tracked.then(|| {
+                barrier_and(
+                    &[],
+                    RETIRE,
+                    true,
+                    HSA_FENCE_SCOPE_NONE,
+                    HSA_FENCE_SCOPE_NONE,
+                )
+            })
+        }
+        fn note_held(&mut self) {
+            self.noted = true;
+            self.step("note_held");
+        }
+        unsafe fn write(&mut self, pkts: *const c_void, count: u64) {
+            if pkts == self.app {
+                self.written.push(format!("app x{count}"));
+                return;
+            }
+            // SAFETY: the steps write barrier packets of theirs.
+            let first = unsafe { *pkts.cast::<hsa_barrier_and_packet_t>() };
+            if first.completion_signal == RETIRE {
+                self.written.push("retire".into());
+            } else {
+                self.written.push(format!("gates x{count}"));
+            }
+        }
+    }
+
+    fn forward(panic_in: &'static [&'static str], tracked: bool) -> (Steps, Progress) {
+        let app = [app_packet()];
+        let pkts = app.as_ptr().cast::<c_void>();
+        let mut steps = Steps::new(panic_in, tracked, pkts);
+        let progress = Progress::default();
+        // SAFETY: one packet at `pkts`; the fake writer only records.
+        unsafe { forward_steps(&mut steps, pkts, 1, Some(&progress)) };
+        (steps, progress)
+    }
+
+    #[test]
+    fn a_forward_writes_gates_then_the_packets_then_their_retiring_barrier() {
+        let (steps, progress) = forward(&[], true);
+        assert_eq!(steps.written, ["gates x1", "app x1", "retire"]);
+        assert!(steps.noted);
+        assert!(progress.forwarded.get() && progress.completed.get());
+        let (steps, _) = forward(&[], false);
+        assert_eq!(steps.written, ["gates x1", "app x1"], "an untracked queue");
+        assert!(!steps.noted, "nothing to note without tracking");
+    }
+
+    #[test]
+    fn a_panic_in_the_bookkeeping_never_loses_or_repeats_the_submission() {
+        for (panic_in, want) in [
+            (
+                &["wait_for_room"][..],
+                &["gates x1", "app x1", "retire"][..],
+            ),
+            // Its gates may count as placed: every closed gate gets a barrier (2 for 6 gates).
+            (&["gate_barriers"], &["gates x2", "app x1", "retire"]),
+            (
+                &["gate_barriers", "every_gate_barrier"],
+                &["app x1", "retire"],
+            ),
+            (&["note_held"], &["gates x1", "app x1", "retire"]),
+            (
+                &["wait_for_room", "gate_barriers", "note_held"],
+                &["gates x2", "app x1", "retire"],
+            ),
+        ] {
+            let (steps, progress) = forward(panic_in, true);
+            assert_eq!(steps.written, want, "panics in {panic_in:?}");
+            assert!(
+                progress.forwarded.get(),
+                "{panic_in:?}: the handler's recovery must not write the packets again"
+            );
+        }
+    }
 
     /// An application's dispatch with the narrowest fences and no barrier bit.
     fn app_packet() -> hsa_kernel_dispatch_packet_t {

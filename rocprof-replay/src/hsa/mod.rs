@@ -175,19 +175,40 @@ impl arena::Memory for ArenaMemory<'_> {
         (st == HSA_STATUS_SUCCESS && !p.is_null()).then_some(p as usize)
     }
     fn free_device(&self, ptr: usize) {
-        // SAFETY: a chunk of ours that no copy uses (the arena's rule).
-        unsafe { (self.be.orig.pool_free)(ptr as *mut std::ffi::c_void) };
+        self.free_chunk(ptr);
     }
     fn alloc_pinned(&self, size: usize) -> Option<usize> {
         let (pool, _) = self.be.staging_pool?;
         alloc_host(&self.be.orig, pool, &self.be.gpus, size).map(|p| p.as_ptr() as usize)
     }
     fn free_pinned(&self, ptr: usize) {
-        // SAFETY: as `free_device`.
-        unsafe { (self.be.orig.pool_free)(ptr as *mut std::ffi::c_void) };
+        self.free_chunk(ptr);
     }
     fn reserve(&self, total: usize) -> usize {
         device_reserve(self.be.device_reserve, total)
+    }
+}
+
+impl ArenaMemory<'_> {
+    /// Frees an arena chunk — unless stuck copies or compare kernels of this GPU may still
+    /// read or write memory of ours: then the free waits until they end (the arena only knows
+    /// which buffers are handed out, and a window can give back staging that stuck work still
+    /// reads, such as after a stuck final restore).
+    fn free_chunk(&self, ptr: usize) {
+        if self
+            .be
+            .stuck
+            .park_free(self.gpu.index, ptr, self.be.orig.pool_free)
+        {
+            tracing::warn!(
+                gpu = self.gpu.index,
+                "a snapshot arena chunk is freed only once stuck replay copies of its GPU end"
+            );
+            return;
+        }
+        // SAFETY: a chunk of ours that no snapshot holds (the arena's rule) and no stuck work
+        // may touch (checked above).
+        unsafe { (self.be.orig.pool_free)(ptr as *mut std::ffi::c_void) };
     }
 }
 
@@ -201,7 +222,10 @@ impl Gpu {
     /// After an application allocation from this GPU's VRAM pool failed for lack of memory:
     /// releases the snapshot arena's idle chunks when it holds VRAM and no window runs on the
     /// GPU (the reader side of the GPU lock is taken, bounded by the lock deadline, so no
-    /// window can be using or growing the arena meanwhile). Returns the VRAM bytes released.
+    /// window can be using or growing the arena meanwhile). Stuck copies or compare kernels of
+    /// the GPU may still read or write the arena: they are waited for as a free of the GPU's
+    /// memory waits (twice the copy deadline), and while any runs the arena is kept. Returns
+    /// the VRAM bytes released.
     pub(crate) fn release_arena_for_application(&self, be: &Backend) -> usize {
         let deadline = be.settings().lock;
         let holds = self
@@ -211,9 +235,26 @@ impl Gpu {
         if !holds {
             return 0;
         }
+        let stuck_wait = be.settings().copy.saturating_mul(2);
+        if !be
+            .stuck
+            .wait_for_memory_of(be, Some(self.index), stuck_wait)
+        {
+            tracing::warn!(
+                gpu = self.index,
+                "an application allocation failed while the snapshot arena held device memory; \
+                 the arena is kept: stuck replay copies may still use it"
+            );
+            return 0;
+        }
         let Some(_no_window) = self.lock.try_read_for(deadline) else {
             return 0;
         };
+        // Under the reader side no window runs, so nothing gets stuck meanwhile; what a window
+        // left stuck between the wait and the lock keeps the arena.
+        if be.stuck.touches_memory_of(self.index) {
+            return 0;
+        }
         let Some(mut arena) = self.arena.try_lock_for(deadline) else {
             return 0;
         };
@@ -297,15 +338,16 @@ impl Backlog {
     fn settle(&mut self, pending: u64) {
         while self.submissions.len() as u64 > pending {
             if let Some(done) = self.submissions.pop_front() {
-                self.packets -= u64::from(done);
+                self.packets = self.packets.saturating_sub(u64::from(done));
             }
         }
     }
 
-    /// Records a submission of `packets` packets.
+    /// Records a submission of `packets` packets (never panics: it runs between a forward's
+    /// bookkeeping and its writes).
     pub(crate) fn push(&mut self, packets: u32) {
         self.submissions.push_back(packets);
-        self.packets += u64::from(packets);
+        self.packets = self.packets.saturating_add(u64::from(packets));
     }
 }
 
@@ -737,7 +779,17 @@ pub(crate) fn shutdown() {
         }
         be.copies.shutdown(be);
         be.staging.clear(&be.orig);
+        // Stuck copies and compare kernels may still read or write the arenas: an arena they
+        // may touch is left allocated (the process is ending; nothing is waited for).
+        be.stuck.settle(be);
         for gpu in &be.gpus {
+            if be.stuck.touches_memory_of(gpu.index) {
+                tracing::warn!(
+                    gpu = gpu.index,
+                    "stuck replay copies may still use the snapshot arena: it is not freed"
+                );
+                continue;
+            }
             if let Some(mut arena) = gpu.arena.try_lock() {
                 arena.release_now(&ArenaMemory { be, gpu });
             }
@@ -822,8 +874,8 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
     Ok((ctx.gpus, ctx.cpus))
 }
 
-/// A global memory pool of an agent that the runtime lets applications allocate from (not the
-/// kernarg pool), with its flags (`HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_*`) and size.
+/// A global memory pool of an agent that the runtime lets applications allocate from, with its
+/// flags (`HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_*`) and size.
 #[derive(Clone, Copy)]
 struct GlobalPool {
     pool: hsa_amd_memory_pool_t,
@@ -837,11 +889,16 @@ impl GlobalPool {
     }
 }
 
-/// The agent's global pools that allow runtime allocation, kernarg pools left out, in the
+/// The agent's global pools that allow runtime allocation and that `keep` accepts, in the
 /// runtime's order; empty when they cannot be listed.
-fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
+fn runtime_pools(
+    orig: &Originals,
+    agent: hsa_agent_t,
+    keep: &dyn Fn(&GlobalPool) -> bool,
+) -> Vec<GlobalPool> {
     struct Ctx<'a> {
         orig: &'a Originals,
+        keep: &'a dyn Fn(&GlobalPool) -> bool,
         found: Vec<GlobalPool>,
     }
     unsafe extern "C" fn each(
@@ -874,20 +931,20 @@ fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
                     (&mut size as *mut usize).cast(),
                 ) == HSA_STATUS_SUCCESS
         };
-        if ok
-            && allowed
-            && segment == HSA_AMD_SEGMENT_GLOBAL
-            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT == 0
-        {
-            ctx.found.push(GlobalPool { pool, flags, size });
+        let found = GlobalPool { pool, flags, size };
+        // The predicate is ours and does not panic (a flag test); no unwind crosses this
+        // callback.
+        if ok && allowed && segment == HSA_AMD_SEGMENT_GLOBAL && (ctx.keep)(&found) {
+            ctx.found.push(found);
         }
         HSA_STATUS_SUCCESS
     }
     let mut ctx = Ctx {
         orig,
+        keep,
         found: Vec::new(),
     };
-    // SAFETY: the callback only touches `ctx`.
+    // SAFETY: the callback only touches `ctx`, which outlives the call.
     let st =
         unsafe { (orig.agent_iterate_pools)(agent, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
     if st != HSA_STATUS_SUCCESS {
@@ -896,52 +953,22 @@ fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
     ctx.found
 }
 
+/// The agent's global pools that allow runtime allocation, kernarg pools left out, in the
+/// runtime's order; empty when they cannot be listed.
+fn global_pools(orig: &Originals, agent: hsa_agent_t) -> Vec<GlobalPool> {
+    runtime_pools(orig, agent, &|p| {
+        !p.has(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT)
+    })
+}
+
 /// The CPU agent's kernarg pool (`KERNARG_INIT`, runtime allocation allowed), where kernel
 /// arguments of our own dispatches live.
 pub(super) fn kernarg_pool(orig: &Originals, cpu: hsa_agent_t) -> Option<hsa_amd_memory_pool_t> {
-    struct Ctx<'a> {
-        orig: &'a Originals,
-        found: Option<hsa_amd_memory_pool_t>,
-    }
-    unsafe extern "C" fn each(
-        pool: hsa_amd_memory_pool_t,
-        data: *mut std::ffi::c_void,
-    ) -> hsa_status_t {
-        // SAFETY: `data` is the Ctx passed below.
-        let ctx = unsafe { &mut *data.cast::<Ctx<'_>>() };
-        let (mut segment, mut flags, mut allowed) = (0u32, 0u32, false);
-        // SAFETY: each attribute writes the documented type.
-        let ok = unsafe {
-            (ctx.orig.pool_get_info)(
-                pool,
-                HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
-                (&mut segment as *mut u32).cast(),
-            ) == HSA_STATUS_SUCCESS
-                && (ctx.orig.pool_get_info)(
-                    pool,
-                    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
-                    (&mut flags as *mut u32).cast(),
-                ) == HSA_STATUS_SUCCESS
-                && (ctx.orig.pool_get_info)(
-                    pool,
-                    HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
-                    (&mut allowed as *mut bool).cast(),
-                ) == HSA_STATUS_SUCCESS
-        };
-        if ok
-            && allowed
-            && segment == HSA_AMD_SEGMENT_GLOBAL
-            && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT != 0
-        {
-            ctx.found = Some(pool);
-            return HSA_STATUS_INFO_BREAK;
-        }
-        HSA_STATUS_SUCCESS
-    }
-    let mut ctx = Ctx { orig, found: None };
-    // SAFETY: the callback only touches `ctx`, which outlives the call.
-    unsafe { (orig.agent_iterate_pools)(cpu, Some(each), (&mut ctx as *mut Ctx<'_>).cast()) };
-    ctx.found
+    runtime_pools(orig, cpu, &|p| {
+        p.has(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT)
+    })
+    .first()
+    .map(|p| p.pool)
 }
 
 /// A CPU pool the runtime allocates from: fine-grained preferred, else coarse-grained.

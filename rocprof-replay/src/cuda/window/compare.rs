@@ -40,8 +40,11 @@ use rocprof_replay_sys::cuda::*;
 use super::{CudaTarget, Poll, give_event};
 use crate::cuda::Guard;
 use crate::cuda::api::{Driver, error_name};
-use crate::engine::device_compare::{CompareEntry, PrintEntry, batches, dirty_granules};
-use crate::engine::snapshot::{DiffError, DirtyRange, DirtyRanges, Transfer, diff_by_reading};
+use crate::engine::device_compare::{
+    CompareEntry, PrintEntry, TableKernel, compare_in_batches, diff_split, fingerprint_in_batches,
+    granules_of,
+};
+use crate::engine::snapshot::{DiffError, DirtyRanges, Transfer};
 
 /// The compare kernel's PTX (`kernels/cuda/compare.cu`, built by
 /// `scripts/build-cuda-kernels.sh`), NUL-terminated as `cuModuleLoadData` wants PTX text.
@@ -411,32 +414,12 @@ pub(super) fn diff(
     on_device: &[bool],
     granule: usize,
 ) -> Result<DirtyRanges, DiffError> {
-    let granule = granule.max(1);
-    let staged_on_device = |i: usize| on_device.get(i).copied().unwrap_or(false);
-    let device: Vec<usize> = (0..regions.len())
-        .filter(|&i| staged_on_device(i) && regions[i].len > 0)
-        .collect();
-    let host: Vec<usize> = (0..regions.len())
-        .filter(|&i| !staged_on_device(i) && regions[i].len > 0)
-        .collect();
-    let mut out = DirtyRanges::new();
-    if !device.is_empty() {
+    diff_split(t, regions, on_device, granule, |t, device, out| {
         let Some(function) = t.ctx.compare.lock().function() else {
             return Err(DiffError::Unsupported);
         };
-        compare_on_device(t, function, regions, &device, granule, &mut out)?;
-    }
-    if !host.is_empty() {
-        // Host-readable snapshots: only live memory is read back (into host scratch).
-        let subset: Vec<Transfer> = host.iter().map(|&i| regions[i]).collect();
-        let found = diff_by_reading(t, &subset, &vec![false; subset.len()], granule)?;
-        out.extend(found.into_iter().map(|r| DirtyRange {
-            index: host[r.index],
-            ..r
-        }));
-    }
-    out.sort_by_key(|r| (r.index, r.offset));
-    Ok(out)
+        compare_on_device(t, function, regions, device, granule, out)
+    })
 }
 
 /// Compares `which` regions (snapshots on the device) in batches of at most [`FLAG_BYTES`]
@@ -453,49 +436,16 @@ fn compare_on_device(
     let Some(buffers) = t.ctx.compare.lock().flags() else {
         return Err(DiffError::Failed);
     };
-    let pieces = which.iter().map(|&i| (i, regions[i].len));
-    for batch in batches(pieces, granule, FLAG_BYTES, COMPARE_ENTRIES) {
-        let Some(last) = batch.last() else {
-            continue;
-        };
-        let used = last.at + last.len.div_ceil(granule);
-        // SAFETY: the compare's pinned table twin, TABLE_BYTES (page-aligned, so aligned for
-        // the entries) and room for COMPARE_ENTRIES >= batch.len() of them; no copy reads it
-        // (the last batch's was waited for, a stuck one gave the buffers up).
-        let table = unsafe {
-            std::slice::from_raw_parts_mut(buffers.table_host as *mut CompareEntry, batch.len())
-        };
-        for (e, p) in table.iter_mut().zip(&batch) {
-            let r = &regions[p.index];
-            *e = CompareEntry {
-                live: (r.device + p.offset) as u64,
-                snap: (r.staging + p.offset) as u64,
-                len: p.len as u64,
-                first: p.at as u64,
-            };
-        }
-        run_table(
-            t,
-            &TableLaunch {
-                function,
-                buffers,
-                table_bytes: std::mem::size_of_val(table),
-                entries: batch.len(),
-                granule,
-                granules: used,
-                out_bytes: used,
-                what: "compare",
-            },
-            CompareKernel::leak_flags,
-        )?;
-        // SAFETY: the copy of `used` flag bytes into our pinned buffer completed; nothing else
-        // writes it until the next batch.
-        let flags = unsafe { std::slice::from_raw_parts(buffers.host as *const u8, used) };
-        for p in &batch {
-            dirty_granules(out, p, &flags[p.at..], granule);
-        }
-    }
-    Ok(())
+    let mut kernel = Tables::<CompareEntry, u8> {
+        t,
+        function,
+        buffers,
+        limits: (FLAG_BYTES, COMPARE_ENTRIES),
+        what: "compare",
+        give_up: CompareKernel::leak_flags,
+        result: std::marker::PhantomData,
+    };
+    compare_in_batches(&mut kernel, regions, which, granule, out)
 }
 
 /// Submits `copies` — `(dst, src, len)`, each shorter than [`COPY_KERNEL_MAX`], at most
@@ -629,6 +579,65 @@ pub(super) fn give_up_copy_table(ctx: &crate::cuda::Ctx) {
     ctx.compare.lock().leak_flags();
 }
 
+/// One table kernel of a context lent to the batch loop
+/// ([`device_compare`](crate::engine::device_compare)): the window, the kernel and its buffers
+/// (output and table), their room, what it is (for the logs) and how a stuck batch gives its
+/// buffers up.
+struct Tables<'t, 'a, E, R> {
+    t: &'t mut CudaTarget<'a>,
+    function: usize,
+    buffers: Buffers,
+    /// Most results and entries of a batch.
+    limits: (usize, usize),
+    what: &'static str,
+    give_up: fn(&mut CompareKernel),
+    result: std::marker::PhantomData<(E, R)>,
+}
+
+impl<E: Copy, R: Copy> TableKernel for Tables<'_, '_, E, R> {
+    type Entry = E;
+    type Result = R;
+
+    fn limits(&self) -> (usize, usize) {
+        self.limits
+    }
+
+    fn table(&mut self, n: usize) -> &mut [E] {
+        // SAFETY: the kernel's pinned table twin, TABLE_BYTES (page-aligned, so aligned for the
+        // entries) with room for `limits.1` of them; no copy reads it (the last batch's was
+        // waited for, a stuck one gave the buffers up).
+        unsafe {
+            std::slice::from_raw_parts_mut(self.buffers.table_host as *mut E, n.min(self.limits.1))
+        }
+    }
+
+    fn run(&mut self, entries: usize, granule: usize, granules: usize) -> Result<(), DiffError> {
+        let entries = entries.min(self.limits.1);
+        let granules = granules.min(self.limits.0);
+        run_table(
+            self.t,
+            &TableLaunch {
+                function: self.function,
+                buffers: self.buffers,
+                table_bytes: entries * std::mem::size_of::<E>(),
+                entries,
+                granule,
+                granules,
+                out_bytes: granules * std::mem::size_of::<R>(),
+                what: self.what,
+            },
+            self.give_up,
+        )
+    }
+
+    fn results(&self, n: usize) -> &[R] {
+        // SAFETY: the copy of `n` results (at most `limits.0`, which the pinned buffer holds;
+        // page-aligned, so aligned for `R`) into our pinned buffer completed; nothing else
+        // writes it until the next batch, which needs `self` mutably.
+        unsafe { std::slice::from_raw_parts(self.buffers.host as *const R, n.min(self.limits.0)) }
+    }
+}
+
 /// One launch of a table kernel: the kernel, its buffers (the table's twin already filled with
 /// `entries` entries, `table_bytes` bytes), the granule, the batch's `granules` (its results:
 /// `out_bytes` bytes) and what it is, for the logs.
@@ -743,56 +752,22 @@ pub(super) fn fingerprint(
     regions: &[(usize, usize)],
     granule: usize,
 ) -> Result<Vec<u64>, DiffError> {
-    let granule = granule.max(1);
-    let total = regions
-        .iter()
-        .map(|r| r.1.div_ceil(granule))
-        .fold(0usize, usize::saturating_add);
-    if total == 0 {
+    if granules_of(regions, granule) == 0 {
         return Ok(Vec::new());
     }
     let Some((function, buffers)) = t.ctx.compare.lock().fingerprint() else {
         return Err(DiffError::Unsupported);
     };
-    let mut out = Vec::with_capacity(total);
-    let lens = regions.iter().enumerate().map(|(i, r)| (i, r.1));
-    for batch in batches(lens, granule, PRINT_BYTES / 8, PRINT_ENTRIES) {
-        let Some(last) = batch.last() else {
-            continue;
-        };
-        let used = last.at + last.len.div_ceil(granule);
-        // SAFETY: the fingerprint's pinned table twin, TABLE_BYTES (page-aligned) with room for
-        // PRINT_ENTRIES >= batch.len() entries; no copy reads it (as in compare_on_device).
-        let table = unsafe {
-            std::slice::from_raw_parts_mut(buffers.table_host as *mut PrintEntry, batch.len())
-        };
-        for (e, p) in table.iter_mut().zip(&batch) {
-            *e = PrintEntry {
-                src: (regions[p.index].0 + p.offset) as u64,
-                len: p.len as u64,
-                first: p.at as u64,
-            };
-        }
-        run_table(
-            t,
-            &TableLaunch {
-                function,
-                buffers,
-                table_bytes: std::mem::size_of_val(table),
-                entries: batch.len(),
-                granule,
-                granules: used,
-                out_bytes: used * 8,
-                what: "fingerprint",
-            },
-            CompareKernel::leak_prints,
-        )?;
-        // SAFETY: the copy of `used` fingerprints into our pinned buffer (page-aligned, so
-        // aligned for u64) completed; nothing else writes it until the next batch.
-        let prints = unsafe { std::slice::from_raw_parts(buffers.host as *const u64, used) };
-        out.extend_from_slice(prints);
-    }
-    Ok(out)
+    let mut kernel = Tables::<PrintEntry, u64> {
+        t,
+        function,
+        buffers,
+        limits: (PRINT_BYTES / 8, PRINT_ENTRIES),
+        what: "fingerprint",
+        give_up: CompareKernel::leak_prints,
+        result: std::marker::PhantomData,
+    };
+    fingerprint_in_batches(&mut kernel, regions, granule)
 }
 
 #[cfg(test)]
