@@ -125,12 +125,14 @@ fn cell(scenario: &str, env: &[(&str, &str)]) -> Cell {
 fn allocation_failure_during_capture_declines_and_the_app_is_right() {
     // The extra 1 MiB buffer needs staging the warm-up did not leave behind: every
     // allocation after arming fails (the arena's VRAM chunk, its pinned-host fall-back, the
-    // retry for the region).
+    // retry for the region). The arena is sized by what the plan captures: with the
+    // arguments footprint the extra buffer would only be watched, so everything is captured.
     let c = cell(
         "inc",
         &[
             ("FAULT_EXTRA_KB", "1024"),
             ("FAULT_ARM", "FAIL_ALLOC_FROM=1"),
+            ("ROCPROF_REPLAY_FOOTPRINT", "all"),
         ],
     );
     Cell::assert_outcome(
@@ -144,13 +146,15 @@ fn allocation_failure_during_capture_declines_and_the_app_is_right() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_refused_vram_chunk_falls_back_to_pinned_host_staging() {
-    // The first allocation after arming is the arena's VRAM chunk for the larger footprint;
-    // it fails, and the snapshot is staged in pinned host memory instead.
+    // The first allocation after arming is the arena's VRAM chunk for the larger footprint
+    // (everything captured: the arena follows the plan); it fails, and the snapshot is staged
+    // in pinned host memory instead.
     let c = cell(
         "inc",
         &[
             ("FAULT_EXTRA_KB", "1024"),
             ("FAULT_ARM", "FAIL_ALLOC_NTH=1"),
+            ("ROCPROF_REPLAY_FOOTPRINT", "all"),
         ],
     );
     let r = c.faulty("inc_in_place");

@@ -900,9 +900,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         if clean && let Some(w) = &outside {
             w.commit();
         }
-        if let Err(reason) = phases::timed(Phase::Final, || {
+        let ended = phases::timed(Phase::Final, || {
             restorer.finish(&snapshot, inventory, target, settings, &mut outcome)
-        }) {
+        });
+        let stuck = ended == Err(FailureReason::RestoreStuck);
+        if let Err(reason) = ended {
             fail_final(&mut outcome, reason);
         }
         if let Some(metrics) = set
@@ -912,8 +914,9 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             outcome.metrics = metrics;
         }
         phases::timed(Phase::Complete, || target.complete());
-        // Staging goes back before the agent does: the next window can reuse it at once.
-        drop(snapshot);
+        // Staging goes back before the agent does: the next window can reuse it at once —
+        // unless a stuck copy may still read it.
+        settle_staging(restorer, snapshot, stuck);
         finish(target, state, outcome)
     }
 }
@@ -1091,16 +1094,26 @@ fn end_early(
     inventory: &AllocationInventory,
     settings: &Settings,
 ) {
+    let mut stuck = false;
     if matches!(restorer, Restorer::WriteSet { .. }) {
         if let Err(reason) = restorer.finish(&snapshot, inventory, target, settings, outcome) {
+            stuck = reason == FailureReason::RestoreStuck;
             fail_final(outcome, reason);
         }
         target.complete();
     } else {
         rerun(target, outcome, after_passes);
     }
-    drop(restorer);
-    drop(snapshot);
+    settle_staging(restorer, snapshot, stuck);
+}
+
+/// Gives the window's staging back, or, after a stuck final restore (whose copies may still
+/// read the snapshot and the stash), leaks it.
+fn settle_staging(restorer: Restorer, snapshot: Snapshot, stuck: bool) {
+    if stuck {
+        restorer.leak();
+        snapshot.leak();
+    }
 }
 
 /// The first pass's result could not be written back: memory is partly restored.

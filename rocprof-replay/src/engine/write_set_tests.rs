@@ -27,6 +27,10 @@ struct Dev {
     fail_capture_at: Option<(u32, u32)>,
     /// Same, for a batch that is stuck.
     stuck_capture_at: Option<(u32, u32)>,
+    /// (passes run, restore-direction copy batch since the last pass) that stays stuck.
+    stuck_restore_at: Option<(u32, u32)>,
+    /// Restore-direction copy batches since the last pass.
+    restores: u32,
     /// `alloc_staging` refuses buffers larger than this.
     staging_limit: usize,
     late_pass: Option<u32>,
@@ -88,6 +92,8 @@ impl Dev {
             captures: 0,
             fail_capture_at: None,
             stuck_capture_at: None,
+            stuck_restore_at: None,
+            restores: 0,
             staging_limit: usize::MAX,
             late_pass: None,
             unsubmittable_pass: None,
@@ -182,6 +188,11 @@ impl DeviceMemory for Dev {
                 return Err(CopyError::Stuck);
             }
         } else {
+            let now = (self.passes, self.restores);
+            self.restores += 1;
+            if self.stuck_restore_at == Some(now) {
+                return Err(CopyError::Stuck);
+            }
             self.restore_copies += transfers.iter().map(|t| t.len as u64).sum::<u64>();
         }
         // SAFETY: the engine passes live buffers of self (pinned) and its own heap staging.
@@ -208,6 +219,7 @@ impl ReplayTarget for Dev {
         }
         self.passes += 1;
         self.captures = 0;
+        self.restores = 0;
         self.kernel(index as usize);
         if let Some((after, b)) = self.free_after
             && after == index
@@ -1208,4 +1220,29 @@ fn a_copy_into_one_watched_allocation_makes_only_its_fingerprints_read_again() {
     footprint::note_range_write(host.as_ptr() as usize, host.len());
     let third = run_again(&mut dev, 0x3_0203);
     assert_eq!(third.carried_bytes, 8192);
+}
+
+#[test]
+fn a_stuck_final_write_back_never_gives_its_staging_back() {
+    // After pass 3 the final diff finds nothing more; the write-back of the first pass's
+    // result (the first restore batch after it) stays stuck: it may still read the snapshot
+    // and the stash, so neither may be reused.
+    let mut dev = Dev::new(&[4096, 24], vec![vec![(0, 0, 100), (1, 0, 1)]]);
+    dev.stuck_restore_at = Some((3, 0));
+    dev.counted = true;
+    let (out, _) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Failed(FailureReason::RestoreStuck),
+        "{out:?}"
+    );
+    assert_eq!(out.restore_mode, Some(RestoreKind::WriteSet));
+    // The snapshot's two buffers come first; the diffs' scratch, done with, may go back.
+    let staged = dev.staged.len();
+    assert_eq!(dev.unreleased_of(0..2), 2, "the snapshot is kept");
+    assert!(
+        dev.unreleased_of(0..staged) >= 3,
+        "the stash is kept too: {} of {staged}",
+        dev.unreleased_of(0..staged)
+    );
 }
