@@ -35,30 +35,6 @@ impl Harness {
         out as usize
     }
 
-    /// `cuMemAlloc` of the application with context `ctx` current.
-    fn alloc_in(&self, ctx: usize, size: usize) -> usize {
-        let mut out: CUdeviceptr = 0;
-        let params = cuMemAlloc_v2_params {
-            dptr: &mut out,
-            bytesize: size,
-        };
-        let r = self.call_in(
-            ctx,
-            ALLOC,
-            c"cuMemAlloc_v2",
-            (&params as *const cuMemAlloc_v2_params).cast(),
-            c"",
-            || {
-                let p = fake_alloc(size);
-                gpu().app.insert(p);
-                out = p as CUdeviceptr;
-                CUDA_SUCCESS
-            },
-        );
-        assert_eq!(r, CUDA_SUCCESS);
-        out as usize
-    }
-
     /// `cuIpcOpenMemHandle` in context `ctx`: `size` bytes of "another process's" memory.
     fn ipc_open(&self, ctx: usize, size: usize) -> usize {
         let mut out: CUdeviceptr = 0;

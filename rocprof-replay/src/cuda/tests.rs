@@ -1201,12 +1201,18 @@ impl Harness {
 
     /// `cuMemAlloc` of the application.
     fn alloc(&self, size: usize) -> usize {
+        self.alloc_in(CTX, size)
+    }
+
+    /// `cuMemAlloc` of the application with context `ctx` current.
+    pub(super) fn alloc_in(&self, ctx: usize, size: usize) -> usize {
         let mut out: CUdeviceptr = 0;
         let params = cuMemAlloc_v2_params {
             dptr: &mut out,
             bytesize: size,
         };
-        let r = self.call(
+        let r = self.call_in(
+            ctx,
             ALLOC,
             c"cuMemAlloc_v2",
             (&params as *const cuMemAlloc_v2_params).cast(),

@@ -713,9 +713,8 @@ mod tests {
     #[test]
     fn the_range_log_names_overlapping_writes_and_forgets_nothing_it_dropped() {
         let mut log = RangeLog::default();
-        let push = |log: &mut RangeLog, start: usize, len: usize| log.push(start, len);
         let tag = log.newest;
-        push(&mut log, 0x1000, 0x100);
+        log.push(0x1000, 0x100);
         assert!(log.written_since(tag, 0x10ff, 1), "the last byte overlaps");
         assert!(
             !log.written_since(tag, 0x1100, 0x100),
@@ -728,7 +727,7 @@ mod tests {
         // Tagged before the second entry: once that one is dropped, what it wrote is unknown.
         let old = log.newest;
         for i in 0..RANGE_LOG + 1 {
-            push(&mut log, 0x10_0000 + i * 16, 16);
+            log.push(0x10_0000 + i * 16, 16);
         }
         assert!(
             log.written_since(old, 0x9000_0000, 16),

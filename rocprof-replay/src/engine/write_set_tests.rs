@@ -1124,37 +1124,40 @@ fn fingerprints_that_cannot_be_read_capture_everything_or_stop_after_the_first_p
     assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
 }
 
+/// Runs the next dispatch (kernel object `kernel`) on `dev` under 3 passes: replayed, memory
+/// one execution of it.
+fn replay_again(dev: &mut Dev, kernel: u64) -> Outcome {
+    dev.kernel = kernel;
+    dev.passes = 0;
+    let before = dev.bufs.clone();
+    let (out, _) = run(dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Replayed, "{out:?}");
+    assert_eq!(dev.bufs, dev.one_execution(&before, 0));
+    out
+}
+
 #[test]
 fn the_next_window_takes_the_fingerprints_the_last_one_left_unless_something_was_written() {
     // Agent 0x3_0001 is this test's own. Buffer 1 is watched; the kernels write buffer 0.
     let mut dev = Dev::on(0x3_0001, &SIZES, vec![vec![(0, 0, 8)]]);
     dev.args = Some(vec![0]);
     dev.kernel = 0x3_0001;
-    let run_again = |dev: &mut Dev, kernel: u64| {
-        dev.kernel = kernel;
-        dev.passes = 0;
-        let before = dev.bufs.clone();
-        let (out, _) = run(dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
-        assert_eq!(out.kind, OutcomeKind::Replayed, "{out:?}");
-        assert_eq!(dev.bufs, dev.one_execution(&before, 0));
-        out
-    };
-    let first = run_again(&mut dev, 0x3_0001);
+    let first = replay_again(&mut dev, 0x3_0001);
     assert_eq!((first.watched_bytes, first.carried_bytes), (4096, 0));
     // The next window (another kernel, same watched buffer): nothing ran in between.
-    let second = run_again(&mut dev, 0x3_0002);
+    let second = replay_again(&mut dev, 0x3_0002);
     assert_eq!(second.carried_bytes, 4096, "carried from the first window");
     // Something wrote the agent's memory outside a window: read again.
     footprint::note_device_write(0x3_0001);
-    let third = run_again(&mut dev, 0x3_0003);
+    let third = replay_again(&mut dev, 0x3_0003);
     assert_eq!(third.carried_bytes, 0);
     // A window that captured everything (strict) leaves nothing to carry.
-    let fourth = run_again(&mut dev, 0x3_0004);
+    let fourth = replay_again(&mut dev, 0x3_0004);
     assert_eq!(fourth.carried_bytes, 4096);
     dev.passes = 0;
     let (out, _) = run(&mut dev, &policy(3, RestoreMode::Strict), RestoreMode::Auto);
     assert_eq!(out.footprint, Some(FootprintKind::All));
-    let fifth = run_again(&mut dev, 0x3_0005);
+    let fifth = replay_again(&mut dev, 0x3_0005);
     assert_eq!(
         fifth.carried_bytes, 0,
         "taken by the strict window, not left"
@@ -1194,23 +1197,14 @@ fn a_copy_into_one_watched_allocation_makes_only_its_fingerprints_read_again() {
     let sizes = [1000, 4096, 4096, 24];
     let mut dev = Dev::on(0x3_0201, &sizes, vec![vec![(0, 0, 8)]]);
     dev.args = Some(vec![0]);
-    let run_again = |dev: &mut Dev, kernel: u64| {
-        dev.kernel = kernel;
-        dev.passes = 0;
-        let before = dev.bufs.clone();
-        let (out, _) = run(dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
-        assert_eq!(out.kind, OutcomeKind::Replayed, "{out:?}");
-        assert_eq!(dev.bufs, dev.one_execution(&before, 0));
-        out
-    };
-    let first = run_again(&mut dev, 0x3_0201);
+    let first = replay_again(&mut dev, 0x3_0201);
     assert_eq!((first.watched_bytes, first.carried_bytes), (8192, 0));
     // The copy: logged before and after it is submitted, as the CUDA backend does.
     let base = dev.bufs[2].as_ptr() as usize;
     footprint::note_range_write(base + 100, 16);
     dev.bufs[2][100..116].fill(0xab);
     footprint::note_range_write(base + 100, 16);
-    let second = run_again(&mut dev, 0x3_0202);
+    let second = replay_again(&mut dev, 0x3_0202);
     assert_eq!(
         second.carried_bytes, 4096,
         "buffer 1 carried, buffer 2 read again"
@@ -1218,7 +1212,7 @@ fn a_copy_into_one_watched_allocation_makes_only_its_fingerprints_read_again() {
     // A copy into memory no allocation holds (host memory, say) costs nothing carried.
     let host = [0u8; 64];
     footprint::note_range_write(host.as_ptr() as usize, host.len());
-    let third = run_again(&mut dev, 0x3_0203);
+    let third = replay_again(&mut dev, 0x3_0203);
     assert_eq!(third.carried_bytes, 8192);
 }
 
