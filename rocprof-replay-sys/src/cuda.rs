@@ -778,6 +778,100 @@ pub mod cbid {
 }
 
 // ---------------------------------------------------------------------------------------------
+// CUPTI's activity API (`cupti_activity.h`): kernel records, for kernel-only pass times.
+
+/// `CUpti_ActivityKind`.
+pub type CUpti_ActivityKind = c_uint;
+/// `CUPTI_ACTIVITY_KIND_KERNEL` (serializing kernel records; read, never enabled).
+pub const CUPTI_ACTIVITY_KIND_KERNEL: CUpti_ActivityKind = 3;
+/// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`: a record per kernel, kernels still run
+/// concurrently.
+pub const CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: CUpti_ActivityKind = 10;
+/// `CUPTI_ERROR_MAX_LIMIT_REACHED`: `cuptiActivityGetNextRecord` has no more records.
+pub const CUPTI_ERROR_MAX_LIMIT_REACHED: CUptiResult = 12;
+
+/// The head of every kernel activity record (`CUpti_ActivityKernel4` to
+/// `CUpti_ActivityKernel10` share it, field for field, up to `correlationId`; the records are
+/// longer). Read in place from CUPTI's buffers, never built.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUpti_ActivityKernelHead {
+    /// `CUPTI_ACTIVITY_KIND_KERNEL` or `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`.
+    pub kind: CUpti_ActivityKind,
+    /// Requested and executed cache configuration (4 bits each).
+    pub cacheConfig: u8,
+    /// Shared memory bank configuration.
+    pub sharedMemoryConfig: u8,
+    /// Registers per thread.
+    pub registersPerThread: u16,
+    /// Partitioned global caching requested.
+    pub partitionedGlobalCacheRequested: c_uint,
+    /// Partitioned global caching executed.
+    pub partitionedGlobalCacheExecuted: c_uint,
+    /// Kernel start on the GPU, ns (CUPTI's timestamp).
+    pub start: u64,
+    /// Kernel end on the GPU, ns.
+    pub end: u64,
+    /// When the kernel and its child grids completed, ns.
+    pub completed: u64,
+    /// The device's CUPTI id.
+    pub deviceId: u32,
+    /// The context's CUPTI id.
+    pub contextId: u32,
+    /// The stream's CUPTI id.
+    pub streamId: u32,
+    /// Grid size, x.
+    pub gridX: i32,
+    /// Grid size, y.
+    pub gridY: i32,
+    /// Grid size, z.
+    pub gridZ: i32,
+    /// Block size, x.
+    pub blockX: i32,
+    /// Block size, y.
+    pub blockY: i32,
+    /// Block size, z.
+    pub blockZ: i32,
+    /// Static shared memory per block, bytes.
+    pub staticSharedMemory: i32,
+    /// Dynamic shared memory per block, bytes.
+    pub dynamicSharedMemory: u32,
+    /// Local memory per thread, bytes.
+    pub localMemoryPerThread: u32,
+    /// Local memory reserved for the kernel, bytes.
+    pub localMemoryTotal: u32,
+    /// The correlation id of the launch call (the callback API's `correlationId`).
+    pub correlationId: u32,
+}
+
+/// `CUpti_BuffersCallbackRequestFunc`: CUPTI asks for an empty record buffer.
+pub type CUpti_BuffersCallbackRequestFunc =
+    unsafe extern "C" fn(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize);
+/// `CUpti_BuffersCallbackCompleteFunc`: CUPTI hands a buffer of records back.
+pub type CUpti_BuffersCallbackCompleteFunc = unsafe extern "C" fn(
+    context: CUcontext,
+    stream_id: u32,
+    buffer: *mut u8,
+    size: usize,
+    valid_size: usize,
+);
+/// `cuptiActivityRegisterCallbacks`.
+pub type cuptiActivityRegisterCallbacks_fn = unsafe extern "C" fn(
+    requested: Option<CUpti_BuffersCallbackRequestFunc>,
+    completed: Option<CUpti_BuffersCallbackCompleteFunc>,
+) -> CUptiResult;
+/// `cuptiActivityEnable` (and `cuptiActivityDisable`).
+pub type cuptiActivityEnable_fn = unsafe extern "C" fn(kind: CUpti_ActivityKind) -> CUptiResult;
+/// `cuptiActivityFlushAll`.
+pub type cuptiActivityFlushAll_fn = unsafe extern "C" fn(flag: u32) -> CUptiResult;
+/// `cuptiActivityGetNextRecord`.
+pub type cuptiActivityGetNextRecord_fn = unsafe extern "C" fn(
+    buffer: *mut u8,
+    valid_size: usize,
+    record: *mut *mut c_void,
+) -> CUptiResult;
+
+// ---------------------------------------------------------------------------------------------
 // Signatures of the functions the backend calls.
 
 /// `cuptiSubscribe`.

@@ -368,7 +368,26 @@ fn checks() -> Probe {
         CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING,
         CUPTI_CBID_RESOURCE_MODULE_LOADED,
         CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING,
+        CUPTI_ACTIVITY_KIND_KERNEL,
+        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+        CUPTI_ERROR_MAX_LIMIT_REACHED,
     );
+    // Kernel records are read through their common head: its offsets in the newest record.
+    for (field, off) in [
+        ("kind", offset_of!(CUpti_ActivityKernelHead, kind)),
+        ("start", offset_of!(CUpti_ActivityKernelHead, start)),
+        ("end", offset_of!(CUpti_ActivityKernelHead, end)),
+        ("deviceId", offset_of!(CUpti_ActivityKernelHead, deviceId)),
+        ("contextId", offset_of!(CUpti_ActivityKernelHead, contextId)),
+        ("streamId", offset_of!(CUpti_ActivityKernelHead, streamId)),
+        (
+            "correlationId",
+            offset_of!(CUpti_ActivityKernelHead, correlationId),
+        ),
+    ] {
+        p.offset("CUpti_ActivityKernel10", field, off);
+        p.offset("CUpti_ActivityKernel4", field, off);
+    }
     for (name, id) in cbid::ALL {
         p.constant(&format!("CUPTI_DRIVER_TRACE_CBID_{name}"), u64::from(*id));
     }
@@ -382,6 +401,11 @@ fn checks() -> Probe {
         "cuptiEnableCallback" => cuptiEnableCallback_fn,
         "cuptiGetCallbackName" => cuptiGetCallbackName_fn,
         "cuptiGetResultString" => cuptiGetResultString_fn,
+        "cuptiActivityRegisterCallbacks" => cuptiActivityRegisterCallbacks_fn,
+        "cuptiActivityEnable" => cuptiActivityEnable_fn,
+        "cuptiActivityDisable" => cuptiActivityEnable_fn,
+        "cuptiActivityFlushAll" => cuptiActivityFlushAll_fn,
+        "cuptiActivityGetNextRecord" => cuptiActivityGetNextRecord_fn,
         "cuGetProcAddress_v2" => cuGetProcAddress_fn,
         "cuGetErrorName" => cuGetErrorName_fn,
         "cuCtxGetCurrent" => cuCtxGetCurrent_fn,

@@ -117,6 +117,9 @@ pub(crate) struct Cupti {
     pub(crate) enable_callback: cuptiEnableCallback_fn,
     pub(crate) get_callback_name: cuptiGetCallbackName_fn,
     pub(crate) get_result_string: cuptiGetResultString_fn,
+    /// The activity API (kernel records: kernel-only pass times); `None` where this CUPTI
+    /// lacks a function of it.
+    pub(crate) activity: Option<super::kernel_clock::ActivityApi>,
 }
 
 /// Why the driver or CUPTI could not be loaded.
@@ -359,6 +362,20 @@ pub(crate) fn cupti_candidates() -> Vec<PathBuf> {
     c
 }
 
+/// CUPTI's activity functions, if this CUPTI has them all.
+fn activity_api(lib: &libloading::Library) -> Option<super::kernel_clock::ActivityApi> {
+    // SAFETY: the signatures of cupti_activity.h (shapes checked by rocprof-replay-sys's
+    // cuda_layout test).
+    unsafe {
+        Some(super::kernel_clock::ActivityApi {
+            register_callbacks: *lib.get(b"cuptiActivityRegisterCallbacks\0").ok()?,
+            enable: *lib.get(b"cuptiActivityEnable\0").ok()?,
+            flush_all: *lib.get(b"cuptiActivityFlushAll\0").ok()?,
+            get_next_record: *lib.get(b"cuptiActivityGetNextRecord\0").ok()?,
+        })
+    }
+}
+
 /// Loads CUPTI's callback API.
 pub(crate) fn load_cupti() -> Result<Cupti, LoadError> {
     let lib = open("CUPTI (libcupti.so)", &cupti_candidates())?;
@@ -382,6 +399,7 @@ pub(crate) fn load_cupti() -> Result<Cupti, LoadError> {
         enable_callback: sym!("cuptiEnableCallback"),
         get_callback_name: sym!("cuptiGetCallbackName"),
         get_result_string: sym!("cuptiGetResultString"),
+        activity: activity_api(&lib),
     };
     std::mem::forget(lib);
     Ok(cupti)

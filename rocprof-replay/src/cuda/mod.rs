@@ -41,6 +41,7 @@
 mod api;
 mod gate;
 mod globals;
+pub(crate) mod kernel_clock;
 mod launch_metrics;
 mod memory;
 mod params;
@@ -523,6 +524,9 @@ pub(crate) struct Backend {
     /// Launch calls may return before their window ends (gates); on unless
     /// `ROCPROF_REPLAY_CUDA_ASYNC=0`, see [`window::asynchronous_windows_from_env`].
     pub(crate) asynchronous: bool,
+    /// Kernel-only pass times from CUPTI's kernel records ([`kernel_clock`]); off until the
+    /// backend is installed with an activity API.
+    pub(crate) clock: kernel_clock::KernelClock,
 }
 
 impl Backend {
@@ -550,6 +554,7 @@ impl Backend {
             imported_handles: Mutex::new(memory::ImportedHandles::default()),
             next_dispatch: AtomicU64::new(1),
             asynchronous: window::asynchronous_windows_from_env(),
+            clock: kernel_clock::KernelClock::off(),
         }
     }
 
@@ -839,6 +844,10 @@ impl Backend {
             Api::Loads => {}
             Api::Launch(kind) => {
                 if guarded_thread() {
+                    // One of ours: a timed relaunch wants its kernel record.
+                    if enter {
+                        kernel_clock::on_own_launch(&self.clock, call);
+                    }
                     return;
                 }
                 if enter {
@@ -1475,13 +1484,18 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
             run: Box::new(move |target: &mut dyn ReplayTarget| window.run(target)),
         })
     });
-    let backend = Backend::new(
+    let mut backend = Backend::new(
         drv,
         decider,
         &crate::engine::state::INVENTORY,
         engine.settings,
         ids,
     );
+    let activity = cupti.activity.filter(|_| kernel_clock::wanted_from_env());
+    if let Some(api) = activity {
+        kernel_clock::set_callback_api(api);
+    }
+    backend.clock = kernel_clock::KernelClock::new(activity);
     if BACKEND.set(backend).is_err() {
         return Err(InstallError::Twice);
     }
@@ -1535,6 +1549,9 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
             api::cupti_error(&cupti, *r)
         )));
     }
+    // Kernel records get our buffers now (the subscription is ours, so no other profiler is
+    // attached), before the application can register its own.
+    be.clock.register();
     crate::engine::state::INVENTORY.enable();
     be.active.store(true, Ordering::Release);
     // Counters through CUPTI's range profiler: each device's catalog reaches the policy when

@@ -115,6 +115,10 @@ struct FakeGpu {
     fail_func_attributes: bool,
     /// `cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS)` (`None`: 16).
     registers: Option<i32>,
+    /// Kernel records (`kernel_clock::fake`): the durations, ns, of the application's own
+    /// launches and of relaunches. A relaunch calls the backend's launch callback, as CUPTI
+    /// does for the backend's own calls, with correlation id 1000 + its number.
+    kernel_ns: Option<(u64, u64)>,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -152,6 +156,11 @@ static GPU: Mutex<Option<FakeGpu>> = Mutex::new(None);
 static HIDE_HOST_STORES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// One test at a time uses the fake driver.
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The fake driver's serial lock, for other test modules that use its process-wide fakes.
+pub(crate) fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock()
+}
 
 fn gpu() -> parking_lot::MappedMutexGuard<'static, FakeGpu> {
     MutexGuard::map(GPU.lock(), |g| g.get_or_insert_with(FakeGpu::default))
@@ -801,6 +810,50 @@ static COPY: FakeKernel = FakeKernel {
     module: COMPARE_MODULE,
 };
 
+/// The backend's launch callback at enter for a launch of its own (CUPTI calls it for every
+/// driver call), with correlation id `id`.
+fn own_launch_callback(id: u32) {
+    let be = CALLING_BACK.load(Ordering::Acquire);
+    if be.is_null() {
+        return;
+    }
+    let params = cuLaunchKernel_params {
+        f: std::ptr::null_mut(),
+        gridDimX: 1,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 1,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: std::ptr::null_mut(),
+        kernelParams: std::ptr::null_mut(),
+        extra: std::ptr::null_mut(),
+    };
+    let mut corr = 0u64;
+    let mut result: CUresult = CUDA_SUCCESS;
+    let data = CUpti_CallbackData {
+        callbackSite: CUPTI_API_ENTER,
+        functionName: c"cuLaunchKernel".as_ptr(),
+        functionParams: (&params as *const cuLaunchKernel_params).cast(),
+        functionReturnValue: (&mut result as *mut CUresult).cast(),
+        symbolName: c"".as_ptr(),
+        context: CTX as CUcontext,
+        contextUid: 1,
+        correlationData: &mut corr,
+        correlationId: id,
+    };
+    // SAFETY: the test's 'static backend; `data` is built like CUPTI's.
+    unsafe {
+        callback(
+            be.cast(),
+            CUPTI_CB_DOMAIN_DRIVER_API,
+            LAUNCH,
+            (&data as *const CUpti_CallbackData).cast(),
+        )
+    };
+}
+
 fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
     if std::ptr::eq(f.cast::<FakeKernel>(), &COPY) {
         let mut g = gpu();
@@ -851,6 +904,20 @@ fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
     let held = !g.held(stream as usize).is_empty();
     g.ops.push((stream as usize, Op::Launch(held)));
     let ours = g.created_streams.contains(&(stream as usize));
+    if let Some((app_ns, relaunch_ns)) = g.kernel_ns {
+        let (id, ns) = if ours {
+            (1000 + g.relaunches, relaunch_ns)
+        } else {
+            // The harness's launch calls carry correlation id 7.
+            (7, app_ns)
+        };
+        drop(g);
+        if ours {
+            own_launch_callback(id);
+        }
+        super::kernel_clock::fake::launched(id, 50_000, 50_000 + ns);
+        g = gpu();
+    }
     if ours {
         g.relaunches += 1;
         if g.stick_relaunches {
@@ -1030,7 +1097,12 @@ fn harness(passes: u32, settings: Settings) -> Harness {
 }
 
 fn harness_with<P: ReplayPolicy>(policy: P, settings: Settings) -> Harness {
-    harness_deciding(settings, move |seen, s, inventory| {
+    harness_clocked(policy, settings, false)
+}
+
+/// [`harness_with`], the backend's kernel clock on the fake activity API when `clock`.
+fn harness_clocked<P: ReplayPolicy>(policy: P, settings: Settings, clock: bool) -> Harness {
+    harness_deciding_clocked(settings, clock, move |seen, s, inventory| {
         // Decided windows borrow their policy for as long as they run: the test's lives on.
         let policy: &'static P = Box::leak(Box::new(policy));
         Box::new(
@@ -1062,6 +1134,15 @@ type Seen = Arc<Mutex<Vec<(DispatchInfo, Outcome)>>>;
 /// settings and the inventory.
 fn harness_deciding(
     settings: Settings,
+    decider: impl FnOnce(Seen, Settings, &'static AllocationInventory) -> Decider,
+) -> Harness {
+    harness_deciding_clocked(settings, false, decider)
+}
+
+/// [`harness_deciding`], with the fake kernel clock when `clock`.
+fn harness_deciding_clocked(
+    settings: Settings,
+    clock: bool,
     decider: impl FnOnce(Seen, Settings, &'static AllocationInventory) -> Decider,
 ) -> Harness {
     let serial = SERIAL.lock();
@@ -1102,6 +1183,13 @@ fn harness_deciding(
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).
     backend.asynchronous = true;
+    if clock {
+        super::kernel_clock::fake::reset(false);
+        super::kernel_clock::set_callback_api(super::kernel_clock::fake::api());
+        backend.clock =
+            super::kernel_clock::KernelClock::new(Some(super::kernel_clock::fake::api()));
+        backend.clock.register();
+    }
     let be: &'static Backend = Box::leak(Box::new(backend));
     be.active.store(true, Ordering::Release);
     CALLING_BACK.store((be as *const Backend).cast_mut(), Ordering::Release);
@@ -3548,4 +3636,77 @@ fn stream_work_names_the_range_it_writes() {
     );
     assert_eq!(range("cuMemcpy2DAsync_v2", &[0, 0]), None);
     assert_eq!(range("cuLaunchHostFunc", &[0, 0]), None);
+}
+
+/// Times every pass (a per-pass override of a context that is not started: the other tests
+/// of this binary see no timing) and keeps the kernel times.
+struct TimeEveryPass {
+    passes: u32,
+    timing: crate::Context,
+    times: Arc<Mutex<Vec<Option<Duration>>>>,
+}
+
+impl ReplayPolicy for TimeEveryPass {
+    type State = ();
+    type PassState = crate::PassGuard;
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::exactly(self.passes, ())
+    }
+    fn on_pass(&self, pass: &mut crate::Pass<'_>, _: &mut (), guard: &mut crate::PassGuard) {
+        *guard = pass.enable(&self.timing);
+    }
+    fn on_pass_end(&self, pass: &crate::PassReport<'_>, _: &mut (), _: &mut crate::PassGuard) {
+        self.times.lock().push(pass.kernel_time);
+    }
+}
+
+fn timed_run(clock: bool, kernel_ns: Option<(u64, u64)>) -> (Vec<Option<Duration>>, u32) {
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let policy = TimeEveryPass {
+        passes: 3,
+        timing: crate::Context::new("kernel-clock test", &[crate::Service::DispatchTiming]),
+        times: times.clone(),
+    };
+    let h = harness_clocked(policy, quick(), clock);
+    gpu().kernel_ns = kernel_ns;
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 64);
+    let mut args = buf.args();
+    assert_eq!(h.launch(&ADD_ONE, &mut args, 0), CUDA_SUCCESS);
+    assert_eq!(buf.values(), vec![1; 64], "one execution");
+    let outcomes = h.outcomes();
+    assert_eq!(outcomes[0].1.kind, OutcomeKind::Replayed);
+    let t = times.lock().clone();
+    assert_eq!(
+        outcomes[0].1.pass_times, t,
+        "the record has the policy's times"
+    );
+    let flushes = super::kernel_clock::fake::FAKE.lock().flushes;
+    (t, flushes)
+}
+
+#[test]
+fn pass_times_are_the_kernels_own_from_their_records() {
+    let (times, flushes) = timed_run(true, Some((3_000, 5_000)));
+    // Pass 1 is the application's launch (its call's correlation id), the relaunches the
+    // backend's own; the events would say 0.5 ms.
+    assert_eq!(
+        times,
+        vec![
+            Some(Duration::from_nanos(3_000)),
+            Some(Duration::from_nanos(5_000)),
+            Some(Duration::from_nanos(5_000)),
+        ]
+    );
+    assert!(flushes >= 3, "a flush per timed pass: {flushes}");
+}
+
+#[test]
+fn without_kernel_records_pass_times_come_from_the_events() {
+    // No activity API: the events' 0.5 ms.
+    let (times, _) = timed_run(false, Some((3_000, 5_000)));
+    assert_eq!(times, vec![Some(Duration::from_micros(500)); 3]);
+    // Records never delivered: each pass waits its bounded time, then takes its events'.
+    let (times, _) = timed_run(true, None);
+    assert_eq!(times, vec![Some(Duration::from_micros(500)); 3]);
 }

@@ -43,6 +43,9 @@ pub(crate) enum Phase {
     /// Of `Pass`: handing the pass to the device, until the backend starts waiting for it
     /// (CUDA: events, gate and launch enqueued).
     PassSubmit,
+    /// Of `Pass`: waiting for the pass's kernel record after it completed (CUDA's kernel-only
+    /// pass times, `cuda::kernel_clock`).
+    PassRecord,
     /// The policy's callbacks between passes (`on_pass`, `on_pass_end`, `should_continue`).
     Policy,
     /// The watched memory's fingerprints after the first pass.
@@ -59,7 +62,7 @@ pub(crate) enum Phase {
     End,
 }
 
-const PHASES: [Phase; 18] = [
+const PHASES: [Phase; 19] = [
     Phase::Window,
     Phase::Begin,
     Phase::Drain,
@@ -71,6 +74,7 @@ const PHASES: [Phase; 18] = [
     Phase::Capture,
     Phase::Pass,
     Phase::PassSubmit,
+    Phase::PassRecord,
     Phase::Policy,
     Phase::WatchAfter,
     Phase::Diff,
@@ -94,6 +98,7 @@ impl Phase {
             Phase::Capture => "capture",
             Phase::Pass => "pass",
             Phase::PassSubmit => "  pass_submit",
+            Phase::PassRecord => "  pass_record",
             Phase::Policy => "policy",
             Phase::WatchAfter => "watch_after",
             Phase::Diff => "diff",
@@ -171,8 +176,12 @@ pub(crate) fn report() -> String {
     let mut inside = 0u64;
     for p in PHASES {
         let (n, ns) = row(p);
-        // `Window` holds the others, `ArenaGrow` is part of `Arena`, `PassSubmit` of `Pass`.
-        if !matches!(p, Phase::Window | Phase::ArenaGrow | Phase::PassSubmit) {
+        // `Window` holds the others, `ArenaGrow` is part of `Arena`, `PassSubmit` and
+        // `PassRecord` of `Pass`.
+        if !matches!(
+            p,
+            Phase::Window | Phase::ArenaGrow | Phase::PassSubmit | Phase::PassRecord
+        ) {
             inside += ns;
         }
         let mean = if n > 0 {

@@ -251,6 +251,9 @@ pub(super) struct Job {
     /// Offset and size of each parameter (`None`: unknown).
     pub(super) params: Option<Arc<[(usize, usize)]>>,
     pub(super) hand: Arc<Handoff>,
+    /// The correlation id of the application's launch call (its kernel record, pass 1's
+    /// kernel-only time).
+    pub(super) correlation: u32,
     /// Recorded by the application thread on its per-thread default stream (0: none).
     pub(super) before: usize,
     /// The copy of the arguments `launch` points into (`None`: `launch` points at the

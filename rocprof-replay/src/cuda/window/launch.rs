@@ -257,6 +257,7 @@ pub(crate) unsafe fn enter_launch(
         function: facts.function,
         params: facts.params.clone(),
         hand: hand.clone(),
+        correlation: cb.correlationId,
         before,
         _owned: owned,
         gates: gates.clone(),

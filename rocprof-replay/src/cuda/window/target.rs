@@ -261,6 +261,20 @@ impl<'a> CudaTarget<'a> {
         r
     }
 
+    /// A completed pass's time: its kernel's own, from the kernel record of launch `record`
+    /// ([`kernel_clock`](super::super::kernel_clock)), else its events'.
+    fn pass_time(&self, record: Option<u32>, start: usize, end: usize) -> Option<Duration> {
+        if let Some(id) = record {
+            let t = crate::engine::phases::timed(crate::engine::phases::Phase::PassRecord, || {
+                self.be.clock.kernel_time(id)
+            });
+            if t.is_some() {
+                return t;
+            }
+        }
+        self.elapsed(start, end)
+    }
+
     /// Relaunches and waits; returns the pass result.
     pub(super) fn relaunch_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
         let submitting = crate::engine::phases::enabled().then(Instant::now);
@@ -280,9 +294,15 @@ impl<'a> CudaTarget<'a> {
             .filter(|g| g.hold(&drv, stream) == CUDA_SUCCESS);
         // SAFETY: our events and stream.
         unsafe { (drv.event_record)(start as CUevent, stream) };
+        // A timed pass wants its kernel record: the relaunch's enter callback names it.
+        let clocked = timed && self.be.clock.on();
+        if clocked {
+            super::super::kernel_clock::arm();
+        }
         // SAFETY: the launch's arguments are alive: the application thread is inside the
         // launch call, or they are the window's own copy.
         let r = unsafe { self.job.launch.relaunch(&drv, stream) };
+        let record = super::super::kernel_clock::disarm().filter(|_| clocked);
         if r != CUDA_SUCCESS {
             drop(go);
             tracing::warn!(status = %error_name(&drv, r), "a replay pass could not be launched");
@@ -300,7 +320,7 @@ impl<'a> CudaTarget<'a> {
             Poll::Done => {
                 self.dirty = false;
                 self.last = Last::Relaunch(end);
-                let t = self.elapsed(start, end).filter(|_| timed);
+                let t = self.pass_time(record, start, end).filter(|_| timed);
                 give_event(self.ctx, start, true);
                 give_event(self.ctx, end, true);
                 self.last = Last::Relaunch(0);
@@ -745,6 +765,11 @@ impl ReplayTarget for CudaTarget<'_> {
         };
         self.original = Original::Pass;
         let submitting = crate::engine::phases::enabled().then(Instant::now);
+        // A timed pass wants its kernel record, asked for before the driver has the launch.
+        let record = (timed && self.be.clock.on()).then_some(self.job.correlation);
+        if let Some(id) = record {
+            self.be.clock.want(id);
+        }
         self.job.hand.release(Release::Pass { start, end });
         let deadline = Instant::now() + self.settings().pass;
         let Some(status) = self.job.hand.wait_launched(deadline) else {
@@ -767,7 +792,7 @@ impl ReplayTarget for CudaTarget<'_> {
         match self.wait(end, deadline) {
             Poll::Done => {
                 self.original_end = None;
-                let t = self.elapsed(start, end).filter(|_| timed);
+                let t = self.pass_time(record, start, end).filter(|_| timed);
                 give_event(self.ctx, start, true);
                 give_event(self.ctx, end, true);
                 Ok(t)

@@ -1,0 +1,587 @@
+//! Kernel-only pass times from CUPTI's activity records.
+//!
+//! Events recorded around a pass (even behind a gate, so that start event, kernel and end
+//! event are enqueued before any of them runs) time the stream from the start event to the
+//! end event: that includes the front end's fetch and launch of the kernel, about 2 µs on an
+//! H200, so a 7 µs kernel measured 9 µs. CUPTI's kernel records
+//! (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, which leaves kernels concurrent) carry the
+//! kernel's own start and end on the GPU — what Nsight Compute's `gpu__time_duration` reports.
+//!
+//! # How a pass gets its record
+//! - Record buffers are handed to CUPTI when the backend is installed
+//!   (`cuptiActivityRegisterCallbacks`), before the application can use the activity API
+//!   itself; kernel records are enabled with the first timed pass, so a tool that never times
+//!   costs the application nothing.
+//! - A timed pass names the launch whose record it wants, by the launch call's correlation id,
+//!   before the kernel can run: pass 1 is the application's own launch (the id of its call,
+//!   registered before the window releases it to the driver); a relaunch is armed on the
+//!   replay thread ([`arm`]), and the backend's CUPTI callback registers the relaunch's id at
+//!   its enter ([`on_own_launch`]).
+//! - Once the pass has completed (its end event), the records are flushed
+//!   (`cuptiActivityFlushAll(0)`: buffers whose records are all complete) until the wanted
+//!   one arrives, at most [`RECORD_WAIT`]; the pass's time is then `end - start` of the
+//!   record, or the events' time when no record came.
+//! - After [`MISSES`] passes in a row without their record (the application registered its
+//!   own activity buffers, which replaces ours, or disabled kernel records) the clock stops
+//!   and every later pass is timed by its events, with one warning.
+//!
+//! `ROCPROF_REPLAY_CUDA_PASS_TIMES=events` keeps the events' times (no activity records).
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rocprof_replay_sys::cuda::*;
+
+/// How long a completed pass waits for its kernel's record before its events' time is used.
+pub(crate) const RECORD_WAIT: Duration = Duration::from_millis(20);
+
+/// Passes in a row without their record after which the clock stops.
+pub(crate) const MISSES: u32 = 4;
+
+/// Wanted records kept at most (a want whose pass never asked for it is dropped oldest
+/// first).
+const WANTED: usize = 64;
+
+/// The bytes of one record buffer.
+const BUFFER_BYTES: usize = 1 << 20;
+
+/// Free buffers kept for CUPTI's next request.
+const POOL: usize = 8;
+
+/// The activity functions, looked up in CUPTI (all or none).
+#[derive(Clone, Copy)]
+pub(crate) struct ActivityApi {
+    pub(crate) register_callbacks: cuptiActivityRegisterCallbacks_fn,
+    pub(crate) enable: cuptiActivityEnable_fn,
+    pub(crate) flush_all: cuptiActivityFlushAll_fn,
+    pub(crate) get_next_record: cuptiActivityGetNextRecord_fn,
+}
+
+/// Where the clock stands.
+const UNREGISTERED: u8 = 0;
+const REGISTERED: u8 = 1;
+const ON: u8 = 2;
+const OFF: u8 = 3;
+
+/// The kernel clock of a backend.
+pub(crate) struct KernelClock {
+    api: Option<ActivityApi>,
+    state: AtomicU8,
+    misses: AtomicU32,
+    /// Serializes the one-time enable.
+    enabling: Mutex<()>,
+}
+
+/// Correlation id -> the kernel's (start, end) once its record arrived. Process-wide: CUPTI's
+/// buffer callbacks carry no user data.
+static WANTED_RECORDS: Mutex<VecDeque<Wanted>> = Mutex::new(VecDeque::new());
+
+/// A wanted record: the launch's correlation id, and its kernel's (start, end) once arrived.
+type Wanted = (u32, Option<(u64, u64)>);
+
+/// Free record buffers (`BUFFER_BYTES / 8` words each).
+static BUFFERS: Mutex<Vec<Box<[u64]>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// This replay thread's next launch is a timed pass.
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+    /// The correlation id of the armed launch, once its enter callback ran.
+    static ARMED_ID: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+impl KernelClock {
+    /// A clock without activity records: every pass is timed by its events.
+    pub(crate) fn off() -> KernelClock {
+        KernelClock {
+            api: None,
+            state: AtomicU8::new(OFF),
+            misses: AtomicU32::new(0),
+            enabling: Mutex::new(()),
+        }
+    }
+
+    /// A clock over `api` (`None`: this CUPTI lacks the activity API, or the user asked for
+    /// events).
+    pub(crate) fn new(api: Option<ActivityApi>) -> KernelClock {
+        match api {
+            None => KernelClock::off(),
+            Some(api) => KernelClock {
+                api: Some(api),
+                state: AtomicU8::new(UNREGISTERED),
+                misses: AtomicU32::new(0),
+                enabling: Mutex::new(()),
+            },
+        }
+    }
+
+    /// Hands CUPTI our record buffers (at install, before the application can register its
+    /// own). Kernel records stay off until the first timed pass.
+    pub(crate) fn register(&self) {
+        let Some(api) = self.api else { return };
+        // SAFETY: two extern "C" callbacks that catch every panic; they live for the process.
+        let r = unsafe { (api.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
+        if r == CUPTI_SUCCESS {
+            let _ = self.state.compare_exchange(
+                UNREGISTERED,
+                REGISTERED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        } else {
+            tracing::debug!(
+                status = r,
+                "cuptiActivityRegisterCallbacks failed: pass times come from events"
+            );
+            self.state.store(OFF, Ordering::Release);
+        }
+    }
+
+    /// Whether timed passes can ask for kernel records; enables them on the first call.
+    pub(crate) fn on(&self) -> bool {
+        match self.state.load(Ordering::Acquire) {
+            ON => true,
+            REGISTERED => self.enable(),
+            _ => false,
+        }
+    }
+
+    fn enable(&self) -> bool {
+        let _g = self.enabling.lock();
+        if self.state.load(Ordering::Acquire) != REGISTERED {
+            return self.state.load(Ordering::Acquire) == ON;
+        }
+        let Some(api) = self.api else { return false };
+        // SAFETY: a plain kind.
+        let r = unsafe { (api.enable)(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) };
+        if r == CUPTI_SUCCESS {
+            tracing::debug!("CUPTI kernel records on: pass times are the kernels' own");
+            self.state.store(ON, Ordering::Release);
+            true
+        } else {
+            tracing::debug!(
+                status = r,
+                "cuptiActivityEnable(CONCURRENT_KERNEL) failed: pass times come from events"
+            );
+            self.state.store(OFF, Ordering::Release);
+            false
+        }
+    }
+
+    /// Asks for the record of the launch with correlation id `id` (before it can run).
+    pub(crate) fn want(&self, id: u32) {
+        let mut w = WANTED_RECORDS.lock();
+        if w.len() >= WANTED {
+            w.pop_front();
+        }
+        w.push_back((id, None));
+    }
+
+    /// The kernel time of launch `id` (wanted before): its record, flushing CUPTI's buffers
+    /// until it arrives, at most [`RECORD_WAIT`]. `None`: no record (the caller uses its
+    /// events); the want is dropped either way.
+    pub(crate) fn kernel_time(&self, id: u32) -> Option<Duration> {
+        let api = self.api?;
+        let deadline = Instant::now() + RECORD_WAIT;
+        loop {
+            // SAFETY: a plain flag; the completion callback runs on this thread or CUPTI's.
+            let r = unsafe { (api.flush_all)(0) };
+            if let Some(found) = take(id, false) {
+                self.misses.store(0, Ordering::Relaxed);
+                return Some(found);
+            }
+            if r != CUPTI_SUCCESS || Instant::now() >= deadline {
+                take(id, true);
+                self.missed();
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+
+    fn missed(&self) {
+        if self.misses.fetch_add(1, Ordering::Relaxed) + 1 >= MISSES
+            && self.state.swap(OFF, Ordering::AcqRel) == ON
+        {
+            tracing::warn!(
+                "CUPTI delivered no kernel record for {MISSES} timed passes in a row (the \
+                 application may use CUPTI's activity API itself): pass times come from events \
+                 from now on, which include the launch's front end (about 2 µs)"
+            );
+        }
+    }
+}
+
+/// The (start, end) of `id` if its record arrived, taken out; `drop` also forgets a want
+/// still waiting.
+fn take(id: u32, drop: bool) -> Option<Duration> {
+    let mut w = WANTED_RECORDS.lock();
+    let i = w.iter().position(|(wid, _)| *wid == id)?;
+    match w[i].1 {
+        Some((start, end)) => {
+            w.remove(i);
+            Some(Duration::from_nanos(end.saturating_sub(start)))
+        }
+        None => {
+            if drop {
+                w.remove(i);
+            }
+            None
+        }
+    }
+}
+
+/// The replay thread's next launch is a timed relaunch (its enter callback registers it).
+pub(crate) fn arm() {
+    ARMED.with(|a| a.set(true));
+    ARMED_ID.with(|a| a.set(None));
+}
+
+/// The correlation id the armed launch got (`None`: its callback did not run), disarming.
+pub(crate) fn disarm() -> Option<u32> {
+    ARMED.with(|a| a.set(false));
+    ARMED_ID.with(|a| a.take())
+}
+
+/// A launch of the backend's own threads entered the driver: if it is an armed pass, its
+/// record is wanted.
+pub(crate) fn on_own_launch(clock: &KernelClock, id: u32) {
+    if ARMED.with(|a| a.replace(false)) {
+        clock.want(id);
+        ARMED_ID.with(|a| a.set(Some(id)));
+    }
+}
+
+/// Reads kernel records out of a completed buffer into the wanted ones.
+///
+/// # Safety
+/// `buffer` holds `valid` bytes of CUPTI activity records.
+unsafe fn read_records(get_next: cuptiActivityGetNextRecord_fn, buffer: *mut u8, valid: usize) {
+    let mut wanted = WANTED_RECORDS.lock();
+    if wanted.iter().all(|(_, r)| r.is_some()) {
+        return;
+    }
+    let mut record: *mut c_void = std::ptr::null_mut();
+    // Bounded by the buffer: each record is at least 8 bytes.
+    for _ in 0..valid / 8 + 1 {
+        // SAFETY: caller contract; `record` is CUPTI's cursor into the buffer.
+        if unsafe { get_next(buffer, valid, &mut record) } != CUPTI_SUCCESS || record.is_null() {
+            return;
+        }
+        // SAFETY: every record starts with its kind.
+        let kind = unsafe { *record.cast::<CUpti_ActivityKind>() };
+        if kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && kind != CUPTI_ACTIVITY_KIND_KERNEL {
+            continue;
+        }
+        // SAFETY: a kernel record starts with the common head (checked against the headers by
+        // rocprof-replay-sys's cuda_layout test); records are 8-aligned in CUPTI's buffer.
+        let head = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityKernelHead>()) };
+        if let Some(slot) = wanted
+            .iter_mut()
+            .find(|(id, r)| *id == head.correlationId && r.is_none())
+        {
+            slot.1 = Some((head.start, head.end));
+        }
+    }
+}
+
+/// The activity functions of the installed backend's CUPTI (the buffer callbacks carry no
+/// user data).
+static API: std::sync::OnceLock<ActivityApi> = std::sync::OnceLock::new();
+
+/// Makes `api` the one the buffer callbacks read records with (the first one given stays).
+pub(crate) fn set_callback_api(api: ActivityApi) {
+    let _ = API.set(api);
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if buffer.is_null() || size.is_null() {
+            return;
+        }
+        let b = BUFFERS
+            .lock()
+            .pop()
+            .unwrap_or_else(|| vec![0u64; BUFFER_BYTES / 8].into_boxed_slice());
+        let len = b.len() * 8;
+        // SAFETY: CUPTI's out-parameters; the buffer comes back through `buffer_completed`.
+        unsafe {
+            *buffer = Box::into_raw(b).cast::<u8>();
+            *size = len;
+            if !max.is_null() {
+                *max = 0;
+            }
+        }
+    }));
+}
+
+unsafe extern "C" fn buffer_completed(
+    _: CUcontext,
+    _: u32,
+    buffer: *mut u8,
+    size: usize,
+    valid: usize,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if buffer.is_null() || size != BUFFER_BYTES {
+            // Not one of ours (the sizes of ours never change): leave it alone.
+            return;
+        }
+        if let Some(api) = API.get() {
+            // SAFETY: CUPTI hands back `valid` bytes of records.
+            unsafe { read_records(api.get_next_record, buffer, valid.min(size)) };
+        }
+        // SAFETY: a buffer of ours (`buffer_requested`), of `BUFFER_BYTES / 8` words; CUPTI
+        // gave up its ownership with this call.
+        let b = unsafe {
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                buffer.cast::<u64>(),
+                BUFFER_BYTES / 8,
+            ))
+        };
+        let mut pool = BUFFERS.lock();
+        if pool.len() < POOL {
+            pool.push(b);
+        }
+    }));
+}
+
+/// Whether pass times may come from activity records: unless
+/// `ROCPROF_REPLAY_CUDA_PASS_TIMES` is `events`.
+pub(crate) fn wanted_from_env() -> bool {
+    std::env::var("ROCPROF_REPLAY_CUDA_PASS_TIMES").map_or(true, |v| v.trim() != "events")
+}
+
+#[cfg(test)]
+pub(crate) mod fake {
+    //! A fake activity API for the fake driver: launches (`launched`) become kernel records,
+    //! delivered by `flush_all` through the registered completion callback.
+    use super::*;
+
+    pub(crate) struct FakeActivity {
+        pub(crate) requested: Option<CUpti_BuffersCallbackRequestFunc>,
+        pub(crate) completed: Option<CUpti_BuffersCallbackCompleteFunc>,
+        pub(crate) enabled: bool,
+        /// Records not yet delivered: (correlation id, start, end).
+        pub(crate) pending: Vec<(u32, u64, u64)>,
+        /// Flushes deliver nothing (an application that took the callbacks).
+        pub(crate) withhold: bool,
+        pub(crate) flushes: u32,
+    }
+
+    pub(crate) static FAKE: Mutex<FakeActivity> = Mutex::new(FakeActivity {
+        requested: None,
+        completed: None,
+        enabled: false,
+        pending: Vec::new(),
+        withhold: false,
+        flushes: 0,
+    });
+
+    unsafe extern "C" fn register(
+        r: Option<CUpti_BuffersCallbackRequestFunc>,
+        c: Option<CUpti_BuffersCallbackCompleteFunc>,
+    ) -> CUptiResult {
+        let mut f = FAKE.lock();
+        f.requested = r;
+        f.completed = c;
+        CUPTI_SUCCESS
+    }
+    unsafe extern "C" fn enable(kind: CUpti_ActivityKind) -> CUptiResult {
+        assert_eq!(kind, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        FAKE.lock().enabled = true;
+        CUPTI_SUCCESS
+    }
+    unsafe extern "C" fn flush_all(_: u32) -> CUptiResult {
+        let (req, done, records) = {
+            let mut f = FAKE.lock();
+            f.flushes += 1;
+            if f.withhold || f.pending.is_empty() {
+                return CUPTI_SUCCESS;
+            }
+            (f.requested, f.completed, std::mem::take(&mut f.pending))
+        };
+        let (Some(req), Some(done)) = (req, done) else {
+            return CUPTI_SUCCESS;
+        };
+        let (mut buf, mut size, mut max) = (std::ptr::null_mut(), 0usize, 0usize);
+        // SAFETY: the registered request callback.
+        unsafe { req(&mut buf, &mut size, &mut max) };
+        let rec = std::mem::size_of::<CUpti_ActivityKernelHead>().next_multiple_of(8);
+        // A memcpy record first: not a kernel, skipped by the reader.
+        let mut off = 0;
+        let put = |bytes: &[u8], at: &mut usize| {
+            assert!(*at + rec <= size);
+            // SAFETY: within the buffer of `size` bytes (asserted above).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.add(*at), bytes.len()) };
+            *at += rec;
+        };
+        put(&1u32.to_ne_bytes(), &mut off);
+        for (id, start, end) in records {
+            let head = CUpti_ActivityKernelHead {
+                kind: CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                cacheConfig: 0,
+                sharedMemoryConfig: 0,
+                registersPerThread: 16,
+                partitionedGlobalCacheRequested: 0,
+                partitionedGlobalCacheExecuted: 0,
+                start,
+                end,
+                completed: end,
+                deviceId: 0,
+                contextId: 1,
+                streamId: 7,
+                gridX: 1,
+                gridY: 1,
+                gridZ: 1,
+                blockX: 1,
+                blockY: 1,
+                blockZ: 1,
+                staticSharedMemory: 0,
+                dynamicSharedMemory: 0,
+                localMemoryPerThread: 0,
+                localMemoryTotal: 0,
+                correlationId: id,
+            };
+            // SAFETY: a plain repr(C) value viewed as bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(
+                    (&head as *const CUpti_ActivityKernelHead).cast::<u8>(),
+                    std::mem::size_of::<CUpti_ActivityKernelHead>(),
+                )
+            };
+            put(bytes, &mut off);
+        }
+        // SAFETY: the registered completion callback, given back the buffer it was handed.
+        unsafe { done(std::ptr::null_mut(), 0, buf, size, off) };
+        CUPTI_SUCCESS
+    }
+    /// Walks the fake's fixed-size records.
+    unsafe extern "C" fn get_next_record(
+        buffer: *mut u8,
+        valid: usize,
+        record: *mut *mut c_void,
+    ) -> CUptiResult {
+        let rec = std::mem::size_of::<CUpti_ActivityKernelHead>().next_multiple_of(8);
+        // SAFETY: the reader's cursor.
+        let cur = unsafe { *record }.cast::<u8>();
+        let next = if cur.is_null() {
+            0
+        } else {
+            cur as usize - buffer as usize + rec
+        };
+        if next + rec > valid {
+            return CUPTI_ERROR_MAX_LIMIT_REACHED;
+        }
+        // SAFETY: within the buffer.
+        unsafe { *record = buffer.add(next).cast() };
+        CUPTI_SUCCESS
+    }
+
+    /// The fake's activity API.
+    pub(crate) fn api() -> ActivityApi {
+        ActivityApi {
+            register_callbacks: register,
+            enable,
+            flush_all,
+            get_next_record,
+        }
+    }
+
+    /// A kernel with correlation id `id` ran from `start` to `end` ns (a record when enabled).
+    pub(crate) fn launched(id: u32, start: u64, end: u64) {
+        let mut f = FAKE.lock();
+        if f.enabled {
+            f.pending.push((id, start, end));
+        }
+    }
+
+    /// Back to a fresh fake (callbacks kept: registration happens once per backend).
+    pub(crate) fn reset(withhold: bool) {
+        let mut f = FAKE.lock();
+        f.enabled = false;
+        f.pending.clear();
+        f.withhold = withhold;
+        f.flushes = 0;
+        WANTED_RECORDS.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_reach_the_wanted_launch_and_others_are_ignored() {
+        let _g = crate::cuda::tests::serial();
+        fake::reset(false);
+        set_callback_api(fake::api());
+        let clock = KernelClock::new(Some(fake::api()));
+        clock.register();
+        assert!(clock.on());
+        clock.want(5);
+        fake::launched(4, 100, 900);
+        fake::launched(5, 1_000, 8_000);
+        assert_eq!(clock.kernel_time(5), Some(Duration::from_nanos(7_000)));
+        // Taken out: a second ask finds nothing, within the wait.
+        clock.want(5);
+        assert_eq!(clock.kernel_time(5), None);
+    }
+
+    #[test]
+    fn an_armed_launch_registers_its_id_and_an_unarmed_one_does_not() {
+        let _g = crate::cuda::tests::serial();
+        fake::reset(false);
+        let clock = KernelClock::new(Some(fake::api()));
+        on_own_launch(&clock, 11);
+        assert_eq!(disarm(), None);
+        arm();
+        on_own_launch(&clock, 12);
+        // The next launch (a copy kernel, say) is not the pass.
+        on_own_launch(&clock, 13);
+        assert_eq!(disarm(), Some(12));
+        assert!(WANTED_RECORDS.lock().iter().any(|(id, _)| *id == 12));
+        assert!(!WANTED_RECORDS.lock().iter().any(|(id, _)| *id == 13));
+    }
+
+    #[test]
+    fn missing_records_stop_the_clock_after_a_few_passes() {
+        let _g = crate::cuda::tests::serial();
+        fake::reset(true);
+        set_callback_api(fake::api());
+        let clock = KernelClock::new(Some(fake::api()));
+        clock.register();
+        assert!(clock.on());
+        for id in 0..MISSES {
+            clock.want(id);
+            fake::launched(id, 0, 10);
+            assert_eq!(clock.kernel_time(id), None);
+        }
+        assert!(!clock.on(), "the clock stops after {MISSES} misses");
+    }
+
+    #[test]
+    fn wants_never_asked_for_are_dropped_oldest_first() {
+        let _g = crate::cuda::tests::serial();
+        fake::reset(false);
+        let clock = KernelClock::new(Some(fake::api()));
+        for id in 0..(WANTED as u32 + 10) {
+            clock.want(id);
+        }
+        let w = WANTED_RECORDS.lock();
+        assert_eq!(w.len(), WANTED);
+        assert_eq!(w.front().map(|e| e.0), Some(10));
+    }
+
+    #[test]
+    fn without_the_api_the_clock_is_off() {
+        let clock = KernelClock::new(None);
+        clock.register();
+        assert!(!clock.on());
+        assert_eq!(clock.kernel_time(1), None);
+    }
+}
