@@ -157,6 +157,51 @@ fn a_kernel_writing_through_a_pointer_in_device_memory_runs_once_then_is_replaye
     assert!(recs.iter().all(|r| r["outcome"] == "replayed"), "{recs:?}");
 }
 
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn copies_between_dispatches_keep_the_carried_fingerprints_of_memory_they_do_not_write() {
+    // Three dispatches of write_subset, its buffer reset by hsa_memory_copy before the second
+    // and third; a 1 MiB device buffer no argument names is watched. The copies write the
+    // data buffer only (logged as a range): the other buffer's fingerprint is carried from
+    // one window to the next. With a copy into the other buffer too, it is read again.
+    const OTHER: u64 = 1 << 20;
+    let carried = |name: &str, touch: &str| {
+        let env = [
+            ("WS_DISPATCHES", "3"),
+            ("WS_OTHER_KB", "1024"),
+            ("WS_TOUCH_OTHER", touch),
+        ];
+        let (out, recs) = probe(name, "write_subset", &env);
+        assert!(
+            out.contains("RESULT write_set_probe OK passes=3,3,3"),
+            "{out}"
+        );
+        assert_eq!(recs.len(), 3, "{recs:?}");
+        assert!(recs.iter().all(|r| r["outcome"] == "replayed"), "{recs:?}");
+        assert!(
+            recs[1]["watched_bytes"].as_u64().unwrap() >= OTHER,
+            "the other buffer is watched: {recs:?}"
+        );
+        recs[1..]
+            .iter()
+            .map(|r| r["carried_bytes"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let kept = carried("carried_kept", "0");
+    let touched = carried("carried_touched", "1");
+    for (k, t) in kept.iter().zip(&touched) {
+        assert!(
+            *k >= OTHER,
+            "copies elsewhere keep the other buffer's print: {kept:?}"
+        );
+        assert_eq!(
+            k - t,
+            OTHER,
+            "a copy into it makes exactly that buffer be read again: {kept:?} vs {touched:?}"
+        );
+    }
+}
+
 /// The hsa-emu row of issue 14's benchmarks: restore per later pass when the kernel writes 1%
 /// of a 1 GiB buffer (write-set restore) ÷ when it writes 100% (a dense writer: full copies),
 /// through the real HSA backend. 3 passes; per later pass = the record's `restore_ns` / 2

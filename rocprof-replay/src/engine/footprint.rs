@@ -531,7 +531,6 @@ static RANGES: Mutex<RangeLog> = Mutex::new(RangeLog {
 /// a replay window — a copy or a fill whose destination the backend knows: carried
 /// fingerprints of the allocations it overlaps no longer count, the others' still do. Like
 /// [`note_device_write`], called before the work is submitted and again after.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) fn note_range_write(start: usize, len: usize) {
     if len > 0 {
         RANGES.lock().push(start, len);

@@ -35,6 +35,9 @@ use crate::engine::state::INVENTORY;
 /// for each other) and held while the copy is submitted or, for a host copy, performed.
 pub(crate) struct Fence<'a> {
     gpus: SmallVec<[&'a Gpu; 2]>,
+    /// What the operation writes, where known: logged as a range (carried fingerprints of
+    /// other allocations still count); `None`: every locked GPU's epoch is bumped.
+    written: Option<(usize, usize)>,
     _guards: SmallVec<[RwLockReadGuard<'a, ()>; 2]>,
 }
 
@@ -43,7 +46,17 @@ impl<'a> Fence<'a> {
     /// owner; an untracked one names the agent given with it, if that agent is a GPU (it may
     /// be a module variable of that GPU). Inside a replay window nothing is locked: the window
     /// already holds its agent's writer lock.
-    pub(crate) fn take(be: &'a Backend, touched: &[(usize, Option<hsa_agent_t>)]) -> Fence<'a> {
+    ///
+    /// `written` is the destination range (start, bytes) when the operation writes only there
+    /// (a linear copy or fill): the write is logged as that range
+    /// ([`note_range_write`](crate::engine::footprint::note_range_write)), so fingerprints
+    /// carried for the GPU's other allocations still count; `None` invalidates every carried
+    /// fingerprint of the GPUs touched.
+    pub(crate) fn take(
+        be: &'a Backend,
+        touched: &[(usize, Option<hsa_agent_t>)],
+        written: Option<(usize, usize)>,
+    ) -> Fence<'a> {
         let mut gpus: SmallVec<[&Gpu; 2]> = SmallVec::new();
         if !intercept::in_window() {
             for &(addr, agent) in touched {
@@ -55,14 +68,32 @@ impl<'a> Fence<'a> {
             }
             gpus.sort_by_key(|g| g.index);
             gpus.dedup_by_key(|g| g.index);
-            // A copy, fill or free outside any window: carried fingerprints no longer count.
-            for g in &gpus {
+        }
+        // A copy or fill outside any window: carried fingerprints of what it writes no longer
+        // count.
+        note_write(&gpus, written);
+        let lock = be.settings().lock;
+        let _guards = gpus.iter().map(|g| g.read_outside_window(lock)).collect();
+        Fence {
+            gpus,
+            written,
+            _guards,
+        }
+    }
+}
+
+/// Tells the engine what an operation fenced on `gpus` writes (before it and again after it).
+fn note_write(gpus: &[&Gpu], written: Option<(usize, usize)>) {
+    if gpus.is_empty() {
+        return;
+    }
+    match written {
+        Some((start, len)) => crate::engine::footprint::note_range_write(start, len),
+        None => {
+            for g in gpus {
                 crate::engine::footprint::note_device_write(g.agent.handle);
             }
         }
-        let lock = be.settings().lock;
-        let _guards = gpus.iter().map(|g| g.read_outside_window(lock)).collect();
-        Fence { gpus, _guards }
     }
 }
 
@@ -71,9 +102,7 @@ impl Drop for Fence<'_> {
         // The copy, fill or free was submitted (or done): bumped before and after it, so a
         // window that read the epoch in between sees it changed
         // ([carried fingerprints](crate::engine::footprint#carried-fingerprints)).
-        for g in &self.gpus {
-            crate::engine::footprint::note_device_write(g.agent.handle);
-        }
+        note_write(&self.gpus, self.written);
     }
 }
 
@@ -89,7 +118,11 @@ impl<'a> Fence<'a> {
         };
         let lock = be.settings().lock;
         let _guards = gpus.iter().map(|g| g.read_outside_window(lock)).collect();
-        Fence { gpus, _guards }
+        Fence {
+            gpus,
+            written: None,
+            _guards,
+        }
     }
 }
 
@@ -361,11 +394,13 @@ fn warn_unfenced_once(why: &str) {
 
 /// Submits an asynchronous copy through `submit` (which takes the completion signal to use),
 /// fenced as the module documentation describes. `app` is the application's completion
-/// signal and `deps` its dependency signals. An internal panic before the copy was submitted
+/// signal and `deps` its dependency signals; `written` is the destination range where the
+/// copy writes only there ([`Fence::take`]). An internal panic before the copy was submitted
 /// submits it unfenced; after, it returns the runtime's status.
 pub(crate) fn submit_async(
     be: &'static Backend,
     touched: &[(usize, Option<hsa_agent_t>)],
+    written: Option<(usize, usize)>,
     app: hsa_signal_t,
     deps: &[hsa_signal_t],
     submit: impl FnOnce(hsa_signal_t) -> hsa_status_t,
@@ -380,7 +415,9 @@ pub(crate) fn submit_async(
         }
         None => HSA_STATUS_ERROR,
     };
-    match catch_unwind(AssertUnwindSafe(|| fenced(be, touched, app, deps, once))) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        fenced(be, touched, written, app, deps, once)
+    })) {
         Ok(st) => st,
         Err(_) => {
             tracing::error!("internal error (panic) while fencing an asynchronous copy");
@@ -396,11 +433,12 @@ pub(crate) fn submit_async(
 fn fenced(
     be: &'static Backend,
     touched: &[(usize, Option<hsa_agent_t>)],
+    written: Option<(usize, usize)>,
     app: hsa_signal_t,
     deps: &[hsa_signal_t],
     submit: impl FnOnce(hsa_signal_t) -> hsa_status_t,
 ) -> hsa_status_t {
-    let fence = Fence::take(be, touched);
+    let fence = Fence::take(be, touched, written);
     be.copies.times().forget(app);
     if fence.gpus.is_empty() {
         return submit(app);

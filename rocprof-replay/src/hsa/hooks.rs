@@ -634,7 +634,11 @@ unsafe extern "C" fn memory_copy(
     };
     let _fence = backend().and_then(|be| {
         guarded("fencing a copy", || {
-            Fence::take(be, &[(dst as usize, None), (src as usize, None)])
+            Fence::take(
+                be,
+                &[(dst as usize, None), (src as usize, None)],
+                Some((dst as usize, size)),
+            )
         })
     });
     // SAFETY: forwarding unchanged.
@@ -647,7 +651,11 @@ unsafe extern "C" fn memory_fill(ptr: *mut c_void, value: u32, count: usize) -> 
     };
     let _fence = backend().and_then(|be| {
         guarded("fencing a fill", || {
-            Fence::take(be, &[(ptr as usize, None)])
+            Fence::take(
+                be,
+                &[(ptr as usize, None)],
+                Some((ptr as usize, count.saturating_mul(4))),
+            )
         })
     });
     // SAFETY: forwarding unchanged.
@@ -702,7 +710,8 @@ unsafe extern "C" fn async_copy(
     ];
     // SAFETY: the runtime's argument contract.
     let deps = unsafe { dependencies(dep_signals, num_dep_signals) };
-    copies::submit_async(live, &touched, completion_signal, deps, submit)
+    let written = Some((dst as usize, size));
+    copies::submit_async(live, &touched, written, completion_signal, deps, submit)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -745,7 +754,8 @@ unsafe extern "C" fn async_copy_on_engine(
     ];
     // SAFETY: the runtime's argument contract.
     let deps = unsafe { dependencies(dep_signals, num_dep_signals) };
-    copies::submit_async(live, &touched, completion_signal, deps, submit)
+    let written = Some((dst as usize, size));
+    copies::submit_async(live, &touched, written, completion_signal, deps, submit)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -787,7 +797,8 @@ unsafe extern "C" fn async_copy_rect(
     let touched = [(base(dst), Some(copy_agent)), (base(src), Some(copy_agent))];
     // SAFETY: the runtime's argument contract.
     let deps = unsafe { dependencies(dep_signals, num_dep_signals) };
-    copies::submit_async(live, &touched, completion_signal, deps, submit)
+    // A rectangle's bytes are not one range: every carried fingerprint of the GPU goes.
+    copies::submit_async(live, &touched, None, completion_signal, deps, submit)
 }
 
 unsafe extern "C" fn async_copy_profiling(enable: bool) -> hsa_status_t {
