@@ -86,12 +86,14 @@ for s in $steps; do
       every_launch_path a_preloaded_tool 2>&1 | tail -60
     ;;
   promise)
-    step "host memory, communication and module paths; managed, IPC, imported and peer memory (issue 13)"
-    timeout 400 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
-      kernels_writing_host_memory memory_the_window_cannot_restore 2>&1 | tail -40
-    for f in memory_kinds memory_kinds.all; do
-      echo "--- $f"; grep -E '^(case|RESULT)' "$out/gpu/$f.stdout" 2>/dev/null
+    step "host memory, communication and module paths; managed, IPC, imported and peer memory; two contexts, module unloads (issue 13)"
+    timeout 500 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
+      kernels_writing_host_memory memory_the_window_cannot_restore \
+      two_contexts_and_module_unloads 2>&1 | tail -60
+    for f in memory_kinds memory_kinds.all contexts_unload.plain contexts_unload; do
+      echo "--- $f"; grep -E '^(case|RESULT|watchdog|driver error|cuda error)' "$out/gpu/$f.stdout" 2>/dev/null
     done
+    head -1 "$out/gpu/contexts_unload.summary" 2>/dev/null
     ;;
   writeset)
     step "write-set restore through the compare kernel (issue 14 items 1, 4)"

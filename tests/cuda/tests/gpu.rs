@@ -327,6 +327,129 @@ fn memory_the_window_cannot_restore_is_never_captured_and_its_kernels_run_once()
     }
 }
 
+/// Launches of `contexts_unload.cu`, by kernel: each gives exactly one record.
+const CONTEXTS_UNLOAD_LAUNCHES: [(&str, usize); 4] = [
+    // two_contexts: two threads at once, then one thread switching contexts.
+    ("ctx_add_one", 20 + 20 + 10 + 10),
+    // two_contexts (host writes), unload_during_window (3 in flight, 1 after the unload).
+    ("slow_add_one", 3 + 3 + 1),
+    // M2 during the window; the other module before launches 2 and 3, twice.
+    ("add_value", 1 + 2 + 2),
+    // device_variable_after_unload, from a cubin and from PTX text.
+    ("bump_counter", 3 + 3),
+];
+
+/// `contexts_unload.cu` without the tool and under a 3-pass tool (the default footprint): two
+/// contexts on one device launching at once, one thread switching between them, and a host
+/// thread writing one context's memory during the other's windows; a module loaded, used and
+/// unloaded from another thread while kernels of a first module are in their windows; a
+/// `__device__` variable counted across unloads of other modules. The program's results are
+/// its own both ways (it checks them: `RESULT OK`), every launch has one record, and every
+/// record is honest: replayed with 3 passes, or run once (declined with its reason, or
+/// skipped); none failed.
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn two_contexts_and_module_unloads_keep_one_execution() {
+    require_gpu();
+    let exe = cuda_app("contexts_unload", false);
+    let plain = run(
+        &exe,
+        &[],
+        &[],
+        &["CUDA_INJECTION64_PATH", "LD_PRELOAD"],
+        DEADLINE,
+    );
+    save("contexts_unload.plain", &plain);
+    plain.assert_success("contexts_unload without the tool");
+    assert!(plain.stdout().contains("RESULT OK"), "{}", plain.stdout());
+    let rec = records_path("contexts_unload");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    let r = run(
+        &exe,
+        &[],
+        &env,
+        &["LD_PRELOAD", "ROCPROF_REPLAY_FOOTPRINT"],
+        DEADLINE,
+    );
+    save("contexts_unload", &r);
+    r.assert_success("contexts_unload under the tool");
+    let out = r.stdout();
+    assert!(
+        out.contains("RESULT OK"),
+        "{out}\n{}",
+        tail(&r.stderr(), 4000)
+    );
+    let recs = records(&rec);
+    // Per kernel: its records, by outcome (and reason).
+    let mut lines = Vec::new();
+    for (kernel, launches) in CONTEXTS_UNLOAD_LAUNCHES {
+        let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+        let of: Vec<&Value> = recs
+            .iter()
+            .filter(|r| r["kernel"].as_str().is_some_and(|k| k.contains(kernel)))
+            .collect();
+        for r in &of {
+            let kind = match (r["outcome"].as_str(), r["reason"].as_str()) {
+                (Some(o), Some(why)) => format!("{o} {why}"),
+                (Some(o), None) => o.to_string(),
+                _ => "?".to_string(),
+            };
+            *kinds.entry(kind).or_default() += 1;
+        }
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        lines.push(format!(
+            "{kernel}: {}/{launches} records: {}",
+            of.len(),
+            kinds.join(", ")
+        ));
+    }
+    let summary = format!(
+        "contexts_unload: {} records, plain {:.2} s, under the tool {:.2} s; {}",
+        recs.len(),
+        plain.elapsed.as_secs_f64(),
+        r.elapsed.as_secs_f64(),
+        lines.join("; ")
+    );
+    println!("{summary}");
+    let cases: Vec<&str> = out.lines().filter(|l| l.starts_with("case ")).collect();
+    std::fs::write(
+        out_dir().join("contexts_unload.summary"),
+        format!("{summary}\n{}\n", cases.join("\n")),
+    )
+    .unwrap();
+    let failed: Vec<&Value> = recs.iter().filter(|r| r["outcome"] == "failed").collect();
+    assert!(failed.is_empty(), "failed outcomes: {failed:?}");
+    for r in &recs {
+        match r["outcome"].as_str() {
+            Some("replayed") => assert_eq!(r["passes"], 3, "{r}"),
+            Some("declined") => assert!(
+                r["reason"].as_str().is_some_and(|why| !why.is_empty()),
+                "a declined launch without its reason: {r}"
+            ),
+            Some("skipped") => {}
+            _ => panic!("an outcome that is none of replayed, declined, skipped: {r}"),
+        }
+    }
+    let expected: usize = CONTEXTS_UNLOAD_LAUNCHES.iter().map(|(_, n)| n).sum();
+    assert_eq!(recs.len(), expected, "one record per launch: {summary}");
+    for (kernel, launches) in CONTEXTS_UNLOAD_LAUNCHES {
+        let n = recs
+            .iter()
+            .filter(|r| r["kernel"].as_str().is_some_and(|k| k.contains(kernel)))
+            .count();
+        assert_eq!(n, launches, "records of {kernel}: {summary}");
+    }
+    assert!(
+        recs.iter().any(|r| r["outcome"] == "replayed"),
+        "nothing was replayed, so nothing was tested: {summary}"
+    );
+}
+
 fn python() -> PathBuf {
     PathBuf::from(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()))
 }
