@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost counters-launch crash gpt2-sampled gpt2-verified gpt2-all gpt2-40 gpt2-medium (default: all but the last eight)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch crash gpt2-sampled gpt2-verified gpt2-all gpt2-40 gpt2-medium (default: all but the last nine)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -206,6 +206,28 @@ for r in d:
     print(r["kernel"][:40], r["outcome"], r["passes"], "metrics" if r.get("metrics") else r.get("metrics_reason"))
 PY
     done
+    ;;
+  counters-api)
+    # Which CUPTI usage is cheap per counter pass, outside rocprof-replay: a standalone program
+    # timing each call of the range profiler (one range per pass, many ranges per pass, auto
+    # range, Start/Stop alone) and of the legacy Profiler API, on a tiny kernel, for the
+    # 29-metric set (COUNTERS_METRICS8) and a 3-metric one. Extra arguments: COUNTERS_API_ARGS
+    # (e.g. "-k 16 --modes range1,range64 --decode pass --cache all").
+    step "counters-api: CUPTI's cost per counter pass by API shape"
+    c=$out/api; mkdir -p "$c"
+    inc=$CUDA_HOME/extras/CUPTI/include; [ -f "$inc/cupti.h" ] || inc=$CUDA_HOME/include
+    lib=$CUDA_HOME/extras/CUPTI/lib64; [ -e "$lib/libcupti.so" ] || lib=$CUDA_HOME/lib64
+    if nvcc -O2 -std=c++17 -arch=native -I"$inc" -L"$lib" -Xlinker -rpath,"$lib" \
+      -L"$CUDA_HOME/lib64/stubs" -o "$c/cupti_pass_cost" "$here/cuda/apps/cupti_pass_cost.cu" \
+      -lcupti -lcuda -ldl; then
+      timeout 500 "$c/cupti_pass_cost" ${COUNTERS_METRICS8:+--metrics "$COUNTERS_METRICS8"} \
+        ${COUNTERS_API_ARGS:-} > "$c/cupti_pass_cost.stdout" 2> "$c/cupti_pass_cost.stderr"
+      echo "cupti_pass_cost: exit $?"
+      grep -E '^(mode|values|note|skip|error|done)' "$c/cupti_pass_cost.stdout" | head -120
+      tail -5 "$c/cupti_pass_cost.stderr"
+    else
+      echo "cupti_pass_cost: nvcc failed"
+    fi
     ;;
   counters|counters-gpt2|counters-launch)
     # Hardware counters through CUPTI's range profiler, against Nsight Compute. Two steps, each

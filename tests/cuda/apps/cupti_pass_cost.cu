@@ -1,0 +1,1307 @@
+// What one counter pass costs in CUPTI, by the shape of the API calls: a standalone measurement
+// (gpu.sh step `counters-api`), no rocprof-replay involved. One context, one tiny kernel
+// (a grid-stride add over 1 MiB, a few µs, launched and synchronized on its own stream), each
+// CUPTI call timed on its own with std::chrono::steady_clock.
+//
+//   cupti_pass_cost [-k K] [--modes LIST] [--metrics LIST] [--small LIST|none]
+//                   [--decode last|pass] [--cache none|all] [--legacy-image range|nvpw]
+//
+// Modes (LIST comma-separated; default range1,auto1,range8,range32,auto8,startstop,legacy1,
+// legacys1,legacy8), each run K times ("kernels", default 8) per metric set:
+//   rangeN    range profiler, user range, user replay, maxRangesPerPass=N: per pass Start, N x
+//             (PushRange, launch, PopRange), Stop, until Stop says isAllPassSubmitted; then
+//             DecodeData, GetCounterDataInfo and EvaluateToGpuValues of every range. range1 is
+//             what rocprof-replay does today.
+//   autoN     the same with CUPTI's auto range (no push/pop; one range per launch).
+//   startstop SetConfig, then Start/Stop with nothing in between, as many times as the
+//             configuration has passes: the fixed cost of a pass. Run after the other range
+//             profiler modes, each set's followed by Disable and Enable (the replay is left
+//             unfinished).
+//   legacyN   the deprecated Profiler API of cupti_profiler_target.h (BeginSession once for the
+//             K kernels, per kernel SetConfig, per pass BeginPass, EnableProfiling, N x (PushRange,
+//             launch, PopRange), DisableProfiling, EndPass; FlushCounterData, UnsetConfig),
+//             configuration image from the profiler host API, counter data image from the range
+//             profiler (or NVPW's counter data builder, if that one is refused).
+//   legacysN  the same with a session per kernel (BeginSession/EndSession timed per kernel).
+//
+// Order: warm-up (one range1 kernel of the first set, not counted: CUPTI's one-time set-up),
+// the range and auto modes of each set, startstop, Disable, then the legacy modes.
+//
+// Output, one line per measurement, `key=value` separated by spaces:
+//   mode=setup|config|enable|warmup|disable ...   one-time costs (ms)
+//   mode=<mode> set=<big|small> metrics=M host_passes=P passes=P' ranges_per_pass=N kernels=K
+//       <call>_ms=<median over every call of the mode> ... per_pass_ms=<median of a pass's
+//       calls, launches included> per_kernel_ms=<median of one kernel's whole collection>
+//       per_range_ms=per_pass_ms/N per_launch_ms=per_kernel_ms/N
+//   values mode=... range=i/n name=... <metric>=<value> ...   decoded values (sanity)
+//   error mode=... call=... status=... msg=...                 a failed call; the mode stops
+//   skip mode=... reason="..."                                 a mode not run, and why
+// Every `_ms` of a mode line is a median; launch_ms includes the kernel's completion
+// (cudaStreamSynchronize), as the replay engine waits for the pass's launch.
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_target.h>
+#include <dlfcn.h>
+#include <nvperf_cuda_host.h>
+#include <nvperf_host.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int MAX_PASSES = 64;   // every pass loop stops here
+constexpr int MAX_RANGES = 64;   // N of a mode
+constexpr int MAX_KERNELS = 64;  // K
+
+using clk = std::chrono::steady_clock;
+double ms_since(clk::time_point t) {
+  return std::chrono::duration<double, std::milli>(clk::now() - t).count();
+}
+
+std::string g_mode = "setup";  // the label of error lines
+
+const char* cupti_str(CUptiResult r) {
+  const char* s = nullptr;
+  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s) return "(no string)";
+  return s;
+}
+
+bool ok(CUptiResult r, const char* call) {
+  if (r == CUPTI_SUCCESS) return true;
+  printf("error mode=%s call=%s status=%d msg=\"%s\"\n", g_mode.c_str(), call, (int)r,
+         cupti_str(r));
+  return false;
+}
+
+bool cuda_ok(cudaError_t e, const char* call) {
+  if (e == cudaSuccess) return true;
+  printf("error mode=%s call=%s status=%d msg=\"%s\"\n", g_mode.c_str(), call, (int)e,
+         cudaGetErrorString(e));
+  return false;
+}
+
+// Per-call samples of one mode, keys in first-use order.
+struct Stats {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<double>> v;
+  void add(const std::string& k, double x) {
+    auto it = v.find(k);
+    if (it == v.end()) {
+      order.push_back(k);
+      v[k].push_back(x);
+    } else {
+      it->second.push_back(x);
+    }
+  }
+  size_t count(const std::string& k) const {
+    auto it = v.find(k);
+    return it == v.end() ? 0 : it->second.size();
+  }
+  double median(const std::string& k) const {
+    auto it = v.find(k);
+    if (it == v.end() || it->second.empty()) return -1;
+    std::vector<double> s = it->second;
+    std::sort(s.begin(), s.end());
+    size_t n = s.size();
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  }
+  std::string line() const {
+    std::string out;
+    char buf[128];
+    for (auto& k : order) {
+      snprintf(buf, sizeof buf, " %s_ms=%.4f", k.c_str(), median(k));
+      out += buf;
+    }
+    return out;
+  }
+};
+
+// Times `f` (returning CUptiResult) into st[key]; prints the error.
+template <class F>
+bool tcall(Stats& st, const char* key, const char* call, F&& f) {
+  auto t = clk::now();
+  CUptiResult r = f();
+  st.add(key, ms_since(t));
+  return ok(r, call);
+}
+
+// ---- the kernel ----
+__global__ void add_kernel(const float* __restrict__ x, float* __restrict__ y, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] += x[i];
+}
+
+constexpr int N_ELEMS = (1 << 20) / sizeof(float);  // 1 MiB of floats
+cudaStream_t g_stream;
+float *g_x, *g_y;
+CUcontext g_ctx;
+
+// One launch and its completion.
+bool launch(Stats& st) {
+  auto t = clk::now();
+  add_kernel<<<128, 256, 0, g_stream>>>(g_x, g_y, N_ELEMS);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaStreamSynchronize(g_stream);
+  st.add("launch", ms_since(t));
+  return cuda_ok(e, "launch+cudaStreamSynchronize");
+}
+
+// ---- options ----
+struct Options {
+  int kernels = 8;
+  std::vector<std::string> modes;
+  bool decode_each = false;
+  bool cache_all = false;
+  bool legacy_nvpw_first = false;
+};
+Options g_opt;
+
+const char* DEFAULT_BIG =
+    "sm__cycles_elapsed.avg,sm__cycles_active.avg,sm__inst_executed.sum,smsp__inst_executed.sum,"
+    "sm__warps_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_"
+    "elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read."
+    "sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_"
+    "op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_atom.sum,lts__t_sectors_op_red.sum,"
+    "lts__t_sector_hit_rate.pct,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_"
+    "sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__"
+    "t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,"
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_"
+    "shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_"
+    "conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__throughput.avg.pct_of_peak_sustained_active,"
+    "smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_long_"
+    "scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active."
+    "pct,smsp__thread_inst_executed_per_inst_executed.ratio";
+const char* DEFAULT_SMALL = "sm__inst_executed.sum,sm__cycles_elapsed.avg,dram__bytes_read.sum";
+const char* DEFAULT_MODES = "range1,auto1,range8,range32,auto8,startstop,legacy1,legacys1,legacy8";
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+// ---- metric sets: host object and configuration image ----
+struct MetricSet {
+  std::string label;
+  std::vector<std::string> names;
+  std::vector<const char*> ptrs;
+  CUpti_Profiler_Host_Object* host = nullptr;
+  std::vector<uint8_t> config;
+  size_t passes = 0;
+  int measured_passes = 0;  // by the first range mode that completed
+  std::string measured_mode;
+  bool ok = false;
+};
+
+const char* g_chip = nullptr;
+
+bool build_config(MetricSet& m) {
+  g_mode = "config";
+  m.ptrs.clear();
+  for (auto& n : m.names) m.ptrs.push_back(n.c_str());
+  Stats st;
+  CUpti_Profiler_Host_Initialize_Params hi = {};
+  hi.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+  hi.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+  hi.pChipName = g_chip;
+  if (!tcall(st, "host_initialize", "cuptiProfilerHostInitialize",
+             [&] { return cuptiProfilerHostInitialize(&hi); }))
+    return false;
+  m.host = hi.pHostObject;
+  CUpti_Profiler_Host_ConfigAddMetrics_Params am = {};
+  am.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+  am.pHostObject = m.host;
+  am.ppMetricNames = m.ptrs.data();
+  am.numMetrics = m.ptrs.size();
+  if (!tcall(st, "add_metrics", "cuptiProfilerHostConfigAddMetrics",
+             [&] { return cuptiProfilerHostConfigAddMetrics(&am); }))
+    return false;
+  CUpti_Profiler_Host_GetConfigImageSize_Params cs = {};
+  cs.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+  cs.pHostObject = m.host;
+  if (!tcall(st, "config_size", "cuptiProfilerHostGetConfigImageSize",
+             [&] { return cuptiProfilerHostGetConfigImageSize(&cs); }))
+    return false;
+  m.config.assign(cs.configImageSize, 0);
+  CUpti_Profiler_Host_GetConfigImage_Params ci = {};
+  ci.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+  ci.pHostObject = m.host;
+  ci.configImageSize = m.config.size();
+  ci.pConfigImage = m.config.data();
+  if (!tcall(st, "config_image", "cuptiProfilerHostGetConfigImage",
+             [&] { return cuptiProfilerHostGetConfigImage(&ci); }))
+    return false;
+  CUpti_Profiler_Host_GetNumOfPasses_Params np = {};
+  np.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+  np.configImageSize = m.config.size();
+  np.pConfigImage = m.config.data();
+  if (!tcall(st, "num_passes", "cuptiProfilerHostGetNumOfPasses",
+             [&] { return cuptiProfilerHostGetNumOfPasses(&np); }))
+    return false;
+  m.passes = np.numOfPasses;
+  printf("mode=config set=%s metrics=%zu host_passes=%zu config_bytes=%zu%s\n", m.label.c_str(),
+         m.names.size(), m.passes, m.config.size(), st.line().c_str());
+  m.ok = true;
+  return true;
+}
+
+// ---- evaluation of a decoded image ----
+bool evaluate_range(MetricSet& m, const std::vector<uint8_t>& image, size_t idx,
+                    std::vector<double>& values) {
+  values.assign(m.ptrs.size(), 0.0);
+  CUpti_Profiler_Host_EvaluateToGpuValues_Params ev = {};
+  ev.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
+  ev.pHostObject = m.host;
+  ev.pCounterDataImage = image.data();
+  ev.counterDataImageSize = image.size();
+  ev.rangeIndex = idx;
+  ev.ppMetricNames = m.ptrs.data();
+  ev.numMetrics = m.ptrs.size();
+  ev.pMetricValues = values.data();
+  return ok(cuptiProfilerHostEvaluateToGpuValues(&ev), "cuptiProfilerHostEvaluateToGpuValues");
+}
+
+bool range_count(const std::vector<uint8_t>& image, size_t* n) {
+  CUpti_RangeProfiler_GetCounterDataInfo_Params gi = {};
+  gi.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
+  gi.pCounterDataImage = image.data();
+  gi.counterDataImageSize = image.size();
+  if (!ok(cuptiRangeProfilerGetCounterDataInfo(&gi), "cuptiRangeProfilerGetCounterDataInfo"))
+    return false;
+  *n = gi.numTotalRanges;
+  return true;
+}
+
+void print_values(MetricSet& m, const std::vector<uint8_t>& image, size_t idx, size_t total,
+                  const std::vector<double>& values) {
+  CUpti_Profiler_Host_GetRangeName_Params rn = {};
+  rn.structSize = CUpti_Profiler_Host_GetRangeName_Params_STRUCT_SIZE;
+  rn.pCounterDataImage = image.data();
+  rn.counterDataImageSize = image.size();
+  rn.rangeIndex = idx;
+  rn.delimiter = "/";
+  const char* name = "?";
+  if (cuptiProfilerHostGetRangeName(&rn) == CUPTI_SUCCESS && rn.pRangeName) name = rn.pRangeName;
+  printf("values mode=%s range=%zu/%zu name=%s", g_mode.c_str(), idx, total, name);
+  for (size_t i = 0; i < values.size() && i < 6; i++)
+    printf(" %s=%.6g", m.names[i].c_str(), values[i]);
+  printf("\n");
+}
+
+// Evaluates the last `want` ranges of `image` (all of one kernel), timed as "evaluate";
+// prints the first and last when `print`.
+bool evaluate_kernel(MetricSet& m, const std::vector<uint8_t>& image, size_t want, Stats& st,
+                     bool print) {
+  auto t = clk::now();
+  size_t n = 0;
+  if (!range_count(image, &n)) return false;
+  if (n < want) {
+    printf("error mode=%s call=GetCounterDataInfo status=0 msg=\"%zu range(s) in the image, "
+           "expected at least %zu\"\n",
+           g_mode.c_str(), n, want);
+    return false;
+  }
+  std::vector<double> first, last, v;
+  for (size_t i = n - want; i < n; i++) {
+    if (!evaluate_range(m, image, i, v)) return false;
+    if (i == n - want) first = v;
+    if (i == n - 1) last = v;
+  }
+  st.add("evaluate", ms_since(t));
+  if (print) {
+    print_values(m, image, n - want, n, first);
+    if (want > 1) print_values(m, image, n - 1, n, last);
+  }
+  return true;
+}
+
+// ---- range profiler ----
+CUpti_RangeProfiler_Object* g_rp = nullptr;
+
+// CUDA 13.4's CUpti_RangeProfiler_Enable_Params (cacheControlMode), for an older header.
+struct EnableParamsWithCache {
+  size_t structSize;
+  void* pPriv;
+  CUcontext ctx;
+  CUpti_RangeProfiler_Object* pRangeProfilerObject;
+  uint32_t cacheControlMode;
+};
+
+bool enable_range_profiler() {
+  g_mode = "enable";
+  auto t = clk::now();
+  CUptiResult r;
+  const char* cache = "none";
+  if (g_opt.cache_all) {
+    EnableParamsWithCache p = {};
+    p.structSize = offsetof(EnableParamsWithCache, cacheControlMode) + sizeof(uint32_t);
+    p.ctx = g_ctx;
+    p.cacheControlMode = 1;  // CUPTI_CACHE_CONTROL_MODE_ALL
+    r = cuptiRangeProfilerEnable(reinterpret_cast<CUpti_RangeProfiler_Enable_Params*>(&p));
+    if (r == CUPTI_SUCCESS) {
+      g_rp = p.pRangeProfilerObject;
+      cache = "all";
+    } else {
+      printf("skip mode=enable reason=\"cache control refused (%s); enabling without\"\n",
+             cupti_str(r));
+    }
+  }
+  if (!g_rp) {
+    CUpti_RangeProfiler_Enable_Params p = {};
+    p.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+    p.ctx = g_ctx;
+    r = cuptiRangeProfilerEnable(&p);
+    if (!ok(r, "cuptiRangeProfilerEnable")) return false;
+    g_rp = p.pRangeProfilerObject;
+  }
+  printf("mode=enable cache=%s enable_ms=%.4f\n", cache, ms_since(t));
+  return g_rp != nullptr;
+}
+
+bool disable_range_profiler() {
+  std::string mode = g_mode;
+  g_mode = "disable";
+  CUpti_RangeProfiler_Disable_Params dp = {};
+  dp.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE;
+  dp.pRangeProfilerObject = g_rp;
+  auto t = clk::now();
+  bool r = ok(cuptiRangeProfilerDisable(&dp), "cuptiRangeProfilerDisable");
+  if (r) printf("mode=disable after=%s disable_ms=%.4f\n", mode.c_str(), ms_since(t));
+  g_rp = nullptr;
+  g_mode = mode;
+  return r;
+}
+
+bool counter_data_size(MetricSet& m, size_t ranges, size_t* size) {
+  CUpti_RangeProfiler_GetCounterDataSize_Params p = {};
+  p.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
+  p.pRangeProfilerObject = g_rp;
+  p.pMetricNames = m.ptrs.data();
+  p.numMetrics = m.ptrs.size();
+  p.maxNumOfRanges = ranges;
+  p.maxNumRangeTreeNodes = (uint32_t)ranges;
+  if (!ok(cuptiRangeProfilerGetCounterDataSize(&p), "cuptiRangeProfilerGetCounterDataSize"))
+    return false;
+  *size = p.counterDataSize;
+  return true;
+}
+
+bool counter_data_init(std::vector<uint8_t>& image) {
+  CUpti_RangeProfiler_CounterDataImage_Initialize_Params p = {};
+  p.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+  p.pRangeProfilerObject = g_rp;
+  p.counterDataSize = image.size();
+  p.pCounterData = image.data();
+  return ok(cuptiRangeProfilerCounterDataImageInitialize(&p),
+            "cuptiRangeProfilerCounterDataImageInitialize");
+}
+
+bool rp_set_config(MetricSet& m, std::vector<uint8_t>& image, bool user, int ranges, Stats& st) {
+  CUpti_RangeProfiler_SetConfig_Params p = {};
+  p.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
+  p.pRangeProfilerObject = g_rp;
+  p.configSize = m.config.size();
+  p.pConfig = m.config.data();
+  p.counterDataImageSize = image.size();
+  p.pCounterDataImage = image.data();
+  p.range = user ? CUPTI_UserRange : CUPTI_AutoRange;
+  p.replayMode = CUPTI_UserReplay;
+  p.maxRangesPerPass = (size_t)ranges;
+  p.numNestingLevels = 1;
+  p.minNestingLevel = 1;
+  p.passIndex = 0;
+  p.targetNestingLevel = 1;
+  return tcall(st, "setconfig", "cuptiRangeProfilerSetConfig",
+               [&] { return cuptiRangeProfilerSetConfig(&p); });
+}
+
+bool rp_start(Stats& st, const char* extra_key) {
+  CUpti_RangeProfiler_Start_Params p = {};
+  p.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
+  p.pRangeProfilerObject = g_rp;
+  auto t = clk::now();
+  CUptiResult r = cuptiRangeProfilerStart(&p);
+  double d = ms_since(t);
+  st.add("start", d);
+  if (extra_key) st.add(extra_key, d);
+  return ok(r, "cuptiRangeProfilerStart");
+}
+
+bool rp_stop(Stats& st, bool* all) {
+  CUpti_RangeProfiler_Stop_Params p = {};
+  p.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
+  p.pRangeProfilerObject = g_rp;
+  bool r = tcall(st, "stop", "cuptiRangeProfilerStop", [&] { return cuptiRangeProfilerStop(&p); });
+  *all = p.isAllPassSubmitted != 0;
+  return r;
+}
+
+bool rp_push(Stats& st, const char* name) {
+  CUpti_RangeProfiler_PushRange_Params p = {};
+  p.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+  p.pRangeProfilerObject = g_rp;
+  p.pRangeName = name;
+  return tcall(st, "push", "cuptiRangeProfilerPushRange",
+               [&] { return cuptiRangeProfilerPushRange(&p); });
+}
+
+bool rp_pop(Stats& st) {
+  CUpti_RangeProfiler_PopRange_Params p = {};
+  p.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+  p.pRangeProfilerObject = g_rp;
+  return tcall(st, "pop", "cuptiRangeProfilerPopRange",
+               [&] { return cuptiRangeProfilerPopRange(&p); });
+}
+
+bool rp_decode(Stats& st) {
+  CUpti_RangeProfiler_DecodeData_Params p = {};
+  p.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
+  p.pRangeProfilerObject = g_rp;
+  if (!tcall(st, "decode", "cuptiRangeProfilerDecodeData",
+             [&] { return cuptiRangeProfilerDecodeData(&p); }))
+    return false;
+  if (p.numOfRangeDropped) {
+    printf("error mode=%s call=cuptiRangeProfilerDecodeData status=0 msg=\"%zu range(s) "
+           "dropped\"\n",
+           g_mode.c_str(), p.numOfRangeDropped);
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> range_names(int n, const char* prefix) {
+  std::vector<std::string> v;
+  for (int i = 0; i < n; i++) v.push_back(std::string(prefix) + std::to_string(i));
+  return v;
+}
+
+// One kernel's collection with the range profiler: `ranges` launches per pass (each in its own
+// user range when `user`). `passes` gets the number of Stops until isAllPassSubmitted.
+bool range_kernel(MetricSet& m, int ranges, bool user, std::vector<uint8_t>& image, Stats& st,
+                  int* passes, bool print, double* first_start) {
+  static const std::vector<std::string> names = range_names(MAX_RANGES, "r");
+  auto tk = clk::now();
+  {
+    auto t = clk::now();
+    if (!counter_data_init(image)) return false;
+    st.add("image_init", ms_since(t));
+  }
+  if (!rp_set_config(m, image, user, ranges, st)) return false;
+  bool all = false;
+  int n = 0;
+  for (; n < MAX_PASSES && !all; n++) {
+    auto tp = clk::now();
+    size_t before = st.count("start");
+    if (!rp_start(st, n == 0 ? "start_p0" : "start_later")) return false;
+    if (first_start && before == 0) *first_start = st.v.at("start").back();
+    bool good = true;
+    for (int r = 0; r < ranges && good; r++) {
+      if (user && !rp_push(st, names[r].c_str())) {
+        good = false;
+        break;
+      }
+      good = launch(st);
+      if (user && !rp_pop(st)) good = false;
+    }
+    bool stopped = rp_stop(st, &all);
+    if (!good || !stopped) return false;
+    st.add("per_pass", ms_since(tp));
+    if (g_opt.decode_each && !rp_decode(st)) return false;
+  }
+  *passes = n;
+  if (!all) {
+    printf("error mode=%s call=cuptiRangeProfilerStop status=0 msg=\"not every pass submitted "
+           "after %d passes\"\n",
+           g_mode.c_str(), MAX_PASSES);
+    return false;
+  }
+  if (!g_opt.decode_each && !rp_decode(st)) return false;
+  if (!evaluate_kernel(m, image, (size_t)ranges, st, print)) return false;
+  st.add("per_kernel", ms_since(tk));
+  return true;
+}
+
+void print_mode_line(const std::string& mode, MetricSet& m, int passes, int ranges, int kernels,
+                     Stats& st, const char* extra = "") {
+  double pp = st.median("per_pass"), pk = st.median("per_kernel");
+  printf("mode=%s set=%s metrics=%zu host_passes=%zu passes=%d ranges_per_pass=%d kernels=%d%s"
+         " per_range_ms=%.4f per_launch_ms=%.4f%s\n",
+         mode.c_str(), m.label.c_str(), m.names.size(), m.passes, passes, ranges, kernels,
+         st.line().c_str(), pp >= 0 ? pp / ranges : -1.0, pk >= 0 ? pk / ranges : -1.0, extra);
+}
+
+void range_mode(const std::string& mode, MetricSet& m, int ranges, bool user) {
+  g_mode = mode + "/" + m.label;
+  size_t size = 0;
+  if (!counter_data_size(m, (size_t)ranges, &size)) return;
+  std::vector<uint8_t> image(size);
+  Stats st;
+  int passes = 0, done = 0;
+  for (int k = 0; k < g_opt.kernels; k++) {
+    int p = 0;
+    if (!range_kernel(m, ranges, user, image, st, &p, k == g_opt.kernels - 1, nullptr)) break;
+    if (done && p != passes) printf("note mode=%s kernel=%d passes=%d (kernel 0: %d)\n",
+                                    g_mode.c_str(), k, p, passes);
+    passes = p;
+    done++;
+  }
+  if (!done) return;
+  if (m.measured_passes == 0) {
+    m.measured_passes = passes;
+    m.measured_mode = mode;
+  }
+  char extra[200];
+  snprintf(extra, sizeof extra, " image_bytes=%zu ref_mode=%s ref_passes=%d same_passes=%s", size,
+           m.measured_mode.c_str(), m.measured_passes, m.measured_passes == passes ? "yes" : "no");
+  print_mode_line(mode, m, passes, ranges, done, st, extra);
+}
+
+// Start/Stop with nothing in between, host_passes times per kernel, after a SetConfig.
+void startstop_mode(MetricSet& m) {
+  g_mode = "startstop/" + m.label;
+  size_t size = 0;
+  if (!counter_data_size(m, 1, &size)) return;
+  std::vector<uint8_t> image(size);
+  Stats st;
+  int done = 0, said_all_at = 0;
+  size_t n = std::min<size_t>(std::max<size_t>(m.passes, 1), MAX_PASSES);
+  bool decode_failed = false;
+  for (int k = 0; k < g_opt.kernels; k++) {
+    auto tk = clk::now();
+    if (!counter_data_init(image) || !rp_set_config(m, image, true, 1, st)) break;
+    bool good = true;
+    for (size_t p = 0; p < n; p++) {
+      auto tp = clk::now();
+      bool all = false;
+      if (!rp_start(st, p == 0 ? "start_p0" : "start_later") || !rp_stop(st, &all)) {
+        good = false;
+        break;
+      }
+      st.add("per_pass", ms_since(tp));
+      if (all) {
+        said_all_at = (int)p + 1;
+        break;
+      }
+    }
+    if (!good) break;
+    // No range was profiled: a refusal here is only noted.
+    CUpti_RangeProfiler_DecodeData_Params dp = {};
+    dp.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
+    dp.pRangeProfilerObject = g_rp;
+    auto td = clk::now();
+    CUptiResult r = cuptiRangeProfilerDecodeData(&dp);
+    st.add("decode", ms_since(td));
+    if (r != CUPTI_SUCCESS && !decode_failed) {
+      decode_failed = true;
+      printf("note mode=%s DecodeData with no range: %s\n", g_mode.c_str(), cupti_str(r));
+    }
+    st.add("per_kernel", ms_since(tk));
+    done++;
+  }
+  if (!done) return;
+  char extra[96];
+  snprintf(extra, sizeof extra, " all_submitted_after=%d", said_all_at);
+  print_mode_line("startstop", m, (int)n, 1, done, st, extra);
+}
+
+// ---- the legacy Profiler API (cupti_profiler_target.h), looked up at run time ----
+struct Legacy {
+  decltype(&cuptiProfilerCounterDataImageCalculateSize) calc_size = nullptr;
+  decltype(&cuptiProfilerCounterDataImageInitialize) image_init = nullptr;
+  decltype(&cuptiProfilerCounterDataImageCalculateScratchBufferSize) scratch_size = nullptr;
+  decltype(&cuptiProfilerCounterDataImageInitializeScratchBuffer) scratch_init = nullptr;
+  decltype(&cuptiProfilerBeginSession) begin_session = nullptr;
+  decltype(&cuptiProfilerEndSession) end_session = nullptr;
+  decltype(&cuptiProfilerSetConfig) set_config = nullptr;
+  decltype(&cuptiProfilerUnsetConfig) unset_config = nullptr;
+  decltype(&cuptiProfilerBeginPass) begin_pass = nullptr;
+  decltype(&cuptiProfilerEndPass) end_pass = nullptr;
+  decltype(&cuptiProfilerEnableProfiling) enable = nullptr;
+  decltype(&cuptiProfilerDisableProfiling) disable = nullptr;
+  decltype(&cuptiProfilerPushRange) push = nullptr;
+  decltype(&cuptiProfilerPopRange) pop = nullptr;
+  decltype(&cuptiProfilerFlushCounterData) flush = nullptr;
+  std::string missing;
+  bool load() {
+#define LEGACY_SYM(field, name)                                               \
+  field = reinterpret_cast<decltype(field)>(dlsym(RTLD_DEFAULT, #name));      \
+  if (!field && missing.empty()) missing = #name;
+    LEGACY_SYM(calc_size, cuptiProfilerCounterDataImageCalculateSize)
+    LEGACY_SYM(image_init, cuptiProfilerCounterDataImageInitialize)
+    LEGACY_SYM(scratch_size, cuptiProfilerCounterDataImageCalculateScratchBufferSize)
+    LEGACY_SYM(scratch_init, cuptiProfilerCounterDataImageInitializeScratchBuffer)
+    LEGACY_SYM(begin_session, cuptiProfilerBeginSession)
+    LEGACY_SYM(end_session, cuptiProfilerEndSession)
+    LEGACY_SYM(set_config, cuptiProfilerSetConfig)
+    LEGACY_SYM(unset_config, cuptiProfilerUnsetConfig)
+    LEGACY_SYM(begin_pass, cuptiProfilerBeginPass)
+    LEGACY_SYM(end_pass, cuptiProfilerEndPass)
+    LEGACY_SYM(enable, cuptiProfilerEnableProfiling)
+    LEGACY_SYM(disable, cuptiProfilerDisableProfiling)
+    LEGACY_SYM(push, cuptiProfilerPushRange)
+    LEGACY_SYM(pop, cuptiProfilerPopRange)
+    LEGACY_SYM(flush, cuptiProfilerFlushCounterData)
+#undef LEGACY_SYM
+    return missing.empty();
+  }
+};
+Legacy g_legacy;
+
+// NVPW (libnvperf_host), for a counter data prefix the legacy way; dlopen'ed.
+struct Nvpw {
+  void* lib = nullptr;
+  decltype(&NVPW_InitializeHost) init = nullptr;
+  decltype(&NVPW_CUDA_MetricsEvaluator_CalculateScratchBufferSize) eval_scratch = nullptr;
+  decltype(&NVPW_CUDA_MetricsEvaluator_Initialize) eval_init = nullptr;
+  decltype(&NVPW_MetricsEvaluator_ConvertMetricNameToMetricEvalRequest) to_request = nullptr;
+  decltype(&NVPW_MetricsEvaluator_GetMetricRawDependencies) raw_deps = nullptr;
+  decltype(&NVPW_MetricsEvaluator_Destroy) eval_destroy = nullptr;
+  decltype(&NVPW_CUDA_CounterDataBuilder_Create) builder_create = nullptr;
+  decltype(&NVPW_CounterDataBuilder_AddMetrics) builder_add = nullptr;
+  decltype(&NVPW_CounterDataBuilder_GetCounterDataPrefix) builder_prefix = nullptr;
+  decltype(&NVPW_CounterDataBuilder_Destroy) builder_destroy = nullptr;
+  std::string why;
+  bool loaded = false;
+  bool load() {
+    if (loaded) return true;
+    if (!why.empty()) return false;
+    // Next to libcupti first, then the loader's search path.
+    Dl_info info = {};
+    if (dladdr(reinterpret_cast<void*>(&cuptiGetResultString), &info) && info.dli_fname) {
+      std::string dir = info.dli_fname;
+      size_t slash = dir.rfind('/');
+      if (slash != std::string::npos) {
+        dir.resize(slash + 1);
+        lib = dlopen((dir + "libnvperf_host.so").c_str(), RTLD_NOW | RTLD_GLOBAL);
+      }
+    }
+    if (!lib) lib = dlopen("libnvperf_host.so", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) {
+      why = std::string("dlopen libnvperf_host.so: ") + dlerror();
+      return false;
+    }
+#define NVPW_SYM(field, name)                                                   \
+  field = reinterpret_cast<decltype(field)>(dlsym(lib, #name));                 \
+  if (!field) {                                                                 \
+    why = "libnvperf_host.so lacks " #name;                                     \
+    return false;                                                               \
+  }
+    NVPW_SYM(init, NVPW_InitializeHost)
+    NVPW_SYM(eval_scratch, NVPW_CUDA_MetricsEvaluator_CalculateScratchBufferSize)
+    NVPW_SYM(eval_init, NVPW_CUDA_MetricsEvaluator_Initialize)
+    NVPW_SYM(to_request, NVPW_MetricsEvaluator_ConvertMetricNameToMetricEvalRequest)
+    NVPW_SYM(raw_deps, NVPW_MetricsEvaluator_GetMetricRawDependencies)
+    NVPW_SYM(eval_destroy, NVPW_MetricsEvaluator_Destroy)
+    NVPW_SYM(builder_create, NVPW_CUDA_CounterDataBuilder_Create)
+    NVPW_SYM(builder_add, NVPW_CounterDataBuilder_AddMetrics)
+    NVPW_SYM(builder_prefix, NVPW_CounterDataBuilder_GetCounterDataPrefix)
+    NVPW_SYM(builder_destroy, NVPW_CounterDataBuilder_Destroy)
+#undef NVPW_SYM
+    NVPW_InitializeHost_Params ip = {};
+    ip.structSize = NVPW_InitializeHost_Params_STRUCT_SIZE;
+    if (init(&ip) != NVPA_STATUS_SUCCESS) {
+      why = "NVPW_InitializeHost failed";
+      return false;
+    }
+    loaded = true;
+    return true;
+  }
+};
+Nvpw g_nvpw;
+
+bool nvpw_fail(const char* call, NVPA_Status s) {
+  printf("error mode=%s call=%s status=%d msg=\"NVPA status\"\n", g_mode.c_str(), call, (int)s);
+  return false;
+}
+
+// A counter data prefix for `m` from NVPW's metrics evaluator and counter data builder.
+bool nvpw_prefix(MetricSet& m, std::vector<uint8_t>& prefix) {
+  if (!g_nvpw.load()) {
+    printf("skip mode=%s reason=\"%s\"\n", g_mode.c_str(), g_nvpw.why.c_str());
+    return false;
+  }
+  NVPW_CUDA_MetricsEvaluator_CalculateScratchBufferSize_Params ss = {};
+  ss.structSize = NVPW_CUDA_MetricsEvaluator_CalculateScratchBufferSize_Params_STRUCT_SIZE;
+  ss.pChipName = g_chip;
+  NVPA_Status s = g_nvpw.eval_scratch(&ss);
+  if (s != NVPA_STATUS_SUCCESS) return nvpw_fail("NVPW_CUDA_MetricsEvaluator_CalculateScratchBufferSize", s);
+  std::vector<uint8_t> scratch(ss.scratchBufferSize);
+  NVPW_CUDA_MetricsEvaluator_Initialize_Params ei = {};
+  ei.structSize = NVPW_CUDA_MetricsEvaluator_Initialize_Params_STRUCT_SIZE;
+  ei.pScratchBuffer = scratch.data();
+  ei.scratchBufferSize = scratch.size();
+  ei.pChipName = g_chip;
+  s = g_nvpw.eval_init(&ei);
+  if (s != NVPA_STATUS_SUCCESS) return nvpw_fail("NVPW_CUDA_MetricsEvaluator_Initialize", s);
+  NVPW_MetricsEvaluator* ev = ei.pMetricsEvaluator;
+  bool good = true;
+  std::vector<NVPW_MetricEvalRequest> reqs(m.names.size());
+  for (size_t i = 0; i < m.names.size() && good; i++) {
+    NVPW_MetricsEvaluator_ConvertMetricNameToMetricEvalRequest_Params cp = {};
+    cp.structSize = NVPW_MetricsEvaluator_ConvertMetricNameToMetricEvalRequest_Params_STRUCT_SIZE;
+    cp.pMetricsEvaluator = ev;
+    cp.pMetricName = m.ptrs[i];
+    cp.pMetricEvalRequest = &reqs[i];
+    cp.metricEvalRequestStructSize = NVPW_MetricEvalRequest_STRUCT_SIZE;
+    s = g_nvpw.to_request(&cp);
+    if (s != NVPA_STATUS_SUCCESS) good = nvpw_fail("NVPW_MetricsEvaluator_ConvertMetricNameToMetricEvalRequest", s);
+  }
+  std::vector<const char*> raw;
+  if (good) {
+    NVPW_MetricsEvaluator_GetMetricRawDependencies_Params rd = {};
+    rd.structSize = NVPW_MetricsEvaluator_GetMetricRawDependencies_Params_STRUCT_SIZE;
+    rd.pMetricsEvaluator = ev;
+    rd.pMetricEvalRequests = reqs.data();
+    rd.numMetricEvalRequests = reqs.size();
+    rd.metricEvalRequestStructSize = NVPW_MetricEvalRequest_STRUCT_SIZE;
+    rd.metricEvalRequestStrideSize = sizeof(NVPW_MetricEvalRequest);
+    s = g_nvpw.raw_deps(&rd);
+    if (s != NVPA_STATUS_SUCCESS) {
+      good = nvpw_fail("NVPW_MetricsEvaluator_GetMetricRawDependencies", s);
+    } else {
+      raw.resize(rd.numRawDependencies);
+      rd.ppRawDependencies = raw.data();
+      s = g_nvpw.raw_deps(&rd);
+      if (s != NVPA_STATUS_SUCCESS) good = nvpw_fail("NVPW_MetricsEvaluator_GetMetricRawDependencies", s);
+      raw.resize(rd.numRawDependencies);
+    }
+  }
+  // The raw names belong to the evaluator: the builder gets them before it is destroyed.
+  NVPA_CounterDataBuilder* builder = nullptr;
+  if (good) {
+    NVPW_CUDA_CounterDataBuilder_Create_Params bc = {};
+    bc.structSize = NVPW_CUDA_CounterDataBuilder_Create_Params_STRUCT_SIZE;
+    bc.pChipName = g_chip;
+    s = g_nvpw.builder_create(&bc);
+    if (s != NVPA_STATUS_SUCCESS) good = nvpw_fail("NVPW_CUDA_CounterDataBuilder_Create", s);
+    builder = bc.pCounterDataBuilder;
+  }
+  if (good) {
+    std::vector<NVPA_RawMetricRequest> rr(raw.size());
+    for (size_t i = 0; i < raw.size(); i++) {
+      rr[i] = {};
+      rr[i].structSize = NVPA_RAW_METRIC_REQUEST_STRUCT_SIZE;
+      rr[i].pMetricName = raw[i];
+      rr[i].isolated = 1;
+      rr[i].keepInstances = 1;
+    }
+    NVPW_CounterDataBuilder_AddMetrics_Params ba = {};
+    ba.structSize = NVPW_CounterDataBuilder_AddMetrics_Params_STRUCT_SIZE;
+    ba.pCounterDataBuilder = builder;
+    ba.pRawMetricRequests = rr.data();
+    ba.numMetricRequests = rr.size();
+    s = g_nvpw.builder_add(&ba);
+    if (s != NVPA_STATUS_SUCCESS) good = nvpw_fail("NVPW_CounterDataBuilder_AddMetrics", s);
+  }
+  if (good) {
+    NVPW_CounterDataBuilder_GetCounterDataPrefix_Params gp = {};
+    gp.structSize = NVPW_CounterDataBuilder_GetCounterDataPrefix_Params_STRUCT_SIZE;
+    gp.pCounterDataBuilder = builder;
+    s = g_nvpw.builder_prefix(&gp);  // size first
+    if (s != NVPA_STATUS_SUCCESS) {
+      good = nvpw_fail("NVPW_CounterDataBuilder_GetCounterDataPrefix", s);
+    } else {
+      prefix.assign(gp.bytesCopied, 0);
+      gp.bytesAllocated = prefix.size();
+      gp.pBuffer = prefix.data();
+      s = g_nvpw.builder_prefix(&gp);
+      if (s != NVPA_STATUS_SUCCESS) good = nvpw_fail("NVPW_CounterDataBuilder_GetCounterDataPrefix", s);
+      prefix.resize(gp.bytesCopied);
+    }
+  }
+  if (builder) {
+    NVPW_CounterDataBuilder_Destroy_Params bd = {};
+    bd.structSize = NVPW_CounterDataBuilder_Destroy_Params_STRUCT_SIZE;
+    bd.pCounterDataBuilder = builder;
+    g_nvpw.builder_destroy(&bd);
+  }
+  NVPW_MetricsEvaluator_Destroy_Params ed = {};
+  ed.structSize = NVPW_MetricsEvaluator_Destroy_Params_STRUCT_SIZE;
+  ed.pMetricsEvaluator = ev;
+  g_nvpw.eval_destroy(&ed);
+  return good;
+}
+
+// A legacy counter data image for `ranges` ranges from an NVPW prefix.
+bool nvpw_image(MetricSet& m, size_t ranges, std::vector<uint8_t>& image) {
+  std::vector<uint8_t> prefix;
+  if (!nvpw_prefix(m, prefix)) return false;
+  CUpti_Profiler_CounterDataImageOptions o = {};
+  o.structSize = CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE;
+  o.pCounterDataPrefix = prefix.data();
+  o.counterDataPrefixSize = prefix.size();
+  o.maxNumRanges = (uint32_t)ranges;
+  o.maxNumRangeTreeNodes = (uint32_t)ranges;
+  o.maxRangeNameLength = 64;
+  CUpti_Profiler_CounterDataImage_CalculateSize_Params cs = {};
+  cs.structSize = CUpti_Profiler_CounterDataImage_CalculateSize_Params_STRUCT_SIZE;
+  cs.sizeofCounterDataImageOptions = CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE;
+  cs.pOptions = &o;
+  if (!ok(g_legacy.calc_size(&cs), "cuptiProfilerCounterDataImageCalculateSize")) return false;
+  image.assign(cs.counterDataImageSize, 0);
+  CUpti_Profiler_CounterDataImage_Initialize_Params ci = {};
+  ci.structSize = CUpti_Profiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+  ci.sizeofCounterDataImageOptions = CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE;
+  ci.pOptions = &o;
+  ci.counterDataImageSize = image.size();
+  ci.pCounterDataImage = image.data();
+  return ok(g_legacy.image_init(&ci), "cuptiProfilerCounterDataImageInitialize");
+}
+
+bool legacy_scratch(std::vector<uint8_t>& image, std::vector<uint8_t>& scratch) {
+  CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params sp = {};
+  sp.structSize = CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params_STRUCT_SIZE;
+  sp.counterDataImageSize = image.size();
+  sp.pCounterDataImage = image.data();
+  if (!ok(g_legacy.scratch_size(&sp), "cuptiProfilerCounterDataImageCalculateScratchBufferSize"))
+    return false;
+  scratch.assign(sp.counterDataScratchBufferSize, 0);
+  CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params ip = {};
+  ip.structSize = CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params_STRUCT_SIZE;
+  ip.counterDataImageSize = image.size();
+  ip.pCounterDataImage = image.data();
+  ip.counterDataScratchBufferSize = scratch.size();
+  ip.pCounterDataScratchBuffer = scratch.data();
+  return ok(g_legacy.scratch_init(&ip), "cuptiProfilerCounterDataImageInitializeScratchBuffer");
+}
+
+// Pristine legacy images from the range profiler (built while it is enabled), per (set, ranges).
+std::map<std::pair<std::string, size_t>, std::vector<uint8_t>> g_legacy_images;
+
+struct LegacyMode {
+  std::string mode;
+  int ranges;
+  bool session_per_kernel;
+  size_t image_ranges() const {
+    return session_per_kernel ? (size_t)ranges : (size_t)ranges * (size_t)g_opt.kernels;
+  }
+};
+
+enum class LegacyResult { Ok, ImageRefused, Failed };
+
+bool legacy_begin(std::vector<uint8_t>& image, std::vector<uint8_t>& scratch, int ranges,
+                  Stats& st) {
+  CUpti_Profiler_BeginSession_Params p = {};
+  p.structSize = CUpti_Profiler_BeginSession_Params_STRUCT_SIZE;
+  p.ctx = g_ctx;
+  p.counterDataImageSize = image.size();
+  p.pCounterDataImage = image.data();
+  p.counterDataScratchBufferSize = scratch.size();
+  p.pCounterDataScratchBuffer = scratch.data();
+  p.range = CUPTI_UserRange;
+  p.replayMode = CUPTI_UserReplay;
+  p.maxRangesPerPass = (size_t)ranges;
+  p.maxLaunchesPerPass = (size_t)ranges;
+  return tcall(st, "begin_session", "cuptiProfilerBeginSession",
+               [&] { return g_legacy.begin_session(&p); });
+}
+
+bool legacy_end(Stats& st) {
+  CUpti_Profiler_EndSession_Params p = {};
+  p.structSize = CUpti_Profiler_EndSession_Params_STRUCT_SIZE;
+  p.ctx = g_ctx;
+  return tcall(st, "end_session", "cuptiProfilerEndSession",
+               [&] { return g_legacy.end_session(&p); });
+}
+
+LegacyResult legacy_run(const LegacyMode& lm, MetricSet& m, const std::vector<uint8_t>& pristine,
+                        const char* source) {
+  Stats st;
+  std::vector<uint8_t> image = pristine, scratch;
+  if (!legacy_scratch(image, scratch)) return LegacyResult::ImageRefused;
+  bool in_session = false;
+  if (!lm.session_per_kernel) {
+    if (!legacy_begin(image, scratch, lm.ranges, st)) return LegacyResult::ImageRefused;
+    in_session = true;
+  }
+  int passes = 0, done = 0;
+  bool failed = false;
+  for (int k = 0; k < g_opt.kernels && !failed; k++) {
+    auto tk = clk::now();
+    if (lm.session_per_kernel) {
+      auto t = clk::now();
+      image = pristine;
+      if (!legacy_scratch(image, scratch)) break;
+      st.add("image_init", ms_since(t));
+      if (!legacy_begin(image, scratch, lm.ranges, st)) {
+        if (k == 0) return LegacyResult::ImageRefused;
+        break;
+      }
+      in_session = true;
+    }
+    CUpti_Profiler_SetConfig_Params sc = {};
+    sc.structSize = CUpti_Profiler_SetConfig_Params_STRUCT_SIZE;
+    sc.ctx = g_ctx;
+    sc.pConfig = m.config.data();
+    sc.configSize = m.config.size();
+    sc.minNestingLevel = 1;
+    sc.numNestingLevels = 1;
+    sc.passIndex = 0;
+    sc.targetNestingLevel = 1;
+    if (!tcall(st, "setconfig", "cuptiProfilerSetConfig", [&] { return g_legacy.set_config(&sc); }))
+      break;
+    std::vector<std::string> names;
+    for (int r = 0; r < lm.ranges; r++)
+      names.push_back(lm.session_per_kernel ? "r" + std::to_string(r)
+                                            : "k" + std::to_string(k) + "_r" + std::to_string(r));
+    bool all = false;
+    int n = 0;
+    for (; n < MAX_PASSES && !all && !failed; n++) {
+      auto tp = clk::now();
+      CUpti_Profiler_BeginPass_Params bp = {};
+      bp.structSize = CUpti_Profiler_BeginPass_Params_STRUCT_SIZE;
+      bp.ctx = g_ctx;
+      if (!tcall(st, "begin_pass", "cuptiProfilerBeginPass", [&] { return g_legacy.begin_pass(&bp); })) {
+        failed = true;
+        break;
+      }
+      CUpti_Profiler_EnableProfiling_Params ep = {};
+      ep.structSize = CUpti_Profiler_EnableProfiling_Params_STRUCT_SIZE;
+      ep.ctx = g_ctx;
+      bool good = tcall(st, "enable_profiling", "cuptiProfilerEnableProfiling",
+                        [&] { return g_legacy.enable(&ep); });
+      for (int r = 0; r < lm.ranges && good; r++) {
+        CUpti_Profiler_PushRange_Params pp = {};
+        pp.structSize = CUpti_Profiler_PushRange_Params_STRUCT_SIZE;
+        pp.ctx = g_ctx;
+        pp.pRangeName = names[r].c_str();
+        pp.rangeNameLength = names[r].size();
+        if (!tcall(st, "push", "cuptiProfilerPushRange", [&] { return g_legacy.push(&pp); })) {
+          good = false;
+          break;
+        }
+        good = launch(st);
+        CUpti_Profiler_PopRange_Params po = {};
+        po.structSize = CUpti_Profiler_PopRange_Params_STRUCT_SIZE;
+        po.ctx = g_ctx;
+        if (!tcall(st, "pop", "cuptiProfilerPopRange", [&] { return g_legacy.pop(&po); }))
+          good = false;
+      }
+      CUpti_Profiler_DisableProfiling_Params dp = {};
+      dp.structSize = CUpti_Profiler_DisableProfiling_Params_STRUCT_SIZE;
+      dp.ctx = g_ctx;
+      if (!tcall(st, "disable_profiling", "cuptiProfilerDisableProfiling",
+                 [&] { return g_legacy.disable(&dp); }))
+        good = false;
+      CUpti_Profiler_EndPass_Params e = {};
+      e.structSize = CUpti_Profiler_EndPass_Params_STRUCT_SIZE;
+      e.ctx = g_ctx;
+      if (!tcall(st, "end_pass", "cuptiProfilerEndPass", [&] { return g_legacy.end_pass(&e); }))
+        good = false;
+      all = e.allPassesSubmitted != 0;
+      if (!good) {
+        failed = true;
+        break;
+      }
+      st.add("per_pass", ms_since(tp));
+    }
+    if (failed) break;
+    if (!all) {
+      printf("error mode=%s call=cuptiProfilerEndPass status=0 msg=\"not every pass submitted "
+             "after %d passes\"\n",
+             g_mode.c_str(), MAX_PASSES);
+      failed = true;
+      break;
+    }
+    CUpti_Profiler_FlushCounterData_Params fp = {};
+    fp.structSize = CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE;
+    fp.ctx = g_ctx;
+    if (!tcall(st, "flush", "cuptiProfilerFlushCounterData", [&] { return g_legacy.flush(&fp); })) {
+      failed = true;
+      break;
+    }
+    if (fp.numRangesDropped)
+      printf("note mode=%s kernel=%d ranges_dropped=%zu\n", g_mode.c_str(), k, fp.numRangesDropped);
+    CUpti_Profiler_UnsetConfig_Params up = {};
+    up.structSize = CUpti_Profiler_UnsetConfig_Params_STRUCT_SIZE;
+    up.ctx = g_ctx;
+    if (!tcall(st, "unset", "cuptiProfilerUnsetConfig", [&] { return g_legacy.unset_config(&up); })) {
+      failed = true;
+      break;
+    }
+    if (!evaluate_kernel(m, image, (size_t)lm.ranges, st, k == g_opt.kernels - 1)) {
+      failed = true;
+      break;
+    }
+    if (lm.session_per_kernel) {
+      in_session = false;
+      if (!legacy_end(st)) break;
+    }
+    st.add("per_kernel", ms_since(tk));
+    passes = n;
+    done++;
+  }
+  if (in_session) {
+    if (failed) {  // leave no pass or configuration behind
+      CUpti_Profiler_UnsetConfig_Params up = {};
+      up.structSize = CUpti_Profiler_UnsetConfig_Params_STRUCT_SIZE;
+      up.ctx = g_ctx;
+      g_legacy.unset_config(&up);
+    }
+    legacy_end(st);
+  }
+  if (!done) return LegacyResult::Failed;
+  char extra[200];
+  snprintf(extra, sizeof extra, " image=%s image_bytes=%zu ref_mode=%s ref_passes=%d same_passes=%s",
+           source, image.size(), m.measured_mode.empty() ? "none" : m.measured_mode.c_str(),
+           m.measured_passes, m.measured_passes == passes ? "yes" : "no");
+  print_mode_line(lm.mode, m, passes, lm.ranges, done, st, extra);
+  return LegacyResult::Ok;
+}
+
+void legacy_mode(const LegacyMode& lm, MetricSet& m) {
+  g_mode = lm.mode + "/" + m.label;
+  if (!g_legacy.missing.empty()) {
+    printf("skip mode=%s reason=\"this CUPTI has no %s (legacy Profiler API removed)\"\n",
+           g_mode.c_str(), g_legacy.missing.c_str());
+    return;
+  }
+  size_t ranges = lm.image_ranges();
+  auto it = g_legacy_images.find({m.label, ranges});
+  bool have_range_image = it != g_legacy_images.end() && !it->second.empty();
+  if (!g_opt.legacy_nvpw_first && have_range_image) {
+    LegacyResult r = legacy_run(lm, m, it->second, "range_profiler");
+    if (r != LegacyResult::ImageRefused) return;
+    printf("note mode=%s the range profiler's counter data image was refused; trying NVPW's\n",
+           g_mode.c_str());
+  }
+  std::vector<uint8_t> image;
+  if (!nvpw_image(m, ranges, image)) {
+    printf("skip mode=%s reason=\"no counter data image the legacy API accepts\"\n",
+           g_mode.c_str());
+    return;
+  }
+  if (legacy_run(lm, m, image, "nvpw") == LegacyResult::ImageRefused)
+    printf("skip mode=%s reason=\"the legacy API refused NVPW's counter data image too\"\n",
+           g_mode.c_str());
+}
+
+bool parse_mode(const std::string& s, std::string* kind, int* n) {
+  static const char* kinds[] = {"legacys", "legacy", "range", "auto"};
+  if (s == "startstop") {
+    *kind = s;
+    *n = 1;
+    return true;
+  }
+  for (const char* k : kinds) {
+    size_t len = strlen(k);
+    if (s.compare(0, len, k) == 0 && s.size() > len) {
+      int v = atoi(s.c_str() + len);
+      if (v < 1 || v > MAX_RANGES) return false;
+      *kind = k;
+      *n = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+void usage() {
+  fprintf(stderr,
+          "usage: cupti_pass_cost [-k K] [--modes LIST] [--metrics LIST] [--small LIST|none]\n"
+          "                       [--decode last|pass] [--cache none|all] "
+          "[--legacy-image range|nvpw]\n  modes: rangeN autoN startstop legacyN legacysN "
+          "(N <= %d); default %s\n",
+          MAX_RANGES, DEFAULT_MODES);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::string big = DEFAULT_BIG, small = DEFAULT_SMALL, modes = DEFAULT_MODES;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        usage();
+        exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "-k") g_opt.kernels = atoi(next().c_str());
+    else if (a == "--modes") modes = next();
+    else if (a == "--metrics") big = next();
+    else if (a == "--small") small = next();
+    else if (a == "--decode") g_opt.decode_each = next() == "pass";
+    else if (a == "--cache") g_opt.cache_all = next() == "all";
+    else if (a == "--legacy-image") g_opt.legacy_nvpw_first = next() == "nvpw";
+    else {
+      usage();
+      return 2;
+    }
+  }
+  g_opt.kernels = std::max(1, std::min(g_opt.kernels, MAX_KERNELS));
+  g_opt.modes = split(modes);
+  for (auto& md : g_opt.modes) {
+    std::string k;
+    int n;
+    if (!parse_mode(md, &k, &n)) {
+      fprintf(stderr, "unknown mode %s\n", md.c_str());
+      usage();
+      return 2;
+    }
+  }
+
+  // The context, the buffers, the kernel loaded and run once.
+  auto t0 = clk::now();
+  if (!cuda_ok(cudaFree(0), "cudaFree(0)")) return 1;
+  if (cuCtxGetCurrent(&g_ctx) != CUDA_SUCCESS || !g_ctx) {
+    printf("error mode=setup call=cuCtxGetCurrent status=0 msg=\"no current context\"\n");
+    return 1;
+  }
+  if (!cuda_ok(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
+      !cuda_ok(cudaMalloc(&g_x, N_ELEMS * sizeof(float)), "cudaMalloc") ||
+      !cuda_ok(cudaMalloc(&g_y, N_ELEMS * sizeof(float)), "cudaMalloc") ||
+      !cuda_ok(cudaMemset(g_x, 0, N_ELEMS * sizeof(float)), "cudaMemset") ||
+      !cuda_ok(cudaMemset(g_y, 0, N_ELEMS * sizeof(float)), "cudaMemset"))
+    return 1;
+  {
+    Stats warm;
+    for (int i = 0; i < 3; i++)
+      if (!launch(warm)) return 1;
+    Stats plain;
+    for (int i = 0; i < 16; i++) launch(plain);
+    double context_ms = ms_since(t0);
+    cudaDeviceProp prop = {};
+    cudaGetDeviceProperties(&prop, 0);
+    int driver = 0;
+    cudaDriverGetVersion(&driver);
+    uint32_t cupti_version = 0;
+    cuptiGetVersion(&cupti_version);
+    printf("mode=setup device=\"%s\" driver=%d cupti_api=%u header_cupti_api=%d kernels=%d "
+           "decode=%s context_ms=%.3f plain_launch_ms=%.4f\n",
+           prop.name, driver, cupti_version, (int)CUPTI_API_VERSION, g_opt.kernels,
+           g_opt.decode_each ? "pass" : "last", context_ms, plain.median("launch"));
+  }
+
+  // CUPTI's profiler: initialize, chip, the configuration images.
+  {
+    Stats st;
+    CUpti_Profiler_Initialize_Params ip = {};
+    ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+    if (!tcall(st, "profiler_initialize", "cuptiProfilerInitialize",
+               [&] { return cuptiProfilerInitialize(&ip); }))
+      return 1;
+    CUpti_Device_GetChipName_Params cn = {};
+    cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
+    cn.deviceIndex = 0;
+    if (!tcall(st, "chip_name", "cuptiDeviceGetChipName", [&] { return cuptiDeviceGetChipName(&cn); }))
+      return 1;
+    g_chip = cn.pChipName;
+    printf("mode=setup chip=%s%s\n", g_chip, st.line().c_str());
+  }
+  std::vector<MetricSet> sets;
+  {
+    MetricSet b;
+    b.label = "big";
+    b.names = split(big);
+    sets.push_back(b);
+    if (small != "none" && !small.empty()) {
+      MetricSet s;
+      s.label = "small";
+      s.names = split(small);
+      sets.push_back(s);
+    }
+  }
+  for (auto& m : sets) build_config(m);
+  g_legacy.load();
+
+  // The range profiler modes.
+  if (enable_range_profiler()) {
+    // Warm-up: one range1 kernel, not counted: CUPTI's one-time set-up is in its first Start.
+    for (auto& m : sets) {
+      if (!m.ok) continue;
+      g_mode = "warmup/" + m.label;
+      size_t size = 0;
+      if (!counter_data_size(m, 1, &size)) continue;
+      std::vector<uint8_t> image(size);
+      Stats st;
+      int p = 0;
+      double first = -1;
+      auto t = clk::now();
+      bool good = range_kernel(m, 1, true, image, st, &p, false, &first);
+      printf("mode=warmup set=%s ok=%d passes=%d first_start_ms=%.4f first_kernel_ms=%.4f "
+             "setconfig_ms=%.4f\n",
+             m.label.c_str(), (int)good, p, first, ms_since(t), st.median("setconfig"));
+      break;  // once is enough: the set-up is per context
+    }
+    for (auto& m : sets) {
+      if (!m.ok) continue;
+      for (auto& md : g_opt.modes) {
+        std::string kind;
+        int n = 1;
+        parse_mode(md, &kind, &n);
+        if (kind == "range" || kind == "auto") range_mode(md, m, n, kind == "range");
+      }
+    }
+    // The legacy modes' images, from the range profiler while it is enabled.
+    if (g_legacy.missing.empty() && !g_opt.legacy_nvpw_first) {
+      g_mode = "legacy-images";
+      for (auto& m : sets) {
+        if (!m.ok) continue;
+        for (auto& md : g_opt.modes) {
+          std::string kind;
+          int n = 1;
+          parse_mode(md, &kind, &n);
+          if (kind != "legacy" && kind != "legacys") continue;
+          LegacyMode lm{md, n, kind == "legacys"};
+          size_t r = lm.image_ranges();
+          auto& img = g_legacy_images[{m.label, r}];
+          if (!img.empty()) continue;
+          size_t size = 0;
+          if (!counter_data_size(m, r, &size)) continue;
+          img.assign(size, 0);
+          if (!counter_data_init(img)) img.clear();
+        }
+      }
+    }
+    // Start/Stop alone leaves a replay unfinished: last, each followed by Disable and Enable.
+    bool startstop = std::find(g_opt.modes.begin(), g_opt.modes.end(), "startstop") != g_opt.modes.end();
+    for (auto& m : sets) {
+      if (!m.ok || !startstop || !g_rp) continue;
+      startstop_mode(m);
+      if (disable_range_profiler()) enable_range_profiler();
+    }
+    if (g_rp) disable_range_profiler();
+  }
+
+  // The legacy Profiler API.
+  for (auto& m : sets) {
+    if (!m.ok) continue;
+    for (auto& md : g_opt.modes) {
+      std::string kind;
+      int n = 1;
+      parse_mode(md, &kind, &n);
+      if (kind == "legacy" || kind == "legacys") legacy_mode(LegacyMode{md, n, kind == "legacys"}, m);
+    }
+  }
+
+  for (auto& m : sets) {
+    if (!m.host) continue;
+    CUpti_Profiler_Host_Deinitialize_Params hd = {};
+    hd.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE;
+    hd.pHostObject = m.host;
+    cuptiProfilerHostDeinitialize(&hd);
+  }
+  printf("done\n");
+  return 0;
+}
