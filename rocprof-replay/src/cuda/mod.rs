@@ -472,7 +472,26 @@ pub(crate) struct KernelFacts {
 #[derive(Default)]
 pub(crate) struct Handles {
     pub(crate) kernels: std::collections::HashSet<usize>,
-    pub(crate) functions: std::collections::HashSet<usize>,
+    /// `CUfunction`s, with the module they came from (`cuModuleGetFunction`,
+    /// `cuModuleEnumerateFunctions`; 0: not known, as for `cuKernelGetFunction`).
+    pub(crate) functions: HashMap<usize, usize>,
+}
+
+impl Handles {
+    /// Forgets the functions of module `module` (it is being unloaded: the driver may reuse
+    /// their handles); returns them.
+    fn forget_module(&mut self, module: usize) -> Vec<usize> {
+        let gone: Vec<usize> = self
+            .functions
+            .iter()
+            .filter(|(_, m)| **m == module)
+            .map(|(f, _)| *f)
+            .collect();
+        for f in &gone {
+            self.functions.remove(f);
+        }
+        gone
+    }
 }
 
 /// Decides on the launching thread whether a launch enters the replay window (the engine's
@@ -665,7 +684,7 @@ impl Backend {
             let h = self.handles.read();
             (
                 h.kernels.contains(&(f as usize)),
-                h.functions.contains(&(f as usize)),
+                h.functions.contains_key(&(f as usize)),
             )
         };
         let _g = Guard::new();
@@ -738,6 +757,7 @@ impl Backend {
     /// `params` are the parameters of `api`, whose exit callback this is.
     unsafe fn record_handles(&self, api: Api, params: *const c_void) {
         let mut found: Vec<usize> = Vec::new();
+        let mut module = 0usize;
         // SAFETY: caller contract; each arm reads that entry point's parameters and the
         // outputs the driver wrote.
         unsafe {
@@ -765,10 +785,12 @@ impl Backend {
                 Api::ModuleGetFunction => {
                     let p = *params.cast::<cuModuleGetFunction_params>();
                     found.extend(one(p.hfunc.cast()));
+                    module = p.hmod as usize;
                 }
                 Api::ModuleEnumerateFunctions => {
                     let p = *params.cast::<cuModuleEnumerateFunctions_params>();
                     found = many(p.functions.cast(), p.numFunctions);
+                    module = p.r#mod as usize;
                 }
                 _ => {}
             }
@@ -779,12 +801,36 @@ impl Backend {
         }
         let kernels = matches!(api, Api::LibraryGetKernel | Api::LibraryEnumerateKernels);
         let mut h = self.handles.write();
-        let set = if kernels {
-            &mut h.kernels
+        if kernels {
+            h.kernels.extend(found);
         } else {
-            &mut h.functions
+            h.functions.extend(found.into_iter().map(|f| (f, module)));
+        }
+    }
+
+    /// A module is being unloaded: forgets what is keyed by handles the driver may reuse.
+    /// Where the unload is the application's `cuModuleUnload` on this thread (`unloading`),
+    /// only that module's functions, their facts and its variable scan go; otherwise (a
+    /// library's modules, the runtime's own unloads: CUPTI names the module by its id, not its
+    /// handle) every handle cache goes.
+    fn forget_unloaded(&self, unloading: Option<usize>) {
+        let Some(module) = unloading.filter(|m| *m != 0) else {
+            self.kernels.write().clear();
+            *self.handles.write() = Handles::default();
+            for ctx in self.contexts.read().values() {
+                ctx.modules.lock().clear();
+            }
+            return;
         };
-        set.extend(found);
+        let gone = self.handles.write().forget_module(module);
+        self.kernels.write().retain(|(f, _), facts| {
+            facts.module != Some(module)
+                && !gone.contains(f)
+                && !facts.function.is_some_and(|g| gone.contains(&g))
+        });
+        for ctx in self.contexts.read().values() {
+            ctx.modules.lock().remove(&module);
+        }
     }
 
     /// Handles one CUPTI callback.
@@ -1138,12 +1184,17 @@ impl Backend {
                 if guarded_thread() {
                     return;
                 }
+                // SAFETY: both parameter structs are one handle.
+                let owner = unsafe { (*params.cast::<cuModuleUnload_params>()).hmod } as usize;
                 if enter {
-                    // SAFETY: both parameter structs are one handle.
-                    let owner = unsafe { (*params.cast::<cuModuleUnload_params>()).hmod } as usize;
                     for ctx in self.contexts.read().values() {
                         ctx.requested_globals.lock().retain(|g| g.owner != owner);
                     }
+                }
+                // The module-unload resource callback inside this call forgets this module's
+                // handles only.
+                if api == Api::ModuleUnload {
+                    let _ = UNLOADING.try_with(|u| u.set(if enter { owner } else { 0 }));
                 }
                 // A window may be snapshotting the module's variables: the unload waits.
                 if ctx_handle != 0 {
@@ -1193,20 +1244,17 @@ impl Backend {
                 }
             }
             CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING => {
-                // Handles of the unloaded module may be reused: forget what is keyed by them.
-                // (CUPTI names the module by its id, not its handle: every handle cache goes;
-                // the variables the application looked up stay until cuModuleUnload or
-                // cuLibraryUnload names their own module or library.)
+                // Handles of the unloaded module may be reused: forget what is keyed by them
+                // (`forget_unloaded`: this module's alone inside the application's
+                // cuModuleUnload, else all). The variables the application looked up stay
+                // until cuModuleUnload or cuLibraryUnload names their own module or library.
                 let m = data.resourceDescriptor.cast::<CUpti_ModuleResourceData>();
                 if !m.is_null() {
                     // SAFETY: CUPTI's module data, valid during the callback.
                     self.globals.unloaded(unsafe { (*m).moduleId });
                 }
-                self.kernels.write().clear();
-                *self.handles.write() = Handles::default();
-                for ctx in self.contexts.read().values() {
-                    ctx.modules.lock().clear();
-                }
+                let unloading = UNLOADING.try_with(|u| u.get()).ok();
+                self.forget_unloaded(unloading);
             }
             CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING => {
                 let Some(ctx) = self.contexts.write().remove(&ctx_handle) else {
@@ -1303,6 +1351,8 @@ thread_local! {
     static READERS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Calls of this thread that may load a module, between their enter and exit callbacks.
     static LOADS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The module this thread's `cuModuleUnload` is unloading (0: none).
+    static UNLOADING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 type Calls = std::thread::LocalKey<std::cell::RefCell<Vec<(u32, u64)>>>;

@@ -2148,7 +2148,6 @@ fn unloading_another_module_keeps_the_variables_the_application_looked_up() {
     gpu().globals.push((0xabc0, "counter".into(), addr, 4));
     look_up_counter(&h);
     unload_module(&h, 0xdef0, 5);
-    // The unload cleared the handle caches: the application obtains the function again.
     h.obtain_function(&BUMP);
     let mut none: [*mut c_void; 0] = [];
     h.launch(&BUMP, &mut none, 0);
@@ -2163,6 +2162,48 @@ fn unloading_another_module_keeps_the_variables_the_application_looked_up() {
     unload_module(&h, 0xabc0, 1);
     let ctx = h.be.contexts.read();
     assert!(ctx.values().all(|c| c.requested_globals.lock().is_empty()));
+}
+
+#[test]
+fn unloading_a_module_forgets_its_own_kernel_handles_only() {
+    static OTHER: FakeKernel = FakeKernel {
+        run: add_one,
+        module: 0xdef0,
+    };
+    let h = harness(3, quick());
+    let addr = fake_alloc(4);
+    gpu().globals.push((0xabc0, "counter".into(), addr, 4));
+    h.obtain_function(&BUMP);
+    h.obtain_function(&OTHER);
+    look_up_counter(&h);
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&BUMP, &mut none, 0);
+    // Another module's cuModuleUnload: BUMP's handle, facts and module are still known, so
+    // its next launch is replayed with its module's variable in the snapshot (before, every
+    // handle was forgotten: declined `symbols_unavailable`).
+    unload_module(&h, OTHER.module, 5);
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), 2, "one execution per launch");
+    let kinds: Vec<_> = h.outcomes().iter().map(|(_, o)| o.kind).collect();
+    assert_eq!(kinds, vec![OutcomeKind::Replayed; 2]);
+    assert!(
+        h.be.handles
+            .read()
+            .functions
+            .contains_key(&(&BUMP as *const FakeKernel as usize))
+    );
+    assert!(
+        !h.be
+            .handles
+            .read()
+            .functions
+            .contains_key(&(&OTHER as *const FakeKernel as usize))
+    );
+    // An unload CUPTI reports outside the application's cuModuleUnload (a library's module, the
+    // runtime's own): which module it is is not known, so every handle goes.
+    module_event(&h, CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING, 9, b"");
+    assert!(h.be.handles.read().functions.is_empty());
+    assert!(h.be.kernels.read().is_empty());
 }
 
 #[test]
