@@ -864,6 +864,11 @@ pub type cuptiActivityRegisterCallbacks_fn = unsafe extern "C" fn(
 pub type cuptiActivityEnable_fn = unsafe extern "C" fn(kind: CUpti_ActivityKind) -> CUptiResult;
 /// `cuptiActivityFlushAll`.
 pub type cuptiActivityFlushAll_fn = unsafe extern "C" fn(flag: u32) -> CUptiResult;
+/// `cuptiGetTimestamp`: CUPTI's clock, the time base of activity records (ns).
+pub type cuptiGetTimestamp_fn = unsafe extern "C" fn(timestamp: *mut u64) -> CUptiResult;
+/// `cuptiGetContextId`: the id activity records name a context by.
+pub type cuptiGetContextId_fn =
+    unsafe extern "C" fn(context: CUcontext, id: *mut u32) -> CUptiResult;
 /// `cuptiActivityGetNextRecord`.
 pub type cuptiActivityGetNextRecord_fn = unsafe extern "C" fn(
     buffer: *mut u8,

@@ -406,6 +406,8 @@ fn checks() -> Probe {
         "cuptiActivityDisable" => cuptiActivityEnable_fn,
         "cuptiActivityFlushAll" => cuptiActivityFlushAll_fn,
         "cuptiActivityGetNextRecord" => cuptiActivityGetNextRecord_fn,
+        "cuptiGetTimestamp" => cuptiGetTimestamp_fn,
+        "cuptiGetContextId" => cuptiGetContextId_fn,
         "cuGetProcAddress_v2" => cuGetProcAddress_fn,
         "cuGetErrorName" => cuGetErrorName_fn,
         "cuCtxGetCurrent" => cuCtxGetCurrent_fn,

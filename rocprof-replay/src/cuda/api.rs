@@ -372,6 +372,8 @@ fn activity_api(lib: &libloading::Library) -> Option<super::kernel_clock::Activi
             enable: *lib.get(b"cuptiActivityEnable\0").ok()?,
             flush_all: *lib.get(b"cuptiActivityFlushAll\0").ok()?,
             get_next_record: *lib.get(b"cuptiActivityGetNextRecord\0").ok()?,
+            timestamp: *lib.get(b"cuptiGetTimestamp\0").ok()?,
+            context_id: *lib.get(b"cuptiGetContextId\0").ok()?,
         })
     }
 }

@@ -14,9 +14,11 @@
 //!   costs the application nothing.
 //! - A timed pass names the launch whose record it wants, by the launch call's correlation id,
 //!   before the kernel can run: pass 1 is the application's own launch (the id of its call,
-//!   registered before the window releases it to the driver); a relaunch is armed on the
-//!   replay thread ([`arm`]), and the backend's CUPTI callback registers the relaunch's id at
-//!   its enter ([`on_own_launch`]).
+//!   registered before the window releases it to the driver; as a runtime-API launch's record
+//!   may carry the runtime call's id instead, it also matches the first kernel of its context
+//!   to start after the release — the window holds the context, so no other kernel runs
+//!   there); a relaunch is armed on the replay thread ([`arm`]), and the backend's CUPTI
+//!   callback registers the relaunch's id at its enter ([`on_own_launch`]).
 //! - Once the pass has completed (its end event), the records are flushed
 //!   (`cuptiActivityFlushAll(0)`: buffers whose records are all complete) until the wanted
 //!   one arrives, at most [`RECORD_WAIT`]; the pass's time is then `end - start` of the
@@ -60,6 +62,8 @@ pub(crate) struct ActivityApi {
     pub(crate) enable: cuptiActivityEnable_fn,
     pub(crate) flush_all: cuptiActivityFlushAll_fn,
     pub(crate) get_next_record: cuptiActivityGetNextRecord_fn,
+    pub(crate) timestamp: cuptiGetTimestamp_fn,
+    pub(crate) context_id: cuptiGetContextId_fn,
 }
 
 /// Where the clock stands.
@@ -81,8 +85,18 @@ pub(crate) struct KernelClock {
 /// buffer callbacks carry no user data.
 static WANTED_RECORDS: Mutex<VecDeque<Wanted>> = Mutex::new(VecDeque::new());
 
-/// A wanted record: the launch's correlation id, and its kernel's (start, end) once arrived.
-type Wanted = (u32, Option<(u64, u64)>);
+/// A wanted record.
+struct Wanted {
+    /// The launch call's correlation id.
+    id: u32,
+    /// Also the first kernel of CUPTI context `.0` that starts at or after `.1` (CUPTI's
+    /// clock): for the application's own launch, while its window holds the context (no other
+    /// kernel can run there), whichever correlation id CUPTI gave its record (a runtime-API
+    /// launch's may be the runtime call's).
+    window: Option<(u32, u64)>,
+    /// The kernel's (start, end) once its record arrived, and whether by its id.
+    found: Option<(u64, u64, bool)>,
+}
 
 /// Free record buffers (`BUFFER_BYTES / 8` words each).
 static BUFFERS: Mutex<Vec<Box<[u64]>>> = Mutex::new(Vec::new());
@@ -174,11 +188,23 @@ impl KernelClock {
 
     /// Asks for the record of the launch with correlation id `id` (before it can run).
     pub(crate) fn want(&self, id: u32) {
-        let mut w = WANTED_RECORDS.lock();
-        if w.len() >= WANTED {
-            w.pop_front();
-        }
-        w.push_back((id, None));
+        push_want(id, None);
+    }
+
+    /// As [`want`](Self::want), for a launch that will be the only kernel of `ctx` from now
+    /// until its record is taken (the application's launch inside its window): also matched
+    /// as the first kernel of the context to start from now on.
+    pub(crate) fn want_only_kernel(&self, id: u32, ctx: CUcontext) {
+        let window = self.api.and_then(|api| {
+            let (mut ctx_id, mut now) = (0u32, 0u64);
+            // SAFETY: plain out-parameters; `ctx` is a live context of the application.
+            let ok = unsafe {
+                (api.context_id)(ctx, &mut ctx_id) == CUPTI_SUCCESS
+                    && (api.timestamp)(&mut now) == CUPTI_SUCCESS
+            };
+            ok.then_some((ctx_id, now))
+        });
+        push_want(id, window);
     }
 
     /// The kernel time of launch `id` (wanted before): its record, flushing CUPTI's buffers
@@ -216,13 +242,25 @@ impl KernelClock {
     }
 }
 
-/// The (start, end) of `id` if its record arrived, taken out; `drop` also forgets a want
+fn push_want(id: u32, window: Option<(u32, u64)>) {
+    let mut w = WANTED_RECORDS.lock();
+    if w.len() >= WANTED {
+        w.pop_front();
+    }
+    w.push_back(Wanted {
+        id,
+        window,
+        found: None,
+    });
+}
+
+/// The kernel time of `id` if its record arrived, taken out; `drop` also forgets a want
 /// still waiting.
 fn take(id: u32, drop: bool) -> Option<Duration> {
     let mut w = WANTED_RECORDS.lock();
-    let i = w.iter().position(|(wid, _)| *wid == id)?;
-    match w[i].1 {
-        Some((start, end)) => {
+    let i = w.iter().position(|x| x.id == id)?;
+    match w[i].found {
+        Some((start, end, _)) => {
             w.remove(i);
             Some(Duration::from_nanos(end.saturating_sub(start)))
         }
@@ -262,7 +300,7 @@ pub(crate) fn on_own_launch(clock: &KernelClock, id: u32) {
 /// `buffer` holds `valid` bytes of CUPTI activity records.
 unsafe fn read_records(get_next: cuptiActivityGetNextRecord_fn, buffer: *mut u8, valid: usize) {
     let mut wanted = WANTED_RECORDS.lock();
-    if wanted.iter().all(|(_, r)| r.is_some()) {
+    if wanted.iter().all(|w| w.found.is_some_and(|f| f.2)) {
         return;
     }
     let mut record: *mut c_void = std::ptr::null_mut();
@@ -280,11 +318,19 @@ unsafe fn read_records(get_next: cuptiActivityGetNextRecord_fn, buffer: *mut u8,
         // SAFETY: a kernel record starts with the common head (checked against the headers by
         // rocprof-replay-sys's cuda_layout test); records are 8-aligned in CUPTI's buffer.
         let head = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityKernelHead>()) };
-        if let Some(slot) = wanted
-            .iter_mut()
-            .find(|(id, r)| *id == head.correlationId && r.is_none())
-        {
-            slot.1 = Some((head.start, head.end));
+        for w in wanted.iter_mut() {
+            if w.found.is_some_and(|f| f.2) {
+                continue;
+            }
+            if w.id == head.correlationId {
+                w.found = Some((head.start, head.end, true));
+            } else if let Some((ctx, after)) = w.window
+                && head.contextId == ctx
+                && head.start >= after
+                && w.found.is_none_or(|f| head.start < f.0)
+            {
+                w.found = Some((head.start, head.end, false));
+            }
         }
     }
 }
@@ -482,6 +528,19 @@ pub(crate) mod fake {
         CUPTI_SUCCESS
     }
 
+    /// CUPTI's clock: before every fake kernel's start (they start at 50 000 ns or later).
+    unsafe extern "C" fn timestamp(t: *mut u64) -> CUptiResult {
+        // SAFETY: an out-parameter.
+        unsafe { *t = 40_000 };
+        CUPTI_SUCCESS
+    }
+    /// Every context is CUPTI context 1 (the fake's records say so).
+    unsafe extern "C" fn context_id(_: CUcontext, id: *mut u32) -> CUptiResult {
+        // SAFETY: an out-parameter.
+        unsafe { *id = 1 };
+        CUPTI_SUCCESS
+    }
+
     /// The fake's activity API.
     pub(crate) fn api() -> ActivityApi {
         ActivityApi {
@@ -489,6 +548,8 @@ pub(crate) mod fake {
             enable,
             flush_all,
             get_next_record,
+            timestamp,
+            context_id,
         }
     }
 
@@ -544,8 +605,8 @@ mod tests {
         // The next launch (a copy kernel, say) is not the pass.
         on_own_launch(&clock, 13);
         assert_eq!(disarm(), Some(12));
-        assert!(WANTED_RECORDS.lock().iter().any(|(id, _)| *id == 12));
-        assert!(!WANTED_RECORDS.lock().iter().any(|(id, _)| *id == 13));
+        assert!(WANTED_RECORDS.lock().iter().any(|w| w.id == 12));
+        assert!(!WANTED_RECORDS.lock().iter().any(|w| w.id == 13));
     }
 
     #[test]
@@ -574,7 +635,7 @@ mod tests {
         }
         let w = WANTED_RECORDS.lock();
         assert_eq!(w.len(), WANTED);
-        assert_eq!(w.front().map(|e| e.0), Some(10));
+        assert_eq!(w.front().map(|e| e.id), Some(10));
     }
 
     #[test]

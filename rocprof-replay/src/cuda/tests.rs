@@ -119,6 +119,9 @@ struct FakeGpu {
     /// launches and of relaunches. A relaunch calls the backend's launch callback, as CUPTI
     /// does for the backend's own calls, with correlation id 1000 + its number.
     kernel_ns: Option<(u64, u64)>,
+    /// The application's launches get records under another correlation id than their
+    /// driver call's (as a runtime-API launch may).
+    runtime_ids: bool,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -909,7 +912,7 @@ fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
             (1000 + g.relaunches, relaunch_ns)
         } else {
             // The harness's launch calls carry correlation id 7.
-            (7, app_ns)
+            (if g.runtime_ids { 100_007 } else { 7 }, app_ns)
         };
         drop(g);
         if ours {
@@ -3702,6 +3705,14 @@ impl ReplayPolicy for TimeEveryPass {
 }
 
 fn timed_run(clock: bool, kernel_ns: Option<(u64, u64)>) -> (Vec<Option<Duration>>, u32) {
+    timed_run_ids(clock, kernel_ns, false)
+}
+
+fn timed_run_ids(
+    clock: bool,
+    kernel_ns: Option<(u64, u64)>,
+    runtime_ids: bool,
+) -> (Vec<Option<Duration>>, u32) {
     let times = Arc::new(Mutex::new(Vec::new()));
     let policy = TimeEveryPass {
         passes: 3,
@@ -3710,6 +3721,7 @@ fn timed_run(clock: bool, kernel_ns: Option<(u64, u64)>) -> (Vec<Option<Duration
     };
     let h = harness_clocked(policy, quick(), clock);
     gpu().kernel_ns = kernel_ns;
+    gpu().runtime_ids = runtime_ids;
     h.obtain_function(&ADD_ONE);
     let mut buf = Buffer::new(&h, 64);
     let mut args = buf.args();
@@ -3740,6 +3752,16 @@ fn pass_times_are_the_kernels_own_from_their_records() {
         ]
     );
     assert!(flushes >= 3, "a flush per timed pass: {flushes}");
+}
+
+#[test]
+fn pass_one_finds_its_record_as_the_contexts_only_kernel_whatever_its_correlation_id() {
+    // The record of the application's launch carries another id than its driver call (a
+    // runtime launch's): it is still the only kernel of the context since the window released
+    // the launch.
+    let (times, _) = timed_run_ids(true, Some((3_000, 5_000)), true);
+    assert_eq!(times[0], Some(Duration::from_nanos(3_000)), "{times:?}");
+    assert_eq!(times[1..], [Some(Duration::from_nanos(5_000)); 2]);
 }
 
 #[test]

@@ -768,7 +768,9 @@ impl ReplayTarget for CudaTarget<'_> {
         // A timed pass wants its kernel record, asked for before the driver has the launch.
         let record = (timed && self.be.clock.on()).then_some(self.job.correlation);
         if let Some(id) = record {
-            self.be.clock.want(id);
+            self.be
+                .clock
+                .want_only_kernel(id, self.ctx.handle as CUcontext);
         }
         self.job.hand.release(Release::Pass { start, end });
         let deadline = Instant::now() + self.settings().pass;
