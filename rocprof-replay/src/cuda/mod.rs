@@ -62,6 +62,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use rocprof_replay_sys::cuda::*;
 
+use crate::engine::agent::AgentLock;
 use crate::engine::arena::Arena;
 pub(crate) use api::Driver;
 use globals::GlobalNames;
@@ -339,11 +340,9 @@ pub(crate) struct Ctx {
     pub(crate) handle: usize,
     /// Device ordinal (`u32::MAX` until learned on a thread where the context is current).
     ordinal: AtomicU32,
-    /// Writer: a replay window; readers: ordinary launches and stream work outside a window.
-    pub(crate) lock: RwLock<()>,
-    /// Work waiting for this context longer than the lock deadline: while non-zero, a window
-    /// stops after its current pass.
-    pub(crate) waiting_long: AtomicU32,
+    /// The window lock (writer: a replay window; readers: ordinary launches and stream work
+    /// outside a window). CUDA windows take the writer only: none is counted as opened.
+    pub(crate) lock: AgentLock,
     /// Application streams of the context (resource callbacks). A stream leaves the list
     /// under this lock before it is destroyed, and a drain queries a stream only under it and
     /// while it is listed: a destroyed handle is never used.
@@ -394,8 +393,7 @@ impl Ctx {
         Ctx {
             handle,
             ordinal: AtomicU32::new(u32::MAX),
-            lock: RwLock::new(()),
-            waiting_long: AtomicU32::new(0),
+            lock: AgentLock::new(),
             streams: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
             waiting_streams: Mutex::new(HashSet::new()),
@@ -406,46 +404,6 @@ impl Ctx {
             gates: OnceLock::new(),
             compare: Mutex::default(),
         }
-    }
-
-    /// The reader side, for ordinary work outside a replay window: waits for a window that
-    /// holds the context to end. Past `deadline` the window is told to stop after its current
-    /// pass (its own deadlines bound that) and the wait goes on, with a warning.
-    pub(crate) fn read_outside_window(&self, deadline: Duration) {
-        let lock_once = || {
-            self.lock.try_read_for(deadline).map(|g| {
-                // Released in the matching exit callback (`unlock_read`).
-                std::mem::forget(g);
-            })
-        };
-        if self.lock.try_read().map(std::mem::forget).is_some() {
-            return;
-        }
-        let mut late = false;
-        loop {
-            if lock_once().is_some() {
-                if late {
-                    self.waiting_long.fetch_sub(1, Ordering::AcqRel);
-                }
-                return;
-            }
-            if !late {
-                late = true;
-                self.waiting_long.fetch_add(1, Ordering::AcqRel);
-                warn_once(&CONTENDED, || {
-                    tracing::warn!(
-                        "work waited {deadline:?} for a replay window on its GPU; the window \
-                         stops after its current pass (ROCPROF_REPLAY_LOCK_TIMEOUT_MS)"
-                    )
-                });
-            }
-        }
-    }
-
-    /// Releases a reader taken by [`read_outside_window`](Self::read_outside_window).
-    pub(crate) fn unlock_read(&self) {
-        // SAFETY: called once per reader taken (and forgotten) by `read_outside_window`.
-        unsafe { self.lock.force_unlock_read() };
     }
 }
 
@@ -607,11 +565,13 @@ impl Backend {
     fn hold_off_window_writing(&self, enter: bool, call: u32, ctx_handle: usize, note: impl Fn()) {
         if enter {
             note();
-            self.ctx(ctx_handle).read_outside_window(self.settings.lock);
+            self.ctx(ctx_handle)
+                .lock
+                .hold_outside_window(self.settings.lock);
             calls_push(&READERS, call, ctx_handle as u64);
         } else if let Some(ctx) = calls_pop(&READERS, call) {
             note();
-            self.ctx(ctx as usize).unlock_read();
+            self.ctx(ctx as usize).lock.release_held();
         }
     }
 
@@ -1292,11 +1252,11 @@ impl Backend {
         // so that it finds the memory the window held.
         let waited = in_window;
         if waited {
-            ctx.read_outside_window(self.settings.lock);
+            ctx.lock.hold_outside_window(self.settings.lock);
         }
         let freed = ctx.arena.lock().relieve(&mem, request);
         if waited {
-            ctx.unlock_read();
+            ctx.lock.release_held();
         }
         if freed > 0 {
             tracing::info!(
@@ -1416,7 +1376,6 @@ unsafe fn allocation_of(api: Api, params: *const c_void, exit: bool) -> (*mut CU
     }
 }
 
-static CONTENDED: std::sync::Once = std::sync::Once::new();
 static UNKNOWN_HANDLE: std::sync::Once = std::sync::Once::new();
 static MULTI_DEVICE: std::sync::Once = std::sync::Once::new();
 static GRAPHS: std::sync::Once = std::sync::Once::new();

@@ -2,6 +2,7 @@
 //! records, settings and the process-wide engine state. Nothing here knows a backend;
 //! backends implement [`window::ReplayTarget`] and hand dispatches to [`state::Engine`].
 
+pub(crate) mod agent;
 pub(crate) mod arena;
 pub(crate) mod device_compare;
 pub(crate) mod footprint;

@@ -73,7 +73,10 @@ impl<'a> Fence<'a> {
         // count.
         note_write(&gpus, written);
         let lock = be.settings().lock;
-        let _guards = gpus.iter().map(|g| g.read_outside_window(lock)).collect();
+        let _guards = gpus
+            .iter()
+            .map(|g| g.lock.read_outside_window(lock))
+            .collect();
         Fence {
             gpus,
             written,
@@ -117,7 +120,10 @@ impl<'a> Fence<'a> {
             be.gpus.iter().collect()
         };
         let lock = be.settings().lock;
-        let _guards = gpus.iter().map(|g| g.read_outside_window(lock)).collect();
+        let _guards = gpus
+            .iter()
+            .map(|g| g.lock.read_outside_window(lock))
+            .collect();
         Fence {
             gpus,
             written: None,

@@ -77,7 +77,7 @@ pub(crate) unsafe extern "C" fn handler(
                 // SAFETY: `data` is the QueueState registered with this handler.
                 let agent = unsafe { (*data.cast::<QueueState>()).agent };
                 if let Some(gpu) = be.gpu(agent) {
-                    gpu.window_ended();
+                    gpu.lock.window_ended();
                 }
             }
             // Handed off: the window delivers the completion and opens the gate.
@@ -394,7 +394,7 @@ unsafe fn open_window(
     // ran (then it never will).
     queue.life.lock().ready.push(ready);
     progress.gate.set(Some(gate));
-    gpu.window_opened();
+    gpu.lock.window_opened();
     // SAFETY: two packets of ours, forwarded inside the handler.
     unsafe {
         forward_tracked(
@@ -1025,7 +1025,7 @@ impl DeferredRun {
             return;
         }
         // Never during a window: it waits for the GPU's windows to end, as ordinary work does.
-        let _reader = self.gpu.read_outside_window(self.be.settings().lock);
+        let _reader = self.gpu.lock.read_outside_window(self.be.settings().lock);
         crate::engine::footprint::note_device_write(self.gpu.agent.handle);
         // The ready signal resolved: the chain does not reference it (it retires on its own).
         let chain = RunChain::new(&self.packet, hsa_signal_t::default(), self.gate);
@@ -1227,7 +1227,7 @@ impl HsaTarget {
                 .flatten()
                 .collect();
         self.gpu.gates.retire(&signals);
-        self.gpu.window_ended();
+        self.gpu.lock.window_ended();
     }
 }
 
@@ -1457,7 +1457,7 @@ impl ReplayTarget for HsaTarget {
             return Err(DeclineReason::SubmitFailed);
         }
         let gpu: &'static Gpu = self.gpu;
-        match gpu.lock.try_write_for(self.be.settings().lock) {
+        match gpu.lock.write_for(self.be.settings().lock) {
             Some(guard) => {
                 self.window = Some(guard);
                 // Stuck work that ended since: the staging it held and the arena chunks whose
@@ -1798,7 +1798,7 @@ impl ReplayTarget for HsaTarget {
     fn contended(&self) -> bool {
         // Work waited for the window lock past the lock deadline, or another queue of the GPU
         // has work behind the gate and the window is older than that deadline.
-        self.gpu.waiting_long.load(Ordering::Acquire) > 0
+        self.gpu.lock.contended()
             || (self.opened.elapsed() > self.be.settings().lock
                 && self
                     .others

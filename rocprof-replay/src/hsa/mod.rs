@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock};
 use rocprof_replay_sys::*;
 
+use crate::engine::agent::AgentLock;
 use crate::engine::arena::{self, Arena};
 use crate::engine::settings::Settings;
 use crate::engine::state::{Engine, INVENTORY};
@@ -30,11 +31,9 @@ pub(crate) use originals::Originals;
 pub(crate) struct Gpu {
     pub(crate) agent: hsa_agent_t,
     pub(crate) index: u32,
-    /// Writer: a replay window; readers: ordinary submissions and copies.
-    pub(crate) lock: RwLock<()>,
-    /// Ordinary work waiting for this GPU longer than the lock deadline: while non-zero, a
-    /// window stops after its current pass.
-    pub(crate) waiting_long: AtomicU32,
+    /// The window lock (writer: a replay window; readers: ordinary submissions, copies and
+    /// host operations on the GPU's memory), with the windows opened and not ended.
+    pub(crate) lock: AgentLock,
     /// Asynchronous copies in flight that touch this GPU's memory.
     pub(crate) copies: copies::CopyFence,
     /// The application has submitted vendor-specific (PM4) packets to a queue of this GPU —
@@ -54,11 +53,6 @@ pub(crate) struct Gpu {
     /// The GPU's own coarse-grained memory pool (VRAM) and its size in bytes: where the
     /// snapshot arena's device chunks come from.
     pub(crate) device_pool: Option<(hsa_amd_memory_pool_t, usize)>,
-    /// Windows opened on this GPU and not ended (ordinary copies and host operations on its
-    /// memory wait until none is left).
-    pub(crate) windows: Mutex<u32>,
-    /// Notified when `windows` drops to 0.
-    pub(crate) windows_ended: parking_lot::Condvar,
     /// The gates of this GPU's asynchronous replay windows ([`gates`]).
     pub(crate) gates: gates::Gates,
     /// The queue replay windows run their passes on, created with the first window.
@@ -73,47 +67,6 @@ pub(crate) struct Gpu {
 }
 
 impl Gpu {
-    /// The reader side, for ordinary work on this GPU outside a replay window. It waits for a
-    /// window that holds the GPU to end — never goes ahead unprotected. Past `deadline` the
-    /// window is told to stop after its current pass (its own deadlines bound that) and the
-    /// wait goes on, with a warning.
-    pub(crate) fn read_outside_window(&self, deadline: Duration) -> RwLockReadGuard<'_, ()> {
-        let mut late = false;
-        {
-            // Windows opened and not ended: their dispatches' gates are in the queues, the
-            // windows may not have taken the lock yet.
-            let mut open = self.windows.lock();
-            while *open > 0 {
-                if self.windows_ended.wait_for(&mut open, deadline).timed_out() && !late {
-                    late = true;
-                    self.waiting_long.fetch_add(1, Ordering::AcqRel);
-                    warn_contended_once(deadline);
-                }
-            }
-        }
-        if let Some(guard) = self.lock.try_read() {
-            if late {
-                self.waiting_long.fetch_sub(1, Ordering::AcqRel);
-            }
-            return guard;
-        }
-        loop {
-            if let Some(guard) = self.lock.try_read_for(deadline) {
-                if late {
-                    self.waiting_long.fetch_sub(1, Ordering::AcqRel);
-                }
-                return guard;
-            }
-            if !late {
-                late = true;
-                self.waiting_long.fetch_add(1, Ordering::AcqRel);
-                warn_contended_once(deadline);
-            }
-        }
-    }
-}
-
-impl Gpu {
     /// Notes work on this GPU that windows cannot wait for: an asynchronous copy that could not
     /// be fenced (its end cannot be known, so this lasts).
     pub(crate) fn copy_unfenced(&self) {
@@ -124,20 +77,6 @@ impl Gpu {
                 "an asynchronous copy touching this GPU runs unfenced: its dispatches are no \
                  longer replayed"
             );
-        }
-    }
-
-    /// A window was opened on this GPU (its gate placed); [`Gpu::window_ended`] follows.
-    pub(crate) fn window_opened(&self) {
-        *self.windows.lock() += 1;
-    }
-
-    /// A window of this GPU ended: its dispatch ran, its gate is open.
-    pub(crate) fn window_ended(&self) {
-        let mut open = self.windows.lock();
-        *open = open.saturating_sub(1);
-        if *open == 0 {
-            self.windows_ended.notify_all();
         }
     }
 }
@@ -268,16 +207,6 @@ impl Gpu {
         }
         freed
     }
-}
-
-fn warn_contended_once(deadline: Duration) {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        tracing::warn!(
-            "work waited {deadline:?} for a replay window on its GPU; the window stops after its \
-             current pass (ROCPROF_REPLAY_LOCK_TIMEOUT_MS)"
-        );
-    });
 }
 
 /// What the backend keeps about an intercept queue.
@@ -839,10 +768,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
             ctx.gpus.push(Gpu {
                 agent,
                 index,
-                lock: RwLock::new(()),
-                waiting_long: AtomicU32::new(0),
-                windows: Mutex::new(0),
-                windows_ended: parking_lot::Condvar::new(),
+                lock: AgentLock::new(),
                 gates: gates::Gates::default(),
                 replay: std::sync::OnceLock::new(),
                 copies: copies::CopyFence::default(),

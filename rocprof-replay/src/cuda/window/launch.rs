@@ -204,7 +204,7 @@ pub(crate) unsafe fn enter_launch(
         // without the tool, outside any window (the write epoch is bumped before and after:
         // carried fingerprints of the context no longer count).
         crate::engine::footprint::note_device_write(cb.context as u64);
-        ctx.read_outside_window(be.settings.lock);
+        ctx.lock.hold_outside_window(be.settings.lock);
         let pending = Box::new(Pending {
             hand: None,
             ctx,
@@ -297,7 +297,7 @@ pub(crate) unsafe fn enter_launch(
                 tracing::debug!(status = %error_name(&be.drv, r), "pass 1 start event not recorded");
             }
         }
-        Release::Ordinary { reader: true } => ctx.read_outside_window(be.settings.lock),
+        Release::Ordinary { reader: true } => ctx.lock.hold_outside_window(be.settings.lock),
         Release::Ordinary { reader: false } => {}
     }
     let pending = Box::new(Pending {
@@ -402,7 +402,7 @@ pub(crate) unsafe fn exit_launch(
         }
         Release::Ordinary { reader: true } => {
             crate::engine::footprint::note_device_write(ctx.handle as u64);
-            ctx.unlock_read();
+            ctx.lock.release_held();
         }
         Release::Ordinary { reader: false } => {}
     }

@@ -2,7 +2,6 @@
 //! relaunch and timing on the backend's private stream.
 
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -646,7 +645,7 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn begin(&mut self) -> Result<(), DeclineReason> {
-        match self.ctx.lock.try_write_for(self.settings().lock) {
+        match self.ctx.lock.write_for(self.settings().lock) {
             Some(guard) => {
                 self.window = Some(guard);
                 self.job.hand.soon();
@@ -878,7 +877,7 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn contended(&self) -> bool {
-        self.ctx.waiting_long.load(Ordering::Acquire) > 0 || BEHIND.loads_waiting_long()
+        self.ctx.lock.contended() || BEHIND.loads_waiting_long()
     }
 
     fn end(&mut self) {

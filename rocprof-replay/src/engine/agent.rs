@@ -1,0 +1,300 @@
+//! The per-agent window lock both backends hold their work off replay windows with.
+//!
+//! One [`AgentLock`] per agent (an HSA GPU, a CUDA context). Its writer is a replay window,
+//! from `begin` to `end`; its readers are the application's ordinary work on the agent's
+//! memory (copies, fills, frees, launches outside a window). A reader never goes ahead
+//! unprotected: past the lock deadline it marks the agent *contended* — the window running
+//! there stops after its current pass ([`ReplayTarget::contended`]), its own deadlines bound
+//! that — warns once, and keeps waiting.
+//!
+//! A window can also be *open* before it holds the writer: the HSA backend places a
+//! dispatch's gate on the submitting thread and runs the window later on the agent's lane
+//! ([`window_opened`](AgentLock::window_opened) / [`window_ended`](AgentLock::window_ended)).
+//! Readers wait while any window is open, with the same deadline semantics.
+//!
+//! [`ReplayTarget::contended`]: super::window::ReplayTarget::contended
+
+use std::sync::Once;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// An agent's window lock, its contention flag and its count of open windows.
+pub(crate) struct AgentLock {
+    /// Writer: a replay window; readers: ordinary work outside a window.
+    lock: RwLock<()>,
+    /// Readers waiting longer than the lock deadline: while non-zero, a window stops after its
+    /// current pass.
+    waiting_long: AtomicU32,
+    /// Windows opened and not ended (changed under `open_changed`'s mutex; read without it on
+    /// the readers' fast path).
+    open: AtomicU32,
+    /// The mutex `open` changes under, and the condition notified when it drops to 0.
+    open_changed: (Mutex<()>, Condvar),
+}
+
+impl Default for AgentLock {
+    fn default() -> Self {
+        AgentLock::new()
+    }
+}
+
+impl AgentLock {
+    /// No window open, none holding the lock.
+    pub(crate) const fn new() -> AgentLock {
+        AgentLock {
+            lock: RwLock::new(()),
+            waiting_long: AtomicU32::new(0),
+            open: AtomicU32::new(0),
+            open_changed: (Mutex::new(()), Condvar::new()),
+        }
+    }
+
+    /// The reader side, for ordinary work outside a replay window: waits until no window is
+    /// open and none holds the agent. Past `deadline` the window is told to stop after its
+    /// current pass and the wait goes on, with a warning (once per process).
+    pub(crate) fn read_outside_window(&self, deadline: Duration) -> RwLockReadGuard<'_, ()> {
+        let mut wait = Waiting {
+            agent: self,
+            deadline,
+            late: false,
+        };
+        if self.open.load(Ordering::Acquire) > 0 {
+            // Windows opened and not ended: their gates are placed, they may not have taken
+            // the lock yet.
+            let (mutex, ended) = &self.open_changed;
+            let mut g = mutex.lock();
+            while self.open.load(Ordering::Acquire) > 0 {
+                if ended.wait_for(&mut g, deadline).timed_out() {
+                    wait.past_deadline();
+                }
+            }
+        }
+        if let Some(guard) = self.lock.try_read() {
+            return guard;
+        }
+        loop {
+            if let Some(guard) = self.lock.try_read_for(deadline) {
+                return guard;
+            }
+            wait.past_deadline();
+        }
+    }
+
+    /// [`read_outside_window`](Self::read_outside_window) for a reader that outlives any
+    /// guard (taken at a callback's enter, released at its exit): holds the reader side until
+    /// [`release_held`](Self::release_held).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    pub(crate) fn hold_outside_window(&self, deadline: Duration) {
+        // Released by the matching `release_held`.
+        std::mem::forget(self.read_outside_window(deadline));
+    }
+
+    /// Releases a reader taken by [`hold_outside_window`](Self::hold_outside_window).
+    ///
+    /// Call once per reader held, on the thread that took it.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    pub(crate) fn release_held(&self) {
+        // SAFETY: called once per reader taken (and forgotten) by `hold_outside_window`: this
+        // thread logically owns a read guard that was discarded.
+        unsafe { self.lock.force_unlock_read() };
+    }
+
+    /// The reader side if it comes within `deadline`, else `None` — for work that may be
+    /// skipped rather than wait (releasing an idle arena). Does not wait for open windows and
+    /// does not mark the agent contended.
+    pub(crate) fn try_read_for(&self, deadline: Duration) -> Option<RwLockReadGuard<'_, ()>> {
+        self.lock.try_read_for(deadline)
+    }
+
+    /// The writer side for a replay window, if it comes within `deadline`.
+    pub(crate) fn write_for(&self, deadline: Duration) -> Option<RwLockWriteGuard<'_, ()>> {
+        self.lock.try_write_for(deadline)
+    }
+
+    /// The writer side if free at once (a waiting writer would hold the application's readers
+    /// off).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    pub(crate) fn try_write(&self) -> Option<RwLockWriteGuard<'_, ()>> {
+        self.lock.try_write()
+    }
+
+    /// Work has waited for this agent longer than the lock deadline: the window should stop
+    /// after its current pass.
+    pub(crate) fn contended(&self) -> bool {
+        self.waiting_long.load(Ordering::Acquire) > 0
+    }
+
+    /// A window was opened on this agent (its gate placed): readers wait until it ends
+    /// ([`window_ended`](Self::window_ended), once per opening).
+    pub(crate) fn window_opened(&self) {
+        let _g = self.open_changed.0.lock();
+        self.open.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A window of this agent ended (its dispatch ran, its gate is open).
+    pub(crate) fn window_ended(&self) {
+        let (mutex, ended) = &self.open_changed;
+        let _g = mutex.lock();
+        let open = self.open.load(Ordering::Acquire).saturating_sub(1);
+        self.open.store(open, Ordering::Release);
+        if open == 0 {
+            ended.notify_all();
+        }
+    }
+}
+
+/// A reader's wait: counted in `waiting_long` from its deadline until it ends.
+struct Waiting<'a> {
+    agent: &'a AgentLock,
+    deadline: Duration,
+    late: bool,
+}
+
+impl Waiting<'_> {
+    /// The deadline passed (again): counted once, warned once per process.
+    fn past_deadline(&mut self) {
+        if self.late {
+            return;
+        }
+        self.late = true;
+        self.agent.waiting_long.fetch_add(1, Ordering::AcqRel);
+        let deadline = self.deadline;
+        CONTENDED.call_once(|| {
+            tracing::warn!(
+                "work waited {deadline:?} for a replay window on its GPU; the window stops after \
+                 its current pass (ROCPROF_REPLAY_LOCK_TIMEOUT_MS)"
+            )
+        });
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.late {
+            self.agent.waiting_long.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+static CONTENDED: Once = Once::new();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    use std::thread;
+    use std::time::Instant;
+
+    const SHORT: Duration = Duration::from_millis(20);
+    /// Bounds the tests' own polling: a failure hangs no longer than this.
+    const GIVE_UP: Duration = Duration::from_secs(30);
+
+    fn until(what: &str, f: impl Fn() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(t.elapsed() < GIVE_UP, "never: {what}");
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn a_reader_waits_for_the_window_and_gets_in_after_it_ends() {
+        let agent = AgentLock::new();
+        let ended = AtomicBool::new(false);
+        let window = agent.write_for(SHORT).expect("free");
+        thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let _r = agent.read_outside_window(Duration::from_secs(60));
+                assert!(ended.load(Ordering::Acquire), "got in during the window");
+            });
+            thread::sleep(SHORT);
+            ended.store(true, Ordering::Release);
+            drop(window);
+            reader.join().unwrap();
+        });
+        assert!(!agent.contended());
+    }
+
+    #[test]
+    fn a_reader_past_its_deadline_marks_contention_until_it_is_in() {
+        let agent = AgentLock::new();
+        let ended = AtomicBool::new(false);
+        let (inside, got_in) = mpsc::channel();
+        let (release, leave) = mpsc::channel::<()>();
+        let window = agent.write_for(SHORT).expect("free");
+        thread::scope(|s| {
+            let (agent, ended) = (&agent, &ended);
+            s.spawn(move || {
+                let _r = agent.read_outside_window(SHORT);
+                assert!(ended.load(Ordering::Acquire), "went ahead unprotected");
+                inside.send(()).unwrap();
+                leave.recv().unwrap();
+            });
+            // Still waiting (the writer is held), flagged.
+            until("contended", || agent.contended());
+            ended.store(true, Ordering::Release);
+            drop(window);
+            got_in.recv().unwrap();
+            // In, reader still held: no longer waiting.
+            assert!(!agent.contended());
+            // A window cannot start while the reader holds the agent.
+            assert!(agent.write_for(SHORT).is_none());
+            release.send(()).unwrap();
+        });
+        assert!(agent.write_for(SHORT).is_some());
+    }
+
+    #[test]
+    fn the_writer_gives_up_at_its_deadline_while_a_reader_holds_the_agent() {
+        let agent = AgentLock::new();
+        let reader = agent.read_outside_window(SHORT);
+        thread::scope(|s| {
+            s.spawn(|| assert!(agent.write_for(SHORT).is_none()));
+        });
+        assert!(agent.try_write().is_none());
+        drop(reader);
+        assert!(agent.write_for(SHORT).is_some());
+        assert!(!agent.contended());
+    }
+
+    #[test]
+    fn a_held_reader_keeps_windows_off_until_released() {
+        let agent = AgentLock::new();
+        agent.hold_outside_window(SHORT);
+        assert!(agent.write_for(SHORT).is_none());
+        // Readers share.
+        drop(agent.read_outside_window(SHORT));
+        agent.release_held();
+        assert!(agent.try_write().is_some());
+    }
+
+    #[test]
+    fn readers_wait_until_the_last_open_window_ended() {
+        let agent = AgentLock::new();
+        let last_ended = AtomicBool::new(false);
+        agent.window_opened();
+        agent.window_opened();
+        thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let _r = agent.read_outside_window(SHORT);
+                assert!(
+                    last_ended.load(Ordering::Acquire),
+                    "got in with a window open"
+                );
+            });
+            agent.window_ended();
+            // One window still open: the reader waits on, past its deadline, flagged.
+            until("contended", || agent.contended());
+            last_ended.store(true, Ordering::Release);
+            agent.window_ended();
+            reader.join().unwrap();
+        });
+        assert!(!agent.contended());
+        // An extra end does not wrap the count: readers get straight in.
+        agent.window_ended();
+        drop(agent.read_outside_window(SHORT));
+    }
+}
