@@ -384,6 +384,10 @@ pub(crate) type ModuleVariables = (usize, Vec<(usize, usize)>);
 #[derive(Default)]
 pub(crate) struct Private {
     pub(crate) stream: usize,
+    /// Events of ours recorded behind work that outlived its deadline on private streams
+    /// given up since (a stuck copy, compare or pass): a new private stream waits for them,
+    /// so nothing of ours runs before that work, which may still write the memory.
+    pub(crate) late: Vec<usize>,
     pub(crate) timing_events: Vec<usize>,
     pub(crate) plain_events: Vec<usize>,
 }

@@ -1799,6 +1799,68 @@ fn a_stuck_relaunch_fails_and_orders_the_application_stream_after_it() {
     assert_eq!(waits[0].0, 0x5000, "the application's stream waits");
 }
 
+/// Three passes; the copies stick from the end of pass 1 on (the restore before pass 2 never
+/// finishes).
+struct StickAfterPassOne;
+
+impl ReplayPolicy for StickAfterPassOne {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::exactly(3, ())
+    }
+    fn on_pass_end(&self, pass: &crate::PassReport<'_>, _: &mut (), _: &mut ()) {
+        if pass.index == 0 {
+            gpu().stick_copies = true;
+        }
+    }
+}
+
+#[test]
+fn after_a_stuck_restore_the_rerun_waits_for_the_late_copies() {
+    // Full restores: the restore before pass 2 is a copy (write-set restore would first
+    // compare, and stick there: a decline before any restore).
+    let settings = Settings {
+        restore: crate::policy::RestoreMode::Full,
+        ..quick()
+    };
+    let h = harness_with(StickAfterPassOne, settings);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Failed(FailureReason::RestoreStuck));
+    let g = gpu();
+    // The stream the restore stuck on, and the event recorded behind the stuck copy.
+    let stuck: Vec<usize> = g.stuck_streams.iter().copied().collect();
+    assert_eq!(stuck.len(), 1, "{stuck:?}");
+    let marker = g
+        .ops
+        .iter()
+        .rev()
+        .find_map(|(s, op)| match op {
+            Op::Record(ev, _) if *s == stuck[0] => Some(*ev),
+            _ => None,
+        })
+        .expect("an event behind the stuck copy");
+    // The rerun ran on a new private stream, which waits for that event first.
+    let rerun_stream = g
+        .ops
+        .iter()
+        .rev()
+        .find_map(|(s, op)| (matches!(op, Op::Launch(_)) && *s != 0x5000).then_some(*s))
+        .expect("the rerun");
+    assert_ne!(rerun_stream, stuck[0]);
+    assert!(g.created_streams.contains(&rerun_stream));
+    assert!(
+        g.stream_waits.contains(&(rerun_stream, marker)),
+        "the rerun's stream waits for the late copies: {:?}",
+        g.stream_waits
+    );
+    drop(g);
+    gpu().stick_copies = false;
+}
+
 #[test]
 fn a_late_relaunch_that_finishes_within_the_second_deadline_is_declined() {
     let h = harness(3, quick());

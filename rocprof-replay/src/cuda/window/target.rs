@@ -195,7 +195,10 @@ impl<'a> CudaTarget<'a> {
         &self.be.drv
     }
 
-    /// The private stream, created on first use.
+    /// The private stream, created on first use. A new one waits for the work still running
+    /// on the streams given up before it ([`poison_stream`](Self::poison_stream)): a rerun
+    /// after a stuck restore must not run before the late copies, which would overwrite its
+    /// result.
     pub(super) fn stream(&self) -> Option<CUstream> {
         let mut p = self.ctx.private.lock();
         if p.stream == 0 {
@@ -206,17 +209,56 @@ impl<'a> CudaTarget<'a> {
                 tracing::warn!(status = %error_name(self.drv(), r), "cannot create the replay stream");
                 return None;
             }
+            // Late events already passed go back to the pool; the others stay listed (a later
+            // stream must wait for them too) and this one waits for each.
+            let late = std::mem::take(&mut p.late);
+            let mut waiting = true;
+            for ev in late {
+                // SAFETY: our event.
+                let passed =
+                    waiting && unsafe { (self.drv().event_query)(ev as CUevent) } == CUDA_SUCCESS;
+                if passed {
+                    p.plain_events.push(ev);
+                    continue;
+                }
+                if waiting {
+                    // SAFETY: our new stream and our recorded event.
+                    let r = unsafe { (self.drv().stream_wait_event)(s, ev as CUevent, 0) };
+                    waiting = r == CUDA_SUCCESS;
+                }
+                p.late.push(ev);
+            }
+            if !waiting {
+                // The new stream is left unused (the backend never destroys streams).
+                tracing::warn!(
+                    "the replay stream cannot wait for late work of ours: no replay work runs \
+                     in this context until a new one can"
+                );
+                return None;
+            }
             p.stream = s as usize;
         }
         Some(p.stream as CUstream)
     }
 
     /// Gives up the private stream after work on it outlived its deadline (it may still run);
-    /// remembers it, so an asynchronous window's gate can open behind that work.
+    /// remembers it, so an asynchronous window's gate can open behind that work, and records
+    /// an event behind that work, which the next private stream waits for.
     pub(super) fn poison_stream(&mut self) {
+        let old = self.ctx.private.lock().stream;
+        if old == 0 {
+            return;
+        }
+        self.late_stream = old;
+        let marker = record_marker(self.be, self.ctx, old as CUstream);
         let mut p = self.ctx.private.lock();
-        if p.stream != 0 {
-            self.late_stream = p.stream;
+        if marker != 0 {
+            p.late.push(marker);
+        } else {
+            tracing::warn!(
+                "no event could be recorded behind late work of ours: later replay work in \
+                 this context may run before it"
+            );
         }
         p.stream = 0;
     }
