@@ -575,7 +575,8 @@ impl Backend {
             calls_push(&READERS, call, ctx_handle as u64);
         } else if let Some(ctx) = calls_pop(&READERS, call) {
             note();
-            self.ctx(ctx as usize).lock.release_held();
+            // SAFETY: the reader this call's enter callback held (recorded in READERS).
+            unsafe { self.ctx(ctx as usize).lock.release_held() };
         }
     }
 
@@ -1260,7 +1261,8 @@ impl Backend {
         }
         let freed = ctx.arena.lock().relieve(&mem, request);
         if waited {
-            ctx.lock.release_held();
+            // SAFETY: held just above.
+            unsafe { ctx.lock.release_held() };
         }
         if freed > 0 {
             tracing::info!(

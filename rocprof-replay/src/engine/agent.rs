@@ -93,11 +93,13 @@ impl AgentLock {
 
     /// Releases a reader taken by [`hold_outside_window`](Self::hold_outside_window).
     ///
-    /// Call once per reader held, on the thread that took it.
+    /// # Safety
+    /// Once per reader held by `hold_outside_window` on this lock, never more: releasing a
+    /// reader nobody holds would let a window in beside work it must exclude.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
-    pub(crate) fn release_held(&self) {
-        // SAFETY: called once per reader taken (and forgotten) by `hold_outside_window`: this
-        // thread logically owns a read guard that was discarded.
+    pub(crate) unsafe fn release_held(&self) {
+        // SAFETY: caller contract: a read guard taken (and forgotten) by `hold_outside_window`
+        // is logically owned and given back here.
         unsafe { self.lock.force_unlock_read() };
     }
 
@@ -267,7 +269,8 @@ mod tests {
         assert!(agent.write_for(SHORT).is_none());
         // Readers share.
         drop(agent.read_outside_window(SHORT));
-        agent.release_held();
+        // SAFETY: the reader held above.
+        unsafe { agent.release_held() };
         assert!(agent.try_write().is_some());
     }
 

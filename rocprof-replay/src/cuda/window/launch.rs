@@ -402,7 +402,9 @@ pub(crate) unsafe fn exit_launch(
         }
         Release::Ordinary { reader: true } => {
             crate::engine::footprint::note_device_write(ctx.handle as u64);
-            ctx.lock.release_held();
+            // SAFETY: the enter callback held the context's reader for every pending launch it
+            // left with `reader: true` (the decision's ordinary path and the release above).
+            unsafe { ctx.lock.release_held() };
         }
         Release::Ordinary { reader: false } => {}
     }
