@@ -173,7 +173,7 @@ static struct Driver {
   PFN_cuDeviceGet_v2000 device_get;
   PFN_cuDevicePrimaryCtxRetain_v7000 primary_retain;
   PFN_cuDevicePrimaryCtxRelease_v11000 primary_release;
-  PFN_cuCtxCreate_v3020 ctx_create;
+  PFN_cuCtxCreate_v12050 ctx_create;  // CUDA 13 has only the CUctxCreateParams form
   PFN_cuCtxDestroy_v4000 ctx_destroy;
   PFN_cuCtxSetCurrent_v4000 ctx_set_current;
   PFN_cuCtxSynchronize_v2000 ctx_synchronize;
@@ -200,10 +200,10 @@ static struct Driver {
 } d;
 
 template <class F>
-static bool entry(F& f, const char* name) {
+static bool entry(F& f, const char* name, unsigned version = 12000) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult st;
-  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &st) != cudaSuccess ||
+  if (cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &st) != cudaSuccess ||
       st != cudaDriverEntryPointSuccess || !p) {
     printf("driver entry point %s not found\n", name);
     return false;
@@ -216,7 +216,7 @@ static bool load_driver() {
   return entry(d.get_error_name, "cuGetErrorName") && entry(d.device_get, "cuDeviceGet") &&
          entry(d.primary_retain, "cuDevicePrimaryCtxRetain") &&
          entry(d.primary_release, "cuDevicePrimaryCtxRelease") &&
-         entry(d.ctx_create, "cuCtxCreate") && entry(d.ctx_destroy, "cuCtxDestroy") &&
+         entry(d.ctx_create, "cuCtxCreate", 12050) && entry(d.ctx_destroy, "cuCtxDestroy") &&
          entry(d.ctx_set_current, "cuCtxSetCurrent") &&
          entry(d.ctx_synchronize, "cuCtxSynchronize") && entry(d.mem_alloc, "cuMemAlloc") &&
          entry(d.mem_free, "cuMemFree") && entry(d.memcpy_htod, "cuMemcpyHtoD") &&
@@ -362,7 +362,7 @@ static int side_close(Side& s) {
 static int two_contexts(CUdevice dev, CUcontext primary) {
   Side a, b;
   a.ctx = primary;
-  CU(d.ctx_create(&b.ctx, 0, dev));
+  CU(d.ctx_create(&b.ctx, nullptr, 0, dev));
   if (side_open(a) || side_open(b) || side_zero(a) || side_zero(b)) return 1;
 
   // Two host threads at once, each into its own context.
