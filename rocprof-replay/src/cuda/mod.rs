@@ -61,6 +61,7 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use rocprof_replay_sys::cuda::*;
+use smallvec::SmallVec;
 
 use crate::engine::agent::AgentLock;
 use crate::engine::arena::Arena;
@@ -350,6 +351,11 @@ pub(crate) struct Ctx {
     /// Events of ours recorded on application streams destroyed with work still pending
     /// (the work runs on): the next drain waits for them.
     pub(crate) retired: Mutex<Vec<usize>>,
+    /// Events of other contexts of the process (event, its context), each recorded behind
+    /// work of that context that may write this context's memory (a copy, a fill, a kernel
+    /// given its allocations): the next drain waits for them, as it does for this context's
+    /// own streams. Recorded before the work's hold on this context is released.
+    pub(crate) foreign: Mutex<Vec<(usize, usize)>>,
     /// Streams (as the application names them) that have had a stream memory wait: kernels
     /// launched into them are not replayed.
     pub(crate) waiting_streams: Mutex<HashSet<usize>>,
@@ -400,6 +406,7 @@ impl Ctx {
             lock: AgentLock::new(),
             streams: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
+            foreign: Mutex::new(Vec::new()),
             waiting_streams: Mutex::new(HashSet::new()),
             requested_globals: Mutex::new(Vec::new()),
             modules: Mutex::new(HashMap::new()),
@@ -560,24 +567,127 @@ impl Backend {
             enter,
             call,
             ctx_handle,
+            Reach::OWN,
             crate::engine::footprint::note_device_write_all,
         );
     }
 
-    /// [`hold_off_window`](Self::hold_off_window), with `note` telling the engine what the
-    /// work writes, before the call and again after it.
-    fn hold_off_window_writing(&self, enter: bool, call: u32, ctx_handle: usize, note: impl Fn()) {
+    /// [`hold_off_window`](Self::hold_off_window) for work that reaches `reach`: the reader
+    /// side of its own context and of every other context whose memory it may write, taken
+    /// in the order of the contexts' handles (so two threads holding each other's contexts
+    /// never wait in a cycle). At exit, before those are released, an event recorded behind
+    /// the work on its stream goes to each other context, whose next drain waits for it.
+    /// `note` tells the engine what the work writes, before the call and again after it.
+    fn hold_off_window_writing(
+        &self,
+        enter: bool,
+        call: u32,
+        ctx_handle: usize,
+        reach: Reach,
+        note: impl Fn(),
+    ) {
         if enter {
             note();
-            self.ctx(ctx_handle)
-                .lock
-                .hold_outside_window(self.settings.lock);
-            calls_push(&READERS, call, ctx_handle as u64);
-        } else if let Some(ctx) = calls_pop(&READERS, call) {
-            note();
-            // SAFETY: the reader this call's enter callback held (recorded in READERS).
-            unsafe { self.ctx(ctx as usize).lock.release_held() };
+            let mut held = self.contexts_written(ctx_handle, reach.writes);
+            held.push(ctx_handle);
+            held.sort_unstable();
+            held.dedup();
+            for c in held {
+                self.ctx(c).lock.hold_outside_window(self.settings.lock);
+                calls_push(&READERS, call, c as u64);
+            }
+            return;
         }
+        let mut held: SmallVec<[usize; 2]> = SmallVec::new();
+        while let Some(c) = calls_pop(&READERS, call) {
+            held.push(c as usize);
+        }
+        if held.is_empty() {
+            return;
+        }
+        note();
+        let others = held.iter().filter(|c| **c != ctx_handle);
+        if let Some(first) = others.clone().next() {
+            match reach.stream {
+                Some(stream) => {
+                    for &owner in others {
+                        self.mark_foreign_work(ctx_handle, owner, stream);
+                    }
+                }
+                None => tracing::debug!(
+                    context = first,
+                    "work of another context that may write this context's memory is on a \
+                     stream the backend does not decode: held off windows while submitted, \
+                     not waited for by their drains"
+                ),
+            }
+        }
+        for c in held {
+            // SAFETY: the reader this call's enter callback held (recorded in READERS).
+            unsafe { self.ctx(c).lock.release_held() };
+        }
+    }
+
+    /// The other contexts of the process whose memory work of `own` may write: the owner of
+    /// each end of a decoded destination range (`Some(Some(range))`); none for work that
+    /// writes no device memory (`Some(None)`); every other context that owns an allocation
+    /// when the destination is not decoded (`None`). Empty, at the cost of one read lock,
+    /// where the process has one context.
+    pub(crate) fn contexts_written(
+        &self,
+        own: usize,
+        writes: Option<Option<(usize, usize)>>,
+    ) -> SmallVec<[usize; 2]> {
+        let mut out = SmallVec::new();
+        let contexts = self.contexts.read();
+        if contexts.len() <= 1 {
+            return out;
+        }
+        match writes {
+            Some(None) => {}
+            Some(Some((start, len))) => {
+                for addr in [start, start.saturating_add(len.saturating_sub(1))] {
+                    if let Some(owner) = self.inventory.agent_of(addr) {
+                        let owner = owner.0 as usize;
+                        if owner != own && contexts.contains_key(&owner) && !out.contains(&owner) {
+                            out.push(owner);
+                        }
+                    }
+                }
+            }
+            None => {
+                for &c in contexts.keys() {
+                    if c != own && !self.inventory.owned_by(crate::AgentId(c as u64)).is_empty() {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Records an event of context `own` (current on this thread) behind the work just
+    /// enqueued on `stream`, for the next drain of context `owner`, whose memory the work may
+    /// write. A capturing stream executes nothing now: no event.
+    pub(crate) fn mark_foreign_work(&self, own: usize, owner: usize, stream: usize) {
+        let _g = Guard::new();
+        let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: the application's stream, on the thread that just used it.
+        let r = unsafe { (self.drv.stream_is_capturing)(stream as CUstream, &mut status) };
+        if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+            return;
+        }
+        let ctx = self.ctx(own);
+        let ev = window::record_marker(self, &ctx, stream as CUstream);
+        if ev == 0 {
+            tracing::warn!(
+                context = owner,
+                "no event behind work of another context that may write this context's memory: \
+                 its next window does not wait for that work"
+            );
+            return;
+        }
+        self.ctx(owner).foreign.lock().push((ev, own));
     }
 
     /// The outcome record of a graph launch: one record, `declined` / `graph_launch`, whose
@@ -664,7 +774,8 @@ impl Backend {
             warn_once(&UNKNOWN_HANDLE, || {
                 tracing::warn!(
                     kernel = name.as_deref().unwrap_or("<unknown>"),
-                    "a kernel was launched through a handle the application never obtained                      from the driver: its module cannot be queried"
+                    "a kernel was launched through a handle the application never obtained \
+                     from the driver: its module cannot be queried"
                 )
             });
             None
@@ -918,8 +1029,22 @@ impl Backend {
                     Api::StreamWork(w) => w,
                     _ => writes::Writes::Unknown,
                 };
-                // SAFETY: this call's parameters, which `writes` was decoded for.
-                self.hold_off_window_writing(enter, call, ctx_handle, || unsafe {
+                // SAFETY: this call's parameters, which `writes` was decoded for, and its
+                // name, CUPTI's NUL-terminated string.
+                let reach = unsafe {
+                    Reach {
+                        writes: writes.range(params),
+                        stream: match cb.functionName.is_null() {
+                            true => None,
+                            false => writes::Writes::stream(
+                                &CStr::from_ptr(cb.functionName).to_string_lossy(),
+                                params,
+                            ),
+                        },
+                    }
+                };
+                // SAFETY: as above.
+                self.hold_off_window_writing(enter, call, ctx_handle, reach, || unsafe {
                     writes.note(params)
                 });
             }
@@ -1232,6 +1357,11 @@ impl Backend {
                 // virtual-memory mappings are left until freed or unmapped).
                 self.host_memory.write().remove_context(ctx_handle);
                 self.foreign_memory.write().remove_context(ctx_handle);
+                // Its events behind work into other contexts' memory die with it: their drains
+                // no longer wait for them.
+                for other in self.contexts.read().values() {
+                    other.foreign.lock().retain(|(_, c)| *c != ctx_handle);
+                }
                 // The context frees its memory, streams and events itself.
                 ctx.arena.lock().abandon();
                 profiler::forget_context(ctx_handle);
@@ -1319,6 +1449,23 @@ thread_local! {
     static LOADS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
     /// The module this thread's `cuModuleUnload` is unloading (0: none).
     static UNLOADING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// What a piece of stream work reaches: the device memory it may write (as
+/// [`Writes::range`](writes::Writes::range) says) and the stream it is enqueued on (`None`:
+/// not decoded).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reach {
+    pub(crate) writes: Option<Option<(usize, usize)>>,
+    pub(crate) stream: Option<usize>,
+}
+
+impl Reach {
+    /// Work that writes none of another context's memory.
+    const OWN: Reach = Reach {
+        writes: Some(None),
+        stream: None,
+    };
 }
 
 type Calls = std::thread::LocalKey<std::cell::RefCell<Vec<(u32, u64)>>>;

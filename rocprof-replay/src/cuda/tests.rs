@@ -473,11 +473,13 @@ unsafe extern "C" fn func_get_param_info(
     offset: *mut usize,
     size: *mut usize,
 ) -> CUresult {
-    // ADD_ONE, ADD_ONE_COUNTED (and the writers of the write-set tests) take (CUdeviceptr, u32); the other
-    // kernels of these tests take nothing.
+    // ADD_ONE, ADD_ONE_COUNTED, SLOW (and the writers of the write-set tests) take
+    // (CUdeviceptr, u32); the other kernels of these tests take nothing.
     let f = f.cast::<FakeKernel>();
     let params: &[(usize, usize)] = if std::ptr::eq(f, &ADD_ONE)
         || std::ptr::eq(f, &ADD_ONE_COUNTED)
+        || std::ptr::eq(f, &SLOW)
+        || std::ptr::eq(f, &NOTING)
         || compare_tests::writer(f)
     {
         &[(0, 8), (8, 4)]
@@ -2289,16 +2291,22 @@ fn allocations_are_tracked_and_frees_forget_them() {
 /// still running (fewer than 3 passes done) when the call's own body runs, and must return
 /// it. Asserts the call waited for the window and the application saw one execution.
 fn assert_held_off_a_window(call: impl Fn(&Harness, &dyn Fn() -> bool) -> bool + Sync) {
-    static SLOW_RUNS: AtomicU32 = AtomicU32::new(0);
-    fn slow(args: *mut *mut c_void) {
-        SLOW_RUNS.fetch_add(1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(60));
-        add_one(args);
-    }
-    static SLOW: FakeKernel = FakeKernel {
-        run: slow,
-        module: 0,
-    };
+    let (ran_inside, values) = call_during_a_window(false, |h, _, inside| call(h, inside));
+    assert!(!ran_inside, "the call ran inside the window");
+    assert_eq!(values, vec![1; 4]);
+}
+
+/// Runs `call` on another thread while a replay window of `CTX` (3 passes of a slow kernel
+/// over a buffer of 4 u32, whose address `call` gets) is in flight; returns what `call`
+/// returned (whether it ran inside the window, as the `inside` it is given says) and the
+/// buffer's values once both are done. With `other_context`, context `CTX_B` has an
+/// allocation and has launched [`NOTING`] once (its first allocation loads the backend's
+/// module, and a kernel's first launch queries its module: both wait for windows in flight)
+/// before the window starts.
+fn call_during_a_window(
+    other_context: bool,
+    call: impl Fn(&Harness, usize, &dyn Fn() -> bool) -> bool + Sync,
+) -> (bool, Vec<u32>) {
     let h = harness(
         3,
         Settings {
@@ -2308,22 +2316,230 @@ fn assert_held_off_a_window(call: impl Fn(&Harness, &dyn Fn() -> bool) -> bool +
         },
     );
     SLOW_RUNS.store(0, Ordering::SeqCst);
+    if other_context {
+        // With two contexts, a kernel whose parameters are unknown may reach the other's
+        // memory (it declines): this one's are known.
+        h.obtain_function(&SLOW);
+        h.obtain_function(&NOTING);
+        let own = h.alloc_in(CTX_B, 64);
+        // B's first launch of NOTING (a kernel's first launch in a context queries its
+        // module, which waits for windows in flight), on B's own memory.
+        let mut ptr = own as CUdeviceptr;
+        let mut n = 4u32;
+        let mut args: [*mut c_void; 2] = [
+            (&mut ptr as *mut CUdeviceptr).cast(),
+            (&mut n as *mut u32).cast(),
+        ];
+        h.launch_returning_in(CTX_B, &NOTING, &mut args, 0x7700, c"_Z7add_onePji");
+        h.settle();
+    }
     let mut buf = Buffer::new(&h, 4);
+    let addr = buf.ptr as usize;
     let started = Instant::now();
     let ran_inside = std::thread::scope(|s| {
         let other = s.spawn(|| {
             while SLOW_RUNS.load(Ordering::SeqCst) < 2 {
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "the window never reached its second pass: {:?}",
+                    h.outcomes()
+                );
                 std::thread::yield_now();
             }
-            call(&h, &|| SLOW_RUNS.load(Ordering::SeqCst) != 3)
+            call(&h, addr, &|| SLOW_RUNS.load(Ordering::SeqCst) != 3)
         });
         let mut args = buf.args();
         h.launch(&SLOW, &mut args, 0);
         other.join().unwrap()
     });
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert!(!ran_inside, "the call ran inside the window");
-    assert_eq!(buf.values(), vec![1; 4]);
+    (ran_inside, buf.values())
+}
+
+/// Runs of [`SLOW`] so far.
+static SLOW_RUNS: AtomicU32 = AtomicU32::new(0);
+
+fn slow(args: *mut *mut c_void) {
+    SLOW_RUNS.fetch_add(1, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(60));
+    add_one(args);
+}
+
+/// ADD_ONE, taking 60 ms a run.
+static SLOW: FakeKernel = FakeKernel {
+    run: slow,
+    module: 0,
+};
+
+/// What [`SLOW_RUNS`] was when [`NOTING`] last ran.
+static NOTED_SLOW_RUNS: AtomicU32 = AtomicU32::new(0);
+
+fn noting(args: *mut *mut c_void) {
+    NOTED_SLOW_RUNS.store(SLOW_RUNS.load(Ordering::SeqCst), Ordering::SeqCst);
+    add_one(args);
+}
+
+/// ADD_ONE, noting how far a window of [`SLOW`] was when it ran.
+static NOTING: FakeKernel = FakeKernel {
+    run: noting,
+    module: 0,
+};
+
+/// A second context of the fake process.
+const CTX_B: usize = 0xc1_0000;
+
+/// `cuMemcpyHtoDAsync_v2` of 16 bytes into `dst` on `stream`, made in context `ctx`;
+/// `body` is the driver's part.
+fn copy_in(h: &Harness, ctx: usize, dst: usize, stream: usize, body: impl FnOnce()) {
+    let src = [0u8; 16];
+    let p = [dst as u64, src.as_ptr() as u64, 16, stream as u64];
+    h.call_in(
+        ctx,
+        MEMCPY,
+        c"cuMemcpyHtoDAsync_v2",
+        p.as_ptr().cast(),
+        c"",
+        || {
+            body();
+            CUDA_SUCCESS
+        },
+    );
+}
+
+#[test]
+fn a_copy_of_another_context_into_this_contexts_memory_waits_for_its_window() {
+    let (ran_inside, values) = call_during_a_window(true, |h, dst, inside| {
+        let mut ran_inside = false;
+        copy_in(h, CTX_B, dst, 0x7700, || ran_inside = inside());
+        ran_inside
+    });
+    assert!(
+        !ran_inside,
+        "the copy into the window's memory ran inside it"
+    );
+    assert_eq!(values, vec![1; 4]);
+}
+
+#[test]
+fn a_copy_of_another_context_into_its_own_memory_does_not_wait_for_this_contexts_window() {
+    // The control of the test above: only work that reaches the window's memory is held.
+    let (ran_inside, values) = call_during_a_window(true, |h, dst, inside| {
+        let own =
+            h.be.inventory
+                .owned_by(crate::AgentId(CTX_B as u64))
+                .first()
+                .map(|a| a.base)
+                .expect("B's allocation");
+        assert_ne!(own, dst);
+        let mut ran_inside = false;
+        copy_in(h, CTX_B, own, 0x7700, || ran_inside = inside());
+        ran_inside
+    });
+    assert!(
+        ran_inside,
+        "a copy within another context was held off this one's window"
+    );
+    assert_eq!(values, vec![1; 4]);
+}
+
+#[test]
+fn a_drain_waits_for_another_contexts_copy_into_its_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    h.alloc_in(CTX_B, 64);
+    let mut buf = Buffer::new(&h, 8);
+    // Context B's copy into this context's buffer is still running (its stream never
+    // finishes) when this context's next launch comes.
+    gpu().stuck_streams.insert(0x7700);
+    copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {});
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Declined(DeclineReason::DrainTimeout),
+        "a restore could undo the other context's copy: the window must not start"
+    );
+    assert_eq!(buf.values(), vec![1; 8], "one execution");
+    // The copy finishes: the next launch is replayed, and the event goes back to B.
+    gpu().stuck_streams.remove(&0x7700);
+    gpu().stuck_events.clear();
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    assert_eq!(h.outcomes()[1].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![2; 8], "two executions in all");
+    assert!(h.be.ctx(CTX).foreign.lock().is_empty());
+    assert_eq!(h.be.ctx(CTX_B).private.lock().plain_events.len(), 1);
+}
+
+#[test]
+fn a_copy_of_another_context_into_its_own_memory_leaves_this_contexts_drain_alone() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let own = h.alloc_in(CTX_B, 64);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stuck_streams.insert(0x7700);
+    copy_in(&h, CTX_B, own, 0x7700, || {});
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    gpu().stuck_streams.remove(&0x7700);
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
+#[test]
+fn a_kernel_of_another_context_given_this_contexts_memory_runs_after_its_window() {
+    // Context B's kernel adds one to the window's buffer. Run inside the window, a restore
+    // between passes would undo it; held off, it runs after the window: one execution each.
+    let (_, values) = call_during_a_window(true, |h, dst, _| {
+        let mut ptr = dst as CUdeviceptr;
+        let mut n = 4u32;
+        let mut args: [*mut c_void; 2] = [
+            (&mut ptr as *mut CUdeviceptr).cast(),
+            (&mut n as *mut u32).cast(),
+        ];
+        NOTED_SLOW_RUNS.store(0, Ordering::SeqCst);
+        let r = h.launch_returning_in(CTX_B, &NOTING, &mut args, 0x7700, c"_Z7add_onePji");
+        assert_eq!(r, CUDA_SUCCESS);
+        false
+    });
+    assert_eq!(
+        NOTED_SLOW_RUNS.load(Ordering::SeqCst),
+        3,
+        "the other context's kernel ran before the window's last pass"
+    );
+    assert_eq!(
+        values,
+        vec![2; 4],
+        "the other context's kernel was undone by a restore"
+    );
+}
+
+#[test]
+fn a_drain_waits_for_a_kernel_of_another_context_given_its_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    h.alloc_in(CTX_B, 64);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stuck_streams.insert(0x7700);
+    let mut args = buf.args();
+    h.launch_returning_in(CTX_B, &ADD_ONE, &mut args, 0x7700, c"_Z7add_onePji");
+    h.settle();
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Declined(DeclineReason::PeerMemory)
+    );
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    assert_eq!(
+        h.outcomes()[1].1.kind,
+        OutcomeKind::Declined(DeclineReason::DrainTimeout)
+    );
+    assert_eq!(buf.values(), vec![2; 8], "one execution of each");
+    gpu().stuck_streams.remove(&0x7700);
+    gpu().stuck_events.clear();
 }
 
 #[test]

@@ -94,6 +94,64 @@ impl Writes {
         Some(Some(range))
     }
 
+    /// The stream the stream-work call `name` enqueues on, read from its parameters: its
+    /// `hStream` (word `i` of the struct) for the forms listed below, the default stream for
+    /// the synchronous copies and fills (the legacy stream, or the per-thread stream of the
+    /// `_ptds` / `_ptsz` forms, which is also what an `hStream` of 0 means there). `None` for
+    /// calls whose stream is not decoded (array and batch copies, legacy launches).
+    ///
+    /// # Safety
+    /// `params` is the call's CUPTI parameter struct of the function `name`.
+    pub(crate) unsafe fn stream(name: &str, params: *const c_void) -> Option<usize> {
+        let per_thread = name.ends_with("_ptsz") || name.ends_with("_ptds");
+        let base = name
+            .strip_suffix("_ptsz")
+            .or_else(|| name.strip_suffix("_ptds"))
+            .unwrap_or(name);
+        let word: Option<usize> = match base {
+            "cuMemcpyAsync"
+            | "cuMemcpyHtoDAsync_v2"
+            | "cuMemcpyDtoDAsync_v2"
+            | "cuMemcpyDtoHAsync_v2"
+            | "cuMemsetD8Async"
+            | "cuMemsetD16Async"
+            | "cuMemsetD32Async" => Some(3),
+            "cuMemcpyPeerAsync" | "cuMemsetD2D8Async" | "cuMemsetD2D16Async"
+            | "cuMemsetD2D32Async" => Some(5),
+            "cuMemcpy2DAsync_v2" | "cuMemcpy3DAsync_v2" | "cuMemcpy3DPeerAsync" => Some(1),
+            b if b.starts_with("cuStreamWriteValue")
+                || b == "cuLaunchHostFunc"
+                || b == "cuStreamAddCallback" =>
+            {
+                Some(0)
+            }
+            "cuMemcpy"
+            | "cuMemcpyHtoD_v2"
+            | "cuMemcpyDtoD_v2"
+            | "cuMemcpyDtoH_v2"
+            | "cuMemcpyPeer"
+            | "cuMemcpy2D_v2"
+            | "cuMemcpy2DUnaligned_v2"
+            | "cuMemcpy3D_v2"
+            | "cuMemcpy3DPeer"
+            | "cuMemsetD8_v2"
+            | "cuMemsetD16_v2"
+            | "cuMemsetD32_v2"
+            | "cuMemsetD2D8_v2"
+            | "cuMemsetD2D16_v2"
+            | "cuMemsetD2D32_v2" => None,
+            _ => return None,
+        };
+        // SAFETY: the listed structs hold an 8-byte stream handle at that word (caller
+        // contract; CUDA 13's `generated_cuda_meta.h`).
+        let stream = word.map_or(0, |i| unsafe { *params.cast::<u64>().add(i) } as usize);
+        Some(match stream {
+            0 if per_thread => rocprof_replay_sys::cuda::CU_STREAM_PER_THREAD,
+            0 => rocprof_replay_sys::cuda::CU_STREAM_LEGACY,
+            s => s,
+        })
+    }
+
     /// Tells the engine what the call writes (before it is submitted, and again after).
     ///
     /// # Safety

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rocprof_replay_sys::cuda::*;
+use smallvec::SmallVec;
 
 use crate::cuda::api::error_name;
 use crate::cuda::gate::{BEHIND, Gate, GatePage};
@@ -30,6 +31,10 @@ pub(super) struct Pending {
     /// The arguments were copied and gates are available: the call returns before the
     /// window ends.
     pub(super) asynchronous: Option<Arc<GatePage>>,
+    /// Other contexts whose allocations the arguments of an ordinary run name (or may name):
+    /// their reader sides are held too, from enter to exit, and each gets an event behind
+    /// the launch for its next drain.
+    pub(super) others: SmallVec<[usize; 2]>,
 }
 
 /// The launch as the decision sees it, on the launching thread: the gate's verdict, and the
@@ -204,7 +209,9 @@ pub(crate) unsafe fn enter_launch(
         // without the tool, outside any window (the write epoch is bumped before and after:
         // carried fingerprints of the context no longer count).
         crate::engine::footprint::note_device_write(cb.context as u64);
-        ctx.lock.hold_outside_window(be.settings.lock);
+        // SAFETY: the application is inside this launch call: its arguments are alive.
+        let others = unsafe { contexts_named(be, &ctx, &launch, facts.params.as_deref()) };
+        hold_in_order(be, &ctx, &others);
         let pending = Box::new(Pending {
             hand: None,
             ctx,
@@ -212,6 +219,7 @@ pub(crate) unsafe fn enter_launch(
             release: Release::Ordinary { reader: true },
             go: None,
             asynchronous: None,
+            others,
         });
         return Box::into_raw(pending) as u64;
     };
@@ -307,8 +315,57 @@ pub(crate) unsafe fn enter_launch(
         release,
         go,
         asynchronous,
+        others: SmallVec::new(),
     });
     Box::into_raw(pending) as u64
+}
+
+/// The other contexts of the process whose allocations the arguments of a launch of `ctx`
+/// name; every other context that owns an allocation where the arguments cannot be read.
+/// Empty where the process has one context.
+///
+/// # Safety
+/// The launch's arguments are alive.
+unsafe fn contexts_named(
+    be: &Backend,
+    ctx: &Ctx,
+    launch: &Launch,
+    params: Option<&[(usize, usize)]>,
+) -> SmallVec<[usize; 2]> {
+    if be.contexts.read().len() <= 1 {
+        return SmallVec::new();
+    }
+    // SAFETY: caller contract.
+    let Some(bytes) = (unsafe { launch.argument_bytes(params) }) else {
+        return be.contexts_written(ctx.handle, None);
+    };
+    let mut out: SmallVec<[usize; 2]> = SmallVec::new();
+    for word in crate::cuda::memory::words(&bytes) {
+        if let Some(owner) = be.inventory.agent_of(word) {
+            let owner = owner.0 as usize;
+            if owner != ctx.handle && !out.contains(&owner) {
+                out.push(owner);
+            }
+        }
+    }
+    out.retain(|o| be.contexts.read().contains_key(o));
+    out
+}
+
+/// Takes the reader side of `ctx` and of `others`, in the order of their handles (see
+/// `Backend::hold_off_window_writing`).
+fn hold_in_order(be: &Backend, ctx: &Arc<Ctx>, others: &[usize]) {
+    let mut all: SmallVec<[usize; 3]> = others.iter().copied().collect();
+    all.push(ctx.handle);
+    all.sort_unstable();
+    all.dedup();
+    for c in all {
+        if c == ctx.handle {
+            ctx.lock.hold_outside_window(be.settings.lock);
+        } else {
+            be.ctx(c).lock.hold_outside_window(be.settings.lock);
+        }
+    }
 }
 
 /// Whether launches may return before their window ends: yes unless `ROCPROF_REPLAY_CUDA_ASYNC`
@@ -391,7 +448,20 @@ pub(crate) unsafe fn exit_launch(
         release,
         go,
         asynchronous,
+        others,
     } = *p;
+    for &owner in &others {
+        // The launch is enqueued: the other context's next drain waits for it.
+        let on = if stream.is_null() {
+            CU_STREAM_LEGACY
+        } else {
+            stream as usize
+        };
+        be.mark_foreign_work(ctx.handle, owner, on);
+        // SAFETY: the enter callback held this reader for the ordinary run
+        // (`hold_in_order`).
+        unsafe { be.ctx(owner).lock.release_held() };
+    }
     match release {
         Release::Pass { end, .. } => {
             let _g = Guard::new();
@@ -488,7 +558,7 @@ pub(super) static CAPTURE: std::sync::Once = std::sync::Once::new();
 pub(super) static NO_COMPANION: std::sync::Once = std::sync::Once::new();
 
 /// Records a plain event of ours on `stream` (the application thread's own default stream).
-pub(super) fn record_marker(be: &Backend, ctx: &Ctx, stream: CUstream) -> usize {
+pub(crate) fn record_marker(be: &Backend, ctx: &Ctx, stream: CUstream) -> usize {
     let _g = Guard::new();
     let Some(ev) = take_event(be, ctx, false) else {
         return 0;

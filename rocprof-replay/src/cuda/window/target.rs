@@ -757,6 +757,33 @@ impl ReplayTarget for CudaTarget<'_> {
                 }
             }
         }
+        // Work of other contexts that may write this context's memory (their copies, fills
+        // and kernels given its allocations hold this context's reader side while they are
+        // submitted, and leave an event behind them here).
+        let foreign = std::mem::take(&mut *self.ctx.foreign.lock());
+        for (i, &(ev, owner)) in foreign.iter().enumerate() {
+            // SAFETY: an event of ours; its context is alive (a context's events leave these
+            // lists when it is destroyed).
+            match poll(deadline, || unsafe { (drv.event_query)(ev as CUevent) }) {
+                Poll::Done => {
+                    if let Some(c) = self.be.contexts.read().get(&owner) {
+                        give_event(c, ev, false);
+                    }
+                }
+                Poll::Failed(r) => {
+                    tracing::debug!(status = %error_name(&drv, r), "an event behind another context's work could not be queried");
+                }
+                Poll::TimedOut => {
+                    tracing::debug!(
+                        context = owner,
+                        "work of another context that may write this context's memory did \
+                         not finish within the drain deadline"
+                    );
+                    self.ctx.foreign.lock().extend_from_slice(&foreign[i..]);
+                    return Err(DeclineReason::DrainTimeout);
+                }
+            }
+        }
         Ok(())
     }
 
