@@ -1007,7 +1007,20 @@ impl Backend {
                     self.ctx(ctx_handle).waiting_streams.lock().insert(stream);
                 }
                 if batch {
-                    self.hold_off_window(enter, call, ctx_handle);
+                    // A batch may also write memory, of any context: held off, with an event
+                    // behind it for the owners' drains.
+                    // SAFETY: this call's parameters and CUPTI's NUL-terminated name.
+                    let stream = unsafe { call_stream(cb, params) };
+                    self.hold_off_window_writing(
+                        enter,
+                        call,
+                        ctx_handle,
+                        Reach {
+                            writes: None,
+                            stream,
+                        },
+                        crate::engine::footprint::note_device_write_all,
+                    );
                 }
             }
             Api::GraphLaunch | Api::StreamWork(_) => {
@@ -1034,13 +1047,7 @@ impl Backend {
                 let reach = unsafe {
                     Reach {
                         writes: writes.range(params),
-                        stream: match cb.functionName.is_null() {
-                            true => None,
-                            false => writes::Writes::stream(
-                                &CStr::from_ptr(cb.functionName).to_string_lossy(),
-                                params,
-                            ),
-                        },
+                        stream: call_stream(cb, params),
                     }
                 };
                 // SAFETY: as above.
@@ -1449,6 +1456,18 @@ thread_local! {
     static LOADS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
     /// The module this thread's `cuModuleUnload` is unloading (0: none).
     static UNLOADING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The stream the stream-work call `cb` enqueues on ([`Writes::stream`](writes::Writes::stream)).
+///
+/// # Safety
+/// `cb` is CUPTI's data of a driver callback and `params` its parameter struct.
+unsafe fn call_stream(cb: &CUpti_CallbackData, params: *const c_void) -> Option<usize> {
+    if cb.functionName.is_null() {
+        return None;
+    }
+    // SAFETY: CUPTI's NUL-terminated function name; the parameters of that function.
+    unsafe { writes::Writes::stream(&CStr::from_ptr(cb.functionName).to_string_lossy(), params) }
 }
 
 /// What a piece of stream work reaches: the device memory it may write (as

@@ -3958,6 +3958,63 @@ fn stream_work_names_the_range_it_writes() {
     );
     assert_eq!(range("cuMemcpy2DAsync_v2", &[0, 0]), None);
     assert_eq!(range("cuLaunchHostFunc", &[0, 0]), None);
+    assert_eq!(
+        range("cuMemcpyAtoD_v2_ptds", &[0x1000, 0xa, 16, 64]),
+        Some(Some((0x1000, 64)))
+    );
+    assert_eq!(range("cuMemcpyHtoAAsync_v2", &[0xa, 0, 9, 64, 0]), Some(None));
+    assert_eq!(
+        range("cuMemcpyWithAttributesAsync", &[0x1000, 9, 64, 0, 0]),
+        Some(Some((0x1000, 64)))
+    );
+}
+
+#[test]
+fn stream_work_names_the_stream_it_enqueues_on() {
+    // Each call's parameter words, with 0x5700 where its CUDA 13 struct holds `hStream`.
+    let stream = |name: &str, word: usize, len: usize| {
+        let mut p = vec![0x1111u64; len];
+        if word < len {
+            p[word] = 0x5700;
+        }
+        // SAFETY: `p` holds (at least) the words of the call's parameter struct.
+        unsafe { Writes::stream(name, p.as_ptr().cast()) }
+    };
+    for (name, word, len) in [
+        ("cuMemcpyAsync", 3, 4),
+        ("cuMemcpyHtoDAsync_v2_ptsz", 3, 4),
+        ("cuMemsetD8Async", 3, 4),
+        ("cuMemcpyPeerAsync", 5, 6),
+        ("cuMemsetD2D32Async_ptsz", 5, 6),
+        ("cuMemcpy2DAsync_v2", 1, 2),
+        ("cuGraphLaunch_ptsz", 1, 2),
+        ("cuLaunchGridAsync", 2, 3),
+        ("cuMemcpy3DWithAttributesAsync", 2, 3),
+        ("cuMemcpy3DBatchAsync_v2", 3, 4),
+        ("cuMemcpyHtoAAsync_v2", 4, 5),
+        ("cuMemcpyAtoHAsync_v2_ptsz", 4, 5),
+        ("cuMemcpy3DBatchAsync", 4, 5),
+        ("cuMemcpyBatchAsync_v2", 7, 8),
+        ("cuMemcpyBatchAsync", 8, 9),
+        ("cuStreamWriteValue32_v2", 0, 4),
+        ("cuStreamBatchMemOp_v2_ptsz", 0, 4),
+        ("cuLaunchHostFunc", 0, 3),
+        ("cuStreamAddCallback", 0, 4),
+    ] {
+        assert_eq!(stream(name, word, len), Some(0x5700), "{name}");
+    }
+    // The default stream: an hStream of 0, or a synchronous call.
+    let mut p = [0u64; 4];
+    // SAFETY: the words of cuMemcpyAsync's parameters.
+    let on = |name: &str, p: &[u64]| unsafe { Writes::stream(name, p.as_ptr().cast()) };
+    assert_eq!(on("cuMemcpyAsync", &p), Some(CU_STREAM_LEGACY));
+    assert_eq!(on("cuMemcpyAsync_ptsz", &p), Some(CU_STREAM_PER_THREAD));
+    p[3] = 0x5700;
+    assert_eq!(on("cuMemcpyHtoD_v2", &p), Some(CU_STREAM_LEGACY));
+    assert_eq!(on("cuMemcpyAtoD_v2_ptds", &p), Some(CU_STREAM_PER_THREAD));
+    assert_eq!(on("cuLaunchGrid", &p), Some(CU_STREAM_LEGACY));
+    // Not decoded.
+    assert_eq!(on("cuLaunchCooperativeKernelMultiDevice", &p), None);
 }
 
 /// Times every pass (a per-pass override of a context that is not started: the other tests

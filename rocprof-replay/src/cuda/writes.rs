@@ -20,6 +20,8 @@ pub(crate) enum Writes {
     Copy,
     /// `(dstDevice, dstContext, srcDevice, srcContext, ByteCount)`: `cuMemcpyPeer(Async)`.
     Peer,
+    /// `(dstDevice, srcArray, srcOffset, ByteCount)`: `cuMemcpyAtoD_v2`.
+    FromArray,
     /// `(dstDevice, value, N)` of `unit`-byte elements: `cuMemsetD8/16/32_v2`, `...Async`.
     Fill { unit: usize },
     /// `(dstDevice, dstPitch, value, Width, Height)`, `Width` in `unit`-byte elements:
@@ -27,11 +29,13 @@ pub(crate) enum Writes {
     Fill2D { unit: usize },
     /// `(stream, addr, value, flags)`: `cuStreamWriteValue32/64` of `bytes`.
     Value { bytes: usize },
-    /// A copy into host memory (`cuMemcpyDtoH_v2`, `cuMemcpyDtoHAsync_v2` and the legacy
-    /// forms): no device memory is written.
+    /// A copy into host memory (`cuMemcpyDtoH_v2`, `cuMemcpyDtoHAsync_v2`, `cuMemcpyAtoH*`
+    /// and the legacy forms) or into a CUDA array (`cuMemcpyDtoA_v2`, `cuMemcpyHtoA*`,
+    /// `cuMemcpyAtoA_v2`; arrays are not device memory the inventory tracks): no tracked
+    /// device memory is written.
     Host,
-    /// Anything else (2D/3D and array copies, batches, legacy launches, host functions): it
-    /// may write any device memory.
+    /// Anything else (2D/3D copies, batches, legacy launches, host functions): it may write
+    /// any device memory.
     Unknown,
 }
 
@@ -48,11 +52,20 @@ impl Writes {
             | "cuMemcpyHtoD_v2"
             | "cuMemcpyHtoDAsync_v2"
             | "cuMemcpyDtoD_v2"
-            | "cuMemcpyDtoDAsync_v2" => Writes::Copy,
+            | "cuMemcpyDtoDAsync_v2"
+            | "cuMemcpyWithAttributesAsync" => Writes::Copy,
             "cuMemcpyPeer" | "cuMemcpyPeerAsync" => Writes::Peer,
-            "cuMemcpyDtoH_v2" | "cuMemcpyDtoHAsync_v2" | "cuMemcpyDtoH" | "cuMemcpyDtoHAsync" => {
-                Writes::Host
-            }
+            "cuMemcpyAtoD_v2" => Writes::FromArray,
+            "cuMemcpyDtoH_v2"
+            | "cuMemcpyDtoHAsync_v2"
+            | "cuMemcpyDtoH"
+            | "cuMemcpyDtoHAsync"
+            | "cuMemcpyAtoH_v2"
+            | "cuMemcpyAtoHAsync_v2"
+            | "cuMemcpyDtoA_v2"
+            | "cuMemcpyHtoA_v2"
+            | "cuMemcpyHtoAAsync_v2"
+            | "cuMemcpyAtoA_v2" => Writes::Host,
             "cuMemsetD8_v2" | "cuMemsetD8Async" => Writes::Fill { unit: 1 },
             "cuMemsetD16_v2" | "cuMemsetD16Async" => Writes::Fill { unit: 2 },
             "cuMemsetD32_v2" | "cuMemsetD32Async" => Writes::Fill { unit: 4 },
@@ -80,6 +93,7 @@ impl Writes {
             Writes::Unknown => return None,
             Writes::Copy => (word(0), word(2)),
             Writes::Peer => (word(0), word(4)),
+            Writes::FromArray => (word(0), word(3)),
             Writes::Fill { unit } => (word(0), word(2).checked_mul(unit)?),
             Writes::Fill2D { unit } => {
                 let (pitch, width, height) = (word(1), word(3), word(4));
@@ -97,8 +111,8 @@ impl Writes {
     /// The stream the stream-work call `name` enqueues on, read from its parameters: its
     /// `hStream` (word `i` of the struct) for the forms listed below, the default stream for
     /// the synchronous copies and fills (the legacy stream, or the per-thread stream of the
-    /// `_ptds` / `_ptsz` forms, which is also what an `hStream` of 0 means there). `None` for
-    /// calls whose stream is not decoded (array and batch copies, legacy launches).
+    /// `_ptds` / `_ptsz` forms, which is also what an `hStream` of 0 means there) for the
+    /// synchronous copies, fills and legacy launches. `None` for calls not listed.
     ///
     /// # Safety
     /// `params` is the call's CUPTI parameter struct of the function `name`.
@@ -118,8 +132,20 @@ impl Writes {
             | "cuMemsetD32Async" => Some(3),
             "cuMemcpyPeerAsync" | "cuMemsetD2D8Async" | "cuMemsetD2D16Async"
             | "cuMemsetD2D32Async" => Some(5),
-            "cuMemcpy2DAsync_v2" | "cuMemcpy3DAsync_v2" | "cuMemcpy3DPeerAsync" => Some(1),
+            "cuMemcpy2DAsync_v2"
+            | "cuMemcpy3DAsync_v2"
+            | "cuMemcpy3DPeerAsync"
+            | "cuGraphLaunch" => Some(1),
+            "cuMemcpy3DWithAttributesAsync" | "cuLaunchGridAsync" => Some(2),
+            "cuMemcpy3DBatchAsync_v2" => Some(3),
+            "cuMemcpyHtoAAsync_v2"
+            | "cuMemcpyAtoHAsync_v2"
+            | "cuMemcpyWithAttributesAsync"
+            | "cuMemcpy3DBatchAsync" => Some(4),
+            "cuMemcpyBatchAsync_v2" => Some(7),
+            "cuMemcpyBatchAsync" => Some(8),
             b if b.starts_with("cuStreamWriteValue")
+                || b.starts_with("cuStreamBatchMemOp")
                 || b == "cuLaunchHostFunc"
                 || b == "cuStreamAddCallback" =>
             {
@@ -139,7 +165,14 @@ impl Writes {
             | "cuMemsetD32_v2"
             | "cuMemsetD2D8_v2"
             | "cuMemsetD2D16_v2"
-            | "cuMemsetD2D32_v2" => None,
+            | "cuMemsetD2D32_v2"
+            | "cuMemcpyAtoD_v2"
+            | "cuMemcpyDtoA_v2"
+            | "cuMemcpyHtoA_v2"
+            | "cuMemcpyAtoH_v2"
+            | "cuMemcpyAtoA_v2"
+            | "cuLaunch"
+            | "cuLaunchGrid" => None,
             _ => return None,
         };
         // SAFETY: the listed structs hold an 8-byte stream handle at that word (caller

@@ -184,6 +184,7 @@ static struct Driver {
   PFN_cuMemsetD32_v3020 memset_d32;
   PFN_cuMemsetD32Async_v3020 memset_d32_async;
   PFN_cuMemcpyDtoHAsync_v3020 memcpy_dtoh_async;
+  PFN_cuMemcpyHtoDAsync_v3020 memcpy_htod_async;
   PFN_cuModuleLoadData_v2000 module_load_data;
   PFN_cuModuleGetFunction_v2000 module_get_function;
   PFN_cuModuleGetGlobal_v3020 module_get_global;
@@ -223,6 +224,7 @@ static bool load_driver() {
          entry(d.memcpy_dtoh, "cuMemcpyDtoH") && entry(d.memset_d32, "cuMemsetD32") &&
          entry(d.memset_d32_async, "cuMemsetD32Async") &&
          entry(d.memcpy_dtoh_async, "cuMemcpyDtoHAsync") &&
+         entry(d.memcpy_htod_async, "cuMemcpyHtoDAsync") &&
          entry(d.module_load_data, "cuModuleLoadData") &&
          entry(d.module_get_function, "cuModuleGetFunction") &&
          entry(d.module_get_global, "cuModuleGetGlobal") &&
@@ -456,6 +458,31 @@ static int two_contexts(CUdevice dev, CUcontext primary) {
       snprintf(extra, sizeof extra, " host_writes=%d", writes.load());
       report("two_contexts_host_writes_b", h.data(), kN, last, extra);
     }
+  }
+
+  // A copy submitted in B into A's buffer (elements kSlowN.. set to 7), queued behind a slow
+  // kernel of B, still in flight when A launches a slow kernel over elements 0..kSlowN of the
+  // same buffer. Without the tool: ones, then sevens, whatever the order on the GPU. Under it,
+  // A's window must wait for the copy (owner fencing): a restore between A's passes would
+  // otherwise put the zeros it captured back over the sevens.
+  {
+    if (side_zero(a) || side_zero(b)) return 1;
+    std::vector<unsigned int> sevens(kN - kSlowN, 7);
+    CU(d.ctx_set_current(b.ctx));
+    size_t n = kSlowN;
+    unsigned long long short_ns = kSlowNs, long_ns = 4 * kSlowNs;
+    void* bargs[] = {&b.buf, &n, &short_ns};
+    CU(d.launch_kernel(b.slow, 1, 1, 1, 256, 1, 1, 0, b.stream, bargs, nullptr));
+    CU(d.memcpy_htod_async(a.buf + kSlowN * 4, sevens.data(), (kN - kSlowN) * 4, b.stream));
+    CU(d.ctx_set_current(a.ctx));
+    void* aargs[] = {&a.buf, &n, &long_ns};
+    CU(d.launch_kernel(a.slow, 1, 1, 1, 256, 1, 1, 0, a.stream, aargs, nullptr));
+    CU(d.ctx_set_current(b.ctx));
+    CU(d.stream_synchronize(b.stream));
+    std::vector<unsigned int> h;
+    if (side_read(a, h)) return 1;
+    report("cross_context_copy_kernel_part", h.data(), kSlowN, 1);
+    report("cross_context_copy_copied_part", h.data() + kSlowN, kN - kSlowN, 7);
   }
 
   if (side_close(a) || side_close(b)) return 1;

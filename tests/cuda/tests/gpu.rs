@@ -331,8 +331,9 @@ fn memory_the_window_cannot_restore_is_never_captured_and_its_kernels_run_once()
 const CONTEXTS_UNLOAD_LAUNCHES: [(&str, usize); 4] = [
     // two_contexts: two threads at once, then one thread switching contexts.
     ("ctx_add_one", 20 + 20 + 10 + 10),
-    // two_contexts (host writes), unload_during_window (3 in flight, 1 after the unload).
-    ("slow_add_one", 3 + 3 + 1),
+    // two_contexts (host writes), the cross-context copy (one in each context),
+    // unload_during_window (3 in flight, 1 after the unload).
+    ("slow_add_one", 3 + 2 + 3 + 1),
     // M2 during the window; the other module before launches 2 and 3, twice.
     ("add_value", 1 + 2 + 2),
     // device_variable_after_unload, from a cubin and from PTX text.
@@ -341,7 +342,8 @@ const CONTEXTS_UNLOAD_LAUNCHES: [(&str, usize); 4] = [
 
 /// `contexts_unload.cu` without the tool and under a 3-pass tool (the default footprint): two
 /// contexts on one device launching at once, one thread switching between them, and a host
-/// thread writing one context's memory during the other's windows; a module loaded, used and
+/// thread writing one context's memory during the other's windows, a copy made in one context
+/// into the other's memory still in flight when the other launches; a module loaded, used and
 /// unloaded from another thread while kernels of a first module are in their windows; a
 /// `__device__` variable counted across unloads of other modules. The program's results are
 /// its own both ways (it checks them: `RESULT OK`), every launch has one record, and every
