@@ -13,6 +13,14 @@
 //             DecodeData, GetCounterDataInfo and EvaluateToGpuValues of every range. range1 is
 //             what rocprof-replay does today.
 //   autoN     the same with CUPTI's auto range (no push/pop; one range per launch).
+//   nosyncN   rangeN, but each range's launch is not synchronized before its PopRange (the
+//             pass's stream is synchronized after the last PopRange).
+//   gatedN    nosyncN behind a gate: before each PushRange the stream waits
+//             (cuStreamWaitValue32) on a word of mapped host memory that is set after the
+//             PopRange, so the kernel runs only once both are enqueued; a watchdog opens the
+//             gate after 3 s (`gate_rescued=1` on the mode line: a call waited for the GPU).
+//             Whether a range then counts the kernel alone (sm__cycles_elapsed.avg) is what
+//             this mode measures.
 //   startstop SetConfig, then Start/Stop with nothing in between, as many times as the
 //             configuration has passes: the fixed cost of a pass. Run after the other range
 //             profiler modes, each set's followed by Disable and Enable (the replay is left
@@ -58,6 +66,8 @@
 #include <map>
 #include <string>
 #include <vector>
+#include <atomic>
+#include <thread>
 
 namespace {
 
@@ -147,6 +157,61 @@ constexpr int N_ELEMS = (1 << 20) / sizeof(float);  // 1 MiB of floats
 cudaStream_t g_stream;
 float *g_x, *g_y;
 CUcontext g_ctx;
+
+// The gate of the gated modes: a word of mapped host memory and its device address.
+volatile uint32_t* g_gate = nullptr;
+CUdeviceptr g_gate_dev = 0;
+uint32_t g_gate_gen = 0;
+std::atomic<int> g_gate_rescued{0};
+
+// Enqueues a wait for the gate's next generation on the stream.
+bool gate_close() {
+  g_gate_gen++;
+  CUresult r = cuStreamWaitValue32((CUstream)g_stream, g_gate_dev, g_gate_gen,
+                                   CU_STREAM_WAIT_VALUE_GEQ);
+  if (r != CUDA_SUCCESS) {
+    printf("error mode=%s call=cuStreamWaitValue32 status=%d msg=\"\"\n", g_mode.c_str(), (int)r);
+    return false;
+  }
+  return true;
+}
+
+void gate_open() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  *g_gate = g_gate_gen;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+// Opens the gate if `done` is not set within 3 s (a call that waits for the GPU while the
+// gate is closed would otherwise wait forever).
+struct GateWatchdog {
+  std::atomic<bool> done{false};
+  std::thread t;
+  GateWatchdog() {
+    t = std::thread([this] {
+      auto until = clk::now() + std::chrono::seconds(3);
+      while (!done.load() && clk::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (!done.load()) {
+        g_gate_rescued++;
+        gate_open();
+      }
+    });
+  }
+  ~GateWatchdog() {
+    done = true;
+    t.join();
+  }
+};
+
+// One launch, not waited for.
+bool launch_only(Stats& st) {
+  auto t = clk::now();
+  add_kernel<<<128, 256, 0, g_stream>>>(g_x, g_y, N_ELEMS);
+  cudaError_t e = cudaGetLastError();
+  st.add("launch", ms_since(t));
+  return cuda_ok(e, "launch");
+}
 
 // One launch and its completion.
 bool launch(Stats& st) {
@@ -495,8 +560,10 @@ std::vector<std::string> range_names(int n, const char* prefix) {
 
 // One kernel's collection with the range profiler: `ranges` launches per pass (each in its own
 // user range when `user`). `passes` gets the number of Stops until isAllPassSubmitted.
+enum class Shape { Sync, NoSync, Gated };
+
 bool range_kernel(MetricSet& m, int ranges, bool user, std::vector<uint8_t>& image, Stats& st,
-                  int* passes, bool print, double* first_start) {
+                  int* passes, bool print, double* first_start, Shape shape = Shape::Sync) {
   static const std::vector<std::string> names = range_names(MAX_RANGES, "r");
   auto tk = clk::now();
   {
@@ -514,13 +581,23 @@ bool range_kernel(MetricSet& m, int ranges, bool user, std::vector<uint8_t>& ima
     if (first_start && before == 0) *first_start = st.v.at("start").back();
     bool good = true;
     for (int r = 0; r < ranges && good; r++) {
+      if (shape == Shape::Gated) {
+        GateWatchdog dog;
+        if (!gate_close()) return false;
+        if (user && !rp_push(st, names[r].c_str())) return false;
+        good = launch_only(st);
+        if (user && !rp_pop(st)) good = false;
+        gate_open();
+        continue;
+      }
       if (user && !rp_push(st, names[r].c_str())) {
         good = false;
         break;
       }
-      good = launch(st);
+      good = shape == Shape::Sync ? launch(st) : launch_only(st);
       if (user && !rp_pop(st)) good = false;
     }
+    if (shape != Shape::Sync) good = cuda_ok(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize") && good;
     bool stopped = rp_stop(st, &all);
     if (!good || !stopped) return false;
     st.add("per_pass", ms_since(tp));
@@ -549,7 +626,8 @@ void print_mode_line(const std::string& mode, MetricSet& m, int passes, int rang
          st.line().c_str(), pp >= 0 ? pp / ranges : -1.0, pk >= 0 ? pk / ranges : -1.0, extra);
 }
 
-void range_mode(const std::string& mode, MetricSet& m, int ranges, bool user) {
+void range_mode(const std::string& mode, MetricSet& m, int ranges, bool user,
+                Shape shape = Shape::Sync) {
   g_mode = mode + "/" + m.label;
   size_t size = 0;
   if (!counter_data_size(m, (size_t)ranges, &size)) return;
@@ -558,7 +636,8 @@ void range_mode(const std::string& mode, MetricSet& m, int ranges, bool user) {
   int passes = 0, done = 0;
   for (int k = 0; k < g_opt.kernels; k++) {
     int p = 0;
-    if (!range_kernel(m, ranges, user, image, st, &p, k == g_opt.kernels - 1, nullptr)) break;
+    if (!range_kernel(m, ranges, user, image, st, &p, k == g_opt.kernels - 1, nullptr, shape))
+      break;
     if (done && p != passes) printf("note mode=%s kernel=%d passes=%d (kernel 0: %d)\n",
                                     g_mode.c_str(), k, p, passes);
     passes = p;
@@ -570,8 +649,10 @@ void range_mode(const std::string& mode, MetricSet& m, int ranges, bool user) {
     m.measured_mode = mode;
   }
   char extra[200];
-  snprintf(extra, sizeof extra, " image_bytes=%zu ref_mode=%s ref_passes=%d same_passes=%s", size,
-           m.measured_mode.c_str(), m.measured_passes, m.measured_passes == passes ? "yes" : "no");
+  snprintf(extra, sizeof extra,
+           " image_bytes=%zu ref_mode=%s ref_passes=%d same_passes=%s gate_rescued=%d", size,
+           m.measured_mode.c_str(), m.measured_passes, m.measured_passes == passes ? "yes" : "no",
+           g_gate_rescued.exchange(0));
   print_mode_line(mode, m, passes, ranges, done, st, extra);
 }
 
@@ -1096,7 +1177,7 @@ void legacy_mode(const LegacyMode& lm, MetricSet& m) {
 }
 
 bool parse_mode(const std::string& s, std::string* kind, int* n) {
-  static const char* kinds[] = {"legacys", "legacy", "range", "auto"};
+  static const char* kinds[] = {"legacys", "legacy", "range", "auto", "nosync", "gated"};
   if (s == "startstop") {
     *kind = s;
     *n = 1;
@@ -1119,7 +1200,7 @@ void usage() {
   fprintf(stderr,
           "usage: cupti_pass_cost [-k K] [--modes LIST] [--metrics LIST] [--small LIST|none]\n"
           "                       [--decode last|pass] [--cache none|all] "
-          "[--legacy-image range|nvpw]\n  modes: rangeN autoN startstop legacyN legacysN "
+          "[--legacy-image range|nvpw]\n  modes: rangeN autoN nosyncN gatedN startstop legacyN legacysN "
           "(N <= %d); default %s\n",
           MAX_RANGES, DEFAULT_MODES);
 }
@@ -1175,6 +1256,14 @@ int main(int argc, char** argv) {
       !cuda_ok(cudaMemset(g_x, 0, N_ELEMS * sizeof(float)), "cudaMemset") ||
       !cuda_ok(cudaMemset(g_y, 0, N_ELEMS * sizeof(float)), "cudaMemset"))
     return 1;
+  {
+    void* gate = nullptr;
+    if (!cuda_ok(cudaHostAlloc(&gate, 4096, cudaHostAllocMapped), "cudaHostAlloc") ||
+        !cuda_ok(cudaHostGetDevicePointer((void**)&g_gate_dev, gate, 0), "cudaHostGetDevicePointer"))
+      return 1;
+    g_gate = (volatile uint32_t*)gate;
+    *g_gate = 0;
+  }
   {
     Stats warm;
     for (int i = 0; i < 3; i++)
@@ -1252,6 +1341,8 @@ int main(int argc, char** argv) {
         int n = 1;
         parse_mode(md, &kind, &n);
         if (kind == "range" || kind == "auto") range_mode(md, m, n, kind == "range");
+        if (kind == "nosync") range_mode(md, m, n, true, Shape::NoSync);
+        if (kind == "gated") range_mode(md, m, n, true, Shape::Gated);
       }
     }
     // The legacy modes' images, from the range profiler while it is enabled.
