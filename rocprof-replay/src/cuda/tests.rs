@@ -3962,7 +3962,10 @@ fn stream_work_names_the_range_it_writes() {
         range("cuMemcpyAtoD_v2_ptds", &[0x1000, 0xa, 16, 64]),
         Some(Some((0x1000, 64)))
     );
-    assert_eq!(range("cuMemcpyHtoAAsync_v2", &[0xa, 0, 9, 64, 0]), Some(None));
+    assert_eq!(
+        range("cuMemcpyHtoAAsync_v2", &[0xa, 0, 9, 64, 0]),
+        Some(None)
+    );
     assert_eq!(
         range("cuMemcpyWithAttributesAsync", &[0x1000, 9, 64, 0, 0]),
         Some(Some((0x1000, 64)))
