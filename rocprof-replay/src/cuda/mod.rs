@@ -687,7 +687,9 @@ impl Backend {
             );
             return;
         }
-        self.ctx(owner).foreign.lock().push((ev, own));
+        let owner = self.ctx(owner);
+        window::prune_foreign(self, &owner);
+        owner.foreign.lock().push((ev, own));
     }
 
     /// The outcome record of a graph launch: one record, `declined` / `graph_launch`, whose

@@ -2474,6 +2474,31 @@ fn a_drain_waits_for_another_contexts_copy_into_its_memory() {
 }
 
 #[test]
+fn events_behind_finished_foreign_work_go_back_without_a_window() {
+    // B copies into A's buffer again and again while A never launches: the events behind
+    // the finished copies return to B's pool instead of piling up on A.
+    let h = harness(3, quick());
+    h.alloc_in(CTX_B, 64);
+    let buf = Buffer::new(&h, 8);
+    for _ in 0..10 {
+        copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {});
+    }
+    assert_eq!(
+        h.be.ctx(CTX).foreign.lock().len(),
+        1,
+        "only the last copy's event"
+    );
+    assert_eq!(h.be.ctx(CTX_B).private.lock().plain_events.len(), 1);
+    // Work still in flight stays listed.
+    gpu().stuck_streams.insert(0x7700);
+    copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {});
+    copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {});
+    assert_eq!(h.be.ctx(CTX).foreign.lock().len(), 2);
+    gpu().stuck_streams.remove(&0x7700);
+    gpu().stuck_events.clear();
+}
+
+#[test]
 fn a_copy_of_another_context_into_its_own_memory_leaves_this_contexts_drain_alone() {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);

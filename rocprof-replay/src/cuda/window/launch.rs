@@ -629,6 +629,28 @@ pub(crate) fn retire_stream(be: &Backend, ctx: &Ctx, stream: CUstream) {
     }
 }
 
+/// Gives the events of `owner.foreign` whose work has finished back to their contexts, so
+/// the list holds only work still in flight (a context that never opens a window again would
+/// otherwise keep one event per fenced call of the other contexts).
+pub(crate) fn prune_foreign(be: &Backend, owner: &Ctx) {
+    let _g = Guard::new();
+    let contexts = be.contexts.read();
+    owner.foreign.lock().retain(|&(ev, ctx)| {
+        // SAFETY: an event of ours, of a live context (a destroyed context's events leave
+        // these lists first).
+        let r = unsafe { (be.drv.event_query)(ev as CUevent) };
+        if r == CUDA_ERROR_NOT_READY {
+            return true;
+        }
+        if r == CUDA_SUCCESS
+            && let Some(c) = contexts.get(&ctx)
+        {
+            give_event(c, ev, false);
+        }
+        false
+    });
+}
+
 pub(super) fn give_event(ctx: &Ctx, ev: usize, timing: bool) {
     if ev == 0 {
         return;

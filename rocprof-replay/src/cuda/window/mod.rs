@@ -39,8 +39,8 @@ use companion::*;
 pub(crate) use launch::asynchronous_windows;
 use launch::*;
 pub(crate) use launch::{
-    asynchronous_windows_from_env, enter_launch, exit_launch, prepare_gates, record_marker,
-    retire_stream,
+    asynchronous_windows_from_env, enter_launch, exit_launch, prepare_gates, prune_foreign,
+    record_marker, retire_stream,
 };
 pub(crate) use target::ArenaMemory;
 use target::*;
