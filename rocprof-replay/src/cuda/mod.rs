@@ -657,7 +657,7 @@ impl Backend {
             }
             None => {
                 for &c in contexts.keys() {
-                    if c != own && !self.inventory.owned_by(crate::AgentId(c as u64)).is_empty() {
+                    if c != own && self.inventory.owns_any(crate::AgentId(c as u64)) {
                         out.push(c);
                     }
                 }

@@ -202,6 +202,13 @@ impl AllocationInventory {
             .collect()
     }
 
+    /// Whether `agent` owns any tracked allocation (stops at the first; no copy). Used by the
+    /// CUDA backend's owner fencing.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn owns_any(&self, agent: AgentId) -> bool {
+        self.map.read().values().any(|a| a.agent == agent)
+    }
+
     /// The agent owning the tracked allocation that contains `addr`, if any.
     pub(crate) fn agent_of(&self, addr: usize) -> Option<AgentId> {
         let map = self.map.read();
@@ -334,6 +341,8 @@ mod tests {
         inv.record(0x2000, 0x100, AgentId(2), Origin::Pool);
         inv.record(0x3000, 0x100, AgentId(1), Origin::VmemMapping);
         assert_eq!(inv.owned_by(AgentId(1)).len(), 2);
+        assert!(inv.owns_any(AgentId(2)));
+        assert!(!inv.owns_any(AgentId(3)));
         assert_eq!(inv.agent_of(0x1080), Some(AgentId(1)));
         assert_eq!(inv.agent_of(0x2000), Some(AgentId(2)));
         assert_eq!(inv.agent_of(0x2100), None);
