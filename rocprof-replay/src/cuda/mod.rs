@@ -593,29 +593,38 @@ impl Backend {
             held.sort_unstable();
             held.dedup();
             for c in held {
-                self.ctx(c).lock.hold_outside_window(self.settings.lock);
-                calls_push(&READERS, call, c as u64);
+                let c = self.ctx(c);
+                c.lock.hold_outside_window(self.settings.lock);
+                let _ = READERS.try_with(|r| r.borrow_mut().push((call, c)));
             }
             return;
         }
-        let mut held: SmallVec<[usize; 2]> = SmallVec::new();
-        while let Some(c) = calls_pop(&READERS, call) {
-            held.push(c as usize);
-        }
+        // The contexts the enter callback held (the very objects, even if one was destroyed
+        // meanwhile), newest last.
+        let held: SmallVec<[Arc<Ctx>; 2]> = READERS
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                let mut out = SmallVec::new();
+                while let Some(i) = r.iter().rposition(|(id, _)| *id == call) {
+                    out.push(r.remove(i).1);
+                }
+                out
+            })
+            .unwrap_or_default();
         if held.is_empty() {
             return;
         }
         note();
-        let others = held.iter().filter(|c| **c != ctx_handle);
+        let others = held.iter().filter(|c| c.handle != ctx_handle);
         if let Some(first) = others.clone().next() {
             match reach.stream {
                 Some(stream) => {
-                    for &owner in others {
+                    for owner in others {
                         self.mark_foreign_work(ctx_handle, owner, stream);
                     }
                 }
                 None => tracing::debug!(
-                    context = first,
+                    context = first.handle,
                     "work of another context that may write this context's memory is on a \
                      stream the backend does not decode: held off windows while submitted, \
                      not waited for by their drains"
@@ -623,8 +632,9 @@ impl Backend {
             }
         }
         for c in held {
-            // SAFETY: the reader this call's enter callback held (recorded in READERS).
-            unsafe { self.ctx(c).lock.release_held() };
+            // SAFETY: the reader this call's enter callback held on this very context
+            // (recorded in READERS).
+            unsafe { c.lock.release_held() };
         }
     }
 
@@ -669,7 +679,11 @@ impl Backend {
     /// Records an event of context `own` (current on this thread) behind the work just
     /// enqueued on `stream`, for the next drain of context `owner`, whose memory the work may
     /// write. A capturing stream executes nothing now: no event.
-    pub(crate) fn mark_foreign_work(&self, own: usize, owner: usize, stream: usize) {
+    pub(crate) fn mark_foreign_work(&self, own: usize, owner: &Ctx, stream: usize) {
+        if !self.contexts.read().contains_key(&owner.handle) {
+            // Destroyed meanwhile: no drain of it will come.
+            return;
+        }
         let _g = Guard::new();
         let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
         // SAFETY: the application's stream, on the thread that just used it.
@@ -681,14 +695,13 @@ impl Backend {
         let ev = window::record_marker(self, &ctx, stream as CUstream);
         if ev == 0 {
             tracing::warn!(
-                context = owner,
+                context = owner.handle,
                 "no event behind work of another context that may write this context's memory: \
                  its next window does not wait for that work"
             );
             return;
         }
-        let owner = self.ctx(owner);
-        window::prune_foreign(self, &owner);
+        window::prune_foreign(self, owner);
         owner.foreign.lock().push((ev, own));
     }
 
@@ -1452,8 +1465,8 @@ thread_local! {
     /// Launch calls of this thread between their enter and exit callbacks: (correlation id,
     /// token for the exit callback).
     static LAUNCHES: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
-    /// Stream work of this thread holding a context's reader lock: (correlation id, context).
-    static READERS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Stream work of this thread holding contexts' reader locks: (correlation id, context).
+    static READERS: std::cell::RefCell<Vec<(u32, Arc<Ctx>)>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Calls of this thread that may load a module, between their enter and exit callbacks.
     static LOADS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
     /// The module this thread's `cuModuleUnload` is unloading (0: none).

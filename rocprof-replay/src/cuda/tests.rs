@@ -2474,6 +2474,36 @@ fn a_drain_waits_for_another_contexts_copy_into_its_memory() {
 }
 
 #[test]
+fn a_context_destroyed_during_another_contexts_copy_into_its_memory_is_left_destroyed() {
+    // B's copy into A's buffer holds A's reader; A is destroyed while the copy is in the
+    // driver. The exit callback releases the reader it took, on the context it took it from,
+    // and neither brings A back nor leaves an event for it.
+    let h = harness(3, quick());
+    h.alloc_in(CTX_B, 64);
+    let buf = Buffer::new(&h, 8);
+    let held = h.be.ctx(CTX);
+    copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {
+        let data = CUpti_ResourceData {
+            context: CTX as CUcontext,
+            resourceHandle: std::ptr::null_mut(),
+            resourceDescriptor: std::ptr::null_mut(),
+        };
+        h.cb(
+            CUPTI_CB_DOMAIN_RESOURCE,
+            CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
+            (&data as *const CUpti_ResourceData).cast(),
+        );
+    });
+    assert!(
+        !h.be.contexts.read().contains_key(&CTX),
+        "the destroyed context came back"
+    );
+    assert!(held.foreign.lock().is_empty());
+    // Its lock was released: a writer gets it at once.
+    assert!(held.lock.write_for(Duration::from_millis(10)).is_some());
+}
+
+#[test]
 fn events_behind_finished_foreign_work_go_back_without_a_window() {
     // B copies into A's buffer again and again while A never launches: the events behind
     // the finished copies return to B's pool instead of piling up on A.

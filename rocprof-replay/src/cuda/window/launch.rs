@@ -34,7 +34,7 @@ pub(super) struct Pending {
     /// Other contexts whose allocations the arguments of an ordinary run name (or may name):
     /// their reader sides are held too, from enter to exit, and each gets an event behind
     /// the launch for its next drain.
-    pub(super) others: SmallVec<[usize; 2]>,
+    pub(super) others: SmallVec<[Arc<Ctx>; 2]>,
 }
 
 /// The launch as the decision sees it, on the launching thread: the gate's verdict, and the
@@ -211,7 +211,7 @@ pub(crate) unsafe fn enter_launch(
         crate::engine::footprint::note_device_write(cb.context as u64);
         // SAFETY: the application is inside this launch call: its arguments are alive.
         let others = unsafe { contexts_named(be, &ctx, &launch, facts.params.as_deref()) };
-        hold_in_order(be, &ctx, &others);
+        let others = hold_in_order(be, &ctx, &others);
         let pending = Box::new(Pending {
             hand: None,
             ctx,
@@ -353,19 +353,24 @@ unsafe fn contexts_named(
 }
 
 /// Takes the reader side of `ctx` and of `others`, in the order of their handles (see
-/// `Backend::hold_off_window_writing`).
-fn hold_in_order(be: &Backend, ctx: &Arc<Ctx>, others: &[usize]) {
+/// `Backend::hold_off_window_writing`); returns the other contexts held, whose readers the
+/// exit callback releases.
+fn hold_in_order(be: &Backend, ctx: &Arc<Ctx>, others: &[usize]) -> SmallVec<[Arc<Ctx>; 2]> {
     let mut all: SmallVec<[usize; 3]> = others.iter().copied().collect();
     all.push(ctx.handle);
     all.sort_unstable();
     all.dedup();
+    let mut held = SmallVec::new();
     for c in all {
         if c == ctx.handle {
             ctx.lock.hold_outside_window(be.settings.lock);
         } else {
-            be.ctx(c).lock.hold_outside_window(be.settings.lock);
+            let other = be.ctx(c);
+            other.lock.hold_outside_window(be.settings.lock);
+            held.push(other);
         }
     }
+    held
 }
 
 /// Whether launches may return before their window ends: yes unless `ROCPROF_REPLAY_CUDA_ASYNC`
@@ -450,7 +455,7 @@ pub(crate) unsafe fn exit_launch(
         asynchronous,
         others,
     } = *p;
-    for &owner in &others {
+    for owner in &others {
         // The launch is enqueued: the other context's next drain waits for it.
         let on = if stream.is_null() {
             CU_STREAM_LEGACY
@@ -458,9 +463,9 @@ pub(crate) unsafe fn exit_launch(
             stream as usize
         };
         be.mark_foreign_work(ctx.handle, owner, on);
-        // SAFETY: the enter callback held this reader for the ordinary run
-        // (`hold_in_order`).
-        unsafe { be.ctx(owner).lock.release_held() };
+        // SAFETY: the enter callback held this reader, on this very context, for the
+        // ordinary run (`hold_in_order`).
+        unsafe { owner.lock.release_held() };
     }
     match release {
         Release::Pass { end, .. } => {
