@@ -595,7 +595,14 @@ impl Backend {
             for c in held {
                 let c = self.ctx(c);
                 c.lock.hold_outside_window(self.settings.lock);
-                let _ = READERS.try_with(|r| r.borrow_mut().push((call, c)));
+                if let Err(c) = READERS
+                    .try_with(|r| r.borrow_mut().push((call, c.clone())))
+                    .map_err(|_| c)
+                {
+                    // The thread is exiting: no exit callback could release it.
+                    // SAFETY: the reader just held.
+                    unsafe { c.lock.release_held() };
+                }
             }
             return;
         }
