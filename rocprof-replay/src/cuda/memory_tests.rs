@@ -421,16 +421,7 @@ fn a_destroyed_contexts_managed_memory_and_ipc_imports_are_forgotten() {
     let import = h.ipc_open(CTX, 64);
     let peer = h.get_handle(MEM_IMPORT, c"cuMemImportFromShareableHandle", 0x77, 0);
     let mapped = h.map_handle(64, peer);
-    let data = CUpti_ResourceData {
-        context: CTX as CUcontext,
-        resourceHandle: std::ptr::null_mut(),
-        resourceDescriptor: std::ptr::null_mut(),
-    };
-    h.cb(
-        CUPTI_CB_DOMAIN_RESOURCE,
-        CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
-        (&data as *const CUpti_ResourceData).cast(),
-    );
+    h.destroy_context(CTX);
     assert_eq!(h.be.host_memory.read().containing(managed), None);
     assert_eq!(h.be.foreign_memory.read().containing(import), None);
     assert_eq!(

@@ -1298,6 +1298,20 @@ impl Harness {
     }
 
     /// `cuMemAlloc` of the application with context `ctx` current.
+    /// CUPTI's resource callback: context `ctx` is being destroyed.
+    pub(super) fn destroy_context(&self, ctx: usize) {
+        let data = CUpti_ResourceData {
+            context: ctx as CUcontext,
+            resourceHandle: std::ptr::null_mut(),
+            resourceDescriptor: std::ptr::null_mut(),
+        };
+        self.cb(
+            CUPTI_CB_DOMAIN_RESOURCE,
+            CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
+            (&data as *const CUpti_ResourceData).cast(),
+        );
+    }
+
     pub(super) fn alloc_in(&self, ctx: usize, size: usize) -> usize {
         let mut out: CUdeviceptr = 0;
         let params = cuMemAlloc_v2_params {
@@ -2442,15 +2456,22 @@ fn a_copy_of_another_context_into_its_own_memory_does_not_wait_for_this_contexts
     assert_eq!(values, vec![1; 4]);
 }
 
-#[test]
-fn a_drain_waits_for_another_contexts_copy_into_its_memory() {
+/// A harness with two contexts (ADD_ONE's parameters known, `CTX_B` owning an allocation, at
+/// the address returned), a buffer of 8 u32 of `CTX`, and `CTX_B`'s stream 0x7700 stuck.
+fn two_contexts_b_stuck() -> (Harness, Buffer, usize) {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
-    h.alloc_in(CTX_B, 64);
-    let mut buf = Buffer::new(&h, 8);
+    let own = h.alloc_in(CTX_B, 64);
+    let buf = Buffer::new(&h, 8);
+    gpu().stuck_streams.insert(0x7700);
+    (h, buf, own)
+}
+
+#[test]
+fn a_drain_waits_for_another_contexts_copy_into_its_memory() {
     // Context B's copy into this context's buffer is still running (its stream never
     // finishes) when this context's next launch comes.
-    gpu().stuck_streams.insert(0x7700);
+    let (h, mut buf, _) = two_contexts_b_stuck();
     copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {});
     let mut args = buf.args();
     h.launch(&ADD_ONE, &mut args, 0x5000);
@@ -2483,16 +2504,7 @@ fn a_context_destroyed_during_another_contexts_copy_into_its_memory_is_left_dest
     let buf = Buffer::new(&h, 8);
     let held = h.be.ctx(CTX);
     copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {
-        let data = CUpti_ResourceData {
-            context: CTX as CUcontext,
-            resourceHandle: std::ptr::null_mut(),
-            resourceDescriptor: std::ptr::null_mut(),
-        };
-        h.cb(
-            CUPTI_CB_DOMAIN_RESOURCE,
-            CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
-            (&data as *const CUpti_ResourceData).cast(),
-        );
+        h.destroy_context(CTX)
     });
     assert!(
         !h.be.contexts.read().contains_key(&CTX),
@@ -2530,11 +2542,7 @@ fn events_behind_finished_foreign_work_go_back_without_a_window() {
 
 #[test]
 fn a_copy_of_another_context_into_its_own_memory_leaves_this_contexts_drain_alone() {
-    let h = harness(3, quick());
-    h.obtain_function(&ADD_ONE);
-    let own = h.alloc_in(CTX_B, 64);
-    let mut buf = Buffer::new(&h, 8);
-    gpu().stuck_streams.insert(0x7700);
+    let (h, mut buf, own) = two_contexts_b_stuck();
     copy_in(&h, CTX_B, own, 0x7700, || {});
     let mut args = buf.args();
     h.launch(&ADD_ONE, &mut args, 0x5000);
@@ -2574,11 +2582,7 @@ fn a_kernel_of_another_context_given_this_contexts_memory_runs_after_its_window(
 
 #[test]
 fn a_drain_waits_for_a_kernel_of_another_context_given_its_memory() {
-    let h = harness(3, quick());
-    h.obtain_function(&ADD_ONE);
-    h.alloc_in(CTX_B, 64);
-    let mut buf = Buffer::new(&h, 8);
-    gpu().stuck_streams.insert(0x7700);
+    let (h, mut buf, _) = two_contexts_b_stuck();
     let mut args = buf.args();
     h.launch_returning_in(CTX_B, &ADD_ONE, &mut args, 0x7700, c"_Z7add_onePji");
     h.settle();
