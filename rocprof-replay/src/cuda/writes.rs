@@ -109,10 +109,10 @@ impl Writes {
     }
 
     /// The stream the stream-work call `name` enqueues on, read from its parameters: its
-    /// `hStream` (word `i` of the struct) for the forms listed below, the default stream for
-    /// the synchronous copies and fills (the legacy stream, or the per-thread stream of the
-    /// `_ptds` / `_ptsz` forms, which is also what an `hStream` of 0 means there) for the
-    /// synchronous copies, fills and legacy launches. `None` for calls not listed.
+    /// `hStream` (the word of the struct listed below) for the asynchronous forms; the default
+    /// stream for the synchronous copies and fills and the legacy launches (the legacy stream,
+    /// or the per-thread stream of the `_ptds` / `_ptsz` forms, which is also what an
+    /// `hStream` of 0 means there). `None` for calls not listed.
     ///
     /// # Safety
     /// `params` is the call's CUPTI parameter struct of the function `name`.
