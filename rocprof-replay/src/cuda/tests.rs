@@ -2516,6 +2516,22 @@ fn a_context_destroyed_during_another_contexts_copy_into_its_memory_is_left_dest
 }
 
 #[test]
+fn a_drain_does_not_wait_for_an_event_of_a_destroyed_context() {
+    // An event behind another context's work whose context is gone (destroyed after the
+    // event was listed, e.g. while a drain had the list out): it is neither queried nor waited
+    // for, so it cannot hold the drain.
+    let (h, mut buf, _) = two_contexts_b_stuck();
+    gpu().stuck_streams.clear();
+    gpu().stuck_events.insert(0xe7e7);
+    h.be.ctx(CTX).foreign.lock().push((0xe7e7, 0xdead_0000));
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    gpu().stuck_events.clear();
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
+#[test]
 fn events_behind_finished_foreign_work_go_back_without_a_window() {
     // B copies into A's buffer again and again while A never launches: the events behind
     // the finished copies return to B's pool instead of piling up on A.

@@ -641,15 +641,17 @@ pub(crate) fn prune_foreign(be: &Backend, owner: &Ctx) {
     let _g = Guard::new();
     let contexts = be.contexts.read();
     owner.foreign.lock().retain(|&(ev, ctx)| {
-        // SAFETY: an event of ours, of a live context (a destroyed context's events leave
-        // these lists first).
+        let Some(c) = contexts.get(&ctx) else {
+            // Destroyed (an entry a drain had out while its context went): never queried.
+            return false;
+        };
+        // SAFETY: an event of ours, of a context still listed, which is not destroyed while
+        // the map's read lock is held.
         let r = unsafe { (be.drv.event_query)(ev as CUevent) };
         if r == CUDA_ERROR_NOT_READY {
             return true;
         }
-        if r == CUDA_SUCCESS
-            && let Some(c) = contexts.get(&ctx)
-        {
+        if r == CUDA_SUCCESS {
             give_event(c, ev, false);
         }
         false

@@ -762,9 +762,20 @@ impl ReplayTarget for CudaTarget<'_> {
         // submitted, and leave an event behind them here).
         let foreign = std::mem::take(&mut *self.ctx.foreign.lock());
         for (i, &(ev, owner)) in foreign.iter().enumerate() {
-            // SAFETY: an event of ours; its context is alive (a context's events leave these
-            // lists when it is destroyed).
-            match poll(deadline, || unsafe { (drv.event_query)(ev as CUevent) }) {
+            // Taken out of the list, these events are not purged when their context is
+            // destroyed: each query holds the context map's read lock, under which a context
+            // that is still listed is not destroyed (its destroy callback removes it first,
+            // and the driver destroys it after the callback).
+            let query = || {
+                let contexts = self.be.contexts.read();
+                if !contexts.contains_key(&owner) {
+                    // Destroyed, and with it the work behind the event.
+                    return CUDA_SUCCESS;
+                }
+                // SAFETY: an event of ours, of a context still alive (above).
+                unsafe { (drv.event_query)(ev as CUevent) }
+            };
+            match poll(deadline, query) {
                 Poll::Done => {
                     if let Some(c) = self.be.contexts.read().get(&owner) {
                         give_event(c, ev, false);
