@@ -567,28 +567,32 @@ impl Backend {
             enter,
             call,
             ctx_handle,
-            Reach::OWN,
+            || Some(None),
+            || None,
             crate::engine::footprint::note_device_write_all,
         );
     }
 
-    /// [`hold_off_window`](Self::hold_off_window) for work that reaches `reach`: the reader
-    /// side of its own context and of every other context whose memory it may write, taken
-    /// in the order of the contexts' handles (so two threads holding each other's contexts
-    /// never wait in a cycle). At exit, before those are released, an event recorded behind
-    /// the work on its stream goes to each other context, whose next drain waits for it.
-    /// `note` tells the engine what the work writes, before the call and again after it.
+    /// [`hold_off_window`](Self::hold_off_window) for work that may write `writes` (as
+    /// [`Writes::range`](writes::Writes::range) says; asked at enter): the reader side of its
+    /// own context and of every other context whose memory it may write, taken in the order of
+    /// the contexts' handles (so two threads holding each other's contexts never wait in a
+    /// cycle). At exit, before those are released, an event recorded behind the work on its
+    /// `stream` (asked only then, and only if other contexts are held; `None`: not decoded)
+    /// goes to each other context, whose next drain waits for it. `note` tells the engine what
+    /// the work writes, before the call and again after it.
     fn hold_off_window_writing(
         &self,
         enter: bool,
         call: u32,
         ctx_handle: usize,
-        reach: Reach,
+        writes: impl FnOnce() -> Option<Option<(usize, usize)>>,
+        stream: impl FnOnce() -> Option<usize>,
         note: impl Fn(),
     ) {
         if enter {
             note();
-            let mut held = self.contexts_written(ctx_handle, reach.writes);
+            let mut held = self.contexts_written(ctx_handle, writes());
             held.push(ctx_handle);
             held.sort_unstable();
             held.dedup();
@@ -624,7 +628,7 @@ impl Backend {
         note();
         let others = held.iter().filter(|c| c.handle != ctx_handle);
         if let Some(first) = others.clone().next() {
-            match reach.stream {
+            match stream() {
                 Some(stream) => {
                     for owner in others {
                         self.mark_foreign_work(ctx_handle, owner, stream);
@@ -655,28 +659,42 @@ impl Backend {
         own: usize,
         writes: Option<Option<(usize, usize)>>,
     ) -> SmallVec<[usize; 2]> {
+        match writes {
+            Some(None) => SmallVec::new(),
+            Some(Some((start, len))) => {
+                self.contexts_owning(own, [start, start.saturating_add(len.saturating_sub(1))])
+            }
+            None => {
+                let contexts = self.contexts.read();
+                if contexts.len() <= 1 {
+                    return SmallVec::new();
+                }
+                contexts
+                    .keys()
+                    .copied()
+                    .filter(|&c| c != own && self.inventory.owns_any(crate::AgentId(c as u64)))
+                    .collect()
+            }
+        }
+    }
+
+    /// The other live contexts of the process owning the allocations `addrs` point into, each
+    /// once. Empty, at the cost of one read lock, where the process has one context.
+    pub(crate) fn contexts_owning(
+        &self,
+        own: usize,
+        addrs: impl IntoIterator<Item = usize>,
+    ) -> SmallVec<[usize; 2]> {
         let mut out = SmallVec::new();
         let contexts = self.contexts.read();
         if contexts.len() <= 1 {
             return out;
         }
-        match writes {
-            Some(None) => {}
-            Some(Some((start, len))) => {
-                for addr in [start, start.saturating_add(len.saturating_sub(1))] {
-                    if let Some(owner) = self.inventory.agent_of(addr) {
-                        let owner = owner.0 as usize;
-                        if owner != own && contexts.contains_key(&owner) && !out.contains(&owner) {
-                            out.push(owner);
-                        }
-                    }
-                }
-            }
-            None => {
-                for &c in contexts.keys() {
-                    if c != own && self.inventory.owns_any(crate::AgentId(c as u64)) {
-                        out.push(c);
-                    }
+        for addr in addrs {
+            if let Some(owner) = self.inventory.agent_of(addr) {
+                let owner = owner.0 as usize;
+                if owner != own && contexts.contains_key(&owner) && !out.contains(&owner) {
+                    out.push(owner);
                 }
             }
         }
@@ -1031,16 +1049,13 @@ impl Backend {
                 if batch {
                     // A batch may also write memory, of any context: held off, with an event
                     // behind it for the owners' drains.
-                    // SAFETY: this call's parameters and CUPTI's NUL-terminated name.
-                    let stream = unsafe { call_stream(cb, params) };
                     self.hold_off_window_writing(
                         enter,
                         call,
                         ctx_handle,
-                        Reach {
-                            writes: None,
-                            stream,
-                        },
+                        || None,
+                        // SAFETY: this call's parameters and CUPTI's NUL-terminated name.
+                        || unsafe { call_stream(cb, params) },
                         crate::engine::footprint::note_device_write_all,
                     );
                 }
@@ -1064,18 +1079,17 @@ impl Backend {
                     Api::StreamWork(w) => w,
                     _ => writes::Writes::Unknown,
                 };
-                // SAFETY: this call's parameters, which `writes` was decoded for, and its
-                // name, CUPTI's NUL-terminated string.
-                let reach = unsafe {
-                    Reach {
-                        writes: writes.range(params),
-                        stream: call_stream(cb, params),
-                    }
-                };
-                // SAFETY: as above.
-                self.hold_off_window_writing(enter, call, ctx_handle, reach, || unsafe {
-                    writes.note(params)
-                });
+                self.hold_off_window_writing(
+                    enter,
+                    call,
+                    ctx_handle,
+                    // SAFETY: this call's parameters, which `writes` was decoded for.
+                    || unsafe { writes.range(params) },
+                    // SAFETY: this call's parameters and CUPTI's NUL-terminated name.
+                    || unsafe { call_stream(cb, params) },
+                    // SAFETY: as for the range.
+                    || unsafe { writes.note(params) },
+                );
             }
             Api::MemAlloc
             | Api::MemAllocPitch
@@ -1490,23 +1504,6 @@ unsafe fn call_stream(cb: &CUpti_CallbackData, params: *const c_void) -> Option<
     }
     // SAFETY: CUPTI's NUL-terminated function name; the parameters of that function.
     unsafe { writes::Writes::stream(&CStr::from_ptr(cb.functionName).to_string_lossy(), params) }
-}
-
-/// What a piece of stream work reaches: the device memory it may write (as
-/// [`Writes::range`](writes::Writes::range) says) and the stream it is enqueued on (`None`:
-/// not decoded).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Reach {
-    pub(crate) writes: Option<Option<(usize, usize)>>,
-    pub(crate) stream: Option<usize>,
-}
-
-impl Reach {
-    /// Work that writes none of another context's memory.
-    const OWN: Reach = Reach {
-        writes: Some(None),
-        stream: None,
-    };
 }
 
 type Calls = std::thread::LocalKey<std::cell::RefCell<Vec<(u32, u64)>>>;

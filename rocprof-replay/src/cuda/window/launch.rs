@@ -339,17 +339,7 @@ unsafe fn contexts_named(
     let Some(bytes) = (unsafe { launch.argument_bytes(params) }) else {
         return be.contexts_written(ctx.handle, None);
     };
-    let mut out: SmallVec<[usize; 2]> = SmallVec::new();
-    for word in crate::cuda::memory::words(&bytes) {
-        if let Some(owner) = be.inventory.agent_of(word) {
-            let owner = owner.0 as usize;
-            if owner != ctx.handle && !out.contains(&owner) {
-                out.push(owner);
-            }
-        }
-    }
-    out.retain(|o| be.contexts.read().contains_key(o));
-    out
+    be.contexts_owning(ctx.handle, crate::cuda::memory::words(&bytes))
 }
 
 /// Takes the reader side of `ctx` and of `others`, in the order of their handles (see
