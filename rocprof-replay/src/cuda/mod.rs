@@ -352,8 +352,8 @@ pub(crate) struct Ctx {
     /// (the work runs on): the next drain waits for them.
     pub(crate) retired: Mutex<Vec<usize>>,
     /// Events of other contexts of the process (event, its context), each recorded behind
-    /// work of that context that may write this context's memory (a copy, a fill, a kernel
-    /// given its allocations): the next drain waits for them, as it does for this context's
+    /// work of that context that may write or read this context's memory (a copy from or
+    /// into it, a fill, a kernel given its allocations): the next drain waits for them, as it does for this context's
     /// own streams. Recorded before the work's hold on this context is released.
     pub(crate) foreign: Mutex<Vec<(usize, usize)>>,
     /// Streams (as the application names them) that have had a stream memory wait: kernels
@@ -567,32 +567,38 @@ impl Backend {
             enter,
             call,
             ctx_handle,
-            || Some(None),
+            || [Some(None); 2],
             || None,
             crate::engine::footprint::note_device_write_all,
         );
     }
 
-    /// [`hold_off_window`](Self::hold_off_window) for work that may write `writes` (as
-    /// [`Writes::range`](writes::Writes::range) says; asked at enter): the reader side of its
-    /// own context and of every other context whose memory it may write, taken in the order of
+    /// [`hold_off_window`](Self::hold_off_window) for work that may reach `ranges`: what it
+    /// writes and what it reads (as [`Writes::ranges`](writes::Writes::ranges) says; asked at
+    /// enter). The reader
+    /// side of its own context and of every other context whose memory it may write or read
+    /// (a read inside a window could see a pass's or a restore's state), taken in the order of
     /// the contexts' handles (so two threads holding each other's contexts never wait in a
     /// cycle). At exit, before those are released, an event recorded behind the work on its
     /// `stream` (asked only then, and only if other contexts are held; `None`: not decoded)
-    /// goes to each other context, whose next drain waits for it. `note` tells the engine what
-    /// the work writes, before the call and again after it.
+    /// goes to each other context, whose next drain waits for it (a restore must neither undo
+    /// the work's writes nor change what it reads). `note` tells the engine what the work
+    /// writes, before the call and again after it.
     fn hold_off_window_writing(
         &self,
         enter: bool,
         call: u32,
         ctx_handle: usize,
-        writes: impl FnOnce() -> Option<Option<(usize, usize)>>,
+        ranges: impl FnOnce() -> [Option<Option<(usize, usize)>>; 2],
         stream: impl FnOnce() -> Option<usize>,
         note: impl Fn(),
     ) {
         if enter {
             note();
-            let mut held = self.contexts_written(ctx_handle, writes());
+            let mut held: SmallVec<[usize; 3]> = SmallVec::new();
+            for range in ranges() {
+                held.extend(self.contexts_reached(ctx_handle, range));
+            }
             held.push(ctx_handle);
             held.sort_unstable();
             held.dedup();
@@ -636,7 +642,7 @@ impl Backend {
                 }
                 None => tracing::debug!(
                     context = first.handle,
-                    "work of another context that may write this context's memory is on a \
+                    "work of another context that may reach this context's memory is on a \
                      stream the backend does not decode: held off windows while submitted, \
                      not waited for by their drains"
                 ),
@@ -649,12 +655,12 @@ impl Backend {
         }
     }
 
-    /// The other contexts of the process whose memory work of `own` may write: the owner of
-    /// each end of a decoded destination range (`Some(Some(range))`); none for work that
-    /// writes no device memory (`Some(None)`); every other context that owns an allocation
-    /// when the destination is not decoded (`None`). Empty, at the cost of one read lock,
-    /// where the process has one context.
-    pub(crate) fn contexts_written(
+    /// The other contexts of the process whose memory work of `own` may reach through one of
+    /// its ranges (a destination or a source): the owner of each end of a decoded range
+    /// (`Some(Some(range))`); none for a range of no device memory (`Some(None)`); every other
+    /// context that owns an allocation when the range is not decoded (`None`). Empty, at the
+    /// cost of one read lock, where the process has one context.
+    pub(crate) fn contexts_reached(
         &self,
         own: usize,
         writes: Option<Option<(usize, usize)>>,
@@ -703,7 +709,7 @@ impl Backend {
 
     /// Records an event of context `own` (current on this thread) behind the work just
     /// enqueued on `stream`, for the next drain of context `owner`, whose memory the work may
-    /// write. A capturing stream executes nothing now: no event.
+    /// write or read. A capturing stream executes nothing now: no event.
     pub(crate) fn mark_foreign_work(&self, own: usize, owner: &Ctx, stream: usize) {
         if !self.contexts.read().contains_key(&owner.handle) {
             // Destroyed meanwhile: no drain of it will come.
@@ -721,7 +727,7 @@ impl Backend {
         if ev == 0 {
             tracing::warn!(
                 context = owner.handle,
-                "no event behind work of another context that may write this context's memory: \
+                "no event behind work of another context that may reach this context's memory: \
                  its next window does not wait for that work"
             );
             return;
@@ -1033,8 +1039,18 @@ impl Backend {
                         )
                     });
                 }
-                // Not replayed, but held off a window of the calling thread's context.
-                self.hold_off_window(enter, call, ctx_handle);
+                // Not replayed. It launches on streams of several contexts, with arguments
+                // not decoded here: held off the windows of every context that owns memory
+                // (each launch's stream is its own context's, which that context's drain
+                // waits for).
+                self.hold_off_window_writing(
+                    enter,
+                    call,
+                    ctx_handle,
+                    || [None, None],
+                    || None,
+                    crate::engine::footprint::note_device_write_all,
+                );
             }
             Api::StreamWait { batch } => {
                 if guarded_thread() || ctx_handle == 0 {
@@ -1053,7 +1069,7 @@ impl Backend {
                         enter,
                         call,
                         ctx_handle,
-                        || None,
+                        || [None, None],
                         // SAFETY: this call's parameters and CUPTI's NUL-terminated name.
                         || unsafe { call_stream(cb, params) },
                         crate::engine::footprint::note_device_write_all,
@@ -1084,7 +1100,7 @@ impl Backend {
                     call,
                     ctx_handle,
                     // SAFETY: this call's parameters, which `writes` was decoded for.
-                    || unsafe { writes.range(params) },
+                    || unsafe { writes.ranges(params) },
                     // SAFETY: this call's parameters and CUPTI's NUL-terminated name.
                     || unsafe { call_stream(cb, params) },
                     // SAFETY: as for the range.

@@ -1073,6 +1073,10 @@ const MEM_IMPORT: u32 = 27;
 const MEM_RELEASE: u32 = 28;
 const MEM_RETAIN: u32 = 29;
 const MULTICAST_CREATE: u32 = 30;
+const COPY_DTOD: u32 = 31;
+const COPY_DTOH: u32 = 32;
+const COPY_PEER: u32 = 33;
+const MULTI_DEVICE: u32 = 34;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1184,6 +1188,10 @@ fn harness_deciding_clocked(
         ("cuMemRelease", MEM_RELEASE),
         ("cuMemRetainAllocationHandle", MEM_RETAIN),
         ("cuMulticastCreate", MULTICAST_CREATE),
+        ("cuMemcpyDtoDAsync_v2", COPY_DTOD),
+        ("cuMemcpyDtoHAsync_v2", COPY_DTOH),
+        ("cuMemcpyPeerAsync", COPY_PEER),
+        ("cuLaunchCooperativeKernelMultiDevice", MULTI_DEVICE),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).
@@ -2434,6 +2442,118 @@ fn a_copy_of_another_context_into_this_contexts_memory_waits_for_its_window() {
     assert_eq!(values, vec![1; 4]);
 }
 
+/// The copy `cbid` (named `name`) with the parameter words `p`, made in context `ctx`; `body`
+/// is the driver's part.
+fn copy_words(h: &Harness, ctx: usize, (cbid, name): (u32, &CStr), p: &[u64], body: impl FnOnce()) {
+    h.call_in(ctx, cbid, name, p.as_ptr().cast(), c"", || {
+        body();
+        CUDA_SUCCESS
+    });
+}
+
+/// `cuMemcpyDtoDAsync_v2`, for [`copy_words`].
+const DTOD: (u32, &CStr) = (COPY_DTOD, c"cuMemcpyDtoDAsync_v2");
+
+/// B's own allocation (made by [`call_during_a_window`] or [`two_contexts_b_stuck`]).
+fn memory_of_b(h: &Harness) -> usize {
+    h.be.inventory
+        .owned_by(crate::AgentId(CTX_B as u64))
+        .first()
+        .map(|a| a.base)
+        .expect("B's allocation")
+}
+
+#[test]
+fn copies_of_another_context_reading_this_contexts_memory_wait_for_its_window() {
+    // A copy in B whose source is the window's memory would read a pass's or a restore's
+    // state: B's DtoD, DtoH and peer copies from it are held until the window ends.
+    // Each copy's parameter words from (B's buffer, the window's buffer).
+    type Words = fn(u64, u64) -> Vec<u64>;
+    let copies: [((u32, &CStr), Words); 3] = [
+        (DTOD, |own, src| vec![own, src, 16, 0x7700]),
+        ((COPY_DTOH, c"cuMemcpyDtoHAsync_v2"), |_, src| {
+            vec![0x5_0000, src, 16, 0x7700]
+        }),
+        ((COPY_PEER, c"cuMemcpyPeerAsync"), |own, src| {
+            vec![own, CTX_B as u64, src, CTX as u64, 16, 0x7700]
+        }),
+    ];
+    for (name, words) in copies {
+        let (ran_inside, values) = call_during_a_window(true, |h, src, inside| {
+            let p = words(memory_of_b(h) as u64, src as u64);
+            let mut ran_inside = false;
+            copy_words(h, CTX_B, name, &p, || ran_inside = inside());
+            ran_inside
+        });
+        assert!(
+            !ran_inside,
+            "{:?} from the window's memory ran inside it",
+            name.1
+        );
+        assert_eq!(values, vec![1; 4]);
+    }
+}
+
+#[test]
+fn a_multi_device_launch_of_another_context_waits_for_this_contexts_window() {
+    // Its launch list names streams of several contexts: every context owning memory is held.
+    let (ran_inside, values) = call_during_a_window(true, |h, _, inside| {
+        let list = [0u64; 7];
+        let p = [list.as_ptr() as u64, 1];
+        let mut ran_inside = false;
+        h.call_in(
+            CTX_B,
+            MULTI_DEVICE,
+            c"cuLaunchCooperativeKernelMultiDevice",
+            p.as_ptr().cast(),
+            c"",
+            || {
+                ran_inside = inside();
+                CUDA_SUCCESS
+            },
+        );
+        ran_inside
+    });
+    assert!(!ran_inside, "the multi-device launch ran inside the window");
+    assert_eq!(values, vec![1; 4]);
+}
+
+#[test]
+fn a_copy_of_another_context_between_its_own_buffers_does_not_wait_for_this_contexts_window() {
+    // The control of the test above: a source of B's own is not the window's memory.
+    let (ran_inside, values) = call_during_a_window(true, |h, dst, inside| {
+        let own = memory_of_b(h) as u64;
+        assert_ne!(own as usize, dst);
+        let mut ran_inside = false;
+        copy_words(h, CTX_B, DTOD, &[own + 32, own, 16, 0x7700], || {
+            ran_inside = inside()
+        });
+        ran_inside
+    });
+    assert!(
+        ran_inside,
+        "a copy within another context was held off this one's window"
+    );
+    assert_eq!(values, vec![1; 4]);
+}
+
+#[test]
+fn a_drain_waits_for_another_contexts_copy_from_its_memory() {
+    // B's copy out of this context's buffer is still running (its stream never finishes)
+    // when this context's next launch comes: a restore would change what it reads.
+    let (h, mut buf, own) = two_contexts_b_stuck();
+    copy_words(&h, CTX_B, DTOD, &[own as u64, buf.ptr, 16, 0x7700], || {});
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Declined(DeclineReason::DrainTimeout),
+        "the window must not start under the other context's read"
+    );
+    assert_eq!(buf.values(), vec![1; 8], "one execution");
+}
+
 #[test]
 fn a_copy_of_another_context_into_its_own_memory_does_not_wait_for_this_contexts_window() {
     // The control of the test above: only work that reaches the window's memory is held.
@@ -2764,7 +2884,7 @@ fn callbacks_are_classified_by_name() {
     );
     assert_eq!(
         classify("cuMemcpyDtoH_v2_ptds"),
-        Some(Api::StreamWork(Writes::Host))
+        Some(Api::StreamWork(Writes::ToHost))
     );
     assert_eq!(
         classify("cuMemsetD8"),
@@ -4044,6 +4164,50 @@ fn stream_work_names_the_range_it_writes() {
     assert_eq!(
         range("cuMemcpyWithAttributesAsync", &[0x1000, 9, 64, 0, 0]),
         Some(Some((0x1000, 64)))
+    );
+}
+
+#[test]
+fn stream_work_names_the_device_range_it_reads() {
+    let read = |name: &str, p: &[u64]| {
+        // SAFETY: `p` holds the words of the call's parameter struct.
+        unsafe { Writes::of(name).read_range(p.as_ptr().cast()) }
+    };
+    assert_eq!(
+        read("cuMemcpyDtoDAsync_v2_ptsz", &[0x1000, 0x2000, 64, 0]),
+        Some(Some((0x2000, 64)))
+    );
+    assert_eq!(
+        read("cuMemcpyDtoHAsync_v2", &[0x1000, 0x2000, 64, 0]),
+        Some(Some((0x2000, 64)))
+    );
+    // (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream)
+    assert_eq!(
+        read("cuMemcpyPeerAsync", &[0x1000, 1, 0x2000, 3, 64, 0]),
+        Some(Some((0x2000, 64)))
+    );
+    // (dstArray, dstOffset, srcDevice, ByteCount)
+    assert_eq!(
+        read("cuMemcpyDtoA_v2", &[0xa, 16, 0x2000, 64]),
+        Some(Some((0x2000, 64)))
+    );
+    assert_eq!(read("cuMemcpyAtoD_v2", &[0x1000, 0xa, 16, 64]), Some(None));
+    assert_eq!(read("cuMemsetD32Async", &[0x1000, 7, 10, 0]), Some(None));
+    assert_eq!(
+        read("cuMemcpyHtoAAsync_v2", &[0xa, 0, 9, 64, 0]),
+        Some(None)
+    );
+    assert_eq!(
+        read("cuMemcpyDtoH", &[0x1000, 0x2000]),
+        None,
+        "32-bit pointers"
+    );
+    assert_eq!(read("cuMemcpy3DAsync_v2", &[0, 0]), None);
+    // What a copy into host memory or an array writes: no device memory.
+    assert_eq!(
+        // SAFETY: as above.
+        unsafe { Writes::of("cuMemcpyDtoA_v2").range([0xa_u64, 16, 0x2000, 64].as_ptr().cast()) },
+        Some(None)
     );
 }
 

@@ -1,9 +1,10 @@
-//! What a piece of stream work writes, decoded from its parameters: a copy or a fill into one
-//! known range of device memory invalidates the carried fingerprints of the allocations it
-//! overlaps only ([`note_range_write`](crate::engine::footprint::note_range_write)); work whose
-//! destination is not decoded invalidates every agent's
+//! What a piece of stream work writes and reads, decoded from its parameters: a copy or a fill
+//! into one known range of device memory invalidates the carried fingerprints of the
+//! allocations it overlaps only ([`note_range_write`](crate::engine::footprint::note_range_write));
+//! work whose destination is not decoded invalidates every agent's
 //! ([`note_device_write_all`](crate::engine::footprint::note_device_write_all)), and a copy into
-//! host memory none.
+//! host memory none. The owners of both ranges (the destination and a copy's device source)
+//! are the contexts whose windows the work is fenced against.
 //!
 //! Parameter layouts are CUPTI's `<function>_params` structs (`generated_cuda_meta.h`, CUDA 13):
 //! the 64-bit destination first for copies and fills, the stream first for stream writes. The
@@ -29,10 +30,17 @@ pub(crate) enum Writes {
     Fill2D { unit: usize },
     /// `(stream, addr, value, flags)`: `cuStreamWriteValue32/64` of `bytes`.
     Value { bytes: usize },
-    /// A copy into host memory (`cuMemcpyDtoH_v2`, `cuMemcpyDtoHAsync_v2`, `cuMemcpyAtoH*`
-    /// and the legacy forms) or into a CUDA array (`cuMemcpyDtoA_v2`, `cuMemcpyHtoA*`,
-    /// `cuMemcpyAtoA_v2`; arrays are not device memory the inventory tracks): no tracked
-    /// device memory is written.
+    /// `(dstHost, srcDevice, ByteCount)`: `cuMemcpyDtoH_v2`, `cuMemcpyDtoHAsync_v2`, a copy
+    /// into host memory: no tracked device memory is written; the source is read.
+    ToHost,
+    /// `(dstArray, dstOffset, srcDevice, ByteCount)`: `cuMemcpyDtoA_v2`, a copy into a CUDA
+    /// array (arrays are not device memory the inventory tracks); the source is read.
+    ToArray,
+    /// The legacy `cuMemcpyDtoH(Async)` with 32-bit device pointers: writes host memory, reads
+    /// device memory it does not decode.
+    LegacyToHost,
+    /// A copy between host memory and CUDA arrays (`cuMemcpyAtoH*`, `cuMemcpyHtoA*`,
+    /// `cuMemcpyAtoA_v2`): no tracked device memory is written or read.
     Host,
     /// Anything else (2D/3D copies, batches, legacy launches, host functions): it may write
     /// any device memory.
@@ -56,13 +64,11 @@ impl Writes {
             | "cuMemcpyWithAttributesAsync" => Writes::Copy,
             "cuMemcpyPeer" | "cuMemcpyPeerAsync" => Writes::Peer,
             "cuMemcpyAtoD_v2" => Writes::FromArray,
-            "cuMemcpyDtoH_v2"
-            | "cuMemcpyDtoHAsync_v2"
-            | "cuMemcpyDtoH"
-            | "cuMemcpyDtoHAsync"
-            | "cuMemcpyAtoH_v2"
+            "cuMemcpyDtoH_v2" | "cuMemcpyDtoHAsync_v2" => Writes::ToHost,
+            "cuMemcpyDtoA_v2" => Writes::ToArray,
+            "cuMemcpyDtoH" | "cuMemcpyDtoHAsync" => Writes::LegacyToHost,
+            "cuMemcpyAtoH_v2"
             | "cuMemcpyAtoHAsync_v2"
-            | "cuMemcpyDtoA_v2"
             | "cuMemcpyHtoA_v2"
             | "cuMemcpyHtoAAsync_v2"
             | "cuMemcpyAtoA_v2" => Writes::Host,
@@ -89,7 +95,9 @@ impl Writes {
             unsafe { *params.cast::<u64>().add(i) as usize }
         };
         let range = match self {
-            Writes::Host => return Some(None),
+            Writes::Host | Writes::ToHost | Writes::ToArray | Writes::LegacyToHost => {
+                return Some(None);
+            }
             Writes::Unknown => return None,
             Writes::Copy => (word(0), word(2)),
             Writes::Peer => (word(0), word(4)),
@@ -106,6 +114,44 @@ impl Writes {
             Writes::Value { bytes } => (word(1), bytes),
         };
         Some(Some(range))
+    }
+
+    /// The range of device memory the call reads, where that may be another context's: a
+    /// copy's device source (`Some(None)`: none, e.g. a fill or a copy from host memory or an
+    /// array; `None`: unknown). A host source is never in the inventory, so `cuMemcpy`'s
+    /// unified source is decoded as a device one.
+    ///
+    /// # Safety
+    /// As for [`range`](Self::range).
+    pub(crate) unsafe fn read_range(self, params: *const c_void) -> Option<Option<(usize, usize)>> {
+        let word = |i: usize| {
+            // SAFETY: as in `range`.
+            unsafe { *params.cast::<u64>().add(i) as usize }
+        };
+        let range = match self {
+            Writes::Copy | Writes::ToHost => (word(1), word(2)),
+            Writes::Peer => (word(2), word(4)),
+            Writes::ToArray => (word(2), word(3)),
+            Writes::FromArray
+            | Writes::Host
+            | Writes::Fill { .. }
+            | Writes::Fill2D { .. }
+            | Writes::Value { .. } => return Some(None),
+            Writes::LegacyToHost | Writes::Unknown => return None,
+        };
+        Some(Some(range))
+    }
+
+    /// What the call writes and what it reads: `[range, read_range]`.
+    ///
+    /// # Safety
+    /// As for [`range`](Self::range).
+    pub(crate) unsafe fn ranges(
+        self,
+        params: *const c_void,
+    ) -> [Option<Option<(usize, usize)>>; 2] {
+        // SAFETY: caller contract.
+        unsafe { [self.range(params), self.read_range(params)] }
     }
 
     /// The stream the stream-work call `name` enqueues on, read from its parameters: its
