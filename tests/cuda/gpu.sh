@@ -115,25 +115,32 @@ for s in $steps; do
     cat "$out/gpu/short_kernel.summary" 2>/dev/null
     if command -v ncu >/dev/null; then
       exe=$out/short_kernel
-      nvcc -O2 -std=c++17 -arch=native -o "$exe" "$here/cuda/apps/short_kernel.cu" &&
-        LAUNCHES=50 timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --print-units base --csv \
-          -k regex:five_us "$exe" > "$out/short_kernel.ncu.csv" 2> "$out/short_kernel.ncu.stderr"
-      echo "ncu: exit $? ($(grep -c gpu__time_duration "$out/short_kernel.ncu.csv" 2>/dev/null) rows)"
-      python3 - "$out/short_kernel.ncu.csv" "$out/gpu/short_kernel.jsonl" <<'PY'
+      nvcc -O2 -std=c++17 -arch=native -o "$exe" "$here/cuda/apps/short_kernel.cu" || true
+      # Nsight Compute's defaults flush caches before each profiled launch (--cache-control
+      # all); a second run leaves them alone, to see how much of the gap that flush is.
+      for cache in all none; do
+        LAUNCHES=50 timeout 200 ncu --clock-control none --cache-control $cache \
+          --metrics gpu__time_duration.sum --print-units base --csv \
+          -k regex:five_us "$exe" > "$out/short_kernel.ncu-$cache.csv" 2> "$out/short_kernel.ncu-$cache.stderr"
+        echo "ncu --cache-control $cache: exit $? ($(grep -c gpu__time_duration "$out/short_kernel.ncu-$cache.csv" 2>/dev/null) rows)"
+      done
+      python3 - "$out/gpu/short_kernel.jsonl" "$out/short_kernel.ncu-all.csv" "$out/short_kernel.ncu-none.csv" <<'PY'
 import csv, json, statistics, sys
-ncu = []
-try:
-    rows = [l for l in open(sys.argv[1]) if l.startswith('"')]
-    for r in csv.DictReader(rows):
-        if r.get("Metric Name") == "gpu__time_duration.sum":
-            v = float(r["Metric Value"].replace(",", ""))
-            unit = r.get("Metric Unit", "nsecond")
-            ncu.append(v * {"nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9}.get(unit, 1))
-except OSError as e:
-    print("ncu csv:", e)
+def ncu_times(path):
+    out = []
+    try:
+        rows = [l for l in open(path) if l.startswith('"')]
+        for r in csv.DictReader(rows):
+            if r.get("Metric Name") == "gpu__time_duration.sum":
+                v = float(r["Metric Value"].replace(",", ""))
+                unit = r.get("Metric Unit", "nsecond")
+                out.append(v * {"nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9}.get(unit, 1))
+    except OSError as e:
+        print("ncu csv:", e)
+    return out
 ours, first, later = [], [], []
 try:
-    for l in open(sys.argv[2]):
+    for l in open(sys.argv[1]):
         r = json.loads(l)
         if "five_us" in (r.get("kernel") or ""):
             t = [x for x in r.get("pass_ns") or [] if x]
@@ -143,10 +150,14 @@ try:
 except OSError as e:
     print("records:", e)
 med = lambda v: statistics.median(v) if v else float("nan")
-print(f"five_us median ns: ours {med(ours):.0f} (pass 1 {med(first):.0f}, relaunches {med(later):.0f}; {len(ours)} passes)"
-      f" | ncu gpu__time_duration {med(ncu):.0f} ({len(ncu)} launches) | ours/ncu {med(ours) / med(ncu):.3f}")
+print(f"five_us median ns: ours {med(ours):.0f} (pass 1 {med(first):.0f}, relaunches {med(later):.0f}; {len(ours)} passes)")
+for cache, path in (("all", sys.argv[2]), ("none", sys.argv[3])):
+    ncu = ncu_times(path)
+    lo, hi = (min(ncu), max(ncu)) if ncu else (float("nan"),) * 2
+    print(f"  ncu --cache-control {cache}: gpu__time_duration median {med(ncu):.0f} (min {lo:.0f}, max {hi:.0f};"
+          f" {len(ncu)} launches) | ours/ncu {med(ours) / med(ncu):.3f}")
 PY
-      tail -5 "$out/short_kernel.ncu.stderr" 2>/dev/null
+      tail -3 "$out/short_kernel.ncu-all.stderr" "$out/short_kernel.ncu-none.stderr" 2>/dev/null
     else
       echo "ncu not found: no Nsight Compute comparison"
     fi

@@ -21,7 +21,8 @@
 //!   callback registers the relaunch's id at its enter ([`on_own_launch`]).
 //! - Once the pass has completed (its end event), the records are flushed
 //!   (`cuptiActivityFlushAll(0)`: buffers whose records are all complete) until the wanted
-//!   one arrives, at most [`RECORD_WAIT`]; the pass's time is then `end - start` of the
+//!   one arrives, at most [`RECORD_WAIT`] (yielding between flushes for the first
+//!   [`RECORD_SPIN`], then sleeping); the pass's time is then `end - start` of the
 //!   record, or the events' time when no record came.
 //! - After [`MISSES`] passes in a row without their record (the application registered its
 //!   own activity buffers, which replaces ours, or disabled kernel records) the clock stops
@@ -41,6 +42,10 @@ use rocprof_replay_sys::cuda::*;
 
 /// How long a completed pass waits for its kernel's record before its events' time is used.
 pub(crate) const RECORD_WAIT: Duration = Duration::from_millis(20);
+
+/// How long a pass polls for its record without sleeping: a sleep costs the thread's timer
+/// slack (50 µs by default on Linux), more than a record usually takes to arrive.
+const RECORD_SPIN: Duration = Duration::from_micros(200);
 
 /// Passes in a row without their record after which the clock stops.
 pub(crate) const MISSES: u32 = 4;
@@ -212,7 +217,8 @@ impl KernelClock {
     /// events); the want is dropped either way.
     pub(crate) fn kernel_time(&self, id: u32) -> Option<Duration> {
         let api = self.api?;
-        let deadline = Instant::now() + RECORD_WAIT;
+        let started = Instant::now();
+        let deadline = started + RECORD_WAIT;
         loop {
             // SAFETY: a plain flag; the completion callback runs on this thread or CUPTI's.
             let r = unsafe { (api.flush_all)(0) };
@@ -225,7 +231,11 @@ impl KernelClock {
                 self.missed();
                 return None;
             }
-            std::thread::sleep(Duration::from_micros(20));
+            if started.elapsed() < RECORD_SPIN {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
         }
     }
 

@@ -152,7 +152,31 @@ fn pass_times_of_a_five_microsecond_kernel_measure_the_kernel() {
     }
     let all: Vec<u64> = first.iter().chain(&later).copied().collect();
     let (m1, ml, m) = (median(first), median(later), median(all));
-    let summary = format!("median_ns all {m} pass1 {m1} relaunch {ml}\n");
+    // What timing by records costs a window, against timing by events (a benchmark figure,
+    // printed): the median window time of the same launches under each.
+    let (re, erecs) = under_tool(
+        "short_kernel",
+        "short_kernel.events",
+        "3",
+        &[
+            ("LAUNCHES", "50"),
+            ("ROCPROF_REPLAY_CUDA_PASS_TIMES", "events"),
+        ],
+    );
+    re.assert_success("short_kernel under the tool, pass times from events");
+    let window = |recs: &[&Value]| {
+        median(
+            recs.iter()
+                .filter_map(|r| r["window_ns"].as_u64())
+                .collect(),
+        )
+    };
+    let (wr, we) = (window(&k), window(&of_kernel(&erecs, "five_us")));
+    let summary = format!(
+        "median_ns all {m} pass1 {m1} relaunch {ml}\n\
+         median window_ns: records {wr} events {we} (records cost {} ns per pass)\n",
+        (wr as i64 - we as i64) / 3
+    );
     std::fs::write(out_dir().join("short_kernel.summary"), &summary).unwrap();
     println!("{summary}");
     // How close the kernel-only times come to Nsight Compute's `gpu__time_duration` is a
