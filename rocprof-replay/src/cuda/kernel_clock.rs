@@ -21,8 +21,7 @@
 //!   callback registers the relaunch's id at its enter ([`on_own_launch`]).
 //! - Once the pass has completed (its end event), the records are flushed
 //!   (`cuptiActivityFlushAll(0)`: buffers whose records are all complete) until the wanted
-//!   one arrives, at most [`RECORD_WAIT`] (yielding between flushes for the first
-//!   [`RECORD_SPIN`], then sleeping); the pass's time is then `end - start` of the
+//!   one arrives, at most [`RECORD_WAIT`] (on an H200 the first flush has it); the pass's time is then `end - start` of the
 //!   record, or the events' time when no record came.
 //! - After [`MISSES`] passes in a row without their record (the application registered its
 //!   own activity buffers, which replaces ours, or disabled kernel records) the clock stops
@@ -43,10 +42,6 @@ use rocprof_replay_sys::cuda::*;
 /// How long a completed pass waits for its kernel's record before its events' time is used.
 pub(crate) const RECORD_WAIT: Duration = Duration::from_millis(20);
 
-/// How long a pass polls for its record without sleeping: a sleep costs the thread's timer
-/// slack (50 µs by default on Linux), more than a record usually takes to arrive.
-const RECORD_SPIN: Duration = Duration::from_micros(200);
-
 /// Passes in a row without their record after which the clock stops.
 pub(crate) const MISSES: u32 = 4;
 
@@ -54,8 +49,11 @@ pub(crate) const MISSES: u32 = 4;
 /// first).
 const WANTED: usize = 64;
 
-/// The bytes of one record buffer.
-const BUFFER_BYTES: usize = 1 << 20;
+/// The bytes of one record buffer. CUPTI zeroes each buffer it is handed on the thread that
+/// asks for it (inside the flush of a timed pass): on an H200, 1 MiB buffers cost a 5 µs
+/// kernel's 3-pass window 415 µs, 64 KiB buffers 280 µs (events alone: 150 µs). A buffer
+/// holds about 300 kernel records; a timed pass flushes a handful.
+const BUFFER_BYTES: usize = 64 << 10;
 
 /// Free buffers kept for CUPTI's next request.
 const POOL: usize = 8;
@@ -219,11 +217,18 @@ impl KernelClock {
         let api = self.api?;
         let started = Instant::now();
         let deadline = started + RECORD_WAIT;
+        let mut flushes = 0u32;
         loop {
             // SAFETY: a plain flag; the completion callback runs on this thread or CUPTI's.
             let r = unsafe { (api.flush_all)(0) };
+            flushes += 1;
             if let Some(found) = take(id, false) {
                 self.misses.store(0, Ordering::Relaxed);
+                tracing::trace!(
+                    flushes,
+                    waited_ns = started.elapsed().as_nanos() as u64,
+                    "kernel record taken"
+                );
                 return Some(found);
             }
             if r != CUPTI_SUCCESS || Instant::now() >= deadline {
@@ -231,11 +236,7 @@ impl KernelClock {
                 self.missed();
                 return None;
             }
-            if started.elapsed() < RECORD_SPIN {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
-            }
+            std::thread::sleep(Duration::from_micros(20));
         }
     }
 
