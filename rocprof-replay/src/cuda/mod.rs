@@ -57,7 +57,7 @@ use std::ffi::{CStr, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use rocprof_replay_sys::cuda::*;
@@ -356,6 +356,10 @@ pub(crate) struct Ctx {
     /// into it, a fill, a kernel given its allocations): the next drain waits for them, as it does for this context's
     /// own streams. Recorded before the work's hold on this context is released.
     pub(crate) foreign: Mutex<Vec<(usize, usize)>>,
+    /// Work of another context that may reach this context's memory got no event behind it
+    /// and did not finish within the drain deadline while it was held: no drain can tell
+    /// when it ends, so this context's windows decline (`drain_timeout`) from then on.
+    pub(crate) unfenced: AtomicBool,
     /// Streams (as the application names them) that have had a stream memory wait: kernels
     /// launched into them are not replayed.
     pub(crate) waiting_streams: Mutex<HashSet<usize>>,
@@ -407,6 +411,7 @@ impl Ctx {
             streams: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
             foreign: Mutex::new(Vec::new()),
+            unfenced: AtomicBool::new(false),
             waiting_streams: Mutex::new(HashSet::new()),
             requested_globals: Mutex::new(Vec::new()),
             modules: Mutex::new(HashMap::new()),
@@ -725,15 +730,39 @@ impl Backend {
         let ctx = self.ctx(own);
         let ev = window::record_marker(self, &ctx, stream as CUstream);
         if ev == 0 {
-            tracing::warn!(
-                context = owner.handle,
-                "no event behind work of another context that may reach this context's memory: \
-                 its next window does not wait for that work"
-            );
+            self.wait_for_unmarked_foreign_work(owner, stream);
             return;
         }
         window::prune_foreign(self, owner);
         owner.foreign.lock().push((ev, own));
+    }
+
+    /// [`mark_foreign_work`](Self::mark_foreign_work) without an event (none could be
+    /// made or recorded): the work is waited for here, on the submitting thread, while the
+    /// owner is still held (no window of it starts meanwhile), at most the drain deadline. Work
+    /// still running then marks the owner [`unfenced`](Ctx::unfenced).
+    fn wait_for_unmarked_foreign_work(&self, owner: &Ctx, stream: usize) {
+        let deadline = Instant::now() + self.settings.drain;
+        // SAFETY: the application's stream, on the thread that just used it.
+        let r = window::poll(deadline, || unsafe {
+            (self.drv.stream_query)(stream as CUstream)
+        });
+        if matches!(r, window::Poll::Done) {
+            tracing::debug!(
+                context = owner.handle,
+                "no event behind work of another context that may reach this context's memory: \
+                 waited for it at submission"
+            );
+            return;
+        }
+        if !owner.unfenced.swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                context = owner.handle,
+                "work of another context that may reach this context's memory got no event \
+                 behind it and did not finish within the drain deadline: this context's \
+                 kernels are no longer replayed (drain_timeout)"
+            );
+        }
     }
 
     /// The outcome record of a graph launch: one record, `declined` / `graph_launch`, whose

@@ -47,6 +47,8 @@ struct FakeGpu {
     on_query: Option<(usize, Box<dyn FnOnce() + Send>)>,
     /// Events whose recorded work never finishes.
     stuck_events: HashSet<usize>,
+    /// Streams on which no event can be recorded.
+    unrecordable_streams: HashSet<usize>,
     next_handle: usize,
     launches: u32,
     relaunches: u32,
@@ -363,6 +365,9 @@ unsafe extern "C" fn event_create(e: *mut CUevent, _: c_uint) -> CUresult {
 }
 unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
     let mut g = gpu();
+    if g.unrecordable_streams.contains(&(s as usize)) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     let held = g.held(s as usize);
     g.ops
         .push((s as usize, Op::Record(e as usize, !held.is_empty())));
@@ -2612,6 +2617,57 @@ fn a_drain_waits_for_another_contexts_copy_into_its_memory() {
     assert_eq!(buf.values(), vec![2; 8], "two executions in all");
     assert!(h.be.ctx(CTX).foreign.lock().is_empty());
     assert_eq!(h.be.ctx(CTX_B).private.lock().plain_events.len(), 1);
+}
+
+#[test]
+fn another_contexts_copy_without_an_event_is_waited_for_at_submission() {
+    // No event can be recorded behind B's copy into this context's buffer: the copy's exit
+    // waits for B's stream (it finishes once queried), and this context's window runs.
+    let (h, mut buf, _) = two_contexts_b_stuck();
+    gpu().unrecordable_streams.insert(0x7700);
+    gpu().on_query = Some((
+        0x7700,
+        Box::new(|| {
+            gpu().stuck_streams.remove(&0x7700);
+        }),
+    ));
+    copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {});
+    assert!(
+        gpu().on_query.is_none(),
+        "the copy's stream was not waited for at submission"
+    );
+    assert!(h.be.ctx(CTX).foreign.lock().is_empty());
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
+#[test]
+fn another_contexts_copy_without_an_event_that_never_finishes_stops_this_contexts_replay() {
+    // No event behind B's copy into this context's buffer, and B's stream never finishes: no
+    // drain could tell when the copy ends, so this context's windows decline.
+    let (h, mut buf, _) = two_contexts_b_stuck();
+    gpu().unrecordable_streams.insert(0x7700);
+    copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {});
+    for _ in 0..2 {
+        let mut args = buf.args();
+        h.launch(&ADD_ONE, &mut args, 0x5000);
+        h.settle();
+    }
+    let o = h.outcomes();
+    assert_eq!(o.len(), 2);
+    for (_, o) in &o {
+        assert_eq!(
+            o.kind,
+            OutcomeKind::Declined(DeclineReason::DrainTimeout),
+            "a restore could undo the unfenced copy"
+        );
+    }
+    assert_eq!(buf.values(), vec![2; 8], "one execution each");
+    // Another context's windows are unaffected.
+    assert!(!h.be.ctx(CTX_B).unfenced.load(Ordering::Acquire));
 }
 
 #[test]

@@ -42,5 +42,5 @@ pub(crate) use launch::{
     asynchronous_windows_from_env, enter_launch, exit_launch, prepare_gates, prune_foreign,
     record_marker, retire_stream,
 };
-pub(crate) use target::ArenaMemory;
 use target::*;
+pub(crate) use target::{ArenaMemory, Poll, poll};
