@@ -524,7 +524,9 @@ pub enum DeclineReason {
     VendorPackets,
     /// The agent has work the engine cannot wait for or hold back — HSA: a queue without a
     /// progress signal, a queue the backend could not intercept, or an asynchronous copy that
-    /// ran unfenced — so it could run during the window.
+    /// ran unfenced; CUDA: work of another context reaching the context's memory with no event
+    /// behind it that was still running at its submission's deadline — so it could run during
+    /// the window.
     QueueNotDrainable,
     /// HSA: the application destroyed the dispatch's queue before the dispatch ran there. The
     /// runtime drops what a destroyed queue still holds, so the dispatch does not run either,

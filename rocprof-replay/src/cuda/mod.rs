@@ -356,10 +356,11 @@ pub(crate) struct Ctx {
     /// into it, a fill, a kernel given its allocations): the next drain waits for them, as it does for this context's
     /// own streams. Recorded before the work's hold on this context is released.
     pub(crate) foreign: Mutex<Vec<(usize, usize)>>,
-    /// Work of another context that may reach this context's memory got no event behind it
-    /// and did not finish within the drain deadline while it was held: no drain can tell
-    /// when it ends, so this context's windows decline (`drain_timeout`) from then on.
-    pub(crate) unfenced: AtomicBool,
+    /// Work no window of this context can wait for: marked unfenced when work of another
+    /// context that may reach this context's memory got no event behind it and did not
+    /// finish within the drain deadline while it was held (no drain can tell when it ends),
+    /// so this context's windows decline (`queue_not_drainable`) from then on.
+    pub(crate) undrainable: crate::engine::agent::Undrainable,
     /// Streams (as the application names them) that have had a stream memory wait: kernels
     /// launched into them are not replayed.
     pub(crate) waiting_streams: Mutex<HashSet<usize>>,
@@ -411,7 +412,7 @@ impl Ctx {
             streams: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
             foreign: Mutex::new(Vec::new()),
-            unfenced: AtomicBool::new(false),
+            undrainable: crate::engine::agent::Undrainable::new(),
             waiting_streams: Mutex::new(HashSet::new()),
             requested_globals: Mutex::new(Vec::new()),
             modules: Mutex::new(HashMap::new()),
@@ -740,7 +741,7 @@ impl Backend {
     /// [`mark_foreign_work`](Self::mark_foreign_work) without an event (none could be
     /// made or recorded): the work is waited for here, on the submitting thread, while the
     /// owner is still held (no window of it starts meanwhile), at most the drain deadline. Work
-    /// still running then marks the owner [`unfenced`](Ctx::unfenced).
+    /// still running then marks the owner's [`undrainable`](Ctx::undrainable) unfenced.
     fn wait_for_unmarked_foreign_work(&self, owner: &Ctx, stream: usize) {
         let deadline = Instant::now() + self.settings.drain;
         // SAFETY: the application's stream, on the thread that just used it.
@@ -755,12 +756,12 @@ impl Backend {
             );
             return;
         }
-        if !owner.unfenced.swap(true, Ordering::AcqRel) {
+        if owner.undrainable.mark_unfenced() {
             tracing::warn!(
                 context = owner.handle,
                 "work of another context that may reach this context's memory got no event \
                  behind it and did not finish within the drain deadline: this context's \
-                 kernels are no longer replayed (drain_timeout)"
+                 kernels are no longer replayed (queue_not_drainable)"
             );
         }
     }

@@ -2661,13 +2661,13 @@ fn another_contexts_copy_without_an_event_that_never_finishes_stops_this_context
     for (_, o) in &o {
         assert_eq!(
             o.kind,
-            OutcomeKind::Declined(DeclineReason::DrainTimeout),
+            OutcomeKind::Declined(DeclineReason::QueueNotDrainable),
             "a restore could undo the unfenced copy"
         );
     }
     assert_eq!(buf.values(), vec![2; 8], "one execution each");
     // Another context's windows are unaffected.
-    assert!(!h.be.ctx(CTX_B).unfenced.load(Ordering::Acquire));
+    assert!(!h.be.ctx(CTX_B).undrainable.any());
 }
 
 #[test]

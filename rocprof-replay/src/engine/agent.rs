@@ -15,7 +15,7 @@
 //! [`ReplayTarget::contended`]: super::window::ReplayTarget::contended
 
 use std::sync::Once;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -182,10 +182,61 @@ impl Drop for Waiting<'_> {
 
 static CONTENDED: Once = Once::new();
 
+/// Work on an agent that no window can wait for or hold back: while there is any, the
+/// agent's windows decline
+/// ([`QueueNotDrainable`](crate::DeclineReason::QueueNotDrainable)), whichever backend runs.
+/// Some comes and goes (HSA: a queue the backend could not intercept, while it lives); work
+/// that could not be fenced (HSA: an asynchronous copy without a proxy signal; CUDA: work of
+/// another context with no event behind it, still running at its submission's deadline)
+/// has no known end, so it lasts.
+#[derive(Default)]
+pub(crate) struct Undrainable {
+    /// Sources that come and go, alive now.
+    alive: AtomicU32,
+    /// Work that could not be fenced ran: for good.
+    unfenced: AtomicBool,
+}
+
+impl Undrainable {
+    /// None.
+    pub(crate) const fn new() -> Undrainable {
+        Undrainable {
+            alive: AtomicU32::new(0),
+            unfenced: AtomicBool::new(false),
+        }
+    }
+
+    /// A source appeared.
+    pub(crate) fn add(&self) {
+        self.alive.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A source [`add`](Self::add)ed went away.
+    pub(crate) fn remove(&self) {
+        let _ = self
+            .alive
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// Work that could not be fenced ran; `true` the first time (for the caller's one warning).
+    pub(crate) fn mark_unfenced(&self) -> bool {
+        !self.unfenced.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether work that could not be fenced ran.
+    pub(crate) fn unfenced(&self) -> bool {
+        self.unfenced.load(Ordering::Acquire)
+    }
+
+    /// Whether the agent's windows must decline.
+    pub(crate) fn any(&self) -> bool {
+        self.unfenced() || self.alive.load(Ordering::Acquire) > 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
     use std::thread;
     use std::time::Instant;
@@ -299,5 +350,23 @@ mod tests {
         // An extra end does not wrap the count: readers get straight in.
         agent.window_ended();
         drop(agent.read_outside_window(SHORT));
+    }
+
+    #[test]
+    fn undrainable_work_that_comes_and_goes_and_unfenced_work_that_lasts() {
+        let u = Undrainable::new();
+        assert!(!u.any());
+        u.add();
+        u.add();
+        u.remove();
+        assert!(u.any(), "one source still alive");
+        u.remove();
+        u.remove();
+        assert!(!u.any(), "a removal too many does not wrap around");
+        assert!(u.mark_unfenced(), "the first mark");
+        assert!(!u.mark_unfenced(), "marked once");
+        u.add();
+        u.remove();
+        assert!(u.any() && u.unfenced(), "unfenced work lasts");
     }
 }

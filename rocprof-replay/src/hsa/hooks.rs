@@ -219,8 +219,7 @@ unsafe extern "C" fn queue_create(
 fn untracked(be: &super::Backend, q: *mut hsa_queue_t, agent: hsa_agent_t) {
     if let Some(gpu) = be.gpu(agent) {
         be.untracked.lock().insert(q as usize, gpu.index);
-        gpu.undrainable
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        gpu.undrainable.add();
     }
 }
 
@@ -289,8 +288,7 @@ unsafe extern "C" fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
         return st;
     }
     if let Some(gpu) = untracked.and_then(|index| be.gpus.get(index as usize)) {
-        gpu.undrainable
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        gpu.undrainable.remove();
     }
     if let Some(state) = listed {
         quietly("forgetting a queue", || {

@@ -1500,7 +1500,7 @@ impl ReplayTarget for HsaTarget {
         }
         // Work of the GPU that cannot be waited for or held back (a queue the backend could
         // not intercept, a copy that ran unfenced) could run during the window: decline.
-        if self.gpu.undrainable.load(Ordering::Acquire) > 0 {
+        if self.gpu.undrainable.any() {
             tracing::warn!(
                 "the GPU has work the replay window cannot wait for (a queue that could not be \
                  intercepted, or an unfenced copy)"

@@ -12,7 +12,7 @@ mod originals;
 mod stuck;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -47,9 +47,7 @@ pub(crate) struct Gpu {
     /// registration failed) still alive, plus, for good, one if an asynchronous copy touching
     /// the GPU ran unfenced. While non-zero its windows decline
     /// ([`DeclineReason::QueueNotDrainable`](crate::DeclineReason::QueueNotDrainable)).
-    pub(crate) undrainable: AtomicU32,
-    /// An asynchronous copy touching this GPU could not be fenced (counted in `undrainable`).
-    pub(crate) unfenced_copy: AtomicBool,
+    pub(crate) undrainable: crate::engine::agent::Undrainable,
     /// The GPU's own coarse-grained memory pool (VRAM) and its size in bytes: where the
     /// snapshot arena's device chunks come from.
     pub(crate) device_pool: Option<(hsa_amd_memory_pool_t, usize)>,
@@ -70,8 +68,7 @@ impl Gpu {
     /// Notes work on this GPU that windows cannot wait for: an asynchronous copy that could not
     /// be fenced (its end cannot be known, so this lasts).
     pub(crate) fn copy_unfenced(&self) {
-        if !self.unfenced_copy.swap(true, Ordering::AcqRel) {
-            self.undrainable.fetch_add(1, Ordering::AcqRel);
+        if self.undrainable.mark_unfenced() {
             tracing::warn!(
                 gpu = self.index,
                 "an asynchronous copy touching this GPU runs unfenced: its dispatches are no \
@@ -773,8 +770,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 replay: std::sync::OnceLock::new(),
                 copies: copies::CopyFence::default(),
                 vendor_packets: std::sync::atomic::AtomicBool::new(false),
-                undrainable: AtomicU32::new(0),
-                unfenced_copy: AtomicBool::new(false),
+                undrainable: crate::engine::agent::Undrainable::new(),
                 device_pool: device_pool(ctx.orig, agent),
                 arena: Mutex::new(Arena::default()),
                 kernels: compare::DeviceKernels::default(),

@@ -760,11 +760,12 @@ impl ReplayTarget for CudaTarget<'_> {
         // Work of other contexts that may reach this context's memory (their copies, fills
         // and kernels given its allocations hold this context's reader side while they are
         // submitted, and leave an event behind them here, or were waited for then).
-        if self.ctx.unfenced.load(std::sync::atomic::Ordering::Acquire) {
+        if self.ctx.undrainable.any() {
             tracing::debug!(
-                "work of another context that no drain can wait for may reach this context's memory"
+                "work of another context that no drain can wait for may reach this context's \
+                 memory"
             );
-            return Err(DeclineReason::DrainTimeout);
+            return Err(DeclineReason::QueueNotDrainable);
         }
         let foreign = std::mem::take(&mut *self.ctx.foreign.lock());
         for (i, &(ev, owner)) in foreign.iter().enumerate() {
