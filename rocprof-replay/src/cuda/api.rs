@@ -79,6 +79,8 @@ pub(crate) type CUdevice_attribute = std::ffi::c_uint;
 pub(crate) const CU_DEVICE_ATTRIBUTE_WARP_SIZE: CUdevice_attribute = 10;
 /// `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
 pub(crate) const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: CUdevice_attribute = 16;
+/// `CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE`: bytes.
+pub(crate) const CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: CUdevice_attribute = 38;
 /// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR`.
 pub(crate) const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: CUdevice_attribute = 39;
 /// `CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR`.

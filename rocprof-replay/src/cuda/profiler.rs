@@ -453,6 +453,9 @@ pub(crate) struct Modes {
     /// Have CUPTI reset the caches before each pass (CUDA 13.4+; as Nsight Compute's
     /// `--cache-control all`, its default).
     pub(crate) flush_caches: bool,
+    /// Flush the L2 ourselves before each counter pass (the window reads a scratch of twice
+    /// its size, `cuda::window::l2`).
+    pub(crate) flush_l2: bool,
 }
 
 impl Default for Modes {
@@ -461,19 +464,23 @@ impl Default for Modes {
             decode_each: true,
             user_range: true,
             flush_caches: false,
+            flush_l2: true,
         }
     }
 }
 
 impl Modes {
     /// `ROCPROF_REPLAY_CUPTI_DECODE=last`, `ROCPROF_REPLAY_CUPTI_RANGE=auto`,
-    /// `ROCPROF_REPLAY_CUPTI_CACHE=all`.
+    /// `ROCPROF_REPLAY_CUPTI_CACHE=l2` (the default: our L2 flush), `all` (and CUPTI's cache
+    /// control) or `none` (neither).
     fn from_env() -> Modes {
         let var = |name| std::env::var(name).unwrap_or_default();
+        let cache = var("ROCPROF_REPLAY_CUPTI_CACHE");
         Modes {
             decode_each: var("ROCPROF_REPLAY_CUPTI_DECODE") != "last",
             user_range: var("ROCPROF_REPLAY_CUPTI_RANGE") != "auto",
-            flush_caches: var("ROCPROF_REPLAY_CUPTI_CACHE") == "all",
+            flush_caches: cache.trim() == "all",
+            flush_l2: cache.trim() != "none",
         }
     }
 }
@@ -785,6 +792,11 @@ impl Session {
     fn fail(&mut self, why: String) {
         tracing::warn!("hardware counters of this dispatch: {why}");
         self.error.get_or_insert(why);
+    }
+
+    /// Whether the window flushes the L2 before each counter pass of this session.
+    pub(crate) fn flushes_l2(&self) -> bool {
+        self.modes.flush_l2
     }
 
     /// Arms counter pass `pass` for the next launch (`Some`: `SetConfig` before pass 0, then

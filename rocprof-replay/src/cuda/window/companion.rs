@@ -363,6 +363,7 @@ pub(super) fn run_job(mut job: Job, relaxed: &mut bool) {
         dirty: false,
         original_end: None,
         counters: None,
+        l2: super::l2::L2Flush::Off,
         launch_values: None,
         late_stream: 0,
     };

@@ -31,6 +31,7 @@
 
 mod companion;
 pub(crate) mod compare;
+mod l2;
 mod launch;
 mod target;
 

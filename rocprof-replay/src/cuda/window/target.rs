@@ -184,6 +184,8 @@ pub(super) struct CudaTarget<'a> {
     pub(super) launch_values: Option<LaunchValues>,
     /// The private stream given up with work still running on it (0: none).
     pub(super) late_stream: usize,
+    /// The L2 flush before each counter pass ([`l2`](super::l2)).
+    pub(super) l2: super::l2::L2Flush,
 }
 
 impl<'a> CudaTarget<'a> {
@@ -586,6 +588,37 @@ impl CudaTarget<'_> {
     }
 }
 
+/// The L2's size of the current context's device (`None`: the driver does not say).
+fn l2_bytes(drv: &Driver) -> Option<usize> {
+    let get = drv.device_get_attribute?;
+    let mut dev: CUdevice = 0;
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: plain out-parameters; the launch's context is current on this thread, and `dev`
+    // is the driver's own device handle.
+    let ok = unsafe {
+        (drv.ctx_get_device)(&mut dev) == CUDA_SUCCESS
+            && get(
+                &mut v,
+                crate::cuda::api::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                dev,
+            ) == CUDA_SUCCESS
+    };
+    ok.then(|| usize::try_from(v).ok()).flatten()
+}
+
+impl super::l2::FlushMemory for CudaTarget<'_> {
+    fn carve(&mut self, bytes: usize) -> Option<Staging> {
+        self.alloc_staging(bytes)
+    }
+
+    fn read(&mut self, addr: usize, len: usize) -> Result<(), String> {
+        // One fingerprint per MiB: the whole scratch is read, and little comes back.
+        self.fingerprint(&[(addr, len)], 1 << 20)
+            .map(drop)
+            .map_err(|e| format!("{e:?}"))
+    }
+}
+
 impl ReplayTarget for CudaTarget<'_> {
     /// Launch metrics ([`crate::cuda::launch_metrics`]) are computed here, before the window
     /// (the context is current on this thread); CUPTI is prepared only for the rest of the
@@ -627,12 +660,19 @@ impl ReplayTarget for CudaTarget<'_> {
         }
         let (ctx, agent, set) = (self.ctx.handle, self.job.info.agent_index, set.clone());
         let prepared =
-            self.profiler_call(move || crate::cuda::profiler::prepare(ctx, agent, &set))?;
-        self.counters = Some(prepared?);
+            self.profiler_call(move || crate::cuda::profiler::prepare(ctx, agent, &set))??;
+        self.l2 = super::l2::L2Flush::wanted(prepared.flushes_l2(), l2_bytes(self.drv()));
+        self.counters = Some(prepared);
         Ok(())
     }
 
     fn arm_counters(&mut self, pass: Option<u32>) {
+        if pass.is_some() && self.counters.is_some() {
+            // The pass starts from an L2 holding none of the kernel's data.
+            let mut l2 = std::mem::replace(&mut self.l2, super::l2::L2Flush::Off);
+            l2.before_counter_pass(self);
+            self.l2 = l2;
+        }
         if let Some(mut c) = self.counters.take() {
             self.counters = self
                 .profiler_call(move || {
@@ -969,6 +1009,8 @@ impl ReplayTarget for CudaTarget<'_> {
 
     fn end(&mut self) {
         self.settle_original();
+        // The L2 scratch back to the arena (its reads have completed).
+        self.l2 = super::l2::L2Flush::Off;
         // Trimmed once the window's gates are open (`run_job`): freeing may synchronise the
         // context, and the application's stream may still wait behind a gate of this window.
         self.ctx.arena.lock().end_window();
