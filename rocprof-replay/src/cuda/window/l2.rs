@@ -3,8 +3,10 @@
 //! replay, does not (CUPTI 13.0 accepts its cache control and shows no effect). A counter pass
 //! that follows a restore would otherwise find the kernel's inputs in L2, and count none of
 //! their DRAM reads. So before each counter pass the window reads a scratch of twice the L2
-//! with the fingerprint kernel of the compare module: the L2 then holds scratch lines, clean
-//! ones (a read leaves nothing to write back during the pass), and none of the kernel's data.
+//! with the compare kernel of the compare module (the scratch against itself; its plain loads
+//! take L2 lines as the kernels' own do, where the fingerprint kernel's streaming loads would
+//! be evicted first): the L2 then holds scratch lines, clean ones (a read leaves nothing to
+//! write back during the pass), and none of the kernel's data.
 //! The read completes before the pass's range opens (the range profiler's `PushRange` waits
 //! for the context to go idle).
 //!

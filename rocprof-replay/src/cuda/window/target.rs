@@ -612,8 +612,15 @@ impl super::l2::FlushMemory for CudaTarget<'_> {
     }
 
     fn read(&mut self, addr: usize, len: usize) -> Result<(), String> {
-        // One fingerprint per MiB: the whole scratch is read, and little comes back.
-        self.fingerprint(&[(addr, len)], 1 << 20)
+        // The compare kernel over the scratch against itself: plain loads, which take L2 lines
+        // as the kernels' own do (the fingerprint kernel's streaming loads would be evicted
+        // first and leave the L2 as it was), and one flag byte per 64 KiB written back.
+        let whole = Transfer {
+            device: addr,
+            staging: addr,
+            len,
+        };
+        self.diff(&[whole], &[true], 64 << 10)
             .map(drop)
             .map_err(|e| format!("{e:?}"))
     }
