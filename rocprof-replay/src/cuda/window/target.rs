@@ -438,10 +438,18 @@ impl DeviceMemory for CudaTarget<'_> {
         self.ctx.arena.lock().carve(&mem, size)
     }
 
-    /// One arena chunk for the plan, reused while plans fit it.
+    /// One arena chunk for the plan, reused while plans fit it (and the L2 flush's scratch,
+    /// when the dispatch's counter passes want one: one chunk for both, kept across windows).
     fn reserve_staging(&mut self, bytes: usize) {
         let mem = ArenaMemory { drv: &self.be.drv };
-        self.ctx.arena.lock().prepare(&mem, bytes);
+        let scratch = match self.l2 {
+            super::l2::L2Flush::Wanted(n) => n,
+            _ => 0,
+        };
+        self.ctx
+            .arena
+            .lock()
+            .prepare(&mem, bytes.saturating_add(scratch));
     }
 
     /// One batch on the private stream, one event, one bounded wait: the transfers shorter
