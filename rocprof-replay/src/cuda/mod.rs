@@ -353,8 +353,9 @@ pub(crate) struct Ctx {
     pub(crate) retired: Mutex<Vec<usize>>,
     /// Events of other contexts of the process (event, its context), each recorded behind
     /// work of that context that may write or read this context's memory (a copy from or
-    /// into it, a fill, a kernel given its allocations): the next drain waits for them, as it does for this context's
-    /// own streams. Recorded before the work's hold on this context is released.
+    /// into it, a fill, a kernel given its allocations): the next drain waits for them, as it
+    /// does for this context's own streams. Recorded before the work's hold on this context is
+    /// released.
     pub(crate) foreign: Mutex<Vec<(usize, usize)>>,
     /// Work no window of this context can wait for: marked unfenced when work of another
     /// context that may reach this context's memory got no event behind it and did not
@@ -581,10 +582,9 @@ impl Backend {
 
     /// [`hold_off_window`](Self::hold_off_window) for work that may reach `ranges`: what it
     /// writes and what it reads (as [`Writes::ranges`](writes::Writes::ranges) says; asked at
-    /// enter). The reader
-    /// side of its own context and of every other context whose memory it may write or read
-    /// (a read inside a window could see a pass's or a restore's state), taken in the order of
-    /// the contexts' handles (so two threads holding each other's contexts never wait in a
+    /// enter). The reader side of its own context and of every other context whose memory it
+    /// may write or read (a read inside a window could see a pass's or a restore's state),
+    /// taken in the order of the contexts' handles (so two threads holding each other's contexts never wait in a
     /// cycle). At exit, before those are released, an event recorded behind the work on its
     /// `stream` (asked only then, and only if other contexts are held; `None`: not decoded)
     /// goes to each other context, whose next drain waits for it (a restore must neither undo
@@ -601,10 +601,7 @@ impl Backend {
     ) {
         if enter {
             note();
-            let mut held: SmallVec<[usize; 3]> = SmallVec::new();
-            for range in ranges() {
-                held.extend(self.contexts_reached(ctx_handle, range));
-            }
+            let mut held = self.contexts_reached(ctx_handle, &ranges());
             held.push(ctx_handle);
             held.sort_unstable();
             held.dedup();
@@ -661,33 +658,33 @@ impl Backend {
         }
     }
 
-    /// The other contexts of the process whose memory work of `own` may reach through one of
-    /// its ranges (a destination or a source): the owner of each end of a decoded range
+    /// The other contexts of the process whose memory work of `own` may reach through its
+    /// `ranges` (a destination, a source): the owner of each end of a decoded range
     /// (`Some(Some(range))`); none for a range of no device memory (`Some(None)`); every other
-    /// context that owns an allocation when the range is not decoded (`None`). Empty, at the
+    /// context that owns an allocation when a range is not decoded (`None`). Empty, at the
     /// cost of one read lock, where the process has one context.
     pub(crate) fn contexts_reached(
         &self,
         own: usize,
-        writes: Option<Option<(usize, usize)>>,
+        ranges: &[Option<Option<(usize, usize)>>],
     ) -> SmallVec<[usize; 2]> {
-        match writes {
-            Some(None) => SmallVec::new(),
-            Some(Some((start, len))) => {
-                self.contexts_owning(own, [start, start.saturating_add(len.saturating_sub(1))])
+        if ranges.iter().any(Option::is_none) {
+            let contexts = self.contexts.read();
+            if contexts.len() <= 1 {
+                return SmallVec::new();
             }
-            None => {
-                let contexts = self.contexts.read();
-                if contexts.len() <= 1 {
-                    return SmallVec::new();
-                }
-                contexts
-                    .keys()
-                    .copied()
-                    .filter(|&c| c != own && self.inventory.owns_any(crate::AgentId(c as u64)))
-                    .collect()
-            }
+            return contexts
+                .keys()
+                .copied()
+                .filter(|&c| c != own && self.inventory.owns_any(crate::AgentId(c as u64)))
+                .collect();
         }
+        let ends = ranges
+            .iter()
+            .flatten()
+            .flatten()
+            .flat_map(|&(start, len)| [start, start.saturating_add(len.saturating_sub(1))]);
+        self.contexts_owning(own, ends)
     }
 
     /// The other live contexts of the process owning the allocations `addrs` point into, each

@@ -337,7 +337,7 @@ unsafe fn contexts_named(
     }
     // SAFETY: caller contract.
     let Some(bytes) = (unsafe { launch.argument_bytes(params) }) else {
-        return be.contexts_reached(ctx.handle, None);
+        return be.contexts_reached(ctx.handle, &[None]);
     };
     be.contexts_owning(ctx.handle, crate::cuda::memory::words(&bytes))
 }
