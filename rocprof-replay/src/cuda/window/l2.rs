@@ -12,8 +12,8 @@
 //!
 //! The scratch is carved from the snapshot arena once per window, and only used where it is
 //! device memory: the arena is released, and application allocations retried, only between
-//! windows, so the scratch can never be freed while a flush reads it (a read that fails, which
-//! may still run, gives the scratch up for good). Where the arena has no device memory to
+//! windows, so the scratch can never be freed while a flush reads it (a read still running at
+//! its deadline gives the scratch up for good). Where the arena has no device memory to
 //! give, the window's counter passes run with warm caches, said once.
 
 use std::sync::Once;
@@ -25,7 +25,19 @@ pub(crate) trait FlushMemory {
     /// Device memory of `bytes` for the scratch, or `None`.
     fn carve(&mut self, bytes: usize) -> Option<Staging>;
     /// Reads `len` bytes at `addr` on the device, returning once the read completed.
-    fn read(&mut self, addr: usize, len: usize) -> Result<(), String>;
+    fn read(&mut self, addr: usize, len: usize) -> Result<(), ReadFailure>;
+}
+
+/// Why a flush's read did not complete.
+#[derive(Debug)]
+pub(crate) enum ReadFailure {
+    /// The device cannot run the read (no compare kernel): nothing was submitted, and no
+    /// later pass of the window can do better.
+    Unsupported,
+    /// Nothing is in flight; a later pass may try again.
+    Failed,
+    /// The read may still run (past its deadline).
+    InFlight,
 }
 
 /// The L2 flush of one window's counter passes.
@@ -81,11 +93,18 @@ impl L2Flush {
         };
         match mem.read(s.addr(), s.len()) {
             Ok(()) => true,
-            Err(why) => {
-                tracing::debug!("the L2 flush before a counter pass failed: {why}");
-                // The read may still run (a stuck kernel): the scratch is never given back.
-                if let L2Flush::Ready(s) = std::mem::replace(self, L2Flush::Unavailable) {
-                    s.leak();
+            Err(failure) => {
+                tracing::debug!(?failure, "the L2 flush before a counter pass failed");
+                match failure {
+                    ReadFailure::Failed => {}
+                    // Given back: nothing reads it.
+                    ReadFailure::Unsupported => *self = L2Flush::Unavailable,
+                    // The read may still run: the scratch is never given back.
+                    ReadFailure::InFlight => {
+                        if let L2Flush::Ready(s) = std::mem::replace(self, L2Flush::Unavailable) {
+                            s.leak();
+                        }
+                    }
                 }
                 false
             }
@@ -115,10 +134,11 @@ mod tests {
         }
     }
 
-    /// Carves in `tier` (`None`: nothing), reads succeed unless `fail`; counts both.
+    /// Carves in `tier` (`None`: nothing), reads succeed unless `fail` says how they fail;
+    /// counts both.
     struct Fake {
         tier: Option<Tier>,
-        fail: bool,
+        fail: Option<fn() -> ReadFailure>,
         carves: u32,
         reads: Vec<usize>,
     }
@@ -127,7 +147,7 @@ mod tests {
         fn new(tier: Option<Tier>) -> Fake {
             Fake {
                 tier,
-                fail: false,
+                fail: None,
                 carves: 0,
                 reads: Vec::new(),
             }
@@ -139,14 +159,10 @@ mod tests {
             self.carves += 1;
             self.tier.map(|t| staging(bytes, t))
         }
-        fn read(&mut self, addr: usize, len: usize) -> Result<(), String> {
+        fn read(&mut self, addr: usize, len: usize) -> Result<(), ReadFailure> {
             assert_ne!(addr, 0);
             self.reads.push(len);
-            if self.fail {
-                Err("stuck".into())
-            } else {
-                Ok(())
-            }
+            self.fail.map_or(Ok(()), |f| Err(f()))
         }
     }
 
@@ -192,17 +208,34 @@ mod tests {
     }
 
     #[test]
-    fn after_a_failed_read_the_scratch_is_given_up_and_never_read_again() {
+    fn a_read_still_running_gives_the_scratch_up_and_nothing_is_read_again() {
         let mut f = L2Flush::wanted(true, Some(8));
         let mut mem = Fake::new(Some(Tier::Device));
-        mem.fail = true;
+        mem.fail = Some(|| ReadFailure::InFlight);
         assert!(!f.before_counter_pass(&mut mem));
         assert!(
             matches!(f, L2Flush::Unavailable),
             "the scratch may still be read"
         );
-        mem.fail = false;
+        mem.fail = None;
         assert!(!f.before_counter_pass(&mut mem));
         assert_eq!((mem.carves, mem.reads.len()), (1, 1));
+    }
+
+    #[test]
+    fn a_read_that_failed_with_nothing_in_flight_is_tried_again() {
+        let mut f = L2Flush::wanted(true, Some(8));
+        let mut mem = Fake::new(Some(Tier::Device));
+        mem.fail = Some(|| ReadFailure::Failed);
+        assert!(!f.before_counter_pass(&mut mem));
+        mem.fail = None;
+        assert!(f.before_counter_pass(&mut mem), "the next pass flushes");
+        assert_eq!((mem.carves, mem.reads.len()), (1, 2));
+        // A device that cannot run the read: the scratch goes back, nothing more is tried.
+        mem.fail = Some(|| ReadFailure::Unsupported);
+        assert!(!f.before_counter_pass(&mut mem));
+        assert!(matches!(f, L2Flush::Unavailable));
+        assert!(!f.before_counter_pass(&mut mem));
+        assert_eq!(mem.reads.len(), 3);
     }
 }

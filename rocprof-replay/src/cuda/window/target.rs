@@ -619,7 +619,7 @@ impl super::l2::FlushMemory for CudaTarget<'_> {
         self.alloc_staging(bytes)
     }
 
-    fn read(&mut self, addr: usize, len: usize) -> Result<(), String> {
+    fn read(&mut self, addr: usize, len: usize) -> Result<(), super::l2::ReadFailure> {
         // The compare kernel over the scratch against itself: plain loads, which take L2 lines
         // as the kernels' own do (the fingerprint kernel's streaming loads would be evicted
         // first and leave the L2 as it was), and one flag byte per 64 KiB written back.
@@ -630,7 +630,11 @@ impl super::l2::FlushMemory for CudaTarget<'_> {
         };
         self.diff(&[whole], &[true], 64 << 10)
             .map(drop)
-            .map_err(|e| format!("{e:?}"))
+            .map_err(|e| match e {
+                DiffError::Unsupported => super::l2::ReadFailure::Unsupported,
+                DiffError::Failed => super::l2::ReadFailure::Failed,
+                DiffError::Stuck => super::l2::ReadFailure::InFlight,
+            })
     }
 }
 
