@@ -2447,8 +2447,8 @@ fn a_copy_of_another_context_into_this_contexts_memory_waits_for_its_window() {
     assert_eq!(values, vec![1; 4]);
 }
 
-/// The copy `cbid` (named `name`) with the parameter words `p`, made in context `ctx`; `body`
-/// is the driver's part.
+/// The call `cbid` (named `name`: a copy, or a launch) with the parameter words `p`, made in
+/// context `ctx`; `body` is the driver's part.
 fn copy_words(h: &Harness, ctx: usize, (cbid, name): (u32, &CStr), p: &[u64], body: impl FnOnce()) {
     h.call_in(ctx, cbid, name, p.as_ptr().cast(), c"", || {
         body();
@@ -2506,17 +2506,8 @@ fn a_multi_device_launch_of_another_context_waits_for_this_contexts_window() {
         let list = [0u64; 7];
         let p = [list.as_ptr() as u64, 1];
         let mut ran_inside = false;
-        h.call_in(
-            CTX_B,
-            MULTI_DEVICE,
-            c"cuLaunchCooperativeKernelMultiDevice",
-            p.as_ptr().cast(),
-            c"",
-            || {
-                ran_inside = inside();
-                CUDA_SUCCESS
-            },
-        );
+        let call = (MULTI_DEVICE, c"cuLaunchCooperativeKernelMultiDevice");
+        copy_words(h, CTX_B, call, &p, || ran_inside = inside());
         ran_inside
     });
     assert!(!ran_inside, "the multi-device launch ran inside the window");
