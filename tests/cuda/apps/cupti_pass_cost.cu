@@ -32,6 +32,10 @@
 //             profiler (or NVPW's counter data builder, if that one is refused).
 //   legacysN  the same with a session per kernel (BeginSession/EndSession timed per kernel).
 //
+// TREE_NODES=a,b sizes the counter data image's range tree at a * N + b nodes (default 1,0):
+// on the H200 (CUDA 13.0) 1,0 / 2,1 / 4,8 / 1,64 all left range4 and range8 with 2 ranges in
+// the image, so the tree's size is not what limits a pass to 2 user ranges.
+//
 // Order: warm-up (one range1 kernel of the first set, not counted: CUPTI's one-time set-up),
 // the range and auto modes of each set, startstop, Disable, then the legacy modes.
 //
@@ -462,7 +466,11 @@ bool counter_data_size(MetricSet& m, size_t ranges, size_t* size) {
   p.pMetricNames = m.ptrs.data();
   p.numMetrics = m.ptrs.size();
   p.maxNumOfRanges = ranges;
-  p.maxNumRangeTreeNodes = (uint32_t)ranges;
+  // TREE_NODES=a,b: a range tree of a * ranges + b nodes (default 1,0), to see whether the
+  // tree's size limits how many user ranges a pass collects.
+  size_t a = 1, b = 0;
+  if (const char* t = getenv("TREE_NODES")) sscanf(t, "%zu,%zu", &a, &b);
+  p.maxNumRangeTreeNodes = (uint32_t)(a * ranges + b);
   if (!ok(cuptiRangeProfilerGetCounterDataSize(&p), "cuptiRangeProfilerGetCounterDataSize"))
     return false;
   *size = p.counterDataSize;
