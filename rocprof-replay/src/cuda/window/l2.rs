@@ -1,6 +1,7 @@
 //! The L2 flush before a counter pass: Nsight Compute starts every profiled launch from
 //! flushed caches by default (`--cache-control all`), and CUPTI's range profiler, in user
-//! replay, does not (CUPTI 13.0 accepts its cache control and shows no effect). A counter pass
+//! replay, does not (its cache control, where the CUPTI has one, showed no effect on the
+//! H200). A counter pass
 //! that follows a restore would otherwise find the kernel's inputs in L2, and count none of
 //! their DRAM reads. So before each counter pass the window reads a scratch of twice the L2
 //! with the compare kernel of the compare module (the scratch against itself; its plain loads
@@ -54,7 +55,7 @@ pub(crate) enum L2Flush {
 }
 
 /// The scratch for an L2 of `l2` bytes: twice its size (the L2's replacement is not strictly
-/// least-recently-used, and its two partitions each cache half the lines).
+/// least-recently-used: one read of exactly its size could leave some of the kernel's lines).
 pub(crate) fn scratch_bytes(l2: usize) -> usize {
     l2.saturating_mul(2)
 }
