@@ -2539,13 +2539,19 @@ fn a_drain_waits_for_another_contexts_copy_from_its_memory() {
     // when this context's next launch comes: a restore would change what it reads.
     let (h, mut buf, own) = two_contexts_b_stuck();
     copy_words(&h, CTX_B, DTOD, &[own as u64, buf.ptr, 16, 0x7700], || {});
+    launch_once_past_a_drain_timeout(&h, &mut buf, "the window started under the other's read");
+}
+
+/// Launches ADD_ONE over `buf` (8 zeros so far) on stream 0x5000: its window must decline
+/// `drain_timeout` (`why` says what else it would have done), and the kernel ran once.
+fn launch_once_past_a_drain_timeout(h: &Harness, buf: &mut Buffer, why: &str) {
     let mut args = buf.args();
     h.launch(&ADD_ONE, &mut args, 0x5000);
     h.settle();
     assert_eq!(
         h.outcomes()[0].1.kind,
         OutcomeKind::Declined(DeclineReason::DrainTimeout),
-        "the window must not start under the other context's read"
+        "{why}"
     );
     assert_eq!(buf.values(), vec![1; 8], "one execution");
 }
@@ -2554,12 +2560,7 @@ fn a_drain_waits_for_another_contexts_copy_from_its_memory() {
 fn a_copy_of_another_context_into_its_own_memory_does_not_wait_for_this_contexts_window() {
     // The control of the test above: only work that reaches the window's memory is held.
     let (ran_inside, values) = call_during_a_window(true, |h, dst, inside| {
-        let own =
-            h.be.inventory
-                .owned_by(crate::AgentId(CTX_B as u64))
-                .first()
-                .map(|a| a.base)
-                .expect("B's allocation");
+        let own = memory_of_b(h);
         assert_ne!(own, dst);
         let mut ran_inside = false;
         copy_in(h, CTX_B, own, 0x7700, || ran_inside = inside());
@@ -2589,15 +2590,7 @@ fn a_drain_waits_for_another_contexts_copy_into_its_memory() {
     // finishes) when this context's next launch comes.
     let (h, mut buf, _) = two_contexts_b_stuck();
     copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {});
-    let mut args = buf.args();
-    h.launch(&ADD_ONE, &mut args, 0x5000);
-    h.settle();
-    assert_eq!(
-        h.outcomes()[0].1.kind,
-        OutcomeKind::Declined(DeclineReason::DrainTimeout),
-        "a restore could undo the other context's copy: the window must not start"
-    );
-    assert_eq!(buf.values(), vec![1; 8], "one execution");
+    launch_once_past_a_drain_timeout(&h, &mut buf, "a restore could undo the other's copy");
     // The copy finishes: the next launch is replayed, and the event goes back to B.
     gpu().stuck_streams.remove(&0x7700);
     gpu().stuck_events.clear();
