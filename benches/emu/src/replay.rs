@@ -39,6 +39,13 @@
 //! with N passes:
 //! - **per pass**: the slope of the least-squares line through the medians at [`FIT_PASSES`];
 //! - **fixed per replayed dispatch**: that line's value at N = 0, minus the baseline median;
+//! - **per pass besides the kernel and the copies**: each replaying child also writes
+//!   outcome records (`ROCPROF_REPLAY_OUTPUT`); per timed dispatch, the window's time outside the kernel's own
+//!   execution (`pass_ns`, from dispatch timestamps) and outside its captures, compares and
+//!   restores ([`outside_per_window`]); the slope of its medians over N is what a pass adds
+//!   besides its kernel and its copies: the engine's work plus the runtime's latency in
+//!   starting the pass and signalling its end (an upper bound of the engine's own overhead
+//!   per pass; the two cannot be told apart from outside);
 //! - **8 passes / 1 pass**: the median at N = 8 over the baseline median, against the bound 8
 //!   of AMD's performance tests (see `shared/ANCHORS.md`: about 90 ms fixed and 3 ms per pass
 //!   in their debug build).
@@ -181,6 +188,10 @@ struct Sample {
     /// replayed, 2 passes; snapshot 1 MiB, median 0.100 ms; restores median 0.200 ms per
     /// dispatch"`.
     outcome: String,
+    /// Median over the timed dispatches of the window's time outside its kernels' own
+    /// execution and its copies and compares, in microseconds (from the outcome records;
+    /// `None` without replay).
+    outside_us: Option<f64>,
 }
 
 /// The least-squares line `y = intercept + slope * x`.
@@ -328,6 +339,8 @@ fn run_child(exe: &Path, inputs: &Inputs, config: Config) -> Result<Sample, Stri
     ));
     let stderr_file = std::fs::File::create(&stderr_path)
         .map_err(|e| format!("cannot create {}: {e}", stderr_path.display()))?;
+    let records_path = stderr_path.with_extension("jsonl");
+    let _ = std::fs::remove_file(&records_path);
     let mut cmd = Command::new(exe);
     cmd.arg(CHILD_SUBCOMMAND)
         .arg(&inputs.emu_dir)
@@ -347,10 +360,13 @@ fn run_child(exe: &Path, inputs: &Inputs, config: Config) -> Result<Sample, Stri
         }
         Config::Passes(n) => {
             cmd.env("LD_PRELOAD", &inputs.tool)
-                .env(PASSES_VAR, n.to_string());
+                .env(PASSES_VAR, n.to_string())
+                .env("ROCPROF_REPLAY_OUTPUT", &records_path);
         }
     }
     let output = cmd.output();
+    let records = std::fs::read_to_string(&records_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&records_path);
     let stderr = std::fs::read(&stderr_path)
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
         .unwrap_or_else(|e| format!("(cannot read {}: {e})", stderr_path.display()));
@@ -371,8 +387,73 @@ fn run_child(exe: &Path, inputs: &Inputs, config: Config) -> Result<Sample, Stri
         )));
     }
     let figures = parse_result(&stdout).map_err(&failure)?;
-    let outcome = check_outcomes(config, &stderr).map_err(failure)?;
-    Ok(Sample { figures, outcome })
+    let outcome = check_outcomes(config, &stderr).map_err(&failure)?;
+    let outside_us = match config {
+        Config::Passes(n) if n >= 2 => Some(outside_per_window(&records).map_err(failure)?),
+        _ => None,
+    };
+    Ok(Sample {
+        figures,
+        outcome,
+        outside_us,
+    })
+}
+
+/// The median over the timed dispatches' outcome records (the last [`DISPATCHES`] lines of
+/// `records`, each a replayed dispatch) of `window_ns - snapshot_ns - diff_ns - restore_ns -
+/// fingerprint_ns - sum(pass_ns)`, in microseconds: the window's time outside the kernel's own
+/// execution (its dispatch timestamps) and outside the captures, compares and restores. What
+/// is left is the engine's own work and the runtime's latency in starting each pass and
+/// signalling its end.
+fn outside_per_window(records: &str) -> Result<f64, String> {
+    let lines: Vec<&str> = records.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.len() < DISPATCHES {
+        return Err(format!(
+            "the records file holds {} records, expected at least {DISPATCHES}",
+            lines.len()
+        ));
+    }
+    let mut outside = Vec::with_capacity(DISPATCHES);
+    for line in &lines[lines.len() - DISPATCHES..] {
+        let number = |key: &str| {
+            record_field(line, key)
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| format!("no number {key} in the record {line:?}"))
+        };
+        let passes = number("passes")?;
+        let kernels: u64 = record_field(line, "pass_ns")
+            .and_then(|v| v.strip_prefix('[')?.strip_suffix(']').map(str::to_owned))
+            .ok_or_else(|| format!("no pass_ns list in the record {line:?}"))?
+            .split(',')
+            .map(|v| v.trim().parse::<u64>())
+            .sum::<Result<u64, _>>()
+            .map_err(|e| format!("bad pass_ns in the record {line:?}: {e}"))?;
+        if passes == 0 {
+            return Err(format!("a record without passes: {line:?}"));
+        }
+        let window = number("window_ns")?;
+        let inside = number("snapshot_ns")?
+            + number("diff_ns")?
+            + number("restore_ns")?
+            + number("fingerprint_ns")?
+            + kernels;
+        outside.push(window.saturating_sub(inside) as f64 / 1e3);
+    }
+    outside.sort_unstable_by(f64::total_cmp);
+    Ok(outside[outside.len() / 2])
+}
+
+/// The text of `"key":VALUE` in a one-line JSON record: a number, or a list of numbers with
+/// its brackets (the records' flat shape; enough for the fields [`outside_per_window`] reads).
+fn record_field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let at = line.find(&format!("\"{key}\":"))? + key.len() + 3;
+    let rest = &line[at..];
+    let end = if rest.starts_with('[') {
+        rest.find(']')? + 1
+    } else {
+        rest.find([',', '}'])?
+    };
+    Some(rest[..end].trim())
 }
 
 /// The parent: runs the baseline and every pass count, prints the table and the figures.
@@ -479,6 +560,30 @@ fn print_report(samples: &[(Config, Sample)]) {
             "fixed per replayed dispatch (fit at N = 0 minus the baseline): {fixed:.2} us = \
              {:.4} ms (AMD, debug build: about 90 ms)",
             fixed / 1e3
+        );
+    }
+    let outside: Vec<(f64, f64)> = samples
+        .iter()
+        .filter_map(|(c, s)| match c {
+            Config::Passes(n) => Some((f64::from(*n), s.outside_us?)),
+            Config::Baseline => None,
+        })
+        .collect();
+    if let Some(line) = least_squares(&outside) {
+        let list: Vec<String> = outside
+            .iter()
+            .map(|(n, us)| format!("N = {n}: {us:.2} us"))
+            .collect();
+        println!(
+            "window time outside the kernels' own execution and the window's copies and \
+             compares (outcome records, median per dispatch): {}",
+            list.join(", ")
+        );
+        println!(
+            "per pass besides its kernel and its copies (slope of that over N: the engine and \
+             the runtime's latency in starting the pass and signalling its end): {:.2} us; \
+             fixed per window: {:.2} us",
+            line.slope, line.intercept
         );
     }
     if let Some(eight) = median_of(Config::Passes(8)) {
@@ -748,5 +853,44 @@ mod tests {
                 .unwrap()
                 .starts_with(&format!("{total}/{total} skipped, 1 pass"))
         );
+    }
+
+    /// A record of the shape the engine writes, with these figures.
+    fn record(window: u64, passes: &[u64], other: u64) -> String {
+        let list: Vec<String> = passes.iter().map(u64::to_string).collect();
+        format!(
+            "{{\"agent\":0,\"diff_ns\":{other},\"fingerprint_ns\":{other},\"kernel\":\"k\",\
+             \"pass_ns\":[{}],\"passes\":{},\"restore_ns\":{other},\"snapshot_ns\":{other},\
+             \"window_ns\":{window}}}",
+            list.join(","),
+            passes.len()
+        )
+    }
+
+    #[test]
+    fn record_fields_are_read() {
+        let line = record(5000, &[100, 200], 7);
+        assert_eq!(record_field(&line, "window_ns"), Some("5000"));
+        assert_eq!(record_field(&line, "pass_ns"), Some("[100,200]"));
+        assert_eq!(record_field(&line, "passes"), Some("2"));
+        assert_eq!(record_field(&line, "agent"), Some("0"));
+        assert_eq!(record_field(&line, "missing"), None);
+    }
+
+    #[test]
+    fn the_time_outside_kernels_and_copies_is_a_median_over_the_timed_dispatches() {
+        // Warm-up records first (ignored), then DISPATCHES timed ones: window - 4 * 10 -
+        // kernels is 4 us for all but one, which is far off; the median is 4 us.
+        let mut lines: Vec<String> = (0..5).map(|_| record(1_000_000, &[1], 0)).collect();
+        lines.push(record(2_000_000, &[1000, 2000], 10));
+        for _ in 1..DISPATCHES {
+            lines.push(record(4 * 1000 + 40 + 4000, &[1000; 4], 10));
+        }
+        let us = outside_per_window(&lines.join("\n")).unwrap();
+        assert!((us - 4.0).abs() < 1e-9, "{us}");
+        // Too few records, or one without its numbers, is an error.
+        assert!(outside_per_window(&lines[..DISPATCHES - 1].join("\n")).is_err());
+        lines.push("{\"passes\":2}".into());
+        assert!(outside_per_window(&lines.join("\n")).is_err());
     }
 }

@@ -6,7 +6,8 @@
 //! Off (the default) a phase costs one load of a value read once. The totals are process-wide
 //! sums over all windows and threads, per call (a window has one `pass` call per pass,
 //! one `end` call). Phases do not nest (but `arena_grow`, the part of `arena` that allocated
-//! memory, and `pass_submit`, the part of `pass` before the backend waits, shown indented), so
+//! memory, and `pass_submit`, `pass_wait` and `pass_record`, the parts of `pass` before the
+//! backend waits, while it waits for completion and for a kernel record, shown indented), so
 //! the rows add up to at most the `window` row, and what windows spend outside them is the
 //! `other` row.
 //! `docs/performance.md` shows how to read it.
@@ -43,6 +44,10 @@ pub(crate) enum Phase {
     /// Of `Pass`: handing the pass to the device, until the backend starts waiting for it
     /// (CUDA: events, gate and launch enqueued).
     PassSubmit,
+    /// Of `Pass`: waiting for the pass to complete, from the end of its submission (the
+    /// device's and the runtime's time: the kernel, the runtime's latency in starting it and
+    /// in signalling its end, the waiting thread's wake-up).
+    PassWait,
     /// Of `Pass`: waiting for the pass's kernel record after it completed (CUDA's kernel-only
     /// pass times, `cuda::kernel_clock`).
     PassRecord,
@@ -62,7 +67,7 @@ pub(crate) enum Phase {
     End,
 }
 
-const PHASES: [Phase; 19] = [
+const PHASES: [Phase; 20] = [
     Phase::Window,
     Phase::Begin,
     Phase::Drain,
@@ -74,6 +79,7 @@ const PHASES: [Phase; 19] = [
     Phase::Capture,
     Phase::Pass,
     Phase::PassSubmit,
+    Phase::PassWait,
     Phase::PassRecord,
     Phase::Policy,
     Phase::WatchAfter,
@@ -98,6 +104,7 @@ impl Phase {
             Phase::Capture => "capture",
             Phase::Pass => "pass",
             Phase::PassSubmit => "  pass_submit",
+            Phase::PassWait => "  pass_wait",
             Phase::PassRecord => "  pass_record",
             Phase::Policy => "policy",
             Phase::WatchAfter => "watch_after",
@@ -176,11 +183,15 @@ pub(crate) fn report() -> String {
     let mut inside = 0u64;
     for p in PHASES {
         let (n, ns) = row(p);
-        // `Window` holds the others, `ArenaGrow` is part of `Arena`, `PassSubmit` and
-        // `PassRecord` of `Pass`.
+        // `Window` holds the others, `ArenaGrow` is part of `Arena`, `PassSubmit`,
+        // `PassWait` and `PassRecord` of `Pass`.
         if !matches!(
             p,
-            Phase::Window | Phase::ArenaGrow | Phase::PassSubmit | Phase::PassRecord
+            Phase::Window
+                | Phase::ArenaGrow
+                | Phase::PassSubmit
+                | Phase::PassWait
+                | Phase::PassRecord
         ) {
             inside += ns;
         }

@@ -22,6 +22,7 @@ use super::gates::{self, ReplayQueue, barrier_and};
 use super::{ACTIVE, ArenaMemory, BACKEND, Backend, Gpu, QueueState};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime, blocks_of};
 use crate::engine::gate;
+use crate::engine::phases::{self, Phase};
 use crate::engine::snapshot::{
     CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Tier, Transfer,
 };
@@ -1613,6 +1614,7 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        let submitting = phases::enabled().then(Instant::now);
         let signal = self.signal().map_err(PassError::NotSubmitted)?;
         let o = &self.be.orig;
         // SAFETY: our signal.
@@ -1643,7 +1645,11 @@ impl ReplayTarget for HsaTarget {
             }
         }
         self.ran = true;
-        if !self.wait_zero(signal, self.be.settings().pass) {
+        if let Some(t) = submitting {
+            phases::add(Phase::PassSubmit, t.elapsed());
+        }
+        let deadline = self.be.settings().pass;
+        if !phases::timed(Phase::PassWait, || self.wait_zero(signal, deadline)) {
             return Err(PassError::Late);
         }
         let mut t = hsa_amd_profiling_dispatch_time_t::default();

@@ -359,7 +359,11 @@ impl<'a> CudaTarget<'a> {
         if let Some(t) = submitting {
             crate::engine::phases::add(crate::engine::phases::Phase::PassSubmit, t.elapsed());
         }
-        match self.wait(end, Instant::now() + self.settings().pass) {
+        let deadline = Instant::now() + self.settings().pass;
+        let waited = crate::engine::phases::timed(crate::engine::phases::Phase::PassWait, || {
+            self.wait(end, deadline)
+        });
+        match waited {
             Poll::Done => {
                 self.dirty = false;
                 self.last = Last::Relaunch(end);
@@ -936,7 +940,10 @@ impl ReplayTarget for CudaTarget<'_> {
         }
         self.last = Last::Original;
         self.original_end = Some(end);
-        match self.wait(end, deadline) {
+        let waited = crate::engine::phases::timed(crate::engine::phases::Phase::PassWait, || {
+            self.wait(end, deadline)
+        });
+        match waited {
             Poll::Done => {
                 self.original_end = None;
                 let t = self.pass_time(record, start, end).filter(|_| timed);
