@@ -535,6 +535,87 @@ fn a_gpt2_training_step_is_bit_identical_under_replay() {
     );
 }
 
+/// One run of `libs_step.py` (cuBLAS, cuSOLVER, cuFFT, cuDNN, CUB, RNG), its JSON.
+fn libs(name: &str, env: &[(&str, &str)], unset: &[&str]) -> Value {
+    let out = out_dir().join(format!("{name}.json"));
+    let script = fixtures().join("libs_step.py");
+    let r = run(
+        &python(),
+        &[script.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        env,
+        unset,
+        Duration::from_secs(600),
+    );
+    save(name, &r);
+    r.assert_success(name);
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU with PyTorch: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn library_kernels_nobody_here_wrote_compute_the_same_under_replay() {
+    require_gpu();
+    let none: &[(&str, &str)] = &[];
+    let unset = ["CUDA_INJECTION64_PATH", "LD_PRELOAD"];
+    let plain = libs("libs.plain", none, &unset);
+    let again = libs("libs.plain2", none, &unset);
+    let rec = records_path("libs.records");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    env.push(("ROCPROF_REPLAY_LOG", "error"));
+    let replayed = libs("libs.replayed", &env, &["LD_PRELOAD"]);
+    let (p, p2, r) = (
+        plain["ops"].as_object().unwrap(),
+        again["ops"].as_object().unwrap(),
+        replayed["ops"].as_object().unwrap(),
+    );
+    assert_eq!(p.len(), r.len(), "the replayed run has other operations");
+    // Operations that differ between two plain runs are not deterministic: any result of
+    // theirs is one execution's, so they are not compared (and listed).
+    let unstable: Vec<&String> = p.keys().filter(|k| p[*k] != p2[*k]).collect();
+    let compared: Vec<&String> = p.keys().filter(|k| p[*k] == p2[*k]).collect();
+    let differ: Vec<&&String> = compared.iter().filter(|k| p[**k] != r[**k]).collect();
+    let recs = records(&rec);
+    let mut reasons = std::collections::BTreeMap::<String, usize>::new();
+    for x in &recs {
+        let key = format!(
+            "{} {}",
+            x["outcome"].as_str().unwrap_or("?"),
+            x["reason"].as_str().unwrap_or("")
+        );
+        *reasons.entry(key.trim().to_string()).or_default() += 1;
+    }
+    println!(
+        "libs: {} operations, {} compared, not deterministic without the tool: {unstable:?}; \
+         plain {:.2} s, replayed {:.2} s; {} records: {reasons:?}",
+        p.len(),
+        compared.len(),
+        plain["total_s"].as_f64().unwrap_or(0.0),
+        replayed["total_s"].as_f64().unwrap_or(0.0),
+        recs.len()
+    );
+    assert!(
+        differ.is_empty(),
+        "operations compute something else under replay: {differ:?}"
+    );
+    assert!(
+        compared.len() * 4 >= p.len() * 3,
+        "too few deterministic operations to compare: {unstable:?}"
+    );
+    assert!(
+        !recs.iter().any(|x| x["outcome"] == "failed"),
+        "failed records: {reasons:?}"
+    );
+    assert!(
+        recs.iter().filter(|x| x["outcome"] == "replayed").count() >= 50,
+        "most library kernels must be replayed: {reasons:?}"
+    );
+}
+
 #[test]
 #[cfg_attr(
     not(gpu_tests),
