@@ -481,6 +481,14 @@ unsafe extern "C" fn func_get_param_info(
     // ADD_ONE, ADD_ONE_COUNTED, SLOW (and the writers of the write-set tests) take
     // (CUdeviceptr, u32); the other kernels of these tests take nothing.
     let f = f.cast::<FakeKernel>();
+    if std::ptr::eq(f, &ADD_FROM) {
+        let Some(&(o, n)) = [(0, 8), (8, 8), (16, 4)].get(index) else {
+            return CUDA_ERROR_INVALID_VALUE;
+        };
+        // SAFETY: out-parameters.
+        unsafe { (*offset, *size) = (o, n) };
+        return CUDA_SUCCESS;
+    }
     let params: &[(usize, usize)] = if std::ptr::eq(f, &ADD_ONE)
         || std::ptr::eq(f, &ADD_ONE_COUNTED)
         || std::ptr::eq(f, &SLOW)
@@ -1702,16 +1710,14 @@ fn launches_into_a_stream_that_waited_on_memory_are_not_replayed() {
     assert_eq!(h.outcomes()[1].1.kind, OutcomeKind::Replayed);
 }
 
-#[test]
-fn a_kernel_given_pinned_host_memory_runs_once_declined_and_others_replay() {
-    let h = harness(3, quick());
-    h.obtain_function(&ADD_ONE);
-    // The application's cuMemHostAlloc (fake memory is host memory anyway).
-    let pinned = fake_alloc(32);
+/// The application's `cuMemHostAlloc` of `bytes` (fake memory is host memory anyway): the
+/// address, and the out-pointer the driver wrote.
+fn host_alloc(h: &Harness, bytes: usize) -> (usize, *mut c_void) {
+    let pinned = fake_alloc(bytes);
     let mut out: *mut c_void = std::ptr::null_mut();
     let params = cuMemHostAlloc_params {
         pp: &mut out,
-        bytesize: 32,
+        bytesize: bytes,
         Flags: 0,
     };
     h.call(
@@ -1724,6 +1730,14 @@ fn a_kernel_given_pinned_host_memory_runs_once_declined_and_others_replay() {
             CUDA_SUCCESS
         },
     );
+    (pinned, out)
+}
+
+#[test]
+fn a_kernel_writing_pinned_host_memory_runs_once_declined_and_others_replay() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let (pinned, out) = host_alloc(&h, 32);
     // Counters inside the pinned block (an interior pointer).
     let mut counter = Buffer {
         ptr: pinned as CUdeviceptr + 4,
@@ -1736,10 +1750,12 @@ fn a_kernel_given_pinned_host_memory_runs_once_declined_and_others_replay() {
         vec![1; 4],
         "incremented once, not once per pass"
     );
+    // Watched across the first pass, which wrote it: replay stops after it.
     assert_eq!(
         h.outcomes()[0].1.kind,
-        OutcomeKind::Declined(DeclineReason::HostMemory)
+        OutcomeKind::Declined(DeclineReason::HostMemoryWritten)
     );
+    assert_eq!(h.outcomes()[0].1.passes, 1);
     let mut buf = Buffer::new(&h, 8);
     let mut args = buf.args();
     h.launch(&ADD_ONE, &mut args, 0);
@@ -1754,6 +1770,82 @@ fn a_kernel_given_pinned_host_memory_runs_once_declined_and_others_replay() {
         || CUDA_SUCCESS,
     );
     assert!(h.be.host_memory.read().is_empty());
+}
+
+/// Set: the next run of [`ADD_FROM`] first writes 100 into `src[3]` (once).
+static POKE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn add_from(args: *mut *mut c_void) {
+    // SAFETY: the tests pass (&CUdeviceptr dst, &CUdeviceptr src, &u32 n), n >= 4 when POKE
+    // is set.
+    unsafe {
+        let dst = *(*args).cast::<CUdeviceptr>() as *mut u32;
+        let src = *(*args.add(1)).cast::<CUdeviceptr>() as *mut u32;
+        let n = *(*args.add(2)).cast::<u32>();
+        if POKE.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            *src.add(3) = 100;
+        }
+        for i in 0..n as usize {
+            *dst.add(i) += *src.add(i);
+        }
+    }
+}
+
+/// `dst[i] += src[i]`: reads `src`, writes `dst` (and `src[3]` once after [`POKE`]).
+static ADD_FROM: FakeKernel = FakeKernel {
+    run: add_from,
+    module: 0,
+};
+
+#[test]
+fn a_kernel_reading_pinned_host_memory_is_replayed_and_what_the_host_writes_there_stands() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_FROM);
+    let (pinned, out) = host_alloc(&h, 16);
+    let src = pinned as *mut u32;
+    // SAFETY: our 16-byte fake allocation.
+    unsafe { std::ptr::copy_nonoverlapping([5u32, 6, 7, 8].as_ptr(), src, 4) };
+    let mut dst = Buffer::new(&h, 4);
+    let mut n = 4u32;
+    let mut src_ptr = pinned as CUdeviceptr;
+    let mut args: [*mut c_void; 3] = [
+        (&mut dst.ptr as *mut CUdeviceptr).cast(),
+        (&mut src_ptr as *mut CUdeviceptr).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    h.launch(&ADD_FROM, &mut args, 0);
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Replayed,
+        "the pinned memory is only read"
+    );
+    assert_eq!(o.passes, 3);
+    assert!(!o.host_writes_repeated);
+    assert_eq!(dst.values(), vec![5, 6, 7, 8], "one execution's result");
+    // SAFETY: as above.
+    let read_back = unsafe { std::slice::from_raw_parts(src, 4) }.to_vec();
+    assert_eq!(read_back, vec![5, 6, 7, 8], "never restored, never written");
+    // Something else changes the pinned input during the next launch's first pass (here the
+    // kernel itself, once, standing in for a host thread): the window sees the change and
+    // stops after that pass, and the new bytes stay as they are.
+    POKE.store(true, std::sync::atomic::Ordering::SeqCst);
+    h.launch(&ADD_FROM, &mut args, 0);
+    assert_eq!(
+        h.outcomes().last().unwrap().1.kind,
+        OutcomeKind::Declined(DeclineReason::HostMemoryWritten)
+    );
+    assert_eq!(dst.values(), vec![10, 12, 14, 108], "one more execution");
+    // SAFETY: as above.
+    assert_eq!(unsafe { *src.add(3) }, 100, "the host's write stands");
+    let free = cuMemFreeHost_params { p: out };
+    h.call(
+        FREE_HOST,
+        c"cuMemFreeHost",
+        (&free as *const cuMemFreeHost_params).cast(),
+        c"",
+        || CUDA_SUCCESS,
+    );
 }
 
 #[test]

@@ -46,13 +46,6 @@ pub(crate) fn refuses(
     backend
 }
 
-/// Whether any 8-byte-aligned word of `args` (a kernel's argument bytes) is an address inside
-/// one of `ranges` (`base -> size`, disjoint).
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the HSA backend asks first_pointer_into
-pub(crate) fn points_into(args: &[u8], ranges: &std::collections::BTreeMap<usize, usize>) -> bool {
-    first_pointer_into(args, ranges).is_some()
-}
-
 /// The first 8-byte-aligned word of `args` that is an address inside one of `ranges`: (its
 /// byte offset, the address, the range's base).
 pub(crate) fn first_pointer_into(
@@ -114,6 +107,9 @@ mod tests {
 
     #[test]
     fn argument_words_are_checked_against_the_ranges() {
+        let points_into = |args: &[u8], ranges: &std::collections::BTreeMap<usize, usize>| {
+            first_pointer_into(args, ranges).is_some()
+        };
         let mut ranges = std::collections::BTreeMap::new();
         assert!(!points_into(&[0xff; 16], &ranges));
         ranges.insert(0x1000, 0x100);

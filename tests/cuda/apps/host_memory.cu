@@ -1,8 +1,9 @@
 // host_memory: kernels that write host memory the device can reach — mapped pinned memory
 // (cudaHostAlloc with cudaHostAllocMapped), page-locked memory (cudaMallocHost) and registered
 // memory (cudaHostRegister) — and one that writes device memory. Each kernel adds 1 to every
-// element, so a replay that repeats the host writes shows as a value above 1. Prints one
-// `check` line per buffer and `RESULT OK` or `RESULT FAIL`.
+// element, so a replay that repeats the host writes shows as a value above 1. Then one kernel
+// per host buffer that only reads it, adding it into a zeroed device buffer (a replay must
+// leave 1 there too). Prints one `check` line per buffer and `RESULT OK` or `RESULT FAIL`.
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,12 @@
 __global__ void add_one(unsigned int* d, size_t n) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (i < n) d[i] += 1;
+}
+
+// Reads host memory, writes device memory.
+__global__ void add_from(unsigned int* d, const unsigned int* s, size_t n) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n) d[i] += s[i];
 }
 
 static int failures = 0;
@@ -61,6 +68,17 @@ int main() {
   unsigned int* back = (unsigned int*)malloc(n * 4);
   CK(cudaMemcpy(back, dev, n * 4, cudaMemcpyDeviceToHost));
   check("device", back, n);
+
+  const unsigned int* readers[] = {mapped, pinned, plain};
+  const char* names[] = {"read_mapped", "read_pinned", "read_registered"};
+  const char* unchanged[] = {"mapped_after_read", "pinned_after_read", "registered_after_read"};
+  for (int k = 0; k < 3; k++) {
+    CK(cudaMemset(dev, 0, n * 4));
+    add_from<<<(n + 255) / 256, 256>>>(dev, readers[k], n);
+    CK(cudaMemcpy(back, dev, n * 4, cudaMemcpyDeviceToHost));
+    check(names[k], back, n);
+    check(unchanged[k], readers[k], n);
+  }
 
   CK(cudaHostUnregister(plain));
   CK(cudaFreeHost(pinned));

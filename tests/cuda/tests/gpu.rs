@@ -222,7 +222,7 @@ fn an_application_that_holds_cupti_still_runs() {
     not(gpu_tests),
     ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
 )]
-fn kernels_writing_host_memory_run_once_and_device_kernels_replay() {
+fn kernels_writing_host_memory_run_once_and_kernels_reading_it_replay() {
     require_gpu();
     let exe = cuda_app("host_memory", false);
     let rec = records_path("host_memory");
@@ -243,16 +243,26 @@ fn kernels_writing_host_memory_run_once_and_device_kernels_replay() {
             )
         })
         .collect();
-    let host = ("declined".to_string(), "host_memory".to_string());
+    // Host memory is watched across the first pass: writers stop after it, readers replay.
+    let written = ("declined".to_string(), "host_memory_written".to_string());
+    let replayed = ("replayed".to_string(), String::new());
     assert_eq!(
         kinds,
         vec![
-            host.clone(),
-            host.clone(),
-            host,
-            ("replayed".to_string(), String::new())
+            written.clone(),
+            written.clone(),
+            written,
+            replayed.clone(),
+            replayed.clone(),
+            replayed.clone(),
+            replayed,
         ],
-        "mapped, pinned and registered memory declined, device memory replayed: {recs:?}"
+        "kernels writing mapped, pinned and registered memory run once, device memory and \
+         kernels reading host memory replayed: {recs:?}"
+    );
+    assert!(
+        recs.iter().all(|r| r["host_memory"].is_null()),
+        "nothing repeated: {recs:?}"
     );
 }
 

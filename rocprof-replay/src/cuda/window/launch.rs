@@ -61,8 +61,10 @@ impl Ordinary for FirstLook<'_> {
 /// memory a replay must not repeat or restore ([`memory`](crate::cuda::memory)) — memory
 /// another process or GPU writes (`foreign_memory`), an allocation of another context of the
 /// process (`peer_memory`: its owner's streams are not drained or fenced by this window), or
-/// host-visible memory (`host_memory`, checked last: it is the one a policy may opt into
-/// replaying, and the others must not ride on that).
+/// host-visible memory it cannot watch (`host_memory`: managed memory, or arguments that
+/// cannot be read; checked last: it is the one a policy may opt into replaying, and the
+/// others must not ride on that). Pinned and registered memory is watched instead
+/// ([`host_watch`]).
 ///
 /// # Safety
 /// The launch's arguments are alive.
@@ -135,8 +137,34 @@ pub(super) unsafe fn refusal(
             return Some(DeclineReason::PeerMemory);
         }
     }
-    host.points_into(&bytes)
+    // Pinned and registered memory is watched instead (`host_watch`): never restored,
+    // checksummed around the first pass, and replay stops after it when it changed.
+    host.watchable(&bytes)
+        .is_none()
         .then_some(DeclineReason::HostMemory)
+}
+
+/// The pinned and registered host memory (base, size) the launch's arguments point into,
+/// which the window watches across the first pass
+/// ([`Ranges::watchable`](crate::cuda::memory::Ranges::watchable)); empty when the
+/// arguments cannot be read or point into no such memory (a launch with pointers into
+/// managed memory was refused before).
+///
+/// # Safety
+/// The launch's arguments are alive.
+pub(super) unsafe fn host_watch(
+    be: &Backend,
+    launch: &Launch,
+    params: Option<&[(usize, usize)]>,
+) -> Vec<(usize, usize)> {
+    let host = be.host_memory.read();
+    if host.is_empty() {
+        return Vec::new();
+    }
+    // SAFETY: caller contract.
+    unsafe { launch.argument_bytes(params) }
+        .and_then(|bytes| host.watchable(&bytes))
+        .unwrap_or_default()
 }
 
 /// The enter callback of a launch: decides pass-through or window; returns the token for the

@@ -736,6 +736,14 @@ impl ReplayTarget for CudaTarget<'_> {
         unsafe { self.job.launch.argument_bytes(self.job.params.as_deref()) }
     }
 
+    /// Pinned and registered host memory the arguments point into: read (by the host, at
+    /// the same address) while the application has not seen the launch complete, so it does
+    /// not free it (`cuMemFreeHost` waits for the device, which waits behind the window).
+    fn host_watch(&mut self) -> Vec<(usize, usize)> {
+        // SAFETY: as for `refusal`.
+        unsafe { host_watch(self.be, &self.job.launch, self.job.params.as_deref()) }
+    }
+
     fn refusal(&self) -> Option<DeclineReason> {
         // SAFETY: the launch's arguments: the application is still inside its call (the window
         // has not released it yet), and a copy lives with the job.
