@@ -10,7 +10,6 @@
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use rocprof_replay_sys::HsaApiTable;
 
@@ -346,13 +345,12 @@ pub(crate) fn preloads(ld_preload: &str, me: &std::path::Path) -> bool {
 }
 
 /// `OnUnload` of a tool: stops replay on every backend that runs (each is a no-op where its
-/// backend never attached) and writes out pending records.
+/// backend never attached); the windows it waits for write their records as they end.
 pub fn on_unload() {
     let _ = catch_unwind(|| {
         crate::hsa::shutdown();
         #[cfg(feature = "cuda")]
         crate::cuda::shutdown();
-        crate::engine::records::flush(Duration::from_secs(5));
     });
 }
 

@@ -808,6 +808,21 @@ fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn records_are_written_before_the_application_sees_completion_even_without_exit_handlers() {
+    // The probe leaves with _exit right after its last dispatch completed: no hsa_shut_down,
+    // no atexit handler. Every dispatch's record must be in the file already.
+    let c = cell("inc", &[("FAULT_EXIT", "immediate")]);
+    assert_eq!(
+        c.of("inc_in_place").len(),
+        3,
+        "warm-up, scenario, next: {:?}",
+        c.records
+    );
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn soak_a_hundred_thousand_replayed_dispatches_leak_nothing_and_lose_no_record() {
     const N: u64 = 100_000;
     let n = N.to_string();

@@ -57,7 +57,7 @@ use std::ffi::{CStr, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 use rocprof_replay_sys::cuda::*;
@@ -1825,7 +1825,6 @@ pub(crate) fn wait_at_exit() {
         let _ = catch_unwind(|| {
             if let Some(be) = BACKEND.get() {
                 wait_for_windows(be);
-                crate::engine::records::flush(Duration::from_secs(5));
             }
         });
     }

@@ -1,20 +1,18 @@
 //! Outcome records: one JSON object per dispatch (JSON Lines) appended to the file named by
 //! `ROCPROF_REPLAY_OUTPUT`.
 //!
-//! Records are formatted on the replaying thread (cheap) and handed to a writer thread over a
-//! channel, so file I/O stays off the submission path. [`flush`] waits (bounded) until every
-//! record handed over so far is on disk; the SDK calls it from `OnUnload` and from an
-//! `atexit` handler, so records are not lost when a process exits without `hsa_shut_down`.
+//! Records are formatted and written on the thread that ends the dispatch's window (its
+//! worker, for an asynchronous window; the submitting thread for a dispatch declined before
+//! one), before the application can see the dispatch complete: nothing is left to flush when
+//! the process ends, however it ends ([`emit`]).
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::dispatch::DispatchInfo;
@@ -78,11 +76,32 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
     .to_string()
 }
 
+/// The records file, opened on the first record.
 struct Writer {
-    tx: Mutex<Sender<String>>,
-    /// (records sent, records written)
-    progress: Mutex<(u64, u64)>,
-    written: Condvar,
+    path: PathBuf,
+    file: Mutex<std::fs::File>,
+}
+
+impl Writer {
+    /// Opens (creates) `path` for appending.
+    fn open(path: PathBuf) -> std::io::Result<Writer> {
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        Ok(Writer {
+            path,
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends `line` and a newline with one `write` (the file is in append mode), on this
+    /// thread: the line is in the file when this returns.
+    fn write_line(&self, line: &str) {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        if let Err(e) = self.file.lock().write_all(&bytes) {
+            tracing::error!("writing {}: {e}", self.path.display());
+        }
+    }
 }
 
 fn writer() -> Option<&'static Writer> {
@@ -92,50 +111,21 @@ fn writer() -> Option<&'static Writer> {
             let path = PathBuf::from(std::env::var_os("ROCPROF_REPLAY_OUTPUT")?);
             // Opened here, on the first record, so a bad path is reported at once and the file
             // is open (one descriptor, for the whole run) before anything is written.
-            let file = match OpenOptions::new().create(true).append(true).open(&path) {
-                Ok(f) => f,
-                Err(e) => {
+            Writer::open(path.clone())
+                .map_err(|e| {
                     eprintln!(
                         "rocprof-replay: cannot open ROCPROF_REPLAY_OUTPUT={}: {e}; outcome \
                          records are not written",
                         path.display()
                     );
-                    return None;
-                }
-            };
-            let (tx, rx) = channel::<String>();
-            let w = Writer {
-                tx: Mutex::new(tx),
-                progress: Mutex::new((0, 0)),
-                written: Condvar::new(),
-            };
-            std::thread::Builder::new()
-                .name("rocprof-replay-records".into())
-                .spawn(move || write_loop(path, file, rx))
-                .ok()?;
-            // SAFETY: registering a plain extern "C" function with no captured state.
-            unsafe { libc::atexit(flush_at_exit) };
-            Some(w)
+                })
+                .ok()
         })
         .as_ref()
 }
 
-fn write_loop(path: PathBuf, mut file: std::fs::File, rx: Receiver<String>) {
-    while let Ok(line) = rx.recv() {
-        // One write per record: lines from concurrent processes never interleave mid-line.
-        if let Err(e) = file.write_all(format!("{line}\n").as_bytes()) {
-            tracing::error!("writing {}: {e}", path.display());
-        }
-        if let Some(w) = writer() {
-            let mut p = w.progress.lock();
-            p.1 += 1;
-            w.written.notify_all();
-        }
-    }
-}
-
-/// Set in a forked child: records are neither formatted nor awaited there (the writer thread
-/// belongs to the parent).
+/// Set in a forked child: records are not written there (the parent's windows are not the
+/// child's).
 static IN_CHILD: AtomicBool = AtomicBool::new(false);
 
 /// Stops recording in a forked child.
@@ -143,46 +133,52 @@ pub(crate) fn disable_in_child() {
     IN_CHILD.store(true, Ordering::Relaxed);
 }
 
-/// Hands a record to the writer (no-op without `ROCPROF_REPLAY_OUTPUT`).
+/// Writes a record (no-op without `ROCPROF_REPLAY_OUTPUT`): one `write` of the whole line to
+/// a file opened for appending, on the calling thread, before the dispatch's completion is
+/// released to the application (the engine emits at `on_end`). So a record is in the file
+/// (the kernel's page cache) once the application can see its dispatch complete — even if
+/// the process then ends with `_exit` or a signal, when no exit handler runs — and lines of
+/// concurrent threads and processes never interleave.
 pub(crate) fn emit(info: &DispatchInfo, outcome: &Outcome) {
     if IN_CHILD.load(Ordering::Relaxed) {
         return;
     }
     let Some(w) = writer() else { return };
-    let line = record_json(info, outcome);
-    let mut p = w.progress.lock();
-    if w.tx.lock().send(line).is_ok() {
-        p.0 += 1;
-    }
-}
-
-/// Waits up to `deadline` until every record emitted so far is written.
-pub(crate) fn flush(deadline: Duration) -> bool {
-    if IN_CHILD.load(Ordering::Relaxed) {
-        return true;
-    }
-    let Some(w) = writer() else { return true };
-    let mut p = w.progress.lock();
-    let target = p.0;
-    let until = std::time::Instant::now() + deadline;
-    while p.1 < target {
-        if w.written.wait_until(&mut p, until).timed_out() {
-            return false;
-        }
-    }
-    true
-}
-
-extern "C" fn flush_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        if !flush(Duration::from_secs(5)) {
-            eprintln!("rocprof-replay: some outcome records could not be written before exit");
-        }
-    });
+    w.write_line(&record_json(info, outcome));
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_record_is_in_the_file_when_it_has_been_written_and_lines_stay_whole() {
+        let path = std::env::temp_dir().join(format!(
+            "rocprof-replay-records-{}-{:?}.jsonl",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let w = std::sync::Arc::new(Writer::open(path.clone()).unwrap());
+        w.write_line("{\"first\":1}");
+        // Read at once, through another descriptor, with nothing flushed or waited for.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"first\":1}\n");
+        let long = format!("{{\"pad\":\"{}\"}}", "x".repeat(10_000));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (w, long) = (w.clone(), long.clone());
+                std::thread::spawn(move || (0..50).for_each(|_| w.write_line(&long)))
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 201);
+        assert!(
+            lines[1..].iter().all(|l| *l == long),
+            "a line was cut or mixed"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+
     use super::*;
     use crate::policy::{Outcome, OutcomeKind};
 
