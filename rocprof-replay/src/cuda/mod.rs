@@ -844,14 +844,35 @@ impl Backend {
         } else if is_function {
             Some(f)
         } else {
-            warn_once(&UNKNOWN_HANDLE, || {
-                tracing::warn!(
-                    kernel = name.as_deref().unwrap_or("<unknown>"),
-                    "a kernel was launched through a handle the application never obtained \
-                     from the driver: its module cannot be queried"
-                )
-            });
-            None
+            // A handle obtained where the callbacks do not show it (cuFFT's kernels come
+            // through its own static runtime). A launch takes a CUfunction or a CUkernel and
+            // the driver tells them apart, so it is asked: as a kernel first (its function in
+            // this context), then as a function (its module).
+            let mut g: CUfunction = std::ptr::null_mut();
+            // SAFETY: `f` is the handle of a launch being made in this context; a handle that
+            // is no CUkernel is an error of this call.
+            let r = unsafe { (self.drv.kernel_get_function)(&mut g, f.cast()) };
+            let as_function = || {
+                let mut m: CUmodule = std::ptr::null_mut();
+                // SAFETY: as above; a handle that is no CUfunction is an error of this call.
+                let r = unsafe { (self.drv.func_get_module)(&mut m, f) };
+                r == CUDA_SUCCESS && !m.is_null()
+            };
+            if r == CUDA_SUCCESS && !g.is_null() {
+                Some(g)
+            } else if as_function() {
+                Some(f)
+            } else {
+                warn_once(&UNKNOWN_HANDLE, || {
+                    tracing::warn!(
+                        kernel = name.as_deref().unwrap_or("<unknown>"),
+                        "a kernel was launched through a handle the application never obtained \
+                         and the driver answers for neither as a kernel nor as a function: \
+                         its module cannot be queried"
+                    )
+                });
+                None
+            }
         };
         let attr = |func: CUfunction, a: CUfunction_attribute| {
             let mut v: std::ffi::c_int = 0;

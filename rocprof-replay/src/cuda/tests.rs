@@ -2240,21 +2240,38 @@ fn a_cukernel_is_queried_through_its_function_in_the_context() {
     assert_eq!(h.outcomes()[0].0.group_segment_size, 512 + 1024);
 }
 
+/// A handle the fake driver answers for neither as a CUkernel nor as a CUfunction (no
+/// module), running BUMP.
+static ANONYMOUS_BUMP: FakeKernel = FakeKernel {
+    run: bump,
+    module: 0,
+};
+
 #[test]
-fn a_kernel_handle_never_obtained_is_not_queried_and_not_replayed_when_variables_exist() {
+fn a_kernel_handle_never_obtained_is_asked_of_the_driver_as_a_kernel_then_as_a_function() {
     let h = harness(3, quick());
     load_module_with_counter(&h);
     let mut none: [*mut c_void; 0] = [];
+    // A CUkernel nobody saw obtained: its function in the context answers.
     h.launch(&KERNEL_BUMP, &mut none, 0);
-    assert_eq!(counter(), 1, "ran once");
+    assert_eq!(counter(), 1, "one execution");
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(h.outcomes()[0].0.group_segment_size, 512 + 1024);
+    // A CUfunction nobody saw obtained: its module answers.
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), 2);
+    assert_eq!(h.outcomes()[1].1.kind, OutcomeKind::Replayed);
+    // A handle the driver answers for as neither: not replayed while variables exist.
+    h.launch(&ANONYMOUS_BUMP, &mut none, 0);
+    assert_eq!(counter(), 3, "ran once");
     assert_eq!(
-        h.outcomes()[0].1.kind,
+        h.outcomes()[2].1.kind,
         OutcomeKind::Declined(DeclineReason::SymbolsUnavailable)
     );
     assert_eq!(
-        h.outcomes()[0].0.group_segment_size,
+        h.outcomes()[2].0.group_segment_size,
         512,
-        "no query of an unknown handle"
+        "nothing known of the handle"
     );
 }
 
