@@ -466,19 +466,31 @@ fn python() -> PathBuf {
     PathBuf::from(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()))
 }
 
-fn gpt2(name: &str, env: &[(&str, &str)], unset: &[&str]) -> Value {
+/// One run of the Python fixture `script` (it writes its JSON to `--out`), saved as `name`;
+/// its JSON.
+fn python_fixture(
+    script: &str,
+    name: &str,
+    env: &[(&str, &str)],
+    unset: &[&str],
+    deadline: Duration,
+) -> Value {
     let out = out_dir().join(format!("{name}.json"));
-    let script = fixtures().join("gpt2_step.py");
+    let script = fixtures().join(script);
     let r = run(
         &python(),
         &[script.to_str().unwrap(), "--out", out.to_str().unwrap()],
         env,
         unset,
-        Duration::from_secs(900),
+        deadline,
     );
     save(name, &r);
     r.assert_success(name);
     serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
+fn gpt2(name: &str, env: &[(&str, &str)], unset: &[&str]) -> Value {
+    python_fixture("gpt2_step.py", name, env, unset, Duration::from_secs(900))
 }
 
 #[test]
@@ -547,18 +559,7 @@ fn a_gpt2_training_step_is_bit_identical_under_replay() {
 
 /// One run of `libs_step.py` (cuBLAS, cuSOLVER, cuFFT, cuDNN, CUB, RNG), its JSON.
 fn libs(name: &str, env: &[(&str, &str)], unset: &[&str]) -> Value {
-    let out = out_dir().join(format!("{name}.json"));
-    let script = fixtures().join("libs_step.py");
-    let r = run(
-        &python(),
-        &[script.to_str().unwrap(), "--out", out.to_str().unwrap()],
-        env,
-        unset,
-        Duration::from_secs(600),
-    );
-    save(name, &r);
-    r.assert_success(name);
-    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+    python_fixture("libs_step.py", name, env, unset, Duration::from_secs(600))
 }
 
 #[test]
