@@ -454,14 +454,14 @@ impl Detached {
                 "internal error (panic) in a replay window"
             );
             crate::engine::footprint::note_device_write(info.agent.0);
-            let had_passes = target.ran;
-            target.settle_dispatch();
-            if had_passes {
+            // The record first: it is in the file before the application sees completion.
+            if target.ran {
                 state::report(
                     &info,
                     &Outcome::ordinary(OutcomeKind::Failed(FailureReason::InternalError)),
                 );
             }
+            target.settle_dispatch();
         } else {
             target.settle_dispatch();
         }
