@@ -552,6 +552,23 @@ pub mod params {
     }
     const_assert_layout!(cuIpcCloseMemHandle_params, size = 8, align = 8);
 
+    /// `cuSurfObjectCreate_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuSurfObjectCreate_params {
+        pub pSurfObject: *mut u64,
+        pub pResDesc: *const c_void,
+    }
+    const_assert_layout!(cuSurfObjectCreate_params, size = 16, align = 8);
+
+    /// `cuSurfObjectDestroy_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuSurfObjectDestroy_params {
+        pub surfObject: u64,
+    }
+    const_assert_layout!(cuSurfObjectDestroy_params, size = 8, align = 8);
+
     /// `cuMemImportFromShareableHandle_params`.
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]
@@ -765,6 +782,8 @@ pub mod cbid {
         cuIpcOpenMemHandle = 329;
         cuIpcOpenMemHandle_v2 = 567;
         cuIpcCloseMemHandle = 330;
+        cuSurfObjectCreate = 343;
+        cuSurfObjectDestroy = 344;
         cuModuleGetGlobal_v2 = 241;
         cuLibraryGetGlobal = 684;
         cuGraphLaunch = 514;
@@ -782,7 +801,8 @@ pub mod cbid {
 
 /// `CUpti_ActivityKind`.
 pub type CUpti_ActivityKind = c_uint;
-/// `CUPTI_ACTIVITY_KIND_KERNEL` (serializing kernel records; read, never enabled).
+/// `CUPTI_ACTIVITY_KIND_KERNEL`: serializing kernel records (enabled only with
+/// `ROCPROF_REPLAY_CUDA_PASS_TIMES=serial`).
 pub const CUPTI_ACTIVITY_KIND_KERNEL: CUpti_ActivityKind = 3;
 /// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`: a record per kernel, kernels still run
 /// concurrently.

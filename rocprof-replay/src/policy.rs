@@ -514,6 +514,11 @@ pub enum DeclineReason {
     /// work could write that memory during a restore, and the memory is not captured, so the
     /// kernel's writes there would be repeated once per pass.
     PeerMemory,
+    /// CUDA: an 8-byte argument of the kernel is a live surface object (`cuSurfObjectCreate`),
+    /// or the kernel's arguments cannot be read while surface objects exist: the kernel may
+    /// write a CUDA array through it, which the engine does not snapshot, so its writes there
+    /// would be repeated once per pass.
+    ArrayMemory,
     /// The kernel's arguments point into host memory the host can read, and that memory
     /// changed during the first pass (the kernel wrote it, or a host thread did): replay
     /// stops after the first pass, whose result — the application's own execution — stands.
@@ -570,6 +575,7 @@ impl DeclineReason {
             DeclineReason::HostMemoryWritten => "host_memory_written",
             DeclineReason::ForeignMemory => "foreign_memory",
             DeclineReason::PeerMemory => "peer_memory",
+            DeclineReason::ArrayMemory => "array_memory",
             DeclineReason::VendorPackets => "vendor_packets",
             DeclineReason::StreamMemoryWait => "stream_memory_wait",
             DeclineReason::WroteOutsideFootprint => "wrote_outside_footprint",

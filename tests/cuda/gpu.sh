@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch crash gpt2-sampled gpt2-verified gpt2-all gpt2-40 gpt2-medium (default: all but the last nine)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds crash gpt2-sampled gpt2-verified gpt2-all gpt2-40 gpt2-medium (default: all but the last ten)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -86,12 +86,12 @@ for s in $steps; do
       every_launch_path a_preloaded_tool 2>&1 | tail -60
     ;;
   promise)
-    step "host memory, communication and module paths; managed, IPC, imported and peer memory; two contexts, module unloads (issue 13)"
+    step "host memory, communication and module paths; managed, IPC, imported and peer memory; two contexts, module unloads; surfaces (issue 13)"
     timeout 500 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
       kernels_writing_host_memory memory_the_window_cannot_restore \
-      two_contexts_and_module_unloads 2>&1 | tail -60
-    for f in memory_kinds memory_kinds.all contexts_unload.plain contexts_unload; do
-      echo "--- $f"; grep -E '^(case|RESULT|watchdog|driver error|cuda error)' "$out/gpu/$f.stdout" 2>/dev/null
+      two_contexts_and_module_unloads a_kernel_writing_an_array 2>&1 | tail -60
+    for f in memory_kinds memory_kinds.all contexts_unload.plain contexts_unload surface_write; do
+      echo "--- $f"; grep -E '^(case|check|RESULT|watchdog|driver error|cuda error)' "$out/gpu/$f.stdout" 2>/dev/null
     done
     head -1 "$out/gpu/contexts_unload.summary" 2>/dev/null
     ;;
@@ -221,6 +221,54 @@ d = json.load(open(sys.argv[1]))["dispatches"]
 for r in d:
     print(r["kernel"][:40], r["outcome"], r["passes"], "metrics" if r.get("metrics") else r.get("metrics_reason"))
 PY
+    done
+    ;;
+  record-kinds)
+    # Which kernel-record timestamps span what Nsight Compute's gpu__time_duration does
+    # (issue 13 item 4): a standalone program with each kind of kernel record and latency
+    # timestamps (record_kinds.cu), the SDK's pass times with each kind, and ncu, all on the
+    # same ~5 us kernel.
+    step "record-kinds: kernel records of each kind against Nsight Compute"
+    c=$out/kinds; mkdir -p "$c"
+    inc=$CUDA_HOME/extras/CUPTI/include; [ -f "$inc/cupti.h" ] || inc=$CUDA_HOME/include
+    lib=$CUDA_HOME/extras/CUPTI/lib64; [ -e "$lib/libcupti.so" ] || lib=$CUDA_HOME/lib64
+    if nvcc -O2 -std=c++17 -arch=native -I"$inc" -L"$lib" -Xlinker -rpath,"$lib" \
+      -o "$c/record_kinds" "$here/cuda/apps/record_kinds.cu" -lcupti; then
+      for kind in concurrent serial concurrent serial; do
+        LAUNCHES=50 timeout 60 "$c/record_kinds" $kind 2>&1 | grep -E '^(kind|check|error)'
+      done
+    else
+      echo "record_kinds: nvcc failed"
+    fi
+    nvcc -O2 -std=c++17 -arch=native -o "$c/short_kernel" "$here/cuda/apps/short_kernel.cu"
+    for times in records serial records serial; do
+      ROCPROF_REPLAY_PASSES=3 ROCPROF_REPLAY_OUTPUT=$c/sdk.$times.jsonl ROCPROF_REPLAY_LOG=warn \
+        ROCPROF_REPLAY_CUDA_ASYNC=1 ROCPROF_REPLAY_CUDA_PASS_TIMES=$times \
+        CUDA_INJECTION64_PATH=$here/libpass_timer.so LAUNCHES=50 timeout 120 "$c/short_kernel" \
+        > "$c/sdk.$times.stdout" 2>&1
+      echo "sdk ($times): exit $? $(grep RESULT "$c/sdk.$times.stdout")"
+      python3 - "$c/sdk.$times.jsonl" "$times" <<'PY2'
+import json, statistics, sys
+t = []
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "five_us" in (r.get("kernel") or "") and r.get("outcome") == "replayed":
+        t += [x for x in r.get("pass_ns") or [] if x]
+print(f"  sdk pass times ({sys.argv[2]}): median {statistics.median(t):.0f} ns over {len(t)} passes")
+PY2
+      rm -f "$c/sdk.$times.jsonl"
+    done
+    for k in 1 2; do
+      LAUNCHES=50 timeout 200 ncu --clock-control none --cache-control none \
+        --metrics gpu__time_duration.sum --print-units base --csv -k regex:five_us \
+        "$c/short_kernel" > "$c/ncu$k.csv" 2> "$c/ncu$k.err"
+      python3 - "$c/ncu$k.csv" <<'PY2'
+import csv, statistics, sys
+rows = [l for l in open(sys.argv[1]) if l.startswith('"')]
+v = [float(r["Metric Value"].replace(",", "")) for r in csv.DictReader(rows)
+     if r.get("Metric Name") == "gpu__time_duration.sum"]
+print(f"  ncu --cache-control none: gpu__time_duration median {statistics.median(v):.0f} ns ({len(v)} launches)")
+PY2
     done
     ;;
   counters-api)

@@ -27,7 +27,9 @@
 //!   own activity buffers, which replaces ours, or disabled kernel records) the clock stops
 //!   and every later pass is timed by its events, with one warning.
 //!
-//! `ROCPROF_REPLAY_CUDA_PASS_TIMES=events` keeps the events' times (no activity records).
+//! `ROCPROF_REPLAY_CUDA_PASS_TIMES=events` keeps the events' times (no activity records);
+//! `serial` enables `CUPTI_ACTIVITY_KIND_KERNEL` records instead, which serialize every kernel
+//! of the process (measured against Nsight Compute in `docs/performance.md`).
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -173,8 +175,9 @@ impl KernelClock {
             return self.state.load(Ordering::Acquire) == ON;
         }
         let Some(api) = self.api else { return false };
+        let kind = record_kind_from_env();
         // SAFETY: a plain kind.
-        let r = unsafe { (api.enable)(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) };
+        let r = unsafe { (api.enable)(kind) };
         if r == CUPTI_SUCCESS {
             tracing::debug!("CUPTI kernel records on: pass times are the kernels' own");
             self.state.store(ON, Ordering::Release);
@@ -182,7 +185,8 @@ impl KernelClock {
         } else {
             tracing::debug!(
                 status = r,
-                "cuptiActivityEnable(CONCURRENT_KERNEL) failed: pass times come from events"
+                kind,
+                "cuptiActivityEnable(kernel records) failed: pass times come from events"
             );
             self.state.store(OFF, Ordering::Release);
             false
@@ -411,6 +415,16 @@ unsafe extern "C" fn buffer_completed(
 /// `ROCPROF_REPLAY_CUDA_PASS_TIMES` is `events`.
 pub(crate) fn wanted_from_env() -> bool {
     std::env::var("ROCPROF_REPLAY_CUDA_PASS_TIMES").map_or(true, |v| v.trim() != "events")
+}
+
+/// The kind of kernel record to enable: `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL` (kernels stay
+/// concurrent), or `CUPTI_ACTIVITY_KIND_KERNEL` when `ROCPROF_REPLAY_CUDA_PASS_TIMES` is
+/// `serial` (CUPTI then serializes every kernel of the process).
+fn record_kind_from_env() -> CUpti_ActivityKind {
+    match std::env::var("ROCPROF_REPLAY_CUDA_PASS_TIMES") {
+        Ok(v) if v.trim() == "serial" => CUPTI_ACTIVITY_KIND_KERNEL,
+        _ => CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    }
 }
 
 #[cfg(test)]

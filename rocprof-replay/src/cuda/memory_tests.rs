@@ -10,6 +10,21 @@ use crate::policy::FootprintMode;
 /// A second context of the process.
 const CTX2: usize = 0xc1_0000;
 
+/// Writes through a surface object: (`u32 *count`, `CUsurfObject`, `u32`). The fake "array"
+/// behind every surface is the count: each execution adds one.
+fn write_surface(args: *mut *mut c_void) {
+    // SAFETY: WRITE_SURFACE's arguments (a pointer to a live u32 counter first).
+    unsafe {
+        let count = *(*args).cast::<CUdeviceptr>() as *mut u32;
+        *count += 1;
+    }
+}
+
+pub(super) static WRITE_SURFACE: FakeKernel = FakeKernel {
+    run: write_surface,
+    module: 0,
+};
+
 impl Harness {
     /// `cuMemAllocManaged` of the application (zeroed).
     fn alloc_managed(&self, size: usize) -> usize {
@@ -33,6 +48,40 @@ impl Harness {
         );
         assert_eq!(r, CUDA_SUCCESS);
         out as usize
+    }
+
+    /// `cuSurfObjectCreate` returning `surface`.
+    fn surface_create(&self, surface: u64) {
+        let mut out = 0u64;
+        let params = cuSurfObjectCreate_params {
+            pSurfObject: &mut out,
+            pResDesc: std::ptr::null(),
+        };
+        let r = self.call(
+            SURF_CREATE,
+            c"cuSurfObjectCreate",
+            (&params as *const cuSurfObjectCreate_params).cast(),
+            c"",
+            || {
+                out = surface;
+                CUDA_SUCCESS
+            },
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+    }
+
+    /// `cuSurfObjectDestroy`.
+    fn surface_destroy(&self, surface: u64) {
+        let params = cuSurfObjectDestroy_params {
+            surfObject: surface,
+        };
+        self.call(
+            SURF_DESTROY,
+            c"cuSurfObjectDestroy",
+            (&params as *const cuSurfObjectDestroy_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
     }
 
     /// `cuIpcOpenMemHandle` in context `ctx`: `size` bytes of "another process's" memory.
@@ -415,6 +464,55 @@ fn a_kernel_whose_arguments_cannot_be_read_declines_while_peer_or_foreign_memory
 }
 
 #[test]
+fn a_launch_given_a_surface_object_runs_once_and_one_given_none_is_replayed() {
+    let h = harness(3, quick());
+    h.obtain_function(&WRITE_SURFACE);
+    let count = Buffer::new(&h, 1);
+    let (mut ptr, mut n) = (count.ptr, 1u32);
+    // Surface objects are small integers: 3 here, as a driver numbers them.
+    let mut surface = 3u64;
+    let launch = |surface: &mut u64, ptr: &mut CUdeviceptr, n: &mut u32| {
+        let mut args: [*mut c_void; 3] = [
+            (ptr as *mut CUdeviceptr).cast(),
+            (surface as *mut u64).cast(),
+            (n as *mut u32).cast(),
+        ];
+        assert_eq!(h.launch(&WRITE_SURFACE, &mut args, 0), CUDA_SUCCESS);
+    };
+    launch(&mut surface, &mut ptr, &mut n);
+    assert_eq!(
+        h.last_kind(),
+        OutcomeKind::Replayed,
+        "no surface exists yet"
+    );
+    assert_eq!(
+        count.values(),
+        vec![1],
+        "its device memory restored: one execution"
+    );
+    h.surface_create(3);
+    launch(&mut surface, &mut ptr, &mut n);
+    assert_eq!(h.last_kind(), declined(DeclineReason::ArrayMemory));
+    assert_eq!(count.values(), vec![2], "declined: it ran once");
+    let mut other = 4u64;
+    launch(&mut other, &mut ptr, &mut n);
+    assert_eq!(
+        h.last_kind(),
+        OutcomeKind::Replayed,
+        "a word that is no live surface object"
+    );
+    h.surface_destroy(3);
+    launch(&mut surface, &mut ptr, &mut n);
+    assert_eq!(h.last_kind(), OutcomeKind::Replayed, "the surface is gone");
+    h.surface_create(9);
+    h.destroy_context(CTX);
+    assert!(
+        h.be.surfaces.read().is_empty(),
+        "surfaces go with their context"
+    );
+}
+
+#[test]
 fn a_destroyed_contexts_managed_memory_and_ipc_imports_are_forgotten() {
     let h = harness(3, quick());
     let managed = h.alloc_managed(16);
@@ -442,6 +540,8 @@ fn the_import_entry_points_are_classified_and_their_callback_ids_known() {
         ("cuMemRetainAllocationHandle", Api::MemRetain),
         ("cuMemRelease", Api::MemRelease),
         ("cuMemAllocManaged", Api::MemAllocManaged),
+        ("cuSurfObjectCreate", Api::SurfCreate),
+        ("cuSurfObjectDestroy", Api::SurfDestroy),
     ] {
         assert_eq!(classify(name), Some(api), "{name}");
         assert!(

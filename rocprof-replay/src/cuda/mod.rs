@@ -113,6 +113,10 @@ pub(crate) enum Api {
     IpcOpen,
     /// `cuIpcCloseMemHandle`.
     IpcClose,
+    /// `cuSurfObjectCreate`: a handle through which kernels write a CUDA array.
+    SurfCreate,
+    /// `cuSurfObjectDestroy`.
+    SurfDestroy,
     /// `cuModuleGetGlobal_v2`.
     ModuleGetGlobal,
     /// `cuLibraryGetGlobal`.
@@ -219,6 +223,8 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuMemRelease" => Api::MemRelease,
         "cuIpcOpenMemHandle" | "cuIpcOpenMemHandle_v2" => Api::IpcOpen,
         "cuIpcCloseMemHandle" => Api::IpcClose,
+        "cuSurfObjectCreate" => Api::SurfCreate,
+        "cuSurfObjectDestroy" => Api::SurfDestroy,
         "cuModuleGetGlobal_v2" => Api::ModuleGetGlobal,
         "cuLibraryGetGlobal" => Api::LibraryGetGlobal,
         "cuMemHostAlloc" => Api::HostAlloc {
@@ -513,6 +519,9 @@ pub(crate) struct Backend {
     /// handles. Never in the inventory: kernels whose arguments point into it are not
     /// replayed (`foreign_memory`).
     pub(crate) foreign_memory: RwLock<memory::Ranges>,
+    /// Live surface objects (`cuSurfObjectCreate`) and the context current at their creation:
+    /// CUDA arrays are never snapshotted, so a launch given one declines (`array_memory`).
+    pub(crate) surfaces: RwLock<HashMap<u64, usize>>,
     /// Virtual-memory handles whose mappings are foreign memory.
     pub(crate) imported_handles: Mutex<memory::ImportedHandles>,
     pub(crate) next_dispatch: AtomicU64,
@@ -546,6 +555,7 @@ impl Backend {
             globals: GlobalNames::default(),
             host_memory: RwLock::new(memory::Ranges::default()),
             foreign_memory: RwLock::new(memory::Ranges::default()),
+            surfaces: RwLock::new(HashMap::new()),
             imported_handles: Mutex::new(memory::ImportedHandles::default()),
             next_dispatch: AtomicU64::new(1),
             asynchronous: window::asynchronous_windows_from_env(),
@@ -1282,6 +1292,25 @@ impl Backend {
                     self.imported_handles.lock().release(p.handle);
                 }
             }
+            Api::SurfCreate => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuSurfObjectCreate's parameters, at its successful exit.
+                let p = unsafe { *params.cast::<cuSurfObjectCreate_params>() };
+                if !p.pSurfObject.is_null() {
+                    // SAFETY: the driver wrote the new object there.
+                    let surface = unsafe { *p.pSurfObject };
+                    self.surfaces.write().insert(surface, ctx_handle);
+                }
+            }
+            Api::SurfDestroy => {
+                if enter && !guarded_thread() {
+                    // SAFETY: cuSurfObjectDestroy's parameters.
+                    let p = unsafe { *params.cast::<cuSurfObjectDestroy_params>() };
+                    self.surfaces.write().remove(&p.surfObject);
+                }
+            }
             Api::IpcOpen => {
                 if enter || guarded_thread() || result() != CUDA_SUCCESS {
                     return;
@@ -1464,6 +1493,7 @@ impl Backend {
                 // virtual-memory mappings are left until freed or unmapped).
                 self.host_memory.write().remove_context(ctx_handle);
                 self.foreign_memory.write().remove_context(ctx_handle);
+                self.surfaces.write().retain(|_, c| *c != ctx_handle);
                 // Its events behind work into other contexts' memory die with it: their drains
                 // no longer wait for them.
                 for other in self.contexts.read().values() {

@@ -481,7 +481,7 @@ unsafe extern "C" fn func_get_param_info(
     // ADD_ONE, ADD_ONE_COUNTED, SLOW (and the writers of the write-set tests) take
     // (CUdeviceptr, u32); the other kernels of these tests take nothing.
     let f = f.cast::<FakeKernel>();
-    if std::ptr::eq(f, &ADD_FROM) {
+    if std::ptr::eq(f, &ADD_FROM) || std::ptr::eq(f, &memory_tests::WRITE_SURFACE) {
         let Some(&(o, n)) = [(0, 8), (8, 8), (16, 4)].get(index) else {
             return CUDA_ERROR_INVALID_VALUE;
         };
@@ -1090,6 +1090,8 @@ const COPY_DTOD: u32 = 31;
 const COPY_DTOH: u32 = 32;
 const COPY_PEER: u32 = 33;
 const MULTI_DEVICE: u32 = 34;
+const SURF_CREATE: u32 = 35;
+const SURF_DESTROY: u32 = 36;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1205,6 +1207,8 @@ fn harness_deciding_clocked(
         ("cuMemcpyDtoHAsync_v2", COPY_DTOH),
         ("cuMemcpyPeerAsync", COPY_PEER),
         ("cuLaunchCooperativeKernelMultiDevice", MULTI_DEVICE),
+        ("cuSurfObjectCreate", SURF_CREATE),
+        ("cuSurfObjectDestroy", SURF_DESTROY),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).

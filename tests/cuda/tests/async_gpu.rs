@@ -40,8 +40,8 @@ fn under_tool(app: &str, name: &str, passes: &str, extra: &[(&str, &str)]) -> (R
         ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "30000"),
         ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "10000"),
         ("CUDA_INJECTION64_PATH", tool.as_str()),
-        // Asynchronous windows are off by default on CUDA (see the guide); these tests are
-        // how they are checked.
+        // Asynchronous windows are the default on CUDA; set anyway, so that these tests check
+        // them whatever the environment says.
         ("ROCPROF_REPLAY_CUDA_ASYNC", "1"),
     ];
     env.extend_from_slice(extra);

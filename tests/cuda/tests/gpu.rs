@@ -266,6 +266,36 @@ fn kernels_writing_host_memory_run_once_and_kernels_reading_it_replay() {
     );
 }
 
+/// `surface_write.cu` under a 3-pass tool: the kernel writing a CUDA array through a surface
+/// object runs once (`array_memory`), the one writing device memory is replayed, and the
+/// program sees one execution of each.
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn a_kernel_writing_an_array_through_a_surface_object_runs_once() {
+    require_gpu();
+    let exe = cuda_app("surface_write", false);
+    let rec = records_path("surface_write");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+    save("surface_write", &r);
+    r.assert_success("surface_write under the tool");
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    let recs = records(&rec);
+    let of = |k: &str| {
+        recs.iter()
+            .find(|r| r["kernel"].as_str().is_some_and(|n| n.contains(k)))
+            .unwrap_or_else(|| panic!("no record of {k}: {recs:?}"))
+    };
+    assert_eq!(of("bump_array")["outcome"], "declined", "{recs:?}");
+    assert_eq!(of("bump_array")["reason"], "array_memory", "{recs:?}");
+    assert_eq!(of("bump_plain")["outcome"], "replayed", "{recs:?}");
+}
+
 /// `memory_kinds.cu` under a 3-pass tool, with the arguments footprint and with every
 /// allocation captured (`all`, where a restore of managed memory used to undo the host's
 /// write): the application's results are its own (it checks them: `RESULT OK`), kernels given

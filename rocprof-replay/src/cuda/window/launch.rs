@@ -60,7 +60,8 @@ impl Ordinary for FirstLook<'_> {
 /// before pass 1: it is queued behind a stream memory wait, or its arguments point into
 /// memory a replay must not repeat or restore ([`memory`](crate::cuda::memory)) — memory
 /// another process or GPU writes (`foreign_memory`), an allocation of another context of the
-/// process (`peer_memory`: its owner's streams are not drained or fenced by this window), or
+/// process (`peer_memory`: its owner's streams are not drained or fenced by this window), a
+/// CUDA array reached through a surface object (`array_memory`: arrays are never captured), or
 /// host-visible memory it cannot watch (`host_memory`: managed memory, or arguments that
 /// cannot be read; checked last: it is the one a policy may opt into replaying, and the
 /// others must not ride on that). Pinned and registered memory is watched instead
@@ -83,9 +84,10 @@ pub(super) unsafe fn refusal(
     }
     let foreign = be.foreign_memory.read();
     let host = be.host_memory.read();
+    let surfaces = be.surfaces.read();
     // Other contexts' allocations matter only where there are other contexts.
     let peers = be.contexts.read().len() > 1;
-    if foreign.is_empty() && host.is_empty() && !peers {
+    if foreign.is_empty() && host.is_empty() && surfaces.is_empty() && !peers {
         return None;
     }
     let own = AgentId(ctx.handle as u64);
@@ -103,6 +105,8 @@ pub(super) unsafe fn refusal(
             DeclineReason::ForeignMemory
         } else if other_allocations {
             DeclineReason::PeerMemory
+        } else if !surfaces.is_empty() {
+            DeclineReason::ArrayMemory
         } else if !host.is_empty() {
             DeclineReason::HostMemory
         } else {
@@ -136,6 +140,17 @@ pub(super) unsafe fn refusal(
             );
             return Some(DeclineReason::PeerMemory);
         }
+    }
+    // A surface object is a handle, not an address: an 8-byte-aligned word equal to a live
+    // one (an integer argument of the same value declines too: replays lost, never results).
+    if !surfaces.is_empty()
+        && let Some(surface) = bytes
+            .chunks_exact(8)
+            .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+            .find(|w| surfaces.contains_key(w))
+    {
+        tracing::debug!(surface, "an argument is a surface object (a CUDA array)");
+        return Some(DeclineReason::ArrayMemory);
     }
     // Pinned and registered memory is watched instead (`host_watch`): never restored,
     // checksummed around the first pass, and replay stops after it when it changed.

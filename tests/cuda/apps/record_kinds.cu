@@ -1,0 +1,126 @@
+// record_kinds: which of CUPTI's kernel-record timestamps spans what Nsight Compute's
+// gpu__time_duration does. Standalone (no SDK): LAUNCHES launches (default 50) of the same
+// ~5 us kernel as short_kernel.cu, each synchronized, with kernel records of one kind
+// (argv[1]: `concurrent` = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, what the SDK enables;
+// `serial` = CUPTI_ACTIVITY_KIND_KERNEL) and latency timestamps on, then the medians of
+// end - start, end - submitted and start - submitted over the kernel's records:
+//
+//   kind=concurrent records=50 start_end_ns=5856 submitted_end_ns=... submitted_start_ns=...
+//
+// gpu.sh's `record-kinds` step prints both kinds beside ncu's figure for short_kernel.
+#include <cuda_runtime.h>
+#include <cupti.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+__device__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void five_us(unsigned int* count, unsigned long long ns) {
+  unsigned long long start = now_ns();
+  while (now_ns() - start < ns) {
+  }
+  if (threadIdx.x == 0) *count += 1;
+}
+
+#define CK(x)                                                                         \
+  do {                                                                                \
+    cudaError_t e_ = (x);                                                             \
+    if (e_ != cudaSuccess) {                                                          \
+      printf("error cuda %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      return 1;                                                                       \
+    }                                                                                 \
+  } while (0)
+#define CP(x)                                                           \
+  do {                                                                  \
+    CUptiResult r_ = (x);                                               \
+    if (r_ != CUPTI_SUCCESS) {                                          \
+      const char* s_ = nullptr;                                         \
+      cuptiGetResultString(r_, &s_);                                    \
+      printf("error cupti %s at %s:%d\n", s_ ? s_ : "?", __FILE__, __LINE__); \
+      return 1;                                                         \
+    }                                                                   \
+  } while (0)
+
+struct Times {
+  unsigned long long start, end, queued, submitted;
+};
+static std::vector<Times> g_times;
+static unsigned g_records = 0;
+
+static void CUPTIAPI request(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *size = 1 << 20;
+  *buffer = static_cast<uint8_t*>(aligned_alloc(8, *size));
+  *max_records = 0;
+}
+
+static void CUPTIAPI complete(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_KERNEL &&
+        record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+      continue;
+    auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(record);
+    g_records++;
+    if (k->name && strstr(k->name, "five_us"))
+      g_times.push_back({k->start, k->end, k->queued, k->submitted});
+  }
+  free(buffer);
+}
+
+static double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "concurrent";
+  CUpti_ActivityKind kind;
+  if (!strcmp(mode, "concurrent")) {
+    kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  } else if (!strcmp(mode, "serial")) {
+    kind = CUPTI_ACTIVITY_KIND_KERNEL;
+  } else {
+    printf("error usage: record_kinds concurrent|serial\n");
+    return 2;
+  }
+  const int launches = getenv("LAUNCHES") ? atoi(getenv("LAUNCHES")) : 50;
+  CP(cuptiActivityRegisterCallbacks(request, complete));
+  CP(cuptiActivityEnableLatencyTimestamps(1));
+  CP(cuptiActivityEnable(kind));
+  unsigned int* count = nullptr;
+  CK(cudaMalloc((void**)&count, 4));
+  CK(cudaMemset(count, 0, 4));
+  CK(cudaDeviceSynchronize());
+  for (int i = 0; i < launches; i++) {
+    five_us<<<1, 32>>>(count, 5000ull);
+    CK(cudaDeviceSynchronize());
+  }
+  CP(cuptiActivityFlushAll(1));
+  std::vector<double> run, from_submit, to_start, from_queue;
+  for (const Times& t : g_times) {
+    run.push_back(double(t.end - t.start));
+    if (t.submitted && t.submitted <= t.start) {
+      from_submit.push_back(double(t.end - t.submitted));
+      to_start.push_back(double(t.start - t.submitted));
+    }
+    if (t.queued && t.queued <= t.start) from_queue.push_back(double(t.end - t.queued));
+  }
+  printf("kind=%s records=%zu (all kernels %u) start_end_ns=%.0f submitted_end_ns=%.0f "
+         "submitted_start_ns=%.0f queued_end_ns=%.0f (with latency timestamps: %zu)\n",
+         mode, g_times.size(), g_records, median(run), median(from_submit), median(to_start),
+         median(from_queue), from_submit.size());
+  unsigned int got = 0;
+  CK(cudaMemcpy(&got, count, 4, cudaMemcpyDeviceToHost));
+  printf("check runs=%u want=%d %s\n", got, launches, got == (unsigned)launches ? "ok" : "FAIL");
+  return got == (unsigned)launches && g_times.size() == (size_t)launches ? 0 : 1;
+}
