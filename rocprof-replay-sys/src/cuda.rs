@@ -811,7 +811,7 @@ pub const CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: CUpti_ActivityKind = 10;
 pub const CUPTI_ERROR_MAX_LIMIT_REACHED: CUptiResult = 12;
 
 /// The head of every kernel activity record (`CUpti_ActivityKernel4` to
-/// `CUpti_ActivityKernel10` share it, field for field, up to `correlationId`; the records are
+/// `CUpti_ActivityKernel10` share it, field for field, up to `submitted`; the records are
 /// longer). Read in place from CUPTI's buffers, never built.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -862,6 +862,18 @@ pub struct CUpti_ActivityKernelHead {
     pub localMemoryTotal: u32,
     /// The correlation id of the launch call (the callback API's `correlationId`).
     pub correlationId: u32,
+    /// The grid's id, unique within the context.
+    pub gridId: i64,
+    /// The kernel's (mangled) name, owned by CUPTI.
+    pub name: *const c_char,
+    /// Reserved.
+    pub reserved0: *mut c_void,
+    /// When the launch was queued by the host, ns; 0 without latency timestamps
+    /// (`cuptiActivityEnableLatencyTimestamps`).
+    pub queued: u64,
+    /// When the launch was submitted to the GPU (its front end took it), ns; 0 without
+    /// latency timestamps.
+    pub submitted: u64,
 }
 
 /// `CUpti_BuffersCallbackRequestFunc`: CUPTI asks for an empty record buffer.
@@ -882,6 +894,8 @@ pub type cuptiActivityRegisterCallbacks_fn = unsafe extern "C" fn(
 ) -> CUptiResult;
 /// `cuptiActivityEnable` (and `cuptiActivityDisable`).
 pub type cuptiActivityEnable_fn = unsafe extern "C" fn(kind: CUpti_ActivityKind) -> CUptiResult;
+/// `cuptiActivityEnableLatencyTimestamps`: `queued` and `submitted` in kernel records.
+pub type cuptiActivityEnableLatencyTimestamps_fn = unsafe extern "C" fn(enable: u8) -> CUptiResult;
 /// `cuptiActivityFlushAll`.
 pub type cuptiActivityFlushAll_fn = unsafe extern "C" fn(flag: u32) -> CUptiResult;
 /// `cuptiGetTimestamp`: CUPTI's clock, the time base of activity records (ns).

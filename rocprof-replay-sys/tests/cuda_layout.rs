@@ -384,6 +384,10 @@ fn checks() -> Probe {
             "correlationId",
             offset_of!(CUpti_ActivityKernelHead, correlationId),
         ),
+        ("gridId", offset_of!(CUpti_ActivityKernelHead, gridId)),
+        ("name", offset_of!(CUpti_ActivityKernelHead, name)),
+        ("queued", offset_of!(CUpti_ActivityKernelHead, queued)),
+        ("submitted", offset_of!(CUpti_ActivityKernelHead, submitted)),
     ] {
         p.offset("CUpti_ActivityKernel10", field, off);
         p.offset("CUpti_ActivityKernel4", field, off);
@@ -405,6 +409,7 @@ fn checks() -> Probe {
         "cuptiActivityEnable" => cuptiActivityEnable_fn,
         "cuptiActivityDisable" => cuptiActivityEnable_fn,
         "cuptiActivityFlushAll" => cuptiActivityFlushAll_fn,
+        "cuptiActivityEnableLatencyTimestamps" => cuptiActivityEnableLatencyTimestamps_fn,
         "cuptiActivityGetNextRecord" => cuptiActivityGetNextRecord_fn,
         "cuptiGetTimestamp" => cuptiGetTimestamp_fn,
         "cuptiGetContextId" => cuptiGetContextId_fn,

@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds crash gpt2-sampled gpt2-verified gpt2-all gpt2-40 gpt2-medium (default: all but the last ten)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium (default: all but the last eleven)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -186,6 +186,15 @@ PY
     cat "$out/gpu-$mode/gpt2.summary.json" 2>/dev/null
     python3 "$here/cuda/summarize.py" "$out/gpu-$mode/gpt2.records.jsonl" 2>/dev/null | grep -v '^   ' | head -40
     ;;
+  gpt2-kernel)
+    # The GPT-2 step with pass times from the kernels' own start (no latency timestamps):
+    # what the default's latency timestamps cost beside it.
+    step "GPT-2 training step, ROCPROF_REPLAY_CUDA_PASS_TIMES=kernel"
+    ROCPROF_REPLAY_CUDA_PASS_TIMES=kernel ROCPROF_REPLAY_GPU_OUT=$out/gpu-$s \
+      timeout 560 "$here/gpu" --include-ignored --nocapture a_gpt2 2>&1 | tail -12
+    cat "$out/gpu-$s/gpt2.summary.json" 2>/dev/null
+    python3 "$here/cuda/summarize.py" "$out/gpu-$s/gpt2.records.jsonl" 2>/dev/null | grep -v '^   ' | head -40
+    ;;
   gpt2-40|gpt2-medium)
     # The GPT-2 step with 40 passes per launch, or GPT-2 medium with 3.
     if [ $s = gpt2-40 ]; then v=ROCPROF_REPLAY_GPT2_PASSES=40; else v=GPT2_SIZE=medium; fi
@@ -233,15 +242,20 @@ PY
     inc=$CUDA_HOME/extras/CUPTI/include; [ -f "$inc/cupti.h" ] || inc=$CUDA_HOME/include
     lib=$CUDA_HOME/extras/CUPTI/lib64; [ -e "$lib/libcupti.so" ] || lib=$CUDA_HOME/lib64
     if nvcc -O2 -std=c++17 -arch=native -I"$inc" -L"$lib" -Xlinker -rpath,"$lib" \
-      -o "$c/record_kinds" "$here/cuda/apps/record_kinds.cu" -lcupti; then
-      for kind in concurrent serial concurrent serial; do
-        LAUNCHES=50 timeout 60 "$c/record_kinds" $kind 2>&1 | grep -E '^(kind|check|error)'
+      -L"$CUDA_HOME/lib64/stubs" -o "$c/record_kinds" "$here/cuda/apps/record_kinds.cu" \
+      -lcupti -lcuda; then
+      for kind in concurrent serial; do
+        for ahead in idle busy gated idle; do
+          LAUNCHES=50 timeout 60 "$c/record_kinds" $kind $ahead > "$c/kinds.txt" 2>&1
+          echo "record_kinds $kind $ahead: exit $?"
+          grep -E '^(kind|check|error)' "$c/kinds.txt" || tail -5 "$c/kinds.txt"
+        done
       done
     else
       echo "record_kinds: nvcc failed"
     fi
     nvcc -O2 -std=c++17 -arch=native -o "$c/short_kernel" "$here/cuda/apps/short_kernel.cu"
-    for times in records serial records serial; do
+    for times in submitted kernel serial submitted kernel; do
       ROCPROF_REPLAY_PASSES=3 ROCPROF_REPLAY_OUTPUT=$c/sdk.$times.jsonl ROCPROF_REPLAY_LOG=warn \
         ROCPROF_REPLAY_CUDA_ASYNC=1 ROCPROF_REPLAY_CUDA_PASS_TIMES=$times \
         CUDA_INJECTION64_PATH=$here/libpass_timer.so LAUNCHES=50 timeout 120 "$c/short_kernel" \

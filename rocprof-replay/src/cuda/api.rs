@@ -376,6 +376,10 @@ fn activity_api(lib: &libloading::Library) -> Option<super::kernel_clock::Activi
             get_next_record: *lib.get(b"cuptiActivityGetNextRecord\0").ok()?,
             timestamp: *lib.get(b"cuptiGetTimestamp\0").ok()?,
             context_id: *lib.get(b"cuptiGetContextId\0").ok()?,
+            latency: lib
+                .get(b"cuptiActivityEnableLatencyTimestamps\0")
+                .ok()
+                .map(|f| *f),
         })
     }
 }

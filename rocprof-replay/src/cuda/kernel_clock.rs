@@ -4,8 +4,9 @@
 //! event are enqueued before any of them runs) time the stream from the start event to the
 //! end event: that includes the front end's fetch and launch of the kernel, about 2 µs on an
 //! H200, so a 7 µs kernel measured 9 µs. CUPTI's kernel records
-//! (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, which leaves kernels concurrent) carry the
-//! kernel's own start and end on the GPU — what Nsight Compute's `gpu__time_duration` reports.
+//! (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, which leaves kernels concurrent) carry GPU
+//! timestamps of the launch itself: when the front end took it, when it started, when it
+//! ended.
 //!
 //! # How a pass gets its record
 //! - Record buffers are handed to CUPTI when the backend is installed
@@ -21,15 +22,24 @@
 //!   callback registers the relaunch's id at its enter ([`on_own_launch`]).
 //! - Once the pass has completed (its end event), the records are flushed
 //!   (`cuptiActivityFlushAll(0)`: buffers whose records are all complete) until the wanted
-//!   one arrives, at most [`RECORD_WAIT`] (on an H200 the first flush has it); the pass's time is then `end - start` of the
-//!   record, or the events' time when no record came.
+//!   one arrives, at most [`RECORD_WAIT`] (on an H200 the first flush has it); the pass's
+//!   time is then the record's span ([`Span`]), or the events' time when no record came.
 //! - After [`MISSES`] passes in a row without their record (the application registered its
 //!   own activity buffers, which replaces ours, or disabled kernel records) the clock stops
 //!   and every later pass is timed by its events, with one warning.
 //!
-//! `ROCPROF_REPLAY_CUDA_PASS_TIMES=events` keeps the events' times (no activity records);
-//! `serial` enables `CUPTI_ACTIVITY_KIND_KERNEL` records instead, which serialize every kernel
-//! of the process (measured against Nsight Compute in `docs/performance.md`).
+//! # Which span
+//! A record's `end - start` is the kernel's own execution; Nsight Compute's
+//! `gpu__time_duration` also spans the front end's work on the launch before the first block
+//! starts (about 0.6 µs on an H200). So by default CUPTI's latency timestamps are on too and
+//! a pass runs from the record's `submitted` (the front end took the launch) to its `end`.
+//! `submitted` is not queueing time: with a 50 µs kernel ahead on the stream it still falls
+//! 560 ns before the start (`queued` is the one that waits; `tests/cuda/apps/record_kinds.cu`).
+//!
+//! `ROCPROF_REPLAY_CUDA_PASS_TIMES=kernel` takes `end - start`; `serial` enables
+//! `CUPTI_ACTIVITY_KIND_KERNEL` records instead, which serialize every kernel of the process;
+//! `events` keeps the events' times (no activity records). All measured against Nsight
+//! Compute in `docs/performance.md`.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -69,6 +79,65 @@ pub(crate) struct ActivityApi {
     pub(crate) get_next_record: cuptiActivityGetNextRecord_fn,
     pub(crate) timestamp: cuptiGetTimestamp_fn,
     pub(crate) context_id: cuptiGetContextId_fn,
+    /// `cuptiActivityEnableLatencyTimestamps` (optional: without it pass times are
+    /// `end - start`).
+    pub(crate) latency: Option<cuptiActivityEnableLatencyTimestamps_fn>,
+}
+
+/// Which span of a kernel record is a pass's time (`ROCPROF_REPLAY_CUDA_PASS_TIMES`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Span {
+    /// From the front end's submission to the end, `end - submitted` (the default,
+    /// `submitted`): what Nsight Compute's `gpu__time_duration` spans. A record without the
+    /// timestamp (latency timestamps refused) falls back to `end - start`.
+    Submitted,
+    /// The kernel's own execution, `end - start` of concurrent kernel records (`kernel`).
+    Kernel,
+    /// `end - start` of serializing kernel records (`serial`).
+    Serial,
+}
+
+impl Span {
+    /// The span `ROCPROF_REPLAY_CUDA_PASS_TIMES` asks for (`events` is handled before: no
+    /// records at all); an unknown value is the default, with a warning.
+    pub(crate) fn from_env() -> Span {
+        match std::env::var("ROCPROF_REPLAY_CUDA_PASS_TIMES")
+            .as_deref()
+            .map(str::trim)
+        {
+            Err(_) | Ok("" | "submitted" | "events") => Span::Submitted,
+            Ok("kernel") => Span::Kernel,
+            Ok("serial") => Span::Serial,
+            Ok(other) => {
+                tracing::warn!(
+                    value = other,
+                    "unknown ROCPROF_REPLAY_CUDA_PASS_TIMES (submitted, kernel, serial, \
+                     events): pass times run from the launch's submission"
+                );
+                Span::Submitted
+            }
+        }
+    }
+
+    /// The kind of kernel record to enable: concurrent ones (kernels stay concurrent), or
+    /// serializing ones for [`Span::Serial`] (CUPTI then serializes every kernel of the
+    /// process).
+    fn record_kind(self) -> CUpti_ActivityKind {
+        match self {
+            Span::Serial => CUPTI_ACTIVITY_KIND_KERNEL,
+            Span::Kernel | Span::Submitted => CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+        }
+    }
+
+    /// A record's time under this span, from its `(start, end, submitted)`.
+    fn time(self, start: u64, end: u64, submitted: u64) -> Duration {
+        let from = match self {
+            // A submission after the start would be a foreign clock: not trusted.
+            Span::Submitted if submitted != 0 && submitted <= start => submitted,
+            _ => start,
+        };
+        Duration::from_nanos(end.saturating_sub(from))
+    }
 }
 
 /// Where the clock stands.
@@ -84,6 +153,8 @@ pub(crate) struct KernelClock {
     misses: AtomicU32,
     /// Serializes the one-time enable.
     enabling: Mutex<()>,
+    /// Which span of a record is a pass's time.
+    span: Span,
 }
 
 /// Correlation id -> the kernel's (start, end) once its record arrived. Process-wide: CUPTI's
@@ -99,8 +170,17 @@ struct Wanted {
     /// kernel can run there), whichever correlation id CUPTI gave its record (a runtime-API
     /// launch's may be the runtime call's).
     window: Option<(u32, u64)>,
-    /// The kernel's (start, end) once its record arrived, and whether by its id.
-    found: Option<(u64, u64, bool)>,
+    /// The kernel's record once it arrived, and whether by its id.
+    found: Option<(Stamps, bool)>,
+}
+
+/// A kernel record's timestamps (CUPTI's clock, ns; `submitted` is 0 without latency
+/// timestamps).
+#[derive(Clone, Copy, Debug)]
+struct Stamps {
+    start: u64,
+    end: u64,
+    submitted: u64,
 }
 
 /// Free record buffers (`BUFFER_BYTES / 8` words each).
@@ -121,12 +201,13 @@ impl KernelClock {
             state: AtomicU8::new(OFF),
             misses: AtomicU32::new(0),
             enabling: Mutex::new(()),
+            span: Span::Kernel,
         }
     }
 
     /// A clock over `api` (`None`: this CUPTI lacks the activity API, or the user asked for
-    /// events).
-    pub(crate) fn new(api: Option<ActivityApi>) -> KernelClock {
+    /// events) timing passes by `span` of their records.
+    pub(crate) fn new(api: Option<ActivityApi>, span: Span) -> KernelClock {
         match api {
             None => KernelClock::off(),
             Some(api) => KernelClock {
@@ -134,6 +215,7 @@ impl KernelClock {
                 state: AtomicU8::new(UNREGISTERED),
                 misses: AtomicU32::new(0),
                 enabling: Mutex::new(()),
+                span,
             },
         }
     }
@@ -175,7 +257,19 @@ impl KernelClock {
             return self.state.load(Ordering::Acquire) == ON;
         }
         let Some(api) = self.api else { return false };
-        let kind = record_kind_from_env();
+        if self.span == Span::Submitted {
+            // Before the kind: CUPTI takes the setting for records enabled after it.
+            // SAFETY: a plain flag.
+            let r = api.latency.map(|f| unsafe { f(1) });
+            if r != Some(CUPTI_SUCCESS) {
+                tracing::warn!(
+                    status = ?r,
+                    "CUPTI refused latency timestamps: pass times are the kernels' own \
+                     (end - start), without the front end's submission"
+                );
+            }
+        }
+        let kind = self.span.record_kind();
         // SAFETY: a plain kind.
         let r = unsafe { (api.enable)(kind) };
         if r == CUPTI_SUCCESS {
@@ -226,7 +320,7 @@ impl KernelClock {
             // SAFETY: a plain flag; the completion callback runs on this thread or CUPTI's.
             let r = unsafe { (api.flush_all)(0) };
             flushes += 1;
-            if let Some(found) = take(id, false) {
+            if let Some(found) = take(id, false, self.span) {
                 self.misses.store(0, Ordering::Relaxed);
                 tracing::trace!(
                     flushes,
@@ -236,7 +330,7 @@ impl KernelClock {
                 return Some(found);
             }
             if r != CUPTI_SUCCESS || Instant::now() >= deadline {
-                take(id, true);
+                take(id, true, self.span);
                 self.missed();
                 return None;
             }
@@ -269,15 +363,15 @@ fn push_want(id: u32, window: Option<(u32, u64)>) {
     });
 }
 
-/// The kernel time of `id` if its record arrived, taken out; `drop` also forgets a want
-/// still waiting.
-fn take(id: u32, drop: bool) -> Option<Duration> {
+/// The kernel time of `id` (`span` of its record) if its record arrived, taken out; `drop`
+/// also forgets a want still waiting.
+fn take(id: u32, drop: bool, span: Span) -> Option<Duration> {
     let mut w = WANTED_RECORDS.lock();
     let i = w.iter().position(|x| x.id == id)?;
     match w[i].found {
-        Some((start, end, _)) => {
+        Some((t, _)) => {
             w.remove(i);
-            Some(Duration::from_nanos(end.saturating_sub(start)))
+            Some(span.time(t.start, t.end, t.submitted))
         }
         None => {
             if drop {
@@ -315,7 +409,7 @@ pub(crate) fn on_own_launch(clock: &KernelClock, id: u32) {
 /// `buffer` holds `valid` bytes of CUPTI activity records.
 unsafe fn read_records(get_next: cuptiActivityGetNextRecord_fn, buffer: *mut u8, valid: usize) {
     let mut wanted = WANTED_RECORDS.lock();
-    if wanted.iter().all(|w| w.found.is_some_and(|f| f.2)) {
+    if wanted.iter().all(|w| w.found.is_some_and(|f| f.1)) {
         return;
     }
     let mut record: *mut c_void = std::ptr::null_mut();
@@ -333,18 +427,23 @@ unsafe fn read_records(get_next: cuptiActivityGetNextRecord_fn, buffer: *mut u8,
         // SAFETY: a kernel record starts with the common head (checked against the headers by
         // rocprof-replay-sys's cuda_layout test); records are 8-aligned in CUPTI's buffer.
         let head = unsafe { std::ptr::read_unaligned(record.cast::<CUpti_ActivityKernelHead>()) };
+        let stamps = Stamps {
+            start: head.start,
+            end: head.end,
+            submitted: head.submitted,
+        };
         for w in wanted.iter_mut() {
-            if w.found.is_some_and(|f| f.2) {
+            if w.found.is_some_and(|f| f.1) {
                 continue;
             }
             if w.id == head.correlationId {
-                w.found = Some((head.start, head.end, true));
+                w.found = Some((stamps, true));
             } else if let Some((ctx, after)) = w.window
                 && head.contextId == ctx
                 && head.start >= after
-                && w.found.is_none_or(|f| head.start < f.0)
+                && w.found.is_none_or(|f| head.start < f.0.start)
             {
-                w.found = Some((head.start, head.end, false));
+                w.found = Some((stamps, false));
             }
         }
     }
@@ -417,16 +516,6 @@ pub(crate) fn wanted_from_env() -> bool {
     std::env::var("ROCPROF_REPLAY_CUDA_PASS_TIMES").map_or(true, |v| v.trim() != "events")
 }
 
-/// The kind of kernel record to enable: `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL` (kernels stay
-/// concurrent), or `CUPTI_ACTIVITY_KIND_KERNEL` when `ROCPROF_REPLAY_CUDA_PASS_TIMES` is
-/// `serial` (CUPTI then serializes every kernel of the process).
-fn record_kind_from_env() -> CUpti_ActivityKind {
-    match std::env::var("ROCPROF_REPLAY_CUDA_PASS_TIMES") {
-        Ok(v) if v.trim() == "serial" => CUPTI_ACTIVITY_KIND_KERNEL,
-        _ => CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod fake {
     //! A fake activity API for the fake driver: launches (`launched`) become kernel records,
@@ -442,7 +531,14 @@ pub(crate) mod fake {
         /// Flushes deliver nothing (an application that took the callbacks).
         pub(crate) withhold: bool,
         pub(crate) flushes: u32,
+        /// Latency timestamps asked for and granted: records carry `submitted`.
+        pub(crate) latency: bool,
+        /// `cuptiActivityEnableLatencyTimestamps` fails.
+        pub(crate) refuse_latency: bool,
     }
+
+    /// How long before its start a fake kernel was submitted (with latency timestamps).
+    pub(crate) const FRONT_END_NS: u64 = 700;
 
     pub(crate) static FAKE: Mutex<FakeActivity> = Mutex::new(FakeActivity {
         requested: None,
@@ -451,6 +547,8 @@ pub(crate) mod fake {
         pending: Vec::new(),
         withhold: false,
         flushes: 0,
+        latency: false,
+        refuse_latency: false,
     });
 
     unsafe extern "C" fn register(
@@ -467,14 +565,27 @@ pub(crate) mod fake {
         FAKE.lock().enabled = true;
         CUPTI_SUCCESS
     }
+    unsafe extern "C" fn latency(enable: u8) -> CUptiResult {
+        let mut f = FAKE.lock();
+        if f.refuse_latency {
+            return CUPTI_ERROR_NOT_INITIALIZED;
+        }
+        f.latency = enable != 0;
+        CUPTI_SUCCESS
+    }
     unsafe extern "C" fn flush_all(_: u32) -> CUptiResult {
-        let (req, done, records) = {
+        let (req, done, records, latency) = {
             let mut f = FAKE.lock();
             f.flushes += 1;
             if f.withhold || f.pending.is_empty() {
                 return CUPTI_SUCCESS;
             }
-            (f.requested, f.completed, std::mem::take(&mut f.pending))
+            (
+                f.requested,
+                f.completed,
+                std::mem::take(&mut f.pending),
+                f.latency,
+            )
         };
         let (Some(req), Some(done)) = (req, done) else {
             return CUPTI_SUCCESS;
@@ -517,6 +628,15 @@ pub(crate) mod fake {
                 localMemoryPerThread: 0,
                 localMemoryTotal: 0,
                 correlationId: id,
+                gridId: i64::from(id),
+                name: c"fake_kernel".as_ptr(),
+                reserved0: std::ptr::null_mut(),
+                queued: 0,
+                submitted: if latency {
+                    start.saturating_sub(FRONT_END_NS)
+                } else {
+                    0
+                },
             };
             // SAFETY: a plain repr(C) value viewed as bytes.
             let bytes = unsafe {
@@ -575,6 +695,7 @@ pub(crate) mod fake {
             get_next_record,
             timestamp,
             context_id,
+            latency: Some(latency),
         }
     }
 
@@ -593,6 +714,8 @@ pub(crate) mod fake {
         f.pending.clear();
         f.withhold = withhold;
         f.flushes = 0;
+        f.latency = false;
+        f.refuse_latency = false;
         WANTED_RECORDS.lock().clear();
     }
 }
@@ -606,7 +729,7 @@ mod tests {
         let _g = crate::cuda::tests::serial();
         fake::reset(false);
         set_callback_api(fake::api());
-        let clock = KernelClock::new(Some(fake::api()));
+        let clock = KernelClock::new(Some(fake::api()), Span::Kernel);
         clock.register();
         assert!(clock.on());
         clock.want(5);
@@ -619,10 +742,65 @@ mod tests {
     }
 
     #[test]
+    fn submitted_pass_times_start_at_the_front_end_and_fall_back_without_latency_stamps() {
+        let _g = crate::cuda::tests::serial();
+        for refuse in [false, true] {
+            fake::reset(false);
+            fake::FAKE.lock().refuse_latency = refuse;
+            set_callback_api(fake::api());
+            let clock = KernelClock::new(Some(fake::api()), Span::Submitted);
+            clock.register();
+            assert!(
+                clock.on(),
+                "refused latency stamps still leave kernel records"
+            );
+            assert_eq!(fake::FAKE.lock().latency, !refuse);
+            clock.want(9);
+            fake::launched(9, 10_000, 15_000);
+            let front = if refuse { 0 } else { fake::FRONT_END_NS };
+            assert_eq!(
+                clock.kernel_time(9),
+                Some(Duration::from_nanos(5_000 + front)),
+                "latency stamps refused: {refuse}"
+            );
+        }
+        // The kernel span never asks for latency stamps.
+        fake::reset(false);
+        let clock = KernelClock::new(Some(fake::api()), Span::Kernel);
+        clock.register();
+        assert!(clock.on());
+        assert!(!fake::FAKE.lock().latency);
+    }
+
+    #[test]
+    fn a_span_ignores_a_submission_stamped_after_the_start() {
+        assert_eq!(
+            Span::Submitted.time(1_000, 6_000, 300),
+            Duration::from_nanos(5_700)
+        );
+        assert_eq!(
+            Span::Submitted.time(1_000, 6_000, 1_500),
+            Duration::from_nanos(5_000)
+        );
+        assert_eq!(
+            Span::Submitted.time(1_000, 6_000, 0),
+            Duration::from_nanos(5_000)
+        );
+        assert_eq!(
+            Span::Kernel.time(1_000, 6_000, 300),
+            Duration::from_nanos(5_000)
+        );
+        assert_eq!(
+            Span::Serial.time(1_000, 6_000, 300),
+            Duration::from_nanos(5_000)
+        );
+    }
+
+    #[test]
     fn an_armed_launch_registers_its_id_and_an_unarmed_one_does_not() {
         let _g = crate::cuda::tests::serial();
         fake::reset(false);
-        let clock = KernelClock::new(Some(fake::api()));
+        let clock = KernelClock::new(Some(fake::api()), Span::Kernel);
         on_own_launch(&clock, 11);
         assert_eq!(disarm(), None);
         arm();
@@ -639,7 +817,7 @@ mod tests {
         let _g = crate::cuda::tests::serial();
         fake::reset(true);
         set_callback_api(fake::api());
-        let clock = KernelClock::new(Some(fake::api()));
+        let clock = KernelClock::new(Some(fake::api()), Span::Kernel);
         clock.register();
         assert!(clock.on());
         for id in 0..MISSES {
@@ -654,7 +832,7 @@ mod tests {
     fn wants_never_asked_for_are_dropped_oldest_first() {
         let _g = crate::cuda::tests::serial();
         fake::reset(false);
-        let clock = KernelClock::new(Some(fake::api()));
+        let clock = KernelClock::new(Some(fake::api()), Span::Kernel);
         for id in 0..(WANTED as u32 + 10) {
             clock.want(id);
         }
@@ -665,7 +843,7 @@ mod tests {
 
     #[test]
     fn without_the_api_the_clock_is_off() {
-        let clock = KernelClock::new(None);
+        let clock = KernelClock::new(None, Span::Kernel);
         clock.register();
         assert!(!clock.on());
         assert_eq!(clock.kernel_time(1), None);

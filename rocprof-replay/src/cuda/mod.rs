@@ -1789,7 +1789,7 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
     if let Some(api) = activity {
         kernel_clock::set_callback_api(api);
     }
-    backend.clock = kernel_clock::KernelClock::new(activity);
+    backend.clock = kernel_clock::KernelClock::new(activity, kernel_clock::Span::from_env());
     if BACKEND.set(backend).is_err() {
         return Err(InstallError::Twice);
     }

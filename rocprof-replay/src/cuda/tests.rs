@@ -1216,8 +1216,10 @@ fn harness_deciding_clocked(
     if clock {
         super::kernel_clock::fake::reset(false);
         super::kernel_clock::set_callback_api(super::kernel_clock::fake::api());
-        backend.clock =
-            super::kernel_clock::KernelClock::new(Some(super::kernel_clock::fake::api()));
+        backend.clock = super::kernel_clock::KernelClock::new(
+            Some(super::kernel_clock::fake::api()),
+            super::kernel_clock::Span::Submitted,
+        );
         backend.clock.register();
     }
     let be: &'static Backend = Box::leak(Box::new(backend));
@@ -4472,13 +4474,15 @@ fn timed_run_ids(
 fn pass_times_are_the_kernels_own_from_their_records() {
     let (times, flushes) = timed_run(true, Some((3_000, 5_000)));
     // Pass 1 is the application's launch (its call's correlation id), the relaunches the
-    // backend's own; the events would say 0.5 ms.
+    // backend's own; each spans the front end's submission too (the default); the events
+    // would say 0.5 ms.
+    let fe = super::kernel_clock::fake::FRONT_END_NS;
     assert_eq!(
         times,
         vec![
-            Some(Duration::from_nanos(3_000)),
-            Some(Duration::from_nanos(5_000)),
-            Some(Duration::from_nanos(5_000)),
+            Some(Duration::from_nanos(3_000 + fe)),
+            Some(Duration::from_nanos(5_000 + fe)),
+            Some(Duration::from_nanos(5_000 + fe)),
         ]
     );
     assert!(flushes >= 3, "a flush per timed pass: {flushes}");
@@ -4490,8 +4494,13 @@ fn pass_one_finds_its_record_as_the_contexts_only_kernel_whatever_its_correlatio
     // runtime launch's): it is still the only kernel of the context since the window released
     // the launch.
     let (times, _) = timed_run_ids(true, Some((3_000, 5_000)), true);
-    assert_eq!(times[0], Some(Duration::from_nanos(3_000)), "{times:?}");
-    assert_eq!(times[1..], [Some(Duration::from_nanos(5_000)); 2]);
+    let fe = super::kernel_clock::fake::FRONT_END_NS;
+    assert_eq!(
+        times[0],
+        Some(Duration::from_nanos(3_000 + fe)),
+        "{times:?}"
+    );
+    assert_eq!(times[1..], [Some(Duration::from_nanos(5_000 + fe)); 2]);
 }
 
 #[test]
