@@ -49,8 +49,12 @@
 //! its bumps come after the decision. A window that does not leave its own fingerprints leaves
 //! none. A stale carried fingerprint — memory written without the engine being told —
 //! makes the first pass look as if it wrote those granules: replay stops after it
-//! (`footprint_unchecked`, the kernel not remembered); it never hides a write, as the
-//! after-pass fingerprints are always read fresh. Memory the host writes without an API call
+//! (`footprint_unchecked`); it never hides a write, as the after-pass fingerprints are always
+//! read fresh. The kernel is not remembered then (the write may be someone else's) but
+//! [suspected](SUSPECTED): its next dispatch reads every "before" fingerprint fresh, so a
+//! kernel that does write outside its arguments is remembered there (`wrote_outside_footprint`)
+//! instead of stopping at every dispatch that finds carried fingerprints, and an innocent one
+//! replays and is cleared. Memory the host writes without an API call
 //! (CUDA managed memory) is never in the inventory, so never watched: no carried fingerprint
 //! describes it.
 
@@ -609,28 +613,40 @@ pub(crate) fn take_carried(agent: u64) -> Carried {
     )
 }
 
-/// Kernels whose first pass wrote memory their arguments do not name: their dispatches capture
-/// every allocation (per agent and kernel object, for the life of the process).
+/// A set of kernels, per agent and kernel object, for the life of the process.
 #[derive(Default)]
-pub(crate) struct Remembered {
+pub(crate) struct Kernels {
     kernels: Mutex<HashSet<(u64, u64)>>,
 }
 
-impl Remembered {
-    /// Whether `kernel` on `agent` wrote outside its arguments' allocations before.
+impl Kernels {
+    /// Whether `kernel` on `agent` is in the set.
     pub(crate) fn contains(&self, agent: u64, kernel: u64) -> bool {
         self.kernels.lock().contains(&(agent, kernel))
     }
 
-    /// Remembers `kernel` on `agent`.
+    /// Puts `kernel` on `agent` in the set.
     pub(crate) fn insert(&self, agent: u64, kernel: u64) {
         self.kernels.lock().insert((agent, kernel));
     }
+
+    /// Takes `kernel` on `agent` out of the set.
+    pub(crate) fn remove(&self, agent: u64, kernel: u64) {
+        self.kernels.lock().remove(&(agent, kernel));
+    }
 }
 
-/// The process's [`Remembered`] kernels.
-pub(crate) static REMEMBERED: std::sync::LazyLock<Remembered> =
-    std::sync::LazyLock::new(Remembered::default);
+/// Kernels whose first pass wrote memory their arguments do not name: their dispatches capture
+/// every allocation.
+pub(crate) static REMEMBERED: std::sync::LazyLock<Kernels> =
+    std::sync::LazyLock::new(Kernels::default);
+
+/// Kernels whose first pass changed memory whose "before" fingerprints were carried
+/// ([`Verdict::CarriedDiffers`]): the kernel or an unseen writer did it. Their next checked
+/// dispatch takes no carried fingerprints, and its verdict settles it: written, the kernel is
+/// remembered; unchanged, it leaves the set.
+pub(crate) static SUSPECTED: std::sync::LazyLock<Kernels> =
+    std::sync::LazyLock::new(Kernels::default);
 
 /// The sampled footprint's history of each kernel ([`FootprintMode::Sampled`](crate::FootprintMode::Sampled)):
 /// clean checks so far, and dispatches since the last check once trusted.

@@ -789,20 +789,24 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         if footprint_mode == FootprintMode::Sampled {
                             footprint::SAMPLING.clean(info.agent.0, info.kernel_object);
                         }
+                        footprint::SUSPECTED.remove(info.agent.0, info.kernel_object);
                         None
                     }
                     Ok(Verdict::CarriedDiffers) => {
+                        footprint::SUSPECTED.insert(info.agent.0, info.kernel_object);
                         tracing::info!(
                             kernel = info.kernel(),
                             dispatch = %info.dispatch_id,
                             "memory outside the snapshot differs from the fingerprints carried \
                              from the previous window (this first pass wrote there, a later pass \
                              of the previous window did, or something the engine was not told \
-                             of): replay stops after the first pass"
+                             of): replay stops after the first pass, and the kernel's next \
+                             dispatch reads every fingerprint fresh"
                         );
                         Some(DeclineReason::FootprintUnchecked)
                     }
                     Ok(Verdict::Written) => {
+                        footprint::SUSPECTED.remove(info.agent.0, info.kernel_object);
                         footprint::REMEMBERED.insert(info.agent.0, info.kernel_object);
                         tracing::info!(
                             kernel = info.kernel(),
@@ -952,6 +956,13 @@ fn plan_and_capture(
         {
             kind = FootprintKind::Unchecked;
         } else {
+            // A suspect's fingerprints are all read now: its verdict must be its own.
+            let none = footprint::Carried::default();
+            let carried = if footprint::SUSPECTED.contains(info.agent.0, info.kernel_object) {
+                &none
+            } else {
+                carried
+            };
             match phases::timed(Phase::WatchBefore, || {
                 Watch::take(
                     watched.clone(),

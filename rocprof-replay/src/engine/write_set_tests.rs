@@ -1186,6 +1186,61 @@ fn a_stale_carried_fingerprint_costs_a_replay_never_a_missed_write() {
     );
     assert_eq!(dev.bufs, dev.one_execution(&before, 0));
     assert!(!footprint::REMEMBERED.contains(0x3_0101, 0x3_0102));
+    // Suspected, its next dispatch reads every fingerprint fresh, finds its own pass wrote
+    // nothing there, replays, and is cleared: the one after takes carried fingerprints again.
+    let fresh = replay_again(&mut dev, 0x3_0102);
+    assert_eq!(
+        fresh.carried_bytes, 0,
+        "a suspect reads its fingerprints fresh"
+    );
+    let cleared = replay_again(&mut dev, 0x3_0102);
+    assert_eq!(cleared.carried_bytes, 4096, "cleared by its clean check");
+    assert!(!footprint::REMEMBERED.contains(0x3_0101, 0x3_0102));
+}
+
+#[test]
+fn a_kernel_writing_where_fingerprints_were_carried_is_remembered_at_its_next_dispatch() {
+    // Kernel J writes buffer 0, its argument; kernel K writes buffer 1 as well, outside its
+    // arguments. Each K dispatch follows a J window that leaves buffer 1's fingerprints. K's
+    // first window cannot tell its write from an unseen one (`footprint_unchecked`); its
+    // second reads buffer 1 fresh, so the write is K's: remembered; its third captures every
+    // allocation and replays.
+    let (agent, j, k) = (0x3_0301, 0x3_0301, 0x3_0302);
+    let inside = vec![vec![(0, 0, 8)]];
+    let outside = vec![vec![(0, 0, 8), (1, 0, 8)]];
+    let mut dev = Dev::on(agent, &SIZES, inside.clone());
+    dev.args = Some(vec![0]);
+    let k_window = |dev: &mut Dev| {
+        dev.writes = inside.clone();
+        replay_again(dev, j);
+        dev.writes = outside.clone();
+        dev.kernel = k;
+        dev.passes = 0;
+        let (out, before) = run(dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+        assert_eq!(
+            dev.bufs,
+            dev.one_execution(&before, 0),
+            "one execution: {out:?}"
+        );
+        out
+    };
+    let first = k_window(&mut dev);
+    assert_eq!(first.carried_bytes, 4096);
+    assert_eq!(
+        first.kind,
+        OutcomeKind::Declined(DeclineReason::FootprintUnchecked)
+    );
+    assert!(!footprint::REMEMBERED.contains(agent, k));
+    let second = k_window(&mut dev);
+    assert_eq!(second.carried_bytes, 0, "read fresh");
+    assert_eq!(
+        second.kind,
+        OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint)
+    );
+    assert!(footprint::REMEMBERED.contains(agent, k));
+    let third = k_window(&mut dev);
+    assert_eq!(third.kind, OutcomeKind::Replayed);
+    assert_eq!(third.footprint, Some(FootprintKind::All));
 }
 
 #[test]
