@@ -62,7 +62,20 @@ pub(crate) struct Driver {
     /// `cuMemGetAddressRange_v2` (the extent of an IPC import; `None`: only its first byte is
     /// known, and kernels given an interior pointer into it are not recognised).
     pub(crate) mem_get_address_range: Option<cuMemGetAddressRange_fn>,
+    /// `cuPointerGetAttribute` (whether an unknown argument is device memory, on a device
+    /// that addresses pageable system memory; `None`: every such mapped address counts as
+    /// system memory).
+    pub(crate) pointer_get_attribute: Option<cuPointerGetAttribute_fn>,
 }
+
+/// `cuPointerGetAttribute(data, attribute, ptr)`.
+#[allow(non_camel_case_types)]
+pub(crate) type cuPointerGetAttribute_fn =
+    unsafe extern "C" fn(*mut c_void, c_int, CUdeviceptr) -> CUresult;
+/// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`: a `CUmemorytype` (`unsigned int`).
+pub(crate) const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: c_int = 2;
+/// `CU_MEMORYTYPE_DEVICE`.
+pub(crate) const CU_MEMORYTYPE_DEVICE: u32 = 2;
 
 /// `cuDeviceGetAttribute(pi, attrib, dev)`.
 #[allow(non_camel_case_types)]
@@ -89,6 +102,9 @@ pub(crate) const CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: CUdevice_
 pub(crate) const CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: CUdevice_attribute = 106;
 /// `CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK` (CUDA 11.0+).
 pub(crate) const CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: CUdevice_attribute = 111;
+/// `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS`: kernels can address pageable system memory
+/// (HMM or ATS: `malloc`'d memory, the stack, mapped files) with no registration.
+pub(crate) const CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: CUdevice_attribute = 88;
 /// `CU_FUNC_ATTRIBUTE_NUM_REGS`: registers per thread of a kernel.
 pub(crate) const CU_FUNC_ATTRIBUTE_NUM_REGS: CUfunction_attribute = 4;
 
@@ -313,6 +329,7 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
             mem_get_address_range: r
                 .get("cuMemGetAddressRange", "cuMemGetAddressRange_v2")
                 .ok(),
+            pointer_get_attribute: r.get("cuPointerGetAttribute", "cuPointerGetAttribute").ok(),
         }
     };
     // The driver is never unloaded while the process uses CUDA; neither are we.

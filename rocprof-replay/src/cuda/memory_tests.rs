@@ -553,3 +553,71 @@ fn the_import_entry_points_are_classified_and_their_callback_ids_known() {
     assert_eq!(ids.get(cbid::cuIpcOpenMemHandle_v2), Some(Api::IpcOpen));
     assert_eq!(ids.get(cbid::cuMemRelease), Some(Api::MemRelease));
 }
+
+#[test]
+fn on_a_device_addressing_system_memory_a_launch_given_a_heap_pointer_runs_once() {
+    // A counter in `malloc`'d memory, which a kernel reaches through HMM or ATS with no call
+    // the backend sees. Without either, such a kernel would fault: the backend does not look,
+    // and the fake (which writes it anyway, once per pass) shows what it would cost.
+    let launch = |h: &Harness, target: CUdeviceptr| {
+        let (mut ptr, mut other, mut n) = (target, 0u64, 1u32);
+        let mut args: [*mut c_void; 3] = [
+            (&mut ptr as *mut CUdeviceptr).cast(),
+            (&mut other as *mut u64).cast(),
+            (&mut n as *mut u32).cast(),
+        ];
+        assert_eq!(h.launch(&WRITE_SURFACE, &mut args, 0), CUDA_SUCCESS);
+    };
+    for pageable in [false, true] {
+        let h = harness(3, quick());
+        gpu().pageable = pageable;
+        h.obtain_function(&WRITE_SURFACE);
+        let heap = Box::into_raw(Box::new(0u32));
+        launch(&h, heap as CUdeviceptr);
+        // SAFETY: our live box; the fake kernels ran synchronously and hold no reference.
+        let runs = unsafe { heap.read_volatile() };
+        // SAFETY: the box made above, freed once.
+        drop(unsafe { Box::from_raw(heap) });
+        if pageable {
+            assert_eq!(h.last_kind(), declined(DeclineReason::HostMemory));
+            assert_eq!(runs, 1, "one execution");
+        } else {
+            assert_eq!(h.last_kind(), OutcomeKind::Replayed);
+            assert_eq!(runs, 3);
+        }
+    }
+    // Device memory is not system memory: an allocation the inventory holds replays, and so
+    // does an address the driver calls device memory (a `__device__` variable, say), though
+    // the process maps it too.
+    let h = harness(3, quick());
+    gpu().pageable = true;
+    h.obtain_function(&WRITE_SURFACE);
+    let count = Buffer::new(&h, 1);
+    let var = Box::into_raw(Box::new(0u32));
+    gpu().pointer_device.push(var as usize);
+    for target in [count.ptr, var as CUdeviceptr] {
+        launch(&h, target);
+        assert_eq!(h.last_kind(), OutcomeKind::Replayed, "{target:#x}");
+    }
+    // SAFETY: the box made above, freed once; the fake kernels are done with it.
+    drop(unsafe { Box::from_raw(var) });
+    assert_eq!(
+        count.values(),
+        vec![1],
+        "its allocation restored: one execution"
+    );
+}
+
+#[test]
+fn only_mapped_pages_of_the_process_count_as_system_memory() {
+    let heap = Box::new([0u8; 64]);
+    assert!(crate::cuda::memory::mapped(heap.as_ptr() as usize));
+    let stack = 0u64;
+    assert!(crate::cuda::memory::mapped(&stack as *const u64 as usize));
+    assert!(
+        !crate::cuda::memory::mapped(0x1_0000),
+        "the first pages are never mapped"
+    );
+    assert!(!crate::cuda::memory::mapped(1 << 50), "beyond user space");
+    assert!(!crate::cuda::memory::mapped(usize::MAX));
+}

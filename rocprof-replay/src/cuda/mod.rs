@@ -347,6 +347,9 @@ pub(crate) struct Ctx {
     pub(crate) handle: usize,
     /// Device ordinal (`u32::MAX` until learned on a thread where the context is current).
     ordinal: AtomicU32,
+    /// Whether the device's kernels address pageable system memory (HMM, ATS): 0 not asked
+    /// yet, 1 no, 2 yes ([`Backend::pageable`]).
+    pageable: std::sync::atomic::AtomicU8,
     /// The window lock (writer: a replay window; readers: ordinary launches and stream work
     /// outside a window). CUDA windows take the writer only: none is counted as opened.
     pub(crate) lock: AgentLock,
@@ -415,6 +418,7 @@ impl Ctx {
         Ctx {
             handle,
             ordinal: AtomicU32::new(u32::MAX),
+            pageable: std::sync::atomic::AtomicU8::new(0),
             lock: AgentLock::new(),
             streams: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
@@ -813,6 +817,37 @@ impl Backend {
             return dev as u32;
         }
         0
+    }
+
+    /// Whether kernels of `ctx` (current on this thread) can address pageable system memory
+    /// (`CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS`: HMM or ATS), asked once per context. A
+    /// driver that cannot say counts as no: without HMM or ATS a kernel faults on such an
+    /// address.
+    pub(crate) fn pageable(&self, ctx: &Ctx) -> bool {
+        match ctx.pageable.load(Ordering::Relaxed) {
+            1 => return false,
+            2 => return true,
+            _ => {}
+        }
+        let dev = self.ordinal(ctx) as CUdevice;
+        let mut v: std::ffi::c_int = 0;
+        let ok = self.drv.device_get_attribute.is_some_and(|get| {
+            let _g = Guard::new();
+            // SAFETY: a plain out-parameter and a device ordinal of this context.
+            let r = unsafe { get(&mut v, api::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, dev) };
+            r == CUDA_SUCCESS
+        });
+        let yes = ok && v != 0;
+        if yes {
+            tracing::debug!(
+                device = dev,
+                "kernels here address pageable system memory: a launch given a pointer into \
+                 it runs once (host_memory)"
+            );
+        }
+        ctx.pageable
+            .store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+        yes
     }
 
     /// Name, static shared memory, local memory and module of a kernel handle launched in

@@ -124,6 +124,10 @@ struct FakeGpu {
     /// The application's launches get records under another correlation id than their
     /// driver call's (as a runtime-API launch may).
     runtime_ids: bool,
+    /// The device addresses pageable system memory (HMM, ATS).
+    pageable: bool,
+    /// Addresses `cuPointerGetAttribute` says are device memory.
+    pointer_device: Vec<usize>,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -442,6 +446,7 @@ unsafe extern "C" fn device_get_attribute(
         CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR => 65536,
         CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR => 32,
         CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK => 1024,
+        CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS => c_int::from(gpu().pageable),
         _ => return CUDA_ERROR_INVALID_VALUE,
     };
     if dev != 0 {
@@ -1062,7 +1067,25 @@ fn fake_driver() -> Driver {
         device_get_attribute: Some(device_get_attribute),
         occupancy_max_active_blocks: Some(occupancy_max_active_blocks),
         mem_get_address_range: Some(mem_get_address_range),
+        pointer_get_attribute: Some(pointer_get_attribute),
     }
+}
+
+/// Device memory of the fake (`pointer_device`) is `CU_MEMORYTYPE_DEVICE`; anything else is
+/// no memory of CUDA's.
+unsafe extern "C" fn pointer_get_attribute(
+    data: *mut c_void,
+    attribute: c_int,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    if attribute != super::api::CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+        || !gpu().pointer_device.contains(&(ptr as usize))
+    {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: the out-parameter of a memory type.
+    unsafe { *data.cast::<u32>() = super::api::CU_MEMORYTYPE_DEVICE };
+    CUDA_SUCCESS
 }
 
 const LAUNCH: u32 = 10;

@@ -64,7 +64,9 @@ impl Ordinary for FirstLook<'_> {
 /// CUDA array reached through a surface object (`array_memory`: arrays are never captured), or
 /// host-visible memory it cannot watch (`host_memory`: managed memory, or arguments that
 /// cannot be read; checked last: it is the one a policy may opt into replaying, and the
-/// others must not ride on that). Pinned and registered memory is watched instead
+/// others must not ride on that; on a device that addresses pageable system memory — HMM or
+/// ATS — an argument pointing into mapped process memory that no allocation holds is
+/// host-visible memory too). Pinned and registered memory is watched instead
 /// ([`host_watch`]).
 ///
 /// # Safety
@@ -87,7 +89,8 @@ pub(super) unsafe fn refusal(
     let surfaces = be.surfaces.read();
     // Other contexts' allocations matter only where there are other contexts.
     let peers = be.contexts.read().len() > 1;
-    if foreign.is_empty() && host.is_empty() && surfaces.is_empty() && !peers {
+    let pageable = be.pageable(ctx);
+    if foreign.is_empty() && host.is_empty() && surfaces.is_empty() && !peers && !pageable {
         return None;
     }
     let own = AgentId(ctx.handle as u64);
@@ -107,7 +110,7 @@ pub(super) unsafe fn refusal(
             DeclineReason::PeerMemory
         } else if !surfaces.is_empty() {
             DeclineReason::ArrayMemory
-        } else if !host.is_empty() {
+        } else if !host.is_empty() || pageable {
             DeclineReason::HostMemory
         } else {
             return None;
@@ -152,11 +155,48 @@ pub(super) unsafe fn refusal(
         tracing::debug!(surface, "an argument is a surface object (a CUDA array)");
         return Some(DeclineReason::ArrayMemory);
     }
+    // System memory a kernel can write without any call the backend sees (HMM, ATS): a word
+    // that no allocation of the inventory or host range holds and that is a mapped address
+    // of the process. Never captured (the host may write it at any time): the launch runs
+    // once. A number that happens to be such an address declines too: replays lost, never
+    // results.
+    if pageable
+        && let Some(addr) = crate::cuda::memory::words(&bytes).find(|&a| {
+            be.inventory.agent_of(a).is_none()
+                && host.containing(a).is_none()
+                && crate::cuda::memory::mapped(a)
+                && !device_memory(be, a)
+        })
+    {
+        tracing::debug!(addr, "an argument points into pageable system memory");
+        return Some(DeclineReason::HostMemory);
+    }
     // Pinned and registered memory is watched instead (`host_watch`): never restored,
     // checksummed around the first pass, and replay stops after it when it changed.
     host.watchable(&bytes)
         .is_none()
         .then_some(DeclineReason::HostMemory)
+}
+
+/// Whether the driver says `addr` is device memory (a `__device__` variable, an allocation
+/// made before the backend was installed): the device's address space is mapped in the
+/// process too (unified addressing), but it is not the system memory a kernel could reach
+/// through HMM or ATS.
+fn device_memory(be: &Backend, addr: usize) -> bool {
+    let Some(get) = be.drv.pointer_get_attribute else {
+        return false;
+    };
+    let mut kind = 0u32;
+    let _g = Guard::new();
+    // SAFETY: a plain out-parameter of the attribute's type (`CUmemorytype`, 4 bytes).
+    let r = unsafe {
+        get(
+            (&mut kind as *mut u32).cast(),
+            crate::cuda::api::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            addr as CUdeviceptr,
+        )
+    };
+    r == CUDA_SUCCESS && kind == crate::cuda::api::CU_MEMORYTYPE_DEVICE
 }
 
 /// The pinned and registered host memory (base, size) the launch's arguments point into,
