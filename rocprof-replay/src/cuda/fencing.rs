@@ -1,0 +1,206 @@
+//! Work of one context that may reach another's memory: stream work held off a replay window
+//! of the contexts it may write (the reader side of their window locks), and the events that
+//! let a later window of the owner drain it (owner fencing across the contexts of the
+//! process).
+
+use super::*;
+
+impl Backend {
+    /// Holds stream work off a replay window of its context: the reader side, from the
+    /// call's enter callback to its exit callback.
+    pub(super) fn hold_off_window(&self, enter: bool, call: u32, ctx_handle: usize) {
+        // Work that may write device memory, outside any window (a copy may write another
+        // context's memory: all of them).
+        self.hold_off_window_writing(
+            enter,
+            call,
+            ctx_handle,
+            || [Some(None); 2],
+            || None,
+            crate::engine::footprint::note_device_write_all,
+        );
+    }
+
+    /// [`hold_off_window`](Self::hold_off_window) for work that may reach `ranges`: what it
+    /// writes and what it reads (as [`Writes::ranges`](writes::Writes::ranges) says; asked at
+    /// enter). The reader side of its own context and of every other context whose memory it
+    /// may write or read (a read inside a window could see a pass's or a restore's state),
+    /// taken in the order of the contexts' handles (so two threads holding each other's contexts never wait in a
+    /// cycle). At exit, before those are released, an event recorded behind the work on its
+    /// `stream` (asked only then, and only if other contexts are held; `None`: not decoded)
+    /// goes to each other context, whose next drain waits for it (a restore must neither undo
+    /// the work's writes nor change what it reads). `note` tells the engine what the work
+    /// writes, before the call and again after it.
+    pub(super) fn hold_off_window_writing(
+        &self,
+        enter: bool,
+        call: u32,
+        ctx_handle: usize,
+        ranges: impl FnOnce() -> [Option<Option<(usize, usize)>>; 2],
+        stream: impl FnOnce() -> Option<usize>,
+        note: impl Fn(),
+    ) {
+        if enter {
+            note();
+            let mut held = self.contexts_reached(ctx_handle, &ranges());
+            held.push(ctx_handle);
+            held.sort_unstable();
+            held.dedup();
+            for c in held {
+                let c = self.ctx(c);
+                c.lock.hold_outside_window(self.settings.lock);
+                if let Err(c) = READERS
+                    .try_with(|r| r.borrow_mut().push((call, c.clone())))
+                    .map_err(|_| c)
+                {
+                    // The thread is exiting: no exit callback could release it.
+                    // SAFETY: the reader just held.
+                    unsafe { c.lock.release_held() };
+                }
+            }
+            return;
+        }
+        // The contexts the enter callback held (the very objects, even if one was destroyed
+        // meanwhile), newest last.
+        let held: SmallVec<[Arc<Ctx>; 2]> = READERS
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                let mut out = SmallVec::new();
+                while let Some(i) = r.iter().rposition(|(id, _)| *id == call) {
+                    out.push(r.remove(i).1);
+                }
+                out
+            })
+            .unwrap_or_default();
+        if held.is_empty() {
+            return;
+        }
+        note();
+        let others = held.iter().filter(|c| c.handle != ctx_handle);
+        if let Some(first) = others.clone().next() {
+            match stream() {
+                Some(stream) => {
+                    for owner in others {
+                        self.mark_foreign_work(ctx_handle, owner, stream);
+                    }
+                }
+                None => tracing::debug!(
+                    context = first.handle,
+                    "work of another context that may reach this context's memory is on a \
+                     stream the backend does not decode: held off windows while submitted, \
+                     not waited for by their drains"
+                ),
+            }
+        }
+        for c in held {
+            // SAFETY: the reader this call's enter callback held on this very context
+            // (recorded in READERS).
+            unsafe { c.lock.release_held() };
+        }
+    }
+
+    /// The other contexts of the process whose memory work of `own` may reach through its
+    /// `ranges` (a destination, a source): the owner of each end of a decoded range
+    /// (`Some(Some(range))`); none for a range of no device memory (`Some(None)`); every other
+    /// context that owns an allocation when a range is not decoded (`None`). Empty, at the
+    /// cost of one read lock, where the process has one context.
+    pub(crate) fn contexts_reached(
+        &self,
+        own: usize,
+        ranges: &[Option<Option<(usize, usize)>>],
+    ) -> SmallVec<[usize; 2]> {
+        if ranges.iter().any(Option::is_none) {
+            let contexts = self.contexts.read();
+            if contexts.len() <= 1 {
+                return SmallVec::new();
+            }
+            return contexts
+                .keys()
+                .copied()
+                .filter(|&c| c != own && self.inventory.owns_any(crate::AgentId(c as u64)))
+                .collect();
+        }
+        let ends = ranges
+            .iter()
+            .flatten()
+            .flatten()
+            .flat_map(|&(start, len)| [start, start.saturating_add(len.saturating_sub(1))]);
+        self.contexts_owning(own, ends)
+    }
+
+    /// The other live contexts of the process owning the allocations `addrs` point into, each
+    /// once. Empty, at the cost of one read lock, where the process has one context.
+    pub(crate) fn contexts_owning(
+        &self,
+        own: usize,
+        addrs: impl IntoIterator<Item = usize>,
+    ) -> SmallVec<[usize; 2]> {
+        let mut out = SmallVec::new();
+        let contexts = self.contexts.read();
+        if contexts.len() <= 1 {
+            return out;
+        }
+        for addr in addrs {
+            if let Some(owner) = self.inventory.agent_of(addr) {
+                let owner = owner.0 as usize;
+                if owner != own && contexts.contains_key(&owner) && !out.contains(&owner) {
+                    out.push(owner);
+                }
+            }
+        }
+        out
+    }
+
+    /// Records an event of context `own` (current on this thread) behind the work just
+    /// enqueued on `stream`, for the next drain of context `owner`, whose memory the work may
+    /// write or read. A capturing stream executes nothing now: no event.
+    pub(crate) fn mark_foreign_work(&self, own: usize, owner: &Ctx, stream: usize) {
+        if !self.contexts.read().contains_key(&owner.handle) {
+            // Destroyed meanwhile: no drain of it will come.
+            return;
+        }
+        let _g = Guard::new();
+        let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: the application's stream, on the thread that just used it.
+        let r = unsafe { (self.drv.stream_is_capturing)(stream as CUstream, &mut status) };
+        if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+            return;
+        }
+        let ctx = self.ctx(own);
+        let ev = window::record_marker(self, &ctx, stream as CUstream);
+        if ev == 0 {
+            self.wait_for_unmarked_foreign_work(owner, stream);
+            return;
+        }
+        window::prune_foreign(self, owner);
+        owner.foreign.lock().push((ev, own));
+    }
+
+    /// [`mark_foreign_work`](Self::mark_foreign_work) without an event (none could be
+    /// made or recorded): the work is waited for here, on the submitting thread, while the
+    /// owner is still held (no window of it starts meanwhile), at most the drain deadline. Work
+    /// still running then marks the owner's [`undrainable`](Ctx::undrainable) unfenced.
+    pub(super) fn wait_for_unmarked_foreign_work(&self, owner: &Ctx, stream: usize) {
+        let deadline = Instant::now() + self.settings.drain;
+        // SAFETY: the application's stream, on the thread that just used it.
+        let r = window::poll(deadline, || unsafe {
+            (self.drv.stream_query)(stream as CUstream)
+        });
+        if matches!(r, window::Poll::Done) {
+            tracing::debug!(
+                context = owner.handle,
+                "no event behind work of another context that may reach this context's memory: \
+                 waited for it at submission"
+            );
+            return;
+        }
+        if owner.undrainable.mark_unfenced() {
+            tracing::warn!(
+                context = owner.handle,
+                "work of another context that may reach this context's memory got no event \
+                 behind it and did not finish within the drain deadline: this context's \
+                 kernels are no longer replayed (queue_not_drainable)"
+            );
+        }
+    }
+}
