@@ -86,11 +86,12 @@ for s in $steps; do
       every_launch_path a_preloaded_tool 2>&1 | tail -60
     ;;
   promise)
-    step "host memory, communication and module paths; managed, IPC, imported and peer memory; two contexts, module unloads; surfaces (issue 13)"
+    step "host memory, communication and module paths; managed, IPC, imported and peer memory; two contexts, module unloads; surfaces; managed variables (issue 13)"
     timeout 500 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
       kernels_writing_host_memory memory_the_window_cannot_restore \
-      two_contexts_and_module_unloads a_kernel_writing_an_array 2>&1 | tail -60
-    for f in memory_kinds memory_kinds.all contexts_unload.plain contexts_unload surface_write; do
+      two_contexts_and_module_unloads a_kernel_writing_an_array a_kernel_writing_a_managed_variable \
+      2>&1 | tail -60
+    for f in memory_kinds memory_kinds.all contexts_unload.plain contexts_unload surface_write managed_global; do
       echo "--- $f"; grep -E '^(case|check|RESULT|watchdog|driver error|cuda error)' "$out/gpu/$f.stdout" 2>/dev/null
     done
     head -1 "$out/gpu/contexts_unload.summary" 2>/dev/null

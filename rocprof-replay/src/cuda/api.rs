@@ -72,6 +72,9 @@ pub(crate) struct Driver {
 #[allow(non_camel_case_types)]
 pub(crate) type cuPointerGetAttribute_fn =
     unsafe extern "C" fn(*mut c_void, c_int, CUdeviceptr) -> CUresult;
+/// `CU_POINTER_ATTRIBUTE_IS_MANAGED`: whether the address is managed memory (a boolean; read
+/// into a zeroed 4-byte word).
+pub(crate) const CU_POINTER_ATTRIBUTE_IS_MANAGED: c_int = 8;
 /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`: a `CUmemorytype` (`unsigned int`).
 pub(crate) const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: c_int = 2;
 /// `CU_MEMORYTYPE_DEVICE`.

@@ -168,10 +168,22 @@ pub(crate) struct RequestedGlobal {
     pub(crate) owner: usize,
     pub(crate) addr: usize,
     pub(crate) size: usize,
+    /// A `__managed__` variable: never snapshotted; in the backend's managed ranges until its
+    /// module or library is unloaded.
+    pub(crate) managed: bool,
 }
 
-/// How many global names were tried in a module, and the variables (address, size) found.
-pub(crate) type ModuleVariables = (usize, Vec<(usize, usize)>);
+/// What the backend found of one module's `__device__` variables.
+#[derive(Debug, Default)]
+pub(crate) struct ModuleVariables {
+    /// How many global names were tried in the module.
+    pub(crate) tried: usize,
+    /// The variables (address, size) found, managed ones left out.
+    pub(crate) vars: Vec<(usize, usize)>,
+    /// Some variable of the module is `__managed__`: managed memory the host writes directly,
+    /// which a replay must neither repeat nor restore.
+    pub(crate) managed: bool,
+}
 
 /// The backend's own stream and event pools of a context.
 #[derive(Default)]
@@ -339,6 +351,25 @@ impl Backend {
             return dev as u32;
         }
         0
+    }
+
+    /// Whether the driver says `addr` is managed memory (`CU_POINTER_ATTRIBUTE_IS_MANAGED`;
+    /// a driver that cannot say counts as no).
+    pub(crate) fn is_managed(&self, addr: usize) -> bool {
+        let Some(get) = self.drv.pointer_get_attribute else {
+            return false;
+        };
+        let mut managed = 0u32;
+        let _g = Guard::new();
+        // SAFETY: a zeroed 4-byte out-parameter for the attribute's boolean.
+        let r = unsafe {
+            get(
+                (&mut managed as *mut u32).cast(),
+                api::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                addr as CUdeviceptr,
+            )
+        };
+        r == CUDA_SUCCESS && managed != 0
     }
 
     /// Whether kernels of `ctx` (current on this thread) can address pageable system memory
@@ -719,11 +750,24 @@ impl Backend {
                 // SAFETY: the driver wrote both outputs.
                 let (addr, size) = unsafe { (*p.dptr as usize, *p.bytes) };
                 if addr != 0 && size != 0 {
+                    // A `__managed__` variable (the runtime looks every one up to set its host
+                    // shadow) is managed memory: kept with the context's managed ranges, which
+                    // a launch given it declines on, never snapshotted.
+                    let managed = self.is_managed(addr);
+                    if managed {
+                        self.host_memory.write().insert(
+                            addr,
+                            size,
+                            memory::Kind::Managed,
+                            ctx_handle,
+                        );
+                    }
                     // Both parameter structs hold the module or library third.
                     let v = RequestedGlobal {
                         owner: p.hmod as usize,
                         addr,
                         size,
+                        managed,
                     };
                     let ctx = self.ctx(ctx_handle);
                     let mut g = ctx.requested_globals.lock();
@@ -772,8 +816,18 @@ impl Backend {
                 // SAFETY: both parameter structs are one handle.
                 let owner = unsafe { (*params.cast::<cuModuleUnload_params>()).hmod } as usize;
                 if enter {
+                    let mut managed = Vec::new();
                     for ctx in self.contexts.read().values() {
-                        ctx.requested_globals.lock().retain(|g| g.owner != owner);
+                        ctx.requested_globals.lock().retain(|g| {
+                            if g.owner == owner && g.managed {
+                                managed.push(g.addr);
+                            }
+                            g.owner != owner
+                        });
+                    }
+                    let mut host = self.host_memory.write();
+                    for addr in managed {
+                        host.remove(addr, &[memory::Kind::Managed]);
                     }
                 }
                 // The module-unload resource callback inside this call forgets this module's

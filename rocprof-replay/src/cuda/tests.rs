@@ -128,6 +128,8 @@ struct FakeGpu {
     pageable: bool,
     /// Addresses `cuPointerGetAttribute` says are device memory.
     pointer_device: Vec<usize>,
+    /// Addresses `cuPointerGetAttribute` says are managed memory.
+    pointer_managed: Vec<usize>,
 }
 
 /// A stream operation, as the fake saw it enqueued.
@@ -1072,19 +1074,26 @@ fn fake_driver() -> Driver {
 }
 
 /// Device memory of the fake (`pointer_device`) is `CU_MEMORYTYPE_DEVICE`; anything else is
-/// no memory of CUDA's.
+/// no memory of CUDA's. `pointer_managed` addresses are managed, the others not.
 unsafe extern "C" fn pointer_get_attribute(
     data: *mut c_void,
     attribute: c_int,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    if attribute != super::api::CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-        || !gpu().pointer_device.contains(&(ptr as usize))
-    {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    // SAFETY: the out-parameter of a memory type.
-    unsafe { *data.cast::<u32>() = super::api::CU_MEMORYTYPE_DEVICE };
+    let g = gpu();
+    let value = match attribute {
+        super::api::CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+            if g.pointer_device.contains(&(ptr as usize)) =>
+        {
+            super::api::CU_MEMORYTYPE_DEVICE
+        }
+        super::api::CU_POINTER_ATTRIBUTE_IS_MANAGED => {
+            u32::from(g.pointer_managed.contains(&(ptr as usize)))
+        }
+        _ => return CUDA_ERROR_INVALID_VALUE,
+    };
+    // SAFETY: the out-parameter: a memory type, or the managed flag, 4 bytes.
+    unsafe { *data.cast::<u32>() = value };
     CUDA_SUCCESS
 }
 
@@ -2370,6 +2379,76 @@ fn unload_module(h: &Harness, module: usize, id: u32) {
             module_event(h, CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING, id, b"");
             CUDA_SUCCESS
         },
+    );
+}
+
+#[test]
+fn a_kernel_of_a_module_with_a_managed_variable_runs_once_and_the_variable_is_not_captured() {
+    // `__managed__ unsigned counter;`: the host writes it directly, at any time, so a restore
+    // of it could undo the host's write. The module's kernels may write it by name.
+    let h = harness(3, quick());
+    h.obtain_function(&BUMP);
+    load_module_with_counter(&h);
+    let addr = gpu().globals[0].2;
+    gpu().pointer_managed.push(addr);
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), 1, "one execution");
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::HostMemory));
+    assert_eq!(o.snapshot_bytes, 0);
+}
+
+#[test]
+fn a_managed_variable_the_application_looked_up_is_managed_memory_until_its_module_goes() {
+    let h = harness(3, quick());
+    h.obtain_function(&memory_tests::WRITE_SURFACE);
+    let addr = fake_alloc(4);
+    gpu().globals.push((0xabc0, "counter".into(), addr, 4));
+    gpu().pointer_managed.push(addr);
+    look_up_counter(&h);
+    assert_eq!(
+        h.be.host_memory.read().containing(addr),
+        Some(memory::Kind::Managed)
+    );
+    // A kernel given its address runs once; it is in no snapshot of other launches.
+    let (mut ptr, mut other, mut n) = (addr as CUdeviceptr, 0u64, 1u32);
+    let mut args: [*mut c_void; 3] = [
+        (&mut ptr as *mut CUdeviceptr).cast(),
+        (&mut other as *mut u64).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    assert_eq!(
+        h.launch(&memory_tests::WRITE_SURFACE, &mut args, 0),
+        CUDA_SUCCESS
+    );
+    assert_eq!(
+        h.outcomes().last().unwrap().1.kind,
+        OutcomeKind::Declined(DeclineReason::HostMemory)
+    );
+    assert_eq!(counter(), 1, "one execution");
+    let buf = Buffer::new(&h, 1);
+    let (mut ptr, mut other, mut n) = (buf.ptr, 0u64, 1u32);
+    let mut args: [*mut c_void; 3] = [
+        (&mut ptr as *mut CUdeviceptr).cast(),
+        (&mut other as *mut u64).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    assert_eq!(
+        h.launch(&memory_tests::WRITE_SURFACE, &mut args, 0),
+        CUDA_SUCCESS
+    );
+    let o = h.outcomes().last().unwrap().1.clone();
+    assert_eq!(o.kind, OutcomeKind::Replayed);
+    assert_eq!(
+        o.snapshot_bytes, 4,
+        "the buffer only, not the managed variable"
+    );
+    unload_module(&h, 0xabc0, 1);
+    assert_eq!(
+        h.be.host_memory.read().containing(addr),
+        None,
+        "gone with its module"
     );
 }
 

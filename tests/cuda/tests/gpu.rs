@@ -296,6 +296,37 @@ fn a_kernel_writing_an_array_through_a_surface_object_runs_once() {
     assert_eq!(of("bump_plain")["outcome"], "replayed", "{recs:?}");
 }
 
+/// `managed_global.cu` under a 3-pass tool: a kernel incrementing a `__managed__` variable
+/// runs once (`host_memory`) while the host writes another variable of its module during what
+/// would be the replay passes, and those writes stand (a restore of the module's variables
+/// undid them: `b=0`); a kernel incrementing a plain `__device__` variable is replayed.
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn a_kernel_writing_a_managed_variable_runs_once_and_the_hosts_writes_stand() {
+    require_gpu();
+    let exe = cuda_app("managed_global", false);
+    let rec = records_path("managed_global");
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+    save("managed_global", &r);
+    r.assert_success("managed_global under the tool");
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    let recs = records(&rec);
+    let of = |k: &str| {
+        recs.iter()
+            .find(|r| r["kernel"].as_str().is_some_and(|n| n.contains(k)))
+            .unwrap_or_else(|| panic!("no record of {k}: {recs:?}"))
+    };
+    assert_eq!(of("bump_managed")["outcome"], "declined", "{recs:?}");
+    assert_eq!(of("bump_managed")["reason"], "host_memory", "{recs:?}");
+    assert_eq!(of("bump_device")["outcome"], "replayed", "{recs:?}");
+}
+
 /// `memory_kinds.cu` under a 3-pass tool, with the arguments footprint and with every
 /// allocation captured (`all`, where a restore of managed memory used to undo the host's
 /// write): the application's results are its own (it checks them: `RESULT OK`), kernels given

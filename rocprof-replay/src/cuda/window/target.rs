@@ -888,7 +888,14 @@ impl ReplayTarget for CudaTarget<'_> {
             return Err(DeclineReason::SymbolsUnavailable);
         }
         let mut vars: Vec<(usize, usize)> = Vec::new();
-        for g in self.ctx.requested_globals.lock().iter() {
+        // Managed ones are the host's to write: launches given them decline (the gate).
+        for g in self
+            .ctx
+            .requested_globals
+            .lock()
+            .iter()
+            .filter(|g| !g.managed)
+        {
             if !vars.contains(&(g.addr, g.size)) {
                 vars.push((g.addr, g.size));
             }
@@ -903,7 +910,7 @@ impl ReplayTarget for CudaTarget<'_> {
                 });
                 return Err(DeclineReason::SymbolsUnavailable);
             };
-            for v in module_globals(self.be, self.ctx, module) {
+            for v in module_globals(self.be, self.ctx, module)? {
                 if !vars.contains(&v) {
                     vars.push(v);
                 }
@@ -1059,10 +1066,14 @@ pub(super) static NO_PARAM_INFO: std::sync::Once = std::sync::Once::new();
 pub(super) static UNREADABLE: std::sync::Once = std::sync::Once::new();
 
 /// The writable variables of `module`, resolving names learned since the last look.
-pub(super) fn module_globals(be: &Backend, ctx: &Ctx, module: usize) -> Vec<(usize, usize)> {
+pub(super) fn module_globals(
+    be: &Backend,
+    ctx: &Ctx,
+    module: usize,
+) -> Result<Vec<(usize, usize)>, DeclineReason> {
     let mut modules = ctx.modules.lock();
-    let entry = modules.entry(module).or_insert((0, Vec::new()));
-    let (names, total) = be.globals.since(entry.0);
+    let entry = modules.entry(module).or_default();
+    let (names, total) = be.globals.since(entry.tried);
     for name in names {
         let (mut addr, mut size): (CUdeviceptr, usize) = (0, 0);
         // SAFETY: plain out-parameters; a name of another module is simply not found.
@@ -1070,11 +1081,24 @@ pub(super) fn module_globals(be: &Backend, ctx: &Ctx, module: usize) -> Vec<(usi
             (be.drv.module_get_global)(&mut addr, &mut size, module as CUmodule, name.as_ptr())
         };
         if r == CUDA_SUCCESS && addr != 0 && size != 0 {
-            entry.1.push((addr as usize, size));
+            if be.is_managed(addr as usize) {
+                entry.managed = true;
+            } else {
+                entry.vars.push((addr as usize, size));
+            }
         }
     }
-    entry.0 = total;
-    entry.1.clone()
+    entry.tried = total;
+    if entry.managed {
+        // Its kernels may write a `__managed__` variable by name, which the host reads and
+        // writes directly at any time: neither repeated nor restored, the launch runs once.
+        tracing::debug!(
+            module,
+            "the launched kernel's module has __managed__ variables: the launch runs once"
+        );
+        return Err(DeclineReason::HostMemory);
+    }
+    Ok(entry.vars.clone())
 }
 
 #[cfg(test)]
