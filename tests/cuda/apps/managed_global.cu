@@ -3,8 +3,9 @@
 // kernel that increments one of them (`bump_managed`, about 20 ms of spinning first) runs
 // while the host writes another (`b`: 7 at 1 ms, 8 at 30 ms, during what would be the replay
 // passes). Under replay the launch must run once and the host's writes stand: a restore of
-// module variables would undo them. Then a kernel incrementing a plain `__device__`
-// variable (replayed: `bump_device`). Prints `RESULT OK` when a == 1, b == 8 and d == 1.
+// module variables would undo them. Then a kernel incrementing a plain `__device__` variable
+// (`bump_device`: it runs once too, as its module has managed variables). Prints `RESULT OK`
+// when a == 1, b == 8 and d == 1.
 #include <cuda_runtime.h>
 #include <chrono>
 #include <cstdio>
