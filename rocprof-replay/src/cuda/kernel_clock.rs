@@ -129,14 +129,14 @@ impl Span {
         }
     }
 
-    /// A record's time under this span, from its `(start, end, submitted)`.
-    fn time(self, start: u64, end: u64, submitted: u64) -> Duration {
+    /// A record's time under this span.
+    fn time(self, t: Stamps) -> Duration {
         let from = match self {
             // A submission after the start would be a foreign clock: not trusted.
-            Span::Submitted if submitted != 0 && submitted <= start => submitted,
-            _ => start,
+            Span::Submitted if t.submitted != 0 && t.submitted <= t.start => t.submitted,
+            _ => t.start,
         };
-        Duration::from_nanos(end.saturating_sub(from))
+        Duration::from_nanos(t.end.saturating_sub(from))
     }
 }
 
@@ -371,7 +371,7 @@ fn take(id: u32, drop: bool, span: Span) -> Option<Duration> {
     match w[i].found {
         Some((t, _)) => {
             w.remove(i);
-            Some(span.time(t.start, t.end, t.submitted))
+            Some(span.time(t))
         }
         None => {
             if drop {
@@ -774,26 +774,23 @@ mod tests {
 
     #[test]
     fn a_span_ignores_a_submission_stamped_after_the_start() {
+        let ns = |span: Span, submitted: u64| {
+            let t = Stamps {
+                start: 1_000,
+                end: 6_000,
+                submitted,
+            };
+            span.time(t).as_nanos()
+        };
+        assert_eq!(ns(Span::Submitted, 300), 5_700);
         assert_eq!(
-            Span::Submitted.time(1_000, 6_000, 300),
-            Duration::from_nanos(5_700)
+            ns(Span::Submitted, 1_500),
+            5_000,
+            "after the start: not trusted"
         );
-        assert_eq!(
-            Span::Submitted.time(1_000, 6_000, 1_500),
-            Duration::from_nanos(5_000)
-        );
-        assert_eq!(
-            Span::Submitted.time(1_000, 6_000, 0),
-            Duration::from_nanos(5_000)
-        );
-        assert_eq!(
-            Span::Kernel.time(1_000, 6_000, 300),
-            Duration::from_nanos(5_000)
-        );
-        assert_eq!(
-            Span::Serial.time(1_000, 6_000, 300),
-            Duration::from_nanos(5_000)
-        );
+        assert_eq!(ns(Span::Submitted, 0), 5_000, "no latency timestamps");
+        assert_eq!(ns(Span::Kernel, 300), 5_000);
+        assert_eq!(ns(Span::Serial, 300), 5_000);
     }
 
     #[test]

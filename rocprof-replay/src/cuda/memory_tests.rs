@@ -25,6 +25,18 @@ pub(super) static WRITE_SURFACE: FakeKernel = FakeKernel {
     module: 0,
 };
 
+/// Launches [`WRITE_SURFACE`]: it increments the u32 at `counter`, and is given `surface` as
+/// its second argument.
+pub(super) fn launch_write_surface(h: &Harness, counter: CUdeviceptr, surface: u64) {
+    let (mut ptr, mut surface, mut n) = (counter, surface, 1u32);
+    let mut args: [*mut c_void; 3] = [
+        (&mut ptr as *mut CUdeviceptr).cast(),
+        (&mut surface as *mut u64).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    assert_eq!(h.launch(&WRITE_SURFACE, &mut args, 0), CUDA_SUCCESS);
+}
+
 impl Harness {
     /// `cuMemAllocManaged` of the application (zeroed).
     fn alloc_managed(&self, size: usize) -> usize {
@@ -468,18 +480,9 @@ fn a_launch_given_a_surface_object_runs_once_and_one_given_none_is_replayed() {
     let h = harness(3, quick());
     h.obtain_function(&WRITE_SURFACE);
     let count = Buffer::new(&h, 1);
-    let (mut ptr, mut n) = (count.ptr, 1u32);
     // Surface objects are small integers: 3 here, as a driver numbers them.
-    let mut surface = 3u64;
-    let launch = |surface: &mut u64, ptr: &mut CUdeviceptr, n: &mut u32| {
-        let mut args: [*mut c_void; 3] = [
-            (ptr as *mut CUdeviceptr).cast(),
-            (surface as *mut u64).cast(),
-            (n as *mut u32).cast(),
-        ];
-        assert_eq!(h.launch(&WRITE_SURFACE, &mut args, 0), CUDA_SUCCESS);
-    };
-    launch(&mut surface, &mut ptr, &mut n);
+    let launch = |surface: u64| launch_write_surface(&h, count.ptr, surface);
+    launch(3);
     assert_eq!(
         h.last_kind(),
         OutcomeKind::Replayed,
@@ -491,18 +494,17 @@ fn a_launch_given_a_surface_object_runs_once_and_one_given_none_is_replayed() {
         "its device memory restored: one execution"
     );
     h.surface_create(3);
-    launch(&mut surface, &mut ptr, &mut n);
+    launch(3);
     assert_eq!(h.last_kind(), declined(DeclineReason::ArrayMemory));
     assert_eq!(count.values(), vec![2], "declined: it ran once");
-    let mut other = 4u64;
-    launch(&mut other, &mut ptr, &mut n);
+    launch(4);
     assert_eq!(
         h.last_kind(),
         OutcomeKind::Replayed,
         "a word that is no live surface object"
     );
     h.surface_destroy(3);
-    launch(&mut surface, &mut ptr, &mut n);
+    launch(3);
     assert_eq!(h.last_kind(), OutcomeKind::Replayed, "the surface is gone");
     h.surface_create(9);
     h.destroy_context(CTX);
@@ -559,15 +561,7 @@ fn on_a_device_addressing_system_memory_a_launch_given_a_heap_pointer_runs_once(
     // A counter in `malloc`'d memory, which a kernel reaches through HMM or ATS with no call
     // the backend sees. Without either, such a kernel would fault: the backend does not look,
     // and the fake (which writes it anyway, once per pass) shows what it would cost.
-    let launch = |h: &Harness, target: CUdeviceptr| {
-        let (mut ptr, mut other, mut n) = (target, 0u64, 1u32);
-        let mut args: [*mut c_void; 3] = [
-            (&mut ptr as *mut CUdeviceptr).cast(),
-            (&mut other as *mut u64).cast(),
-            (&mut n as *mut u32).cast(),
-        ];
-        assert_eq!(h.launch(&WRITE_SURFACE, &mut args, 0), CUDA_SUCCESS);
-    };
+    let launch = |h: &Harness, target: CUdeviceptr| launch_write_surface(h, target, 0);
     for pageable in [false, true] {
         let h = harness(3, quick());
         gpu().pageable = pageable;

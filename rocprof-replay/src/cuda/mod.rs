@@ -151,6 +151,8 @@ pub(crate) struct Ctx {
     pub(crate) requested_globals: Mutex<Vec<RequestedGlobal>>,
     /// Per module: names tried so far and the variables found.
     pub(crate) modules: Mutex<HashMap<usize, ModuleVariables>>,
+    /// Some module of `modules` has `__managed__` variables (launches look it up only then).
+    pub(crate) managed_modules: AtomicBool,
     pub(crate) arena: Mutex<Arena>,
     /// The backend's own stream and events (used under the writer lock or by the launching
     /// thread; the pools are locked).
@@ -211,6 +213,7 @@ impl Ctx {
             waiting_streams: Mutex::new(HashSet::new()),
             requested_globals: Mutex::new(Vec::new()),
             modules: Mutex::new(HashMap::new()),
+            managed_modules: AtomicBool::new(false),
             arena: Mutex::new(Arena::default()),
             private: Mutex::new(Private::default()),
             gates: OnceLock::new(),

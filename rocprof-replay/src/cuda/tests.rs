@@ -2397,6 +2397,13 @@ fn a_kernel_of_a_module_with_a_managed_variable_runs_once_and_the_variable_is_no
     let o = &h.outcomes()[0].1;
     assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::HostMemory));
     assert_eq!(o.snapshot_bytes, 0);
+    assert!(o.window_time > Duration::ZERO, "the first launch found out in its window");
+    // Known from then on: the next launch declines before any window (and its drain).
+    h.launch(&BUMP, &mut none, 0);
+    assert_eq!(counter(), 2, "one execution");
+    let o = &h.outcomes()[1].1;
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::HostMemory));
+    assert_eq!(o.window_time, Duration::ZERO, "declined at the gate: {o:?}");
 }
 
 #[test]
@@ -2412,32 +2419,14 @@ fn a_managed_variable_the_application_looked_up_is_managed_memory_until_its_modu
         Some(memory::Kind::Managed)
     );
     // A kernel given its address runs once; it is in no snapshot of other launches.
-    let (mut ptr, mut other, mut n) = (addr as CUdeviceptr, 0u64, 1u32);
-    let mut args: [*mut c_void; 3] = [
-        (&mut ptr as *mut CUdeviceptr).cast(),
-        (&mut other as *mut u64).cast(),
-        (&mut n as *mut u32).cast(),
-    ];
-    assert_eq!(
-        h.launch(&memory_tests::WRITE_SURFACE, &mut args, 0),
-        CUDA_SUCCESS
-    );
+    memory_tests::launch_write_surface(&h, addr as CUdeviceptr, 0);
     assert_eq!(
         h.outcomes().last().unwrap().1.kind,
         OutcomeKind::Declined(DeclineReason::HostMemory)
     );
     assert_eq!(counter(), 1, "one execution");
     let buf = Buffer::new(&h, 1);
-    let (mut ptr, mut other, mut n) = (buf.ptr, 0u64, 1u32);
-    let mut args: [*mut c_void; 3] = [
-        (&mut ptr as *mut CUdeviceptr).cast(),
-        (&mut other as *mut u64).cast(),
-        (&mut n as *mut u32).cast(),
-    ];
-    assert_eq!(
-        h.launch(&memory_tests::WRITE_SURFACE, &mut args, 0),
-        CUDA_SUCCESS
-    );
+    memory_tests::launch_write_surface(&h, buf.ptr, 0);
     let o = h.outcomes().last().unwrap().1.clone();
     assert_eq!(o.kind, OutcomeKind::Replayed);
     assert_eq!(

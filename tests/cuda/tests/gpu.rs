@@ -49,6 +49,33 @@ fn records_path(name: &str) -> PathBuf {
 const REPLAY_CHECK_CAPTURED: usize = 2;
 const REPLAY_CHECK_GRAPH_LAUNCHES: usize = 3;
 
+/// Runs test app `name` under the CUDA tool with 3 passes, checks it exited cleanly and
+/// printed `RESULT OK` (the program checks its own results), and returns its records.
+fn app_under_tool(name: &str) -> Vec<Value> {
+    let exe = cuda_app(name, false);
+    let rec = records_path(name);
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(rec.to_str().unwrap(), "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+    save(name, &r);
+    r.assert_success(&format!("{name} under the tool"));
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    records(&rec)
+}
+
+/// The (outcome, reason) of the record of the kernel whose name contains `kernel`.
+fn outcome_of<'a>(recs: &'a [Value], kernel: &str) -> (&'a str, &'a str) {
+    let r = recs
+        .iter()
+        .find(|r| r["kernel"].as_str().is_some_and(|n| n.contains(kernel)))
+        .unwrap_or_else(|| panic!("no record of {kernel}: {recs:?}"));
+    (
+        r["outcome"].as_str().unwrap_or(""),
+        r["reason"].as_str().unwrap_or(""),
+    )
+}
+
 /// Checks the records of a `replay_check` run under a 3-pass tool.
 fn check_replay_check_records(recs: &[Value]) {
     assert_eq!(
@@ -224,16 +251,7 @@ fn an_application_that_holds_cupti_still_runs() {
 )]
 fn kernels_writing_host_memory_run_once_and_kernels_reading_it_replay() {
     require_gpu();
-    let exe = cuda_app("host_memory", false);
-    let rec = records_path("host_memory");
-    let tool = cuda_tool().to_str().unwrap().to_string();
-    let mut env = tool_env(rec.to_str().unwrap(), "3");
-    env.push(("CUDA_INJECTION64_PATH", &tool));
-    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
-    save("host_memory", &r);
-    r.assert_success("host_memory under the tool");
-    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
-    let recs = records(&rec);
+    let recs = app_under_tool("host_memory");
     let kinds: Vec<(String, String)> = recs
         .iter()
         .map(|r| {
@@ -276,24 +294,10 @@ fn kernels_writing_host_memory_run_once_and_kernels_reading_it_replay() {
 )]
 fn a_kernel_writing_an_array_through_a_surface_object_runs_once() {
     require_gpu();
-    let exe = cuda_app("surface_write", false);
-    let rec = records_path("surface_write");
-    let tool = cuda_tool().to_str().unwrap().to_string();
-    let mut env = tool_env(rec.to_str().unwrap(), "3");
-    env.push(("CUDA_INJECTION64_PATH", &tool));
-    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
-    save("surface_write", &r);
-    r.assert_success("surface_write under the tool");
-    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
-    let recs = records(&rec);
-    let of = |k: &str| {
-        recs.iter()
-            .find(|r| r["kernel"].as_str().is_some_and(|n| n.contains(k)))
-            .unwrap_or_else(|| panic!("no record of {k}: {recs:?}"))
-    };
-    assert_eq!(of("bump_array")["outcome"], "declined", "{recs:?}");
-    assert_eq!(of("bump_array")["reason"], "array_memory", "{recs:?}");
-    assert_eq!(of("bump_plain")["outcome"], "replayed", "{recs:?}");
+    let recs = app_under_tool("surface_write");
+    let of = |k: &str| outcome_of(&recs, k);
+    assert_eq!(of("bump_array"), ("declined", "array_memory"), "{recs:?}");
+    assert_eq!(of("bump_plain"), ("replayed", ""), "{recs:?}");
 }
 
 /// `managed_global.cu` under a 3-pass tool: a kernel incrementing a `__managed__` variable
@@ -308,25 +312,10 @@ fn a_kernel_writing_an_array_through_a_surface_object_runs_once() {
 )]
 fn a_kernel_writing_a_managed_variable_runs_once_and_the_hosts_writes_stand() {
     require_gpu();
-    let exe = cuda_app("managed_global", false);
-    let rec = records_path("managed_global");
-    let tool = cuda_tool().to_str().unwrap().to_string();
-    let mut env = tool_env(rec.to_str().unwrap(), "3");
-    env.push(("CUDA_INJECTION64_PATH", &tool));
-    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
-    save("managed_global", &r);
-    r.assert_success("managed_global under the tool");
-    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
-    let recs = records(&rec);
-    let of = |k: &str| {
-        recs.iter()
-            .find(|r| r["kernel"].as_str().is_some_and(|n| n.contains(k)))
-            .unwrap_or_else(|| panic!("no record of {k}: {recs:?}"))
-    };
-    assert_eq!(of("bump_managed")["outcome"], "declined", "{recs:?}");
-    assert_eq!(of("bump_managed")["reason"], "host_memory", "{recs:?}");
-    assert_eq!(of("bump_device")["outcome"], "declined", "{recs:?}");
-    assert_eq!(of("bump_device")["reason"], "host_memory", "{recs:?}");
+    let recs = app_under_tool("managed_global");
+    let of = |k: &str| outcome_of(&recs, k);
+    assert_eq!(of("bump_managed"), ("declined", "host_memory"), "{recs:?}");
+    assert_eq!(of("bump_device"), ("declined", "host_memory"), "{recs:?}");
 }
 
 /// `memory_kinds.cu` under a 3-pass tool, with the arguments footprint and with every

@@ -44,12 +44,28 @@ pub(super) struct FirstLook<'a> {
     pub(super) ctx: &'a Ctx,
     pub(super) launch: &'a Launch,
     pub(super) params: Option<&'a [(usize, usize)]>,
+    /// The kernel's module, when known.
+    pub(super) module: Option<usize>,
 }
 
 impl Ordinary for FirstLook<'_> {
     fn refusal(&self) -> Option<DeclineReason> {
         // SAFETY: the application is inside this launch call.
-        unsafe { refusal(self.be, self.ctx, self.launch, self.params) }
+        unsafe { refusal(self.be, self.ctx, self.launch, self.params) }.or_else(|| {
+            // A module found to have `__managed__` variables (by an earlier window's scan,
+            // `module_globals`) declines here, without a window and its drain.
+            let module = self.module?;
+            if !self.ctx.managed_modules.load(Ordering::Relaxed) {
+                return None;
+            }
+            let managed = self
+                .ctx
+                .modules
+                .lock()
+                .get(&module)
+                .is_some_and(|m| m.managed);
+            managed.then_some(DeclineReason::HostMemory)
+        })
     }
     fn run_once(&mut self) -> bool {
         true
@@ -286,6 +302,7 @@ pub(crate) unsafe fn enter_launch(
         ctx: &ctx,
         launch: &launch,
         params: facts.params.as_deref(),
+        module: facts.module,
     };
     let Some(window) = (be.decider)(&info, &mut first) else {
         // Skipped, or declined before the window: the driver enqueues the launch once, as

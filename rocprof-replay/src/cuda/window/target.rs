@@ -1083,6 +1083,8 @@ pub(super) fn module_globals(
         if r == CUDA_SUCCESS && addr != 0 && size != 0 {
             if be.is_managed(addr as usize) {
                 entry.managed = true;
+                ctx.managed_modules
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
             } else {
                 entry.vars.push((addr as usize, size));
             }
