@@ -2397,7 +2397,10 @@ fn a_kernel_of_a_module_with_a_managed_variable_runs_once_and_the_variable_is_no
     let o = &h.outcomes()[0].1;
     assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::HostMemory));
     assert_eq!(o.snapshot_bytes, 0);
-    assert!(o.window_time > Duration::ZERO, "the first launch found out in its window");
+    assert!(
+        o.window_time > Duration::ZERO,
+        "the first launch found out in its window"
+    );
     // Known from then on: the next launch declines before any window (and its drain).
     h.launch(&BUMP, &mut none, 0);
     assert_eq!(counter(), 2, "one execution");
