@@ -172,7 +172,7 @@ pub fn hip_samples() -> &'static Path {
         // runs each (module also builds its --genco code object).
         let halves = [
             ["vector_add", "streams", "memops"].as_slice(),
-            &["symbols", "module"],
+            &["symbols", "module", "managed"],
         ];
         let children: Vec<_> = halves
             .iter()

@@ -226,6 +226,12 @@ fn user_kernels(sample: &str) -> &'static [(&'static str, usize)] {
         "symbols" => &[("_Z5weighPKii", 2)],
         "module" => &[("saxpy", 2)],
         "memops" => &[],
+        "managed" => &[
+            ("_Z4bumpi", 2),
+            ("_Z7add_onePii", 1),
+            ("_Z9bump_sloti", 1),
+            ("_Z11sum_managedPKiiPi", 1),
+        ],
         other => panic!("unknown sample {other}"),
     }
 }
@@ -391,6 +397,85 @@ fn selective(sample: &str) {
         {
             assert_eq!(r["outcome"], "skipped", "{what}: {r}");
         }
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn managed_memory_is_shared_by_kernels_and_the_host() {
+    assert_ok(&run_hip("managed", &[]), "managed");
+}
+
+/// Managed memory is host memory the host writes directly: never restored. A kernel that
+/// writes it — through its arguments, a `__managed__` variable or a pointer stored in a
+/// `__device__` variable — runs once (`host_memory_written`: replay stops after the first
+/// pass, the program sees one execution and its own check passes); a kernel that only reads
+/// it is replayed.
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn kernels_writing_managed_memory_run_once_and_readers_replay() {
+    for way in [Way::Preload, Way::ToolsLib] {
+        let recs = replay(
+            "managed",
+            "pass_timer",
+            way,
+            &[("ROCPROF_REPLAY_PASSES", "3")],
+        );
+        for (kernel, _) in user_kernels("managed") {
+            for r in recs.iter().filter(|r| r["kernel"] == *kernel) {
+                if *kernel == "_Z11sum_managedPKiiPi" {
+                    assert_eq!(r["outcome"], "replayed", "{way:?}: {r}");
+                    assert_eq!(r["passes"], 3, "{way:?}: {r}");
+                } else {
+                    assert_eq!(r["outcome"], "declined", "{way:?}: {r}");
+                    assert_eq!(r["reason"], "host_memory_written", "{way:?}: {r}");
+                    assert_eq!(r["passes"], 1, "{way:?}: {r}");
+                }
+                assert!(r["host_memory"].is_null(), "{way:?}: {r}");
+            }
+        }
+    }
+}
+
+/// With `ROCPROF_REPLAY_HOST_MEMORY=repeat` a policy's opt-in applies to managed memory reached
+/// through a module variable too: the writers are replayed, their writes repeated, and the
+/// records say so.
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn the_repeat_opt_in_replays_writers_of_managed_memory_and_says_so() {
+    let dir = e2e_dir().join("hip-records");
+    std::fs::create_dir_all(&dir).unwrap();
+    let records = dir.join("managed-repeat.jsonl");
+    let _ = std::fs::remove_file(&records);
+    let lib = rocprof_replay_e2e::tool_lib("pass_timer");
+    let run = run_hip(
+        "managed",
+        &[
+            ("HSA_TOOLS_LIB", lib.to_str().unwrap()),
+            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+            ("ROCPROF_REPLAY_PASSES", "3"),
+            ("ROCPROF_REPLAY_HOST_MEMORY", "repeat"),
+        ],
+    );
+    // The writes were repeated: the program's own check sees three increments.
+    assert!(
+        run.stdout().contains("RESULT managed FAIL"),
+        "{}\n{}",
+        run.stdout(),
+        run.stderr()
+    );
+    let text = std::fs::read_to_string(&records).unwrap_or_default();
+    let recs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for kernel in ["_Z4bumpi", "_Z9bump_sloti"] {
+        let r = recs
+            .iter()
+            .find(|r| r["kernel"] == kernel)
+            .unwrap_or_else(|| panic!("no record of {kernel}: {text}"));
+        assert_eq!(r["outcome"], "replayed", "{r}");
+        assert_eq!(r["host_memory"], "repeated", "{r}");
     }
 }
 

@@ -13,5 +13,6 @@ pub(crate) mod records;
 pub(crate) mod settings;
 pub(crate) mod snapshot;
 pub(crate) mod state;
+pub(crate) mod stored;
 pub(crate) mod window;
 pub(crate) mod workers;

@@ -66,6 +66,7 @@ use crate::engine::snapshot::{
     DENSE_PERCENT, DeviceMemory, DiffError, RestoreError, RestoreStats, Snapshot, SnapshotPlan,
     Stash, StashError, WriteSet,
 };
+use crate::engine::stored;
 use crate::policy::{
     Consults, DeclineReason, FailureReason, FootprintKind, FootprintMode, MAX_OPEN_ENDED_PASSES,
     MAX_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind,
@@ -112,6 +113,23 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     /// range must stay readable by the host for the window's duration. The default: none.
     fn host_watch(&mut self) -> Vec<(usize, usize)> {
         Vec::new()
+    }
+    /// Whether memory exists that the window can neither restore nor fingerprint and that a
+    /// pointer stored in a module variable could lead a kernel to (host-visible memory,
+    /// memory another process or context writes): the window then reads the module
+    /// variables' words and has [`stored_pointers`](Self::stored_pointers) classify them
+    /// ([`stored`](crate::engine::stored)). The default: none.
+    fn unrestorable_memory_exists(&self) -> bool {
+        false
+    }
+    /// What the 8-byte-aligned words `words` (read from module variables) point into, by the
+    /// backend's rules for argument words: `Ok` the host-readable ranges (address, length) to
+    /// watch across the first pass with [`host_watch`](Self::host_watch)'s, `Err` why the
+    /// dispatch must run once (memory that can be neither restored nor watched). The default:
+    /// nothing.
+    fn stored_pointers(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, DeclineReason> {
+        let _ = words;
+        Ok(Vec::new())
     }
     /// The dispatch's argument bytes (HSA: the kernarg segment, hidden arguments included;
     /// CUDA: the packed parameters), read before the first pass: the snapshot captures the
@@ -554,7 +572,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         };
         // Fingerprints after the last pass too (`verified`), or only after the first.
         let verified = footprint_mode == FootprintMode::Verified;
-        let (snapshot, mut outside, footprint_kind) = match plan_and_capture(
+        let (snapshot, mut outside, footprint_kind, vars) = match plan_and_capture(
             info,
             target,
             inventory,
@@ -566,10 +584,37 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             Err(reason) => return decline(target, reason, state),
         };
 
-        // Host memory the arguments name: never restored; checked after the first pass, or,
-        // with the explicit opt-in, left to be written once per pass.
+        // Host memory the arguments name, or pointers stored in the module variables: never
+        // restored; checked after the first pass, or, with the explicit opt-in, left to be
+        // written once per pass.
         let mut watch = target.host_watch();
-        let repeats = host_writes_repeated || (settings.repeat_host_writes && !watch.is_empty());
+        let mut stored_repeats = false;
+        match phases::timed(Phase::Variables, || {
+            stored::stored_host_memory(target, &vars)
+        }) {
+            Ok(stored) => {
+                for range in stored {
+                    if !watch.contains(&range) {
+                        watch.push(range);
+                    }
+                }
+            }
+            // The explicit opt-in covers host memory reached this way too.
+            Err(DeclineReason::HostMemory) if settings.repeat_host_writes => stored_repeats = true,
+            Err(reason) => {
+                tracing::debug!(
+                    kernel = info.kernel(),
+                    reason = reason.code(),
+                    "a pointer stored in a module variable leads to memory the window cannot \
+                     restore or watch: the dispatch runs once"
+                );
+                drop(snapshot);
+                return decline(target, reason, state);
+            }
+        }
+        let repeats = host_writes_repeated
+            || stored_repeats
+            || (settings.repeat_host_writes && !watch.is_empty());
         if repeats {
             watch.clear();
         }
@@ -935,7 +980,7 @@ fn plan_and_capture(
     settings: &Settings,
     mode: FootprintMode,
     (epoch, carried): (footprint::Tag, &footprint::Carried),
-) -> Result<(Snapshot, Option<Watch>, FootprintKind), DeclineReason> {
+) -> Result<(Snapshot, Option<Watch>, FootprintKind, Vec<(usize, usize)>), DeclineReason> {
     let vars = phases::timed(Phase::Variables, || target.module_variables())?;
     let plan_start = phases::enabled().then(Instant::now);
     let mut plan = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX)?;
@@ -1002,7 +1047,7 @@ fn plan_and_capture(
     let snapshot = phases::timed(Phase::Capture, || {
         Snapshot::capture(plan, inventory, target)
     })?;
-    Ok((snapshot, watch, kind))
+    Ok((snapshot, watch, kind, vars))
 }
 
 /// After the last of two or more passes: whether a later pass wrote the watched memory, which

@@ -468,16 +468,34 @@ unsafe extern "C" fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
     unsafe { unlock(host_ptr) }
 }
 
-/// Records a new allocation when a GPU owns it and its memory is snapshotted (coarse-grained,
-/// not kernarg, not fine-grained, as the runtime's pointer info reports).
-fn record(p: *mut c_void, size: usize, origin: Origin) {
-    quietly("recording an allocation", || {
-        if let Some((agent, flags)) = owner_gpu(p) {
-            if trackable(flags) {
-                INVENTORY.record(p as usize, size, agent, origin);
-            }
+/// Records a new allocation of a pool or region with these global flags by what it is: a
+/// GPU's coarse-grained memory goes into the inventory (snapshotted; coarse-grained, not
+/// kernarg, not fine-grained, as the runtime's pointer info reports); host-visible memory into
+/// the host ranges ([`record_host`]: watched, never restored) — fine-grained memory of any
+/// agent, and system memory (a CPU agent's pool) of any granularity, which is host memory the
+/// host reads and writes at the same address: HIP 5.2 allocates `hipMallocManaged` memory
+/// and `__managed__` variables from the coarse-grained system pool. Kernarg memory is
+/// neither.
+fn record(be: &super::Backend, p: *mut c_void, size: usize, flags: u32, origin: Origin) {
+    if host_visible(flags) {
+        record_host(be, p, size);
+        return;
+    }
+    if !trackable(flags) {
+        return;
+    }
+    let gpu = guarded("recording an allocation", || {
+        let owner = owner_gpu(p);
+        if let Some((agent, flags)) = owner
+            && trackable(flags)
+        {
+            INVENTORY.record(p as usize, size, agent, origin);
         }
+        owner.is_some()
     });
+    if gpu == Some(false) {
+        record_host(be, p, size);
+    }
 }
 
 /// Forgets an allocation before its memory goes. Removed under the inventory's write lock: a
@@ -516,10 +534,8 @@ unsafe extern "C" fn pool_allocate(
     {
         // SAFETY: on success the runtime wrote the pointer.
         let p = unsafe { *ptr };
-        match pool_flags(pool) {
-            Some(f) if trackable(f) => record(p, size, Origin::Pool),
-            Some(f) if host_visible(f) => record_host(be, p, size),
-            _ => {}
+        if let Some(f) = pool_flags(pool) {
+            record(be, p, size, f, Origin::Pool);
         }
     }
     st
@@ -601,9 +617,8 @@ unsafe extern "C" fn memory_allocate(
     if st == HSA_STATUS_SUCCESS && INVENTORY.is_tracking() && backend().is_some() {
         // SAFETY: on success the runtime wrote the pointer.
         let p = unsafe { *ptr };
-        record(p, size, Origin::Region);
-        if pool_flags(as_pool).is_some_and(host_visible) {
-            record_host(be, p, size);
+        if let Some(f) = pool_flags(as_pool) {
+            record(be, p, size, f, Origin::Region);
         }
     }
     st

@@ -305,11 +305,24 @@ fn host_pointers(
     // KERNARG_SEGMENT_SIZE bytes, host-accessible kernarg memory.
     let args =
         unsafe { std::slice::from_raw_parts(packet.kernarg_address.cast::<u8>(), size as usize) };
+    host_ranges(be, &host, args)
+}
+
+/// The host-readable ranges (host address, length) of the host-visible memory (`host`, from
+/// [`Backend::host_memory`]) that the 8-byte-aligned words of `words` point into — a kernarg
+/// segment, or words stored in module variables; `Err(HostMemory)` when one points into
+/// host-visible memory the host cannot read.
+fn host_ranges(
+    be: &Backend,
+    host: &std::collections::BTreeMap<usize, usize>,
+    words: &[u8],
+) -> Result<Vec<(usize, usize)>, DeclineReason> {
+    let args = words;
     let readable = be.host_readable.read();
     let mut watch: Vec<(usize, usize)> = Vec::new();
     let mut rest = args;
     let mut at = 0usize;
-    while let Some((offset, addr, base)) = gate::first_pointer_into(rest, &host) {
+    while let Some((offset, addr, base)) = gate::first_pointer_into(rest, host) {
         match readable.get(&base) {
             Some(&(len, host_base)) => {
                 if !watch.contains(&(host_base, len)) {
@@ -318,7 +331,6 @@ fn host_pointers(
             }
             None => {
                 tracing::debug!(
-                    kernel_object = packet.kernel_object,
                     offset = at + offset,
                     addr = format_args!("{addr:#x}"),
                     allocation = format_args!("{base:#x}"),
@@ -1426,6 +1438,14 @@ impl HsaTarget {
 impl ReplayTarget for HsaTarget {
     fn refusal(&self) -> Option<DeclineReason> {
         refusal(self.be, self.gpu, &self.packet)
+    }
+
+    fn unrestorable_memory_exists(&self) -> bool {
+        !self.be.host_memory.read().is_empty()
+    }
+
+    fn stored_pointers(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, DeclineReason> {
+        host_ranges(self.be, &self.be.host_memory.read(), words)
     }
 
     fn argument_bytes(&self) -> Option<Vec<u8>> {

@@ -100,18 +100,16 @@ pub(super) unsafe fn refusal(
     {
         return Some(DeclineReason::StreamMemoryWait);
     }
-    let foreign = be.foreign_memory.read();
-    let host = be.host_memory.read();
-    let surfaces = be.surfaces.read();
-    // Other contexts' allocations matter only where there are other contexts.
-    let peers = be.contexts.read().len() > 1;
-    let pageable = be.pageable(ctx);
-    if foreign.is_empty() && host.is_empty() && surfaces.is_empty() && !peers && !pageable {
+    if !unrestorable_memory_exists(be, ctx) {
         return None;
     }
-    let own = AgentId(ctx.handle as u64);
     // SAFETY: caller contract.
     let Some(bytes) = (unsafe { launch.argument_bytes(params) }) else {
+        let foreign = be.foreign_memory.read();
+        let host = be.host_memory.read();
+        let surfaces = be.surfaces.read();
+        let peers = be.contexts.read().len() > 1;
+        let pageable = be.pageable(ctx);
         // Every allocation of the context is captured; nothing says what else it may write.
         let other_allocations = peers
             && be
@@ -140,12 +138,39 @@ pub(super) unsafe fn refusal(
         });
         return Some(reason);
     };
-    if let Some((addr, kind)) = foreign.first_pointer_into(&bytes) {
+    classify_words(be, ctx, &bytes)
+}
+
+/// Whether memory exists that no window of `ctx` can restore or fingerprint: foreign,
+/// host-visible or array memory, another context's allocations, or (on a device with HMM or
+/// ATS) the process's pageable memory. Without it, no argument or stored word needs a look.
+pub(super) fn unrestorable_memory_exists(be: &Backend, ctx: &Ctx) -> bool {
+    !be.foreign_memory.read().is_empty()
+        || !be.host_memory.read().is_empty()
+        || !be.surfaces.read().is_empty()
+        // Other contexts' allocations matter only where there are other contexts.
+        || be.contexts.read().len() > 1
+        || be.pageable(ctx)
+}
+
+/// Why the 8-byte-aligned words `bytes` (a launch's arguments, or words stored in module
+/// variables) make a launch of `ctx` run once: they point into foreign memory, another
+/// context's allocation, a surface object, pageable system memory (HMM, ATS) or host-visible
+/// memory that cannot be watched (managed memory). `None`: what they reach is restored or
+/// watched ([`host_watch`]).
+pub(super) fn classify_words(be: &Backend, ctx: &Ctx, bytes: &[u8]) -> Option<DeclineReason> {
+    let foreign = be.foreign_memory.read();
+    let host = be.host_memory.read();
+    let surfaces = be.surfaces.read();
+    let peers = be.contexts.read().len() > 1;
+    let pageable = be.pageable(ctx);
+    let own = AgentId(ctx.handle as u64);
+    if let Some((addr, kind)) = foreign.first_pointer_into(bytes) {
         tracing::debug!(addr, ?kind, "an argument points into foreign memory");
         return Some(DeclineReason::ForeignMemory);
     }
     if peers {
-        let owner = crate::cuda::memory::words(&bytes).find_map(|a| {
+        let owner = crate::cuda::memory::words(bytes).find_map(|a| {
             be.inventory
                 .agent_of(a)
                 .filter(|o| *o != own)
@@ -177,7 +202,7 @@ pub(super) unsafe fn refusal(
     // once. A number that happens to be such an address declines too: replays lost, never
     // results.
     if pageable
-        && let Some(addr) = crate::cuda::memory::words(&bytes).find(|&a| {
+        && let Some(addr) = crate::cuda::memory::words(bytes).find(|&a| {
             be.inventory.agent_of(a).is_none()
                 && host.containing(a).is_none()
                 && crate::cuda::memory::mapped(a)
@@ -189,7 +214,7 @@ pub(super) unsafe fn refusal(
     }
     // Pinned and registered memory is watched instead (`host_watch`): never restored,
     // checksummed around the first pass, and replay stops after it when it changed.
-    host.watchable(&bytes)
+    host.watchable(bytes)
         .is_none()
         .then_some(DeclineReason::HostMemory)
 }

@@ -731,6 +731,22 @@ impl ReplayTarget for CudaTarget<'_> {
         }
     }
 
+    fn unrestorable_memory_exists(&self) -> bool {
+        unrestorable_memory_exists(self.be, self.ctx)
+    }
+
+    fn stored_pointers(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, DeclineReason> {
+        if let Some(reason) = classify_words(self.be, self.ctx, words) {
+            return Err(reason);
+        }
+        Ok(self
+            .be
+            .host_memory
+            .read()
+            .watchable(words)
+            .unwrap_or_default())
+    }
+
     fn argument_bytes(&self) -> Option<Vec<u8>> {
         // SAFETY: as for `refusal`: the launch's arguments live with the job.
         unsafe { self.job.launch.argument_bytes(self.job.params.as_deref()) }
