@@ -2409,6 +2409,69 @@ fn a_kernel_of_a_module_with_a_managed_variable_runs_once_and_the_variable_is_no
     assert_eq!(o.window_time, Duration::ZERO, "declined at the gate: {o:?}");
 }
 
+fn bump_slot(_: *mut *mut c_void) {
+    let addr = gpu()
+        .globals
+        .iter()
+        .find(|g| g.1 == "slot")
+        .map(|g| g.2)
+        .expect("slot");
+    // SAFETY: a live fake allocation of 8 bytes holding the address of a live u32.
+    unsafe { *(*(addr as *const usize) as *mut u32) += 1 };
+}
+
+/// `__device__ unsigned* slot;` and a kernel `*slot += 1` (no arguments).
+static BUMP_SLOT: FakeKernel = FakeKernel {
+    run: bump_slot,
+    module: 0xabc0,
+};
+
+#[test]
+fn a_kernel_writing_pinned_memory_through_a_pointer_stored_in_a_device_variable_runs_once() {
+    // The arguments name nothing: the pointer to the pinned counter is stored in a
+    // `__device__` variable, which the window reads before the first pass.
+    let h = harness(3, quick());
+    h.obtain_function(&BUMP_SLOT);
+    let (pinned, _) = host_alloc(&h, 16);
+    let addr = fake_alloc(8);
+    // SAFETY: our 8-byte fake allocation.
+    unsafe { *(addr as *mut usize) = pinned + 4 };
+    gpu().globals.push((0xabc0, "slot".into(), addr, 8));
+    let image = globals::tests::elf(&[(".nv.global", 8)], &[("slot", 1, 4, 8)]);
+    module_event(&h, CUPTI_CBID_RESOURCE_MODULE_LOADED, 1, &image);
+    let value = || {
+        // SAFETY: the pinned fake allocation's second word.
+        unsafe { *((pinned + 4) as *const u32) }
+    };
+    let mut none: [*mut c_void; 0] = [];
+    h.launch(&BUMP_SLOT, &mut none, 0);
+    assert_eq!(value(), 1, "incremented once, not once per pass");
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::HostMemoryWritten)
+    );
+    assert_eq!(o.passes, 1);
+    // A pointer stored there to managed memory, which cannot be watched: declined before the
+    // first pass.
+    let managed = fake_alloc(4);
+    h.be.host_memory
+        .write()
+        .insert(managed, 4, memory::Kind::Managed, CTX);
+    // SAFETY: as above.
+    unsafe { *(addr as *mut usize) = managed };
+    h.launch(&BUMP_SLOT, &mut none, 0);
+    // SAFETY: the managed fake allocation.
+    assert_eq!(unsafe { *(managed as *const u32) }, 1, "one execution");
+    let o = &h.outcomes()[1].1;
+    assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::HostMemory));
+    assert_eq!(
+        (o.passes, o.pass_times.len()),
+        (1, 0),
+        "the ordinary run: {o:?}"
+    );
+}
+
 #[test]
 fn a_managed_variable_the_application_looked_up_is_managed_memory_until_its_module_goes() {
     let h = harness(3, quick());

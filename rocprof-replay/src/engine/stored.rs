@@ -113,3 +113,139 @@ pub(crate) fn stored_host_memory(
         Err(reason) => Err(reason),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::snapshot::{DeviceMemory, host_copy};
+    use crate::engine::window::PassError;
+
+    /// A target whose "device memory" is host memory: it records every copy batch and
+    /// treats every nonzero word as a pointer to the 8-byte range it names.
+    #[derive(Default)]
+    struct Fake {
+        unrestorable: bool,
+        fail: Option<CopyError>,
+        batches: Vec<usize>,
+        seen: std::cell::RefCell<Vec<u64>>,
+    }
+
+    impl DeviceMemory for Fake {
+        fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+            assert_eq!(direction, Direction::Capture);
+            if let Some(e) = self.fail {
+                return Err(e);
+            }
+            self.batches.push(transfers.iter().map(|t| t.len).sum());
+            // SAFETY: host memory of the test and the engine's scratch.
+            unsafe { host_copy(direction, transfers) };
+            Ok(())
+        }
+    }
+
+    impl ReplayTarget for Fake {
+        fn begin(&mut self) -> Result<(), DeclineReason> {
+            unreachable!()
+        }
+        fn drain(&mut self) -> Result<(), DeclineReason> {
+            unreachable!()
+        }
+        fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
+            unreachable!()
+        }
+        fn run_pass(&mut self, _: bool) -> Result<Option<Duration>, PassError> {
+            unreachable!()
+        }
+        fn run_once(&mut self) -> bool {
+            unreachable!()
+        }
+        fn complete(&mut self) {}
+        fn settle_late_pass(&mut self) -> bool {
+            unreachable!()
+        }
+        fn contended(&self) -> bool {
+            false
+        }
+        fn end(&mut self) {}
+        fn unrestorable_memory_exists(&self) -> bool {
+            self.unrestorable
+        }
+        fn stored_pointers(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, DeclineReason> {
+            let mut out = Vec::new();
+            for w in words.chunks_exact(8) {
+                let w = u64::from_ne_bytes(w.try_into().unwrap());
+                self.seen.borrow_mut().push(w);
+                if w == u64::MAX {
+                    return Err(DeclineReason::HostMemory);
+                }
+                if w != 0 {
+                    out.push((w as usize, 8));
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    #[test]
+    fn every_aligned_word_is_read_in_bounded_batches_and_ranges_are_listed_once() {
+        // Two variables: one larger than a scratch chunk, one off 8-byte alignment.
+        let big = vec![0u64; DIFF_CHUNK / 8 + 3];
+        let mut big = big.into_boxed_slice();
+        big[0] = 0x1000;
+        big[DIFF_CHUNK / 8 + 1] = 0x2000;
+        let small = [0x1000u64, 0x3000, 7];
+        let small_addr = small.as_ptr() as usize + 4;
+        let vars = [(big.as_ptr() as usize, big.len() * 8), (small_addr, 19)];
+        let mut t = Fake {
+            unrestorable: true,
+            ..Fake::default()
+        };
+        let watch = stored_host_memory(&mut t, &vars).unwrap();
+        assert_eq!(watch, vec![(0x1000, 8), (0x2000, 8), (0x3000, 8)]);
+        // The small variable's one whole aligned word: bytes 8..16 of `small` (bytes 4..8 and
+        // 16..23 are parts of words).
+        assert_eq!(t.seen.borrow().len(), big.len() + 1);
+        assert!(
+            t.batches.iter().all(|&b| b <= DIFF_CHUNK),
+            "{:?}",
+            t.batches
+        );
+        assert_eq!(t.batches.iter().sum::<usize>(), big.len() * 8 + 8);
+    }
+
+    #[test]
+    fn nothing_is_read_without_memory_the_window_cannot_restore() {
+        let words = [0x1000u64];
+        let mut t = Fake::default();
+        let vars = [(words.as_ptr() as usize, 8)];
+        assert_eq!(stored_host_memory(&mut t, &vars), Ok(Vec::new()));
+        assert!(t.batches.is_empty());
+    }
+
+    #[test]
+    fn a_word_the_backend_refuses_and_failed_reads_decline() {
+        let words = [0u64, u64::MAX];
+        let vars = [(words.as_ptr() as usize, 16)];
+        let mut t = Fake {
+            unrestorable: true,
+            ..Fake::default()
+        };
+        assert_eq!(
+            stored_host_memory(&mut t, &vars),
+            Err(DeclineReason::HostMemory)
+        );
+        for (fail, reason) in [
+            (CopyError::Failed, DeclineReason::CopyFailed),
+            (CopyError::Stuck, DeclineReason::CopyTimeout),
+        ] {
+            let mut t = Fake {
+                unrestorable: true,
+                fail: Some(fail),
+                ..Fake::default()
+            };
+            assert_eq!(stored_host_memory(&mut t, &vars), Err(reason));
+        }
+    }
+}
