@@ -3,9 +3,9 @@
 // flag's value to every element of a device buffer (not idempotent: a replay that does not
 // restore shows). Without the tool it completes at once; under a tool whose launch call waits
 // for its replay window it could only time out. The flag is reached through a __device__
-// pointer, not a kernel argument: the kernel only reads it, and the argument check for host
-// memory (which would decline the launch) sees only the device buffer, so the launch is
-// replayed; later passes find the flag already set.
+// pointer, not a kernel argument: the window reads the pointer and watches the flag across the
+// first pass, during which the host sets it, so replay stops after that pass; with
+// ROCPROF_REPLAY_HOST_MEMORY=repeat the launch is replayed and later passes find the flag set.
 //
 // The kernel gives up after 20 s of device time (%globaltimer) and then writes a marker, so a
 // tool that blocks the host cannot hang the test. Prints `launch_returned_us`, `check` and

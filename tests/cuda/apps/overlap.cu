@@ -1,7 +1,7 @@
 // overlap: nobody sees the launch complete before its replay window ends. A 30 ms kernel
 // increments an execution counter in mapped pinned host memory (reached through a __device__
-// pointer, so the launch is replayed and the counter, which the engine does not restore,
-// counts every pass) and adds 1 to a device buffer. Right after the launch the application
+// pointer; run with ROCPROF_REPLAY_HOST_MEMORY=repeat the launch is replayed and the counter,
+// which the engine does not restore, counts every pass) and adds 1 to a device buffer. Right after the launch the application
 // records an event and polls it and cudaStreamQuery from another thread; the moment either
 // reports completion it reads the counter, which must already equal the number of passes
 // (EXPECT_RUNS, default 1). A host function enqueued after the kernel and

@@ -70,6 +70,11 @@ fn number(r: &Run, key: &str) -> f64 {
 )]
 fn a_kernel_waiting_for_the_host_after_its_launch_completes_and_is_replayed() {
     require_gpu();
+    // The flag lives in mapped host memory the kernel reaches through a `__device__` pointer:
+    // the window reads the pointer and watches the flag across the first pass. The host sets
+    // it during that pass, so later passes would not start from the same inputs: replay
+    // stops after the first (`host_memory_written`), which completes and is the application's
+    // one execution.
     let (r, recs) = under_tool("flag_wait", "flag_wait", "3", &[]);
     r.assert_success("flag_wait under the tool");
     assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
@@ -80,8 +85,26 @@ fn a_kernel_waiting_for_the_host_after_its_launch_completes_and_is_replayed() {
     );
     let k = of_kernel(&recs, "wait_then_add");
     assert_eq!(k.len(), 1, "{recs:?}");
+    assert_eq!(k[0]["outcome"], "declined", "{}", k[0]);
+    assert_eq!(k[0]["reason"], "host_memory_written", "{}", k[0]);
+    assert_eq!(k[0]["passes"], 1, "{}", k[0]);
+    // With the explicit opt-in (`repeat`) host memory is not watched: the launch is replayed,
+    // its later passes find the flag already set, and the record says so.
+    let (r, recs) = under_tool(
+        "flag_wait",
+        "flag_wait.repeat",
+        "3",
+        &[("ROCPROF_REPLAY_HOST_MEMORY", "repeat")],
+    );
+    r.assert_success("flag_wait under the tool, repeat");
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    let returned = number(&r, "launch_returned_us");
+    assert!(returned < 50_000.0, "repeat: returned after {returned} us");
+    let k = of_kernel(&recs, "wait_then_add");
+    assert_eq!(k.len(), 1, "{recs:?}");
     assert_eq!(k[0]["outcome"], "replayed", "{}", k[0]);
     assert_eq!(k[0]["passes"], 3, "{}", k[0]);
+    assert_eq!(k[0]["host_memory"], "repeated", "{}", k[0]);
 }
 
 #[test]
@@ -101,7 +124,18 @@ fn nobody_sees_a_replayed_launch_complete_before_its_window_ends() {
     );
     save("overlap.plain", &plain);
     plain.assert_success("overlap without the tool");
-    let (r, recs) = under_tool("overlap", "overlap", "3", &[("EXPECT_RUNS", "3")]);
+    // The kernel counts its executions in host memory (through a `__device__` pointer): with
+    // the explicit opt-in (`repeat`) it is replayed and counts every pass, which is what the
+    // observers check.
+    let (r, recs) = under_tool(
+        "overlap",
+        "overlap",
+        "3",
+        &[
+            ("EXPECT_RUNS", "3"),
+            ("ROCPROF_REPLAY_HOST_MEMORY", "repeat"),
+        ],
+    );
     r.assert_success("overlap under the tool: every observer saw all three passes done");
     assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
     let returned = number(&r, "launch_returned_us");
@@ -114,6 +148,7 @@ fn nobody_sees_a_replayed_launch_complete_before_its_window_ends() {
     assert_eq!(k.len(), 1, "{recs:?}");
     assert_eq!(k[0]["outcome"], "replayed", "{}", k[0]);
     assert_eq!(k[0]["passes"], 3, "{}", k[0]);
+    assert_eq!(k[0]["host_memory"], "repeated", "{}", k[0]);
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
