@@ -143,6 +143,9 @@ pub(crate) struct Ctx {
     /// finish within the drain deadline while it was held (no drain can tell when it ends),
     /// so this context's windows decline (`queue_not_drainable`) from then on.
     pub(crate) undrainable: crate::engine::agent::Undrainable,
+    /// An event of ours behind the work a drain ran out of time on: while it is pending,
+    /// drains decline at once (one bounded wait for a stream that may never drain).
+    pub(crate) stuck_drain: crate::engine::agent::StuckDrain<usize>,
     /// Streams (as the application names them) that have had a stream memory wait: kernels
     /// launched into them are not replayed.
     pub(crate) waiting_streams: Mutex<HashSet<usize>>,
@@ -210,6 +213,7 @@ impl Ctx {
             retired: Mutex::new(Vec::new()),
             foreign: Mutex::new(Vec::new()),
             undrainable: crate::engine::agent::Undrainable::new(),
+            stuck_drain: crate::engine::agent::StuckDrain::new(),
             waiting_streams: Mutex::new(HashSet::new()),
             requested_globals: Mutex::new(Vec::new()),
             modules: Mutex::new(HashMap::new()),

@@ -2126,6 +2126,40 @@ fn a_busy_application_stream_declines_with_drain_timeout() {
     assert_eq!(h.launches(), 1);
 }
 
+#[test]
+fn a_stream_that_never_drains_costs_one_drain_deadline_not_one_per_launch() {
+    // Another stream of the context holds work that never finishes (a communication kernel
+    // waiting for its peers): every window would wait the whole drain deadline for it.
+    let h = harness(3, quick());
+    let mut buf = Buffer::new(&h, 8);
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6000);
+    gpu().stuck_streams.insert(0x6000);
+    for launch in 1..=3u32 {
+        let mut args = buf.args();
+        h.launch(&ADD_ONE, &mut args, 0x5000);
+        h.settle();
+        let o = h.outcomes()[launch as usize - 1].1.clone();
+        assert_eq!(o.kind, OutcomeKind::Declined(DeclineReason::DrainTimeout));
+        assert_eq!(buf.values(), vec![launch; 8], "one execution per launch");
+        if launch == 1 {
+            assert!(o.window_time >= quick().drain, "the first waited: {o:?}");
+        } else {
+            assert!(
+                o.window_time < quick().drain / 2,
+                "launch {launch} waited for the same stuck stream again: {o:?}"
+            );
+        }
+    }
+    // The stream's work ends: drains wait again, and the next launch is replayed.
+    gpu().stuck_streams.remove(&0x6000);
+    gpu().stuck_events.clear();
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    assert_eq!(h.outcomes()[3].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![4; 8]);
+}
+
 /// `bump(void)`: increments the module's `__device__ uint32_t counter`.
 fn bump(_: *mut *mut c_void) {
     let addr = gpu()

@@ -234,8 +234,86 @@ impl Undrainable {
     }
 }
 
+/// What the agent's last drain ran out of time waiting for: a backend's marker behind the
+/// stuck work (CUDA: an event recorded on the stream that did not drain; HSA: a queue and the
+/// submission it had to retire). While that work is still pending, the agent's later drains
+/// decline at once ([`DrainTimeout`](crate::DeclineReason::DrainTimeout)) instead of each
+/// waiting the whole drain deadline for the same work: a stream or queue that may never drain
+/// (a communication kernel waiting for its peers) costs one bounded wait, not one per
+/// dispatch. Once the marker's work is done it is forgotten and drains wait again.
+pub(crate) struct StuckDrain<M> {
+    marker: Mutex<Option<M>>,
+}
+
+impl<M> StuckDrain<M> {
+    /// Nothing remembered.
+    pub(crate) const fn new() -> StuckDrain<M> {
+        StuckDrain {
+            marker: Mutex::new(None),
+        }
+    }
+
+    /// Remembers `marker`, the work a drain just ran out of time on; returns the marker it
+    /// replaces, for the caller to release.
+    #[must_use]
+    pub(crate) fn remember(&self, marker: M) -> Option<M> {
+        self.marker.lock().replace(marker)
+    }
+
+    /// Whether the remembered work is still pending, as `pending` finds it. Once it is not,
+    /// the marker is forgotten and handed to `release`.
+    pub(crate) fn still_pending(
+        &self,
+        pending: impl FnOnce(&M) -> bool,
+        release: impl FnOnce(M),
+    ) -> bool {
+        let mut marker = self.marker.lock();
+        match marker.as_ref() {
+            None => false,
+            Some(m) if pending(m) => true,
+            Some(_) => {
+                if let Some(m) = marker.take() {
+                    drop(marker);
+                    release(m);
+                }
+                false
+            }
+        }
+    }
+}
+
+impl<M> Default for StuckDrain<M> {
+    fn default() -> Self {
+        StuckDrain::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_stuck_drain_is_remembered_until_its_work_is_done() {
+        let stuck = StuckDrain::<u32>::new();
+        let mut released = Vec::new();
+        assert!(
+            !stuck.still_pending(|_| true, |m| released.push(m)),
+            "nothing remembered"
+        );
+        assert_eq!(stuck.remember(7), None);
+        assert!(stuck.still_pending(|&m| m == 7, |m| released.push(m)));
+        assert!(released.is_empty());
+        // A newer marker replaces it; the caller releases the old one.
+        assert_eq!(stuck.remember(8), Some(7));
+        assert!(
+            !stuck.still_pending(|_| false, |m| released.push(m)),
+            "its work is done"
+        );
+        assert_eq!(released, vec![8]);
+        assert!(
+            !stuck.still_pending(|_| true, |m| released.push(m)),
+            "forgotten"
+        );
+    }
     use super::*;
     use std::sync::mpsc;
     use std::thread;

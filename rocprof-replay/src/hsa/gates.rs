@@ -54,7 +54,7 @@ pub(crate) fn barrier_and(
 
 /// Tracked submissions of a queue that have finished: every tracked submission is followed by a
 /// barrier that decrements `inflight`, and they finish in order.
-fn retired(be: &Backend, inflight: hsa_signal_t, submitted: &AtomicU64) -> u64 {
+pub(crate) fn retired(be: &Backend, inflight: hsa_signal_t, submitted: &AtomicU64) -> u64 {
     let submitted = submitted.load(Ordering::Acquire);
     // SAFETY: a live signal of ours.
     let pending = unsafe { (be.orig.signal_load)(inflight) };

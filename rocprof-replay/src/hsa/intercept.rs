@@ -406,6 +406,7 @@ unsafe fn open_window(
     // Resolved by `QueueState::retire_destroyed` if the queue is destroyed before its barrier
     // ran (then it never will).
     queue.life.lock().ready.push(ready);
+    let ready_after = queue.submitted.load(Ordering::Acquire);
     progress.gate.set(Some(gate));
     gpu.lock.window_opened();
     // SAFETY: two packets of ours, forwarded inside the handler.
@@ -431,6 +432,7 @@ unsafe fn open_window(
     // Decided: the gate found nothing it refuses, so this is the host-readable part (if any).
     target.watch = host_pointers(be, &packet).unwrap_or_default();
     target.ready = Some(ready);
+    target.ready_after = ready_after;
     target.gate = Some(gate);
     let job = Detached(window, target);
     let key = gpu.agent.handle;
@@ -879,6 +881,8 @@ struct HsaTarget {
     armed: Option<u32>,
     /// Resolved by the ready barrier: everything before the dispatch on its queue finished.
     ready: Option<hsa_signal_t>,
+    /// The queue's tracked submissions before the ready barrier (what it waits for).
+    ready_after: u64,
     /// The gate the application's later work on the dispatch's queue waits behind.
     gate: Option<hsa_signal_t>,
     /// The isolation gate the GPU's other queues wait behind, armed in `drain`.
@@ -1121,6 +1125,7 @@ impl HsaTarget {
             profiles: Vec::new(),
             armed: None,
             ready: None,
+            ready_after: 0,
             gate: None,
             isolation: None,
             others: Vec::new(),
@@ -1144,6 +1149,20 @@ impl HsaTarget {
     }
 
     /// Waits until `signal` reaches 0 or `deadline` passes.
+    /// After a drain ran out of time waiting for `queue` to retire its first `n` tracked
+    /// submissions: the GPU's next drains check that instead of waiting again
+    /// ([`StuckDrain`](crate::engine::agent::StuckDrain)).
+    fn remember_stuck(&self, queue: Arc<QueueState>, n: u64) {
+        if queue.inflight.handle == 0 {
+            return;
+        }
+        tracing::warn!(
+            "a queue of the GPU did not drain within the drain deadline: the GPU's later \
+             windows decline at once until that work is done"
+        );
+        drop(self.gpu.stuck_drain.remember((queue, n)));
+    }
+
     fn wait_zero(&self, signal: hsa_signal_t, deadline: Duration) -> bool {
         let end = Instant::now() + deadline;
         loop {
@@ -1492,9 +1511,27 @@ impl ReplayTarget for HsaTarget {
 
     fn drain(&mut self) -> Result<(), DeclineReason> {
         let drain = self.be.settings().drain;
+        // Work an earlier drain of the GPU waited the whole deadline for, still running: this
+        // drain would wait for it too. Decline at once.
+        let be = self.be;
+        let stuck = self.gpu.stuck_drain.still_pending(
+            |(queue, n)| {
+                !queue.life.lock().destroyed
+                    && gates::retired(be, queue.inflight, &queue.submitted) < *n
+            },
+            drop,
+        );
+        if stuck {
+            tracing::debug!(
+                "work an earlier drain of this GPU timed out on is still running: declined \
+                 without waiting again"
+            );
+            return Err(DeclineReason::DrainTimeout);
+        }
         // Everything before the dispatch on its own queue: the ready barrier resolved.
         if let Some(ready) = self.ready {
             if !self.wait_zero(ready, drain) {
+                self.remember_stuck(self.queue.clone(), self.ready_after);
                 return Err(DeclineReason::DrainTimeout);
             }
             // Resolved because the queue was destroyed (`QueueState::retire_destroyed`): the
@@ -1536,6 +1573,7 @@ impl ReplayTarget for HsaTarget {
                 return Err(DeclineReason::QueueNotDrainable);
             }
             if !gates::wait_retired(self.be, other.inflight, &other.submitted, *n, drain) {
+                self.remember_stuck(other.clone(), *n);
                 return Err(DeclineReason::DrainTimeout);
             }
         }

@@ -48,6 +48,10 @@ pub(crate) struct Gpu {
     /// the GPU ran unfenced. While non-zero its windows decline
     /// ([`DeclineReason::QueueNotDrainable`](crate::DeclineReason::QueueNotDrainable)).
     pub(crate) undrainable: crate::engine::agent::Undrainable,
+    /// A queue and the tracked submission a drain ran out of time waiting for: while that
+    /// submission has not retired, drains decline at once (one bounded wait for a queue that
+    /// may never drain).
+    pub(crate) stuck_drain: crate::engine::agent::StuckDrain<(Arc<QueueState>, u64)>,
     /// The GPU's own coarse-grained memory pool (VRAM) and its size in bytes: where the
     /// snapshot arena's device chunks come from.
     pub(crate) device_pool: Option<(hsa_amd_memory_pool_t, usize)>,
@@ -771,6 +775,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 copies: copies::CopyFence::default(),
                 vendor_packets: std::sync::atomic::AtomicBool::new(false),
                 undrainable: crate::engine::agent::Undrainable::new(),
+                stuck_drain: crate::engine::agent::StuckDrain::new(),
                 device_pool: device_pool(ctx.orig, agent),
                 arena: Mutex::new(Arena::default()),
                 kernels: compare::DeviceKernels::default(),

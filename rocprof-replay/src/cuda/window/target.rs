@@ -269,6 +269,37 @@ impl<'a> CudaTarget<'a> {
         take_event(self.be, self.ctx, timing)
     }
 
+    /// After a drain ran out of time on `stream`'s work: records an event of ours behind it,
+    /// which the context's next drains query instead of waiting again
+    /// ([`StuckDrain`](crate::engine::agent::StuckDrain)). The stream must be alive: the
+    /// launch's own or the legacy stream, or one still listed (held under the stream list's
+    /// lock here, so it is not destroyed meanwhile).
+    fn remember_stuck(&self, stream: usize) {
+        let listed = self.ctx.streams.lock();
+        let own = self.job.launch.app_stream() as usize;
+        if stream != 0 && stream != own && !listed.contains(&stream) {
+            return;
+        }
+        let Some(ev) = self.take_event(false) else {
+            return;
+        };
+        // SAFETY: our event; a live stream of the context (above).
+        let r = unsafe { (self.drv().event_record)(ev as CUevent, stream as CUstream) };
+        drop(listed);
+        if r != CUDA_SUCCESS {
+            give_event(self.ctx, ev, false);
+            return;
+        }
+        tracing::warn!(
+            stream,
+            "a stream of the context did not drain within the drain deadline: its later \
+             windows decline at once until that work is done"
+        );
+        if let Some(old) = self.ctx.stuck_drain.remember(ev) {
+            give_event(self.ctx, old, false);
+        }
+    }
+
     /// Waits for an event of ours.
     pub(super) fn wait(&self, ev: usize, deadline: Instant) -> Poll {
         // SAFETY: our recorded event.
@@ -787,16 +818,33 @@ impl ReplayTarget for CudaTarget<'_> {
     fn drain(&mut self) -> Result<(), DeclineReason> {
         let deadline = Instant::now() + self.settings().drain;
         let drv = *self.drv();
+        // Work an earlier drain waited the whole deadline for, still running: this drain would
+        // wait for it too. Decline at once.
+        let stuck = self.ctx.stuck_drain.still_pending(
+            // SAFETY: our event, recorded behind that work.
+            |&ev| unsafe { (drv.event_query)(ev as CUevent) } == CUDA_ERROR_NOT_READY,
+            |ev| give_event(self.ctx, ev, false),
+        );
+        if stuck {
+            tracing::debug!(
+                "work an earlier drain of this context timed out on is still running: declined \
+                 without waiting again"
+            );
+            return Err(DeclineReason::DrainTimeout);
+        }
+        let own = self.job.launch.app_stream() as usize;
         if self.job.before != 0 {
             match self.wait(self.job.before, deadline) {
-                Poll::TimedOut => return Err(DeclineReason::DrainTimeout),
+                Poll::TimedOut => {
+                    self.remember_stuck(own);
+                    return Err(DeclineReason::DrainTimeout);
+                }
                 Poll::Done | Poll::Failed(_) => give_event(self.ctx, self.job.before, false),
             }
         }
         let mut streams = self.ctx.streams.lock().clone();
         // The legacy default stream, and the launch's own: alive, as the application is inside
         // the launch call.
-        let own = self.job.launch.app_stream() as usize;
         let mut always = vec![0];
         if own != CU_STREAM_PER_THREAD && own != CU_STREAM_LEGACY {
             always.push(own);
@@ -829,7 +877,10 @@ impl ReplayTarget for CudaTarget<'_> {
                 Poll::Failed(r) => {
                     tracing::debug!(stream = s, status = %error_name(&drv, r), "stream not drained")
                 }
-                Poll::TimedOut => return Err(DeclineReason::DrainTimeout),
+                Poll::TimedOut => {
+                    self.remember_stuck(s);
+                    return Err(DeclineReason::DrainTimeout);
+                }
             }
         }
         // Work left on streams destroyed since the last drain.
