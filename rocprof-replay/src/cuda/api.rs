@@ -156,6 +156,28 @@ pub(crate) enum LoadError {
 }
 
 /// A driver status with its name (`CUDA_ERROR_OUT_OF_MEMORY (2)`).
+impl Driver {
+    /// Runs `f` with this thread's stream-capture mode relaxed, and puts the mode back after
+    /// (also when `f` panics). The backend's own allocations, frees and module loads on an
+    /// application thread are calls a stream capture in global or thread-local mode forbids:
+    /// made in those modes they would invalidate the application's capture. Relaxed, they are
+    /// allowed and join no graph.
+    pub(crate) fn relaxed<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore<'a>(&'a Driver, CUstreamCaptureMode);
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                // SAFETY: a plain in/out parameter: the thread's mode from before.
+                unsafe { (self.0.exchange_capture_mode)(&mut self.1) };
+            }
+        }
+        let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: a plain in/out parameter; `Restore` puts the thread's mode back.
+        unsafe { (self.exchange_capture_mode)(&mut mode) };
+        let _restore = Restore(self, mode);
+        f()
+    }
+}
+
 pub(crate) fn error_name(drv: &Driver, status: CUresult) -> String {
     let mut p: *const c_char = std::ptr::null();
     // SAFETY: cuGetErrorName writes a pointer to a static string or leaves it null.

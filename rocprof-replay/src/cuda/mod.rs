@@ -946,7 +946,8 @@ impl Backend {
         if waited {
             ctx.lock.hold_outside_window(self.settings.lock);
         }
-        let freed = ctx.arena.lock().relieve(&mem, request);
+        // On the application's thread, inside its allocation call (which may be captured).
+        let freed = self.drv.relaxed(|| ctx.arena.lock().relieve(&mem, request));
         if waited {
             // SAFETY: held just above.
             unsafe { ctx.lock.release_held() };
@@ -985,7 +986,8 @@ impl Backend {
         };
         let mem = window::ArenaMemory { drv: &self.drv };
         let _g = Guard::new();
-        let freed = arena.release_now(&mem);
+        // As in `relieve`: the application's thread.
+        let freed = self.drv.relaxed(|| arena.release_now(&mem));
         if freed > 0 {
             tracing::warn!(
                 bytes = freed,

@@ -212,12 +212,14 @@ fn fake_alloc(size: usize) -> usize {
     p
 }
 unsafe extern "C" fn mem_alloc(p: *mut CUdeviceptr, size: usize) -> CUresult {
+    check_capture(&mut gpu(), "cuMemAlloc");
     // SAFETY: out-parameter.
     unsafe { *p = fake_alloc(size) as CUdeviceptr };
     CUDA_SUCCESS
 }
 unsafe extern "C" fn mem_free(p: CUdeviceptr) -> CUresult {
     let mut g = gpu();
+    check_capture(&mut g, "cuMemFree");
     // A free may synchronise the context: not while a window's gates may be closed.
     g.frees_in_windows += usize::from(super::gate::BEHIND.pending() > 0);
     match g.memory.remove(&(p as usize)) {
@@ -361,8 +363,26 @@ unsafe extern "C" fn stream_wait_event(s: CUstream, e: CUevent, _: c_uint) -> CU
     gpu().stream_waits.push((s as usize, e as usize));
     CUDA_SUCCESS
 }
-unsafe extern "C" fn exchange_capture_mode(_: *mut CUstreamCaptureMode) -> CUresult {
+thread_local! {
+    /// The thread's stream-capture mode (`cuThreadExchangeStreamCaptureMode`).
+    static CAPTURE_MODE: std::cell::Cell<CUstreamCaptureMode> =
+        const { std::cell::Cell::new(CU_STREAM_CAPTURE_MODE_GLOBAL) };
+}
+unsafe extern "C" fn exchange_capture_mode(m: *mut CUstreamCaptureMode) -> CUresult {
+    // SAFETY: an in/out parameter.
+    unsafe { *m = CAPTURE_MODE.with(|c| c.replace(*m)) };
     CUDA_SUCCESS
+}
+/// A call that a stream capture in global mode forbids on every thread (an allocation, a free,
+/// a module load), made while the application captures (`capturing`) in a mode other than
+/// relaxed: it would invalidate the capture, which the harness reports as a fault.
+fn check_capture(g: &mut FakeGpu, call: &str) {
+    if g.capturing && CAPTURE_MODE.with(|c| c.get()) != CU_STREAM_CAPTURE_MODE_RELAXED {
+        let fault = format!("{call} during the application's stream capture");
+        if !g.kernel_faults.contains(&fault) {
+            g.kernel_faults.push(fault);
+        }
+    }
 }
 unsafe extern "C" fn event_create(e: *mut CUevent, _: c_uint) -> CUresult {
     // SAFETY: out-parameter.
@@ -603,6 +623,7 @@ unsafe extern "C" fn module_load_data(m: *mut CUmodule, image: *const c_void) ->
     // SAFETY: the backend passes NUL-terminated PTX.
     let ptx = unsafe { CStr::from_ptr(image.cast()) }.to_string_lossy();
     let mut g = gpu();
+    check_capture(&mut g, "cuModuleLoadData");
     g.module_loads += 1;
     // A module load synchronises the context: never inside a window (gate::Behind).
     g.module_loads_in_windows += usize::from(super::gate::BEHIND.pending() > 0);
@@ -1895,6 +1916,41 @@ fn a_launch_into_a_capturing_stream_is_not_replayed() {
     h.launch(&ADD_ONE, &mut args, 0x5000);
     assert_eq!(h.launches(), 1);
     assert!(h.outcomes().is_empty(), "the window never ran");
+}
+
+#[test]
+fn the_backends_own_calls_never_break_the_applications_stream_capture() {
+    // The application captures (in global mode) while it allocates and launches: the
+    // backend's set-up on its thread (gate page, compare module) runs relaxed, and a captured
+    // launch prepares nothing.
+    let h = harness(3, quick());
+    gpu().capturing = true;
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    assert!(
+        h.outcomes().is_empty(),
+        "the captured launch is not replayed"
+    );
+    gpu().capturing = false;
+    // A window leaves the arena holding device memory; then the device runs short while the
+    // application captures an allocation: the arena is released for it, relaxed.
+    h.obtain_function(&ADD_ONE);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    let ctx = h.be.ctx(CTX);
+    assert!(ctx.arena.lock().device_bytes() > 0);
+    gpu().device_free = 1 << 20;
+    gpu().capturing = true;
+    let _p = h.alloc(4096);
+    gpu().capturing = false;
+    assert_eq!(
+        ctx.arena.lock().device_bytes(),
+        0,
+        "released for the allocation"
+    );
+    // The harness reports any call made in global mode during the capture.
 }
 
 #[test]

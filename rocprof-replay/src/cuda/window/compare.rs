@@ -358,7 +358,9 @@ pub(crate) fn prepare_compare(be: &crate::cuda::Backend, ctx: &crate::cuda::Ctx)
         be.settings.lock,
         be.settings.pass.saturating_add(be.settings.late_pass),
     );
-    ctx.compare.lock().prepare(&be.drv, ctx.handle);
+    // Possibly on an application thread while one of its streams captures.
+    be.drv
+        .relaxed(|| ctx.compare.lock().prepare(&be.drv, ctx.handle));
 }
 
 /// Loads the compare module into the current context; returns the compare kernel's handle,

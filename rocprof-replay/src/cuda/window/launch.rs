@@ -292,9 +292,9 @@ pub(crate) unsafe fn enter_launch(
     };
     let ctx = be.ctx(cb.context as usize);
     let facts = be.kernel_facts(cb.context as usize, launch.f, cb.symbolName);
-    {
+    if !capturing {
         // Where no allocation prepared it (the kernel of write-set restore is never loaded
-        // inside a window).
+        // inside a window). Not for a captured launch, which is not replayed.
         let _g = Guard::new();
         compare::prepare_compare(be, &ctx);
     }
@@ -522,14 +522,11 @@ pub(super) fn gate_page(be: &Backend, ctx: &Ctx) -> Option<Arc<GatePage>> {
             }
             // Allocating is a call stream capture in global mode forbids on every thread:
             // this thread's mode is relaxed for it, so another thread's capture is not broken.
-            let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-            // SAFETY: a plain in/out parameter; the thread's mode is put back below.
-            unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
-            let page = GatePage::new(&be.drv)
-                .map(Arc::new)
-                .filter(|p| GatePage::works(p, &be.drv, Duration::from_secs(2)));
-            // SAFETY: as above.
-            unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
+            let page = be.drv.relaxed(|| {
+                GatePage::new(&be.drv)
+                    .map(Arc::new)
+                    .filter(|p| GatePage::works(p, &be.drv, Duration::from_secs(2)))
+            });
             if page.is_none() {
                 tracing::debug!(
                     context = ctx.handle,
