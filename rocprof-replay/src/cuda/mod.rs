@@ -619,6 +619,17 @@ impl Backend {
                         self.host_memory
                             .write()
                             .remove(ptr, &[memory::Kind::Managed]);
+                        if ctx_handle != 0 {
+                            let stream = (api == Api::MemFreeAsync).then(|| {
+                                // SAFETY: cuMemFreeAsync's parameters.
+                                unsafe { (*params.cast::<cuMemFreeAsync_params>()).hStream }
+                            });
+                            window::order_free_after_late_copies(
+                                self,
+                                &self.ctx(ctx_handle),
+                                stream,
+                            );
+                        }
                     }
                 }
             }

@@ -1145,6 +1145,7 @@ const COPY_PEER: u32 = 33;
 const MULTI_DEVICE: u32 = 34;
 const SURF_CREATE: u32 = 35;
 const SURF_DESTROY: u32 = 36;
+const FREE_ASYNC: u32 = 37;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1239,6 +1240,7 @@ fn harness_deciding_clocked(
         ("cuLaunchKernelEx", LAUNCH_EX),
         ("cuMemAlloc_v2", ALLOC),
         ("cuMemFree_v2", FREE),
+        ("cuMemFreeAsync", FREE_ASYNC),
         ("cuMemcpyHtoDAsync_v2", MEMCPY),
         ("cuModuleGetGlobal_v2", GET_GLOBAL),
         ("cuModuleGetFunction", GET_FUNCTION),
@@ -2073,6 +2075,58 @@ fn after_a_stuck_restore_the_rerun_waits_for_the_late_copies() {
         g.stream_waits
     );
     drop(g);
+    gpu().stick_copies = false;
+}
+
+#[test]
+fn memory_freed_after_a_stuck_restore_is_not_reused_under_the_late_copies() {
+    let settings = Settings {
+        restore: crate::policy::RestoreMode::Full,
+        ..quick()
+    };
+    let h = harness_with(StickAfterPassOne, settings);
+    let mut buf = Buffer::new(&h, 8);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Failed(FailureReason::RestoreStuck)
+    );
+    let late = h.be.ctx(CTX).private.lock().late.clone();
+    assert_eq!(late.len(), 1, "an event behind the stuck copies");
+    // A stream-ordered free: its stream waits for the late copies first, so the allocator
+    // hands the memory out again only after them.
+    let params = cuMemFreeAsync_params {
+        dptr: buf.ptr,
+        hStream: 0x5000 as CUstream,
+    };
+    h.call(
+        FREE_ASYNC,
+        c"cuMemFreeAsync",
+        (&params as *const cuMemFreeAsync_params).cast(),
+        c"",
+        || CUDA_SUCCESS,
+    );
+    assert!(
+        gpu().stream_waits.contains(&(0x5000, late[0])),
+        "the free's stream waits for the late copies: {:?}",
+        gpu().stream_waits
+    );
+    // A synchronous free waits for them on the host, at most the late-pass deadline.
+    let other = h.alloc(64);
+    let start = Instant::now();
+    h.free(other);
+    assert!(
+        start.elapsed() >= quick().late_pass,
+        "the free waited for the late copies"
+    );
+    // Once they are done, frees do not wait.
+    gpu().stuck_streams.clear();
+    gpu().stuck_events.clear();
+    let third = h.alloc(64);
+    let start = Instant::now();
+    h.free(third);
+    assert!(start.elapsed() < quick().late_pass);
     gpu().stick_copies = false;
 }
 

@@ -746,6 +746,59 @@ pub(crate) fn retire_stream(be: &Backend, ctx: &Ctx, stream: CUstream) {
     }
 }
 
+/// The application frees memory of `ctx` (`cuMemFree`, or `cuMemFreeAsync` on `stream`):
+/// copies of ours that outlived their deadline (a stuck capture or restore, whose events
+/// are in the context's `late` list) may still read or write it, and the memory must not be
+/// handed out again under them. A stream-ordered free is ordered after them on its stream (the
+/// allocator reuses the memory only after the free executes); a synchronous free waits for
+/// them on the host, at most the late-pass deadline. Nothing to do (one lock) when no copy of
+/// ours is late.
+pub(crate) fn order_free_after_late_copies(be: &Backend, ctx: &Ctx, stream: Option<CUstream>) {
+    let late: Vec<usize> = ctx.private.lock().late.clone();
+    if late.is_empty() {
+        return;
+    }
+    let _g = Guard::new();
+    match stream {
+        Some(stream) => {
+            let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+            // SAFETY: the application's stream, inside its call.
+            let r = unsafe { (be.drv.stream_is_capturing)(stream, &mut status) };
+            if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+                // A captured free is a graph node: waiting for an event outside the capture
+                // would invalidate it.
+                return;
+            }
+            for ev in late {
+                // SAFETY: the application's stream; our recorded event.
+                let r = unsafe { (be.drv.stream_wait_event)(stream, ev as CUevent, 0) };
+                if r != CUDA_SUCCESS {
+                    tracing::error!(
+                        status = %error_name(&be.drv, r),
+                        "a stream-ordered free cannot wait for a late copy of ours: the \
+                         memory may be reused while that copy still runs"
+                    );
+                }
+            }
+        }
+        None => {
+            let deadline = std::time::Instant::now() + be.settings.late_pass;
+            for ev in late {
+                // SAFETY: our recorded event.
+                if poll(deadline, || unsafe { (be.drv.event_query)(ev as CUevent) })
+                    == Poll::TimedOut
+                {
+                    tracing::error!(
+                        "memory is freed while a copy of ours that outlived its deadline may \
+                         still use it (waited the late-pass deadline)"
+                    );
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// Gives the events of `owner.foreign` whose work has finished back to their contexts, so
 /// the list holds only work still in flight (a context that never opens a window again would
 /// otherwise keep one event per fenced call of the other contexts).

@@ -40,8 +40,8 @@ use companion::*;
 pub(crate) use launch::asynchronous_windows;
 use launch::*;
 pub(crate) use launch::{
-    asynchronous_windows_from_env, enter_launch, exit_launch, prepare_gates, prune_foreign,
-    record_marker, retire_stream,
+    asynchronous_windows_from_env, enter_launch, exit_launch, order_free_after_late_copies,
+    prepare_gates, prune_foreign, record_marker, retire_stream,
 };
 use target::*;
 pub(crate) use target::{ArenaMemory, Poll, poll};
