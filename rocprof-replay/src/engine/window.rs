@@ -572,7 +572,12 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         };
         // Fingerprints after the last pass too (`verified`), or only after the first.
         let verified = footprint_mode == FootprintMode::Verified;
-        let (snapshot, mut outside, footprint_kind, vars) = match plan_and_capture(
+        let Planned {
+            snapshot,
+            watch: mut outside,
+            kind: footprint_kind,
+            vars,
+        } = match plan_and_capture(
             info,
             target,
             inventory,
@@ -970,6 +975,16 @@ impl<P: ReplayPolicy> Decided<'_, P> {
     }
 }
 
+/// What [`plan_and_capture`] made of a dispatch.
+struct Planned {
+    snapshot: Snapshot,
+    /// The memory left out of the snapshot and fingerprinted instead (`None`: none).
+    watch: Option<Watch>,
+    kind: FootprintKind,
+    /// The module variables the snapshot holds (address, length).
+    vars: Vec<(usize, usize)>,
+}
+
 /// Plans the snapshot — the arguments footprint when `mode` and the kernel's history allow
 /// it — fingerprints the allocations it leaves out (or, for a kernel the sampled footprint
 /// trusts, leaves them unchecked), and captures.
@@ -980,7 +995,7 @@ fn plan_and_capture(
     settings: &Settings,
     mode: FootprintMode,
     (epoch, carried): (footprint::Tag, &footprint::Carried),
-) -> Result<(Snapshot, Option<Watch>, FootprintKind, Vec<(usize, usize)>), DeclineReason> {
+) -> Result<Planned, DeclineReason> {
     let vars = phases::timed(Phase::Variables, || target.module_variables())?;
     let plan_start = phases::enabled().then(Instant::now);
     let mut plan = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX)?;
@@ -1047,7 +1062,12 @@ fn plan_and_capture(
     let snapshot = phases::timed(Phase::Capture, || {
         Snapshot::capture(plan, inventory, target)
     })?;
-    Ok((snapshot, watch, kind, vars))
+    Ok(Planned {
+        snapshot,
+        watch,
+        kind,
+        vars,
+    })
 }
 
 /// After the last of two or more passes: whether a later pass wrote the watched memory, which
