@@ -146,34 +146,9 @@ impl Ranges {
     }
 }
 
-/// The 8-byte-aligned little-endian words of `args` that could be addresses (not 0, not in
-/// the first 64 KiB, which no allocation occupies).
-pub(crate) fn words(args: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    args.chunks_exact(8)
-        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) as usize)
-        .filter(|a| *a >= 0x1_0000)
-}
+pub(crate) use crate::engine::gate::words;
 
-/// Whether `addr` lies in a page the process has mapped (`mincore`: any mapping, readable or
-/// not, file-backed or anonymous, resident or not).
-pub(crate) fn mapped(addr: usize) -> bool {
-    // User space ends below 2^47 on x86-64 and (by default) 2^48 on aarch64.
-    if addr >= 1 << 48 {
-        return false;
-    }
-    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let page = *PAGE.get_or_init(|| {
-        // SAFETY: a plain query.
-        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if p > 0 { p as usize } else { 4096 }
-    });
-    let start = addr & !(page - 1);
-    let mut resident = 0u8;
-    // SAFETY: `mincore` reads no memory at `start` (page-aligned); it writes one byte into
-    // `resident` for the single page a 1-byte range covers.
-    let r = unsafe { libc::mincore(start as *mut libc::c_void, 1, &mut resident) };
-    r == 0
-}
+pub(crate) use crate::engine::gate::mapped;
 
 /// Virtual-memory handles whose physical memory another process or GPU writes, with the
 /// number of references the application holds (`cuMemImportFromShareableHandle`,
