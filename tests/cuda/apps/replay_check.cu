@@ -2,6 +2,7 @@
 // non-idempotent (a replay that does not restore memory shows), each result checked against
 // what the host computes. Prints one `check` line per result, a digest of all final buffers
 // (identical with and without the tool) and `RESULT OK` or `RESULT FAIL`.
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdint>
@@ -21,6 +22,17 @@ __global__ void bump_counter() {
 __global__ void table_step() {
   int i = threadIdx.x;
   if (i < 64) table[i] += i;
+}
+// Two phases over the whole grid, separated by a grid-wide barrier (a cooperative launch):
+// every element + 1, then out[i] = d[i] + d[(i + 1) % n]. A pass that did not start from
+// restored memory, or a relaunch that was not cooperative (its grid.sync() would never
+// complete), shows.
+__global__ void grid_pairs(unsigned int* d, unsigned int* out, size_t n) {
+  cooperative_groups::grid_group g = cooperative_groups::this_grid();
+  size_t i = g.thread_rank();
+  if (i < n) d[i] += 1;
+  g.sync();
+  if (i < n) out[i] = d[i] + d[(i + 1) % n];
 }
 __global__ void affine(float* x, size_t n) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -113,6 +125,22 @@ int main() {
   CK(cudaLaunchCooperativeKernel((void*)add_one, dim3(64), dim3(256), args, 0, s));
   CK(cudaStreamSynchronize(s));
   check("cooperative", sum_device(a, n), 8ull * n + 64 * 256);
+  {
+    // 5b. A cooperative launch whose kernel synchronises the whole grid.
+    const size_t gn = 64 * 256;
+    unsigned int *gd, *gout;
+    CK(cudaMalloc(&gd, gn * 4));
+    CK(cudaMalloc(&gout, gn * 4));
+    CK(cudaMemsetAsync(gd, 0, gn * 4, s));
+    CK(cudaMemsetAsync(gout, 0, gn * 4, s));
+    size_t gnn = gn;
+    void* gargs[] = {&gd, &gout, &gnn};
+    CK(cudaLaunchCooperativeKernel((void*)grid_pairs, dim3(64), dim3(256), gargs, 0, s));
+    CK(cudaStreamSynchronize(s));
+    check("cooperative_grid_sync", sum_device(gd, gn) + sum_device(gout, gn), 3ull * gn);
+    CK(cudaFree(gout));
+    CK(cudaFree(gd));
+  }
 
   // 6. Stream-ordered allocation (cuMemAllocAsync, cuMemFreeAsync).
   unsigned int* b;

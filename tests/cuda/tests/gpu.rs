@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 const DEADLINE: Duration = Duration::from_secs(300);
 /// Launches of `replay_check` outside stream capture: each gives exactly one record.
-const REPLAY_CHECK_LAUNCHES: usize = 5 + 4 + 2 + 3 + 1 + 3 + 2 + 2 + 3 + 20 + 1;
+const REPLAY_CHECK_LAUNCHES: usize = 5 + 4 + 2 + 3 + 1 + 1 + 3 + 2 + 2 + 3 + 20 + 1;
 
 fn save(name: &str, run: &Run) {
     let dir = out_dir();
