@@ -276,9 +276,9 @@ fn refusal(
 }
 
 /// The host-readable ranges (host address, length) of host-visible memory the dispatch's
-/// kernarg segment points into; `Err(HostMemory)` when it points into host-visible memory the
-/// host cannot read, or when its kernel's kernarg size is unknown while host-visible memory
-/// exists.
+/// kernarg segment points into; `Err(HostMemory)` as [`host_ranges`] says, or when its
+/// kernel's kernarg size is unknown while host-visible memory exists or the GPU reaches all
+/// system memory.
 fn host_pointers(
     be: &Backend,
     packet: &hsa_kernel_dispatch_packet_t,
@@ -309,17 +309,17 @@ fn host_pointers(
 }
 
 /// The host-readable ranges (host address, length) of the host-visible memory (`host`, from
-/// [`Backend::host_memory`]) that the 8-byte-aligned words of `words` point into — a kernarg
+/// [`Backend::host_memory`]) that the 8-byte-aligned words of `args` point into — a kernarg
 /// segment, or words stored in module variables; `Err(HostMemory)` when one points into
-/// host-visible memory the host cannot read.
+/// host-visible memory the host cannot read, or into system memory no allocation call made
+/// reachable where the GPU reaches all of it ([`system_memory`]).
 fn host_ranges(
     be: &Backend,
     host: &std::collections::BTreeMap<usize, usize>,
-    words: &[u8],
+    args: &[u8],
 ) -> Result<Vec<(usize, usize)>, DeclineReason> {
-    let args = words;
     if be.system_memory_reachable
-        && let Some(addr) = gate::words(words).find(|&w| system_memory(be, host, w))
+        && let Some(addr) = gate::words(args).find(|&w| system_memory(be, host, w))
     {
         tracing::debug!(
             addr = format_args!("{addr:#x}"),
@@ -1192,7 +1192,6 @@ impl HsaTarget {
         Ok(s)
     }
 
-    /// Waits until `signal` reaches 0 or `deadline` passes.
     /// After a drain ran out of time waiting for `queue` to retire its first `n` tracked
     /// submissions: the GPU's next drains check that instead of waiting again
     /// ([`StuckDrain`](crate::engine::agent::StuckDrain)).
@@ -1207,6 +1206,7 @@ impl HsaTarget {
         drop(self.gpu.stuck_drain.remember((queue, n)));
     }
 
+    /// Waits until `signal` reaches 0 or `deadline` passes.
     fn wait_zero(&self, signal: hsa_signal_t, deadline: Duration) -> bool {
         let end = Instant::now() + deadline;
         loop {

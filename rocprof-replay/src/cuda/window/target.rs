@@ -275,6 +275,10 @@ impl<'a> CudaTarget<'a> {
     /// launch's own or the legacy stream, or one still listed (held under the stream list's
     /// lock here, so it is not destroyed meanwhile).
     fn remember_stuck(&self, stream: usize) {
+        if stream == CU_STREAM_PER_THREAD {
+            // The application thread's per-thread stream: this thread cannot name it.
+            return;
+        }
         let listed = self.ctx.streams.lock();
         let own = self.job.launch.app_stream() as usize;
         if stream != 0 && stream != own && !listed.contains(&stream) {
