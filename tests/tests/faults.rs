@@ -795,24 +795,6 @@ fn a_dispatch_held_by_a_late_predecessor_never_holds_another_queues_dispatch() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
-fn a_kernel_given_malloced_memory_the_gpu_reaches_by_default_runs_once() {
-    // hsa-emu says every GPU reaches all system memory (SVM_ACCESSIBLE_BY_DEFAULT, as ROCr with
-    // XNACK or on an APU): a kernel given a malloc'd buffer writes it with no call the tool
-    // sees. It is never snapshotted; the dispatch runs once and the probe checks +1.
-    let c = cell("system-memory", &[]);
-    let incs = c.of("inc_in_place");
-    assert_eq!(
-        incs.len(),
-        3,
-        "warm-up, the malloc'd one, the frame's: {incs:?}"
-    );
-    Cell::assert_outcome(incs[1], "declined", Some("host_memory"));
-    Cell::assert_outcome(incs[2], "replayed", None);
-    c.assert_frame(3);
-}
-
-#[test]
-#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_queue_that_never_drains_costs_one_drain_deadline_not_one_per_dispatch() {
     // Queue 2 holds a barrier waiting for a signal the application sets only after three
     // dispatches on queue 1 (a communication kernel waiting for its peers looks the same to a
@@ -916,10 +898,14 @@ fn soak_a_hundred_thousand_replayed_dispatches_leak_nothing_and_lose_no_record()
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len() as u64, N + 2, "duplicate records");
+    let other: Vec<&serde_json::Value> = c
+        .records
+        .iter()
+        .filter(|r| r["outcome"] != "replayed" || r["passes"] != 2)
+        .collect();
     assert!(
-        c.records
-            .iter()
-            .all(|r| r["outcome"] == "replayed" && r["passes"] == 2),
-        "every soak dispatch is replayed twice"
+        other.is_empty(),
+        "every soak dispatch is replayed twice; these were not: {other:?}\n{}",
+        c.run.stderr()
     );
 }

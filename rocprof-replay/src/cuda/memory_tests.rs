@@ -614,4 +614,24 @@ fn only_mapped_pages_of_the_process_count_as_system_memory() {
     );
     assert!(!crate::cuda::memory::mapped(1 << 50), "beyond user space");
     assert!(!crate::cuda::memory::mapped(usize::MAX));
+    // A reservation without access (an allocator's or a runtime's address space): no GPU
+    // reaches it either.
+    // SAFETY: a fresh anonymous PROT_NONE mapping of one page, unmapped below.
+    let reserved = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(reserved, libc::MAP_FAILED);
+    assert!(
+        !crate::cuda::memory::mapped(reserved as usize + 128),
+        "reserved, not accessible"
+    );
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(reserved, 4096) };
 }

@@ -277,14 +277,13 @@ fn refusal(
 
 /// The host-readable ranges (host address, length) of host-visible memory the dispatch's
 /// kernarg segment points into; `Err(HostMemory)` as [`host_ranges`] says, or when its
-/// kernel's kernarg size is unknown while host-visible memory exists or the GPU reaches all
-/// system memory.
+/// kernel's kernarg size is unknown while host-visible memory exists.
 fn host_pointers(
     be: &Backend,
     packet: &hsa_kernel_dispatch_packet_t,
 ) -> Result<Vec<(usize, usize)>, DeclineReason> {
     let host = be.host_memory.read();
-    if host.is_empty() && !be.system_memory_reachable {
+    if host.is_empty() {
         return Ok(Vec::new());
     }
     let size = match be.kernarg_sizes.read().get(&packet.kernel_object).copied() {
@@ -311,22 +310,12 @@ fn host_pointers(
 /// The host-readable ranges (host address, length) of the host-visible memory (`host`, from
 /// [`Backend::host_memory`]) that the 8-byte-aligned words of `args` point into — a kernarg
 /// segment, or words stored in module variables; `Err(HostMemory)` when one points into
-/// host-visible memory the host cannot read, or into system memory no allocation call made
-/// reachable where the GPU reaches all of it ([`system_memory`]).
+/// host-visible memory the host cannot read.
 fn host_ranges(
     be: &Backend,
     host: &std::collections::BTreeMap<usize, usize>,
     args: &[u8],
 ) -> Result<Vec<(usize, usize)>, DeclineReason> {
-    if be.system_memory_reachable
-        && let Some(addr) = gate::words(args).find(|&w| system_memory(be, host, w))
-    {
-        tracing::debug!(
-            addr = format_args!("{addr:#x}"),
-            "a kernel argument points into system memory the GPU reaches by default"
-        );
-        return Err(DeclineReason::HostMemory);
-    }
     let readable = be.host_readable.read();
     let mut watch: Vec<(usize, usize)> = Vec::new();
     let mut rest = args;
@@ -352,41 +341,6 @@ fn host_ranges(
         rest = &rest[offset + 8..];
     }
     Ok(watch)
-}
-
-/// Whether `addr` is system memory a kernel can write without any call the backend sees
-/// (the runtime makes all system memory GPU-accessible: [`Backend::system_memory_reachable`]):
-/// no host range or tracked allocation holds it, the process maps its page, and the runtime
-/// knows it as none of its allocations (pointer type unknown: `malloc`'d memory, the stack, a
-/// mapped file). A number that happens to be such an address declines too: replays lost,
-/// never results.
-fn system_memory(
-    be: &Backend,
-    host: &std::collections::BTreeMap<usize, usize>,
-    addr: usize,
-) -> bool {
-    let in_host = host
-        .range(..=addr)
-        .next_back()
-        .is_some_and(|(&base, &size)| addr - base < size);
-    if in_host {
-        return false;
-    }
-    if crate::engine::state::INVENTORY.agent_of(addr).is_some() || !gate::mapped(addr) {
-        return false;
-    }
-    let mut info = hsa_amd_pointer_info_t::default();
-    // SAFETY: `info.size` is set; no agent list requested; any address may be asked about.
-    let st = unsafe {
-        (be.orig.pointer_info)(
-            addr as *mut c_void,
-            &mut info,
-            None,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    st == HSA_STATUS_SUCCESS && info.type_ == HSA_EXT_POINTER_TYPE_UNKNOWN
 }
 
 /// Puts the dispatch's ready barrier and gate in its place on the application's queue and
@@ -1504,7 +1458,7 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn unrestorable_memory_exists(&self) -> bool {
-        self.be.system_memory_reachable || !self.be.host_memory.read().is_empty()
+        !self.be.host_memory.read().is_empty()
     }
 
     fn stored_pointers(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, DeclineReason> {

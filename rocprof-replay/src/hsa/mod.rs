@@ -408,11 +408,6 @@ pub(crate) struct Backend {
     /// range's agents' alias maps to the host range. A dispatch naming only such memory is
     /// replayed with that memory watched (checked after the first pass, never restored).
     pub(crate) host_readable: RwLock<std::collections::BTreeMap<usize, (usize, usize)>>,
-    /// The runtime says every agent may access all system memory by default
-    /// (`HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT`: XNACK on, an APU such as the MI300A,
-    /// hsa-emu): a kernel given a `malloc`'d pointer writes memory no call made reachable, so
-    /// argument words pointing there decline the dispatch ([`intercept`]'s host check).
-    pub(crate) system_memory_reachable: bool,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
     /// Queues of a GPU the backend could not intercept (queue -> the GPU's index), counted in
@@ -644,15 +639,6 @@ pub(crate) unsafe fn install(
     if st != HSA_STATUS_SUCCESS || ticks_per_second == 0 {
         ticks_per_second = 1_000_000_000;
     }
-    let mut accessible = false;
-    // SAFETY: the attribute writes a bool.
-    let st = unsafe {
-        (orig.system_get_info)(
-            HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT,
-            (&mut accessible as *mut bool).cast(),
-        )
-    };
-    let system_memory_reachable = st == HSA_STATUS_SUCCESS && accessible;
     let budget = engine.settings.budget;
     let backend = Backend {
         orig,
@@ -667,7 +653,6 @@ pub(crate) unsafe fn install(
         host_memory: RwLock::new(std::collections::BTreeMap::new()),
         locked: Mutex::new(HashMap::new()),
         host_readable: RwLock::new(std::collections::BTreeMap::new()),
-        system_memory_reachable,
         executables: Mutex::new(Vec::new()),
         queues: RwLock::new(HashMap::new()),
         untracked: Mutex::new(HashMap::new()),
