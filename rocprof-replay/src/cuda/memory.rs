@@ -154,45 +154,6 @@ pub(crate) fn words(args: &[u8]) -> impl Iterator<Item = usize> + '_ {
         .filter(|a| *a >= 0x1_0000)
 }
 
-/// Whether `addr` lies in a page the process has mapped and can read (`mincore`, then a
-/// one-byte `process_vm_readv` of its own memory, which fails rather than faults): memory a
-/// GPU that reaches all system memory (HMM, ATS, XNACK) could access there. A reserved,
-/// inaccessible range (`PROT_NONE`: an allocator's or runtime's address-space reservation)
-/// is not.
-pub(crate) fn mapped(addr: usize) -> bool {
-    // User space ends below 2^47 on x86-64 and (by default) 2^48 on aarch64.
-    if addr >= 1 << 48 {
-        return false;
-    }
-    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let page = *PAGE.get_or_init(|| {
-        // SAFETY: a plain query.
-        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if p > 0 { p as usize } else { 4096 }
-    });
-    let start = addr & !(page - 1);
-    let mut resident = 0u8;
-    // SAFETY: `mincore` reads no memory at `start` (page-aligned); it writes one byte into
-    // `resident` for the single page a 1-byte range covers.
-    let r = unsafe { libc::mincore(start as *mut libc::c_void, 1, &mut resident) };
-    if r != 0 {
-        return false;
-    }
-    let mut byte = 0u8;
-    let local = libc::iovec {
-        iov_base: (&mut byte as *mut u8).cast(),
-        iov_len: 1,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: 1,
-    };
-    // SAFETY: the kernel copies one byte of this process's memory at `addr` into `byte` and
-    // reports EFAULT instead of faulting when `addr` is not readable; nothing else is touched.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    n == 1
-}
-
 /// Virtual-memory handles whose physical memory another process or GPU writes, with the
 /// number of references the application holds (`cuMemImportFromShareableHandle`,
 /// `cuMulticastCreate` and `cuMemRetainAllocationHandle` add one, `cuMemRelease` drops one).

@@ -601,37 +601,3 @@ fn on_a_device_addressing_system_memory_a_launch_given_a_heap_pointer_runs_once(
         "its allocation restored: one execution"
     );
 }
-
-#[test]
-fn only_mapped_pages_of_the_process_count_as_system_memory() {
-    let heap = Box::new([0u8; 64]);
-    assert!(crate::cuda::memory::mapped(heap.as_ptr() as usize));
-    let stack = 0u64;
-    assert!(crate::cuda::memory::mapped(&stack as *const u64 as usize));
-    assert!(
-        !crate::cuda::memory::mapped(0x1_0000),
-        "the first pages are never mapped"
-    );
-    assert!(!crate::cuda::memory::mapped(1 << 50), "beyond user space");
-    assert!(!crate::cuda::memory::mapped(usize::MAX));
-    // A reservation without access (an allocator's or a runtime's address space): no GPU
-    // reaches it either.
-    // SAFETY: a fresh anonymous PROT_NONE mapping of one page, unmapped below.
-    let reserved = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(reserved, libc::MAP_FAILED);
-    assert!(
-        !crate::cuda::memory::mapped(reserved as usize + 128),
-        "reserved, not accessible"
-    );
-    // SAFETY: the mapping made above.
-    unsafe { libc::munmap(reserved, 4096) };
-}

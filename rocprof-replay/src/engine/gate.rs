@@ -46,6 +46,45 @@ pub(crate) fn refuses(
     backend
 }
 
+/// Whether `addr` lies in a page the process has mapped and can read (`mincore`, then a
+/// one-byte `process_vm_readv` of its own memory, which fails rather than faults): memory a
+/// GPU that reaches all system memory (HMM, ATS, XNACK) could access there. A reserved,
+/// inaccessible range (`PROT_NONE`: an allocator's or runtime's address-space reservation)
+/// is not.
+pub(crate) fn mapped(addr: usize) -> bool {
+    // User space ends below 2^47 on x86-64 and (by default) 2^48 on aarch64.
+    if addr >= 1 << 48 {
+        return false;
+    }
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let page = *PAGE.get_or_init(|| {
+        // SAFETY: a plain query.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 { p as usize } else { 4096 }
+    });
+    let start = addr & !(page - 1);
+    let mut resident = 0u8;
+    // SAFETY: `mincore` reads no memory at `start` (page-aligned); it writes one byte into
+    // `resident` for the single page a 1-byte range covers.
+    let r = unsafe { libc::mincore(start as *mut libc::c_void, 1, &mut resident) };
+    if r != 0 {
+        return false;
+    }
+    let mut byte = 0u8;
+    let local = libc::iovec {
+        iov_base: (&mut byte as *mut u8).cast(),
+        iov_len: 1,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // SAFETY: the kernel copies one byte of this process's memory at `addr` into `byte` and
+    // reports EFAULT instead of faulting when `addr` is not readable; nothing else is touched.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    n == 1
+}
+
 /// The first 8-byte-aligned word of `args` that is an address inside one of `ranges`: (its
 /// byte offset, the address, the range's base).
 pub(crate) fn first_pointer_into(
@@ -68,6 +107,40 @@ pub(crate) fn first_pointer_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_mapped_pages_of_the_process_count_as_system_memory() {
+        let heap = Box::new([0u8; 64]);
+        assert!(mapped(heap.as_ptr() as usize));
+        let stack = 0u64;
+        assert!(mapped(&stack as *const u64 as usize));
+        assert!(
+            !mapped(0x1_0000),
+            "the first pages are never mapped"
+        );
+        assert!(!mapped(1 << 50), "beyond user space");
+        assert!(!mapped(usize::MAX));
+        // A reservation without access (an allocator's or a runtime's address space): no GPU
+        // reaches it either.
+        // SAFETY: a fresh anonymous PROT_NONE mapping of one page, unmapped below.
+        let reserved = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(reserved, libc::MAP_FAILED);
+        assert!(
+            !mapped(reserved as usize + 128),
+            "reserved, not accessible"
+        );
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(reserved, 4096) };
+    }
 
     #[test]
     fn communication_kernels_are_recognised_mangled_or_not() {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use rocprof_replay_sys::*;
 
 use super::copies::{self, Fence};
-use super::{BACKEND, INVENTORY, QueueState, backend, intercept};
+use super::{BACKEND, INVENTORY, QueueState, backend, intercept, kernel_args};
 use crate::dispatch::AgentId;
 use crate::engine::inventory::Origin;
 use crate::error::Error;
@@ -113,6 +113,40 @@ unsafe fn install_all(
             p.set(a::MEMORY_ASYNC_COPY_ON_ENGINE, amd, async_copy_on_engine)?;
         }
         p.set(c::EXECUTABLE_FREEZE, core, executable_freeze)?;
+        // Code objects' argument layouts: only needed where kernels reach all system memory.
+        if BACKEND.get().is_some_and(|be| be.system_memory_reachable) {
+            if c::CODE_OBJECT_READER_CREATE_FROM_MEMORY.read(core)?.is_some() {
+                p.set(
+                    c::CODE_OBJECT_READER_CREATE_FROM_MEMORY,
+                    core,
+                    reader_create_from_memory,
+                )?;
+            }
+            if c::CODE_OBJECT_READER_CREATE_FROM_FILE.read(core)?.is_some() {
+                p.set(
+                    c::CODE_OBJECT_READER_CREATE_FROM_FILE,
+                    core,
+                    reader_create_from_file,
+                )?;
+            }
+            if c::CODE_OBJECT_READER_DESTROY.read(core)?.is_some() {
+                p.set(c::CODE_OBJECT_READER_DESTROY, core, reader_destroy)?;
+            }
+            if c::EXECUTABLE_LOAD_AGENT_CODE_OBJECT.read(core)?.is_some() {
+                p.set(
+                    c::EXECUTABLE_LOAD_AGENT_CODE_OBJECT,
+                    core,
+                    load_agent_code_object,
+                )?;
+            }
+            if c::EXECUTABLE_LOAD_PROGRAM_CODE_OBJECT.read(core)?.is_some() {
+                p.set(
+                    c::EXECUTABLE_LOAD_PROGRAM_CODE_OBJECT,
+                    core,
+                    load_program_code_object,
+                )?;
+            }
+        }
         p.set(c::EXECUTABLE_DESTROY, core, executable_destroy)?;
         if let Ok(Some(_)) = a::MEMORY_LOCK.read(amd) {
             p.set(a::MEMORY_LOCK, amd, memory_lock)?;
@@ -964,6 +998,173 @@ unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t {
     unsafe { f(va, size) }
 }
 
+// ---- code objects --------------------------------------------------------------------------
+
+/// Keeps the argument layout of a reader's code object (or says why there is none).
+fn remember_layout(
+    be: &super::Backend,
+    reader: hsa_code_object_reader_t,
+    layout: Result<kernel_args::CodeObjectArgs, kernel_args::NoLayout>,
+) {
+    match layout {
+        Ok(layout) => {
+            tracing::debug!(kernels = layout.len(), "read a code object's argument layout");
+            be.layouts
+                .lock()
+                .reader_created(reader.handle, Arc::new(layout));
+        }
+        // hsa-emu's host code objects: not GPU code, no metadata to read.
+        Err(kernel_args::NoLayout::NotAmdgpu) => {}
+        Err(e) => tracing::warn!(
+            "the kernels of a code object are not checked for system-memory arguments: {e}"
+        ),
+    }
+}
+
+unsafe extern "C" fn reader_create_from_memory(
+    code_object: *const c_void,
+    size: usize,
+    reader: *mut hsa_code_object_reader_t,
+) -> hsa_status_t {
+    let Some(f) = BACKEND.get().and_then(|be| be.orig.reader_create_from_memory) else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(code_object, size, reader) };
+    if st == HSA_STATUS_SUCCESS
+        && !code_object.is_null()
+        && !reader.is_null()
+        && let Some(be) = backend()
+    {
+        quietly("reading a code object's argument layout", || {
+            // SAFETY: the runtime accepted `size` bytes at `code_object` for the reader, which
+            // the caller keeps valid while the reader lives; the reader was just written.
+            let (bytes, reader) = unsafe {
+                (
+                    std::slice::from_raw_parts(code_object.cast::<u8>(), size),
+                    *reader,
+                )
+            };
+            remember_layout(be, reader, kernel_args::parse(bytes));
+        });
+    }
+    st
+}
+
+/// The whole file behind `fd`, read without moving its offset; `None` past 1 GiB or on error.
+fn read_whole(fd: hsa_file_t) -> Option<Vec<u8>> {
+    // SAFETY: a zeroed stat buffer for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes the buffer; a bad descriptor is an error, not a fault.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_size <= 0 || st.st_size > 1 << 30 {
+        return None;
+    }
+    let mut bytes = vec![0u8; st.st_size as usize];
+    let mut at = 0usize;
+    while at < bytes.len() {
+        // SAFETY: pread writes at most the rest of `bytes` into it.
+        let n = unsafe {
+            libc::pread(
+                fd,
+                bytes[at..].as_mut_ptr().cast(),
+                bytes.len() - at,
+                at as libc::off_t,
+            )
+        };
+        if n <= 0 {
+            return None;
+        }
+        at += n as usize;
+    }
+    Some(bytes)
+}
+
+unsafe extern "C" fn reader_create_from_file(
+    file: hsa_file_t,
+    reader: *mut hsa_code_object_reader_t,
+) -> hsa_status_t {
+    let Some(f) = BACKEND.get().and_then(|be| be.orig.reader_create_from_file) else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(file, reader) };
+    if st == HSA_STATUS_SUCCESS
+        && !reader.is_null()
+        && let Some(be) = backend()
+    {
+        quietly("reading a code object's argument layout", || {
+            // SAFETY: the reader was just written.
+            let reader = unsafe { *reader };
+            let layout = read_whole(file)
+                .ok_or_else(|| {
+                    kernel_args::NoLayout::Malformed("its file could not be read".into())
+                })
+                .and_then(|bytes| kernel_args::parse(&bytes));
+            remember_layout(be, reader, layout);
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn reader_destroy(reader: hsa_code_object_reader_t) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    let Some(f) = be.orig.reader_destroy else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    quietly("forgetting a code object reader", || {
+        be.layouts.lock().reader_destroyed(reader.handle)
+    });
+    // SAFETY: forwarding unchanged.
+    unsafe { f(reader) }
+}
+
+unsafe extern "C" fn load_agent_code_object(
+    executable: hsa_executable_t,
+    agent: hsa_agent_t,
+    reader: hsa_code_object_reader_t,
+    options: *const std::ffi::c_char,
+    loaded: *mut hsa_loaded_code_object_t,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    let Some(f) = be.orig.load_agent_code_object else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(executable, agent, reader, options, loaded) };
+    if st == HSA_STATUS_SUCCESS {
+        quietly("noting a code object load", || {
+            be.layouts.lock().loaded(executable.handle, reader.handle)
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn load_program_code_object(
+    executable: hsa_executable_t,
+    reader: hsa_code_object_reader_t,
+    options: *const std::ffi::c_char,
+    loaded: *mut hsa_loaded_code_object_t,
+) -> hsa_status_t {
+    let Some(be) = BACKEND.get() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    let Some(f) = be.orig.load_program_code_object else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(executable, reader, options, loaded) };
+    if st == HSA_STATUS_SUCCESS {
+        quietly("noting a code object load", || {
+            be.layouts.lock().loaded(executable.handle, reader.handle)
+        });
+    }
+    st
+}
+
 // ---- executables ---------------------------------------------------------------------------
 
 unsafe extern "C" fn executable_freeze(
@@ -990,6 +1191,17 @@ unsafe extern "C" fn executable_destroy(executable: hsa_executable_t) -> hsa_sta
     };
     quietly("forgetting an executable", || {
         be.executables.lock().retain(|e| *e != executable);
+        let (objects, variables) = be.layouts.lock().destroyed(executable.handle);
+        let mut words = be.pointer_words.write();
+        for object in objects {
+            words.remove(&object);
+        }
+        drop(words);
+        let mut known = be.variables.write();
+        for address in variables {
+            known.remove(&address);
+        }
+        drop(known);
         // A stuck pass may still run code of this executable.
         be.stuck
             .wait_for(be, None, be.settings().copy.saturating_mul(2));
@@ -1036,62 +1248,134 @@ pub(crate) fn symbol_name(
     String::from_utf8(buf).ok()
 }
 
+/// Records, for every kernel of a frozen executable, its name, kernarg size and (with its code
+/// object's metadata) pointer words; and the executable's module variables.
 fn record_kernel_names(executable: hsa_executable_t) {
     let Some(be) = BACKEND.get() else { return };
+    struct Found {
+        /// (kernel object, symbol name as reported, kernarg size)
+        kernels: Vec<(u64, String, Option<u32>)>,
+        /// (address, size) of module variables.
+        variables: Vec<(usize, usize)>,
+    }
     unsafe extern "C" fn each(
         _exe: hsa_executable_t,
         symbol: hsa_executable_symbol_t,
-        _data: *mut c_void,
+        data: *mut c_void,
     ) -> hsa_status_t {
         let Some(be) = BACKEND.get() else {
             return HSA_STATUS_SUCCESS;
         };
+        // SAFETY: `data` is the `Found` below, alive for the iteration.
+        let found = unsafe { &mut *data.cast::<Found>() };
+        let get = be.orig.symbol_get_info;
         let mut kind = 0u32;
         // SAFETY: TYPE writes a 4-byte enum.
         let st = unsafe {
-            (be.orig.symbol_get_info)(
+            get(
                 symbol,
                 HSA_EXECUTABLE_SYMBOL_INFO_TYPE,
                 (&mut kind as *mut u32).cast(),
             )
         };
-        if st != HSA_STATUS_SUCCESS || kind != HSA_SYMBOL_KIND_KERNEL {
+        if st != HSA_STATUS_SUCCESS {
+            return HSA_STATUS_SUCCESS;
+        }
+        if kind == HSA_SYMBOL_KIND_VARIABLE {
+            let mut address = 0u64;
+            let mut size = 0u32;
+            // SAFETY: VARIABLE_ADDRESS writes a u64, VARIABLE_SIZE a u32.
+            let ok = unsafe {
+                get(
+                    symbol,
+                    HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS,
+                    (&mut address as *mut u64).cast(),
+                ) == HSA_STATUS_SUCCESS
+                    && get(
+                        symbol,
+                        HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE,
+                        (&mut size as *mut u32).cast(),
+                    ) == HSA_STATUS_SUCCESS
+            };
+            if ok && address != 0 && size != 0 {
+                found.variables.push((address as usize, size as usize));
+            }
+            return HSA_STATUS_SUCCESS;
+        }
+        if kind != HSA_SYMBOL_KIND_KERNEL {
             return HSA_STATUS_SUCCESS;
         }
         let mut object = 0u64;
         // SAFETY: KERNEL_OBJECT writes a u64.
         let st = unsafe {
-            (be.orig.symbol_get_info)(
+            get(
                 symbol,
                 HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
                 (&mut object as *mut u64).cast(),
             )
         };
-        if st == HSA_STATUS_SUCCESS {
-            if let Some(name) = symbol_name(&be.orig, symbol) {
-                let name = name.strip_suffix(".kd").unwrap_or(&name);
-                be.kernel_names.write().insert(object, Arc::from(name));
-            }
-            let mut kernarg = 0u32;
-            // SAFETY: KERNEL_KERNARG_SEGMENT_SIZE writes a u32.
-            let st = unsafe {
-                (be.orig.symbol_get_info)(
-                    symbol,
-                    HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
-                    (&mut kernarg as *mut u32).cast(),
-                )
-            };
-            if st == HSA_STATUS_SUCCESS {
-                be.kernarg_sizes.write().insert(object, kernarg);
-            }
+        if st != HSA_STATUS_SUCCESS {
+            return HSA_STATUS_SUCCESS;
         }
+        let mut kernarg = 0u32;
+        // SAFETY: KERNEL_KERNARG_SEGMENT_SIZE writes a u32.
+        let st = unsafe {
+            get(
+                symbol,
+                HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
+                (&mut kernarg as *mut u32).cast(),
+            )
+        };
+        let name = symbol_name(&be.orig, symbol).unwrap_or_default();
+        found
+            .kernels
+            .push((object, name, (st == HSA_STATUS_SUCCESS).then_some(kernarg)));
         HSA_STATUS_SUCCESS
     }
-    // SAFETY: iterating a frozen executable with a callback that only reads symbols.
+    let mut found = Found {
+        kernels: Vec::new(),
+        variables: Vec::new(),
+    };
+    // SAFETY: iterating a frozen executable with a callback that only reads symbols into
+    // `found`, which outlives the call.
     let st = unsafe {
-        (be.orig.executable_iterate_symbols)(executable, Some(each), std::ptr::null_mut())
+        (be.orig.executable_iterate_symbols)(
+            executable,
+            Some(each),
+            (&mut found as *mut Found).cast(),
+        )
     };
     if st != HSA_STATUS_SUCCESS {
         tracing::warn!(status = %Status(st), "cannot list the kernels of an executable: their names are unknown");
     }
+    let mut layouts = be.layouts.lock();
+    let mut described = Vec::new();
+    for (object, name, kernarg) in found.kernels {
+        if !name.is_empty() {
+            let short = name.strip_suffix(".kd").unwrap_or(&name);
+            be.kernel_names.write().insert(object, Arc::from(short));
+            // The metadata names the descriptor (`name.kd`); runtimes report it so.
+            let words = layouts
+                .lookup(executable.handle, &name)
+                .or_else(|| layouts.lookup(executable.handle, &format!("{short}.kd")));
+            if let Some(words) = words {
+                be.pointer_words.write().insert(object, words);
+                described.push(object);
+            }
+        }
+        if let Some(size) = kernarg {
+            be.kernarg_sizes.write().insert(object, size);
+        }
+    }
+    {
+        let mut variables = be.variables.write();
+        for &(address, size) in &found.variables {
+            variables.insert(address, size);
+        }
+    }
+    layouts.frozen(
+        executable.handle,
+        described,
+        found.variables.iter().map(|v| v.0).collect(),
+    );
 }

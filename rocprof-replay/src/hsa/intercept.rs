@@ -19,7 +19,7 @@ use rocprof_replay_sys::*;
 
 use super::copies::Busy;
 use super::gates::{self, ReplayQueue, barrier_and};
-use super::{ACTIVE, ArenaMemory, BACKEND, Backend, Gpu, QueueState};
+use super::{ACTIVE, ArenaMemory, BACKEND, Backend, Gpu, QueueState, kernel_args};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime, blocks_of};
 use crate::engine::gate;
 use crate::engine::phases::{self, Phase};
@@ -276,20 +276,28 @@ fn refusal(
 }
 
 /// The host-readable ranges (host address, length) of host-visible memory the dispatch's
-/// kernarg segment points into; `Err(HostMemory)` as [`host_ranges`] says, or when its
-/// kernel's kernarg size is unknown while host-visible memory exists.
+/// kernarg segment points into; `Err(HostMemory)` as [`host_ranges`] says, when its kernel's
+/// kernarg size is unknown while host-visible memory exists, or when one of its pointer
+/// arguments names system memory no allocation call made reachable where the GPU reaches all
+/// of it ([`system_memory`]).
 fn host_pointers(
     be: &Backend,
     packet: &hsa_kernel_dispatch_packet_t,
 ) -> Result<Vec<(usize, usize)>, DeclineReason> {
     let host = be.host_memory.read();
-    if host.is_empty() {
+    let pointers = if be.system_memory_reachable {
+        be.pointer_words.read().get(&packet.kernel_object).cloned()
+    } else {
+        None
+    };
+    if host.is_empty() && pointers.is_none() {
         return Ok(Vec::new());
     }
     let size = match be.kernarg_sizes.read().get(&packet.kernel_object).copied() {
         Some(0) => return Ok(Vec::new()),
         Some(_) if packet.kernarg_address.is_null() => return Ok(Vec::new()),
         Some(size) => size,
+        None if host.is_empty() => return Ok(Vec::new()),
         None => {
             // A kernel object of an executable we did not see frozen: its arguments cannot be
             // inspected while host-visible memory exists.
@@ -304,7 +312,55 @@ fn host_pointers(
     // KERNARG_SEGMENT_SIZE bytes, host-accessible kernarg memory.
     let args =
         unsafe { std::slice::from_raw_parts(packet.kernarg_address.cast::<u8>(), size as usize) };
+    if let Some(words) = pointers
+        && let Some(addr) = kernel_args::word_values(args, &words)
+            .find(|&w| system_memory(be, &host, w))
+    {
+        tracing::debug!(
+            addr = format_args!("{addr:#x}"),
+            "a kernel argument points into system memory the GPU reaches by default"
+        );
+        return Err(DeclineReason::HostMemory);
+    }
+    if host.is_empty() {
+        return Ok(Vec::new());
+    }
     host_ranges(be, &host, args)
+}
+
+/// Whether `addr` is system memory a kernel can write without any call the backend sees
+/// (the runtime makes all system memory GPU-accessible: [`Backend::system_memory_reachable`]):
+/// not a small number, no host range, tracked allocation or module variable holds it, the
+/// process maps its page readable, and the runtime knows it as none of its allocations
+/// (pointer type unknown: `malloc`'d memory, the stack, a mapped file).
+fn system_memory(
+    be: &Backend,
+    host: &std::collections::BTreeMap<usize, usize>,
+    addr: usize,
+) -> bool {
+    let within = |map: &std::collections::BTreeMap<usize, usize>| {
+        map.range(..=addr)
+            .next_back()
+            .is_some_and(|(&base, &size)| addr - base < size)
+    };
+    if addr < 0x1_0000 || within(host) || within(&be.variables.read()) {
+        return false;
+    }
+    if crate::engine::state::INVENTORY.agent_of(addr).is_some() || !gate::mapped(addr) {
+        return false;
+    }
+    let mut info = hsa_amd_pointer_info_t::default();
+    // SAFETY: `info.size` is set; no agent list requested; any address may be asked about.
+    let st = unsafe {
+        (be.orig.pointer_info)(
+            addr as *mut c_void,
+            &mut info,
+            None,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    st == HSA_STATUS_SUCCESS && info.type_ == HSA_EXT_POINTER_TYPE_UNKNOWN
 }
 
 /// The host-readable ranges (host address, length) of the host-visible memory (`host`, from

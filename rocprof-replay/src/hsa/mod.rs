@@ -8,6 +8,7 @@ mod counters;
 mod gates;
 mod hooks;
 mod intercept;
+mod kernel_args;
 mod originals;
 mod stuck;
 
@@ -409,6 +410,19 @@ pub(crate) struct Backend {
     /// replayed with that memory watched (checked after the first pass, never restored).
     pub(crate) host_readable: RwLock<std::collections::BTreeMap<usize, (usize, usize)>>,
     pub(crate) executables: Mutex<Vec<hsa_executable_t>>,
+    /// The runtime says every agent may access all system memory by default
+    /// (`HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT`: XNACK on, an APU such as the MI300A,
+    /// hsa-emu): a kernel given a `malloc`'d pointer writes memory no call made reachable, so
+    /// its pointer arguments are looked at ([`intercept`]'s system-memory check).
+    pub(crate) system_memory_reachable: bool,
+    /// Code objects' argument layouts, from reader creation to executable destruction.
+    pub(crate) layouts: Mutex<kernel_args::Layouts>,
+    /// Kernel object -> the words of its kernarg segment that may hold addresses (from its
+    /// code object's metadata; absent for kernels without it).
+    pub(crate) pointer_words: RwLock<HashMap<u64, kernel_args::PointerWords>>,
+    /// Module variables of frozen executables (address -> size): memory a pointer argument
+    /// may name that the window snapshots, never system memory.
+    pub(crate) variables: RwLock<std::collections::BTreeMap<usize, usize>>,
     pub(crate) queues: RwLock<HashMap<usize, Arc<QueueState>>>,
     /// Queues of a GPU the backend could not intercept (queue -> the GPU's index), counted in
     /// the GPU's `undrainable` until destroyed.
@@ -639,6 +653,15 @@ pub(crate) unsafe fn install(
     if st != HSA_STATUS_SUCCESS || ticks_per_second == 0 {
         ticks_per_second = 1_000_000_000;
     }
+    let mut accessible = false;
+    // SAFETY: the attribute writes a bool.
+    let st = unsafe {
+        (orig.system_get_info)(
+            HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT,
+            (&mut accessible as *mut bool).cast(),
+        )
+    };
+    let system_memory_reachable = st == HSA_STATUS_SUCCESS && accessible;
     let budget = engine.settings.budget;
     let backend = Backend {
         orig,
@@ -654,6 +677,10 @@ pub(crate) unsafe fn install(
         locked: Mutex::new(HashMap::new()),
         host_readable: RwLock::new(std::collections::BTreeMap::new()),
         executables: Mutex::new(Vec::new()),
+        system_memory_reachable,
+        layouts: Mutex::new(kernel_args::Layouts::default()),
+        pointer_words: RwLock::new(HashMap::new()),
+        variables: RwLock::new(std::collections::BTreeMap::new()),
         queues: RwLock::new(HashMap::new()),
         untracked: Mutex::new(HashMap::new()),
         pool_flags: RwLock::new(HashMap::new()),

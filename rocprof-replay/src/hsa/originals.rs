@@ -61,6 +61,12 @@ pub(crate) struct Originals {
     /// The loader functions the device compare kernels are loaded with ([`super::compare`]);
     /// without one of them the host compares.
     pub(crate) loader: Option<LoaderFns>,
+    /// Code object readers and loads, hooked to read the kernels' argument layouts.
+    pub(crate) reader_create_from_memory: Option<hsa_code_object_reader_create_from_memory_fn_t>,
+    pub(crate) reader_create_from_file: Option<hsa_code_object_reader_create_from_file_fn_t>,
+    pub(crate) reader_destroy: Option<hsa_code_object_reader_destroy_fn_t>,
+    pub(crate) load_agent_code_object: Option<hsa_executable_load_agent_code_object_fn_t>,
+    pub(crate) load_program_code_object: Option<hsa_executable_load_program_code_object_fn_t>,
 }
 
 /// The code-object loader's functions (`hsa_code_object_reader_*`, `hsa_executable_*_alt`).
@@ -180,6 +186,11 @@ impl Originals {
                 vmem_unmap: optional(a::VMEM_UNMAP, amd),
                 get_extension_table: optional(c::SYSTEM_GET_MAJOR_EXTENSION_TABLE, core),
                 loader: LoaderFns::read(core),
+                reader_create_from_memory: optional(c::CODE_OBJECT_READER_CREATE_FROM_MEMORY, core),
+                reader_create_from_file: optional(c::CODE_OBJECT_READER_CREATE_FROM_FILE, core),
+                reader_destroy: optional(c::CODE_OBJECT_READER_DESTROY, core),
+                load_agent_code_object: optional(c::EXECUTABLE_LOAD_AGENT_CODE_OBJECT, core),
+                load_program_code_object: optional(c::EXECUTABLE_LOAD_PROGRAM_CODE_OBJECT, core),
             })
         }
     }

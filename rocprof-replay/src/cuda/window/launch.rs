@@ -205,7 +205,7 @@ pub(super) fn classify_words(be: &Backend, ctx: &Ctx, bytes: &[u8]) -> Option<De
         && let Some(addr) = crate::cuda::memory::words(bytes).find(|&a| {
             be.inventory.agent_of(a).is_none()
                 && host.containing(a).is_none()
-                && crate::cuda::memory::mapped(a)
+                && crate::engine::gate::mapped(a)
                 && !device_memory(be, a)
         })
     {
