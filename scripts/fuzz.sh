@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(interceptor table_slots table_install)
+[ ${#targets[@]} -gt 0 ] || targets=(interceptor table_slots table_install code_object)
 
 skip() {
   if [ "${FUZZ_REQUIRED:-0}" = 1 ]; then

@@ -5,12 +5,26 @@
 //! | `interceptor` | [`interceptor::run`]: the queue interceptor and replay window against random packet streams, in-process on hsa-emu |
 //! | `table_slots` | [`tables::slots`]: versioned slot reads and writes against random table headers, in buffers of exactly the claimed size |
 //! | `table_install` | [`tables::install`]: the SDK's `OnLoad` (claim, engine, HSA backend install) against random tables |
+//! | `code_object` | [`code_object`]: the kernels' argument layout read from random AMDGPU code objects (ELF notes, msgpack metadata) |
 //!
 //! The logic lives here so that `cargo test` (stable, no sanitizer) replays the committed
 //! corpus (`fuzz/corpus/<target>/`) and every reproducer under `fuzz/artifacts/<target>/`.
 
 pub mod interceptor;
 pub mod tables;
+
+/// Fuzz target `code_object`: reads the argument layout of `data` as an AMDGPU code object.
+/// Any input gives a layout or a reason, never a panic or a hang; a layout describes at most
+/// as many kernels as the input could hold.
+pub fn code_object(data: &[u8]) {
+    if let Ok(kernels) = rocprof_replay::__private::code_object_layout(data) {
+        assert!(
+            kernels <= data.len(),
+            "{kernels} kernels from {} bytes",
+            data.len()
+        );
+    }
+}
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

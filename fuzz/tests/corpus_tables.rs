@@ -1,5 +1,6 @@
-//! Replays the committed corpus and reproducers of the `table_slots` and `table_install`
-//! fuzz targets (regression tests that need no nightly toolchain and no cargo-fuzz).
+//! Replays the committed corpus and reproducers of the `table_slots`, `table_install` and
+//! `code_object` fuzz targets (regression tests that need no nightly toolchain and no
+//! cargo-fuzz).
 
 use std::path::PathBuf;
 
@@ -25,4 +26,9 @@ fn the_table_slots_corpus_runs_clean() {
 #[test]
 fn the_table_install_corpus_runs_clean() {
     replay("table_install", rocprof_replay_fuzz::tables::install);
+}
+
+#[test]
+fn the_code_object_corpus_runs_clean() {
+    replay("code_object", rocprof_replay_fuzz::code_object);
 }

@@ -105,6 +105,14 @@ pub mod __private {
     #[cfg(feature = "cuda")]
     pub use crate::registration::{cuda_preload, initialize_injection};
     pub use rocprof_replay_sys::HsaApiTable;
+
+    /// The kernels' pointer words read from an AMDGPU code object (the `code_object` fuzz
+    /// target): `Ok` with the number of kernels described, or why there is no layout.
+    pub fn code_object_layout(elf: &[u8]) -> Result<usize, String> {
+        crate::hsa::kernel_args::parse(elf)
+            .map(|l| l.len())
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Support for the crate's benchmarks (`benches/restore.rs`): the real snapshot path over

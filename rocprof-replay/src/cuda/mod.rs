@@ -663,6 +663,10 @@ impl Backend {
                     self.foreign_memory
                         .write()
                         .remove_range(p.ptr as usize, p.size);
+                    // A late copy of ours on the range would fault once it is unmapped.
+                    if ctx_handle != 0 {
+                        window::order_free_after_late_copies(self, &self.ctx(ctx_handle), None);
+                    }
                 }
             }
             Api::ForeignHandle | Api::MemRetain => {

@@ -2079,7 +2079,7 @@ fn after_a_stuck_restore_the_rerun_waits_for_the_late_copies() {
 }
 
 #[test]
-fn memory_freed_after_a_stuck_restore_is_not_reused_under_the_late_copies() {
+fn memory_freed_or_unmapped_after_a_stuck_restore_is_not_reused_under_the_late_copies() {
     let settings = Settings {
         restore: crate::policy::RestoreMode::Full,
         ..quick()
@@ -2119,6 +2119,23 @@ fn memory_freed_after_a_stuck_restore_is_not_reused_under_the_late_copies() {
     assert!(
         start.elapsed() >= quick().late_pass,
         "the free waited for the late copies"
+    );
+    // So does an unmap of a virtual-memory range (the copies would fault on it).
+    let unmap = cuMemUnmap_params {
+        ptr: 0x7700_0000,
+        size: 1 << 21,
+    };
+    let start = Instant::now();
+    h.call(
+        MEM_UNMAP,
+        c"cuMemUnmap",
+        (&unmap as *const cuMemUnmap_params).cast(),
+        c"",
+        || CUDA_SUCCESS,
+    );
+    assert!(
+        start.elapsed() >= quick().late_pass,
+        "the unmap waited for the late copies"
     );
     // Once they are done, frees do not wait.
     gpu().stuck_streams.clear();

@@ -114,10 +114,7 @@ mod tests {
         assert!(mapped(heap.as_ptr() as usize));
         let stack = 0u64;
         assert!(mapped(&stack as *const u64 as usize));
-        assert!(
-            !mapped(0x1_0000),
-            "the first pages are never mapped"
-        );
+        assert!(!mapped(0x1_0000), "the first pages are never mapped");
         assert!(!mapped(1 << 50), "beyond user space");
         assert!(!mapped(usize::MAX));
         // A reservation without access (an allocator's or a runtime's address space): no GPU
@@ -134,10 +131,7 @@ mod tests {
             )
         };
         assert_ne!(reserved, libc::MAP_FAILED);
-        assert!(
-            !mapped(reserved as usize + 128),
-            "reserved, not accessible"
-        );
+        assert!(!mapped(reserved as usize + 128), "reserved, not accessible");
         // SAFETY: the mapping made above.
         unsafe { libc::munmap(reserved, 4096) };
     }

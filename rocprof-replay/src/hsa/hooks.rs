@@ -115,7 +115,10 @@ unsafe fn install_all(
         p.set(c::EXECUTABLE_FREEZE, core, executable_freeze)?;
         // Code objects' argument layouts: only needed where kernels reach all system memory.
         if BACKEND.get().is_some_and(|be| be.system_memory_reachable) {
-            if c::CODE_OBJECT_READER_CREATE_FROM_MEMORY.read(core)?.is_some() {
+            if c::CODE_OBJECT_READER_CREATE_FROM_MEMORY
+                .read(core)?
+                .is_some()
+            {
                 p.set(
                     c::CODE_OBJECT_READER_CREATE_FROM_MEMORY,
                     core,
@@ -1008,7 +1011,10 @@ fn remember_layout(
 ) {
     match layout {
         Ok(layout) => {
-            tracing::debug!(kernels = layout.len(), "read a code object's argument layout");
+            tracing::debug!(
+                kernels = layout.len(),
+                "read a code object's argument layout"
+            );
             be.layouts
                 .lock()
                 .reader_created(reader.handle, Arc::new(layout));
@@ -1026,7 +1032,10 @@ unsafe extern "C" fn reader_create_from_memory(
     size: usize,
     reader: *mut hsa_code_object_reader_t,
 ) -> hsa_status_t {
-    let Some(f) = BACKEND.get().and_then(|be| be.orig.reader_create_from_memory) else {
+    let Some(f) = BACKEND
+        .get()
+        .and_then(|be| be.orig.reader_create_from_memory)
+    else {
         return HSA_STATUS_ERROR_NOT_INITIALIZED;
     };
     // SAFETY: forwarding unchanged.

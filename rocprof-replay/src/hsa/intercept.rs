@@ -313,8 +313,8 @@ fn host_pointers(
     let args =
         unsafe { std::slice::from_raw_parts(packet.kernarg_address.cast::<u8>(), size as usize) };
     if let Some(words) = pointers
-        && let Some(addr) = kernel_args::word_values(args, &words)
-            .find(|&w| system_memory(be, &host, w))
+        && let Some(addr) =
+            kernel_args::word_values(args, &words).find(|&w| system_memory(be, &host, w))
     {
         tracing::debug!(
             addr = format_args!("{addr:#x}"),

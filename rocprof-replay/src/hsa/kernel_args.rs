@@ -101,7 +101,8 @@ pub(crate) fn parse(elf: &[u8]) -> Result<CodeObjectArgs, NoLayout> {
                 .ok_or_else(|| NoLayout::Malformed(format!("{symbol}: .args is not an array")))?,
         };
         let size = field(kernel, ".kernarg_segment_size").and_then(Value::as_u64);
-        let words = pointer_words(args, size).map_err(|e| NoLayout::Malformed(format!("{symbol}: {e}")))?;
+        let words =
+            pointer_words(args, size).map_err(|e| NoLayout::Malformed(format!("{symbol}: {e}")))?;
         out.kernels.insert(symbol.to_owned(), words);
     }
     Ok(out)
@@ -126,7 +127,9 @@ fn pointer_words(args: &[Value], segment: Option<u64>) -> Result<PointerWords, S
         let end = offset
             .checked_add(size)
             .filter(|&e| e <= u64::from(u32::MAX) && segment.is_none_or(|s| e <= s))
-            .ok_or_else(|| format!("argument at {offset} of {size} bytes is outside the segment"))?;
+            .ok_or_else(|| {
+                format!("argument at {offset} of {size} bytes is outside the segment")
+            })?;
         match kind {
             "global_buffer" if size == 8 => words.push(offset as u32),
             "by_value" => {
@@ -241,20 +244,29 @@ fn find_note(mut notes: &[u8]) -> Result<Option<&[u8]>, NoLayout> {
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 /// The value of the word at each of `words` in `args` (a dispatch's kernarg segment); words
 /// past its end are skipped.
-pub(crate) fn word_values<'a>(args: &'a [u8], words: &'a [u32]) -> impl Iterator<Item = usize> + 'a {
+pub(crate) fn word_values<'a>(
+    args: &'a [u8],
+    words: &'a [u32],
+) -> impl Iterator<Item = usize> + 'a {
     words.iter().filter_map(|&at| {
         let at = at as usize;
         let w = args.get(at..at + 8)?;
@@ -340,8 +352,21 @@ mod tests {
             ] {
                 assert_eq!(&*layout.get(k).expect(k), &[0, 16, 24, 32], "{k}");
             }
-            assert!(layout.get("rocprof_replay_compare_table").is_none(), "keyed by .kd");
+            assert!(
+                layout.get("rocprof_replay_compare_table").is_none(),
+                "keyed by .kd"
+            );
         }
+    }
+
+    #[test]
+    fn a_hipcc_kernels_pointer_words_are_its_pointer_arguments() {
+        // examples/hip/module_kernels.hip, built by Debian's hipcc 5.2 for gfx90a (unbundled):
+        // saxpy(float a, const float* x, float* y, int n). The float at 0 and its padding
+        // are no word; x at 8 and y at 16 are; n at 24 ends the 28-byte segment.
+        let elf = include_bytes!("../../../fuzz/corpus/code_object/hipcc-module-gfx90a");
+        let layout = parse(elf).expect("layout");
+        assert_eq!(&*layout.get("saxpy.kd").expect("saxpy.kd"), &[8, 16]);
     }
 
     fn kernel(symbol: &str, args: Vec<(&str, u64, u64)>, segment: u64) -> Value {
@@ -400,7 +425,7 @@ mod tests {
                 "k.kd",
                 vec![
                     ("global_buffer", 0, 8),
-                    ("by_value", 8, 4),   // an int: the padding after it is no word
+                    ("by_value", 8, 4), // an int: the padding after it is no word
                     ("by_value", 16, 20), // a struct: words at 16 and 24; 32..36 too short
                     ("global_buffer", 40, 8),
                     ("dynamic_shared_pointer", 48, 4),
@@ -413,11 +438,15 @@ mod tests {
         )]);
         let layout = parse(&elf_with(&meta)).expect("layout");
         assert_eq!(&*layout.get("k.kd").unwrap(), &[0, 16, 24, 40, 56]);
-        let mut args = vec![0u8; 80];
+        let mut args = [0u8; 80];
         args[16..24].copy_from_slice(&0x1234_5678usize.to_le_bytes());
         args[8..16].copy_from_slice(&0x7f66_0000_0100usize.to_le_bytes());
         let values: Vec<usize> = word_values(&args[..60], &layout.get("k.kd").unwrap()).collect();
-        assert_eq!(values, vec![0, 0x1234_5678, 0, 0], "the word at 56 ends past 60");
+        assert_eq!(
+            values,
+            vec![0, 0x1234_5678, 0, 0],
+            "the word at 56 ends past 60"
+        );
     }
 
     #[test]
@@ -432,13 +461,22 @@ mod tests {
             "amdhsa.kernels".into(),
             Value::Array(vec![kernel("k.kd", vec![("global_buffer", 8, 8)], 8)]),
         )]);
-        assert!(matches!(parse(&elf_with(&outside)), Err(NoLayout::Malformed(_))));
+        assert!(matches!(
+            parse(&elf_with(&outside)),
+            Err(NoLayout::Malformed(_))
+        ));
         let nameless = Value::Map(vec![(
             "amdhsa.kernels".into(),
             Value::Array(vec![Value::Map(vec![])]),
         )]);
-        assert!(matches!(parse(&elf_with(&nameless)), Err(NoLayout::Malformed(_))));
-        assert!(matches!(parse(&elf_with(&Value::from(3))), Err(NoLayout::Malformed(_))));
+        assert!(matches!(
+            parse(&elf_with(&nameless)),
+            Err(NoLayout::Malformed(_))
+        ));
+        assert!(matches!(
+            parse(&elf_with(&Value::from(3))),
+            Err(NoLayout::Malformed(_))
+        ));
         // Every truncation of a real code object is read without a panic; one that cuts into
         // its note (`.note` ends at 0x8a4 in this file) gives no layout.
         for cut in (0..GFX90A.len()).step_by(7) {

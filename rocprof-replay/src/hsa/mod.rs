@@ -8,7 +8,7 @@ mod counters;
 mod gates;
 mod hooks;
 mod intercept;
-mod kernel_args;
+pub(crate) mod kernel_args;
 mod originals;
 mod stuck;
 
