@@ -588,6 +588,17 @@ pub mod params {
     }
     const_assert_layout!(cuMemRetainAllocationHandle_params, size = 16, align = 8);
 
+    /// `cuMemCreate_params` (`prop` points to a `CUmemAllocationProp`, not read).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemCreate_params {
+        pub handle: *mut CUmemGenericAllocationHandle,
+        pub size: usize,
+        pub prop: *const c_void,
+        pub flags: u64,
+    }
+    const_assert_layout!(cuMemCreate_params, size = 32, align = 8);
+
     /// `cuMemRelease_params`.
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]
@@ -776,6 +787,7 @@ pub mod cbid {
         cuMemMap = 551;
         cuMemUnmap = 552;
         cuMemRelease = 550;
+        cuMemCreate = 549;
         cuMemImportFromShareableHandle = 555;
         cuMemRetainAllocationHandle = 565;
         cuMulticastCreate = 706;

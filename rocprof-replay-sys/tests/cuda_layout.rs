@@ -258,6 +258,7 @@ fn checks() -> Probe {
         handle, addr,
     });
     strukt!(p, cuMemRelease_params, "cuMemRelease_params" { handle });
+    strukt!(p, cuMemCreate_params, "cuMemCreate_params" { handle, size, prop, flags });
     strukt!(p, cuMulticastCreate_params, "cuMulticastCreate_params" { mcHandle, prop });
     strukt!(p, cuMemHostAlloc_params, "cuMemHostAlloc_params" { pp, bytesize, Flags });
     strukt!(p, cuMemAllocHost_v2_params, "cuMemAllocHost_v2_params" { pp, bytesize });

@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium (default: all but the last eleven)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable (default: all but the last twelve)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -192,6 +192,15 @@ PY
     # what the default's latency timestamps cost beside it.
     step "GPT-2 training step, ROCPROF_REPLAY_CUDA_PASS_TIMES=kernel"
     ROCPROF_REPLAY_CUDA_PASS_TIMES=kernel ROCPROF_REPLAY_GPU_OUT=$out/gpu-$s \
+      timeout 560 "$here/gpu" --include-ignored --nocapture a_gpt2 2>&1 | tail -12
+    cat "$out/gpu-$s/gpt2.summary.json" 2>/dev/null
+    python3 "$here/cuda/summarize.py" "$out/gpu-$s/gpt2.records.jsonl" 2>/dev/null | grep -v '^   ' | head -40
+    ;;
+  gpt2-expandable)
+    # The GPT-2 step with PyTorch's expandable segments: its memory comes from cuMemCreate and
+    # cuMemMap (the virtual-memory API), not cuMemAlloc.
+    step "GPT-2 training step, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ROCPROF_REPLAY_GPU_OUT=$out/gpu-$s \
       timeout 560 "$here/gpu" --include-ignored --nocapture a_gpt2 2>&1 | tail -12
     cat "$out/gpu-$s/gpt2.summary.json" 2>/dev/null
     python3 "$here/cuda/summarize.py" "$out/gpu-$s/gpt2.records.jsonl" 2>/dev/null | grep -v '^   ' | head -40

@@ -37,6 +37,9 @@ pub(crate) enum Api {
     MemRetain,
     /// `cuMemRelease`.
     MemRelease,
+    /// `cuMemCreate`: physical memory of the virtual-memory API (PyTorch's expandable
+    /// segments), mapped later with `cuMemMap`.
+    MemCreate,
     /// `cuIpcOpenMemHandle` (and `_v2`): memory of another process mapped into this one.
     IpcOpen,
     /// `cuIpcCloseMemHandle`.
@@ -149,6 +152,7 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuMemImportFromShareableHandle" | "cuMulticastCreate" => Api::ForeignHandle,
         "cuMemRetainAllocationHandle" => Api::MemRetain,
         "cuMemRelease" => Api::MemRelease,
+        "cuMemCreate" => Api::MemCreate,
         "cuIpcOpenMemHandle" | "cuIpcOpenMemHandle_v2" => Api::IpcOpen,
         "cuIpcCloseMemHandle" => Api::IpcClose,
         "cuSurfObjectCreate" => Api::SurfCreate,

@@ -609,6 +609,21 @@ impl Backend {
                     _ => {}
                 }
             }
+            Api::MemCreate => {
+                if guarded_thread() || ctx_handle == 0 {
+                    return;
+                }
+                let ctx = self.ctx(ctx_handle);
+                if enter {
+                    // SAFETY: cuMemCreate's parameters.
+                    let p = unsafe { *params.cast::<cuMemCreate_params>() };
+                    // Physical memory, device or host: relieving the arena only acts when the
+                    // device is short of the request.
+                    self.relieve(&ctx, p.size);
+                } else if result() == CUDA_ERROR_OUT_OF_MEMORY {
+                    self.after_oom(&ctx);
+                }
+            }
             Api::MemFree | Api::MemFreeAsync => {
                 if enter && !guarded_thread() {
                     // SAFETY: both parameter structs start with the device pointer.

@@ -1146,6 +1146,7 @@ const MULTI_DEVICE: u32 = 34;
 const SURF_CREATE: u32 = 35;
 const SURF_DESTROY: u32 = 36;
 const FREE_ASYNC: u32 = 37;
+const MEM_CREATE: u32 = 38;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1264,6 +1265,7 @@ fn harness_deciding_clocked(
         ("cuLaunchCooperativeKernelMultiDevice", MULTI_DEVICE),
         ("cuSurfObjectCreate", SURF_CREATE),
         ("cuSurfObjectDestroy", SURF_DESTROY),
+        ("cuMemCreate", MEM_CREATE),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).
@@ -3446,6 +3448,59 @@ fn an_application_allocation_short_of_memory_during_a_window_waits_and_gets_the_
         ctx.arena.lock().device_bytes(),
         0,
         "the allocation waited for the window and the arena was released for it"
+    );
+    h.settle();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
+/// `cuMemCreate` of `size` bytes (PyTorch's expandable segments), answered `result`.
+fn mem_create(h: &Harness, size: usize, result: CUresult) {
+    let mut handle: CUmemGenericAllocationHandle = 0;
+    let params = cuMemCreate_params {
+        handle: &mut handle,
+        size,
+        prop: std::ptr::null(),
+        flags: 0,
+    };
+    h.call(
+        MEM_CREATE,
+        c"cuMemCreate",
+        (&params as *const cuMemCreate_params).cast(),
+        c"",
+        || result,
+    );
+}
+
+#[test]
+fn physical_memory_of_the_virtual_memory_api_failing_for_memory_releases_an_idle_arena() {
+    let h = harness(2, quick());
+    let mut buf = Buffer::new(&h, 4);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    let ctx = h.be.ctx(CTX);
+    assert!(ctx.arena.lock().device_bytes() > 0, "kept between windows");
+    mem_create(&h, 2 << 20, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_eq!(ctx.arena.lock().device_bytes(), 0, "released for the retry");
+}
+
+#[test]
+fn physical_memory_of_the_virtual_memory_api_short_of_memory_gets_the_arenas_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    h.window_in_flight(&mut buf, Duration::from_millis(60));
+    let ctx = h.be.ctx(CTX);
+    assert!(ctx.arena.lock().in_window(), "the window uses the arena");
+    assert!(ctx.arena.lock().device_bytes() > 0);
+    // The device is now nearly full: the physical allocation would eat into the reserve.
+    gpu().device_free = 1 << 20;
+    mem_create(&h, 2 << 20, CUDA_SUCCESS);
+    assert_eq!(
+        ctx.arena.lock().device_bytes(),
+        0,
+        "the creation waited for the window and the arena was released for it"
     );
     h.settle();
     let o = &h.outcomes()[0].1;
