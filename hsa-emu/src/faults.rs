@@ -19,6 +19,7 @@
 //! | `HSA_EMU_FAIL_PROFILE_START=1` | every aqlprofile `start` with buffers (the one that fills the start packet) fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` and an error string naming the knob (a counter set-up that fails after the set was validated) |
 //! | `HSA_EMU_FAIL_QUEUE_CREATE=1` | every plain `hsa_queue_create` fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` (intercept queues are still created: a tool's own queues fail, the application's intercepted ones do not) |
 //! | `HSA_EMU_FAIL_QUEUE_INTERCEPT=1` | every `hsa_amd_queue_intercept_create` fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` (a tool then falls back to a plain queue it cannot intercept) |
+//! | `HSA_EMU_FAIL_SIGNAL_CREATE_NTH=N` | the N-th `hsa_signal_create` / `hsa_amd_signal_create` of the process fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` (a tool's proxy or gate signal among them) |
 //! | `HSA_EMU_FAIL_SYMBOL_ITERATION=1` | `hsa_executable_iterate_symbols` and its agent/program variants fail with `HSA_STATUS_ERROR` |
 //!
 //! `hsa_emu_set_fault(name, value)` takes the same names without the `HSA_EMU_` prefix (all but
@@ -41,6 +42,7 @@ pub(crate) struct Faults {
     fail_alloc_from: AtomicU64,
     fail_copy_nth: AtomicU64,
     fail_copy_from: AtomicU64,
+    fail_signal_create_nth: AtomicU64,
     amd_ext_major: Option<u32>,
     hold_barriers_ms: AtomicU64,
     hold_barrier_nth: AtomicU64,
@@ -55,6 +57,7 @@ pub(crate) struct Faults {
     fail_queue_create: AtomicBool,
     allocs: AtomicU64,
     copies: AtomicU64,
+    signals: AtomicU64,
     async_runs: AtomicU64,
     error_runs: AtomicU64,
     barriers: AtomicU64,
@@ -77,6 +80,7 @@ pub(crate) fn faults() -> &'static Faults {
         fail_alloc_from: knob("HSA_EMU_FAIL_ALLOC_FROM"),
         fail_copy_nth: knob("HSA_EMU_FAIL_COPY_NTH"),
         fail_copy_from: knob("HSA_EMU_FAIL_COPY_FROM"),
+        fail_signal_create_nth: knob("HSA_EMU_FAIL_SIGNAL_CREATE_NTH"),
         amd_ext_major: env_u64("HSA_EMU_AMD_EXT_MAJOR").and_then(|v| u32::try_from(v).ok()),
         hold_barriers_ms: knob("HSA_EMU_HOLD_BARRIERS_MS"),
         hold_barrier_nth: knob("HSA_EMU_HOLD_BARRIER_NTH"),
@@ -119,6 +123,15 @@ impl Faults {
     /// Counts one copy; `true` if it must fail.
     pub(crate) fn copy_fails(&self) -> bool {
         hits(&self.copies, &self.fail_copy_nth, &self.fail_copy_from)
+    }
+
+    /// Counts one signal creation; `true` if it must fail.
+    pub(crate) fn signal_create_fails(&self) -> bool {
+        hits(
+            &self.signals,
+            &self.fail_signal_create_nth,
+            &AtomicU64::new(0),
+        )
     }
 
     /// How long the asynchronous copy about to run waits first (counts the copy).
@@ -187,6 +200,7 @@ impl Faults {
             "FAIL_ALLOC_FROM" => restart(&self.allocs, &self.fail_alloc_from),
             "FAIL_COPY_NTH" => restart(&self.copies, &self.fail_copy_nth),
             "FAIL_COPY_FROM" => restart(&self.copies, &self.fail_copy_from),
+            "FAIL_SIGNAL_CREATE_NTH" => restart(&self.signals, &self.fail_signal_create_nth),
             "COPY_DELAY_MS" => restart(&self.async_runs, &self.copy_delay_ms),
             "DELAY_COPY_NTH" => restart(&self.async_runs, &self.delay_copy_nth),
             "COPY_ERROR_NTH" => restart(&self.error_runs, &self.copy_error_nth),
@@ -259,6 +273,12 @@ mod tests {
         assert_eq!(
             (f.copy_errs(), f.copy_errs(), f.copy_errs()),
             (false, true, false)
+        );
+        assert!(!f.signal_create_fails());
+        assert!(f.set("FAIL_SIGNAL_CREATE_NTH", 1));
+        assert_eq!(
+            (f.signal_create_fails(), f.signal_create_fails()),
+            (true, false)
         );
     }
 }

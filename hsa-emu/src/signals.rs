@@ -622,6 +622,9 @@ unsafe fn create_api(
             return HSA_STATUS_ERROR_INVALID_ARGUMENT;
         }
     }
+    if crate::faults::faults().signal_create_fails() {
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    }
     match create(initial) {
         Some(s) => {
             // SAFETY: non-null and writable (caller contract).

@@ -773,6 +773,42 @@ fn an_async_copy_the_runtime_refuses_returns_its_error_and_leaves_the_signal_alo
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn an_async_copy_the_tool_cannot_fence_ends_replay_on_its_gpu() {
+    // The second of two copies held on the copy engine cannot get a proxy signal (its
+    // creation fails): it is submitted unfenced, and no window can know when it ends. The
+    // dispatch submitted while it runs, and every later one of that GPU, run once
+    // (`queue_not_drainable`) rather than let a window restore memory under it. The probe
+    // checks the copies' data and both increments exactly.
+    let c = cell(
+        "unfenced-copy",
+        &[("FAULT_ARM", "COPY_DELAY_MS=300,FAIL_SIGNAL_CREATE_NTH=1")],
+    );
+    assert!(
+        c.run
+            .stdout()
+            .contains("unfenced-copy b and c hold the pattern"),
+        "{}",
+        c.run.stdout()
+    );
+    assert!(
+        c.run.stderr().contains("run unfenced"),
+        "the warning names the unfenced copy: {}",
+        c.run.stderr()
+    );
+    let incs = c.of("inc_in_place");
+    assert_eq!(
+        incs.len(),
+        4,
+        "warm-up, during the copies, after, the frame's: {incs:?}"
+    );
+    Cell::assert_outcome(incs[0], "replayed", None);
+    for r in &incs[1..] {
+        Cell::assert_outcome(r, "declined", Some("queue_not_drainable"));
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_dispatch_held_by_a_late_predecessor_never_holds_another_queues_dispatch() {
     // Queue 2: a barrier waiting for a signal the application sets only after queue 1's
     // dispatch completed, and an inc_in_place behind it. Its window declines at the drain
