@@ -168,16 +168,23 @@ pub(crate) fn fingerprint_by_reading<M: DeviceMemory + ?Sized>(
     Ok(out)
 }
 
-/// Splits a full plan into what the snapshot captures and what is watched: allocations that a
-/// word of `args` points into, and module variables, stay in the plan; the other allocations
-/// are returned.
-pub(crate) fn split(plan: &mut SnapshotPlan, args: &[u8]) -> Vec<Region> {
+/// The nonzero 8-byte-aligned words of `args`, sorted: the addresses the arguments may name.
+pub(crate) fn named(args: &[u8]) -> Vec<usize> {
     let mut named: Vec<usize> = args
         .chunks_exact(8)
         .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) as usize)
         .filter(|&a| a != 0)
         .collect();
     named.sort_unstable();
+    named.dedup();
+    named
+}
+
+/// Splits a full plan into what the snapshot captures and what is watched: allocations that an
+/// address of `named` ([`named`]) points into, the allocations contiguous with such a one up
+/// to `reach` bytes past the address (the kernel's [`Reach`]), and module variables, stay in
+/// the plan; the other allocations are returned.
+pub(crate) fn split(plan: &mut SnapshotPlan, named: &[usize], reach: usize) -> Vec<Region> {
     // Whether some named address lies in [base, base + size): the first one at or above base.
     let names = |r: &Region| {
         let i = named.partition_point(|&a| a < r.base);
@@ -185,12 +192,120 @@ pub(crate) fn split(plan: &mut SnapshotPlan, args: &[u8]) -> Vec<Region> {
             .get(i)
             .is_some_and(|&a| a < r.base.saturating_add(r.size))
     };
-    let (keep, watched): (Vec<Region>, Vec<Region>) = std::mem::take(&mut plan.regions)
-        .into_iter()
-        .partition(|r| matches!(r.kind, RegionKind::ModuleVariable) || names(r));
-    plan.regions = keep;
+    let regions = std::mem::take(&mut plan.regions);
+    let mut keep: Vec<bool> = regions
+        .iter()
+        .map(|r| matches!(r.kind, RegionKind::ModuleVariable) || names(r))
+        .collect();
+    if reach > 0 {
+        // Walk the allocations above each named one while they touch (no gap between them)
+        // and start below the address plus the reach.
+        let mut order: Vec<usize> = (0..regions.len()).collect();
+        order.sort_unstable_by_key(|&i| regions[i].base);
+        for (at, &i) in order.iter().enumerate() {
+            let r = &regions[i];
+            let lo = named.partition_point(|&a| a < r.base);
+            let hi = named.partition_point(|&a| a < r.base.saturating_add(r.size));
+            let Some(&top) = named[lo..hi].last() else {
+                continue;
+            };
+            let limit = top.saturating_add(reach);
+            let mut end = r.base.saturating_add(r.size);
+            for &j in &order[at + 1..] {
+                let next = &regions[j];
+                if next.base != end || next.base >= limit {
+                    break;
+                }
+                keep[j] = true;
+                end = next.base.saturating_add(next.size);
+            }
+        }
+    }
+    let mut watched = Vec::new();
+    for (r, keep) in regions.into_iter().zip(keep) {
+        if keep {
+            plan.regions.push(r);
+        } else {
+            watched.push(r);
+        }
+    }
     watched
 }
+
+/// How far past an address its arguments name each kernel was seen to write, through
+/// allocations contiguous with the one holding the address: a tensor that spans chunks the
+/// virtual-memory API mapped one by one (PyTorch's expandable segments map 2 or 20 MiB at a
+/// time, and each mapping is an allocation here). A first pass that wrote such a chunk stands
+/// (`wrote_outside_footprint`), and the kernel's later dispatches capture that far instead of
+/// every allocation. A write that no named address reaches this way (a pointer stored in
+/// device memory), or a kernel whose reach grew more than [`REACH_GROWTHS`] times, is
+/// [remembered](REMEMBERED) instead.
+#[derive(Default)]
+pub(crate) struct Reach {
+    kernels: Mutex<HashMap<(u64, u64), (usize, u32)>>,
+}
+
+/// Times a kernel's [`Reach`] may grow before it is remembered.
+pub(crate) const REACH_GROWTHS: u32 = 4;
+
+impl Reach {
+    /// The reach of `kernel` on `agent` (0: none learned).
+    pub(crate) fn get(&self, agent: u64, kernel: u64) -> usize {
+        self.kernels
+            .lock()
+            .get(&(agent, kernel))
+            .map_or(0, |&(reach, _)| reach)
+    }
+
+    /// The first pass of `kernel` on `agent` wrote the allocations `written` (base, size),
+    /// outside its snapshot; `named` are its arguments' addresses ([`named`]), `regions` every
+    /// region of the window's plan. Grows the kernel's reach to cover the writes and says
+    /// `true` when each lies in the run of touching allocations above one holding a named
+    /// address; `false` (remember the kernel) otherwise.
+    pub(crate) fn learn(
+        &self,
+        agent: u64,
+        kernel: u64,
+        named: &[usize],
+        regions: &[(usize, usize)],
+        written: &[(usize, usize)],
+    ) -> bool {
+        let mut sorted = regions.to_vec();
+        sorted.sort_unstable();
+        let mut need = 0usize;
+        for &(base, size) in written {
+            let Ok(mut i) = sorted.binary_search_by_key(&base, |r| r.0) else {
+                return false;
+            };
+            let mut from = None;
+            while i > 0 {
+                let (pb, ps) = sorted[i - 1];
+                if pb.saturating_add(ps) != sorted[i].0 {
+                    break;
+                }
+                i -= 1;
+                let hi = named.partition_point(|&a| a < pb.saturating_add(ps));
+                if let Some(&a) = named[..hi].last().filter(|&&a| a >= pb) {
+                    from = Some(a);
+                    break;
+                }
+            }
+            let Some(from) = from else { return false };
+            need = need.max(base.saturating_add(size) - from);
+        }
+        let mut map = self.kernels.lock();
+        let entry = map.entry((agent, kernel)).or_default();
+        entry.1 += 1;
+        if entry.1 > REACH_GROWTHS {
+            return false;
+        }
+        entry.0 = entry.0.max(need);
+        true
+    }
+}
+
+/// The process's learned [`Reach`] of each kernel.
+pub(crate) static REACH: std::sync::LazyLock<Reach> = std::sync::LazyLock::new(Reach::default);
 
 /// Some fingerprints of one check, shared (not copied) by the window that took them and the
 /// carried fingerprints it leaves: `range` of `all`.
@@ -230,6 +345,9 @@ pub(crate) struct Watch {
     /// Watched regions left out of a check because they were freed or re-allocated, counted
     /// once per check.
     pub(crate) skipped: u32,
+    /// The regions (base, size) the latest check found changed whose "before" fingerprints
+    /// were read in this window.
+    pub(crate) written: Vec<(usize, usize)>,
 }
 
 impl Watch {
@@ -310,7 +428,13 @@ impl Watch {
             carried,
             time: start.elapsed(),
             skipped: 0,
+            written: Vec::new(),
         })
+    }
+
+    /// The watched regions (base, size).
+    pub(crate) fn regions(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.regions.iter().map(|r| (r.base, r.size))
     }
 
     /// Whether the latest check covered every watched region and found nothing changed.
@@ -382,6 +506,7 @@ impl Watch {
             return Err(DiffError::Failed);
         }
         let (mut fresh, mut carried) = (false, false);
+        self.written.clear();
         let mut from = 0;
         for i in checked {
             let before = self.before[i].get();
@@ -391,6 +516,8 @@ impl Watch {
                     carried = true;
                 } else {
                     fresh = true;
+                    self.written
+                        .push((self.regions[i].base, self.regions[i].size));
                 }
             }
             from += n;
@@ -793,7 +920,7 @@ mod tests {
             .iter()
             .flat_map(|w| w.to_ne_bytes())
             .collect();
-        let watched = split(&mut plan, &args);
+        let watched = split(&mut plan, &named(&args), 0);
         assert_eq!(
             plan.regions.iter().map(|r| r.base).collect::<Vec<_>>(),
             [0x2000, 0x9000],

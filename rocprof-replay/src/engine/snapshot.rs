@@ -762,6 +762,11 @@ impl Snapshot {
         self.regions.len()
     }
 
+    /// The regions the snapshot holds (base, size).
+    pub(crate) fn regions(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.regions.iter().map(|(r, _)| (r.base, r.size))
+    }
+
     /// Where the snapshot's bytes live: `device`, `pinned_host` or `host`, or the tiers of a
     /// mix joined with `+` (`device+pinned_host`); `None` for an empty snapshot.
     pub(crate) fn staging_label(&self) -> Option<&'static str> {

@@ -577,6 +577,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             watch: mut outside,
             kind: footprint_kind,
             vars,
+            named,
         } = match plan_and_capture(
             info,
             target,
@@ -857,14 +858,33 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     }
                     Ok(Verdict::Written) => {
                         footprint::SUSPECTED.remove(info.agent.0, info.kernel_object);
-                        footprint::REMEMBERED.insert(info.agent.0, info.kernel_object);
-                        tracing::info!(
-                            kernel = info.kernel(),
-                            dispatch = %info.dispatch_id,
-                            "the first pass wrote memory its arguments do not name: replay stops \
-                             after it, and later dispatches of this kernel capture every \
-                             allocation"
-                        );
+                        let regions: Vec<(usize, usize)> =
+                            snapshot.regions().chain(w.regions()).collect();
+                        if footprint::REACH.learn(
+                            info.agent.0,
+                            info.kernel_object,
+                            &named,
+                            &regions,
+                            &w.written,
+                        ) {
+                            tracing::info!(
+                                kernel = info.kernel(),
+                                dispatch = %info.dispatch_id,
+                                reach = footprint::REACH.get(info.agent.0, info.kernel_object),
+                                "the first pass wrote allocations adjoining one its arguments \
+                                 name: replay stops after it, and later dispatches of this kernel \
+                                 capture that far past the addresses they name"
+                            );
+                        } else {
+                            footprint::REMEMBERED.insert(info.agent.0, info.kernel_object);
+                            tracing::info!(
+                                kernel = info.kernel(),
+                                dispatch = %info.dispatch_id,
+                                "the first pass wrote memory its arguments do not name: replay \
+                                 stops after it, and later dispatches of this kernel capture \
+                                 every allocation"
+                            );
+                        }
                         Some(DeclineReason::WroteOutsideFootprint)
                     }
                     Err(DiffError::Stuck) => Some(DeclineReason::CopyTimeout),
@@ -983,6 +1003,9 @@ struct Planned {
     kind: FootprintKind,
     /// The module variables the snapshot holds (address, length).
     vars: Vec<(usize, usize)>,
+    /// The addresses the dispatch's arguments may name ([`footprint::named`]; empty when the
+    /// arguments are unknown or not looked at).
+    named: Vec<usize>,
 }
 
 /// Plans the snapshot — the arguments footprint when `mode` and the kernel's history allow
@@ -1001,11 +1024,14 @@ fn plan_and_capture(
     let mut plan = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX)?;
     let mut watch = None;
     let mut kind = FootprintKind::All;
+    let mut named = Vec::new();
     if mode != FootprintMode::All
         && !footprint::REMEMBERED.contains(info.agent.0, info.kernel_object)
         && let Some(args) = target.argument_bytes()
     {
-        let watched = footprint::split(&mut plan, &args);
+        named = footprint::named(&args);
+        let reach = footprint::REACH.get(info.agent.0, info.kernel_object);
+        let watched = footprint::split(&mut plan, &named, reach);
         if let Some(t) = plan_start {
             phases::add(Phase::Plan, t.elapsed());
         }
@@ -1067,6 +1093,7 @@ fn plan_and_capture(
         watch,
         kind,
         vars,
+        named,
     })
 }
 

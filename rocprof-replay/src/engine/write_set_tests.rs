@@ -899,6 +899,103 @@ fn a_first_pass_writing_what_the_arguments_do_not_name_stands_and_the_kernel_is_
     assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
 }
 
+/// A device whose buffer 1 is two allocations that touch — [0, 3072) and [3072, 4096), as the
+/// virtual-memory API maps a segment chunk by chunk — and whose kernel's arguments name buffer
+/// 1 in the middle of the first (its address is `base + 2048`).
+fn chunked(kernel: u64, writes: Vec<Vec<Write>>) -> Dev {
+    let mut dev = Dev::new(&SIZES, writes);
+    let base = dev.bufs[1].as_ptr() as usize;
+    dev.inv.remove(base);
+    dev.inv.record(base, 3072, AgentId(7), Origin::Pool);
+    dev.inv.record(base + 3072, 1024, AgentId(7), Origin::Pool);
+    dev.args = Some(vec![1]);
+    dev.kernel = kernel;
+    dev
+}
+
+#[test]
+fn a_kernel_writing_past_the_allocation_its_argument_names_into_the_touching_one_learns_its_reach()
+{
+    // The kernel writes buffer 1 from its argument's address across the chunk boundary (a
+    // tensor spanning two mappings).
+    let writes = vec![vec![(1, 2048, 1500)]];
+    let mut dev = chunked(0x2_0101, writes.clone());
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint)
+    );
+    assert_eq!(
+        out.snapshot_bytes,
+        3072 + 24,
+        "the first chunk and the variable"
+    );
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    assert!(
+        !footprint::REMEMBERED.contains(7, 0x2_0101),
+        "not remembered"
+    );
+    assert_eq!(footprint::REACH.get(7, 0x2_0101), 4096 - 2048);
+    // Its next dispatch captures both chunks, not buffer 0, and is replayed.
+    let mut dev = chunked(0x2_0101, writes);
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(out.kind, OutcomeKind::Replayed);
+    assert_eq!(out.footprint, Some(FootprintKind::Arguments));
+    assert_eq!(out.snapshot_bytes, 4096 + 24);
+    assert_eq!(out.watched_bytes, 1000);
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    assert!(
+        dev.inputs.iter().all(|i| *i == initial),
+        "every pass from the same inputs"
+    );
+}
+
+#[test]
+fn a_write_below_the_named_address_or_into_memory_that_does_not_touch_is_remembered() {
+    // Buffer 1 as [0, 1024) and [1024, 4096): the arguments name the second chunk (at 2048)
+    // and the kernel writes the first, below the address. No reach covers that.
+    let mut dev = Dev::new(&SIZES, vec![vec![(1, 100, 8)]]);
+    let base = dev.bufs[1].as_ptr() as usize;
+    dev.inv.remove(base);
+    dev.inv.record(base, 1024, AgentId(7), Origin::Pool);
+    dev.inv.record(base + 1024, 3072, AgentId(7), Origin::Pool);
+    dev.args = Some(vec![1]);
+    dev.kernel = 0x2_0102;
+    let (out, initial) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint)
+    );
+    assert_eq!(dev.bufs, dev.one_execution(&initial, 0));
+    assert!(footprint::REMEMBERED.contains(7, 0x2_0102));
+    // Buffer 0 is its own allocation, nowhere near buffer 1: remembered too.
+    let mut dev = narrowed(0x2_0103, vec![vec![(1, 0, 8)]]);
+    let (out, _) = run(&mut dev, &policy(3, RestoreMode::Auto), RestoreMode::Auto);
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint)
+    );
+    assert!(footprint::REMEMBERED.contains(7, 0x2_0103));
+    assert_eq!(footprint::REACH.get(7, 0x2_0103), 0);
+}
+
+#[test]
+fn a_reach_that_keeps_growing_ends_in_the_kernel_being_remembered() {
+    let kernel = 0x2_0104;
+    let regions = [(0x1000, 0x1000), (0x2000, 0x1000), (0x3000, 0x1000)];
+    let named = [0x1800];
+    for grown in 1..=footprint::REACH_GROWTHS {
+        assert!(
+            footprint::REACH.learn(7, kernel, &named, &regions, &[(0x2000, 0x1000)]),
+            "growth {grown}"
+        );
+    }
+    assert!(!footprint::REACH.learn(7, kernel, &named, &regions, &[(0x3000, 0x1000)]));
+    // A gap between the named allocation and the written one: nothing to learn.
+    let gap = [(0x1000, 0x1000), (0x2100, 0x1000)];
+    assert!(!footprint::REACH.learn(7, 0x2_0105, &named, &gap, &[(0x2100, 0x1000)]));
+}
+
 #[test]
 fn a_later_pass_writing_outside_the_snapshot_is_a_failure_when_verified() {
     let writes = vec![vec![(0, 0, 8)], vec![(0, 0, 8), (1, 0, 1)]];
