@@ -14,7 +14,10 @@
 //! the application's own execution, so when a watched granule changed during it (the kernel
 //! wrote through a pointer stored in device memory, or a TMA descriptor) replay simply stops
 //! after it: the application keeps that one execution (`declined`, `wrote_outside_footprint`)
-//! and the kernel is remembered ([`Remembered`]): its later dispatches capture everything. A
+//! and the kernel is remembered ([`REMEMBERED`]): its later dispatches capture everything —
+//! unless what it wrote adjoins an allocation its arguments name, through allocations that
+//! touch (a tensor spanning chunks of a segment mapped chunk by chunk): then it learns a
+//! [`Reach`] and its later dispatches capture that far past the named addresses. A
 //! later pass that wrote there (a kernel whose write addresses change from run to run) cannot
 //! be undone: with `verified` the watched memory is fingerprinted once more after the last
 //! pass and the outcome says so (`failed`, `late_write_outside_footprint`); by default the
