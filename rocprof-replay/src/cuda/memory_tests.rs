@@ -601,3 +601,63 @@ fn on_a_device_addressing_system_memory_a_launch_given_a_heap_pointer_runs_once(
         "its allocation restored: one execution"
     );
 }
+
+/// `add_one` under a kernel handle of its own: what this test teaches the engine about the
+/// kernel (process-wide) reaches no other test.
+pub(super) static ADD_ONE_SPANNING: FakeKernel = FakeKernel {
+    run: add_one,
+    module: 0,
+};
+
+#[test]
+fn a_tensor_spanning_two_mapped_chunks_is_captured_whole_after_its_first_dispatch() {
+    // PyTorch's expandable segments: one reserved range, mapped chunk by chunk (each
+    // `cuMemMap` an allocation of the context). A tensor from the middle of the first chunk
+    // into the second: its kernel writes past the allocation its argument names.
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE_SPANNING);
+    // Another allocation, which the kernel never names: watched, never captured.
+    let _other = h.alloc(64 << 10);
+    let chunk = 4096;
+    let segment = fake_alloc(2 * chunk);
+    gpu().app.insert(segment);
+    for (i, at) in [segment, segment + chunk].into_iter().enumerate() {
+        let params = cuMemMap_params {
+            ptr: at as CUdeviceptr,
+            size: chunk,
+            offset: 0,
+            handle: 1 + i as u64,
+            flags: 0,
+        };
+        h.call(
+            MEM_MAP,
+            c"cuMemMap",
+            (&params as *const cuMemMap_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+    }
+    let mut tensor = counters_at(segment + chunk / 2, chunk as u32 / 4);
+    let mut args = tensor.args();
+    h.launch(&ADD_ONE_SPANNING, &mut args, 0);
+    assert_eq!(
+        h.last_kind(),
+        declined(DeclineReason::WroteOutsideFootprint),
+        "the first dispatch stops after its own execution"
+    );
+    assert_eq!(tensor.values(), vec![1; chunk / 4]);
+    // The next one captures both chunks and is replayed.
+    let mut args = tensor.args();
+    h.launch(&ADD_ONE_SPANNING, &mut args, 0);
+    let outcomes = h.outcomes();
+    let o = &outcomes.last().expect("an outcome").1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(o.footprint, Some(crate::policy::FootprintKind::Arguments));
+    assert_eq!(
+        o.snapshot_bytes,
+        2 * chunk as u64,
+        "both chunks, not the other"
+    );
+    assert_eq!(o.watched_bytes, 64 << 10);
+    assert_eq!(tensor.values(), vec![2; chunk / 4], "one execution each");
+}

@@ -520,6 +520,7 @@ unsafe extern "C" fn func_get_param_info(
         || std::ptr::eq(f, &ADD_ONE_COUNTED)
         || std::ptr::eq(f, &SLOW)
         || std::ptr::eq(f, &NOTING)
+        || std::ptr::eq(f, &memory_tests::ADD_ONE_SPANNING)
         || compare_tests::writer(f)
     {
         &[(0, 8), (8, 4)]
