@@ -1129,6 +1129,22 @@ unsafe extern "C" fn reader_destroy(reader: hsa_code_object_reader_t) -> hsa_sta
     unsafe { f(reader) }
 }
 
+/// After an agent or program code-object load returned `st`: the reader's layout goes with
+/// the executable it was loaded into.
+fn loaded_code_object(
+    be: &super::Backend,
+    st: hsa_status_t,
+    executable: hsa_executable_t,
+    reader: hsa_code_object_reader_t,
+) -> hsa_status_t {
+    if st == HSA_STATUS_SUCCESS {
+        quietly("noting a code object load", || {
+            be.layouts.lock().loaded(executable.handle, reader.handle)
+        });
+    }
+    st
+}
+
 unsafe extern "C" fn load_agent_code_object(
     executable: hsa_executable_t,
     agent: hsa_agent_t,
@@ -1144,12 +1160,7 @@ unsafe extern "C" fn load_agent_code_object(
     };
     // SAFETY: forwarding unchanged.
     let st = unsafe { f(executable, agent, reader, options, loaded) };
-    if st == HSA_STATUS_SUCCESS {
-        quietly("noting a code object load", || {
-            be.layouts.lock().loaded(executable.handle, reader.handle)
-        });
-    }
-    st
+    loaded_code_object(be, st, executable, reader)
 }
 
 unsafe extern "C" fn load_program_code_object(
@@ -1166,12 +1177,7 @@ unsafe extern "C" fn load_program_code_object(
     };
     // SAFETY: forwarding unchanged.
     let st = unsafe { f(executable, reader, options, loaded) };
-    if st == HSA_STATUS_SUCCESS {
-        quietly("noting a code object load", || {
-            be.layouts.lock().loaded(executable.handle, reader.handle)
-        });
-    }
-    st
+    loaded_code_object(be, st, executable, reader)
 }
 
 // ---- executables ---------------------------------------------------------------------------

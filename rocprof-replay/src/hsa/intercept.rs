@@ -313,8 +313,11 @@ fn host_pointers(
     let args =
         unsafe { std::slice::from_raw_parts(packet.kernarg_address.cast::<u8>(), size as usize) };
     if let Some(words) = pointers
-        && let Some(addr) =
-            kernel_args::word_values(args, &words).find(|&w| system_memory(be, &host, w))
+        && let Some(addr) = {
+            let variables = be.variables.read();
+            kernel_args::word_values(args, &words)
+                .find(|&w| system_memory(be, &host, &variables, w))
+        }
     {
         tracing::debug!(
             addr = format_args!("{addr:#x}"),
@@ -336,6 +339,7 @@ fn host_pointers(
 fn system_memory(
     be: &Backend,
     host: &std::collections::BTreeMap<usize, usize>,
+    variables: &std::collections::BTreeMap<usize, usize>,
     addr: usize,
 ) -> bool {
     let within = |map: &std::collections::BTreeMap<usize, usize>| {
@@ -343,7 +347,7 @@ fn system_memory(
             .next_back()
             .is_some_and(|(&base, &size)| addr - base < size)
     };
-    if addr < 0x1_0000 || within(host) || within(&be.variables.read()) {
+    if addr < 0x1_0000 || within(host) || within(variables) {
         return false;
     }
     if crate::engine::state::INVENTORY.agent_of(addr).is_some() || !gate::mapped(addr) {
