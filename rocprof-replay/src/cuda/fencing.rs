@@ -27,8 +27,9 @@ impl Backend {
     /// may write or read (a read inside a window could see a pass's or a restore's state),
     /// taken in the order of the contexts' handles (so two threads holding each other's contexts never wait in a
     /// cycle). At exit, before those are released, an event recorded behind the work on its
-    /// `stream` (asked only then, and only if other contexts are held; `None`: not decoded)
-    /// goes to each other context, whose next drain waits for it (a restore must neither undo
+    /// `stream` (asked only then, and only if other contexts are held; `None`: not decoded;
+    /// also asked at enter where the work must wait, for [`AgentLock::held_up`]) goes to each
+    /// other context, whose next drain waits for it (a restore must neither undo
     /// the work's writes nor change what it reads). `note` tells the engine what the work
     /// writes, before the call and again after it.
     pub(super) fn hold_off_window_writing(
@@ -37,7 +38,7 @@ impl Backend {
         call: u32,
         ctx_handle: usize,
         ranges: impl FnOnce() -> [Option<Option<(usize, usize)>>; 2],
-        stream: impl FnOnce() -> Option<usize>,
+        stream: impl Fn() -> Option<usize>,
         note: impl Fn(),
     ) {
         if enter {
@@ -48,7 +49,9 @@ impl Backend {
             held.dedup();
             for c in held {
                 let c = self.ctx(c);
-                c.lock.hold_outside_window(self.settings.lock);
+                // Its stream, if it must wait: a first pass waiting for this work gives way.
+                c.lock
+                    .hold_outside_window_on(self.settings.lock, || stream().map(|s| s as u64));
                 if let Err(c) = READERS
                     .try_with(|r| r.borrow_mut().push((call, c.clone())))
                     .map_err(|_| c)

@@ -283,6 +283,8 @@ struct BehindState {
     loads: usize,
     /// Loads that have waited past their soft limit.
     late_loads: usize,
+    /// When each load now waiting for the windows began to wait.
+    waiting_since: Vec<Instant>,
 }
 
 /// The process's windows in flight.
@@ -291,6 +293,7 @@ pub(crate) static BEHIND: Behind = Behind {
         windows: 0,
         loads: 0,
         late_loads: 0,
+        waiting_since: Vec::new(),
     }),
     idle: Condvar::new(),
 };
@@ -351,6 +354,10 @@ impl Behind {
         let mut s = self.state.lock();
         s.loads += 1;
         let mut late = false;
+        let waits = s.windows > 0;
+        if waits {
+            s.waiting_since.push(start);
+        }
         while s.windows > 0 {
             let end = start + if late { soft + hard } else { soft };
             if self.idle.wait_until(&mut s, end).timed_out() {
@@ -370,7 +377,22 @@ impl Behind {
         if late {
             s.late_loads -= 1;
         }
+        if waits && let Some(i) = s.waiting_since.iter().position(|t| *t == start) {
+            s.waiting_since.swap_remove(i);
+        }
         Loading(())
+    }
+
+    /// Whether a call that may load a module has waited for the windows in flight at least
+    /// `longer_than` (a first pass may be waiting for the kernel that call would launch:
+    /// [`AgentLock::held_up`](crate::engine::agent::AgentLock::held_up)).
+    pub(crate) fn loads_waiting_for(&self, longer_than: Duration) -> bool {
+        let now = Instant::now();
+        self.state
+            .lock()
+            .waiting_since
+            .iter()
+            .any(|t| now.saturating_duration_since(*t) >= longer_than)
     }
 
     /// A module load has waited long for the windows in flight: they stop after their

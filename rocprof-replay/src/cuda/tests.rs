@@ -56,6 +56,9 @@ struct FakeGpu {
     failing_restores: u32,
     stick_copies: bool,
     stick_relaunches: bool,
+    /// The application's launches into this stream never finish (the stream sticks, as a
+    /// kernel waiting for a flag does) until a test unsticks it.
+    stick_after_launch: Option<usize>,
     /// Relaunches take this long (their events complete that much later).
     slow_relaunches: Option<Duration>,
     /// Streams whose events complete only at the given time, and those events.
@@ -505,7 +508,7 @@ unsafe extern "C" fn func_get_param_info(
     offset: *mut usize,
     size: *mut usize,
 ) -> CUresult {
-    // ADD_ONE, ADD_ONE_COUNTED, SLOW (and the writers of the write-set tests) take
+    // ADD_ONE, ADD_ONE_COUNTED, SLOW, NOTING, UNSTICKING (and the writers of the write-set tests) take
     // (CUdeviceptr, u32); the other kernels of these tests take nothing.
     let f = f.cast::<FakeKernel>();
     if std::ptr::eq(f, &ADD_FROM) || std::ptr::eq(f, &memory_tests::WRITE_SURFACE) {
@@ -520,6 +523,7 @@ unsafe extern "C" fn func_get_param_info(
         || std::ptr::eq(f, &ADD_ONE_COUNTED)
         || std::ptr::eq(f, &SLOW)
         || std::ptr::eq(f, &NOTING)
+        || std::ptr::eq(f, &UNSTICKING)
         || std::ptr::eq(f, &memory_tests::ADD_ONE_SPANNING)
         || compare_tests::writer(f)
     {
@@ -964,6 +968,9 @@ fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
         }
         super::kernel_clock::fake::launched(id, 50_000, 50_000 + ns);
         g = gpu();
+    }
+    if !ours && g.stick_after_launch == Some(stream as usize) {
+        g.stuck_streams.insert(stream as usize);
     }
     if ours {
         g.relaunches += 1;
@@ -2018,6 +2025,146 @@ fn a_stuck_relaunch_fails_and_orders_the_application_stream_after_it() {
     assert_eq!(waits.len(), 1, "{waits:?}");
     assert_eq!(waits[0].0, 0x5000, "the application's stream waits");
 }
+
+/// The application launches a kernel into stream 0x5000 that does not finish (a kernel
+/// waiting for a flag), then makes `next`: a call the kernel's completion waits for, whose
+/// driver part calls [`unstick`]. Returns how long `next` took from the launch on, once the
+/// window is over.
+fn first_pass_waiting_for(h: &Harness, buf: &mut Buffer, next: impl FnOnce(&Harness)) -> Duration {
+    // Known parameters: the arguments are copied and the launch call returns at once.
+    h.obtain_function(&ADD_ONE);
+    h.obtain_function(&UNSTICKING);
+    gpu().stick_after_launch = Some(0x5000);
+    let mut args = buf.args();
+    let started = Instant::now();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    next(h);
+    let took = started.elapsed();
+    h.settle();
+    took
+}
+
+/// The flag the kernel on stream 0x5000 waits for is set: its work finishes.
+fn unstick() {
+    let mut g = gpu();
+    g.stick_after_launch = None;
+    g.stuck_streams.remove(&0x5000);
+    g.stuck_events.clear();
+}
+
+/// The application's `cuMemcpyHtoDAsync_v2` on `stream`, whose driver part runs `body`.
+fn copy_on(h: &Harness, stream: usize, body: fn()) {
+    let src = [0u8; 4];
+    let p = [0u64, src.as_ptr() as u64, 0, stream as u64];
+    h.call(
+        MEMCPY,
+        c"cuMemcpyHtoDAsync_v2",
+        p.as_ptr().cast(),
+        c"",
+        || {
+            body();
+            CUDA_SUCCESS
+        },
+    );
+}
+
+fn yielding() -> Settings {
+    Settings {
+        pass: Duration::from_secs(10),
+        late_pass: Duration::from_millis(100),
+        lock: Duration::from_secs(10),
+        yield_after: Duration::from_millis(100),
+        ..quick()
+    }
+}
+
+#[test]
+fn a_first_pass_waiting_for_the_applications_copy_on_another_stream_gives_way() {
+    // Without the yield the copy waits for the window, whose first pass waits for the copy:
+    // both until the 10 s pass deadline.
+    let h = harness(3, yielding());
+    let mut buf = Buffer::new(&h, 4);
+    let took = first_pass_waiting_for(&h, &mut buf, |h| copy_on(h, 0x6000, unstick));
+    assert!(took < Duration::from_secs(5), "the copy waited {took:?}");
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention),
+        "{o:?}"
+    );
+    assert_eq!(o.passes, 1);
+    assert_eq!(buf.values(), vec![1; 4], "one execution");
+    assert_eq!(gpu().relaunches, 0);
+}
+
+#[test]
+fn a_first_pass_waiting_for_the_applications_launch_on_another_stream_gives_way() {
+    // The kernel that sets the flag is replayed too: its launch waits for its window, which
+    // waits for the first window to end.
+    let h = harness(3, yielding());
+    let mut buf = Buffer::new(&h, 4);
+    let mut other = Buffer::new(&h, 4);
+    // Launched once before: its module is known, so the second launch waits for its window
+    // only (`loads` covers a first launch, which waits for windows in flight as a load).
+    h.obtain_function(&UNSTICKING);
+    let mut args = other.args();
+    h.launch(&UNSTICKING, &mut args, 0x6000);
+    let took = first_pass_waiting_for(&h, &mut buf, |h| {
+        UNSTICK_ON_LAUNCH.store(true, Ordering::SeqCst);
+        let mut args = other.args();
+        h.launch_returning(&UNSTICKING, &mut args, 0x6000, c"_Z7add_onePji");
+    });
+    assert!(took < Duration::from_secs(5), "the launch waited {took:?}");
+    let outcomes = h.outcomes();
+    assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+    assert_eq!(
+        outcomes[1].1.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention)
+    );
+    assert_eq!(outcomes[1].1.passes, 1);
+    assert_eq!(outcomes[2].1.kind, OutcomeKind::Replayed, "{outcomes:?}");
+    assert_eq!(buf.values(), vec![1; 4]);
+    assert_eq!(other.values(), vec![2; 4]);
+}
+
+#[test]
+fn a_first_pass_is_waited_for_when_the_waiting_work_is_behind_it_on_its_stream() {
+    // The copy is on the kernel's own stream: it cannot be what the kernel waits for, so
+    // the window keeps its first pass (here it finishes by itself after the copy has waited
+    // past the yield deadline, as a long kernel would).
+    let h = harness(3, yielding());
+    let mut buf = Buffer::new(&h, 4);
+    let took = first_pass_waiting_for(&h, &mut buf, |h| {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(400));
+                unstick();
+            });
+            copy_on(h, 0x5000, || {});
+        });
+    });
+    assert!(took >= Duration::from_millis(400), "{took:?}");
+    let o = &h.outcomes()[0].1;
+    assert_eq!(o.kind, OutcomeKind::Replayed, "{o:?}");
+    assert_eq!(o.passes, 3);
+    assert_eq!(buf.values(), vec![1; 4]);
+}
+
+/// [`UNSTICKING`]'s next run calls [`unstick`].
+static UNSTICK_ON_LAUNCH: AtomicBool = AtomicBool::new(false);
+
+fn unsticking(args: *mut *mut c_void) {
+    if UNSTICK_ON_LAUNCH.swap(false, Ordering::SeqCst) {
+        unstick();
+    }
+    add_one(args);
+}
+
+/// ADD_ONE that sets the flag the kernel on stream 0x5000 waits for.
+static UNSTICKING: FakeKernel = FakeKernel {
+    run: unsticking,
+    module: 0,
+};
 
 /// Three passes; the copies stick from the end of pass 1 on (the restore before pass 2 never
 /// finishes).
@@ -3216,7 +3363,8 @@ fn a_drain_waits_for_a_kernel_of_another_context_given_its_memory() {
 #[test]
 fn stream_work_waits_for_a_window_on_its_context() {
     assert_held_off_a_window(|h, inside| {
-        let p = [0u64; 3];
+        // cuMemcpyHtoDAsync_v2's (dstDevice, srcHost, ByteCount, hStream): the legacy stream.
+        let p = [0u64; 4];
         let mut ran_inside = false;
         h.call(
             MEMCPY,

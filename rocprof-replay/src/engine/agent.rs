@@ -12,11 +12,17 @@
 //! ([`window_opened`](AgentLock::window_opened) / [`window_ended`](AgentLock::window_ended)).
 //! Readers wait while any window is open, with the same deadline semantics.
 //!
+//! Work that blocks (a reader, or a window waiting for the writer) is listed while it waits,
+//! with the *lane* it runs on (the backend's word for it: a CUDA stream): a window whose first
+//! pass — the application's own execution — has not finished while work on another lane has
+//! waited longer than the yield deadline gives up replaying that dispatch
+//! ([`held_up`](AgentLock::held_up)), since the kernel may be waiting for exactly that work.
+//!
 //! [`ReplayTarget::contended`]: super::window::ReplayTarget::contended
 
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -32,6 +38,42 @@ pub(crate) struct AgentLock {
     open: AtomicU32,
     /// The mutex `open` changes under, and the condition notified when it drops to 0.
     open_changed: (Mutex<()>, Condvar),
+    /// Work blocked on this agent right now ([`Blocked`]), for [`held_up`](Self::held_up).
+    blocked: Mutex<Vec<BlockedEntry>>,
+    /// Tokens of [`blocked`](Self::blocked)'s entries.
+    tokens: AtomicU64,
+}
+
+/// One blocked piece of work: its token, its lane (`None`: not known) and since when.
+#[derive(Clone, Copy, Debug)]
+struct BlockedEntry {
+    token: u64,
+    lane: Option<u64>,
+    since: Instant,
+}
+
+/// Listed in [`AgentLock::blocked`] from creation until dropped.
+pub(crate) struct Blocked<'a> {
+    agent: &'a AgentLock,
+    token: u64,
+}
+
+impl<'a> Blocked<'a> {
+    fn new(agent: &'a AgentLock, lane: Option<u64>) -> Blocked<'a> {
+        let token = agent.tokens.fetch_add(1, Ordering::Relaxed);
+        agent.blocked.lock().push(BlockedEntry {
+            token,
+            lane,
+            since: Instant::now(),
+        });
+        Blocked { agent, token }
+    }
+}
+
+impl Drop for Blocked<'_> {
+    fn drop(&mut self) {
+        self.agent.blocked.lock().retain(|e| e.token != self.token);
+    }
 }
 
 impl Default for AgentLock {
@@ -48,6 +90,8 @@ impl AgentLock {
             waiting_long: AtomicU32::new(0),
             open: AtomicU32::new(0),
             open_changed: (Mutex::new(()), Condvar::new()),
+            blocked: Mutex::new(Vec::new()),
+            tokens: AtomicU64::new(0),
         }
     }
 
@@ -55,14 +99,32 @@ impl AgentLock {
     /// open and none holds the agent. Past `deadline` the window is told to stop after its
     /// current pass and the wait goes on, with a warning (once per process).
     pub(crate) fn read_outside_window(&self, deadline: Duration) -> RwLockReadGuard<'_, ()> {
+        self.read_outside_window_on(deadline, || None)
+    }
+
+    /// [`read_outside_window`](Self::read_outside_window) for work on a lane (`lane` is asked
+    /// only if the work must wait): listed as blocked meanwhile ([`held_up`](Self::held_up)).
+    pub(crate) fn read_outside_window_on(
+        &self,
+        deadline: Duration,
+        lane: impl FnOnce() -> Option<u64>,
+    ) -> RwLockReadGuard<'_, ()> {
         let mut wait = Waiting {
             agent: self,
             deadline,
             late: false,
         };
+        let mut lane = Some(lane);
+        let mut blocked: Option<Blocked<'_>> = None;
+        let mut block = || {
+            if let Some(lane) = lane.take() {
+                blocked = Some(Blocked::new(self, lane()));
+            }
+        };
         if self.open.load(Ordering::Acquire) > 0 {
             // Windows opened and not ended: their gates are placed, they may not have taken
             // the lock yet.
+            block();
             let (mutex, ended) = &self.open_changed;
             let mut g = mutex.lock();
             while self.open.load(Ordering::Acquire) > 0 {
@@ -74,6 +136,7 @@ impl AgentLock {
         if let Some(guard) = self.lock.try_read() {
             return guard;
         }
+        block();
         loop {
             if let Some(guard) = self.lock.try_read_for(deadline) {
                 return guard;
@@ -87,8 +150,19 @@ impl AgentLock {
     /// [`release_held`](Self::release_held).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
     pub(crate) fn hold_outside_window(&self, deadline: Duration) {
+        self.hold_outside_window_on(deadline, || None);
+    }
+
+    /// [`hold_outside_window`](Self::hold_outside_window) for work on a lane
+    /// ([`read_outside_window_on`](Self::read_outside_window_on)).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    pub(crate) fn hold_outside_window_on(
+        &self,
+        deadline: Duration,
+        lane: impl FnOnce() -> Option<u64>,
+    ) {
         // Released by the matching `release_held`.
-        std::mem::forget(self.read_outside_window(deadline));
+        std::mem::forget(self.read_outside_window_on(deadline, lane));
     }
 
     /// Releases a reader taken by [`hold_outside_window`](Self::hold_outside_window).
@@ -113,6 +187,46 @@ impl AgentLock {
     /// The writer side for a replay window, if it comes within `deadline`.
     pub(crate) fn write_for(&self, deadline: Duration) -> Option<RwLockWriteGuard<'_, ()>> {
         self.lock.try_write_for(deadline)
+    }
+
+    /// [`write_for`](Self::write_for) for a window of a dispatch on `lane`: listed as blocked
+    /// while it waits ([`held_up`](Self::held_up)).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    pub(crate) fn write_for_on(
+        &self,
+        deadline: Duration,
+        lane: Option<u64>,
+    ) -> Option<RwLockWriteGuard<'_, ()>> {
+        if let Some(guard) = self.lock.try_write() {
+            return Some(guard);
+        }
+        let _blocked = Blocked::new(self, lane);
+        self.lock.try_write_for(deadline)
+    }
+
+    /// Lists work that waits for this agent's windows by other means than its lock (a launch
+    /// waiting for its window to release it) until the returned guard drops
+    /// ([`held_up`](Self::held_up)).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    pub(crate) fn blocked(&self, lane: Option<u64>) -> Blocked<'_> {
+        Blocked::new(self, lane)
+    }
+
+    /// Whether work blocked on this agent, on a lane `may_release` says the running
+    /// dispatch may be waiting for, has waited at least `longer_than`. A window asks while
+    /// its first pass — the application's own execution — has not finished: that kernel may
+    /// be waiting for exactly that work (a flag another stream's copy sets), which cannot
+    /// start before the window ends.
+    pub(crate) fn held_up(
+        &self,
+        longer_than: Duration,
+        mut may_release: impl FnMut(Option<u64>) -> bool,
+    ) -> bool {
+        let now = Instant::now();
+        self.blocked
+            .lock()
+            .iter()
+            .any(|e| now.saturating_duration_since(e.since) >= longer_than && may_release(e.lane))
     }
 
     /// The writer side if free at once (a waiting writer would hold the application's readers

@@ -7,6 +7,7 @@
 //! | `ROCPROF_REPLAY_PASS_TIMEOUT_MS` | 120000 | one pass; a pass past it ends replay of the dispatch |
 //! | `ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS` | 60000 | how much longer a late pass is waited for before the application is given its completion anyway (outcome `failed`) |
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | 60000 | taking the agent's lock; other work waiting longer cuts a window short |
+//! | `ROCPROF_REPLAY_YIELD_MS` | 1000 | how long work on another stream (CUDA) may wait for a window whose first pass — the application's own execution — has not finished; past it the window gives up replaying that dispatch (its kernel may be waiting for that work) |
 //! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | 60000 | one capture or restore |
 //! | `ROCPROF_REPLAY_DEVICE_RESERVE_MB` | a tenth of the GPU's VRAM pool | VRAM the HSA backend's snapshot arena always leaves free ([`device_reserve_from_env`]) |
 //! | `ROCPROF_REPLAY_DEVICE_KERNELS` | `on` | `on` or `off`: whether the HSA backend compares VRAM snapshots and fingerprints watched memory with its device kernels; `off`: the host reads memory back, as on a GPU without a code object ([`device_kernels_from_env`]) |
@@ -34,6 +35,10 @@ pub(crate) struct Settings {
     /// Taking the agent's lock; also how long other work may wait for a window before the
     /// window is cut short.
     pub(crate) lock: Duration,
+    /// How long work on another lane may wait for a window whose first pass has not finished
+    /// before the window gives up replaying its dispatch
+    /// ([`AgentLock::held_up`](crate::engine::agent::AgentLock::held_up)).
+    pub(crate) yield_after: Duration,
     /// One capture or restore batch.
     pub(crate) copy: Duration,
     /// Largest snapshot in bytes.
@@ -79,6 +84,7 @@ impl Settings {
             pass: ms("ROCPROF_REPLAY_PASS_TIMEOUT_MS", 120_000),
             late_pass: ms("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", 60_000),
             lock: ms("ROCPROF_REPLAY_LOCK_TIMEOUT_MS", 60_000),
+            yield_after: ms("ROCPROF_REPLAY_YIELD_MS", 1_000),
             copy: ms("ROCPROF_REPLAY_COPY_TIMEOUT_MS", 60_000),
             budget: number("ROCPROF_REPLAY_BUDGET_MB")
                 .map(|mb| mb.saturating_mul(1 << 20))

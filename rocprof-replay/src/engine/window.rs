@@ -80,6 +80,10 @@ pub(crate) enum PassError {
     NotSubmitted(DeclineReason),
     /// The pass was submitted and had not completed at the pass deadline; it may still run.
     Late,
+    /// The first pass (the application's own execution) had not completed while other work
+    /// that it may be waiting for was held up by the window past the yield deadline
+    /// ([`AgentLock::held_up`](super::agent::AgentLock::held_up)); it may still run.
+    Yielded,
 }
 
 /// The backend's handle on one intercepted dispatch.
@@ -743,6 +747,26 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         inventory,
                         settings,
                     );
+                    return finish(target, state, outcome);
+                }
+                Err(PassError::Yielded) => {
+                    // The application's own execution may be waiting for work this window holds
+                    // up: the window ends now, without waiting for it. Nothing was restored or
+                    // relaunched: whenever it finishes, its result is the one execution.
+                    drop(guard);
+                    outcome.passes += 1;
+                    outcome.pass_times.push(None);
+                    tracing::info!(
+                        kernel = info.kernel(),
+                        dispatch = %info.dispatch_id,
+                        "other work waited for the agent while the first pass had not finished \
+                         (the kernel may be waiting for it): replay of this dispatch ends with \
+                         that pass (ROCPROF_REPLAY_YIELD_MS)"
+                    );
+                    outcome.kind = OutcomeKind::Declined(DeclineReason::LockContention);
+                    target.complete();
+                    drop(restorer);
+                    drop(snapshot);
                     return finish(target, state, outcome);
                 }
                 Err(PassError::Late) => {

@@ -336,7 +336,7 @@ pub(crate) unsafe fn enter_launch(
         crate::engine::footprint::note_device_write(cb.context as u64);
         // SAFETY: the application is inside this launch call: its arguments are alive.
         let others = unsafe { contexts_named(be, &ctx, &launch, facts.params.as_deref()) };
-        let others = hold_in_order(be, &ctx, &others);
+        let others = hold_in_order(be, &ctx, &others, stream);
         let pending = Box::new(Pending {
             hand: None,
             ctx,
@@ -406,7 +406,13 @@ pub(crate) unsafe fn enter_launch(
         });
         return 0;
     }
-    let Some(release) = hand.wait_release() else {
+    let release = {
+        // Listed while it waits: another window of the context whose first pass has not
+        // finished gives way when this launch (on another stream) may be what it waits for.
+        let _blocked = ctx.lock.blocked(Some(stream as u64));
+        hand.wait_release()
+    };
+    let Some(release) = release else {
         return 0;
     };
     let mut go = None;
@@ -430,7 +436,9 @@ pub(crate) unsafe fn enter_launch(
                 tracing::debug!(status = %error_name(&be.drv, r), "pass 1 start event not recorded");
             }
         }
-        Release::Ordinary { reader: true } => ctx.lock.hold_outside_window(be.settings.lock),
+        Release::Ordinary { reader: true } => ctx
+            .lock
+            .hold_outside_window_on(be.settings.lock, || Some(stream as u64)),
         Release::Ordinary { reader: false } => {}
     }
     let pending = Box::new(Pending {
@@ -469,19 +477,25 @@ unsafe fn contexts_named(
 
 /// Takes the reader side of `ctx` and of `others`, in the order of their handles (see
 /// `Backend::hold_off_window_writing`); returns the other contexts held, whose readers the
-/// exit callback releases.
-fn hold_in_order(be: &Backend, ctx: &Arc<Ctx>, others: &[usize]) -> SmallVec<[Arc<Ctx>; 2]> {
+/// exit callback releases. `stream` is the launch's, for [`AgentLock::held_up`](crate::engine::agent::AgentLock::held_up).
+fn hold_in_order(
+    be: &Backend,
+    ctx: &Arc<Ctx>,
+    others: &[usize],
+    stream: CUstream,
+) -> SmallVec<[Arc<Ctx>; 2]> {
     let mut all: SmallVec<[usize; 3]> = others.iter().copied().collect();
     all.push(ctx.handle);
     all.sort_unstable();
     all.dedup();
     let mut held = SmallVec::new();
     for c in all {
+        let lane = || Some(stream as u64);
         if c == ctx.handle {
-            ctx.lock.hold_outside_window(be.settings.lock);
+            ctx.lock.hold_outside_window_on(be.settings.lock, lane);
         } else {
             let other = be.ctx(c);
-            other.lock.hold_outside_window(be.settings.lock);
+            other.lock.hold_outside_window_on(be.settings.lock, lane);
             held.push(other);
         }
     }

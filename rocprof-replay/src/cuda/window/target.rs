@@ -33,19 +33,29 @@ pub(crate) enum Poll {
 /// about 1/32 of the time waited so far (10 µs to 1 ms), with this thread's timer slack
 /// lowered meanwhile ([`FineSlack`]), so a wait ends within a few percent of when its work
 /// did.
-pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Poll {
+pub(crate) fn poll(deadline: Instant, query: impl FnMut() -> CUresult) -> Poll {
+    poll_unless(deadline, query, || false).unwrap_or(Poll::TimedOut)
+}
+
+/// [`poll`], giving up (`None`) once `stop` says so; `stop` is asked only once the wait has
+/// gone past its spinning and yielding (about 250 µs), then once per sleep.
+pub(crate) fn poll_unless(
+    deadline: Instant,
+    mut query: impl FnMut() -> CUresult,
+    mut stop: impl FnMut() -> bool,
+) -> Option<Poll> {
     let start = Instant::now();
     let mut slack: Option<FineSlack> = None;
     let mut round = 0u32;
     loop {
         match query() {
-            CUDA_SUCCESS => return Poll::Done,
+            CUDA_SUCCESS => return Some(Poll::Done),
             CUDA_ERROR_NOT_READY => {}
-            r => return Poll::Failed(r),
+            r => return Some(Poll::Failed(r)),
         }
         let now = Instant::now();
         if now >= deadline {
-            return Poll::TimedOut;
+            return Some(Poll::TimedOut);
         }
         round += 1;
         if round < 64 {
@@ -53,11 +63,25 @@ pub(crate) fn poll(deadline: Instant, mut query: impl FnMut() -> CUresult) -> Po
         } else if now - start < YIELD_FOR {
             std::thread::yield_now();
         } else {
+            if stop() {
+                return None;
+            }
             slack.get_or_insert_with(FineSlack::new);
             let slice = ((now - start) / 32).clamp(SLEEP_MIN, SLEEP_MAX);
             std::thread::sleep(slice.min(deadline - now));
         }
     }
+}
+
+/// Whether work blocked on a window, on stream `lane` (`None`: not on a stream the backend
+/// decodes), may be what a kernel running on stream `own` waits for: work on another stream,
+/// neither of them the legacy default stream. Work behind the kernel on its own stream cannot
+/// start before it ends, nor can work ordered with it through the legacy stream (telling a
+/// non-blocking stream from a blocking one would take a driver call per check: both count as
+/// ordered).
+pub(super) fn may_release(own: u64, lane: Option<u64>) -> bool {
+    let legacy = |s: u64| s == 0 || s == CU_STREAM_LEGACY as u64;
+    lane.is_some_and(|l| l != own && !legacy(l) && !legacy(own))
 }
 
 /// How long [`poll`] yields before it sleeps: most waits of a window (copies, compares, short
@@ -809,7 +833,8 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn begin(&mut self) -> Result<(), DeclineReason> {
-        match self.ctx.lock.write_for(self.settings().lock) {
+        let lane = Some(self.job.launch.app_stream() as u64);
+        match self.ctx.lock.write_for_on(self.settings().lock, lane) {
             Some(guard) => {
                 self.window = Some(guard);
                 self.job.hand.soon();
@@ -1026,9 +1051,27 @@ impl ReplayTarget for CudaTarget<'_> {
         }
         self.last = Last::Original;
         self.original_end = Some(end);
+        // The application's own execution: where work this window holds up on another stream
+        // (or a call that may load the module of a kernel about to be launched) has waited
+        // past the yield deadline, the kernel may be waiting for it.
+        let yield_after = self.settings().yield_after;
+        let own = self.job.launch.app_stream() as u64;
         let waited = crate::engine::phases::timed(crate::engine::phases::Phase::PassWait, || {
-            self.wait(end, deadline)
+            poll_unless(
+                deadline,
+                // SAFETY: our recorded event.
+                || unsafe { (self.drv().event_query)(end as CUevent) },
+                || {
+                    self.ctx
+                        .lock
+                        .held_up(yield_after, |lane| may_release(own, lane))
+                        || BEHIND.loads_waiting_for(yield_after)
+                },
+            )
         });
+        let Some(waited) = waited else {
+            return Err(PassError::Yielded);
+        };
         match waited {
             Poll::Done => {
                 self.original_end = None;
@@ -1062,7 +1105,8 @@ impl ReplayTarget for CudaTarget<'_> {
                 for attempt in 0..3 {
                     match self.relaunch_pass(false) {
                         Ok(_) => return true,
-                        Err(PassError::Late) => {
+                        // A relaunch never yields (only the original launch does).
+                        Err(PassError::Late | PassError::Yielded) => {
                             if let Last::Relaunch(ev) = self.last
                                 && ev != 0
                             {
