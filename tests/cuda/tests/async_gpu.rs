@@ -29,6 +29,17 @@ fn records_path(name: &str) -> PathBuf {
 /// Runs `app` under the tool with `passes` passes (short deadlines, so a window that waits
 /// for the host shows as a timeout rather than minutes); returns the run and its records.
 fn under_tool(app: &str, name: &str, passes: &str, extra: &[(&str, &str)]) -> (Run, Vec<Value>) {
+    under_tool_args(app, &[], name, passes, extra)
+}
+
+/// [`under_tool`] with arguments for the application.
+fn under_tool_args(
+    app: &str,
+    args: &[&str],
+    name: &str,
+    passes: &str,
+    extra: &[(&str, &str)],
+) -> (Run, Vec<Value>) {
     let exe = cuda_app(app, false);
     let rec = records_path(name);
     let tool = cuda_tool().to_str().unwrap().to_string();
@@ -45,7 +56,7 @@ fn under_tool(app: &str, name: &str, passes: &str, extra: &[(&str, &str)]) -> (R
         ("ROCPROF_REPLAY_CUDA_ASYNC", "1"),
     ];
     env.extend_from_slice(extra);
-    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+    let r = run(&exe, args, &env, &["LD_PRELOAD"], DEADLINE);
     save(name, &r);
     let recs = records(&rec);
     (r, recs)
@@ -105,6 +116,50 @@ fn a_kernel_waiting_for_the_host_after_its_launch_completes_and_is_replayed() {
     assert_eq!(k[0]["outcome"], "replayed", "{}", k[0]);
     assert_eq!(k[0]["passes"], 3, "{}", k[0]);
     assert_eq!(k[0]["host_memory"], "repeated", "{}", k[0]);
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn a_kernel_waiting_for_the_applications_next_call_on_another_stream_completes() {
+    require_gpu();
+    // The flag is device memory the application sets with its next call on another stream
+    // (a copy, or a kernel). That call waits for the window, whose first pass waits for it:
+    // once it has waited past the yield deadline (1 s by default) the window gives up replaying
+    // the kernel (`lock_contention`, one pass, the application's own) instead of waiting for
+    // the pass deadline (30 s here).
+    for mode in ["copy", "kernel"] {
+        let name = format!("flag_copy.{mode}");
+        let (r, recs) = under_tool_args("flag_copy", &[mode], &name, "3", &[]);
+        r.assert_success(&name);
+        assert!(r.stdout().contains("RESULT OK"), "{mode}: {}", r.stdout());
+        let returned = number(&r, "launch_returned_us");
+        assert!(returned < 50_000.0, "{mode}: returned after {returned} us");
+        let completed = number(&r, "completed_ms");
+        assert!(
+            completed < 10_000.0,
+            "{mode}: completed after {completed} ms, past the yield deadline by far"
+        );
+        let k = of_kernel(&recs, "wait_flag_then_add");
+        assert_eq!(k.len(), 1, "{mode}: {recs:?}");
+        assert_eq!(k[0]["outcome"], "declined", "{mode}: {}", k[0]);
+        assert_eq!(k[0]["reason"], "lock_contention", "{mode}: {}", k[0]);
+        assert_eq!(k[0]["passes"], 1, "{mode}: {}", k[0]);
+        let summary = format!(
+            "{name}: completed_ms {completed}, wait_flag_then_add {} {} passes {}; set_flag: {:?}\n",
+            k[0]["outcome"],
+            k[0]["reason"],
+            k[0]["passes"],
+            of_kernel(&recs, "set_flag")
+                .iter()
+                .map(|r| format!("{} {}", r["outcome"], r["reason"]))
+                .collect::<Vec<_>>()
+        );
+        eprint!("{summary}");
+        std::fs::write(out_dir().join(format!("{name}.summary")), summary).unwrap();
+    }
 }
 
 #[test]

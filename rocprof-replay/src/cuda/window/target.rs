@@ -1070,6 +1070,13 @@ impl ReplayTarget for CudaTarget<'_> {
             )
         });
         let Some(waited) = waited else {
+            // It may wait for the very work held up: the context's next drains decline at
+            // once while it runs, rather than each waiting the drain deadline for it.
+            self.original_end = None;
+            give_event(self.ctx, start, true);
+            if let Some(old) = self.ctx.stuck_drain.remember(end) {
+                give_event(self.ctx, old, false);
+            }
             return Err(PassError::Yielded);
         };
         match waited {
