@@ -475,6 +475,38 @@ fn a_kernel_waiting_for_the_applications_next_store_is_replayed_and_completes() 
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_kernel_waiting_for_the_applications_next_copy_or_dispatch_completes() {
+    // The flag is device memory the application sets after the submission with an
+    // asynchronous copy, or with a dispatch on queue 2: work the window holds up (the copy at
+    // its submission, the dispatch behind the isolation gate) while its first pass waits for
+    // it. Once that work has waited past the yield deadline the window gives the dispatch up:
+    // one pass, the application's own, which completes once the work runs.
+    for scenario in ["flag-copy", "flag-queue"] {
+        let c = cell(
+            scenario,
+            &[
+                ("ROCPROF_REPLAY_YIELD_MS", "200"),
+                ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "10000"),
+                ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "1000"),
+            ],
+        );
+        let r = c.faulty("wait_flag");
+        Cell::assert_outcome(r, "declined", Some("lock_contention"));
+        assert_eq!(r["passes"], 1, "{scenario}: {r}");
+        let ms: f64 = c
+            .run
+            .stdout()
+            .lines()
+            .find_map(|l| l.strip_prefix("flag-wait completed_ms="))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{scenario}: no completed_ms line"));
+        assert!(ms < 5000.0, "{scenario}: completed after {ms} ms");
+        c.assert_frame(3);
+    }
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn another_queue_waiting_for_a_marker_behind_a_replayed_dispatch_does_not_hold_its_window() {
     // hipStreamWaitEvent across streams: queue 2 waits for a marker behind inc_in_place on
     // queue 1, submitted while inc_in_place's window waits behind slow_inc's. The window must
