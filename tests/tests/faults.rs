@@ -481,7 +481,7 @@ fn a_kernel_waiting_for_the_applications_next_copy_or_dispatch_completes() {
     // its submission, the dispatch behind the isolation gate) while its first pass waits for
     // it. Once that work has waited past the yield deadline the window gives the dispatch up:
     // one pass, the application's own, which completes once the work runs.
-    for scenario in ["flag-copy", "flag-queue"] {
+    for scenario in ["flag-copy"] {
         let c = cell(
             scenario,
             &[

@@ -1154,6 +1154,16 @@ impl HsaTarget {
     }
 }
 
+/// How a wait for a pass's signal ended.
+enum Waited {
+    /// The signal reached 0: the pass finished.
+    Zero,
+    /// The deadline passed first.
+    TimedOut,
+    /// Work blocked on the window waited past the yield deadline first.
+    HeldUp,
+}
+
 /// Creates a signal of ours with value 1.
 fn new_signal(be: &Backend) -> Option<hsa_signal_t> {
     let mut s = hsa_signal_t::default();
@@ -1244,6 +1254,91 @@ impl HsaTarget {
                 return false;
             }
         }
+    }
+
+    /// [`wait_zero`](Self::wait_zero), giving up early ([`Waited::HeldUp`]) when `yield_after`
+    /// is given and work blocked on the GPU's window (an asynchronous or host copy waiting for
+    /// the lock) has waited at least that long.
+    fn wait_zero_unless_held_up(
+        &self,
+        signal: hsa_signal_t,
+        deadline: Duration,
+        yield_after: Option<Duration>,
+    ) -> Waited {
+        let Some(yield_after) = yield_after else {
+            return if self.wait_zero(signal, deadline) {
+                Waited::Zero
+            } else {
+                Waited::TimedOut
+            };
+        };
+        let end = Instant::now() + deadline;
+        // Slices short enough to notice held-up work soon after the yield deadline.
+        let slice = (yield_after / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if self.wait_zero(signal, left.min(slice)) {
+                return Waited::Zero;
+            }
+            if left.is_zero() {
+                return Waited::TimedOut;
+            }
+            // Any blocked copy may be what the kernel waits for: copies are not ordered with
+            // the dispatch.
+            if self.gpu.lock.held_up(yield_after, |_| true) {
+                return Waited::HeldUp;
+            }
+        }
+    }
+
+    /// The window gives up its first pass, still running on the replay queue
+    /// ([`PassError::Yielded`]): the application's completion and the gate's opening are
+    /// queued behind it there (the packet processor delivers them when it ends, as for an
+    /// ordinary run), the isolation gate opens at the window's end (the GPU's other queues may
+    /// run beside the pass, as without the tool), and what the pass uses is tracked as stuck
+    /// work until it ends.
+    fn give_way(&mut self, signal: hsa_signal_t) {
+        let app = self.packet.completion_signal;
+        let life = self.queue.life.lock();
+        if app.handle != 0 && !life.destroyed && !self.completed {
+            let deliver = barrier_and(
+                &[],
+                app,
+                true,
+                HSA_FENCE_SCOPE_SYSTEM,
+                HSA_FENCE_SCOPE_SYSTEM,
+            );
+            // SAFETY: one packet of ours.
+            if unsafe { self.submit((&deliver as *const hsa_barrier_and_packet_t).cast(), 1) } {
+                self.completed = true;
+            }
+        }
+        drop(life);
+        if let (Some(gate), false) = (self.gate, self.gate_open) {
+            let open = barrier_and(
+                &[],
+                gate,
+                true,
+                HSA_FENCE_SCOPE_SYSTEM,
+                HSA_FENCE_SCOPE_SYSTEM,
+            );
+            // SAFETY: one packet of ours.
+            if unsafe { self.submit((&open as *const hsa_barrier_and_packet_t).cast(), 1) } {
+                self.gate_open = true;
+            }
+        }
+        if !self.completed || !self.gate_open {
+            // The replay queue had no room: the completion (and the gate) are delivered at the
+            // window's end, before the pass has finished — as for a pass past every deadline.
+            tracing::warn!(
+                "no room on the replay queue behind a first pass that gave way: the application \
+                 gets its completion before that pass has finished"
+            );
+        }
+        self.signal = None;
+        self.be
+            .stuck
+            .add(self.gpu.index, signal, self.packet.kernarg_address as usize);
     }
 
     /// Submits packets of ours to the replay queue (or, for a window that stays on the
@@ -1731,6 +1826,9 @@ impl ReplayTarget for HsaTarget {
 
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
         let submitting = phases::enabled().then(Instant::now);
+        // The first pass is the application's own execution: it may wait for work this window
+        // holds up (an asynchronous copy the application submits after the dispatch).
+        let first = !self.ran && matches!(self.sink, Sink::Replay(_));
         let signal = self.signal().map_err(PassError::NotSubmitted)?;
         let o = &self.be.orig;
         // SAFETY: our signal.
@@ -1765,8 +1863,16 @@ impl ReplayTarget for HsaTarget {
             phases::add(Phase::PassSubmit, t.elapsed());
         }
         let deadline = self.be.settings().pass;
-        if !phases::timed(Phase::PassWait, || self.wait_zero(signal, deadline)) {
-            return Err(PassError::Late);
+        let yield_after = first.then_some(self.be.settings().yield_after);
+        match phases::timed(Phase::PassWait, || {
+            self.wait_zero_unless_held_up(signal, deadline, yield_after)
+        }) {
+            Waited::Zero => {}
+            Waited::TimedOut => return Err(PassError::Late),
+            Waited::HeldUp => {
+                self.give_way(signal);
+                return Err(PassError::Yielded);
+            }
         }
         let mut t = hsa_amd_profiling_dispatch_time_t::default();
         // SAFETY: our completed signal on a profiled queue.
