@@ -79,14 +79,14 @@ pub(crate) struct GateList {
     held: HashMap<u64, hsa_signal_t>,
 }
 
-/// Submission counts to retire first: each queue of the agent, then the replay queue.
-type RetireAfter = (Vec<(Arc<QueueState>, u64)>, u64);
+/// Submission counts to retire first: each queue of the agent, then each replay queue.
+type RetireAfter = (Vec<(Arc<QueueState>, u64)>, Vec<u64>);
 
 /// A window's signal that packets may still reference.
 struct Retiring {
     signal: hsa_signal_t,
     /// Once the signal read 0: the submission counts that must retire first (each queue of the
-    /// agent, then the replay queue).
+    /// agent, then each replay queue).
     after: Option<RetireAfter>,
 }
 
@@ -169,7 +169,7 @@ impl GateList {
         &mut self,
         be: &Backend,
         queues: &[Arc<QueueState>],
-        replay: Option<&ReplayQueue>,
+        replays: &[&ReplayQueue],
     ) {
         self.retiring.retain_mut(|r| {
             match &r.after {
@@ -185,15 +185,22 @@ impl GateList {
                             .iter()
                             .map(|q| (Arc::clone(q), q.submitted.load(Ordering::Acquire)))
                             .collect();
-                        let replay = replay.map_or(0, |q| q.submitted.load(Ordering::Acquire));
+                        let replay = replays
+                            .iter()
+                            .map(|q| q.submitted.load(Ordering::Acquire))
+                            .collect();
                         r.after = Some((counts, replay));
                     }
                     true
                 }
-                Some((counts, replay_count)) => {
+                Some((counts, replay_counts)) => {
+                    // A replay queue created since counts nothing it could reference.
                     let done = counts.iter().all(|(q, n)| {
                         q.inflight.handle != 0 && retired(be, q.inflight, &q.submitted) >= *n
-                    }) && replay.is_none_or(|q| q.retired(be) >= *replay_count);
+                    }) && replays
+                        .iter()
+                        .zip(replay_counts)
+                        .all(|(q, n)| q.retired(be) >= *n);
                     if done {
                         // SAFETY: our signal; no packet or wait references it any more.
                         unsafe { (be.orig.signal_destroy)(r.signal) };

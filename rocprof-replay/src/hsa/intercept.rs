@@ -855,7 +855,11 @@ fn arm_isolation(
         .filter(|q| q.agent == gpu.agent)
         .cloned()
         .collect();
-    list.sweep(be, &agent_queues, gpu.replay.get().and_then(Option::as_ref));
+    let replays: smallvec::SmallVec<[&ReplayQueue; 2]> = [&gpu.replay, &gpu.aside]
+        .into_iter()
+        .filter_map(|q| q.get().and_then(Option::as_ref))
+        .collect();
+    list.sweep(be, &agent_queues, &replays);
     agent_queues
         .into_iter()
         .filter(|q| q.queue != own.queue)
@@ -1154,6 +1158,23 @@ impl HsaTarget {
     }
 }
 
+/// Whether a first pass that gave way still holds `gpu`'s replay queue ([`Gpu::yielded`]);
+/// once it ended, its marker is retired.
+fn replay_held(be: &Backend, gpu: &Gpu) -> bool {
+    let mut yielded = gpu.yielded.lock();
+    let Some(marker) = *yielded else {
+        return false;
+    };
+    // SAFETY: our marker signal, alive until retired below.
+    if unsafe { (be.orig.signal_load)(marker) } != 0 {
+        return true;
+    }
+    *yielded = None;
+    drop(yielded);
+    gpu.gates.retire(&[marker]);
+    false
+}
+
 /// How a wait for a pass's signal ended.
 enum Waited {
     /// The signal reached 0: the pass finished.
@@ -1275,6 +1296,8 @@ impl HsaTarget {
         let end = Instant::now() + deadline;
         // Slices short enough to notice held-up work soon after the yield deadline.
         let slice = (yield_after / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        // When work of the GPU's other queues was first seen behind the isolation gate.
+        let mut gated_since: Option<Instant> = None;
         loop {
             let left = end.saturating_duration_since(Instant::now());
             if self.wait_zero(signal, left.min(slice)) {
@@ -1287,6 +1310,18 @@ impl HsaTarget {
             // the dispatch.
             if self.gpu.lock.held_up(yield_after, |_| true) {
                 return Waited::HeldUp;
+            }
+            // So may work another queue submitted behind the isolation gate (its own queue's
+            // later work is ordered after the dispatch).
+            let gated = self
+                .others
+                .iter()
+                .any(|(q, n)| q.submitted.load(Ordering::Acquire) > *n);
+            if gated {
+                let since = *gated_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= yield_after {
+                    return Waited::HeldUp;
+                }
             }
         }
     }
@@ -1334,6 +1369,26 @@ impl HsaTarget {
                 "no room on the replay queue behind a first pass that gave way: the application \
                  gets its completion before that pass has finished"
             );
+        }
+        // Until the pass ends it holds the replay queue: the GPU's next windows decline at once
+        // and run their dispatches on the aside queue (the pass may wait for one of them).
+        if let Some(marker) = new_signal(self.be) {
+            let ended = barrier_and(
+                &[],
+                marker,
+                true,
+                HSA_FENCE_SCOPE_NONE,
+                HSA_FENCE_SCOPE_NONE,
+            );
+            // SAFETY: one packet of ours.
+            if unsafe { self.submit((&ended as *const hsa_barrier_and_packet_t).cast(), 1) } {
+                if let Some(old) = self.gpu.yielded.lock().replace(marker) {
+                    self.gpu.gates.retire(&[old]);
+                }
+            } else {
+                // SAFETY: our signal, referenced by nothing.
+                unsafe { (self.be.orig.signal_destroy)(marker) };
+            }
         }
         self.signal = None;
         self.be
@@ -1678,6 +1733,22 @@ impl ReplayTarget for HsaTarget {
             tracing::debug!(
                 "work an earlier drain of this GPU timed out on is still running: declined \
                  without waiting again"
+            );
+            return Err(DeclineReason::DrainTimeout);
+        }
+        // A first pass that gave way still holds the replay queue (it may wait for this very
+        // dispatch): decline at once, the ordinary run going to the aside queue.
+        if matches!(self.sink, Sink::Replay(_)) && replay_held(self.be, self.gpu) {
+            let aside = self
+                .gpu
+                .aside
+                .get_or_init(|| ReplayQueue::create(self.be, self.gpu.agent))
+                .as_ref();
+            if let Some(aside) = aside {
+                self.sink = Sink::Replay(aside);
+            }
+            tracing::debug!(
+                "a first pass that gave way still runs on the replay queue: declined at once"
             );
             return Err(DeclineReason::DrainTimeout);
         }

@@ -60,6 +60,15 @@ pub(crate) struct Gpu {
     pub(crate) gates: gates::Gates,
     /// The queue replay windows run their passes on, created with the first window.
     pub(crate) replay: std::sync::OnceLock<Option<gates::ReplayQueue>>,
+    /// A second queue of ours, for the ordinary runs of windows declined while a first pass
+    /// that gave way holds `replay` ([`yielded`](Self::yielded)); created at the first one.
+    pub(crate) aside: std::sync::OnceLock<Option<gates::ReplayQueue>>,
+    /// A signal of ours that a barrier behind a first pass that gave way
+    /// ([`PassError::Yielded`](crate::engine::window::PassError::Yielded)) decrements when that
+    /// pass ends: while it reads 1 the pass holds `replay` (the application's own execution,
+    /// possibly waiting for a later dispatch), and the GPU's windows decline at once, their
+    /// ordinary runs going to `aside`.
+    pub(crate) yielded: Mutex<Option<hsa_signal_t>>,
     /// Snapshot staging of this GPU: VRAM first, pinned host memory when VRAM is short
     /// ([`Arena`]). Its chunks come from the original (unhooked) allocator, so they are never
     /// application allocations: never tracked, never snapshotted.
@@ -799,6 +808,8 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 lock: AgentLock::new(),
                 gates: gates::Gates::default(),
                 replay: std::sync::OnceLock::new(),
+                aside: std::sync::OnceLock::new(),
+                yielded: Mutex::new(None),
                 copies: copies::CopyFence::default(),
                 vendor_packets: std::sync::atomic::AtomicBool::new(false),
                 undrainable: crate::engine::agent::Undrainable::new(),
