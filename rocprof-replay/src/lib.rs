@@ -70,7 +70,7 @@
 //! | `ROCPROF_REPLAY_PASS_TIMEOUT_MS` | deadline for one pass (default 120000) |
 //! | `ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS` | how much longer a late pass is waited for (default 60000) |
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | deadline for the per-agent lock (default 60000) |
-//! | `ROCPROF_REPLAY_YIELD_MS` | CUDA: how long work on another stream may wait for a window whose first pass has not finished (default 1000) |
+//! | `ROCPROF_REPLAY_YIELD_MS` | how long work the window holds up (CUDA: on another stream; HSA: a copy, or work of another queue) may wait while its first pass has not finished (default 1000) |
 //! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | deadline for one capture or restore (default 60000) |
 
 pub mod config;

@@ -464,10 +464,10 @@ pub enum DeclineReason {
     /// The agent's lock could not be taken before the lock deadline.
     LockTimeout,
     /// Other work waited for the agent longer than the lock deadline: the replay stopped after
-    /// the pass that was running, whose result the application sees. Also (CUDA) work on
-    /// another stream waited longer than `ROCPROF_REPLAY_YIELD_MS` while the first pass had
-    /// not finished: the window ended without waiting for it (the kernel may be waiting for
-    /// that work).
+    /// the pass that was running, whose result the application sees. Also: work the window
+    /// held up (CUDA: on another stream; HSA: a copy, or work of another queue) waited longer
+    /// than `ROCPROF_REPLAY_YIELD_MS` while the first pass had not finished: the window ended
+    /// without waiting for it (the kernel may be waiting for that work).
     LockContention,
     /// A pass did not complete before the pass deadline, but did before the late-pass
     /// deadline. Nothing was restored or run again: the application sees that pass's result.

@@ -545,6 +545,43 @@ mod tests {
     }
 
     #[test]
+    fn work_blocked_on_a_window_is_held_up_by_lane_once_it_has_waited_long_enough() {
+        let agent = AgentLock::new();
+        let some_lane = |l: Option<u64>| l == Some(7);
+        // Work that gets in at once is never listed.
+        drop(agent.read_outside_window_on(SHORT, || panic!("asked for a lane it never needs")));
+        assert!(!agent.held_up(Duration::ZERO, |_| true));
+        let window = agent.write_for(SHORT).expect("free");
+        thread::scope(|s| {
+            let reader = s.spawn(|| drop(agent.read_outside_window_on(GIVE_UP, || Some(7))));
+            let writer = s.spawn(|| drop(agent.write_for_on(GIVE_UP, Some(9))));
+            until("both listed", || {
+                agent.held_up(Duration::ZERO, some_lane)
+                    && agent.held_up(Duration::ZERO, |l| l == Some(9))
+            });
+            // Not long enough yet, and a lane the window does not count never is.
+            assert!(!agent.held_up(GIVE_UP, some_lane));
+            assert!(!agent.held_up(Duration::ZERO, |l| l == Some(8)));
+            until("held up past 20 ms", || agent.held_up(SHORT, some_lane));
+            {
+                let _launch = agent.blocked(Some(8));
+                assert!(agent.held_up(Duration::ZERO, |l| l == Some(8)));
+            }
+            assert!(
+                !agent.held_up(Duration::ZERO, |l| l == Some(8)),
+                "unlisted when its guard drops"
+            );
+            drop(window);
+            reader.join().unwrap();
+            writer.join().unwrap();
+        });
+        assert!(
+            !agent.held_up(Duration::ZERO, |_| true),
+            "unlisted once they got the lock"
+        );
+    }
+
+    #[test]
     fn undrainable_work_that_comes_and_goes_and_unfenced_work_that_lasts() {
         let u = Undrainable::new();
         assert!(!u.any());

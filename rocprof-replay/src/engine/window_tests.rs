@@ -24,6 +24,8 @@ struct SimDevice {
     stuck_restore: bool,
     /// The pass (0-based) that outlives its deadline: it runs, but "late".
     late_pass: Option<u32>,
+    /// `run_pass` of this pass gives way ([`PassError::Yielded`]) after running the kernel.
+    yielded_pass: Option<u32>,
     /// The late pass never completes.
     stuck_pass: bool,
     /// The pass that cannot be submitted.
@@ -59,6 +61,7 @@ impl SimDevice {
             failing_restores: 0,
             stuck_restore: false,
             late_pass: None,
+            yielded_pass: None,
             stuck_pass: false,
             unsubmittable_pass: None,
             contended_after: None,
@@ -137,6 +140,9 @@ impl ReplayTarget for SimDevice {
         self.kernel();
         if self.late_pass == Some(index) {
             return Err(PassError::Late);
+        }
+        if self.yielded_pass == Some(index) {
+            return Err(PassError::Yielded);
         }
         Ok(timed.then_some(Duration::from_nanos(1000 + self.passes as u64)))
     }
@@ -508,6 +514,23 @@ fn a_late_pass_is_the_one_execution_nothing_is_restored_or_run_again() {
         2 * (16 * 4 + 4),
         "restored before passes 1 and 2 only"
     );
+    assert_one_execution(&dev);
+}
+
+#[test]
+fn a_first_pass_that_gives_way_is_the_one_execution_and_the_window_ends_at_once() {
+    let (dev, out) = run(&NoContinue(|| PassPlan::exactly(4, ())), |d| {
+        d.yielded_pass = Some(0);
+    });
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention)
+    );
+    assert_eq!((out.passes, dev.passes, dev.ordinary_runs), (1, 1, 0));
+    assert_eq!(out.pass_times, vec![None]);
+    assert_eq!(out.restored_bytes, 0, "nothing restored");
+    // Completed once (the backend delivers it behind the pass), the agent given back.
+    assert_eq!((dev.completions, dev.ended), (1, 1));
     assert_one_execution(&dev);
 }
 

@@ -1771,11 +1771,22 @@ impl ReplayTarget for HsaTarget {
             self.isolation = Some(gate);
             self.others = arm_isolation(self.be, self.gpu, &self.queue, gate);
         }
-        // The replay queue: an earlier window's pass may still run there (stuck).
+        // The replay queue: an earlier window's pass may still run there (stuck). The aside
+        // queue: dispatches run there while a first pass that gave way held the replay queue.
         if let Sink::Replay(q) = self.sink {
             if !q.wait_idle(self.be, drain) {
                 tracing::warn!(
                     "an earlier replay pass still runs on this GPU: the dispatch runs once, after it"
+                );
+                return Err(DeclineReason::DrainTimeout);
+            }
+            let aside = self.gpu.aside.get().and_then(Option::as_ref);
+            if let Some(aside) = aside.filter(|a| !std::ptr::eq(*a, q))
+                && !aside.wait_idle(self.be, drain)
+            {
+                tracing::warn!(
+                    "a dispatch run beside a first pass that gave way still runs on this GPU: \
+                     the dispatch runs once"
                 );
                 return Err(DeclineReason::DrainTimeout);
             }
