@@ -32,6 +32,9 @@
 //             profiler (or NVPW's counter data builder, if that one is refused).
 //   legacysN  the same with a session per kernel (BeginSession/EndSession timed per kernel).
 //
+// NESTING=num,min,target sets SetConfig's numNestingLevels, minNestingLevel and
+// targetNestingLevel (default 1,1,1).
+//
 // TREE_NODES=a,b sizes the counter data image's range tree at a * N + b nodes (default 1,0):
 // on the H200 (CUDA 13.0) 1,0 / 2,1 / 4,8 / 1,64 all left range4 and range8 with 2 ranges in
 // the image, so the tree's size is not what limits a pass to 2 user ranges.
@@ -502,6 +505,15 @@ bool rp_set_config(MetricSet& m, std::vector<uint8_t>& image, bool user, int ran
   p.minNestingLevel = 1;
   p.passIndex = 0;
   p.targetNestingLevel = 1;
+  // NESTING=num,min,target: other nesting values, to see whether they change how many user
+  // ranges one pass collects (1,1,1 by default).
+  if (const char* t = getenv("NESTING")) {
+    unsigned num = 1, min = 1, target = 1;
+    sscanf(t, "%u,%u,%u", &num, &min, &target);
+    p.numNestingLevels = (uint16_t)num;
+    p.minNestingLevel = (uint16_t)min;
+    p.targetNestingLevel = (uint16_t)target;
+  }
   return tcall(st, "setconfig", "cuptiRangeProfilerSetConfig",
                [&] { return cuptiRangeProfilerSetConfig(&p); });
 }
