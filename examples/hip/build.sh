@@ -14,7 +14,7 @@ root=$(cd "$here/../.." && pwd)
 HIPCC=${HIPCC:-hipcc}
 CC=${CC:-cc}
 arch=${HIP_ARCH:-gfx90a}
-samples=${*:-vector_add streams symbols module memops managed system_memory}
+samples=${*:-vector_add streams symbols module memops managed system_memory flag_wait}
 mkdir -p "$out"
 set -x
 for s in $samples; do

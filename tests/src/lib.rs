@@ -172,7 +172,7 @@ pub fn hip_samples() -> &'static Path {
         // builds its --genco code object).
         let halves = [
             ["vector_add", "streams", "memops", "system_memory"].as_slice(),
-            &["symbols", "module", "managed"],
+            &["symbols", "module", "managed", "flag_wait"],
         ];
         let children: Vec<_> = halves
             .iter()

@@ -233,6 +233,7 @@ fn user_kernels(sample: &str) -> &'static [(&'static str, usize)] {
             ("_Z11sum_managedPKiiPi", 1),
         ],
         "system_memory" => &[("_Z7add_onePii", 3), ("_Z7add_two4Span", 1)],
+        "flag_wait" => &[("_Z9wait_flagPViPii", 2), ("_Z8set_flagPii", 2)],
         other => panic!("unknown sample {other}"),
     }
 }
@@ -553,4 +554,68 @@ fn kernels_given_malloced_memory_run_once_and_the_same_kernel_on_device_memory_r
             assert_eq!(r["passes"], 3, "{way:?}: {r}");
         }
     }
+}
+
+/// `flag_wait`: a kernel waiting for a flag the program sets with its next HIP call on another
+/// stream (`hipMemcpyAsync`, then a small kernel). Under the tool that call is held up by the
+/// kernel's window while the window's first pass waits for the flag: the window gives way
+/// after the yield deadline (`lock_contention`, one pass) instead of waiting for the pass
+/// deadline; the kernel that sets the flag, submitted while that pass still holds the replay
+/// queue, runs at once on the aside queue (`drain_timeout`). Every value is that of one
+/// execution.
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn a_kernel_waiting_for_the_programs_next_call_on_another_stream_completes() {
+    let sample = "flag_wait";
+    let plain = run_hip(sample, &[]);
+    assert_ok(&plain, sample);
+    let dir = e2e_dir().join("hip-records");
+    std::fs::create_dir_all(&dir).unwrap();
+    let records = dir.join("flag_wait-pass_timer.jsonl");
+    let _ = std::fs::remove_file(&records);
+    let lib = rocprof_replay_e2e::tool_lib("pass_timer");
+    let run = run_hip(
+        sample,
+        &[
+            ("LD_PRELOAD", lib.to_str().unwrap()),
+            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+            ("ROCPROF_REPLAY_LOG", "warn"),
+            ("ROCPROF_REPLAY_PASSES", "3"),
+            ("ROCPROF_REPLAY_YIELD_MS", "300"),
+            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "15000"),
+        ],
+    );
+    assert_ok(&run, sample);
+    for way in ["copy", "kernel"] {
+        let ms: f64 = run
+            .stdout()
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("flag_wait {way} completed_ms=")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no completed_ms for {way}:\n{}", run.stdout()));
+        assert!(
+            ms < 5000.0,
+            "{way}: completed after {ms} ms (the pass deadline is 15 s)\n{}",
+            run.stderr()
+        );
+    }
+    let recs: Vec<serde_json::Value> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of =
+        |k: &str| -> Vec<&serde_json::Value> { recs.iter().filter(|r| r["kernel"] == k).collect() };
+    let waits = of("_Z9wait_flagPViPii");
+    assert_eq!(waits.len(), 2, "{recs:?}");
+    for r in waits {
+        assert_eq!(r["outcome"], "declined", "{r}");
+        assert_eq!(r["reason"], "lock_contention", "{r}");
+        assert_eq!(r["passes"], 1, "{r}");
+    }
+    let sets = of("_Z8set_flagPii");
+    assert_eq!(sets.len(), 2, "{recs:?}");
+    assert_eq!(sets[0]["outcome"], "replayed", "the warm-up: {}", sets[0]);
+    assert_eq!(sets[1]["outcome"], "declined", "{}", sets[1]);
+    assert_eq!(sets[1]["reason"], "drain_timeout", "{}", sets[1]);
 }

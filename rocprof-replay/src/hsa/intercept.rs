@@ -1335,7 +1335,11 @@ impl HsaTarget {
     fn give_way(&mut self, signal: hsa_signal_t) {
         let app = self.packet.completion_signal;
         let life = self.queue.life.lock();
-        if app.handle != 0 && !life.destroyed && !self.completed {
+        if app.handle == 0 || life.destroyed {
+            // Nothing to deliver (ROCclr often leaves it out), or the application may have
+            // destroyed it with its queue: left alone, as `settle_dispatch` would.
+            self.completed = true;
+        } else if !self.completed {
             let deliver = barrier_and(
                 &[],
                 app,
