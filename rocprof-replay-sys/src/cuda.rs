@@ -1000,6 +1000,9 @@ pub type cuStreamCreate_fn =
 pub type cuStreamDestroy_fn = unsafe extern "C" fn(hStream: CUstream) -> CUresult;
 /// `cuStreamQuery`.
 pub type cuStreamQuery_fn = unsafe extern "C" fn(hStream: CUstream) -> CUresult;
+/// `cuStreamGetFlags`.
+pub type cuStreamGetFlags_fn =
+    unsafe extern "C" fn(hStream: CUstream, flags: *mut c_uint) -> CUresult;
 /// `cuStreamIsCapturing`.
 pub type cuStreamIsCapturing_fn =
     unsafe extern "C" fn(hStream: CUstream, captureStatus: *mut CUstreamCaptureStatus) -> CUresult;

@@ -46,6 +46,9 @@ pub(crate) struct Driver {
     pub(crate) launch_kernel_ex: cuLaunchKernelEx_fn,
     /// `cuStreamWaitValue32` (stream memory operations; `None`: windows stay synchronous).
     pub(crate) stream_wait_value32: Option<cuStreamWaitValue32_fn>,
+    /// Whether a stream is non-blocking (a first pass's yield: work on the legacy stream may
+    /// run before a kernel on a non-blocking stream ends).
+    pub(crate) stream_get_flags: Option<cuStreamGetFlags_fn>,
     /// `cuStreamWriteValue32`.
     pub(crate) stream_write_value32: Option<cuStreamWriteValue32_fn>,
     /// `cuMemHostGetDevicePointer`.
@@ -336,6 +339,7 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
             launch_cooperative: r.get("cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel")?,
             launch_kernel_ex: r.get("cuLaunchKernelEx", "cuLaunchKernelEx")?,
             stream_wait_value32: r.get("cuStreamWaitValue32", "cuStreamWaitValue32_v2").ok(),
+            stream_get_flags: r.get("cuStreamGetFlags", "cuStreamGetFlags").ok(),
             stream_write_value32: r
                 .get("cuStreamWriteValue32", "cuStreamWriteValue32_v2")
                 .ok(),

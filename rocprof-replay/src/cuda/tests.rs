@@ -56,6 +56,8 @@ struct FakeGpu {
     failing_restores: u32,
     stick_copies: bool,
     stick_relaunches: bool,
+    /// Streams `cuStreamGetFlags` says are non-blocking.
+    non_blocking_streams: HashSet<usize>,
     /// The application's launches into this stream never finish (the stream sticks, as a
     /// kernel waiting for a flag does) until a test unsticks it.
     stick_after_launch: Option<usize>,
@@ -341,6 +343,18 @@ unsafe extern "C" fn stream_query(s: CUstream) -> CUresult {
     } else {
         CUDA_SUCCESS
     }
+}
+unsafe extern "C" fn stream_get_flags(s: CUstream, flags: *mut c_uint) -> CUresult {
+    let non_blocking = gpu().non_blocking_streams.contains(&(s as usize));
+    // SAFETY: out-parameter.
+    unsafe {
+        *flags = if non_blocking {
+            CU_STREAM_NON_BLOCKING
+        } else {
+            0
+        }
+    };
+    CUDA_SUCCESS
 }
 unsafe extern "C" fn stream_is_capturing(s: CUstream, st: *mut CUstreamCaptureStatus) -> CUresult {
     let mut g = gpu();
@@ -1091,6 +1105,7 @@ fn fake_driver() -> Driver {
         launch_cooperative,
         launch_kernel_ex,
         stream_wait_value32: Some(stream_wait_value32),
+        stream_get_flags: Some(stream_get_flags),
         stream_write_value32: Some(stream_write_value32),
         mem_host_get_device_pointer: Some(mem_host_get_device_pointer),
         module_load_data: Some(module_load_data),
@@ -2153,6 +2168,48 @@ fn a_first_pass_is_waited_for_when_the_waiting_work_is_behind_it_on_its_stream()
     assert_eq!(o.kind, OutcomeKind::Replayed, "{o:?}");
     assert_eq!(o.passes, 3);
     assert_eq!(buf.values(), vec![1; 4]);
+}
+
+#[test]
+fn legacy_stream_work_releases_a_first_pass_only_on_a_non_blocking_stream() {
+    // A copy on the legacy default stream (as every synchronous copy is): it waits for a
+    // kernel on a blocking stream anyway, but not for one on a non-blocking stream, which may
+    // be waiting for it.
+    for non_blocking in [true, false] {
+        let h = harness(3, yielding());
+        if non_blocking {
+            gpu().non_blocking_streams.insert(0x5000);
+        }
+        let mut buf = Buffer::new(&h, 4);
+        let took = first_pass_waiting_for(&h, &mut buf, |h| {
+            if non_blocking {
+                copy_on(h, 0, unstick);
+                return;
+            }
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    // The kernel finishes by itself (a long kernel), the copy waits for it.
+                    std::thread::sleep(Duration::from_millis(400));
+                    unstick();
+                });
+                copy_on(h, 0, || {});
+            });
+        });
+        let o = &h.outcomes()[0].1;
+        if non_blocking {
+            assert!(took < Duration::from_millis(2500), "{took:?}");
+            assert_eq!(
+                o.kind,
+                OutcomeKind::Declined(DeclineReason::LockContention),
+                "{o:?}"
+            );
+            assert_eq!(o.passes, 1);
+        } else {
+            assert_eq!(o.kind, OutcomeKind::Replayed, "{o:?}");
+            assert_eq!(o.passes, 3);
+        }
+        assert_eq!(buf.values(), vec![1; 4], "non-blocking: {non_blocking}");
+    }
 }
 
 /// [`UNSTICKING`]'s next run calls [`unstick`].

@@ -1,7 +1,8 @@
 // flag_copy MODE: a kernel that waits for a flag in device memory which the application sets,
 // after the launch call returned, with its next CUDA call on another stream — MODE `copy`:
 // cudaMemcpyAsync from host memory on a second non-blocking stream; MODE `kernel`: a tiny
-// kernel launched on that stream. The waiting kernel then adds the flag's value to every
+// kernel launched on that stream; MODE `sync`: a synchronous cudaMemcpy (the legacy default
+// stream, which does not wait for the kernel's non-blocking stream). The waiting kernel then adds the flag's value to every
 // element of a device buffer (not idempotent: a replay that does not restore shows).
 //
 // Without the tool the kernel completes at once. Under a tool that holds the application's
@@ -59,6 +60,7 @@ __global__ void set_flag(unsigned int* flag, unsigned int v) { *(volatile unsign
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "copy";
   const bool by_kernel = strcmp(mode, "kernel") == 0;
+  const bool by_sync_copy = strcmp(mode, "sync") == 0;
   const size_t n = 1 << 16;
   unsigned int* flag = nullptr;
   CK(cudaMalloc((void**)&flag, 64));
@@ -92,6 +94,8 @@ int main(int argc, char** argv) {
   if (by_kernel) {
     set_flag<<<1, 1, 0, t>>>(flag, 7);
     CK(cudaGetLastError());
+  } else if (by_sync_copy) {
+    CK(cudaMemcpy(flag, seven, 4, cudaMemcpyHostToDevice));
   } else {
     CK(cudaMemcpyAsync(flag, seven, 4, cudaMemcpyHostToDevice, t));
   }

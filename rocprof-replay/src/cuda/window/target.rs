@@ -74,14 +74,15 @@ pub(crate) fn poll_unless(
 }
 
 /// Whether work blocked on a window, on stream `lane` (`None`: not on a stream the backend
-/// decodes), may be what a kernel running on stream `own` waits for: work on another stream,
-/// neither of them the legacy default stream. Work behind the kernel on its own stream cannot
-/// start before it ends, nor can work ordered with it through the legacy stream (telling a
-/// non-blocking stream from a blocking one would take a driver call per check: both count as
-/// ordered).
-pub(super) fn may_release(own: u64, lane: Option<u64>) -> bool {
+/// decodes), may be what a kernel running on stream `own` waits for: work on another stream.
+/// Work behind the kernel on its own stream cannot start before it ends, nor can work ordered
+/// with it through the legacy default stream: work there waits for a kernel on a blocking
+/// stream (`own_non_blocking` false; synchronous copies and sets run there too), and work on
+/// another stream waits for a kernel on the legacy stream unless that stream is non-blocking
+/// (not asked: counted as ordered).
+pub(super) fn may_release(own: u64, own_non_blocking: bool, lane: Option<u64>) -> bool {
     let legacy = |s: u64| s == 0 || s == CU_STREAM_LEGACY as u64;
-    lane.is_some_and(|l| l != own && !legacy(l) && !legacy(own))
+    lane.is_some_and(|l| l != own && !legacy(own) && (!legacy(l) || own_non_blocking))
 }
 
 /// How long [`poll`] yields before it sleeps: most waits of a window (copies, compares, short
@@ -342,6 +343,25 @@ impl<'a> CudaTarget<'a> {
         let r = unsafe { (self.drv().event_elapsed)(&mut ms, start as CUevent, end as CUevent) };
         (r == CUDA_SUCCESS && ms.is_finite() && ms >= 0.0)
             .then(|| Duration::from_nanos((f64::from(ms) * 1e6) as u64))
+    }
+
+    /// Whether the application's stream `stream` was created non-blocking (`false` for the
+    /// default streams, or when the driver cannot say). Asked only while the application
+    /// thread waits inside the launch call on that stream.
+    fn non_blocking(&self, stream: u64) -> bool {
+        let special = [0, CU_STREAM_LEGACY as u64, CU_STREAM_PER_THREAD as u64];
+        let Some(get) = self
+            .drv()
+            .stream_get_flags
+            .filter(|_| !special.contains(&stream))
+        else {
+            return false;
+        };
+        let mut flags: std::ffi::c_uint = 0;
+        // SAFETY: the application's stream, alive while its thread waits inside the launch call
+        // (before the release); an out-parameter.
+        let r = unsafe { get(stream as CUstream, &mut flags) };
+        r == CUDA_SUCCESS && flags & CU_STREAM_NON_BLOCKING != 0
     }
 
     /// Waits (bounded by the pass deadline) until the application thread has made its launch
@@ -1032,6 +1052,9 @@ impl ReplayTarget for CudaTarget<'_> {
                 .clock
                 .want_only_kernel(id, self.ctx.handle as CUcontext);
         }
+        // Asked while the application thread still waits inside its launch call: the stream
+        // is alive.
+        let own_non_blocking = self.non_blocking(self.job.launch.app_stream() as u64);
         self.job.hand.release(Release::Pass { start, end });
         let deadline = Instant::now() + self.settings().pass;
         let Some(status) = self.job.hand.wait_launched(deadline) else {
@@ -1064,7 +1087,7 @@ impl ReplayTarget for CudaTarget<'_> {
                 || {
                     self.ctx
                         .lock
-                        .held_up(yield_after, |lane| may_release(own, lane))
+                        .held_up(yield_after, |lane| may_release(own, own_non_blocking, lane))
                         || BEHIND.loads_waiting_for(yield_after)
                 },
             )
