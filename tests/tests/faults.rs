@@ -523,6 +523,22 @@ fn a_kernel_waiting_for_the_applications_next_copy_or_dispatch_completes() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_copy_that_waits_for_the_dispatch_never_makes_its_long_first_pass_give_way() {
+    // A copy submitted while the window runs, depending on the dispatch's completion signal:
+    // it waits for the window, but it cannot be what the dispatch waits for. The first pass
+    // (1 s) outlasts the yield deadline (200 ms): the dispatch is still replayed.
+    let c = cell(
+        "copy-after",
+        &[("ROCPROF_REPLAY_YIELD_MS", "200"), ("SLOW_MS", "1000")],
+    );
+    let r = c.faulty("slow_inc");
+    Cell::assert_outcome(r, "replayed", None);
+    assert_eq!(r["passes"], 3, "{r}");
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn another_queue_waiting_for_a_marker_behind_a_replayed_dispatch_does_not_hold_its_window() {
     // hipStreamWaitEvent across streams: queue 2 waits for a marker behind inc_in_place on
     // queue 1, submitted while inc_in_place's window waits behind slow_inc's. The window must

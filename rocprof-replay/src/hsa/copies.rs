@@ -41,6 +41,10 @@ pub(crate) struct Fence<'a> {
     _guards: SmallVec<[RwLockReadGuard<'a, ()>; 2]>,
 }
 
+/// The lane of an operation blocked on a window that waits for a signal resolving only after a
+/// window's dispatch ([`Fence::take_after`]).
+pub(crate) const AFTER_WINDOW: u64 = 1;
+
 impl<'a> Fence<'a> {
     /// Locks the GPUs that `touched` names. An address inside a tracked allocation names its
     /// owner; an untracked one names the agent given with it, if that agent is a GPU (it may
@@ -56,6 +60,19 @@ impl<'a> Fence<'a> {
         be: &'a Backend,
         touched: &[(usize, Option<hsa_agent_t>)],
         written: Option<(usize, usize)>,
+    ) -> Fence<'a> {
+        Fence::take_after(be, touched, written, &[])
+    }
+
+    /// [`take`](Self::take) for an operation that starts once `deps` are 0. While it waits
+    /// for a window it is listed as blocked ([`AgentLock::held_up`](crate::engine::agent::AgentLock::held_up)),
+    /// on lane [`AFTER_WINDOW`] when one of `deps` resolves only after a window's dispatch (it
+    /// cannot be what that dispatch waits for), else on no lane.
+    pub(crate) fn take_after(
+        be: &'a Backend,
+        touched: &[(usize, Option<hsa_agent_t>)],
+        written: Option<(usize, usize)>,
+        deps: &[hsa_signal_t],
     ) -> Fence<'a> {
         let mut gpus: SmallVec<[&Gpu; 2]> = SmallVec::new();
         if !intercept::in_window() {
@@ -75,7 +92,11 @@ impl<'a> Fence<'a> {
         let lock = be.settings().lock;
         let _guards = gpus
             .iter()
-            .map(|g| g.lock.read_outside_window(lock))
+            .map(|g| {
+                g.lock.read_outside_window_on(lock, || {
+                    g.gates.lock().holds_any(deps).then_some(AFTER_WINDOW)
+                })
+            })
             .collect();
         Fence {
             gpus,
@@ -444,7 +465,7 @@ fn fenced(
     deps: &[hsa_signal_t],
     submit: impl FnOnce(hsa_signal_t) -> hsa_status_t,
 ) -> hsa_status_t {
-    let fence = Fence::take(be, touched, written);
+    let fence = Fence::take_after(be, touched, written, deps);
     be.copies.times().forget(app);
     if fence.gpus.is_empty() {
         return submit(app);

@@ -117,6 +117,12 @@ impl GateList {
         self.held.insert(signal, gate);
     }
 
+    /// Whether any of `deps` is held behind a gate: work waiting for it is ordered after a
+    /// window's dispatch.
+    pub(crate) fn holds_any(&self, deps: &[hsa_signal_t]) -> bool {
+        deps.iter().any(|d| self.held.contains_key(&d.handle))
+    }
+
     /// The gate `signal` waits for, if it is held.
     pub(crate) fn held_by(&self, signal: u64) -> Option<hsa_signal_t> {
         self.held.get(&signal).copied()

@@ -1306,9 +1306,11 @@ impl HsaTarget {
             if left.is_zero() {
                 return Waited::TimedOut;
             }
-            // Any blocked copy may be what the kernel waits for: copies are not ordered with
-            // the dispatch.
-            if self.gpu.lock.held_up(yield_after, |_| true) {
+            // A blocked copy may be what the kernel waits for (copies are not ordered with the
+            // dispatch), unless it waits for a signal that resolves only after it.
+            if self.gpu.lock.held_up(yield_after, |lane| {
+                lane != Some(super::copies::AFTER_WINDOW)
+            }) {
                 return Waited::HeldUp;
             }
             // So may work another queue submitted behind the isolation gate (its own queue's
