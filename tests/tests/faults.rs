@@ -545,8 +545,17 @@ fn another_queue_waiting_for_a_marker_behind_a_replayed_dispatch_does_not_hold_i
     // not wait for that barrier (it waits for what follows the dispatch): both dispatches are
     // replayed, nothing times out.
     // The same with the barrier waiting for inc_in_place's own completion signal.
-    for scenario in ["cross-wait", "cross-wait-done"] {
-        let c = cell(scenario, &[]);
+    // With a first pass longer than the yield deadline too: queue 2's barrier waits for a
+    // signal that resolves only after the window, so it never makes that pass give way.
+    for (scenario, env) in [
+        ("cross-wait", &[][..]),
+        ("cross-wait-done", &[][..]),
+        (
+            "cross-wait",
+            &[("SLOW_MS", "1000"), ("ROCPROF_REPLAY_YIELD_MS", "200")][..],
+        ),
+    ] {
+        let c = cell(scenario, env);
         let r = c.faulty("slow_inc");
         Cell::assert_outcome(r, "replayed", None);
         let incs = c.of("inc_in_place");

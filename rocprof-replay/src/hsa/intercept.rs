@@ -1313,12 +1313,32 @@ impl HsaTarget {
             }) {
                 return Waited::HeldUp;
             }
-            // So may work another queue submitted behind the isolation gate (its own queue's
-            // later work is ordered after the dispatch).
-            let gated = self
-                .others
+            // So may work another queue submitted behind the isolation gate — unless that
+            // queue's first such submission waits for a signal held behind this dispatch's
+            // gate or the gate of a later dispatch of its queue (`note_held`: a barrier on a
+            // marker behind them), which blocks that queue until after this dispatch. A later
+            // window's gate on another queue does not count as such: that dispatch may run
+            // once this window ends. The dispatch's own queue is ordered after it anyway.
+            let after_this: smallvec::SmallVec<[u64; 4]> = self
+                .gate
                 .iter()
-                .any(|(q, n)| q.submitted.load(Ordering::Acquire) > *n);
+                .map(|g| g.handle)
+                .chain(
+                    self.queue
+                        .pending_gates
+                        .lock()
+                        .iter()
+                        .map(|(_, g)| g.handle),
+                )
+                .collect();
+            let gated = self.others.iter().any(|(q, n)| {
+                q.submitted.load(Ordering::Acquire) > *n
+                    && !q
+                        .pending_gates
+                        .lock()
+                        .iter()
+                        .any(|(i, g)| *i == n + 1 && after_this.contains(&g.handle))
+            });
             if gated {
                 let since = *gated_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= yield_after {
