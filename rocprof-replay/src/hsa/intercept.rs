@@ -1362,33 +1362,13 @@ impl HsaTarget {
             // destroyed it with its queue: left alone, as `settle_dispatch` would.
             self.completed = true;
         } else if !self.completed {
-            let deliver = barrier_and(
-                &[],
-                app,
-                true,
-                HSA_FENCE_SCOPE_SYSTEM,
-                HSA_FENCE_SCOPE_SYSTEM,
-            );
-            // SAFETY: one packet of ours.
-            if unsafe { self.submit((&deliver as *const hsa_barrier_and_packet_t).cast(), 1) } {
-                self.completed = true;
-            }
+            self.completed = self.signal_behind(app);
         }
         drop(life);
         if let (Some(gate), false) = (self.gate, self.gate_open) {
-            let open = barrier_and(
-                &[],
-                gate,
-                true,
-                HSA_FENCE_SCOPE_SYSTEM,
-                HSA_FENCE_SCOPE_SYSTEM,
-            );
-            // SAFETY: one packet of ours.
-            if unsafe { self.submit((&open as *const hsa_barrier_and_packet_t).cast(), 1) } {
-                self.gate_open = true;
-            }
+            self.gate_open = self.signal_behind(gate);
         }
-        if !self.completed || !self.gate_open {
+        if !self.completed || (self.gate.is_some() && !self.gate_open) {
             // The replay queue had no room: the completion (and the gate) are delivered at the
             // window's end, before the pass has finished — as for a pass past every deadline.
             tracing::warn!(
@@ -1399,15 +1379,7 @@ impl HsaTarget {
         // Until the pass ends it holds the replay queue: the GPU's next windows decline at once
         // and run their dispatches on the aside queue (the pass may wait for one of them).
         if let Some(marker) = new_signal(self.be) {
-            let ended = barrier_and(
-                &[],
-                marker,
-                true,
-                HSA_FENCE_SCOPE_NONE,
-                HSA_FENCE_SCOPE_NONE,
-            );
-            // SAFETY: one packet of ours.
-            if unsafe { self.submit((&ended as *const hsa_barrier_and_packet_t).cast(), 1) } {
+            if self.signal_behind(marker) {
                 if let Some(old) = self.gpu.yielded.lock().replace(marker) {
                     self.gpu.gates.retire(&[old]);
                 }
@@ -1420,6 +1392,20 @@ impl HsaTarget {
         self.be
             .stuck
             .add(self.gpu.index, signal, self.packet.kernarg_address as usize);
+    }
+
+    /// Queues a barrier (barrier bit, system-scope fences) that decrements `signal` once
+    /// everything submitted before it has finished; `false` when it could not be submitted.
+    fn signal_behind(&self, signal: hsa_signal_t) -> bool {
+        let barrier = barrier_and(
+            &[],
+            signal,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        );
+        // SAFETY: one packet of ours.
+        unsafe { self.submit((&barrier as *const hsa_barrier_and_packet_t).cast(), 1) }
     }
 
     /// Submits packets of ours to the replay queue (or, for a window that stays on the
