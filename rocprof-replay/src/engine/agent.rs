@@ -13,10 +13,11 @@
 //! Readers wait while any window is open, with the same deadline semantics.
 //!
 //! Work that blocks (a reader, or a window waiting for the writer) is listed while it waits,
-//! with the *lane* it runs on (the backend's word for it: a CUDA stream): a window whose first
-//! pass — the application's own execution — has not finished while work on another lane has
-//! waited longer than the yield deadline gives up replaying that dispatch
-//! ([`held_up`](AgentLock::held_up)), since the kernel may be waiting for exactly that work.
+//! with its *lane*, the backend's word for where it runs (CUDA: the stream; HSA: whether a copy
+//! waits for a signal that resolves only after a window's dispatch): a window whose first pass
+//! — the application's own execution — has not finished while work its dispatch may be waiting
+//! for has waited longer than the yield deadline gives up replaying that dispatch
+//! ([`held_up`](AgentLock::held_up)).
 //!
 //! [`ReplayTarget::contended`]: super::window::ReplayTarget::contended
 
