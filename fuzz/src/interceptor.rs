@@ -1504,6 +1504,8 @@ fn check_outcome(plan: Plan, kind: OutcomeKind, passes: u32, known: bool) {
                 // A garbage kernel object: its arguments cannot be inspected while the
                 // harness's fine-grained staging buffer exists.
                 DeclineReason::HostMemory => assert!(!known, "{what}: a known kernel"),
+                // The same while the other GPU owns allocations (checked first).
+                DeclineReason::PeerMemory => assert!(!known, "{what}: a known kernel"),
                 DeclineReason::TooManyPasses => assert_eq!(plan, Plan::TooMany, "{what}"),
                 // Timing: windows of other lanes, drains behind gates or late headers.
                 DeclineReason::LockTimeout

@@ -4,7 +4,7 @@
 //!
 //! | variable | effect |
 //! |---|---|
-//! | `HSA_EMU_FAIL_ALLOC_NTH=N` | the N-th memory allocation of the process (1-based, pools and regions together) fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` |
+//! | `HSA_EMU_FAIL_ALLOC_NTH=N` | the N-th memory allocation of the process (1-based, pools, regions and vmem handles together; IPC export and attach are not allocations) fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` |
 //! | `HSA_EMU_FAIL_ALLOC_FROM=N` | every allocation from the N-th on fails |
 //! | `HSA_EMU_FAIL_COPY_NTH=N` | the N-th `hsa_memory_copy` / async copy of the process fails with `HSA_STATUS_ERROR` |
 //! | `HSA_EMU_FAIL_COPY_FROM=N` | every `hsa_memory_copy` / async copy from the N-th on fails with `HSA_STATUS_ERROR` (async copies leave their completion signal untouched) |

@@ -434,8 +434,10 @@ fn agent_attribute(t: &Topology, agent: &Agent, attribute: u32) -> Option<Out> {
 
 /// The value of an `hsa_system_info_t` attribute, `None` if unknown.
 ///
-/// SVM: the `hsa_amd_svm_*` functions are not implemented, so `SVM_SUPPORTED` is false; kernels
-/// run on the host, so any host allocation is reachable and `SVM_ACCESSIBLE_BY_DEFAULT` is true.
+/// SVM: the `hsa_amd_svm_*` functions are implemented (attributes are recorded, nothing
+/// migrates), so `SVM_SUPPORTED` is true unless `HSA_EMU_SVM_SUPPORTED=0`; `SVM_ACCESSIBLE_BY_DEFAULT` is
+/// `HSA_EMU_SVM_BY_DEFAULT` (default true: kernels run on the host and reach all of its memory;
+/// `0` presents a discrete GPU without XNACK).
 /// `VIRTUAL_MEM_API_SUPPORTED` is true when the 6.x table (which has the vmem slots) is presented.
 fn system_attribute(attribute: u32) -> Option<Out> {
     Some(match attribute {
@@ -447,8 +449,8 @@ fn system_attribute(attribute: u32) -> Option<Out> {
         HSA_SYSTEM_INFO_MACHINE_MODEL => Out::U32(HSA_MACHINE_MODEL_LARGE),
         HSA_SYSTEM_INFO_EXTENSIONS => Out::Mask128(extension_mask(SYSTEM_EXTENSIONS)),
         HSA_AMD_SYSTEM_INFO_BUILD_VERSION => Out::Ptr(BUILD_VERSION.as_ptr().cast()),
-        HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED => Out::Bool(false),
-        HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT => Out::Bool(true),
+        HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED => Out::Bool(topology().svm_supported),
+        HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT => Out::Bool(topology().svm_by_default),
         HSA_AMD_SYSTEM_INFO_VIRTUAL_MEM_API_SUPPORTED => {
             Out::Bool(crate::api::abi() == crate::api::AbiPresentation::Newest)
         }
@@ -1324,6 +1326,31 @@ mod tests {
             );
             assert_eq!(mask, HSA_EXCEPTION_POLICY_DETECT as u16);
         }
+    }
+
+    #[test]
+    fn svm_is_supported_and_reachability_follows_the_knob() {
+        // SAFETY: both attributes are one-byte bools.
+        let (st, supported) = query(1, |p| unsafe {
+            system_get_info(HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED, p)
+        });
+        let knob =
+            crate::topology::svm_supported(std::env::var("HSA_EMU_SVM_SUPPORTED").ok().as_deref());
+        assert_eq!(
+            (st, supported),
+            (HSA_STATUS_SUCCESS, vec![u8::from(knob.unwrap_or(true))])
+        );
+        // SAFETY: as above.
+        let (st, by_default) = query(1, |p| unsafe {
+            system_get_info(HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT, p)
+        });
+        let knob = crate::topology::svm_by_default(
+            std::env::var("HSA_EMU_SVM_BY_DEFAULT").ok().as_deref(),
+        );
+        assert_eq!(
+            (st, by_default),
+            (HSA_STATUS_SUCCESS, vec![u8::from(knob.unwrap_or(true))])
+        );
     }
 
     #[test]

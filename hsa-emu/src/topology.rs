@@ -7,6 +7,12 @@
 //!
 //! Handles are small tagged integers, so validating a handle is an index check. Regions
 //! (`hsa_region_t`) are the same objects as pools and share their handles, as in ROCr.
+//!
+//! `HSA_EMU_SVM_BY_DEFAULT` (`1` by default, or `0`) says whether the GPUs reach all system
+//! memory without being granted it (`HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT`);
+//! `HSA_EMU_SVM_SUPPORTED` (`1` by default, or `0`) whether the runtime says it supports
+//! shared virtual memory at all (`HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED`: a kernel without HMM).
+//! HIP chooses its managed-memory path by the latter.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,6 +36,10 @@ pub(crate) const GRANULE: usize = 4096;
 pub(crate) const ALLOC_ALIGNMENT: usize = 4096;
 /// Most GPU agents `HSA_EMU_GPUS` may ask for.
 pub(crate) const MAX_GPUS: usize = 16;
+/// The variable that sets [`Topology::svm_by_default`].
+const SVM_BY_DEFAULT_ENV: &str = "HSA_EMU_SVM_BY_DEFAULT";
+/// The variable that sets [`Topology::svm_supported`].
+const SVM_SUPPORTED_ENV: &str = "HSA_EMU_SVM_SUPPORTED";
 
 /// CPU or GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +164,15 @@ pub(crate) struct Topology {
     pub(crate) agents: Vec<Agent>,
     /// Every pool of every agent.
     pub(crate) pools: Vec<Pool>,
+    /// Whether every GPU may access all system memory without `hsa_amd_svm_attributes_set` or
+    /// `hsa_amd_memory_lock` (as with XNACK on, or an APU): what
+    /// `HSA_AMD_SYSTEM_INFO_SVM_ACCESSIBLE_BY_DEFAULT` reports. Not enforced: kernels run on the
+    /// host and reach all of its memory either way.
+    pub(crate) svm_by_default: bool,
+    /// What `HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED` reports (the `hsa_amd_svm_*` functions work
+    /// either way). HIP takes `hipMallocManaged` memory through SVM when it is true, from the
+    /// coarse-grained system pool when it is false.
+    pub(crate) svm_supported: bool,
 }
 
 /// Why the environment could not configure the machine.
@@ -161,9 +180,20 @@ pub(crate) struct Topology {
 pub(crate) struct ConfigError(pub(crate) String);
 
 fn parse_env(name: &str, default: usize, min: usize, max: usize) -> Result<usize, ConfigError> {
-    match std::env::var(name) {
-        Err(_) => Ok(default),
-        Ok(v) => match v.trim().parse::<usize>() {
+    parse_value(name, std::env::var(name).ok().as_deref(), default, min, max)
+}
+
+/// The value of variable `name` (`None`: unset): an integer in `min..=max`, else an error.
+fn parse_value(
+    name: &str,
+    value: Option<&str>,
+    default: usize,
+    min: usize,
+    max: usize,
+) -> Result<usize, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) => match v.trim().parse::<usize>() {
             Ok(n) if (min..=max).contains(&n) => Ok(n),
             _ => Err(ConfigError(format!(
                 "{name}={v:?}: expected an integer in {min}..={max}"
@@ -172,15 +202,33 @@ fn parse_env(name: &str, default: usize, min: usize, max: usize) -> Result<usize
     }
 }
 
+/// [`Topology::svm_by_default`] for a value of `HSA_EMU_SVM_BY_DEFAULT` (`None`: unset, true).
+pub(crate) fn svm_by_default(value: Option<&str>) -> Result<bool, ConfigError> {
+    Ok(parse_value(SVM_BY_DEFAULT_ENV, value, 1, 0, 1)? == 1)
+}
+
+/// [`Topology::svm_supported`] for a value of `HSA_EMU_SVM_SUPPORTED` (`None`: unset, true).
+pub(crate) fn svm_supported(value: Option<&str>) -> Result<bool, ConfigError> {
+    Ok(parse_value(SVM_SUPPORTED_ENV, value, 1, 0, 1)? == 1)
+}
+
 impl Topology {
-    /// Builds the machine from `HSA_EMU_GPUS` (default 1) and `HSA_EMU_VRAM_MB` (default 4096).
+    /// Builds the machine from `HSA_EMU_GPUS` (default 1), `HSA_EMU_VRAM_MB` (default 4096),
+    /// `HSA_EMU_SVM_BY_DEFAULT` and `HSA_EMU_SVM_SUPPORTED` (default 1 both).
     pub(crate) fn from_env() -> Result<Topology, ConfigError> {
         let gpus = parse_env("HSA_EMU_GPUS", 1, 0, MAX_GPUS)?;
         let vram_mb = parse_env("HSA_EMU_VRAM_MB", DEFAULT_VRAM_MB, 1, 1 << 24)?;
-        Ok(Topology::new(gpus, vram_mb << 20))
+        let svm = svm_by_default(std::env::var(SVM_BY_DEFAULT_ENV).ok().as_deref())?;
+        let supported = svm_supported(std::env::var(SVM_SUPPORTED_ENV).ok().as_deref())?;
+        Ok(Topology {
+            svm_by_default: svm,
+            svm_supported: supported,
+            ..Topology::new(gpus, vram_mb << 20)
+        })
     }
 
-    /// Builds a machine with `gpus` GPU agents of `vram_bytes` each.
+    /// Builds a machine with `gpus` GPU agents of `vram_bytes` each (system memory reachable
+    /// by default).
     pub(crate) fn new(gpus: usize, vram_bytes: usize) -> Topology {
         let host_bytes = host_memory_bytes();
         let mut agents = Vec::with_capacity(gpus + 1);
@@ -232,7 +280,12 @@ impl Topology {
                 ],
             );
         }
-        Topology { agents, pools }
+        Topology {
+            agents,
+            pools,
+            svm_by_default: true,
+            svm_supported: true,
+        }
     }
 
     /// The agent behind a handle.
@@ -360,6 +413,22 @@ mod tests {
             })
             .is_none()
         );
+    }
+
+    #[test]
+    fn svm_by_default_knob_maps_to_the_info_value() {
+        assert_eq!(svm_by_default(None), Ok(true));
+        assert_eq!(svm_by_default(Some("1")), Ok(true));
+        assert_eq!(svm_by_default(Some(" 0 ")), Ok(false));
+        for bad in ["2", "yes", ""] {
+            let err = svm_by_default(Some(bad)).unwrap_err();
+            assert!(err.0.starts_with("HSA_EMU_SVM_BY_DEFAULT="), "{err:?}");
+        }
+        assert!(Topology::new(1, 1 << 20).svm_by_default);
+        assert_eq!(svm_supported(None), Ok(true));
+        assert_eq!(svm_supported(Some("0")), Ok(false));
+        assert!(svm_supported(Some("yes")).is_err());
+        assert!(Topology::new(1, 1 << 20).svm_supported);
     }
 
     #[test]

@@ -498,22 +498,26 @@ pub enum DeclineReason {
     /// stream waits for memory another agent writes.
     StreamMemoryWait,
     /// An argument of the kernel points into host memory the device can reach (CUDA pinned,
-    /// registered or managed memory; on HSA, fine-grained or locked memory the host cannot read, or
-    /// any such memory when the kernel's arguments cannot be sized): the application's host
+    /// registered or managed memory; on HSA, fine-grained or locked memory the host cannot read,
+    /// shared virtual memory (`hsa_amd_svm_attributes_set`), or any such memory when the
+    /// kernel's arguments cannot be sized): the application's host
     /// threads may read and write it at any time, so repeating the kernel's writes there, or
     /// restoring them, is not safe.
     HostMemory,
     /// An argument of the kernel points into memory another process or GPU writes (CUDA: an
     /// IPC import, `cuIpcOpenMemHandle`, or a virtual-memory mapping of a handle imported from
-    /// another process or GPU, `cuMemImportFromShareableHandle`, or of a multicast object),
+    /// another process or GPU, `cuMemImportFromShareableHandle`, or of a multicast object;
+    /// HSA: an IPC attachment, `hsa_amd_ipc_memory_attach`, a vmem mapping of an imported
+    /// handle, `hsa_amd_vmem_import_shareable_handle`, or a graphics interop buffer),
     /// or the kernel's arguments cannot be sized while such memory exists: the engine can
     /// neither fence those writers nor restore under them, so a restore could undo their
     /// writes and a repeated pass could wait for writes that come once. Never replayed, even
     /// where the policy opts in to repeated host writes.
     ForeignMemory,
     /// An argument of the kernel points into an allocation of another context of the process
-    /// (CUDA peer access), or the kernel's arguments cannot be sized while other contexts own
-    /// allocations: the window drains and fences only the launching context, so the owner's
+    /// (CUDA peer access) or of another GPU (HSA, `hsa_amd_agents_allow_access`), or the
+    /// kernel's arguments cannot be sized while other contexts or GPUs own allocations: the
+    /// window drains and fences only the launching context or GPU, so the owner's
     /// work could write that memory during a restore, and the memory is not captured, so the
     /// kernel's writes there would be repeated once per pass.
     PeerMemory,

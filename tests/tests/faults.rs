@@ -587,6 +587,62 @@ fn a_kernel_given_host_memory_the_host_writes_completes_and_is_never_restored() 
     }
 }
 
+/// One `mem-KIND` cell: the scenario's dispatch writes a buffer of that memory kind; the
+/// application sees one execution (the probe checks every word) and the record says `want`.
+fn memory_kind_cell(scenario: &str, env: &[(&str, &str)], want: (&str, Option<&str>)) {
+    let c = cell(scenario, env);
+    let out = c.run.stdout();
+    assert!(
+        out.contains(&format!("mem {} OK", &scenario[4..])),
+        "{scenario}: {out}"
+    );
+    let incs = c.of("inc_in_place");
+    assert_eq!(incs.len(), 3, "{scenario}: {incs:?}");
+    Cell::assert_outcome(incs[1], want.0, want.1);
+    let passes = if want.0 == "replayed" { 3 } else { 1 };
+    assert_eq!(incs[1]["passes"], passes, "{scenario}: {}", incs[1]);
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn vmem_mappings_are_replayed_only_where_the_window_can_restore_them() {
+    // A mapping of the GPU's coarse-grained memory is snapshotted like any allocation; a
+    // fine-grained (host-visible) one may be written by the host at any time; an imported
+    // handle's memory by another process. Before the last two were recorded, both were
+    // unknown to the window: replayed three times, the application read i + 3.
+    memory_kind_cell("mem-vmem-device", &[], ("replayed", None));
+    memory_kind_cell("mem-vmem-fine", &[], ("declined", Some("host_memory")));
+    memory_kind_cell("mem-vmem-import", &[], ("declined", Some("foreign_memory")));
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn another_gpus_memory_runs_once_declined_up_front() {
+    // The window drains, fences and captures only its own GPU: the peer's allocation is not in
+    // its snapshot. Before this was checked, the kernel was replayed three times and the
+    // application read i + 3.
+    memory_kind_cell(
+        "mem-peer",
+        &[("HSA_EMU_GPUS", "2")],
+        ("declined", Some("peer_memory")),
+    );
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn ipc_attachments_and_shared_virtual_memory_run_once_declined_up_front() {
+    // An IPC attachment is memory another process owns and writes; system memory made
+    // reachable with hsa_amd_svm_attributes_set (where the GPU does not reach all system
+    // memory by default) is memory the host writes without any call the backend sees.
+    memory_kind_cell("mem-ipc", &[], ("declined", Some("foreign_memory")));
+    memory_kind_cell(
+        "mem-svm",
+        &[("HSA_EMU_SVM_BY_DEFAULT", "0")],
+        ("declined", Some("host_memory")),
+    );
+}
+
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_dispatch_submitted_on_the_runtime_async_thread_is_replayed_behind_its_gate() {

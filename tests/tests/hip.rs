@@ -416,8 +416,9 @@ fn managed_memory_is_shared_by_kernels_and_the_host() {
     assert_ok(&run_hip("managed", &[]), "managed");
 }
 
-/// Managed memory is host memory the host writes directly: never restored. A kernel that
-/// writes it — through its arguments, a `__managed__` variable or a pointer stored in a
+/// Managed memory is host memory the host writes directly: never restored. Where the runtime
+/// has no SVM (HIP then takes managed memory from the coarse-grained system pool), a kernel
+/// that writes it — through its arguments, a `__managed__` variable or a pointer stored in a
 /// `__device__` variable — runs once (`host_memory_written`: replay stops after the first
 /// pass, the program sees one execution and its own check passes); a kernel that only reads
 /// it is replayed.
@@ -429,7 +430,10 @@ fn kernels_writing_managed_memory_run_once_and_readers_replay() {
             "managed",
             "pass_timer",
             way,
-            &[("ROCPROF_REPLAY_PASSES", "3")],
+            &[
+                ("ROCPROF_REPLAY_PASSES", "3"),
+                ("HSA_EMU_SVM_SUPPORTED", "0"),
+            ],
         );
         for (kernel, _) in user_kernels("managed") {
             for r in recs.iter().filter(|r| r["kernel"] == *kernel) {
@@ -442,6 +446,52 @@ fn kernels_writing_managed_memory_run_once_and_readers_replay() {
                     assert_eq!(r["passes"], 1, "{way:?}: {r}");
                 }
                 assert!(r["host_memory"].is_null(), "{way:?}: {r}");
+            }
+        }
+    }
+}
+
+/// Where the runtime supports SVM (a kernel with HMM, hsa-emu's default) HIP 5.2 allocates
+/// managed memory as host memory made reachable with `hsa_amd_svm_attributes_set`: memory the
+/// host reaches without any call, which the window never watches or restores. Every kernel
+/// given it (readers too) runs once, declined before its window; the program's own checks
+/// pass. Before the backend recorded SVM ranges, on a GPU without XNACK (here
+/// `HSA_EMU_SVM_BY_DEFAULT=0`) the writers were replayed and their writes repeated.
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn managed_memory_through_svm_runs_once_declined_up_front() {
+    let dir = e2e_dir().join("hip-records");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = rocprof_replay_e2e::tool_lib("pass_timer");
+    for by_default in ["1", "0"] {
+        let records = dir.join(format!("managed-svm-{by_default}.jsonl"));
+        let _ = std::fs::remove_file(&records);
+        let run = run_hip(
+            "managed",
+            &[
+                ("LD_PRELOAD", lib.to_str().unwrap()),
+                ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+                ("ROCPROF_REPLAY_PASSES", "3"),
+                ("HSA_EMU_SVM_BY_DEFAULT", by_default),
+            ],
+        );
+        assert_ok(&run, "managed");
+        let recs: Vec<serde_json::Value> = std::fs::read_to_string(&records)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for (kernel, count) in user_kernels("managed") {
+            let mine: Vec<_> = recs.iter().filter(|r| r["kernel"] == *kernel).collect();
+            assert_eq!(
+                mine.len(),
+                *count,
+                "{kernel} (SVM by default: {by_default})"
+            );
+            for r in mine {
+                assert_eq!(r["outcome"], "declined", "{by_default}: {r}");
+                assert_eq!(r["reason"], "host_memory", "{by_default}: {r}");
+                assert_eq!(r["passes"], 1, "{by_default}: {r}");
             }
         }
     }

@@ -7,10 +7,15 @@
 //! unready dependency for at most [`WAIT_SLICE`] before looking again (no spinning). A
 //! finished job records its start/end ticks in the completion signal and subtracts 1 from it.
 //! A copy refused by fault injection returns `HSA_STATUS_ERROR` and never touches the signal.
+//!
+//! The same thread completes `hsa_amd_svm_prefetch_async`: a marker job that copies nothing,
+//! each on a lane (engine number) of its own, so that it waits for its dependencies only; the
+//! copy fault knobs leave markers alone.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,6 +34,11 @@ const WAIT_SLICE: Duration = Duration::from_millis(2);
 const IDLE_WAIT: Duration = Duration::from_millis(500);
 /// How long [`shutdown`] waits for the worker to exit.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+/// Engine numbers from here up are marker lanes (copy engines are 0 to 31).
+const MARKER_LANES: u32 = 1 << 31;
+
+/// Next marker lane (below [`MARKER_LANES`]; wraps).
+static NEXT_MARKER_LANE: AtomicU32 = AtomicU32::new(0);
 
 /// Fills the async-copy and copy-engine slots.
 pub(super) fn install(t: &mut Tables) {
@@ -56,6 +66,8 @@ enum Op {
         height: usize,
         depth: usize,
     },
+    /// Nothing: completes its signal once its dependencies are met (an SVM prefetch).
+    Marker,
 }
 
 /// One queued copy.
@@ -210,7 +222,7 @@ fn worker(generation: u64) {
 /// The ranges described by `op` must be valid (the submitter's contract).
 unsafe fn perform(op: Op) {
     match op {
-        Op::Linear { size: 0, .. } | Op::Rect { width: 0, .. } => {}
+        Op::Linear { size: 0, .. } | Op::Rect { width: 0, .. } | Op::Marker => {}
         Op::Linear { dst, src, size } => {
             // SAFETY: the caller's ranges; `copy` allows overlap.
             unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
@@ -240,10 +252,14 @@ unsafe fn perform(op: Op) {
 
 /// Runs a job and completes its signal.
 fn run(job: &Job) {
-    if let Some(delay) = crate::faults::faults().copy_delay() {
+    let copies = !matches!(job.op, Op::Marker);
+    if let Some(delay) = copies
+        .then(|| crate::faults::faults().copy_delay())
+        .flatten()
+    {
         std::thread::sleep(delay);
     }
-    if crate::faults::faults().copy_errs() {
+    if copies && crate::faults::faults().copy_errs() {
         // An engine error: nothing copied, the error travels in the completion signal.
         if signals::is_valid(job.completion) {
             signals::store(job.completion, -1);
@@ -258,6 +274,25 @@ fn run(job: &Job) {
         signals::set_timestamps(job.completion, start, end);
         signals::subtract(job.completion, 1);
     }
+}
+
+/// Queues a marker for `agent` (an agent index): once every signal of `deps` reads 0, the
+/// completion signal (when it is a live signal) gets its timestamps and is decremented. Each
+/// marker has a lane of its own, so it waits behind nothing but its dependencies.
+pub(super) fn submit_marker(
+    agent: usize,
+    deps: Vec<hsa_signal_t>,
+    completion: hsa_signal_t,
+) -> hsa_status_t {
+    let lane = MARKER_LANES | (NEXT_MARKER_LANE.fetch_add(1, Ordering::Relaxed) & !MARKER_LANES);
+    submit(
+        (agent, lane),
+        Job {
+            op: Op::Marker,
+            deps,
+            completion,
+        },
+    )
 }
 
 /// Validates the dependency list and completion signal of a submission.
@@ -329,7 +364,7 @@ fn linear_copy(
 }
 
 /// `hsa_amd_memory_async_copy`.
-unsafe extern "C" fn memory_async_copy(
+pub(super) unsafe extern "C" fn memory_async_copy(
     dst: *mut c_void,
     dst_agent: hsa_agent_t,
     src: *const c_void,

@@ -1,6 +1,6 @@
 //! Pools and regions (information, iteration, allocate/free), access grants, host-memory
-//! locking, synchronous copy and fill, pointer information, deallocation callbacks, coherency,
-//! migration and IPC.
+//! locking, synchronous copy and fill, pointer information, deallocation callbacks, coherency
+//! and migration. IPC memory is in [`super::ipc`].
 
 use std::ffi::{c_int, c_void};
 use std::mem::{offset_of, size_of};
@@ -49,9 +49,6 @@ pub(super) fn install(t: &mut Tables) {
     t.amd.hsa_amd_coherency_set_type_fn = Some(coherency_set_type);
     t.amd.hsa_amd_memory_pool_can_migrate_fn = Some(memory_pool_can_migrate);
     t.amd.hsa_amd_memory_migrate_fn = Some(memory_migrate);
-    t.amd.hsa_amd_ipc_memory_create_fn = Some(ipc_memory_create);
-    t.amd.hsa_amd_ipc_memory_attach_fn = Some(ipc_memory_attach);
-    t.amd.hsa_amd_ipc_memory_detach_fn = Some(ipc_memory_detach);
 }
 
 /// Index of the pool behind a handle in the global machine.
@@ -253,7 +250,8 @@ unsafe extern "C" fn agents_allow_access(
     })
 }
 
-/// Adds `agents` to the grants of the allocation, mapping or locked range holding `addr`.
+/// Adds `agents` to the grants of the allocation, mapping, IPC attachment or locked range
+/// holding `addr`.
 fn grant(addr: usize, agents: &[hsa_agent_t]) -> hsa_status_t {
     fn add(to: &mut Vec<hsa_agent_t>, agents: &[hsa_agent_t]) {
         for a in agents {
@@ -279,6 +277,10 @@ fn grant(addr: usize, agents: &[hsa_agent_t]) -> hsa_status_t {
                 m.access.push((*a, HSA_ACCESS_PERMISSION_RW));
             }
         }
+        return HSA_STATUS_SUCCESS;
+    }
+    if let Some((_, m)) = containing_mut(&mut reg.ipc, addr, |m| m.size) {
+        add(&mut m.accessible, agents);
         return HSA_STATUS_SUCCESS;
     }
     HSA_STATUS_ERROR_INVALID_ARGUMENT
@@ -415,7 +417,7 @@ unsafe extern "C" fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
 // ---- copy and fill ------------------------------------------------------------------------
 
 /// `hsa_memory_copy`: a synchronous `memmove` (every address is host memory).
-unsafe extern "C" fn memory_copy(
+pub(super) unsafe extern "C" fn memory_copy(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
@@ -439,7 +441,11 @@ unsafe extern "C" fn memory_copy(
 
 /// `hsa_amd_memory_fill`: stores `value` into `count` consecutive dwords at `ptr` (4-byte
 /// aligned), synchronously.
-unsafe extern "C" fn memory_fill(ptr: *mut c_void, value: u32, count: usize) -> hsa_status_t {
+pub(super) unsafe extern "C" fn memory_fill(
+    ptr: *mut c_void,
+    value: u32,
+    count: usize,
+) -> hsa_status_t {
     guard_status(|| {
         if ptr.is_null() || (ptr as usize) % 4 != 0 || count.checked_mul(4).is_none() {
             return HSA_STATUS_ERROR_INVALID_ARGUMENT;
@@ -524,8 +530,8 @@ unsafe extern "C" fn pointer_info(
     })
 }
 
-/// `hsa_amd_pointer_info_set_userdata`: for any address inside an allocation, mapping or
-/// locked range; anything else is `INVALID_ARGUMENT`.
+/// `hsa_amd_pointer_info_set_userdata`: for any address inside an allocation, mapping, IPC
+/// attachment or locked range; anything else is `INVALID_ARGUMENT`.
 unsafe extern "C" fn pointer_info_set_userdata(
     ptr: *const c_void,
     userdata: *mut c_void,
@@ -537,6 +543,8 @@ unsafe extern "C" fn pointer_info_set_userdata(
         if let Some((_, a)) = containing_mut(&mut reg.allocs, addr, |a| a.size) {
             a.user_data = data;
         } else if let Some((_, m)) = containing_mut(&mut reg.mappings, addr, |m| m.size) {
+            m.user_data = data;
+        } else if let Some((_, m)) = containing_mut(&mut reg.ipc, addr, |m| m.size) {
             m.user_data = data;
         } else if let Some((_, l)) = containing_mut(&mut reg.locked, addr, |l| l.size) {
             l.user_data = data;
@@ -599,7 +607,7 @@ unsafe extern "C" fn deregister_deallocation_callback(
     })
 }
 
-// ---- coherency, migration, IPC ------------------------------------------------------------
+// ---- coherency, migration ---------------------------------------------------------------
 
 /// `hsa_amd_coherency_get_type`: every GPU is coherent with the host (it is the host).
 unsafe extern "C" fn coherency_get_type(
@@ -656,31 +664,6 @@ unsafe extern "C" fn memory_migrate(
     _pool: hsa_amd_memory_pool_t,
     _flags: u32,
 ) -> hsa_status_t {
-    HSA_STATUS_ERROR
-}
-
-/// `hsa_amd_ipc_memory_create`: IPC is not supported (`HSA_STATUS_ERROR`).
-unsafe extern "C" fn ipc_memory_create(
-    _ptr: *mut c_void,
-    _len: usize,
-    _handle: *mut hsa_amd_ipc_memory_t,
-) -> hsa_status_t {
-    HSA_STATUS_ERROR
-}
-
-/// `hsa_amd_ipc_memory_attach`: IPC is not supported (`HSA_STATUS_ERROR`).
-unsafe extern "C" fn ipc_memory_attach(
-    _handle: *const hsa_amd_ipc_memory_t,
-    _len: usize,
-    _num_agents: u32,
-    _mapping_agents: *const hsa_agent_t,
-    _mapped_ptr: *mut *mut c_void,
-) -> hsa_status_t {
-    HSA_STATUS_ERROR
-}
-
-/// `hsa_amd_ipc_memory_detach`: IPC is not supported (`HSA_STATUS_ERROR`).
-unsafe extern "C" fn ipc_memory_detach(_mapped_ptr: *mut c_void) -> hsa_status_t {
     HSA_STATUS_ERROR
 }
 
@@ -840,7 +823,7 @@ pub(super) mod tests {
             .handle
     }
 
-    fn alloc(
+    pub(crate) fn alloc(
         pool: hsa_amd_memory_pool_t,
         size: usize,
         flags: u32,
@@ -855,7 +838,7 @@ pub(super) mod tests {
         }
     }
 
-    fn info_of(ptr: *const c_void) -> hsa_amd_pointer_info_t {
+    pub(crate) fn info_of(ptr: *const c_void) -> hsa_amd_pointer_info_t {
         let mut info = hsa_amd_pointer_info_t::default();
         // SAFETY: valid info; no accessible list asked.
         let st = unsafe {

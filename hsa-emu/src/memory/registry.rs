@@ -1,9 +1,9 @@
 //! The address registry: every range the runtime knows about (pool allocations, locked host
-//! ranges, vmem reservations, vmem handles and mappings), the page-mapping primitives, and the
-//! description of an address that `hsa_amd_pointer_info` reports.
+//! ranges, vmem reservations, vmem handles and mappings, IPC attachments), the page-mapping
+//! primitives, and the description of an address that `hsa_amd_pointer_info` reports.
 
 use std::collections::BTreeMap;
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 
 use parking_lot::RwLock;
 use rocprof_replay_sys::*;
@@ -33,10 +33,6 @@ pub(super) struct Allocation {
     /// Index of the pool in `topo.pools`.
     pub(super) pool: usize,
     /// `hsa_amd_memory_pool_allocate` flags (0 for `hsa_memory_allocate`).
-    #[cfg_attr(
-        not(test),
-        allow(dead_code, reason = "recorded for diagnostics and tests")
-    )]
     pub(super) flags: u32,
     /// `hsa_amd_pointer_info_set_userdata` value.
     pub(super) user_data: usize,
@@ -44,6 +40,18 @@ pub(super) struct Allocation {
     pub(super) granted: Vec<hsa_agent_t>,
     /// Callbacks to run when the allocation is freed.
     pub(super) callbacks: Vec<DeallocCallback>,
+    /// The memfd the allocation's pages live in since its first `hsa_amd_ipc_memory_create`
+    /// (closed when the allocation is freed); `None` while it is private anonymous memory.
+    pub(super) exported: Option<Exported>,
+}
+
+/// The shared backing of an allocation exported with `hsa_amd_ipc_memory_create`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Exported {
+    /// The memfd (owned by the allocation).
+    pub(super) fd: c_int,
+    /// Its inode number, which IPC handles carry so that a reused descriptor number is caught.
+    pub(super) inode: u64,
 }
 
 impl Allocation {
@@ -105,6 +113,20 @@ pub(super) struct Mapping {
     pub(super) access: Vec<(hsa_agent_t, hsa_access_permission_t)>,
 }
 
+/// One `hsa_amd_ipc_memory_attach` mapping.
+pub(super) struct IpcMapping {
+    /// Length in bytes (the exported allocation's rounded size).
+    pub(super) size: usize,
+    /// Owner reported by pointer info (the first mapping agent, else the first GPU).
+    pub(super) owner: hsa_agent_t,
+    /// Global flags of the exporting pool (carried in the handle).
+    pub(super) global_flags: u32,
+    /// `hsa_amd_pointer_info_set_userdata` value.
+    pub(super) user_data: usize,
+    /// Agents that may access it: the mapping agents, or every agent when none were named.
+    pub(super) accessible: Vec<hsa_agent_t>,
+}
+
 /// Every range the runtime knows about, keyed by base address.
 pub(super) struct Registry {
     /// Pool and region allocations.
@@ -117,6 +139,8 @@ pub(super) struct Registry {
     pub(super) handles: BTreeMap<u64, VmemHandle>,
     /// vmem mappings by virtual address.
     pub(super) mappings: BTreeMap<usize, Mapping>,
+    /// IPC attachments by mapped address.
+    pub(super) ipc: BTreeMap<usize, IpcMapping>,
     /// Next vmem handle number.
     pub(super) next_handle: u64,
 }
@@ -128,6 +152,7 @@ pub(super) static REGISTRY: RwLock<Registry> = RwLock::new(Registry {
     reservations: BTreeMap::new(),
     handles: BTreeMap::new(),
     mappings: BTreeMap::new(),
+    ipc: BTreeMap::new(),
     next_handle: 1,
 });
 
@@ -287,8 +312,8 @@ impl Described {
     }
 }
 
-/// Describes `addr`: pool allocations first, then vmem mappings, locked ranges and vmem
-/// reservations; anything else is `UNKNOWN` with every other field zero.
+/// Describes `addr`: pool allocations first, then IPC attachments, vmem mappings, locked ranges
+/// and vmem reservations; anything else is `UNKNOWN` with every other field zero.
 pub(super) fn describe(addr: usize) -> Described {
     let reg = REGISTRY.read();
     if let Some((base, a)) = containing(&reg.allocs, addr, |a| a.size) {
@@ -301,6 +326,17 @@ pub(super) fn describe(addr: usize) -> Described {
             owner: a.topo.owner(pool).handle,
             global_flags: pool.global_flags(),
             accessible: merge(default_agents(a.topo, pool), &a.granted),
+        };
+    }
+    if let Some((base, m)) = containing(&reg.ipc, addr, |m| m.size) {
+        return Described {
+            type_: HSA_EXT_POINTER_TYPE_IPC,
+            base,
+            size: m.size,
+            user_data: m.user_data,
+            owner: m.owner,
+            global_flags: m.global_flags,
+            accessible: m.accessible.clone(),
         };
     }
     if let Some((base, m)) = containing(&reg.mappings, addr, |m| m.size) {
@@ -386,13 +422,16 @@ pub(super) fn allocate(
             user_data: 0,
             granted: Vec::new(),
             callbacks: Vec::new(),
+            exported: None,
         },
     );
     Ok(base)
 }
 
 /// Frees the allocation based at `ptr`: deallocation callbacks run (outside the lock, after the
-/// entry is gone), then the memory is unmapped and its bytes returned to the pool.
+/// entry is gone), then the memory is unmapped and its bytes returned to the pool. An exported
+/// allocation's memfd is closed, so its IPC handles stop attaching (existing attachments keep
+/// their pages), and SVM attributes recorded on its pages are forgotten.
 pub(super) fn free(ptr: usize) -> hsa_status_t {
     if ptr == 0 {
         return HSA_STATUS_SUCCESS;
@@ -406,6 +445,11 @@ pub(super) fn free(ptr: usize) -> hsa_status_t {
         unsafe { (cb.callback)(cb.ptr as *mut c_void, cb.user_data as *mut c_void) };
     }
     unmap(ptr, a.size);
+    if let Some(e) = a.exported {
+        // SAFETY: the allocation owned this descriptor; nothing else closes it.
+        unsafe { libc::close(e.fd) };
+    }
+    super::svm::forget(ptr, a.size);
     a.pool().release(a.size);
     HSA_STATUS_SUCCESS
 }

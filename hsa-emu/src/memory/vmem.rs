@@ -127,7 +127,8 @@ unsafe extern "C" fn address_reserve_align(
     })
 }
 
-/// `hsa_amd_vmem_address_free`: the base of a reservation with nothing mapped in it.
+/// `hsa_amd_vmem_address_free`: the base of a reservation with nothing mapped in it (SVM
+/// attributes set on it are forgotten).
 unsafe extern "C" fn address_free(va: *mut c_void, _size: usize) -> hsa_status_t {
     guard_status(|| {
         let base = va as usize;
@@ -140,6 +141,7 @@ unsafe extern "C" fn address_free(va: *mut c_void, _size: usize) -> hsa_status_t
         }
         reg.reservations.remove(&base);
         registry::unmap(base, size);
+        super::svm::forget(base, size);
         HSA_STATUS_SUCCESS
     })
 }

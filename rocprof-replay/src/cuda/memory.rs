@@ -146,14 +146,6 @@ impl Ranges {
     }
 }
 
-/// The 8-byte-aligned words of `args` that could be addresses (the first 64 KiB of the
-/// address space is never mapped: small integers are skipped).
-pub(crate) fn words(args: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    args.chunks_exact(8)
-        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) as usize)
-        .filter(|a| *a >= 0x1_0000)
-}
-
 /// Virtual-memory handles whose physical memory another process or GPU writes, with the
 /// number of references the application holds (`cuMemImportFromShareableHandle`,
 /// `cuMulticastCreate` and `cuMemRetainAllocationHandle` add one, `cuMemRelease` drops one).

@@ -104,6 +104,14 @@ pub(crate) fn first_pointer_into(
     })
 }
 
+/// The 8-byte-aligned words of `args` that could be addresses (the first 64 KiB of the
+/// address space is never mapped: small integers are skipped).
+pub(crate) fn address_words(args: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    args.chunks_exact(8)
+        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")) as usize)
+        .filter(|a| *a >= 0x1_0000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -203,8 +203,7 @@ impl AllocationInventory {
     }
 
     /// Whether `agent` owns any tracked allocation (stops at the first; no copy). Used by the
-    /// CUDA backend's owner fencing.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    /// CUDA backend's owner fencing and the HSA backend's peer-memory check.
     pub(crate) fn owns_any(&self, agent: AgentId) -> bool {
         self.map.read().values().any(|a| a.agent == agent)
     }

@@ -168,6 +168,27 @@ unsafe fn install_all(
             p.set(a::VMEM_MAP, amd, vmem_map)?;
             p.set(a::VMEM_UNMAP, amd, vmem_unmap)?;
         }
+        if let Ok(Some(_)) = a::VMEM_IMPORT_SHAREABLE_HANDLE.read(amd) {
+            p.set(a::VMEM_IMPORT_SHAREABLE_HANDLE, amd, vmem_import)?;
+        }
+        if let Ok(Some(_)) = a::VMEM_RETAIN_ALLOC_HANDLE.read(amd) {
+            p.set(a::VMEM_RETAIN_ALLOC_HANDLE, amd, vmem_retain)?;
+        }
+        if let Ok(Some(_)) = a::IPC_MEMORY_ATTACH.read(amd) {
+            p.set(a::IPC_MEMORY_ATTACH, amd, ipc_attach)?;
+        }
+        if let Ok(Some(_)) = a::IPC_MEMORY_DETACH.read(amd) {
+            p.set(a::IPC_MEMORY_DETACH, amd, ipc_detach)?;
+        }
+        if let Ok(Some(_)) = a::INTEROP_MAP_BUFFER.read(amd) {
+            p.set(a::INTEROP_MAP_BUFFER, amd, interop_map)?;
+        }
+        if let Ok(Some(_)) = a::INTEROP_UNMAP_BUFFER.read(amd) {
+            p.set(a::INTEROP_UNMAP_BUFFER, amd, interop_unmap)?;
+        }
+        if let Ok(Some(_)) = a::SVM_ATTRIBUTES_SET.read(amd) {
+            p.set(a::SVM_ATTRIBUTES_SET, amd, svm_attributes_set)?;
+        }
     }
     Ok(())
 }
@@ -370,18 +391,8 @@ fn pool_flags(pool: hsa_amd_memory_pool_t) -> Option<u32> {
 /// The owning GPU of an allocation, if the runtime knows the pointer and a GPU owns it.
 fn owner_gpu(ptr: *mut c_void) -> Option<(AgentId, u32)> {
     let be = BACKEND.get()?;
-    let mut info = hsa_amd_pointer_info_t::default();
-    // SAFETY: `info.size` is set; no agent list requested.
-    let st = unsafe {
-        (be.orig.pointer_info)(
-            ptr,
-            &mut info,
-            None,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    if st != HSA_STATUS_SUCCESS || info.type_ != HSA_EXT_POINTER_TYPE_HSA {
+    let info = be.pointer_info(ptr as usize)?;
+    if info.type_ != HSA_EXT_POINTER_TYPE_HSA {
         return None;
     }
     be.gpu(info.agentOwner)
@@ -514,6 +525,9 @@ unsafe extern "C" fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
 /// and `__managed__` variables from the coarse-grained system pool. Kernarg memory is
 /// neither.
 fn record(be: &super::Backend, p: *mut c_void, size: usize, flags: u32, origin: Origin) {
+    quietly("trimming shared virtual memory", || {
+        trim_svm(be, p as usize, size)
+    });
     if host_visible(flags) {
         record_host(be, p, size);
         return;
@@ -902,6 +916,17 @@ unsafe extern "C" fn dispatch_time(
 
 // ---- vmem (6.x) ----------------------------------------------------------------------------
 
+/// What the mappings of a vmem handle are, known when the handle is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VmemKind {
+    /// Made from a pool with these global flags (`hsa_amd_vmem_handle_create`): a GPU's
+    /// coarse-grained memory is snapshotted, host-visible memory is not.
+    Pool(u32),
+    /// Imported from a shareable handle (`hsa_amd_vmem_import_shareable_handle`): another
+    /// process or GPU may write it.
+    Imported,
+}
+
 unsafe extern "C" fn vmem_handle_create(
     pool: hsa_amd_memory_pool_t,
     size: usize,
@@ -921,10 +946,62 @@ unsafe extern "C" fn vmem_handle_create(
         quietly("recording a vmem handle", || {
             // SAFETY: on success the runtime wrote the handle.
             let h = unsafe { *handle };
-            // The owning agent is known once the memory is mapped (pointer info).
-            be.vmem_handles
-                .lock()
-                .insert(h.handle, pool_flags(pool).is_some_and(trackable));
+            // The owning agent is known once the memory is mapped (pointer info). Unknown
+            // pool flags: as memory the engine cannot restore.
+            let kind = pool_flags(pool).map_or(VmemKind::Imported, VmemKind::Pool);
+            be.vmem_handles.lock().insert(h.handle, kind);
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn vmem_import(
+    dmabuf_fd: std::ffi::c_int,
+    handle: *mut hsa_amd_vmem_alloc_handle_t,
+) -> hsa_status_t {
+    let Some((be, f)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.vmem_import?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(dmabuf_fd, handle) };
+    if st == HSA_STATUS_SUCCESS && !handle.is_null() {
+        quietly("recording an imported vmem handle", || {
+            // SAFETY: on success the runtime wrote the handle.
+            let h = unsafe { *handle };
+            be.vmem_handles.lock().insert(h.handle, VmemKind::Imported);
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn vmem_retain(
+    handle: *mut hsa_amd_vmem_alloc_handle_t,
+    addr: *mut c_void,
+) -> hsa_status_t {
+    let Some((be, f)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.vmem_retain?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(handle, addr) };
+    if st == HSA_STATUS_SUCCESS && !handle.is_null() {
+        quietly("recording a retained vmem handle", || {
+            // SAFETY: on success the runtime wrote the handle.
+            let h = unsafe { *handle };
+            // The handle of memory mapped at `addr`: what that mapping was recorded as.
+            let kind = if INVENTORY.agent_of(addr as usize).is_some() {
+                VmemKind::Pool(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED)
+            } else if within(&be.host_memory.read(), addr as usize) {
+                VmemKind::Pool(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED)
+            } else {
+                VmemKind::Imported
+            };
+            be.vmem_handles.lock().entry(h.handle).or_insert(kind);
         });
     }
     st
@@ -944,6 +1021,37 @@ unsafe extern "C" fn vmem_handle_release(handle: hsa_amd_vmem_alloc_handle_t) ->
     unsafe { f(handle) }
 }
 
+/// Records a new vmem mapping by what its handle is: a GPU's coarse-grained memory goes into
+/// the inventory; host-visible memory into the host ranges, as memory the host cannot read
+/// (the host reaches a mapping only once the application grants the CPU access, which the
+/// window cannot tell); an imported handle's memory — or a handle made before the tool saw
+/// it — into the foreign ranges.
+fn record_mapping(be: &super::Backend, va: *mut c_void, size: usize, kind: Option<VmemKind>) {
+    let base = va as usize;
+    trim_svm(be, base, size);
+    match kind {
+        Some(VmemKind::Pool(flags)) if trackable(flags) => {
+            match owner_gpu(va) {
+                Some((agent, flags)) if trackable(flags) => {
+                    INVENTORY.record(base, size, agent, Origin::VmemMapping);
+                }
+                // System memory (a CPU agent's pool) the host and the GPUs reach.
+                None => {
+                    be.host_memory.write().insert(base, size);
+                }
+                Some(_) => {}
+            }
+        }
+        Some(VmemKind::Pool(flags)) if host_visible(flags) => {
+            be.host_memory.write().insert(base, size);
+        }
+        Some(VmemKind::Pool(_)) => {}
+        Some(VmemKind::Imported) | None => {
+            be.foreign_memory.write().insert(base, size);
+        }
+    }
+}
+
 unsafe extern "C" fn vmem_map(
     va: *mut c_void,
     size: usize,
@@ -961,17 +1069,8 @@ unsafe extern "C" fn vmem_map(
     let st = unsafe { f(va, size, offset, handle, flags) };
     if st == HSA_STATUS_SUCCESS && INVENTORY.is_tracking() && backend().is_some() {
         quietly("recording a vmem mapping", || {
-            let coarse = be
-                .vmem_handles
-                .lock()
-                .get(&handle.handle)
-                .copied()
-                .unwrap_or(false);
-            if coarse {
-                if let Some((agent, _)) = owner_gpu(va) {
-                    INVENTORY.record(va as usize, size, agent, Origin::VmemMapping);
-                }
-            }
+            let kind = be.vmem_handles.lock().get(&handle.handle).copied();
+            record_mapping(be, va, size, kind);
         });
     }
     st
@@ -995,10 +1094,224 @@ unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t {
                 );
             }
             INVENTORY.remove_range(va as usize, size);
+            be.host_memory.write().remove(&(va as usize));
+            be.foreign_memory.write().remove(&(va as usize));
         });
     }
     // SAFETY: forwarding unchanged.
     unsafe { f(va, size) }
+}
+
+// ---- memory other processes write, shared virtual memory ----------------------------------
+
+unsafe extern "C" fn ipc_attach(
+    handle: *const hsa_amd_ipc_memory_t,
+    len: usize,
+    num_agents: u32,
+    mapping_agents: *const hsa_agent_t,
+    mapped_ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    let Some((be, f)) = BACKEND.get().and_then(|be| Some((be, be.orig.ipc_attach?))) else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(handle, len, num_agents, mapping_agents, mapped_ptr) };
+    if st == HSA_STATUS_SUCCESS && !mapped_ptr.is_null() {
+        quietly("recording an IPC attachment", || {
+            // SAFETY: on success the runtime wrote the mapped pointer.
+            let p = unsafe { *mapped_ptr } as usize;
+            record_foreign(be, p, extent(be, p, len));
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn ipc_detach(mapped_ptr: *mut c_void) -> hsa_status_t {
+    let Some((be, f)) = BACKEND.get().and_then(|be| Some((be, be.orig.ipc_detach?))) else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(mapped_ptr) };
+    if st == HSA_STATUS_SUCCESS {
+        quietly("forgetting an IPC attachment", || {
+            be.foreign_memory.write().remove(&(mapped_ptr as usize));
+        });
+    }
+    st
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn interop_map(
+    num_agents: u32,
+    agents: *mut hsa_agent_t,
+    interop_handle: std::ffi::c_int,
+    flags: u32,
+    size: *mut usize,
+    ptr: *mut *mut c_void,
+    metadata_size: *mut usize,
+    metadata: *mut *const c_void,
+) -> hsa_status_t {
+    let Some((be, f)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.interop_map?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe {
+        f(
+            num_agents,
+            agents,
+            interop_handle,
+            flags,
+            size,
+            ptr,
+            metadata_size,
+            metadata,
+        )
+    };
+    if st == HSA_STATUS_SUCCESS && !ptr.is_null() {
+        quietly("recording an interop buffer", || {
+            // SAFETY: on success the runtime wrote the pointer and (when asked) the size.
+            let (p, len) = unsafe { (*ptr as usize, if size.is_null() { 0 } else { *size }) };
+            record_foreign(be, p, extent(be, p, len));
+        });
+    }
+    st
+}
+
+unsafe extern "C" fn interop_unmap(ptr: *mut c_void) -> hsa_status_t {
+    let Some((be, f)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.interop_unmap?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    quietly("forgetting an interop buffer", || {
+        be.foreign_memory.write().remove(&(ptr as usize));
+    });
+    // SAFETY: forwarding unchanged.
+    unsafe { f(ptr) }
+}
+
+/// The size of the memory mapped at `p`: what the runtime's pointer info says, else `len`
+/// (at least one byte, so the start is always known).
+fn extent(be: &super::Backend, p: usize, len: usize) -> usize {
+    match be.pointer_info(p) {
+        Some(info) if info.agentBaseAddress as usize == p && info.sizeInBytes > 0 => {
+            info.sizeInBytes
+        }
+        _ => len.max(1),
+    }
+}
+
+fn record_foreign(be: &super::Backend, p: usize, size: usize) {
+    if p == 0 {
+        return;
+    }
+    trim_svm(be, p, size);
+    be.foreign_memory.write().insert(p, size);
+}
+
+unsafe extern "C" fn svm_attributes_set(
+    ptr: *mut c_void,
+    size: usize,
+    attributes: *mut hsa_amd_svm_attribute_pair_t,
+    count: usize,
+) -> hsa_status_t {
+    let Some((be, f)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.svm_attributes_set?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(ptr, size, attributes, count) };
+    if st == HSA_STATUS_SUCCESS && !attributes.is_null() && size > 0 {
+        quietly("recording shared virtual memory", || {
+            // SAFETY: the runtime accepted `count` attribute pairs at `attributes`.
+            let list = unsafe { std::slice::from_raw_parts(attributes, count) };
+            let access = [
+                HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE,
+                HSA_AMD_SVM_ATTRIB_AGENT_ACCESSIBLE_IN_PLACE,
+            ]
+            .map(|a| a as u64);
+            let reachable = list.iter().any(|a| {
+                access.contains(&a.attribute) && be.gpu(hsa_agent_t { handle: a.value }).is_some()
+            });
+            if reachable {
+                merge_range(&mut be.svm_memory.write(), ptr as usize, size);
+            }
+        });
+    }
+    st
+}
+
+/// Forgets the shared-virtual-memory ranges `[base, base + size)` overlaps: memory the runtime
+/// just handed out there is not the memory the application once made reachable (that was
+/// unmapped, and its attributes with it).
+fn trim_svm(be: &super::Backend, base: usize, size: usize) {
+    if be.svm_memory.read().is_empty() {
+        return;
+    }
+    subtract_range(&mut be.svm_memory.write(), base, size);
+}
+
+/// Whether `addr` lies in one of `map`'s ranges (base -> size).
+pub(crate) fn within(map: &std::collections::BTreeMap<usize, usize>, addr: usize) -> bool {
+    map.range(..=addr)
+        .next_back()
+        .is_some_and(|(&base, &size)| addr - base < size)
+}
+
+/// Adds `[base, base + size)` to a map of disjoint ranges, merging it with those it overlaps
+/// or touches.
+pub(crate) fn merge_range(
+    map: &mut std::collections::BTreeMap<usize, usize>,
+    base: usize,
+    size: usize,
+) {
+    if size == 0 {
+        return;
+    }
+    let (mut start, mut end) = (base, base.saturating_add(size));
+    let touching: Vec<(usize, usize)> = map
+        .range(..=end)
+        .rev()
+        .take_while(|(b, s)| b.saturating_add(**s) >= start)
+        .map(|(b, s)| (*b, *s))
+        .collect();
+    for (b, s) in touching {
+        map.remove(&b);
+        start = start.min(b);
+        end = end.max(b.saturating_add(s));
+    }
+    map.insert(start, end - start);
+}
+
+/// Removes `[base, base + size)` from a map of disjoint ranges, keeping what lies outside it.
+pub(crate) fn subtract_range(
+    map: &mut std::collections::BTreeMap<usize, usize>,
+    base: usize,
+    size: usize,
+) {
+    let end = base.saturating_add(size);
+    let overlapping: Vec<(usize, usize)> = map
+        .range(..end)
+        .rev()
+        .take_while(|(b, s)| b.saturating_add(**s) > base)
+        .map(|(b, s)| (*b, *s))
+        .collect();
+    for (b, s) in overlapping {
+        map.remove(&b);
+        if b < base {
+            map.insert(b, base - b);
+        }
+        let e = b.saturating_add(s);
+        if e > end {
+            map.insert(end, e - end);
+        }
+    }
 }
 
 // ---- code objects --------------------------------------------------------------------------
@@ -1393,4 +1706,58 @@ fn record_kernel_names(executable: hsa_executable_t) {
         described,
         found.variables.iter().map(|v| v.0).collect(),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::{merge_range, subtract_range, within};
+
+    fn map(ranges: &[(usize, usize)]) -> BTreeMap<usize, usize> {
+        ranges.iter().copied().collect()
+    }
+
+    #[test]
+    fn merged_ranges_stay_disjoint_and_cover_every_byte_set() {
+        let mut m = BTreeMap::new();
+        merge_range(&mut m, 0x1000, 0x1000);
+        merge_range(&mut m, 0x4000, 0x1000);
+        assert_eq!(m, map(&[(0x1000, 0x1000), (0x4000, 0x1000)]));
+        // Inside an existing range: a lookup of its tail must still find it.
+        merge_range(&mut m, 0x1800, 0x10);
+        assert_eq!(m, map(&[(0x1000, 0x1000), (0x4000, 0x1000)]));
+        assert!(within(&m, 0x1f00));
+        // Touching one, overlapping the other: one range.
+        merge_range(&mut m, 0x2000, 0x2800);
+        assert_eq!(m, map(&[(0x1000, 0x4000)]));
+        merge_range(&mut m, 0x800, 0x10);
+        assert_eq!(m, map(&[(0x800, 0x10), (0x1000, 0x4000)]));
+        merge_range(&mut m, 0x0, 0x6000);
+        assert_eq!(m, map(&[(0x0, 0x6000)]));
+        merge_range(&mut m, 0x9000, 0);
+        assert_eq!(m.len(), 1);
+    }
+
+    #[test]
+    fn subtracted_ranges_keep_what_lies_outside() {
+        let mut m = map(&[(0x1000, 0x3000), (0x6000, 0x1000)]);
+        subtract_range(&mut m, 0x2000, 0x800);
+        assert_eq!(
+            m,
+            map(&[(0x1000, 0x1000), (0x2800, 0x1800), (0x6000, 0x1000)])
+        );
+        assert!(!within(&m, 0x2400) && within(&m, 0x2800) && within(&m, 0x1fff));
+        // Across two ranges.
+        subtract_range(&mut m, 0x3000, 0x3800);
+        assert_eq!(
+            m,
+            map(&[(0x1000, 0x1000), (0x2800, 0x800), (0x6800, 0x800)])
+        );
+        // Nothing overlaps: unchanged.
+        subtract_range(&mut m, 0x5000, 0x100);
+        assert_eq!(m.len(), 3);
+        subtract_range(&mut m, 0, usize::MAX);
+        assert!(m.is_empty());
+    }
 }

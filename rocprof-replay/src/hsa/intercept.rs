@@ -272,16 +272,18 @@ fn refusal(
     if gpu.vendor_packets.load(Ordering::Relaxed) {
         return Some(DeclineReason::VendorPackets);
     }
-    host_pointers(be, packet).err()
+    host_pointers(be, gpu, packet).err()
 }
 
 /// The host-readable ranges (host address, length) of host-visible memory the dispatch's
-/// kernarg segment points into; `Err(HostMemory)` as [`host_ranges`] says, when its kernel's
-/// kernarg size is unknown while host-visible memory exists, or when one of its pointer
-/// arguments names system memory no allocation call made reachable where the GPU reaches all
-/// of it ([`system_memory`]).
+/// kernarg segment points into; `Err(ForeignMemory)` or `Err(HostMemory)` as
+/// [`unrestorable`] says, or when its kernel's kernarg size is unknown while such memory
+/// exists; `Err(HostMemory)` as [`host_ranges`] says, or when one of its pointer arguments
+/// names system memory no allocation call made reachable where the GPU reaches all of it
+/// ([`system_memory`]).
 fn host_pointers(
     be: &Backend,
+    gpu: &Gpu,
     packet: &hsa_kernel_dispatch_packet_t,
 ) -> Result<Vec<(usize, usize)>, DeclineReason> {
     let host = be.host_memory.read();
@@ -290,28 +292,43 @@ fn host_pointers(
     } else {
         None
     };
-    if host.is_empty() && pointers.is_none() {
+    // Foreign or shared virtual memory exists; with several GPUs, another's memory may.
+    let other = unrestorable_exists(be);
+    let multi = be.gpus.len() > 1;
+    if host.is_empty() && other.is_none() && !multi && pointers.is_none() {
         return Ok(Vec::new());
     }
     let size = match be.kernarg_sizes.read().get(&packet.kernel_object).copied() {
         Some(0) => return Ok(Vec::new()),
         Some(_) if packet.kernarg_address.is_null() => return Ok(Vec::new()),
         Some(size) => size,
-        None if host.is_empty() => return Ok(Vec::new()),
         None => {
+            let reason = match other {
+                Some(DeclineReason::ForeignMemory) => other,
+                _ if peers_own_memory(be, gpu) => Some(DeclineReason::PeerMemory),
+                _ if !host.is_empty() => Some(DeclineReason::HostMemory),
+                _ => other,
+            };
+            let Some(reason) = reason else {
+                return Ok(Vec::new());
+            };
             // A kernel object of an executable we did not see frozen: its arguments cannot be
-            // inspected while host-visible memory exists.
+            // inspected while memory the window cannot restore exists.
             tracing::debug!(
                 kernel_object = packet.kernel_object,
-                "the kernarg size of a kernel is unknown while host-visible memory exists"
+                "the kernarg size of a kernel is unknown while memory the window cannot \
+                 restore exists"
             );
-            return Err(DeclineReason::HostMemory);
+            return Err(reason);
         }
     };
     // SAFETY: the kernarg segment of a dispatch the application just submitted: its kernel's
     // KERNARG_SEGMENT_SIZE bytes, host-accessible kernarg memory.
     let args =
         unsafe { std::slice::from_raw_parts(packet.kernarg_address.cast::<u8>(), size as usize) };
+    if other.is_some() || multi {
+        unrestorable(be, gpu, args)?;
+    }
     if let Some(words) = pointers
         && let Some(addr) = {
             let variables = be.variables.read();
@@ -329,6 +346,76 @@ fn host_pointers(
         return Ok(Vec::new());
     }
     host_ranges(be, &host, args)
+}
+
+/// Whether memory exists that no window may restore or watch — foreign memory
+/// ([`Backend::foreign_memory`]) or shared virtual memory ([`Backend::svm_memory`]) — and
+/// the reason a dispatch that may reach it declines.
+fn unrestorable_exists(be: &Backend) -> Option<DeclineReason> {
+    if !be.foreign_memory.read().is_empty() {
+        Some(DeclineReason::ForeignMemory)
+    } else if !be.svm_memory.read().is_empty() {
+        Some(DeclineReason::HostMemory)
+    } else {
+        None
+    }
+}
+
+/// Whether another GPU than `gpu` owns tracked allocations (which a kernel of `gpu` may be
+/// given once the application allowed it access: `hsa_amd_agents_allow_access`). Scans the
+/// inventory: only for kernels whose arguments cannot be read, and for stored pointers.
+fn peers_own_memory(be: &Backend, gpu: &Gpu) -> bool {
+    be.gpus.len() > 1
+        && be
+            .gpus
+            .iter()
+            .any(|g| g.index != gpu.index && state::INVENTORY.owns_any(AgentId(g.agent.handle)))
+}
+
+/// `Err` when an 8-byte-aligned word of `words` (a kernarg segment, or words stored in module
+/// variables) points into memory another process or GPU writes (`ForeignMemory`), into an
+/// allocation another GPU than `gpu` owns (`PeerMemory`: the window drains, fences and
+/// captures only its own GPU's memory, so the kernel's writes there would be repeated once
+/// per pass and the owner's work could race a restore), or into system memory the
+/// application made reachable by a GPU (`HostMemory`).
+fn unrestorable(be: &Backend, gpu: &Gpu, words: &[u8]) -> Result<(), DeclineReason> {
+    let into = |map: &std::collections::BTreeMap<usize, usize>, what: &str| {
+        gate::first_pointer_into(words, map).map(|(offset, addr, base)| {
+            tracing::debug!(
+                offset,
+                addr = format_args!("{addr:#x}"),
+                allocation = format_args!("{base:#x}"),
+                "a kernel argument points into {what}"
+            );
+        })
+    };
+    if into(
+        &be.foreign_memory.read(),
+        "memory another process or GPU writes",
+    )
+    .is_some()
+    {
+        return Err(DeclineReason::ForeignMemory);
+    }
+    if be.gpus.len() > 1
+        && let Some((addr, owner)) = gate::address_words(words).find_map(|w| {
+            state::INVENTORY
+                .agent_of(w)
+                .filter(|a| a.0 != gpu.agent.handle)
+                .map(|a| (w, a))
+        })
+    {
+        tracing::debug!(
+            addr = format_args!("{addr:#x}"),
+            owner = owner.0,
+            "a kernel argument points into another GPU's memory"
+        );
+        return Err(DeclineReason::PeerMemory);
+    }
+    if into(&be.svm_memory.read(), "shared virtual memory").is_some() {
+        return Err(DeclineReason::HostMemory);
+    }
+    Ok(())
 }
 
 /// Whether `addr` is system memory a kernel can write without any call the backend sees
@@ -353,18 +440,8 @@ fn system_memory(
     if crate::engine::state::INVENTORY.agent_of(addr).is_some() || !gate::mapped(addr) {
         return false;
     }
-    let mut info = hsa_amd_pointer_info_t::default();
-    // SAFETY: `info.size` is set; no agent list requested; any address may be asked about.
-    let st = unsafe {
-        (be.orig.pointer_info)(
-            addr as *mut c_void,
-            &mut info,
-            None,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    st == HSA_STATUS_SUCCESS && info.type_ == HSA_EXT_POINTER_TYPE_UNKNOWN
+    be.pointer_info(addr)
+        .is_some_and(|info| info.type_ == HSA_EXT_POINTER_TYPE_UNKNOWN)
 }
 
 /// The host-readable ranges (host address, length) of the host-visible memory (`host`, from
@@ -488,7 +565,7 @@ unsafe fn open_window(
     }
     let mut target = HsaTarget::new(be, gpu, queue, packet, Sink::Replay(replay));
     // Decided: the gate found nothing it refuses, so this is the host-readable part (if any).
-    target.watch = host_pointers(be, &packet).unwrap_or_default();
+    target.watch = host_pointers(be, gpu, &packet).unwrap_or_default();
     target.ready = Some(ready);
     target.ready_after = ready_after;
     target.gate = Some(gate);
@@ -1681,9 +1758,12 @@ impl ReplayTarget for HsaTarget {
 
     fn unrestorable_memory_exists(&self) -> bool {
         !self.be.host_memory.read().is_empty()
+            || unrestorable_exists(self.be).is_some()
+            || peers_own_memory(self.be, self.gpu)
     }
 
     fn stored_pointers(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, DeclineReason> {
+        unrestorable(self.be, self.gpu, words)?;
         host_ranges(self.be, &self.be.host_memory.read(), words)
     }
 

@@ -437,8 +437,20 @@ pub(crate) struct Backend {
     /// the GPU's `undrainable` until destroyed.
     pub(crate) untracked: Mutex<HashMap<usize, u32>>,
     pub(crate) pool_flags: RwLock<HashMap<u64, u32>>,
-    /// vmem handle -> whether its pool is snapshotted.
-    pub(crate) vmem_handles: Mutex<HashMap<u64, bool>>,
+    /// vmem handle -> what its mappings are ([`hooks`]' vmem hooks).
+    pub(crate) vmem_handles: Mutex<HashMap<u64, hooks::VmemKind>>,
+    /// Memory another process or GPU writes — IPC attachments (`hsa_amd_ipc_memory_attach`),
+    /// mappings of imported vmem handles, graphics interop buffers: base -> size. A dispatch
+    /// whose arguments point into it is never replayed
+    /// ([`DeclineReason::ForeignMemory`](crate::DeclineReason::ForeignMemory)): the window can
+    /// neither fence its writers nor restore under them.
+    pub(crate) foreign_memory: RwLock<std::collections::BTreeMap<usize, usize>>,
+    /// System memory the application made reachable by a GPU (`hsa_amd_svm_attributes_set`
+    /// with an `AGENT_ACCESSIBLE*` attribute naming a GPU): disjoint, merged ranges, base ->
+    /// size, trimmed when an allocation reuses their addresses. A dispatch pointing into one is
+    /// not replayed ([`DeclineReason::HostMemory`](crate::DeclineReason::HostMemory)), as for
+    /// `malloc`'d memory where the GPU reaches all system memory.
+    pub(crate) svm_memory: RwLock<std::collections::BTreeMap<usize, usize>>,
     pub(crate) next_dispatch: AtomicU64,
     /// Fenced asynchronous copies (proxy signals, timestamps).
     pub(crate) copies: copies::CopyTracker,
@@ -451,6 +463,22 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
+    /// The runtime's pointer info of `addr` (no agent list), `None` when it fails.
+    pub(crate) fn pointer_info(&self, addr: usize) -> Option<hsa_amd_pointer_info_t> {
+        let mut info = hsa_amd_pointer_info_t::default();
+        // SAFETY: `info.size` is set; no agent list requested; any address may be asked about.
+        let st = unsafe {
+            (self.orig.pointer_info)(
+                addr as *mut std::ffi::c_void,
+                &mut info,
+                None,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        (st == HSA_STATUS_SUCCESS).then_some(info)
+    }
+
     pub(crate) fn gpu(&self, agent: hsa_agent_t) -> Option<&Gpu> {
         self.gpus.iter().find(|g| g.agent == agent)
     }
@@ -694,6 +722,8 @@ pub(crate) unsafe fn install(
         untracked: Mutex::new(HashMap::new()),
         pool_flags: RwLock::new(HashMap::new()),
         vmem_handles: Mutex::new(HashMap::new()),
+        foreign_memory: RwLock::new(std::collections::BTreeMap::new()),
+        svm_memory: RwLock::new(std::collections::BTreeMap::new()),
         next_dispatch: AtomicU64::new(1),
         copies: copies::CopyTracker::default(),
         dispatch_times: SignalTimes::new(),

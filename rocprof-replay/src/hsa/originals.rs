@@ -56,6 +56,15 @@ pub(crate) struct Originals {
     pub(crate) vmem_handle_release: Option<hsa_amd_vmem_handle_release_fn_t>,
     pub(crate) vmem_map: Option<hsa_amd_vmem_map_fn_t>,
     pub(crate) vmem_unmap: Option<hsa_amd_vmem_unmap_fn_t>,
+    pub(crate) vmem_import: Option<hsa_amd_vmem_import_shareable_handle_fn_t>,
+    pub(crate) vmem_retain: Option<hsa_amd_vmem_retain_alloc_handle_fn_t>,
+    /// Memory another process or GPU writes: IPC attachments and graphics interop buffers.
+    pub(crate) ipc_attach: Option<hsa_amd_ipc_memory_attach_fn_t>,
+    pub(crate) ipc_detach: Option<hsa_amd_ipc_memory_detach_fn_t>,
+    pub(crate) interop_map: Option<hsa_amd_interop_map_buffer_fn_t>,
+    pub(crate) interop_unmap: Option<hsa_amd_interop_unmap_buffer_fn_t>,
+    /// System memory made reachable by a GPU (shared virtual memory).
+    pub(crate) svm_attributes_set: Option<hsa_amd_svm_attributes_set_fn_t>,
     /// `hsa_system_get_major_extension_table`: the AQL profile extension (counters).
     pub(crate) get_extension_table: Option<hsa_system_get_major_extension_table_fn_t>,
     /// The loader functions the device compare kernels are loaded with ([`super::compare`]);
@@ -184,6 +193,13 @@ impl Originals {
                 vmem_handle_release: optional(a::VMEM_HANDLE_RELEASE, amd),
                 vmem_map: optional(a::VMEM_MAP, amd),
                 vmem_unmap: optional(a::VMEM_UNMAP, amd),
+                vmem_import: optional(a::VMEM_IMPORT_SHAREABLE_HANDLE, amd),
+                vmem_retain: optional(a::VMEM_RETAIN_ALLOC_HANDLE, amd),
+                ipc_attach: optional(a::IPC_MEMORY_ATTACH, amd),
+                ipc_detach: optional(a::IPC_MEMORY_DETACH, amd),
+                interop_map: optional(a::INTEROP_MAP_BUFFER, amd),
+                interop_unmap: optional(a::INTEROP_UNMAP_BUFFER, amd),
+                svm_attributes_set: optional(a::SVM_ATTRIBUTES_SET, amd),
                 get_extension_table: optional(c::SYSTEM_GET_MAJOR_EXTENSION_TABLE, core),
                 loader: LoaderFns::read(core),
                 reader_create_from_memory: optional(c::CODE_OBJECT_READER_CREATE_FROM_MEMORY, core),

@@ -170,7 +170,7 @@ pub(super) fn classify_words(be: &Backend, ctx: &Ctx, bytes: &[u8]) -> Option<De
         return Some(DeclineReason::ForeignMemory);
     }
     if peers {
-        let owner = crate::cuda::memory::words(bytes).find_map(|a| {
+        let owner = crate::engine::gate::address_words(bytes).find_map(|a| {
             be.inventory
                 .agent_of(a)
                 .filter(|o| *o != own)
@@ -202,7 +202,7 @@ pub(super) fn classify_words(be: &Backend, ctx: &Ctx, bytes: &[u8]) -> Option<De
     // once. A number that happens to be such an address declines too: replays lost, never
     // results.
     if pageable
-        && let Some(addr) = crate::cuda::memory::words(bytes).find(|&a| {
+        && let Some(addr) = crate::engine::gate::address_words(bytes).find(|&a| {
             be.inventory.agent_of(a).is_none()
                 && host.containing(a).is_none()
                 && crate::engine::gate::mapped(a)
@@ -472,7 +472,7 @@ unsafe fn contexts_named(
     let Some(bytes) = (unsafe { launch.argument_bytes(params) }) else {
         return be.contexts_reached(ctx.handle, &[None]);
     };
-    be.contexts_owning(ctx.handle, crate::cuda::memory::words(&bytes))
+    be.contexts_owning(ctx.handle, crate::engine::gate::address_words(&bytes))
 }
 
 /// Takes the reader side of `ctx` and of `others`, in the order of their handles (see
