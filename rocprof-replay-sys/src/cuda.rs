@@ -544,6 +544,32 @@ pub mod params {
         Flags: 72,
     });
 
+    /// `cuIpcGetMemHandle_params`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuIpcGetMemHandle_params {
+        pub pHandle: *mut CUipcMemHandle,
+        pub dptr: CUdeviceptr,
+    }
+    const_assert_layout!(cuIpcGetMemHandle_params, size = 16, align = 8);
+
+    /// `cuMemExportToShareableHandle_params` (`handleType` is a `CUmemAllocationHandleType`).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemExportToShareableHandle_params {
+        pub shareableHandle: *mut c_void,
+        pub handle: CUmemGenericAllocationHandle,
+        pub handleType: c_uint,
+        pub flags: u64,
+    }
+    const_assert_layout!(cuMemExportToShareableHandle_params, size = 32, align = 8);
+    const_assert_offsets!(cuMemExportToShareableHandle_params {
+        shareableHandle: 0,
+        handle: 8,
+        handleType: 16,
+        flags: 24,
+    });
+
     /// `cuIpcCloseMemHandle_params`.
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]
@@ -789,8 +815,10 @@ pub mod cbid {
         cuMemRelease = 550;
         cuMemCreate = 549;
         cuMemImportFromShareableHandle = 555;
+        cuMemExportToShareableHandle = 554;
         cuMemRetainAllocationHandle = 565;
         cuMulticastCreate = 706;
+        cuIpcGetMemHandle = 328;
         cuIpcOpenMemHandle = 329;
         cuIpcOpenMemHandle_v2 = 567;
         cuIpcCloseMemHandle = 330;

@@ -614,6 +614,8 @@ fn vmem_mappings_are_replayed_only_where_the_window_can_restore_them() {
     memory_kind_cell("mem-vmem-device", &[], ("replayed", None));
     memory_kind_cell("mem-vmem-fine", &[], ("declined", Some("host_memory")));
     memory_kind_cell("mem-vmem-import", &[], ("declined", Some("foreign_memory")));
+    // Exported as a dmabuf after it was mapped: another process may map and write it.
+    memory_kind_cell("mem-vmem-export", &[], ("declined", Some("foreign_memory")));
 }
 
 #[test]
@@ -632,10 +634,17 @@ fn another_gpus_memory_runs_once_declined_up_front() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn ipc_attachments_and_shared_virtual_memory_run_once_declined_up_front() {
-    // An IPC attachment is memory another process owns and writes; system memory made
+    // An IPC attachment is memory another process owns and writes (an exported allocation
+    // likewise, for the exporter); system memory made
     // reachable with hsa_amd_svm_attributes_set (where the GPU does not reach all system
     // memory by default) is memory the host writes without any call the backend sees.
     memory_kind_cell("mem-ipc", &[], ("declined", Some("foreign_memory")));
+    // The exporter's side: the process that attaches it may write it at any time.
+    memory_kind_cell(
+        "mem-ipc-exporter",
+        &[],
+        ("declined", Some("foreign_memory")),
+    );
     memory_kind_cell(
         "mem-svm",
         &[("HSA_EMU_SVM_BY_DEFAULT", "0")],

@@ -44,6 +44,10 @@ pub(crate) enum Api {
     IpcOpen,
     /// `cuIpcCloseMemHandle`.
     IpcClose,
+    /// `cuIpcGetMemHandle`: an allocation of this process exported for another to open.
+    IpcExport,
+    /// `cuMemExportToShareableHandle`: a physical allocation exported for another process.
+    HandleExport,
     /// `cuSurfObjectCreate`: a handle through which kernels write a CUDA array.
     SurfCreate,
     /// `cuSurfObjectDestroy`.
@@ -155,6 +159,8 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuMemCreate" => Api::MemCreate,
         "cuIpcOpenMemHandle" | "cuIpcOpenMemHandle_v2" => Api::IpcOpen,
         "cuIpcCloseMemHandle" => Api::IpcClose,
+        "cuIpcGetMemHandle" => Api::IpcExport,
+        "cuMemExportToShareableHandle" => Api::HandleExport,
         "cuSurfObjectCreate" => Api::SurfCreate,
         "cuSurfObjectDestroy" => Api::SurfDestroy,
         "cuModuleGetGlobal_v2" => Api::ModuleGetGlobal,

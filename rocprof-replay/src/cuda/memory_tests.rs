@@ -119,6 +119,42 @@ impl Harness {
         out as usize
     }
 
+    /// `cuIpcGetMemHandle` of the context's allocation at `p`.
+    fn ipc_export(&self, p: usize) {
+        let mut handle = CUipcMemHandle { reserved: [0; 64] };
+        let params = cuIpcGetMemHandle_params {
+            pHandle: &mut handle,
+            dptr: p as CUdeviceptr,
+        };
+        let r = self.call(
+            IPC_EXPORT,
+            c"cuIpcGetMemHandle",
+            (&params as *const cuIpcGetMemHandle_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+    }
+
+    /// `cuMemExportToShareableHandle` of `handle` (as a file descriptor).
+    fn handle_export(&self, handle: u64) {
+        let mut fd = 0i32;
+        let params = cuMemExportToShareableHandle_params {
+            shareableHandle: (&mut fd as *mut i32).cast(),
+            handle,
+            handleType: 1,
+            flags: 0,
+        };
+        let r = self.call(
+            HANDLE_EXPORT,
+            c"cuMemExportToShareableHandle",
+            (&params as *const cuMemExportToShareableHandle_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+    }
+
     /// `cuIpcCloseMemHandle`.
     fn ipc_close(&self, p: usize) {
         let params = cuIpcCloseMemHandle_params {
@@ -421,6 +457,75 @@ fn a_mapping_of_an_imported_handle_is_foreign_memory_and_an_own_mapping_the_cont
 }
 
 #[test]
+fn an_allocation_exported_for_another_process_runs_once_declined_foreign_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 16);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(
+        h.last_kind(),
+        OutcomeKind::Replayed,
+        "the context's own memory"
+    );
+    // Exported (cuIpcGetMemHandle, as PyTorch does to share a CUDA tensor with another
+    // process): the process that opens it may write it during any window.
+    h.ipc_export(buf.ptr as usize);
+    assert_eq!(h.be.inventory.origin_of(buf.ptr as usize), None);
+    assert_eq!(
+        h.be.foreign_memory.read().containing(buf.ptr as usize + 63),
+        Some(Kind::IpcExport),
+        "the whole allocation"
+    );
+    let launches = h.launches();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.launches(), launches + 1, "never relaunched");
+    assert_eq!(h.last_kind(), declined(DeclineReason::ForeignMemory));
+    assert_eq!(buf.values(), vec![2; 16], "one execution of each launch");
+    h.free(buf.ptr as usize);
+    assert!(
+        h.be.foreign_memory.read().is_empty(),
+        "forgotten at its free"
+    );
+}
+
+#[test]
+fn mappings_of_an_exported_handle_before_and_after_the_export_are_foreign_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let before = h.map_handle(256, 0x77);
+    assert!(
+        h.be.inventory.origin_of(before).is_some(),
+        "the context's own"
+    );
+    h.handle_export(0x77);
+    assert_eq!(h.be.inventory.origin_of(before), None);
+    assert_eq!(
+        h.be.foreign_memory.read().containing(before + 255),
+        Some(Kind::ImportedMapping)
+    );
+    let after = h.map_handle(64, 0x77);
+    assert_eq!(
+        h.be.foreign_memory.read().containing(after),
+        Some(Kind::ImportedMapping)
+    );
+    for p in [before, after] {
+        let mut counters = counters_at(p, 4);
+        let mut args = counters.args();
+        h.launch(&ADD_ONE, &mut args, 0);
+        assert_eq!(counters.values(), vec![1; 4], "incremented once");
+        assert_eq!(h.last_kind(), declined(DeclineReason::ForeignMemory));
+    }
+    // Another handle's mapping is untouched by the export.
+    let other = h.map_handle(64, 0x78);
+    assert!(h.be.inventory.origin_of(other).is_some());
+    for (p, size) in [(before, 256), (after, 64), (other, 64)] {
+        h.unmap(p, size);
+    }
+    assert!(h.be.foreign_memory.read().is_empty());
+}
+
+#[test]
 fn a_kernel_given_another_contexts_allocation_runs_once_declined_peer_memory() {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
@@ -537,6 +642,8 @@ fn the_import_entry_points_are_classified_and_their_callback_ids_known() {
         ("cuIpcOpenMemHandle", Api::IpcOpen),
         ("cuIpcOpenMemHandle_v2", Api::IpcOpen),
         ("cuIpcCloseMemHandle", Api::IpcClose),
+        ("cuIpcGetMemHandle", Api::IpcExport),
+        ("cuMemExportToShareableHandle", Api::HandleExport),
         ("cuMemImportFromShareableHandle", Api::ForeignHandle),
         ("cuMulticastCreate", Api::ForeignHandle),
         ("cuMemRetainAllocationHandle", Api::MemRetain),

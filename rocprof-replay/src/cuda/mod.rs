@@ -258,15 +258,18 @@ pub(crate) struct Backend {
     /// Never in the inventory (never captured, restored or fingerprinted): kernels whose
     /// arguments point into it are not replayed (`host_memory`).
     pub(crate) host_memory: RwLock<memory::Ranges>,
-    /// Memory another process or GPU writes ([`memory`]): IPC imports and mappings of imported
-    /// handles. Never in the inventory: kernels whose arguments point into it are not
-    /// replayed (`foreign_memory`).
+    /// Memory another process or GPU writes ([`memory`]): IPC imports and exports, mappings of
+    /// imported or exported handles. Never in the inventory: kernels whose arguments point
+    /// into it are not replayed (`foreign_memory`).
     pub(crate) foreign_memory: RwLock<memory::Ranges>,
     /// Live surface objects (`cuSurfObjectCreate`) and the context current at their creation:
     /// CUDA arrays are never snapshotted, so a launch given one declines (`array_memory`).
     pub(crate) surfaces: RwLock<HashMap<u64, usize>>,
-    /// Virtual-memory handles whose mappings are foreign memory.
+    /// Virtual-memory handles whose mappings are foreign memory (imported, or exported).
     pub(crate) imported_handles: Mutex<memory::ImportedHandles>,
+    /// The context's own virtual-memory mappings: address -> (handle, size), to find a
+    /// handle's mappings when it is exported.
+    pub(crate) mappings: Mutex<HashMap<usize, (u64, usize)>>,
     pub(crate) next_dispatch: AtomicU64,
     /// Launch calls may return before their window ends (gates); on unless
     /// `ROCPROF_REPLAY_CUDA_ASYNC=0`, see [`window::asynchronous_windows_from_env`].
@@ -300,6 +303,7 @@ impl Backend {
             foreign_memory: RwLock::new(memory::Ranges::default()),
             surfaces: RwLock::new(HashMap::new()),
             imported_handles: Mutex::new(memory::ImportedHandles::default()),
+            mappings: Mutex::new(HashMap::new()),
             next_dispatch: AtomicU64::new(1),
             asynchronous: window::asynchronous_windows_from_env(),
             clock: kernel_clock::KernelClock::off(),
@@ -634,6 +638,9 @@ impl Backend {
                         self.host_memory
                             .write()
                             .remove(ptr, &[memory::Kind::Managed]);
+                        self.foreign_memory
+                            .write()
+                            .remove(ptr, &[memory::Kind::IpcExport]);
                         if ctx_handle != 0 {
                             let stream = (api == Api::MemFreeAsync).then(|| {
                                 // SAFETY: cuMemFreeAsync's parameters.
@@ -667,6 +674,9 @@ impl Backend {
                             crate::AgentId(ctx_handle as u64),
                             Origin::VmemMapping,
                         );
+                        self.mappings
+                            .lock()
+                            .insert(p.ptr as usize, (p.handle, p.size));
                     }
                 }
             }
@@ -678,6 +688,7 @@ impl Backend {
                     self.foreign_memory
                         .write()
                         .remove_range(p.ptr as usize, p.size);
+                    self.mappings.lock().remove(&(p.ptr as usize));
                     // A late copy of ours on the range would fault once it is unmapped.
                     if ctx_handle != 0 {
                         window::order_free_after_late_copies(self, &self.ctx(ctx_handle), None);
@@ -761,6 +772,48 @@ impl Backend {
                     self.foreign_memory
                         .write()
                         .remove(p.dptr as usize, &[memory::Kind::IpcImport]);
+                }
+            }
+            Api::IpcExport => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuIpcGetMemHandle's parameters, at its successful exit.
+                let p = unsafe { *params.cast::<cuIpcGetMemHandle_params>() };
+                let base = p.dptr as usize;
+                // Another process may open and write it from now on: out of the inventory
+                // (waits for snapshot copies using it), into the foreign ranges.
+                let size = match self.inventory.remove(base) {
+                    Some(a) => a.size,
+                    None => self.extent_of(base),
+                };
+                self.foreign_memory
+                    .write()
+                    .insert(base, size, memory::Kind::IpcExport, ctx_handle);
+            }
+            Api::HandleExport => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuMemExportToShareableHandle's parameters, at its successful exit.
+                let p = unsafe { *params.cast::<cuMemExportToShareableHandle_params>() };
+                self.imported_handles.lock().add(p.handle);
+                // Its mappings so far: another process may map and write the memory now.
+                let mapped: Vec<(usize, usize)> = self
+                    .mappings
+                    .lock()
+                    .iter()
+                    .filter(|(_, (h, _))| *h == p.handle)
+                    .map(|(va, (_, size))| (*va, *size))
+                    .collect();
+                for (va, size) in mapped {
+                    self.inventory.remove_range(va, size);
+                    self.foreign_memory.write().insert(
+                        va,
+                        size,
+                        memory::Kind::ImportedMapping,
+                        ctx_handle,
+                    );
                 }
             }
             Api::LibraryGetKernel

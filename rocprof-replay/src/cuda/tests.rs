@@ -1170,6 +1170,8 @@ const SURF_CREATE: u32 = 35;
 const SURF_DESTROY: u32 = 36;
 const FREE_ASYNC: u32 = 37;
 const MEM_CREATE: u32 = 38;
+const IPC_EXPORT: u32 = 39;
+const HANDLE_EXPORT: u32 = 40;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1289,6 +1291,8 @@ fn harness_deciding_clocked(
         ("cuSurfObjectCreate", SURF_CREATE),
         ("cuSurfObjectDestroy", SURF_DESTROY),
         ("cuMemCreate", MEM_CREATE),
+        ("cuIpcGetMemHandle", IPC_EXPORT),
+        ("cuMemExportToShareableHandle", HANDLE_EXPORT),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).

@@ -174,6 +174,12 @@ unsafe fn install_all(
         if let Ok(Some(_)) = a::VMEM_RETAIN_ALLOC_HANDLE.read(amd) {
             p.set(a::VMEM_RETAIN_ALLOC_HANDLE, amd, vmem_retain)?;
         }
+        if let Ok(Some(_)) = a::VMEM_EXPORT_SHAREABLE_HANDLE.read(amd) {
+            p.set(a::VMEM_EXPORT_SHAREABLE_HANDLE, amd, vmem_export)?;
+        }
+        if let Ok(Some(_)) = a::IPC_MEMORY_CREATE.read(amd) {
+            p.set(a::IPC_MEMORY_CREATE, amd, ipc_create)?;
+        }
         if let Ok(Some(_)) = a::IPC_MEMORY_ATTACH.read(amd) {
             p.set(a::IPC_MEMORY_ATTACH, amd, ipc_attach)?;
         }
@@ -626,6 +632,7 @@ fn before_free(be: &super::Backend, ptr: *mut c_void, free: super::stuck::Free) 
     guarded("releasing memory", || {
         be.host_memory.write().remove(&(ptr as usize));
         be.host_readable.write().remove(&(ptr as usize));
+        be.foreign_memory.write().remove(&(ptr as usize));
         if !be.stuck.any() {
             forget(ptr);
             return false;
@@ -922,9 +929,9 @@ pub(crate) enum VmemKind {
     /// Made from a pool with these global flags (`hsa_amd_vmem_handle_create`): a GPU's
     /// coarse-grained memory is snapshotted, host-visible memory is not.
     Pool(u32),
-    /// Imported from a shareable handle (`hsa_amd_vmem_import_shareable_handle`): another
-    /// process or GPU may write it.
-    Imported,
+    /// Imported from a shareable handle (`hsa_amd_vmem_import_shareable_handle`) or exported as
+    /// one (`hsa_amd_vmem_export_shareable_handle`): another process or GPU may write it.
+    Shared,
 }
 
 unsafe extern "C" fn vmem_handle_create(
@@ -948,7 +955,7 @@ unsafe extern "C" fn vmem_handle_create(
             let h = unsafe { *handle };
             // The owning agent is known once the memory is mapped (pointer info). Unknown
             // pool flags: as memory the engine cannot restore.
-            let kind = pool_flags(pool).map_or(VmemKind::Imported, VmemKind::Pool);
+            let kind = pool_flags(pool).map_or(VmemKind::Shared, VmemKind::Pool);
             be.vmem_handles.lock().insert(h.handle, kind);
         });
     }
@@ -971,10 +978,54 @@ unsafe extern "C" fn vmem_import(
         quietly("recording an imported vmem handle", || {
             // SAFETY: on success the runtime wrote the handle.
             let h = unsafe { *handle };
-            be.vmem_handles.lock().insert(h.handle, VmemKind::Imported);
+            be.vmem_handles.lock().insert(h.handle, VmemKind::Shared);
         });
     }
     st
+}
+
+unsafe extern "C" fn vmem_export(
+    dmabuf_fd: *mut std::ffi::c_int,
+    handle: hsa_amd_vmem_alloc_handle_t,
+    flags: u64,
+) -> hsa_status_t {
+    let Some((be, f)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.vmem_export?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(dmabuf_fd, handle, flags) };
+    if st == HSA_STATUS_SUCCESS {
+        quietly("recording an exported vmem handle", || {
+            be.vmem_handles
+                .lock()
+                .insert(handle.handle, VmemKind::Shared);
+            // Its mappings so far: another process may write them from now on.
+            let mapped: Vec<(usize, usize)> = be
+                .vmem_mappings
+                .lock()
+                .iter()
+                .filter(|(_, (h, _))| *h == handle.handle)
+                .map(|(va, (_, size))| (*va, *size))
+                .collect();
+            for (va, size) in mapped {
+                share(be, va, size);
+            }
+        });
+    }
+    st
+}
+
+/// Memory of this process that another process may now write (it was exported): out of the
+/// inventory (never captured, restored or fingerprinted again; waits for snapshot copies
+/// using it) and the host ranges, into the foreign ranges.
+fn share(be: &super::Backend, base: usize, size: usize) {
+    INVENTORY.remove_range(base, size);
+    be.host_memory.write().remove(&base);
+    be.host_readable.write().remove(&base);
+    be.foreign_memory.write().insert(base, size);
 }
 
 unsafe extern "C" fn vmem_retain(
@@ -999,7 +1050,7 @@ unsafe extern "C" fn vmem_retain(
             } else if within(&be.host_memory.read(), addr as usize) {
                 VmemKind::Pool(HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED)
             } else {
-                VmemKind::Imported
+                VmemKind::Shared
             };
             be.vmem_handles.lock().entry(h.handle).or_insert(kind);
         });
@@ -1046,7 +1097,7 @@ fn record_mapping(be: &super::Backend, va: *mut c_void, size: usize, kind: Optio
             be.host_memory.write().insert(base, size);
         }
         Some(VmemKind::Pool(_)) => {}
-        Some(VmemKind::Imported) | None => {
+        Some(VmemKind::Shared) | None => {
             be.foreign_memory.write().insert(base, size);
         }
     }
@@ -1071,6 +1122,9 @@ unsafe extern "C" fn vmem_map(
         quietly("recording a vmem mapping", || {
             let kind = be.vmem_handles.lock().get(&handle.handle).copied();
             record_mapping(be, va, size, kind);
+            be.vmem_mappings
+                .lock()
+                .insert(va as usize, (handle.handle, size));
         });
     }
     st
@@ -1096,6 +1150,7 @@ unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t {
             INVENTORY.remove_range(va as usize, size);
             be.host_memory.write().remove(&(va as usize));
             be.foreign_memory.write().remove(&(va as usize));
+            be.vmem_mappings.lock().remove(&(va as usize));
         });
     }
     // SAFETY: forwarding unchanged.
@@ -1103,6 +1158,25 @@ unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t {
 }
 
 // ---- memory other processes write, shared virtual memory ----------------------------------
+
+unsafe extern "C" fn ipc_create(
+    ptr: *mut c_void,
+    len: usize,
+    handle: *mut hsa_amd_ipc_memory_t,
+) -> hsa_status_t {
+    let Some((be, f)) = BACKEND.get().and_then(|be| Some((be, be.orig.ipc_create?))) else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(ptr, len, handle) };
+    if st == HSA_STATUS_SUCCESS {
+        quietly("recording an exported allocation", || {
+            let base = ptr as usize;
+            share(be, base, extent(be, base, len));
+        });
+    }
+    st
+}
 
 unsafe extern "C" fn ipc_attach(
     handle: *const hsa_amd_ipc_memory_t,

@@ -439,8 +439,12 @@ pub(crate) struct Backend {
     pub(crate) pool_flags: RwLock<HashMap<u64, u32>>,
     /// vmem handle -> what its mappings are ([`hooks`]' vmem hooks).
     pub(crate) vmem_handles: Mutex<HashMap<u64, hooks::VmemKind>>,
-    /// Memory another process or GPU writes — IPC attachments (`hsa_amd_ipc_memory_attach`),
-    /// mappings of imported vmem handles, graphics interop buffers: base -> size. A dispatch
+    /// Live vmem mappings: address -> (handle, size), to find a handle's mappings when it is
+    /// exported.
+    pub(crate) vmem_mappings: Mutex<HashMap<usize, (u64, usize)>>,
+    /// Memory another process or GPU writes — IPC attachments (`hsa_amd_ipc_memory_attach`) and
+    /// allocations exported for them (`hsa_amd_ipc_memory_create`), mappings of imported or
+    /// exported vmem handles, graphics interop buffers: base -> size. A dispatch
     /// whose arguments point into it is never replayed
     /// ([`DeclineReason::ForeignMemory`](crate::DeclineReason::ForeignMemory)): the window can
     /// neither fence its writers nor restore under them.
@@ -722,6 +726,7 @@ pub(crate) unsafe fn install(
         untracked: Mutex::new(HashMap::new()),
         pool_flags: RwLock::new(HashMap::new()),
         vmem_handles: Mutex::new(HashMap::new()),
+        vmem_mappings: Mutex::new(HashMap::new()),
         foreign_memory: RwLock::new(std::collections::BTreeMap::new()),
         svm_memory: RwLock::new(std::collections::BTreeMap::new()),
         next_dispatch: AtomicU64::new(1),
