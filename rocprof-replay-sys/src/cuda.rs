@@ -570,6 +570,26 @@ pub mod params {
         flags: 24,
     });
 
+    /// `cuMemPoolExportPointer_params` (`shareData_out` points to a 64-byte
+    /// `CUmemPoolPtrExportData`, not read).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemPoolExportPointer_params {
+        pub shareData_out: *mut c_void,
+        pub ptr: CUdeviceptr,
+    }
+    const_assert_layout!(cuMemPoolExportPointer_params, size = 16, align = 8);
+
+    /// `cuMemPoolImportPointer_params` (`shareData` points to a `CUmemPoolPtrExportData`).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemPoolImportPointer_params {
+        pub ptr_out: *mut CUdeviceptr,
+        pub pool: CUmemoryPool,
+        pub shareData: *mut c_void,
+    }
+    const_assert_layout!(cuMemPoolImportPointer_params, size = 24, align = 8);
+
     /// `cuIpcCloseMemHandle_params`.
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]

@@ -44,8 +44,11 @@ pub(crate) enum Api {
     IpcOpen,
     /// `cuIpcCloseMemHandle`.
     IpcClose,
-    /// `cuIpcGetMemHandle`: an allocation of this process exported for another to open.
+    /// `cuIpcGetMemHandle`, `cuMemPoolExportPointer`: an allocation of this process exported
+    /// for another to open (both parameter structs hold the device pointer second).
     IpcExport,
+    /// `cuMemPoolImportPointer`: an allocation of another process's pool mapped into this one.
+    PoolImport,
     /// `cuMemExportToShareableHandle`: a physical allocation exported for another process.
     HandleExport,
     /// `cuSurfObjectCreate`: a handle through which kernels write a CUDA array.
@@ -159,7 +162,8 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuMemCreate" => Api::MemCreate,
         "cuIpcOpenMemHandle" | "cuIpcOpenMemHandle_v2" => Api::IpcOpen,
         "cuIpcCloseMemHandle" => Api::IpcClose,
-        "cuIpcGetMemHandle" => Api::IpcExport,
+        "cuIpcGetMemHandle" | "cuMemPoolExportPointer" => Api::IpcExport,
+        "cuMemPoolImportPointer" => Api::PoolImport,
         "cuMemExportToShareableHandle" => Api::HandleExport,
         "cuSurfObjectCreate" => Api::SurfCreate,
         "cuSurfObjectDestroy" => Api::SurfDestroy,

@@ -136,6 +136,48 @@ impl Harness {
         assert_eq!(r, CUDA_SUCCESS);
     }
 
+    /// `cuMemPoolExportPointer` of the context's pool allocation at `p`.
+    fn pool_export(&self, p: usize) {
+        let mut data = [0u8; 64];
+        let params = cuMemPoolExportPointer_params {
+            shareData_out: data.as_mut_ptr().cast(),
+            ptr: p as CUdeviceptr,
+        };
+        let r = self.call(
+            POOL_EXPORT,
+            c"cuMemPoolExportPointer",
+            (&params as *const cuMemPoolExportPointer_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+    }
+
+    /// `cuMemPoolImportPointer`: `size` bytes of "another process's" pool allocation.
+    fn pool_import(&self, size: usize) -> usize {
+        let mut out: CUdeviceptr = 0;
+        let mut data = [7u8; 64];
+        let params = cuMemPoolImportPointer_params {
+            ptr_out: &mut out,
+            pool: std::ptr::null_mut(),
+            shareData: data.as_mut_ptr().cast(),
+        };
+        let r = self.call(
+            POOL_IMPORT,
+            c"cuMemPoolImportPointer",
+            (&params as *const cuMemPoolImportPointer_params).cast(),
+            c"",
+            || {
+                let p = fake_alloc(size);
+                gpu().app.insert(p);
+                out = p as CUdeviceptr;
+                CUDA_SUCCESS
+            },
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+        out as usize
+    }
+
     /// `cuMemExportToShareableHandle` of `handle` (as a file descriptor).
     fn handle_export(&self, handle: u64) {
         let mut fd = 0i32;
@@ -490,6 +532,35 @@ fn an_allocation_exported_for_another_process_runs_once_declined_foreign_memory(
 }
 
 #[test]
+fn pool_pointers_exported_or_imported_run_once_declined_foreign_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    // The exporter's side (cuMemPoolExportPointer of a stream-ordered allocation).
+    let mut buf = Buffer::new(&h, 8);
+    h.pool_export(buf.ptr as usize);
+    assert_eq!(h.be.inventory.origin_of(buf.ptr as usize), None);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.last_kind(), declined(DeclineReason::ForeignMemory));
+    assert_eq!(buf.values(), vec![1; 8]);
+    // The importer's side.
+    let import = h.pool_import(256);
+    assert_eq!(
+        h.be.foreign_memory.read().containing(import + 255),
+        Some(Kind::PoolImport)
+    );
+    let mut counters = counters_at(import, 4);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(counters.values(), vec![1; 4]);
+    assert_eq!(h.last_kind(), declined(DeclineReason::ForeignMemory));
+    // Both forgotten at their frees.
+    h.free(buf.ptr as usize);
+    h.free(import);
+    assert!(h.be.foreign_memory.read().is_empty());
+}
+
+#[test]
 fn mappings_of_an_exported_handle_before_and_after_the_export_are_foreign_memory() {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
@@ -657,6 +728,14 @@ fn the_import_entry_points_are_classified_and_their_callback_ids_known() {
             cbid::ALL.iter().any(|(n, _)| *n == name),
             "{name}: no CUPTI 13.0 id for the fallback table"
         );
+    }
+    // Classified by their live names only: their CUPTI ids are not in the fallback table
+    // (not yet checked against a CUPTI header).
+    for (name, api) in [
+        ("cuMemPoolExportPointer", Api::IpcExport),
+        ("cuMemPoolImportPointer", Api::PoolImport),
+    ] {
+        assert_eq!(classify(name), Some(api), "{name}");
     }
     let ids = Ids::from_names(cbid::ALL.iter().copied());
     assert_eq!(ids.get(cbid::cuIpcOpenMemHandle_v2), Some(Api::IpcOpen));

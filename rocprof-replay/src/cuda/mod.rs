@@ -640,7 +640,7 @@ impl Backend {
                             .remove(ptr, &[memory::Kind::Managed]);
                         self.foreign_memory
                             .write()
-                            .remove(ptr, &[memory::Kind::IpcExport]);
+                            .remove(ptr, &[memory::Kind::IpcExport, memory::Kind::PoolImport]);
                         if ctx_handle != 0 {
                             let stream = (api == Api::MemFreeAsync).then(|| {
                                 // SAFETY: cuMemFreeAsync's parameters.
@@ -778,7 +778,8 @@ impl Backend {
                 if enter || guarded_thread() || result() != CUDA_SUCCESS {
                     return;
                 }
-                // SAFETY: cuIpcGetMemHandle's parameters, at its successful exit.
+                // SAFETY: cuIpcGetMemHandle's or cuMemPoolExportPointer's parameters (both
+                // hold an out-pointer, then the device pointer), at a successful exit.
                 let p = unsafe { *params.cast::<cuIpcGetMemHandle_params>() };
                 let base = p.dptr as usize;
                 // Another process may open and write it from now on: out of the inventory
@@ -790,6 +791,25 @@ impl Backend {
                 self.foreign_memory
                     .write()
                     .insert(base, size, memory::Kind::IpcExport, ctx_handle);
+            }
+            Api::PoolImport => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuMemPoolImportPointer's parameters, at its successful exit.
+                let p = unsafe { *params.cast::<cuMemPoolImportPointer_params>() };
+                if p.ptr_out.is_null() {
+                    return;
+                }
+                // SAFETY: the driver wrote the address of the import.
+                let base = unsafe { *p.ptr_out } as usize;
+                let size = self.extent_of(base);
+                self.foreign_memory.write().insert(
+                    base,
+                    size,
+                    memory::Kind::PoolImport,
+                    ctx_handle,
+                );
             }
             Api::HandleExport => {
                 if enter || guarded_thread() || result() != CUDA_SUCCESS {

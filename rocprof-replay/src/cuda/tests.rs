@@ -1172,6 +1172,8 @@ const FREE_ASYNC: u32 = 37;
 const MEM_CREATE: u32 = 38;
 const IPC_EXPORT: u32 = 39;
 const HANDLE_EXPORT: u32 = 40;
+const POOL_EXPORT: u32 = 41;
+const POOL_IMPORT: u32 = 42;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1293,6 +1295,8 @@ fn harness_deciding_clocked(
         ("cuMemCreate", MEM_CREATE),
         ("cuIpcGetMemHandle", IPC_EXPORT),
         ("cuMemExportToShareableHandle", HANDLE_EXPORT),
+        ("cuMemPoolExportPointer", POOL_EXPORT),
+        ("cuMemPoolImportPointer", POOL_IMPORT),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).
