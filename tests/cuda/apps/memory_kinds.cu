@@ -12,6 +12,8 @@
 //                    handle
 //   ipc_add_one      another process's cudaMalloc, opened by a child    declined foreign_memory
 //                    process with cudaIpcOpenMemHandle (interior pointer)
+//   exported_add_one the same allocation in the exporting process, after declined foreign_memory
+//                    cudaIpcGetMemHandle (the child may write it at any time)
 //   peer_add_one     device 1's allocation written by a kernel on       declined peer_memory
 //                    device 0 (peer access; only with two GPUs)
 //
@@ -41,6 +43,7 @@ __global__ void managed_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void import_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void own_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void ipc_add_one(unsigned int* d, size_t n) { add_one(d, n); }
+__global__ void exported_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void peer_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 
 __device__ unsigned long long now_ns() {
@@ -200,6 +203,13 @@ int main() {
       CK(cudaMemcpy(h.data(), buf, kIpcN * 4, cudaMemcpyDeviceToHost));
       report("ipc_untouched", h.data(), kIpcSkip, 0);
       report("ipc", h.data() + kIpcSkip, kIpcN - kIpcSkip, 1);
+      // The exporter's own kernel on the exported allocation: one execution.
+      exported_add_one<<<(kIpcN + 255) / 256, 256>>>(buf, kIpcN);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(h.data(), buf, kIpcN * 4, cudaMemcpyDeviceToHost));
+      report("exported_untouched", h.data(), kIpcSkip, 1);
+      report("exported", h.data() + kIpcSkip, kIpcN - kIpcSkip, 2);
     }
     CK(cudaFree(buf));
   }

@@ -371,6 +371,12 @@ fn memory_the_window_cannot_restore_is_never_captured_and_its_kernels_run_once()
             once("foreign_memory"),
             "{footprint}: {recs:?}"
         );
+        // The exporter's side: a kernel on the allocation it exported.
+        assert_eq!(
+            of("exported_add_one"),
+            once("foreign_memory"),
+            "{footprint}: {recs:?}"
+        );
         if !out.contains("case import skip") {
             assert_eq!(
                 of("import_add_one"),
