@@ -830,6 +830,8 @@ pub mod cbid {
         cuMemAllocFromPoolAsync_ptsz = 612;
         cuMemFreeAsync = 600;
         cuMemFreeAsync_ptsz = 601;
+        cuMemPoolExportPointer = 615;
+        cuMemPoolImportPointer = 616;
         cuMemMap = 551;
         cuMemUnmap = 552;
         cuMemRelease = 550;

@@ -251,6 +251,16 @@ fn checks() -> Probe {
     });
     strukt!(p, cuIpcOpenMemHandle_v2_params, "cuIpcOpenMemHandle_params" { pdptr, handle, Flags });
     strukt!(p, cuIpcCloseMemHandle_params, "cuIpcCloseMemHandle_params" { dptr });
+    strukt!(p, cuIpcGetMemHandle_params, "cuIpcGetMemHandle_params" { pHandle, dptr });
+    strukt!(p, cuMemExportToShareableHandle_params, "cuMemExportToShareableHandle_params" {
+        shareableHandle, handle, handleType, flags,
+    });
+    strukt!(p, cuMemPoolExportPointer_params, "cuMemPoolExportPointer_params" {
+        shareData_out, ptr,
+    });
+    strukt!(p, cuMemPoolImportPointer_params, "cuMemPoolImportPointer_params" {
+        ptr_out, pool, shareData,
+    });
     strukt!(p, cuMemImportFromShareableHandle_params, "cuMemImportFromShareableHandle_params" {
         handle, osHandle, shHandleType,
     });

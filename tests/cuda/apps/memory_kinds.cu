@@ -8,8 +8,9 @@
 //                    into a managed buffer the kernel never touches
 //   import_add_one   a mapping of a handle exported as a file           declined foreign_memory
 //                    descriptor and imported (cuMemImportFromShareableHandle: NCCL's cuMem path)
-//   own_add_one      a mapping of the same memory through its own       replayed
-//                    handle
+//   shared_add_one   a mapping of the same memory through its own       declined foreign_memory
+//                    handle, which was exported (another process could import it)
+//   own_add_one      a mapping of a handle never exported               replayed
 //   ipc_add_one      another process's cudaMalloc, opened by a child    declined foreign_memory
 //                    process with cudaIpcOpenMemHandle (interior pointer)
 //   exported_add_one the same allocation in the exporting process, after declined foreign_memory
@@ -42,6 +43,7 @@ __device__ void add_one(unsigned int* d, size_t n) {
 __global__ void managed_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void import_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void own_add_one(unsigned int* d, size_t n) { add_one(d, n); }
+__global__ void shared_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void ipc_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void exported_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void peer_add_one(unsigned int* d, size_t n) { add_one(d, n); }
@@ -259,8 +261,9 @@ int main() {
     CK(cudaFree(m));
   }
 
-  // --- import_add_one / own_add_one: one physical allocation mapped twice, through its own
-  // handle and through a handle imported from a file descriptor.
+  // --- import_add_one / shared_add_one: one physical allocation mapped twice, through its own
+  // handle (exported) and through a handle imported from a file descriptor; own_add_one: a
+  // handle never exported.
   {
     auto mem_create = entry<decltype(&cuMemCreate)>("cuMemCreate");
     auto mem_export = entry<decltype(&cuMemExportToShareableHandle)>("cuMemExportToShareableHandle");
@@ -317,11 +320,28 @@ int main() {
       CK(cudaDeviceSynchronize());
       CK(cudaMemcpy(h.data(), (void*)va_own, n * 4, cudaMemcpyDeviceToHost));
       report("import", h.data(), n, 1);
-      own_add_one<<<(n + 255) / 256, 256>>>((unsigned int*)va_own, n);
+      shared_add_one<<<(n + 255) / 256, 256>>>((unsigned int*)va_own, n);
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
       CK(cudaMemcpy(h.data(), (void*)va_imported, n * 4, cudaMemcpyDeviceToHost));
-      report("own_mapping", h.data(), n, 2);
+      report("shared_mapping", h.data(), n, 2);
+      // A handle never exported: the context's own memory.
+      CUmemGenericAllocationHandle fresh = 0;
+      CUdeviceptr va_fresh = 0;
+      CU(mem_create(&fresh, size, &prop, 0));
+      CU(reserve(&va_fresh, size, 0, 0, 0));
+      CU(mem_map(va_fresh, size, 0, fresh, 0));
+      CU(set_access(va_fresh, size, &access, 1));
+      CK(cudaMemset((void*)va_fresh, 0, n * 4));
+      CK(cudaDeviceSynchronize());
+      own_add_one<<<(n + 255) / 256, 256>>>((unsigned int*)va_fresh, n);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(h.data(), (void*)va_fresh, n * 4, cudaMemcpyDeviceToHost));
+      report("own_mapping", h.data(), n, 1);
+      CU(mem_unmap(va_fresh, size));
+      CU(mem_release(fresh));
+      CU(addr_free(va_fresh, size));
       CU(mem_unmap(va_imported, size));
       CU(mem_unmap(va_own, size));
       CU(mem_release(imported));

@@ -383,6 +383,12 @@ fn memory_the_window_cannot_restore_is_never_captured_and_its_kernels_run_once()
                 once("foreign_memory"),
                 "{footprint}: {recs:?}"
             );
+            // The exporter's own mapping of the handle it exported.
+            assert_eq!(
+                of("shared_add_one"),
+                once("foreign_memory"),
+                "{footprint}: {recs:?}"
+            );
             assert_eq!(of("own_add_one"), replayed, "{footprint}: {recs:?}");
         }
         if !out.contains("case peer skip") {
