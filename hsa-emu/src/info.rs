@@ -454,9 +454,9 @@ fn system_attribute(attribute: u32) -> Option<Out> {
         HSA_AMD_SYSTEM_INFO_VIRTUAL_MEM_API_SUPPORTED => {
             Out::Bool(crate::api::abi() == crate::api::AbiPresentation::Newest)
         }
-        HSA_AMD_SYSTEM_INFO_MWAITX_ENABLED
-        | HSA_AMD_SYSTEM_INFO_DMABUF_SUPPORTED
-        | HSA_AMD_SYSTEM_INFO_XNACK_ENABLED => Out::Bool(false),
+        // dmabuf export: the allocation's memfd (see `memory::ipc`).
+        HSA_AMD_SYSTEM_INFO_DMABUF_SUPPORTED => Out::Bool(true),
+        HSA_AMD_SYSTEM_INFO_MWAITX_ENABLED | HSA_AMD_SYSTEM_INFO_XNACK_ENABLED => Out::Bool(false),
         _ => return None,
     })
 }

@@ -635,16 +635,16 @@ fn another_gpus_memory_runs_once_declined_up_front() {
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn ipc_attachments_and_shared_virtual_memory_run_once_declined_up_front() {
     // An IPC attachment is memory another process owns and writes (an exported allocation
-    // likewise, for the exporter); system memory made
-    // reachable with hsa_amd_svm_attributes_set (where the GPU does not reach all system
-    // memory by default) is memory the host writes without any call the backend sees.
-    memory_kind_cell("mem-ipc", &[], ("declined", Some("foreign_memory")));
+    // likewise, for the exporter); system memory made reachable with
+    // hsa_amd_svm_attributes_set (where the GPU does not reach all system memory by default)
+    // is memory the host writes without any call the backend sees.
+    let foreign = ("declined", Some("foreign_memory"));
+    memory_kind_cell("mem-ipc", &[], foreign);
     // The exporter's side: the process that attaches it may write it at any time.
-    memory_kind_cell(
-        "mem-ipc-exporter",
-        &[],
-        ("declined", Some("foreign_memory")),
-    );
+    memory_kind_cell("mem-ipc-exporter", &[], foreign);
+    // Exported as a dmabuf through a pointer into its middle: another process, or a NIC
+    // through RDMA, may write any of it.
+    memory_kind_cell("mem-dmabuf", &[], foreign);
     memory_kind_cell(
         "mem-svm",
         &[("HSA_EMU_SVM_BY_DEFAULT", "0")],

@@ -51,6 +51,9 @@ pub(super) fn install(t: &mut Tables) {
     t.amd.hsa_amd_ipc_memory_create_fn = Some(ipc_memory_create);
     t.amd.hsa_amd_ipc_memory_attach_fn = Some(ipc_memory_attach);
     t.amd.hsa_amd_ipc_memory_detach_fn = Some(ipc_memory_detach);
+    t.amd.hsa_amd_portable_export_dmabuf_fn = Some(portable_export_dmabuf);
+    t.amd.hsa_amd_portable_export_dmabuf_v2_fn = Some(portable_export_dmabuf_v2);
+    t.amd.hsa_amd_portable_close_dmabuf_fn = Some(portable_close_dmabuf);
 }
 
 /// What an IPC handle carries.
@@ -270,22 +273,106 @@ fn create(ptr: usize, len: usize) -> Result<IpcHandle, hsa_status_t> {
     if a.topo.owner(pool).kind != DeviceKind::Gpu || !is_full_length(len, a.size) {
         return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
     }
-    let exported = match a.exported {
-        Some(e) => e,
-        None => {
-            let exec = a.flags & ALLOC_FLAG_EXECUTABLE != 0;
-            // SAFETY: a live allocation; the write lock keeps it from being freed meanwhile.
-            let e = unsafe { move_to_memfd(ptr, a.size, exec) }?;
-            a.exported = Some(e);
-            e
-        }
-    };
+    let exported = shareable(ptr, a)?;
     Ok(IpcHandle {
         pid: std::process::id(),
         fd: exported.fd,
         size: a.size,
         inode: exported.inode,
         global_flags: pool.global_flags(),
+    })
+}
+
+/// The shared backing of the allocation `a` based at `base`, made on first use (the caller
+/// holds the registry's write lock).
+fn shareable(base: usize, a: &mut registry::Allocation) -> Result<Exported, hsa_status_t> {
+    if let Some(e) = a.exported {
+        return Ok(e);
+    }
+    let exec = a.flags & ALLOC_FLAG_EXECUTABLE != 0;
+    // SAFETY: a live allocation; the caller's write lock keeps it from being freed meanwhile.
+    let e = unsafe { move_to_memfd(base, a.size, exec) }?;
+    a.exported = Some(e);
+    Ok(e)
+}
+
+/// A new descriptor of the memory of the GPU allocation holding `[ptr, ptr + size)` and the
+/// offset of `ptr` in it (`hsa_amd_portable_export_dmabuf`): a duplicate of the allocation's
+/// memfd, made shareable on first use as for IPC. The caller closes it
+/// (`hsa_amd_portable_close_dmabuf`).
+fn export_dmabuf(ptr: usize, size: usize) -> Result<(c_int, u64), hsa_status_t> {
+    if ptr == 0 || size == 0 {
+        return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
+    }
+    let mut reg = REGISTRY.write();
+    let Some((base, a)) = registry::containing_mut(&mut reg.allocs, ptr, |a| a.size) else {
+        return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
+    };
+    if a.topo.owner(a.pool()).kind != DeviceKind::Gpu
+        || ptr.checked_add(size).is_none_or(|end| end > base + a.size)
+    {
+        return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
+    }
+    let e = shareable(base, a)?;
+    // SAFETY: duplicating the allocation's own memfd, which its registry entry keeps open.
+    let fd = unsafe { libc::fcntl(e.fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+    }
+    Ok((fd, (ptr - base) as u64))
+}
+
+/// `hsa_amd_portable_export_dmabuf`: see [`export_dmabuf`]. Null out-pointers, or a range
+/// not inside one GPU allocation, are `INVALID_ARGUMENT`.
+unsafe extern "C" fn portable_export_dmabuf(
+    ptr: *const c_void,
+    size: usize,
+    dmabuf: *mut c_int,
+    offset: *mut u64,
+) -> hsa_status_t {
+    guard_status(|| {
+        if dmabuf.is_null() || offset.is_null() {
+            return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+        }
+        match export_dmabuf(ptr as usize, size) {
+            Ok((fd, off)) => {
+                // SAFETY: non-null out-pointers supplied by the caller.
+                unsafe {
+                    dmabuf.write(fd);
+                    offset.write(off);
+                }
+                HSA_STATUS_SUCCESS
+            }
+            Err(e) => e,
+        }
+    })
+}
+
+/// `hsa_amd_portable_export_dmabuf_v2`: as the first form; `flags` may ask for a PCIe mapping
+/// (1), which changes nothing here; other bits are `INVALID_ARGUMENT`.
+unsafe extern "C" fn portable_export_dmabuf_v2(
+    ptr: *const c_void,
+    size: usize,
+    dmabuf: *mut c_int,
+    offset: *mut u64,
+    flags: u64,
+) -> hsa_status_t {
+    if flags & !1 != 0 {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: the caller's arguments, forwarded.
+    unsafe { portable_export_dmabuf(ptr, size, dmabuf, offset) }
+}
+
+/// `hsa_amd_portable_close_dmabuf`: closes a descriptor [`export_dmabuf`] made.
+unsafe extern "C" fn portable_close_dmabuf(dmabuf: c_int) -> hsa_status_t {
+    guard_status(|| {
+        // SAFETY: closing a descriptor number; a bad one fails with EBADF.
+        if dmabuf < 0 || unsafe { libc::close(dmabuf) } != 0 {
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
+        } else {
+            HSA_STATUS_SUCCESS
+        }
     })
 }
 
@@ -694,6 +781,68 @@ mod tests {
         assert_eq!(unsafe { q.cast::<u32>().read() }, 77);
         // SAFETY: a live attachment.
         assert_eq!(unsafe { ipc_memory_detach(q) }, HSA_STATUS_SUCCESS);
+    }
+
+    #[test]
+    fn a_dmabuf_export_names_the_allocations_memory_at_its_offset() {
+        let p = alloc(vram_pool(), 2 * GRANULE, 0).unwrap();
+        // SAFETY: inside the allocation.
+        unsafe { p.cast::<u8>().add(GRANULE + 3).write(77) };
+        let inner = (p as usize + GRANULE) as *const c_void;
+        let (mut fd, mut off) = (-1, 0u64);
+        // SAFETY: valid out-pointers.
+        let st = unsafe { portable_export_dmabuf(inner, 16, &mut fd, &mut off) };
+        assert_eq!((st, off), (HSA_STATUS_SUCCESS, GRANULE as u64));
+        assert!(fd >= 0);
+        // The descriptor maps the allocation's pages: writes either way are shared.
+        // SAFETY: a fresh shared mapping of the descriptor, unmapped below.
+        let q = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * GRANULE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        assert_ne!(q, libc::MAP_FAILED);
+        // SAFETY: both map the same two pages.
+        unsafe {
+            assert_eq!(q.cast::<u8>().add(off as usize + 3).read_volatile(), 77);
+            q.cast::<u8>().write_volatile(5);
+            assert_eq!(p.cast::<u8>().read_volatile(), 5);
+            libc::munmap(q, 2 * GRANULE);
+        }
+        // SAFETY: the descriptor made above.
+        assert_eq!(unsafe { portable_close_dmabuf(fd) }, HSA_STATUS_SUCCESS);
+        // SAFETY: no descriptor (a closed number is not tried again: another test's thread
+        // may have opened one with it meanwhile).
+        let bad = unsafe { portable_close_dmabuf(-1) };
+        assert_eq!(bad, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+        // A range past the allocation, a null out-pointer, unknown v2 flags: refused.
+        let past = (p as usize + GRANULE) as *const c_void;
+        // SAFETY: valid out-pointers (or a deliberately null one).
+        unsafe {
+            assert_eq!(
+                portable_export_dmabuf(past, GRANULE + 1, &mut fd, &mut off),
+                HSA_STATUS_ERROR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                portable_export_dmabuf(p, 16, std::ptr::null_mut(), &mut off),
+                HSA_STATUS_ERROR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                portable_export_dmabuf_v2(p, 16, &mut fd, &mut off, 2),
+                HSA_STATUS_ERROR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                portable_export_dmabuf_v2(p, 16, &mut fd, &mut off, 1),
+                HSA_STATUS_SUCCESS
+            );
+            assert_eq!(portable_close_dmabuf(fd), HSA_STATUS_SUCCESS);
+        }
+        assert_eq!(free(p), HSA_STATUS_SUCCESS);
     }
 
     #[test]

@@ -180,6 +180,12 @@ unsafe fn install_all(
         if let Ok(Some(_)) = a::IPC_MEMORY_CREATE.read(amd) {
             p.set(a::IPC_MEMORY_CREATE, amd, ipc_create)?;
         }
+        if let Ok(Some(_)) = a::PORTABLE_EXPORT_DMABUF.read(amd) {
+            p.set(a::PORTABLE_EXPORT_DMABUF, amd, export_dmabuf)?;
+        }
+        if let Ok(Some(_)) = a::PORTABLE_EXPORT_DMABUF_V2.read(amd) {
+            p.set(a::PORTABLE_EXPORT_DMABUF_V2, amd, export_dmabuf_v2)?;
+        }
         if let Ok(Some(_)) = a::IPC_MEMORY_ATTACH.read(amd) {
             p.set(a::IPC_MEMORY_ATTACH, amd, ipc_attach)?;
         }
@@ -1176,6 +1182,60 @@ unsafe extern "C" fn ipc_create(
         });
     }
     st
+}
+
+unsafe extern "C" fn export_dmabuf(
+    ptr: *const c_void,
+    size: usize,
+    dmabuf: *mut std::ffi::c_int,
+    offset: *mut u64,
+) -> hsa_status_t {
+    let Some((be, f)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.export_dmabuf?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(ptr, size, dmabuf, offset) };
+    if st == HSA_STATUS_SUCCESS {
+        share_allocation_of(be, ptr as usize);
+    }
+    st
+}
+
+unsafe extern "C" fn export_dmabuf_v2(
+    ptr: *const c_void,
+    size: usize,
+    dmabuf: *mut std::ffi::c_int,
+    offset: *mut u64,
+    flags: u64,
+) -> hsa_status_t {
+    let Some((be, f)) = BACKEND
+        .get()
+        .and_then(|be| Some((be, be.orig.export_dmabuf_v2?)))
+    else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarding unchanged.
+    let st = unsafe { f(ptr, size, dmabuf, offset, flags) };
+    if st == HSA_STATUS_SUCCESS {
+        share_allocation_of(be, ptr as usize);
+    }
+    st
+}
+
+/// After a dmabuf export of memory at `p`: the whole allocation holding it may be written by
+/// whatever imports the descriptor (another process, a NIC for RDMA).
+fn share_allocation_of(be: &super::Backend, p: usize) {
+    quietly("recording an exported dmabuf", || {
+        match be.pointer_info(p) {
+            Some(info) if info.sizeInBytes > 0 => {
+                share(be, info.agentBaseAddress as usize, info.sizeInBytes)
+            }
+            _ => share(be, p, 1),
+        }
+    });
 }
 
 unsafe extern "C" fn ipc_attach(

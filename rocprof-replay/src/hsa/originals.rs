@@ -61,6 +61,8 @@ pub(crate) struct Originals {
     pub(crate) vmem_retain: Option<hsa_amd_vmem_retain_alloc_handle_fn_t>,
     /// Memory another process or GPU writes: IPC attachments and graphics interop buffers.
     pub(crate) ipc_create: Option<hsa_amd_ipc_memory_create_fn_t>,
+    pub(crate) export_dmabuf: Option<hsa_amd_portable_export_dmabuf_fn_t>,
+    pub(crate) export_dmabuf_v2: Option<hsa_amd_portable_export_dmabuf_v2_fn_t>,
     pub(crate) ipc_attach: Option<hsa_amd_ipc_memory_attach_fn_t>,
     pub(crate) ipc_detach: Option<hsa_amd_ipc_memory_detach_fn_t>,
     pub(crate) interop_map: Option<hsa_amd_interop_map_buffer_fn_t>,
@@ -199,6 +201,8 @@ impl Originals {
                 vmem_export: optional(a::VMEM_EXPORT_SHAREABLE_HANDLE, amd),
                 vmem_retain: optional(a::VMEM_RETAIN_ALLOC_HANDLE, amd),
                 ipc_create: optional(a::IPC_MEMORY_CREATE, amd),
+                export_dmabuf: optional(a::PORTABLE_EXPORT_DMABUF, amd),
+                export_dmabuf_v2: optional(a::PORTABLE_EXPORT_DMABUF_V2, amd),
                 ipc_attach: optional(a::IPC_MEMORY_ATTACH, amd),
                 ipc_detach: optional(a::IPC_MEMORY_DETACH, amd),
                 interop_map: optional(a::INTEROP_MAP_BUFFER, amd),
