@@ -590,6 +590,27 @@ pub mod params {
     }
     const_assert_layout!(cuMemPoolImportPointer_params, size = 24, align = 8);
 
+    /// `cuMemGetHandleForAddressRange_params` (`handleType` is a `CUmemRangeHandleType`). Not
+    /// yet checked against CUDA's headers by the layout probe, and its callback id is not in
+    /// [`cbid`]: the function is recognised by its live name only.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct cuMemGetHandleForAddressRange_params {
+        pub handle: *mut c_void,
+        pub dptr: CUdeviceptr,
+        pub size: usize,
+        pub handleType: c_uint,
+        pub flags: u64,
+    }
+    const_assert_layout!(cuMemGetHandleForAddressRange_params, size = 40, align = 8);
+    const_assert_offsets!(cuMemGetHandleForAddressRange_params {
+        handle: 0,
+        dptr: 8,
+        size: 16,
+        handleType: 24,
+        flags: 32,
+    });
+
     /// `cuIpcCloseMemHandle_params`.
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]

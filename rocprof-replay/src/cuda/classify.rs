@@ -51,6 +51,9 @@ pub(crate) enum Api {
     PoolImport,
     /// `cuMemExportToShareableHandle`: a physical allocation exported for another process.
     HandleExport,
+    /// `cuMemGetHandleForAddressRange`: a range of device memory exported as a dmabuf (RDMA,
+    /// another process or device).
+    RangeExport,
     /// `cuSurfObjectCreate`: a handle through which kernels write a CUDA array.
     SurfCreate,
     /// `cuSurfObjectDestroy`.
@@ -165,6 +168,7 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         "cuIpcGetMemHandle" | "cuMemPoolExportPointer" => Api::IpcExport,
         "cuMemPoolImportPointer" => Api::PoolImport,
         "cuMemExportToShareableHandle" => Api::HandleExport,
+        "cuMemGetHandleForAddressRange" => Api::RangeExport,
         "cuSurfObjectCreate" => Api::SurfCreate,
         "cuSurfObjectDestroy" => Api::SurfDestroy,
         "cuModuleGetGlobal_v2" => Api::ModuleGetGlobal,

@@ -8,7 +8,7 @@
 //! | registered | `cuMemHostRegister` | the same | `host_memory` |
 //! | managed | `cuMemAllocManaged` | the same, without any API call (a restore could undo a host thread's write) | `host_memory` |
 //! | IPC import | `cuIpcOpenMemHandle` | another process owns and writes it | `foreign_memory` |
-//! | IPC export | `cuIpcGetMemHandle` or `cuMemPoolExportPointer` of the context's own allocation (moved out of the inventory) | another process may open and write it | `foreign_memory` |
+//! | IPC export | `cuIpcGetMemHandle`, `cuMemPoolExportPointer` of the context's own allocation, or `cuMemGetHandleForAddressRange` of a range of it (moved out of the inventory, whole) | another process or device may open and write it | `foreign_memory` |
 //! | pool import | `cuMemPoolImportPointer` | another process owns and writes it | `foreign_memory` |
 //! | mapping of an imported or exported handle | `cuMemMap` of a handle from `cuMemImportFromShareableHandle`, `cuMulticastCreate`, or `cuMemRetainAllocationHandle` of such a mapping; a mapping of a handle `cuMemExportToShareableHandle` exported (before or after the export) | another process or GPU writes it | `foreign_memory` |
 //!
@@ -34,8 +34,9 @@ pub(crate) enum Kind {
     Managed,
     /// `cuIpcOpenMemHandle`: closed by `cuIpcCloseMemHandle` or with its context.
     IpcImport,
-    /// An allocation of the context exported with `cuIpcGetMemHandle` or
-    /// `cuMemPoolExportPointer`: until `cuMemFree` or its context's destruction.
+    /// An allocation of the context exported with `cuIpcGetMemHandle`,
+    /// `cuMemPoolExportPointer` or `cuMemGetHandleForAddressRange`: until `cuMemFree` (or
+    /// `cuMemUnmap`) or its context's destruction.
     IpcExport,
     /// `cuMemPoolImportPointer`: until `cuMemFree` or its context's destruction.
     PoolImport,

@@ -178,6 +178,26 @@ impl Harness {
         out as usize
     }
 
+    /// `cuMemGetHandleForAddressRange` of `[p, p + size)` as a dmabuf descriptor.
+    fn range_export(&self, p: usize, size: usize) {
+        let mut fd = 0i32;
+        let params = cuMemGetHandleForAddressRange_params {
+            handle: (&mut fd as *mut i32).cast(),
+            dptr: p as CUdeviceptr,
+            size,
+            handleType: 1,
+            flags: 0,
+        };
+        let r = self.call(
+            RANGE_EXPORT,
+            c"cuMemGetHandleForAddressRange",
+            (&params as *const cuMemGetHandleForAddressRange_params).cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+        assert_eq!(r, CUDA_SUCCESS);
+    }
+
     /// `cuMemExportToShareableHandle` of `handle` (as a file descriptor).
     fn handle_export(&self, handle: u64) {
         let mut fd = 0i32;
@@ -561,6 +581,34 @@ fn pool_pointers_exported_or_imported_run_once_declined_foreign_memory() {
 }
 
 #[test]
+fn an_address_range_exported_as_a_dmabuf_makes_its_allocations_foreign_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 64);
+    let mut other = Buffer::new(&h, 8);
+    // A range inside the buffer (as an RDMA registration of part of it): the whole
+    // allocation leaves the inventory, the other one stays.
+    h.range_export(buf.ptr as usize + 64, 32);
+    assert_eq!(h.be.inventory.origin_of(buf.ptr as usize), None);
+    assert!(h.be.inventory.origin_of(other.ptr as usize).is_some());
+    assert_eq!(
+        h.be.foreign_memory
+            .read()
+            .containing(buf.ptr as usize + 255),
+        Some(Kind::IpcExport)
+    );
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.last_kind(), declined(DeclineReason::ForeignMemory));
+    assert_eq!(buf.values(), vec![1; 64]);
+    let mut args = other.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.last_kind(), OutcomeKind::Replayed);
+    h.free(buf.ptr as usize);
+    assert!(h.be.foreign_memory.read().is_empty());
+}
+
+#[test]
 fn mappings_of_an_exported_handle_before_and_after_the_export_are_foreign_memory() {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
@@ -731,6 +779,11 @@ fn the_import_entry_points_are_classified_and_their_callback_ids_known() {
             "{name}: no CUPTI 13.0 id for the fallback table"
         );
     }
+    // By its live name only (its id is not in the fallback table yet).
+    assert_eq!(
+        classify("cuMemGetHandleForAddressRange"),
+        Some(Api::RangeExport)
+    );
     let ids = Ids::from_names(cbid::ALL.iter().copied());
     assert_eq!(ids.get(cbid::cuIpcOpenMemHandle_v2), Some(Api::IpcOpen));
     assert_eq!(ids.get(cbid::cuMemRelease), Some(Api::MemRelease));

@@ -811,6 +811,24 @@ impl Backend {
                     ctx_handle,
                 );
             }
+            Api::RangeExport => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuMemGetHandleForAddressRange's parameters, at its successful exit.
+                let p = unsafe { *params.cast::<cuMemGetHandleForAddressRange_params>() };
+                let (base, size) = (p.dptr as usize, p.size.max(1));
+                // Whatever imports the descriptor (a NIC, another process or device) may write
+                // the allocations the range touches, whole.
+                let taken = self.inventory.take_range(base, size);
+                let mut foreign = self.foreign_memory.write();
+                if taken.is_empty() {
+                    foreign.insert(base, size, memory::Kind::IpcExport, ctx_handle);
+                }
+                for a in taken {
+                    foreign.insert(a.base, a.size, memory::Kind::IpcExport, ctx_handle);
+                }
+            }
             Api::HandleExport => {
                 if enter || guarded_thread() || result() != CUDA_SUCCESS {
                     return;

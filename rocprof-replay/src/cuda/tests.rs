@@ -1174,6 +1174,7 @@ const IPC_EXPORT: u32 = 39;
 const HANDLE_EXPORT: u32 = 40;
 const POOL_EXPORT: u32 = 41;
 const POOL_IMPORT: u32 = 42;
+const RANGE_EXPORT: u32 = 43;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1297,6 +1298,7 @@ fn harness_deciding_clocked(
         ("cuMemExportToShareableHandle", HANDLE_EXPORT),
         ("cuMemPoolExportPointer", POOL_EXPORT),
         ("cuMemPoolImportPointer", POOL_IMPORT),
+        ("cuMemGetHandleForAddressRange", RANGE_EXPORT),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).

@@ -125,23 +125,26 @@ impl AllocationInventory {
     /// Forgets every allocation overlapping `[base, base + size)` (vmem unmap), then waits
     /// until no copy uses any of them.
     pub(crate) fn remove_range(&self, base: usize, size: usize) -> usize {
+        self.take_range(base, size).len()
+    }
+
+    /// [`remove_range`](Self::remove_range), returning the allocations forgotten (memory that
+    /// stays alive but leaves the inventory: it was exported).
+    pub(crate) fn take_range(&self, base: usize, size: usize) -> Vec<Allocation> {
         let end = base.saturating_add(size);
-        let doomed: Vec<usize> = {
+        let doomed: Vec<Allocation> = {
             let mut map = self.map.write();
             let doomed: Vec<usize> = map
                 .range(..end)
                 .filter(|(_, a)| a.base + a.size > base)
                 .map(|(b, _)| *b)
                 .collect();
-            for b in &doomed {
-                map.remove(b);
-            }
-            doomed
+            doomed.iter().filter_map(|b| map.remove(b)).collect()
         };
         if !doomed.is_empty() {
-            self.wait_unpinned(|b| doomed.contains(&b));
+            self.wait_unpinned(|b| doomed.iter().any(|a| a.base == b));
         }
-        doomed.len()
+        doomed
     }
 
     /// Waits (bounded by the free wait) until no pinned base matches `doomed`.

@@ -11,6 +11,8 @@
 //   shared_add_one   a mapping of the same memory through its own       declined foreign_memory
 //                    handle, which was exported (another process could import it)
 //   own_add_one      a mapping of a handle never exported               replayed
+//   dmabuf_add_one   a cudaMalloc of which a range was exported as a     declined foreign_memory
+//                    dmabuf (cuMemGetHandleForAddressRange: RDMA)
 //   ipc_add_one      another process's cudaMalloc, opened by a child    declined foreign_memory
 //                    process with cudaIpcOpenMemHandle (interior pointer)
 //   exported_add_one the same allocation in the exporting process, after declined foreign_memory
@@ -44,6 +46,7 @@ __global__ void managed_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void import_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void own_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void shared_add_one(unsigned int* d, size_t n) { add_one(d, n); }
+__global__ void dmabuf_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void ipc_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void exported_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void peer_add_one(unsigned int* d, size_t n) { add_one(d, n); }
@@ -350,6 +353,39 @@ int main() {
       CU(addr_free(va_own, size));
       close(fd);
     }
+  }
+
+  // --- dmabuf_add_one: part of an allocation exported as a dmabuf descriptor.
+  {
+    auto range_handle =
+        entry<decltype(&cuMemGetHandleForAddressRange)>("cuMemGetHandleForAddressRange");
+    auto device_get = entry<decltype(&cuDeviceGet)>("cuDeviceGet");
+    auto attribute = entry<decltype(&cuDeviceGetAttribute)>("cuDeviceGetAttribute");
+    int dmabuf = 0;
+    CUdevice dev = 0;
+    if (device_get && attribute && device_get(&dev, 0) == CUDA_SUCCESS)
+      CU(attribute(&dmabuf, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev));
+    unsigned int* buf = nullptr;
+    CK(cudaMalloc((void**)&buf, 4 << 20));
+    CK(cudaMemset(buf, 0, n * 4));
+    CK(cudaDeviceSynchronize());
+    int fd = -1;
+    // A 2 MiB-aligned range past the elements the kernel writes (the driver wants the
+    // range aligned to the host page size at least).
+    if (!range_handle || !dmabuf ||
+        range_handle(&fd, (CUdeviceptr)buf + (2 << 20), 2 << 20,
+                     CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) != CUDA_SUCCESS) {
+      printf("case dmabuf skip (no dmabuf export here)\n");
+    } else {
+      dmabuf_add_one<<<(n + 255) / 256, 256>>>(buf, n);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      std::vector<unsigned int> h(n);
+      CK(cudaMemcpy(h.data(), buf, n * 4, cudaMemcpyDeviceToHost));
+      report("dmabuf", h.data(), n, 1);
+      close(fd);
+    }
+    CK(cudaFree(buf));
   }
 
   // --- peer_add_one: device 1's allocation written from device 0.

@@ -391,6 +391,14 @@ fn memory_the_window_cannot_restore_is_never_captured_and_its_kernels_run_once()
             );
             assert_eq!(of("own_add_one"), replayed, "{footprint}: {recs:?}");
         }
+        if !out.contains("case dmabuf skip") {
+            // An allocation part of which was exported as a dmabuf (RDMA).
+            assert_eq!(
+                of("dmabuf_add_one"),
+                once("foreign_memory"),
+                "{footprint}: {recs:?}"
+            );
+        }
         if !out.contains("case peer skip") {
             assert_eq!(
                 of("peer_add_one"),
