@@ -7,10 +7,11 @@
 //! - What the backend knows ([`ReplayTarget::refusal`](super::window::ReplayTarget::refusal)):
 //!   work behind a stream memory wait (CUDA `cuStreamWaitValue*`, `cuStreamBatchMemOp`: the
 //!   stream waits on memory another agent writes), or arguments that point into memory the
-//!   engine cannot restore (CUDA pinned, registered and managed memory: the application's host
-//!   threads can read and write it at any time, so its writes would be repeated per pass or a
-//!   restore would race them; memory another process or GPU writes, `foreign_memory`; another
-//!   context's allocation, `peer_memory`).
+//!   engine cannot restore (host-visible memory — CUDA pinned, registered and managed memory,
+//!   HSA fine-grained memory the host cannot read and shared virtual memory: the application's
+//!   host threads can read and write it at any time, so its writes would be repeated per pass
+//!   or a restore would race them; memory another process, GPU or device writes — imports and
+//!   exports, `foreign_memory`; another context's or GPU's allocation, `peer_memory`).
 
 use crate::dispatch::DispatchInfo;
 use crate::policy::DeclineReason;
