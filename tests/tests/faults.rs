@@ -654,6 +654,20 @@ fn ipc_attachments_and_shared_virtual_memory_run_once_declined_up_front() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn another_process_writing_exported_memory_during_a_window_is_never_undone() {
+    // A second process (its own runtime, no tool) attaches this process's exported buffer and
+    // stores into it 150 ms into the kernel's 400 ms first pass. Replayed, the store's granule
+    // would differ from the snapshot after pass 1 and be restored: the store lost.
+    let c = cell("ipc-writer", &[("SLOW_MS", "400"), ("WRITE_AFTER_MS", "150")]);
+    assert!(c.run.stdout().contains("ipc-writer OK"), "{}", c.run.stdout());
+    let r = c.faulty("slow_inc");
+    Cell::assert_outcome(r, "declined", Some("foreign_memory"));
+    assert_eq!(r["passes"], 1, "{r}");
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_dispatch_submitted_on_the_runtime_async_thread_is_replayed_behind_its_gate() {
     // The window runs on the GPU's lane, not on the runtime's thread that submitted it: the
     // handler returns at once and nothing the runtime finishes on that thread is waited for.
