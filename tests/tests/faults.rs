@@ -658,8 +658,15 @@ fn another_process_writing_exported_memory_during_a_window_is_never_undone() {
     // A second process (its own runtime, no tool) attaches this process's exported buffer and
     // stores into it 150 ms into the kernel's 400 ms first pass. Replayed, the store's granule
     // would differ from the snapshot after pass 1 and be restored: the store lost.
-    let c = cell("ipc-writer", &[("SLOW_MS", "400"), ("WRITE_AFTER_MS", "150")]);
-    assert!(c.run.stdout().contains("ipc-writer OK"), "{}", c.run.stdout());
+    let c = cell(
+        "ipc-writer",
+        &[("SLOW_MS", "400"), ("WRITE_AFTER_MS", "150")],
+    );
+    assert!(
+        c.run.stdout().contains("ipc-writer OK"),
+        "{}",
+        c.run.stdout()
+    );
     let r = c.faulty("slow_inc");
     Cell::assert_outcome(r, "declined", Some("foreign_memory"));
     assert_eq!(r["passes"], 1, "{r}");
