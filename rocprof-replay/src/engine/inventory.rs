@@ -218,6 +218,20 @@ impl AllocationInventory {
         (addr < a.base + a.size).then_some(a.agent)
     }
 
+    /// The first of `addrs` inside a tracked allocation that an agent other than `agent`
+    /// owns, with that owner (one read lock for all of them).
+    pub(crate) fn first_owned_by_other(
+        &self,
+        addrs: impl Iterator<Item = usize>,
+        agent: AgentId,
+    ) -> Option<(usize, AgentId)> {
+        let map = self.map.read();
+        addrs.into_iter().find_map(|addr| {
+            let (_, a) = map.range(..=addr).next_back()?;
+            (addr < a.base + a.size && a.agent != agent).then_some((addr, a.agent))
+        })
+    }
+
     /// How the tracked allocation that contains `addr` was made, if one does.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn origin_of(&self, addr: usize) -> Option<Origin> {
@@ -349,7 +363,22 @@ mod tests {
         assert_eq!(inv.agent_of(0x2000), Some(AgentId(2)));
         assert_eq!(inv.agent_of(0x2100), None);
         assert_eq!(inv.agent_of(0x10), None);
-        assert_eq!(inv.remove_range(0x1080, 0x1000), 2);
-        assert_eq!(inv.len(), 1);
+        // Another agent's allocation among some addresses: the first such address.
+        let words = [0x10, 0x1080, 0x2100, 0x2010, 0x3000];
+        assert_eq!(
+            inv.first_owned_by_other(words.into_iter(), AgentId(1)),
+            Some((0x2010, AgentId(2)))
+        );
+        assert_eq!(
+            inv.first_owned_by_other([0x1080, 0x30ff].into_iter(), AgentId(1)),
+            None
+        );
+        let taken = inv.take_range(0x1080, 0x1000);
+        assert_eq!(
+            taken.iter().map(|a| (a.base, a.size)).collect::<Vec<_>>(),
+            vec![(0x1000, 0x100), (0x2000, 0x100)]
+        );
+        assert_eq!(inv.remove_range(0x3000, 1), 1);
+        assert_eq!(inv.len(), 0);
     }
 }

@@ -398,12 +398,8 @@ fn unrestorable(be: &Backend, gpu: &Gpu, words: &[u8]) -> Result<(), DeclineReas
         return Err(DeclineReason::ForeignMemory);
     }
     if be.gpus.len() > 1
-        && let Some((addr, owner)) = gate::address_words(words).find_map(|w| {
-            state::INVENTORY
-                .agent_of(w)
-                .filter(|a| a.0 != gpu.agent.handle)
-                .map(|a| (w, a))
-        })
+        && let Some((addr, owner)) = state::INVENTORY
+            .first_owned_by_other(gate::address_words(words), AgentId(gpu.agent.handle))
     {
         tracing::debug!(
             addr = format_args!("{addr:#x}"),
