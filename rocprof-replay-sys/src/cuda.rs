@@ -591,8 +591,8 @@ pub mod params {
     const_assert_layout!(cuMemPoolImportPointer_params, size = 24, align = 8);
 
     /// `cuMemGetHandleForAddressRange_params` (`handleType` is a `CUmemRangeHandleType`). Not
-    /// yet checked against CUDA's headers by the layout probe, and its callback id is not in
-    /// [`cbid`]: the function is recognised by its live name only.
+    /// yet checked by the layout probe (its fields were read from CUDA 13.0's
+    /// `generated_cuda_meta.h` on the H200).
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]
     pub struct cuMemGetHandleForAddressRange_params {
@@ -859,6 +859,7 @@ pub mod cbid {
         cuMemCreate = 549;
         cuMemImportFromShareableHandle = 555;
         cuMemExportToShareableHandle = 554;
+        cuMemGetHandleForAddressRange = 674;
         cuMemRetainAllocationHandle = 565;
         cuMulticastCreate = 706;
         cuIpcGetMemHandle = 328;
