@@ -119,6 +119,16 @@ impl Harness {
         out as usize
     }
 
+    /// A driver call with parameters `params` that the driver completes with success (the
+    /// export calls: the backend acts at their exit).
+    fn succeed<P>(&self, cbid: u32, name: &CStr, params: &P) {
+        let params = (params as *const P).cast();
+        assert_eq!(
+            self.call(cbid, name, params, c"", || CUDA_SUCCESS),
+            CUDA_SUCCESS
+        );
+    }
+
     /// `cuIpcGetMemHandle` of the context's allocation at `p`.
     fn ipc_export(&self, p: usize) {
         let mut handle = CUipcMemHandle { reserved: [0; 64] };
@@ -126,14 +136,7 @@ impl Harness {
             pHandle: &mut handle,
             dptr: p as CUdeviceptr,
         };
-        let r = self.call(
-            IPC_EXPORT,
-            c"cuIpcGetMemHandle",
-            (&params as *const cuIpcGetMemHandle_params).cast(),
-            c"",
-            || CUDA_SUCCESS,
-        );
-        assert_eq!(r, CUDA_SUCCESS);
+        self.succeed(IPC_EXPORT, c"cuIpcGetMemHandle", &params);
     }
 
     /// `cuMemPoolExportPointer` of the context's pool allocation at `p`.
@@ -143,14 +146,7 @@ impl Harness {
             shareData_out: data.as_mut_ptr().cast(),
             ptr: p as CUdeviceptr,
         };
-        let r = self.call(
-            POOL_EXPORT,
-            c"cuMemPoolExportPointer",
-            (&params as *const cuMemPoolExportPointer_params).cast(),
-            c"",
-            || CUDA_SUCCESS,
-        );
-        assert_eq!(r, CUDA_SUCCESS);
+        self.succeed(POOL_EXPORT, c"cuMemPoolExportPointer", &params);
     }
 
     /// `cuMemPoolImportPointer`: `size` bytes of "another process's" pool allocation.
@@ -188,14 +184,7 @@ impl Harness {
             handleType: 1,
             flags: 0,
         };
-        let r = self.call(
-            RANGE_EXPORT,
-            c"cuMemGetHandleForAddressRange",
-            (&params as *const cuMemGetHandleForAddressRange_params).cast(),
-            c"",
-            || CUDA_SUCCESS,
-        );
-        assert_eq!(r, CUDA_SUCCESS);
+        self.succeed(RANGE_EXPORT, c"cuMemGetHandleForAddressRange", &params);
     }
 
     /// `cuMemExportToShareableHandle` of `handle` (as a file descriptor).
@@ -207,14 +196,7 @@ impl Harness {
             handleType: 1,
             flags: 0,
         };
-        let r = self.call(
-            HANDLE_EXPORT,
-            c"cuMemExportToShareableHandle",
-            (&params as *const cuMemExportToShareableHandle_params).cast(),
-            c"",
-            || CUDA_SUCCESS,
-        );
-        assert_eq!(r, CUDA_SUCCESS);
+        self.succeed(HANDLE_EXPORT, c"cuMemExportToShareableHandle", &params);
     }
 
     /// `cuIpcCloseMemHandle`.
