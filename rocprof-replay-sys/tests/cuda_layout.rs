@@ -261,6 +261,9 @@ fn checks() -> Probe {
     strukt!(p, cuMemPoolImportPointer_params, "cuMemPoolImportPointer_params" {
         ptr_out, pool, shareData,
     });
+    strukt!(p, cuMemGetHandleForAddressRange_params, "cuMemGetHandleForAddressRange_params" {
+        handle, dptr, size, handleType, flags,
+    });
     strukt!(p, cuMemImportFromShareableHandle_params, "cuMemImportFromShareableHandle_params" {
         handle, osHandle, shHandleType,
     });

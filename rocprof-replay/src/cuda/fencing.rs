@@ -4,18 +4,18 @@
 //! process).
 
 use super::*;
+use crate::cuda::api::{CU_STREAM_WAIT_VALUE_GEQ, error_name};
 
 impl Backend {
     /// Holds stream work off a replay window of its context: the reader side, from the
     /// call's enter callback to its exit callback.
-    pub(super) fn hold_off_window(&self, enter: bool, call: u32, ctx_handle: usize) {
+    pub(super) fn hold_off_window(&self, cb: &CUpti_CallbackData) {
         // Work that may write device memory, outside any window (a copy may write another
         // context's memory: all of them).
         self.hold_off_window_writing(
-            enter,
-            call,
-            ctx_handle,
+            cb,
             || [Some(None); 2],
+            || None,
             || None,
             crate::engine::footprint::note_device_write_all,
         );
@@ -32,18 +32,28 @@ impl Backend {
     /// other context, whose next drain waits for it (a restore must neither undo
     /// the work's writes nor change what it reads). `note` tells the engine what the work
     /// writes, before the call and again after it.
+    ///
+    /// Work that reaches no other context and whose call returns without waiting for its
+    /// stream (`ordered`, asked only while an asynchronous window of the context offers its
+    /// gate: the stream, or `None`) does not wait for that window: it is enqueued behind the
+    /// window's gate on its stream ([`order_behind_window`](Self::order_behind_window)), and
+    /// runs once the window is over, as it would have had its call waited.
     pub(super) fn hold_off_window_writing(
         &self,
-        enter: bool,
-        call: u32,
-        ctx_handle: usize,
+        cb: &CUpti_CallbackData,
         ranges: impl FnOnce() -> [Option<Option<(usize, usize)>>; 2],
         stream: impl Fn() -> Option<usize>,
+        ordered: impl FnOnce() -> Option<usize>,
         note: impl Fn(),
     ) {
-        if enter {
+        let (call, ctx_handle) = (cb.correlationId, cb.context as usize);
+        if cb.callbackSite == CUPTI_API_ENTER {
             note();
             let mut held = self.contexts_reached(ctx_handle, &ranges());
+            if held.is_empty() && self.order_behind_window(&self.ctx(ctx_handle), ordered) {
+                // No reader held: the exit callback finds none to release.
+                return;
+            }
             held.push(ctx_handle);
             held.sort_unstable();
             held.dedup();
@@ -100,6 +110,71 @@ impl Backend {
             // (recorded in READERS).
             unsafe { c.lock.release_held() };
         }
+    }
+
+    /// Enqueues a wait for the gate of the asynchronous window holding `ctx` on the stream
+    /// `ordered` names (asked only when a window offers its gate), so that the application's
+    /// work enqueued there next runs once that window is over, and its call need not wait for
+    /// the window. The work is listed as waiting for the window on that lane
+    /// ([`AgentLock::ordered_behind`]): a first pass that may wait for it gives way as for
+    /// work waiting at the host. `false` (the call must wait at the host) when no gate is
+    /// offered, the work is not such work, the stream is capturing (the work would only become
+    /// a graph node; the wait would too), or the wait cannot be enqueued.
+    pub(super) fn order_behind_window(
+        &self,
+        ctx: &Ctx,
+        ordered: impl FnOnce() -> Option<usize>,
+    ) -> bool {
+        if !ctx.window_gate.offered() {
+            return false;
+        }
+        let Some(stream) = ordered() else {
+            return false;
+        };
+        let Some(wait) = self.drv.stream_wait_value32 else {
+            return false;
+        };
+        let _g = Guard::new();
+        let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: the application's stream, on the thread enqueueing work into it.
+        let r = unsafe { (self.drv.stream_is_capturing)(stream as CUstream, &mut status) };
+        if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+            return false;
+        }
+        let enqueued = ctx.window_gate.order_behind(|addr, value| {
+            // SAFETY: the application's stream, of the current context; the word is mapped
+            // memory of ours that lives for the process.
+            unsafe { wait(stream as CUstream, addr, value, CU_STREAM_WAIT_VALUE_GEQ) }
+        });
+        match enqueued {
+            Some(CUDA_SUCCESS) => {
+                ctx.lock.ordered_behind(Some(stream as u64));
+                true
+            }
+            Some(r) => {
+                tracing::debug!(
+                    status = %error_name(&self.drv, r),
+                    "stream work could not be ordered behind a window on the device: its call \
+                     waits for the window"
+                );
+                false
+            }
+            // The window ended meanwhile.
+            None => false,
+        }
+    }
+
+    /// Whether `[addr, addr + len)` is memory a copy does not stage: device memory the
+    /// backend knows (an allocation, an import, a mapping) or page-locked host memory
+    /// (pinned, registered, managed).
+    pub(crate) fn locked(&self, addr: usize, len: usize) -> bool {
+        let last = addr.saturating_add(len.saturating_sub(1));
+        let known = |a: usize| {
+            self.inventory.origin_of(a).is_some()
+                || self.host_memory.read().containing(a).is_some()
+                || self.foreign_memory.read().containing(a).is_some()
+        };
+        known(addr) && known(last)
     }
 
     /// The other contexts of the process whose memory work of `own` may reach through its

@@ -205,6 +205,11 @@ impl Gate {
         unsafe { wait(stream, self.addr(), self.value, CU_STREAM_WAIT_VALUE_GEQ) }
     }
 
+    /// The value the word must reach for the gate to open.
+    pub(crate) fn value(&self) -> u32 {
+        self.value
+    }
+
     /// Opens the gate now (a host store).
     pub(crate) fn open(mut self) {
         self.open_now();
@@ -255,6 +260,72 @@ impl Gate {
 impl Drop for Gate {
     fn drop(&mut self) {
         self.open_now();
+    }
+}
+
+/// The gate of the asynchronous window holding a context, offered to the application's
+/// stream work submitted while it holds the context ([`order_behind`](Self::order_behind)):
+/// a copy, fill or host function on any stream of the context is enqueued behind the gate
+/// on the device, so its call returns at once and the work runs once the window is over,
+/// as it would have had the call waited for the window.
+///
+/// A gate is offered from when it is on the application's stream (after pass 1, at the
+/// launch's exit) until the window ends ([`retire`](Self::retire)), which is before the
+/// window lets go of the context and before the gate opens: work ordered behind it is never
+/// released into another window. Offering, retiring and enqueueing behind the gate happen
+/// under one lock, so no wait is enqueued behind a gate already opened by a window that
+/// ended.
+#[derive(Debug, Default)]
+pub(crate) struct WindowGate {
+    state: Mutex<Offered>,
+    windows: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Offered {
+    /// The window holding the context (0: none).
+    holder: u64,
+    /// Its gate's word and value, once on the application's stream.
+    gate: Option<(CUdeviceptr, u32)>,
+}
+
+impl WindowGate {
+    /// A window took the context's writer: its number, for [`offer`](Self::offer).
+    pub(crate) fn hold(&self) -> u64 {
+        let window = self.windows.fetch_add(1, Ordering::Relaxed) + 1;
+        *self.state.lock() = Offered {
+            holder: window,
+            gate: None,
+        };
+        window
+    }
+
+    /// Window `window`'s gate (`addr`, `value`) is on the application's stream: offered,
+    /// unless the window no longer holds the context (it ended meanwhile).
+    pub(crate) fn offer(&self, window: u64, addr: CUdeviceptr, value: u32) {
+        let mut s = self.state.lock();
+        if window != 0 && s.holder == window {
+            s.gate = Some((addr, value));
+        }
+    }
+
+    /// The window holding the context ends (before it lets go of the context and before its
+    /// gate opens): nothing more is ordered behind its gate.
+    pub(crate) fn retire(&self) {
+        *self.state.lock() = Offered::default();
+    }
+
+    /// Whether a gate is offered now (a hint: [`order_behind`](Self::order_behind) decides).
+    pub(crate) fn offered(&self) -> bool {
+        self.state.lock().gate.is_some()
+    }
+
+    /// Runs `enqueue` with the offered gate's word and value while that gate cannot open
+    /// (its window cannot end meanwhile); `None` when no gate is offered.
+    pub(crate) fn order_behind<T>(&self, enqueue: impl FnOnce(CUdeviceptr, u32) -> T) -> Option<T> {
+        let s = self.state.lock();
+        let (addr, value) = s.gate?;
+        Some(enqueue(addr, value))
     }
 }
 
@@ -426,5 +497,44 @@ impl Behind {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_gate_is_offered_only_while_its_window_holds_the_context() {
+        let w = WindowGate::default();
+        assert_eq!(w.order_behind(|a, v| (a, v)), None, "no window");
+        let first = w.hold();
+        assert_eq!(w.order_behind(|a, v| (a, v)), None, "not on the stream yet");
+        w.offer(first, 0x1000, 5);
+        assert_eq!(w.order_behind(|a, v| (a, v)), Some((0x1000, 5)));
+        w.retire();
+        assert_eq!(
+            w.order_behind(|a, v| (a, v)),
+            None,
+            "retired with its window"
+        );
+        // A window that ended before its launch's exit offered its gate: never offered, also
+        // not to the next window's callers.
+        w.offer(first, 0x1000, 5);
+        assert_eq!(
+            w.order_behind(|a, v| (a, v)),
+            None,
+            "offered after its window ended"
+        );
+        let second = w.hold();
+        assert_ne!(first, second);
+        w.offer(first, 0x1000, 5);
+        assert_eq!(
+            w.order_behind(|a, v| (a, v)),
+            None,
+            "an older window's gate"
+        );
+        w.offer(second, 0x1004, 9);
+        assert_eq!(w.order_behind(|a, v| (a, v)), Some((0x1004, 9)));
     }
 }

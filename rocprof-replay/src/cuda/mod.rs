@@ -163,6 +163,10 @@ pub(crate) struct Ctx {
     /// The gate words of asynchronous windows and timed passes (allocated on first use;
     /// `None`: no stream memory operations here).
     pub(crate) gates: OnceLock<Option<Arc<gate::GatePage>>>,
+    /// The gate of the asynchronous window holding the context, which the application's
+    /// stream work is ordered behind on the device instead of waiting for the window
+    /// ([`fencing`]).
+    pub(crate) window_gate: gate::WindowGate,
     /// The compare kernel of write-set restore (loaded by the first diff here).
     pub(crate) compare: Mutex<window::compare::CompareKernel>,
 }
@@ -221,6 +225,7 @@ impl Ctx {
             arena: Mutex::new(Arena::default()),
             private: Mutex::new(Private::default()),
             gates: OnceLock::new(),
+            window_gate: gate::WindowGate::default(),
             compare: Mutex::default(),
         }
     }
@@ -503,10 +508,9 @@ impl Backend {
                 // (each launch's stream is its own context's, which that context's drain
                 // waits for).
                 self.hold_off_window_writing(
-                    enter,
-                    call,
-                    ctx_handle,
+                    cb,
                     || [None, None],
+                    || None,
                     || None,
                     crate::engine::footprint::note_device_write_all,
                 );
@@ -525,12 +529,12 @@ impl Backend {
                     // A batch may also write memory, of any context: held off, with an event
                     // behind it for the owners' drains.
                     self.hold_off_window_writing(
-                        enter,
-                        call,
-                        ctx_handle,
+                        cb,
                         || [None, None],
                         // SAFETY: this call's parameters and CUPTI's NUL-terminated name.
                         || unsafe { call_stream(cb, params) },
+                        // It may hold stream memory waits: never ordered behind a window.
+                        || None,
                         crate::engine::footprint::note_device_write_all,
                     );
                 }
@@ -555,13 +559,26 @@ impl Backend {
                     _ => writes::Writes::Unknown,
                 };
                 self.hold_off_window_writing(
-                    enter,
-                    call,
-                    ctx_handle,
+                    cb,
                     // SAFETY: this call's parameters, which `writes` was decoded for.
                     || unsafe { writes.ranges(params) },
                     // SAFETY: this call's parameters and CUPTI's NUL-terminated name.
                     || unsafe { call_stream(cb, params) },
+                    || {
+                        // Graph launches are not ordered behind a window (their work is not
+                        // decoded).
+                        let Api::StreamWork(w) = api else {
+                            return None;
+                        };
+                        // SAFETY: CUPTI's NUL-terminated name, and this call's parameters,
+                        // which `w` was decoded for.
+                        unsafe {
+                            let name = CStr::from_ptr(cb.functionName).to_string_lossy();
+                            w.returns_at_once(&name, params, |a, n| self.locked(a, n))
+                                .then(|| call_stream(cb, params))
+                                .flatten()
+                        }
+                    },
                     // SAFETY: as for the range.
                     || unsafe { writes.note(params) },
                 );
@@ -965,7 +982,7 @@ impl Backend {
                 }
                 // A window may be snapshotting the module's variables: the unload waits.
                 if ctx_handle != 0 {
-                    self.hold_off_window(enter, call, ctx_handle);
+                    self.hold_off_window(cb);
                 }
             }
         }

@@ -1175,6 +1175,8 @@ const HANDLE_EXPORT: u32 = 40;
 const POOL_EXPORT: u32 = 41;
 const POOL_IMPORT: u32 = 42;
 const RANGE_EXPORT: u32 = 43;
+const MEMSET_ASYNC: u32 = 44;
+const HOST_FUNC: u32 = 45;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1299,6 +1301,8 @@ fn harness_deciding_clocked(
         ("cuMemPoolExportPointer", POOL_EXPORT),
         ("cuMemPoolImportPointer", POOL_IMPORT),
         ("cuMemGetHandleForAddressRange", RANGE_EXPORT),
+        ("cuMemsetD32Async", MEMSET_ASYNC),
+        ("cuLaunchHostFunc", HOST_FUNC),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).
@@ -4554,6 +4558,9 @@ mod table_tests;
 
 #[path = "memory_tests.rs"]
 mod memory_tests;
+
+#[path = "ordering_tests.rs"]
+mod ordering_tests;
 
 /// The launch metrics of `add_one`'s launch (`Harness::launch`: grid 4×2×1 of 256 threads,
 /// 512 bytes of dynamic shared memory) on the fake H200: static shared 1024, 16 registers,

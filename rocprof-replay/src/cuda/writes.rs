@@ -231,6 +231,59 @@ impl Writes {
         })
     }
 
+    /// Whether the stream-work call `name` (this was made [`of`](Self::of) it) returns
+    /// without waiting for its stream: an asynchronous copy whose ends are device or
+    /// page-locked memory (`locked` says which addresses are), an asynchronous fill, a stream
+    /// write, a host function or a legacy asynchronous launch. Not a synchronous call, nor a
+    /// copy with an end `locked` does not vouch for (from or into pageable memory the driver
+    /// stages the copy and may wait for the stream's earlier work inside the call). Such work
+    /// may be ordered behind a window on the device, its call returning at once.
+    ///
+    /// # Safety
+    /// As for [`range`](Self::range).
+    pub(crate) unsafe fn returns_at_once(
+        self,
+        name: &str,
+        params: *const c_void,
+        locked: impl Fn(usize, usize) -> bool,
+    ) -> bool {
+        let base = name
+            .strip_suffix("_ptsz")
+            .or_else(|| name.strip_suffix("_ptds"))
+            .unwrap_or(name);
+        let word = |i: usize| {
+            // SAFETY: as for `range` (the copies read here hold dst, src and the byte count
+            // as their first three 8-byte fields).
+            unsafe { *params.cast::<u64>().add(i) as usize }
+        };
+        match self {
+            Writes::Copy => {
+                matches!(
+                    base,
+                    "cuMemcpyAsync"
+                        | "cuMemcpyHtoDAsync_v2"
+                        | "cuMemcpyDtoDAsync_v2"
+                        | "cuMemcpyWithAttributesAsync"
+                ) && {
+                    let (dst, src, n) = (word(0), word(1), word(2));
+                    locked(dst, n) && locked(src, n)
+                }
+            }
+            Writes::ToHost => base == "cuMemcpyDtoHAsync_v2" && locked(word(0), word(2)),
+            Writes::Fill { .. } | Writes::Fill2D { .. } => base.ends_with("Async"),
+            Writes::Value { .. } => true,
+            Writes::Unknown => matches!(
+                base,
+                "cuLaunchHostFunc" | "cuStreamAddCallback" | "cuLaunchGridAsync"
+            ),
+            Writes::Peer
+            | Writes::FromArray
+            | Writes::ToArray
+            | Writes::LegacyToHost
+            | Writes::Host => false,
+        }
+    }
+
     /// Tells the engine what the call writes (before it is submitted, and again after).
     ///
     /// # Safety
@@ -241,6 +294,49 @@ impl Writes {
             Some(None) => {}
             Some(Some((start, len))) => crate::engine::footprint::note_range_write(start, len),
             None => crate::engine::footprint::note_device_write_all(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `returns_at_once` of `name` with parameter words `p`, where `locked` addresses are
+    /// those below 0x1_0000.
+    fn at_once(name: &str, p: &[u64]) -> bool {
+        // SAFETY: `p` holds every word the decoded struct has.
+        unsafe {
+            Writes::of(name).returns_at_once(name, p.as_ptr().cast(), |a, n| a + n <= 0x1_0000)
+        }
+    }
+
+    #[test]
+    fn only_asynchronous_work_without_pageable_ends_returns_at_once() {
+        let (dev, pageable) = (0x1000, 0x9_0000);
+        for (name, p, want) in [
+            ("cuMemcpyAsync", [dev, dev + 64, 64, 5], true),
+            ("cuMemcpyAsync", [dev, pageable, 64, 5], false),
+            ("cuMemcpyAsync", [pageable, dev, 64, 5], false),
+            ("cuMemcpyHtoDAsync_v2", [dev, dev + 64, 64, 5], true),
+            ("cuMemcpyHtoDAsync_v2_ptsz", [dev, pageable, 64, 5], false),
+            ("cuMemcpyDtoDAsync_v2_ptsz", [dev, dev + 64, 64, 0], true),
+            ("cuMemcpyDtoHAsync_v2", [dev, dev + 64, 64, 5], true),
+            ("cuMemcpyDtoHAsync_v2", [pageable, dev, 64, 5], false),
+            // Synchronous: they wait for the stream inside the call.
+            ("cuMemcpy", [dev, dev + 64, 64, 0], false),
+            ("cuMemcpyDtoD_v2", [dev, dev + 64, 64, 0], false),
+            ("cuMemsetD32_v2", [dev, 7, 16, 0], false),
+            ("cuMemsetD32Async", [dev, 7, 16, 5], true),
+            ("cuMemsetD8Async_ptsz", [dev, 7, 16, 0], true),
+            ("cuStreamWriteValue32_v2", [5, dev, 1, 0], true),
+            ("cuLaunchHostFunc", [5, 1, 0, 0], true),
+            ("cuLaunchGridAsync", [1, 2, 3, 5], true),
+            ("cuLaunchGrid", [1, 2, 3, 0], false),
+            ("cuMemcpyPeerAsync", [dev, 1, dev + 64, 2], false),
+            ("cuMemcpy2DAsync_v2", [1, 5, 0, 0], false),
+        ] {
+            assert_eq!(at_once(name, &p), want, "{name} {p:x?}");
         }
     }
 }

@@ -45,12 +45,15 @@ pub(crate) struct AgentLock {
     tokens: AtomicU64,
 }
 
-/// One blocked piece of work: its token, its lane (`None`: not known) and since when.
+/// One blocked piece of work: its token, its lane (`None`: not known) and since when;
+/// `ordered`: work the application's call enqueued behind the window on the device
+/// ([`ordered_behind`](AgentLock::ordered_behind)), listed until the window ends.
 #[derive(Clone, Copy, Debug)]
 struct BlockedEntry {
     token: u64,
     lane: Option<u64>,
     since: Instant,
+    ordered: bool,
 }
 
 /// Listed in [`AgentLock::blocked`] from creation until dropped.
@@ -66,6 +69,7 @@ impl<'a> Blocked<'a> {
             token,
             lane,
             since: Instant::now(),
+            ordered: false,
         });
         Blocked { agent, token }
     }
@@ -211,6 +215,28 @@ impl AgentLock {
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
     pub(crate) fn blocked(&self, lane: Option<u64>) -> Blocked<'_> {
         Blocked::new(self, lane)
+    }
+
+    /// Lists work that the application's call enqueued on `lane` behind the window holding
+    /// the agent, on the device (its call returned; the work waits for the window's gate),
+    /// until [`window_gate_opening`](Self::window_gate_opening): a first pass waiting for it
+    /// gives way as it does for work blocked at the host ([`held_up`](Self::held_up)).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    pub(crate) fn ordered_behind(&self, lane: Option<u64>) {
+        let token = self.tokens.fetch_add(1, Ordering::Relaxed);
+        self.blocked.lock().push(BlockedEntry {
+            token,
+            lane,
+            since: Instant::now(),
+            ordered: true,
+        });
+    }
+
+    /// The window's gate opens: the work listed by [`ordered_behind`](Self::ordered_behind)
+    /// no longer waits for it.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    pub(crate) fn window_gate_opening(&self) {
+        self.blocked.lock().retain(|e| !e.ordered);
     }
 
     /// Whether work blocked on this agent, on a lane `may_release` says the running
@@ -580,6 +606,34 @@ mod tests {
             !agent.held_up(Duration::ZERO, |_| true),
             "unlisted once they got the lock"
         );
+    }
+
+    #[test]
+    fn work_ordered_behind_a_window_is_listed_until_its_gate_opens() {
+        let agent = AgentLock::new();
+        let _window = agent.write_for(SHORT).expect("free");
+        let blocked = agent.blocked(Some(3));
+        agent.ordered_behind(Some(7));
+        agent.ordered_behind(Some(8));
+        assert!(agent.held_up(Duration::ZERO, |l| l == Some(7)));
+        assert!(
+            !agent.held_up(GIVE_UP, |l| l == Some(7)),
+            "not long enough yet"
+        );
+        until("held up past 20 ms", || {
+            agent.held_up(SHORT, |l| l == Some(8))
+        });
+        agent.window_gate_opening();
+        assert!(
+            !agent.held_up(Duration::ZERO, |l| l == Some(7) || l == Some(8)),
+            "the work behind the gate goes with it"
+        );
+        assert!(
+            agent.held_up(Duration::ZERO, |l| l == Some(3)),
+            "work blocked at the host stays listed"
+        );
+        drop(blocked);
+        assert!(!agent.held_up(Duration::ZERO, |_| true));
     }
 
     #[test]

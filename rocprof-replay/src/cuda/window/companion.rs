@@ -43,6 +43,9 @@ pub(super) struct HandoffState {
     /// callbacks ([`Handoff::on_app_thread`]), and how many such requests it has run.
     pub(super) request: Option<Request>,
     pub(super) served: u64,
+    /// The number the window holding the context got from its [`WindowGate`](crate::cuda::gate::WindowGate)
+    /// (0: not yet), for offering its gate once it is on the application's stream.
+    pub(super) window: u64,
     /// The window holds the context: the release follows within its capture's time, so the
     /// application thread polls for it instead of sleeping ([`Handoff::soon`]).
     pub(super) soon: bool,
@@ -83,9 +86,17 @@ impl Handoff {
 
     /// The window took the context: the release is near. Wakes the application thread, which
     /// then polls for it ([`SPIN_FOR`]) while the window captures.
-    pub(super) fn soon(&self) {
-        self.state.lock().soon = true;
+    pub(super) fn soon(&self, window: u64) {
+        let mut s = self.state.lock();
+        s.soon = true;
+        s.window = window;
+        drop(s);
         self.changed.notify_all();
+    }
+
+    /// The window's number ([`soon`](Self::soon); 0: none took the context).
+    pub(super) fn window(&self) -> u64 {
+        self.state.lock().window
     }
 
     pub(super) fn release(&self, r: Release) {

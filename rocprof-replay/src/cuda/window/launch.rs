@@ -336,12 +336,20 @@ pub(crate) unsafe fn enter_launch(
         crate::engine::footprint::note_device_write(cb.context as u64);
         // SAFETY: the application is inside this launch call: its arguments are alive.
         let others = unsafe { contexts_named(be, &ctx, &launch, facts.params.as_deref()) };
-        let others = hold_in_order(be, &ctx, &others, stream);
+        // A launch returns without waiting for its stream: where it reaches no other
+        // context, it is ordered behind an asynchronous window of its own on the device
+        // rather than waiting for it.
+        let ordered = others.is_empty() && be.order_behind_window(&ctx, || Some(stream as usize));
+        let others = if ordered {
+            SmallVec::new()
+        } else {
+            hold_in_order(be, &ctx, &others, stream)
+        };
         let pending = Box::new(Pending {
             hand: None,
             ctx,
             stream,
-            release: Release::Ordinary { reader: true },
+            release: Release::Ordinary { reader: !ordered },
             go: None,
             asynchronous: None,
             others,
@@ -627,8 +635,12 @@ pub(crate) unsafe fn exit_launch(
             }
             Release::Pass { .. } => {
                 if let Some(gate) = hold_behind(be, &page, &hand, stream) {
-                    if let Some(back) = hand.set_launched_behind(result, gate) {
-                        back.open();
+                    let (addr, value) = (gate.addr(), gate.value());
+                    match hand.set_launched_behind(result, gate) {
+                        Some(back) => back.open(),
+                        // The application's work on other streams may now be ordered behind
+                        // it, on the device (`fencing`).
+                        None => ctx.window_gate.offer(hand.window(), addr, value),
                     }
                     return;
                 }

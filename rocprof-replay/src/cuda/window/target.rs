@@ -477,7 +477,7 @@ impl<'a> CudaTarget<'a> {
         }
         if self.window.is_some() {
             self.settle_original();
-            self.window = None;
+            self.let_go();
         }
     }
 }
@@ -857,7 +857,8 @@ impl ReplayTarget for CudaTarget<'_> {
         match self.ctx.lock.write_for_on(self.settings().lock, lane) {
             Some(guard) => {
                 self.window = Some(guard);
-                self.job.hand.soon();
+                let window = self.ctx.window_gate.hold();
+                self.job.hand.soon(window);
                 Ok(())
             }
             None => Err(DeclineReason::LockTimeout),
@@ -1200,7 +1201,20 @@ impl ReplayTarget for CudaTarget<'_> {
         // Trimmed once the window's gates are open (`run_job`): freeing may synchronise the
         // context, and the application's stream may still wait behind a gate of this window.
         self.ctx.arena.lock().end_window();
-        self.window = None;
+        self.let_go();
+    }
+}
+
+impl CudaTarget<'_> {
+    /// Lets go of the context's writer. Before that, and before the window's gate opens,
+    /// nothing more is ordered behind the gate, and the work that was is no longer listed as
+    /// waiting for the window.
+    fn let_go(&mut self) {
+        if self.window.is_some() {
+            self.ctx.window_gate.retire();
+            self.ctx.lock.window_gate_opening();
+            self.window = None;
+        }
     }
 }
 

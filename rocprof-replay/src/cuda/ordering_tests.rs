@@ -1,0 +1,292 @@
+//! The application's stream work during an asynchronous window, on the fake driver: work
+//! whose call returns without waiting for its stream is enqueued behind the window's gate on
+//! the device ([`WindowGate`](crate::cuda::gate::WindowGate)) and its call returns at once;
+//! other work still waits for the window at the host.
+
+use super::*;
+
+/// The application's call `name` (registered as `cbid`) with the 8-byte parameter words `p`;
+/// its driver part runs `body`.
+fn stream_call(h: &Harness, cbid: u32, name: &CStr, p: &[u64], body: impl FnOnce()) {
+    h.call(cbid, name, p.as_ptr().cast(), c"", || {
+        body();
+        CUDA_SUCCESS
+    });
+}
+
+/// What the driver part of a call saw: whether its stream was held by a wait not yet passed,
+/// and how many relaunches the fake had run (a window of 3 passes runs 2, the last one
+/// finished before the window lets go of the context).
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    held: bool,
+    relaunches: u32,
+}
+
+fn seen(stream: usize) -> Seen {
+    let mut g = gpu();
+    Seen {
+        held: !g.held(stream).is_empty(),
+        relaunches: g.relaunches,
+    }
+}
+
+/// The gate waits enqueued on `stream`, in order.
+fn waits_on(stream: usize) -> Vec<(usize, u32)> {
+    gpu()
+        .ops
+        .iter()
+        .filter_map(|&(s, op)| match op {
+            Op::Wait(a, v) if s == stream => Some((a, v)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// After the window: replayed once over `buf`, every gate open, nothing listed as waiting.
+fn after_the_window(h: &Harness, buf: &Buffer) {
+    h.settle();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(buf.values(), vec![1; buf.n as usize], "one execution");
+    assert!(every_wait_passed(), "a gate stayed closed");
+    assert!(
+        !h.be.ctx(CTX).lock.held_up(Duration::ZERO, |_| true),
+        "work still listed as waiting for the window"
+    );
+}
+
+#[test]
+fn async_fills_copies_and_host_functions_on_other_streams_are_ordered_behind_the_window() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let other = Buffer::new(&h, 4);
+    let (pinned, _) = host_alloc(&h, 64);
+    // Each relaunch takes 200 ms: the calls below return within the first.
+    h.window_in_flight(&mut buf, Duration::from_millis(200));
+    let dst = other.ptr;
+    let mut fill = Seen::default();
+    // cuMemsetD32Async(dstDevice, ui, N, hStream)
+    stream_call(
+        &h,
+        MEMSET_ASYNC,
+        c"cuMemsetD32Async",
+        &[dst, 7, 4, 0x6000],
+        || {
+            fill = seen(0x6000);
+        },
+    );
+    let mut d2d = Seen::default();
+    // cuMemcpyDtoDAsync_v2(dst, src, ByteCount, hStream): within the window's own buffer's
+    // neighbour, both ends device memory.
+    stream_call(
+        &h,
+        COPY_DTOD,
+        c"cuMemcpyDtoDAsync_v2",
+        &[dst, dst + 8, 8, 0x6100],
+        || {
+            d2d = seen(0x6100);
+        },
+    );
+    let mut d2h = Seen::default();
+    // cuMemcpyDtoHAsync_v2(dstHost, srcDevice, ByteCount, hStream) into pinned memory.
+    stream_call(
+        &h,
+        COPY_DTOH,
+        c"cuMemcpyDtoHAsync_v2",
+        &[pinned as u64, dst, 16, 0x6200],
+        || d2h = seen(0x6200),
+    );
+    let mut host_fn = Seen::default();
+    // cuLaunchHostFunc(hStream, fn, userData)
+    stream_call(
+        &h,
+        HOST_FUNC,
+        c"cuLaunchHostFunc",
+        &[0x6300, 0x1, 0],
+        || {
+            host_fn = seen(0x6300);
+        },
+    );
+    for (what, s) in [
+        ("fill", fill),
+        ("device copy", d2d),
+        ("copy into pinned memory", d2h),
+        ("host function", host_fn),
+    ] {
+        assert!(
+            s.relaunches < 2,
+            "the {what} waited for the window at the host: {s:?}"
+        );
+        assert!(
+            s.held,
+            "the {what} was not enqueued behind the window: {s:?}"
+        );
+    }
+    // Behind the very gate the window put on its launch's stream after pass 1.
+    let app = waits_on(0x5000);
+    for s in [0x6000, 0x6100, 0x6200, 0x6300] {
+        let w = waits_on(s);
+        assert_eq!(w.len(), 1, "stream {s:#x}: {w:?}");
+        assert!(
+            app.contains(&w[0]),
+            "stream {s:#x} waits {w:?}, the window's {app:?}"
+        );
+    }
+    after_the_window(&h, &buf);
+}
+
+#[test]
+fn stream_work_that_may_wait_for_its_stream_inside_the_call_waits_for_the_window_at_the_host() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let other = Buffer::new(&h, 4);
+    let pageable = [0u8; 64];
+    let mut seen_by = Vec::new();
+    // From pageable memory, the driver stages the copy; into pageable memory as well; and a
+    // device-to-device copy whose source the backend does not know.
+    let calls: [(u32, &CStr, [u64; 4]); 3] = [
+        (
+            MEMCPY,
+            c"cuMemcpyHtoDAsync_v2",
+            [other.ptr, pageable.as_ptr() as u64, 16, 0x6000],
+        ),
+        (
+            COPY_DTOH,
+            c"cuMemcpyDtoHAsync_v2",
+            [pageable.as_ptr() as u64, other.ptr, 16, 0x6000],
+        ),
+        (
+            COPY_DTOD,
+            c"cuMemcpyDtoDAsync_v2",
+            [other.ptr, pageable.as_ptr() as u64, 16, 0x6000],
+        ),
+    ];
+    for (cbid, name, p) in calls {
+        let before = gpu().relaunches;
+        h.window_in_flight(&mut buf, Duration::from_millis(60));
+        let mut s = Seen::default();
+        stream_call(&h, cbid, name, &p, || s = seen(0x6000));
+        seen_by.push((name.to_owned(), s, before));
+        h.settle();
+        gpu().slow_relaunches = None;
+    }
+    for (name, s, before) in &seen_by {
+        assert_eq!(
+            s.relaunches,
+            before + 2,
+            "{name:?} did not wait for the window: {s:?}"
+        );
+        assert!(!s.held, "{name:?} was held on the device: {s:?}");
+    }
+    assert!(waits_on(0x6000).is_empty());
+    assert_eq!(h.outcomes().len(), 3);
+    assert_eq!(buf.values(), vec![3; 8], "one execution of each launch");
+}
+
+#[test]
+fn a_launch_that_is_not_replayed_is_ordered_behind_the_window_of_another_stream() {
+    #[repr(C)]
+    struct WaitValue32 {
+        stream: CUstream,
+        addr: CUdeviceptr,
+        value: u32,
+        flags: u32,
+    }
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    // Stream 0x6000 has waited on memory: its launches run once, declined.
+    let params = WaitValue32 {
+        stream: 0x6000 as CUstream,
+        addr: 0,
+        value: 1,
+        flags: 0,
+    };
+    h.call(
+        WAIT_VALUE,
+        c"cuStreamWaitValue32_v2",
+        (&params as *const WaitValue32).cast(),
+        c"",
+        || CUDA_SUCCESS,
+    );
+    let mut buf = Buffer::new(&h, 8);
+    // What the launch writes: memory the window does not watch (the fake runs a kernel when
+    // it is enqueued, gate or not; on a GPU it would run after the window).
+    let mut plain = vec![0u32; 4];
+    let mut ptr = plain.as_mut_ptr() as CUdeviceptr;
+    let mut n = 4u32;
+    let mut args: [*mut c_void; 2] = [
+        (&mut ptr as *mut CUdeviceptr).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    h.window_in_flight(&mut buf, Duration::from_millis(200));
+    h.launch_returning(&ADD_ONE, &mut args, 0x6000, c"_Z7add_onePji");
+    let relaunches = gpu().relaunches;
+    assert!(relaunches < 2, "the launch waited for the window");
+    let outcomes = h.outcomes();
+    assert_eq!(
+        outcomes[0].1.kind,
+        OutcomeKind::Declined(DeclineReason::StreamMemoryWait)
+    );
+    let launched: Vec<bool> = gpu()
+        .ops
+        .iter()
+        .filter_map(|&(s, op)| match op {
+            Op::Launch(held) if s == 0x6000 => Some(held),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(launched, vec![true], "enqueued behind the window's gate");
+    h.settle();
+    let o = &h.outcomes()[1].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert_eq!(plain, vec![1; 4]);
+    assert!(every_wait_passed());
+}
+
+#[test]
+fn a_first_pass_waiting_for_work_ordered_behind_its_window_gives_way() {
+    // The kernel waits for a flag that a copy on another stream sets; the copy's call returns
+    // at once, the copy itself waits behind the window's gate: without the yield both wait
+    // until the 10 s pass deadline.
+    let h = harness(3, yielding());
+    let mut buf = Buffer::new(&h, 4);
+    let other = Buffer::new(&h, 4);
+    let started = Instant::now();
+    let mut s = Seen::default();
+    first_pass_waiting_for(&h, &mut buf, |h| {
+        stream_call(
+            h,
+            COPY_DTOD,
+            c"cuMemcpyDtoDAsync_v2",
+            &[other.ptr, other.ptr + 8, 8, 0x6000],
+            || s = seen(0x6000),
+        );
+        assert!(s.held, "{s:?}");
+        // The copy runs (and sets the flag) once its stream is let go.
+        std::thread::spawn(|| {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !gpu().held(0x6000).is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            unstick();
+        });
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the window waited {:?} for a first pass held up by work behind it",
+        started.elapsed()
+    );
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention),
+        "{o:?}"
+    );
+    assert_eq!(o.passes, 1);
+    assert_eq!(buf.values(), vec![1; 4], "one execution");
+    assert!(!h.be.ctx(CTX).lock.held_up(Duration::ZERO, |_| true));
+}
