@@ -1,7 +1,8 @@
 //! Asynchronous replay windows and kernel-only pass times on a real NVIDIA GPU (issue 13
 //! items 3 and 4): the launch call returns as it does without the tool, a kernel waiting for
 //! the application's next action completes, nobody sees the launch complete before its window
-//! ends, and the pass times of a 5 us kernel measure the kernel. Built without
+//! ends, the application's stream work on another stream neither waits for the window nor runs
+//! inside it, and the pass times of a 5 us kernel measure the kernel. Built without
 //! `ROCPROF_REPLAY_GPU_TESTS=1` these tests show as ignored with the reason.
 //!
 //! Logs, records and summaries go to `ROCPROF_REPLAY_GPU_OUT` when set.
@@ -205,6 +206,50 @@ fn nobody_sees_a_replayed_launch_complete_before_its_window_ends() {
     assert_eq!(k[0]["outcome"], "replayed", "{}", k[0]);
     assert_eq!(k[0]["passes"], 3, "{}", k[0]);
     assert_eq!(k[0]["host_memory"], "repeated", "{}", k[0]);
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn stream_work_on_another_stream_during_a_window_returns_at_once_and_runs_after_it() {
+    require_gpu();
+    let exe = cuda_app("ordered", false);
+    let plain = run(
+        &exe,
+        &[],
+        &[],
+        &["CUDA_INJECTION64_PATH", "LD_PRELOAD"],
+        DEADLINE,
+    );
+    save("ordered.plain", &plain);
+    plain.assert_success("ordered without the tool");
+    // The kernel counts its executions in host memory: with `repeat` it is replayed and
+    // counts every pass, so the host function on the other stream tells whether it ran after
+    // the whole window.
+    let (r, recs) = under_tool(
+        "ordered",
+        "ordered",
+        "3",
+        &[
+            ("EXPECT_RUNS", "3"),
+            ("ROCPROF_REPLAY_HOST_MEMORY", "repeat"),
+        ],
+    );
+    r.assert_success("ordered under the tool: the other stream's work ran after the window");
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    let calls = number(&r, "stream_calls_us");
+    // The kernel alone runs 30 ms, its window three times that: a call that waited for the
+    // window would take more than 60 ms.
+    assert!(
+        calls < 20_000.0,
+        "the fill, copy and host function calls took {calls} us: they waited for the window"
+    );
+    let k = of_kernel(&recs, "slow_add");
+    assert_eq!(k.len(), 1, "{recs:?}");
+    assert_eq!(k[0]["outcome"], "replayed", "{}", k[0]);
+    assert_eq!(k[0]["passes"], 3, "{}", k[0]);
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
