@@ -252,6 +252,34 @@ fn stream_work_on_another_stream_during_a_window_returns_at_once_and_runs_after_
     assert_eq!(k[0]["passes"], 3, "{}", k[0]);
 }
 
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn windows_in_a_process_with_more_streams_than_hardware_connections_complete() {
+    require_gpu();
+    // 40 streams share the GPU's 8 default connections: the tool's own stream shares one with
+    // streams its windows hold behind gates. Every window must still finish its passes.
+    for mode in ["gates", "ordered"] {
+        let name = format!("many_streams.{mode}");
+        let (r, recs) = under_tool_args("many_streams", &[mode], &name, "3", &[]);
+        r.assert_success(&name);
+        assert!(r.stdout().contains("RESULT OK"), "{mode}: {}", r.stdout());
+        let k = of_kernel(&recs, "slow_add");
+        let want = if mode == "gates" { 40 } else { 1 };
+        assert_eq!(k.len(), want, "{mode}: {recs:?}");
+        for rec in &k {
+            assert_eq!(rec["outcome"], "replayed", "{mode}: {rec}");
+            assert_eq!(rec["passes"], 3, "{mode}: {rec}");
+        }
+        let elapsed = number(&r, "elapsed_ms");
+        let summary = format!("{name}: elapsed_ms {elapsed}, {} windows replayed\n", k.len());
+        eprint!("{summary}");
+        std::fs::write(out_dir().join(format!("{name}.summary")), summary).unwrap();
+    }
+}
+
 fn median(mut v: Vec<u64>) -> u64 {
     assert!(!v.is_empty());
     v.sort_unstable();
