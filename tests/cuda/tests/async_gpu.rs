@@ -274,7 +274,10 @@ fn windows_in_a_process_with_more_streams_than_hardware_connections_complete() {
             assert_eq!(rec["passes"], 3, "{mode}: {rec}");
         }
         let elapsed = number(&r, "elapsed_ms");
-        let summary = format!("{name}: elapsed_ms {elapsed}, {} windows replayed\n", k.len());
+        let summary = format!(
+            "{name}: elapsed_ms {elapsed}, {} windows replayed\n",
+            k.len()
+        );
         eprint!("{summary}");
         std::fs::write(out_dir().join(format!("{name}.summary")), summary).unwrap();
     }
