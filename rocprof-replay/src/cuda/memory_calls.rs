@@ -1,0 +1,448 @@
+//! The driver calls that make, free, map, share and import memory: what each tells the
+//! backend about the memory a kernel may reach — the inventory of the contexts' own
+//! allocations (captured, restored, fingerprinted), host-visible memory (`host_memory`:
+//! watched or declined), memory another process or GPU writes (`foreign_memory`: declined),
+//! surface objects, and the arena relieved when the application runs short
+//! ([`memory`](super::memory) has the kinds).
+
+use super::*;
+
+impl Backend {
+    /// Handles the enter or exit callback of a memory call (`api` is one of those
+    /// [`on_driver`](Backend::on_driver) hands here).
+    ///
+    /// # Safety
+    /// `cb` is CUPTI's data of that call's callback, valid during this call.
+    pub(super) unsafe fn on_memory_call(&self, api: Api, cb: &CUpti_CallbackData) {
+        let enter = cb.callbackSite == CUPTI_API_ENTER;
+        let result = || {
+            if cb.functionReturnValue.is_null() {
+                CUDA_ERROR_INVALID_VALUE
+            } else {
+                // SAFETY: a CUresult, valid in exit callbacks.
+                unsafe { *cb.functionReturnValue.cast::<CUresult>() }
+            }
+        };
+        let ctx_handle = cb.context as usize;
+        let params = cb.functionParams;
+        if params.is_null() {
+            return;
+        }
+        match api {
+            Api::MemAlloc
+            | Api::MemAllocPitch
+            | Api::MemAllocManaged
+            | Api::MemAllocAsync
+            | Api::MemAllocFromPoolAsync => {
+                if guarded_thread() || ctx_handle == 0 {
+                    return;
+                }
+                // SAFETY: the parameters of this allocation entry point.
+                let (out, size) = unsafe { allocation_of(api, params, !enter) };
+                let ctx = self.ctx(ctx_handle);
+                if enter {
+                    self.relieve(&ctx, size);
+                    return;
+                }
+                match result() {
+                    CUDA_SUCCESS if !out.is_null() => {
+                        // SAFETY: the driver wrote the new address.
+                        let base = unsafe { *out } as usize;
+                        if api == Api::MemAllocManaged {
+                            // The host writes it without an API call, at any time: never
+                            // captured, restored or fingerprinted (so no carried fingerprint
+                            // describes it); kernels given it are not replayed.
+                            self.host_memory.write().insert(
+                                base,
+                                size,
+                                memory::Kind::Managed,
+                                ctx_handle,
+                            );
+                        } else if base != 0 && size != 0 {
+                            self.inventory.record(
+                                base,
+                                size,
+                                crate::AgentId(ctx_handle as u64),
+                                Origin::Pool,
+                            );
+                        }
+                        // The context's gates are set up now (once), not inside its first
+                        // launch, which would wait for their self-test.
+                        if api == Api::MemAlloc {
+                            window::prepare_gates(self, &ctx);
+                        }
+                    }
+                    CUDA_ERROR_OUT_OF_MEMORY => self.after_oom(&ctx),
+                    _ => {}
+                }
+            }
+            Api::MemCreate => {
+                if guarded_thread() || ctx_handle == 0 {
+                    return;
+                }
+                let ctx = self.ctx(ctx_handle);
+                if enter {
+                    // SAFETY: cuMemCreate's parameters.
+                    let p = unsafe { *params.cast::<cuMemCreate_params>() };
+                    // Physical memory, device or host: relieving the arena only acts when the
+                    // device is short of the request.
+                    self.relieve(&ctx, p.size);
+                } else if result() == CUDA_ERROR_OUT_OF_MEMORY {
+                    self.after_oom(&ctx);
+                }
+            }
+            Api::MemFree | Api::MemFreeAsync if enter && !guarded_thread() => {
+                // SAFETY: both parameter structs start with the device pointer.
+                let ptr = unsafe { *params.cast::<CUdeviceptr>() } as usize;
+                if ptr != 0 {
+                    // Waits while a snapshot copy uses the memory.
+                    self.inventory.remove(ptr);
+                    self.host_memory
+                        .write()
+                        .remove(ptr, &[memory::Kind::Managed]);
+                    self.foreign_memory
+                        .write()
+                        .remove(ptr, &[memory::Kind::IpcExport, memory::Kind::PoolImport]);
+                    if ctx_handle != 0 {
+                        let stream = (api == Api::MemFreeAsync).then(|| {
+                            // SAFETY: cuMemFreeAsync's parameters.
+                            unsafe { (*params.cast::<cuMemFreeAsync_params>()).hStream }
+                        });
+                        window::order_free_after_late_copies(self, &self.ctx(ctx_handle), stream);
+                    }
+                }
+            }
+            Api::MemMap if !enter && !guarded_thread() && result() == CUDA_SUCCESS => {
+                // SAFETY: cuMemMap's parameters.
+                let p = unsafe { *params.cast::<cuMemMap_params>() };
+                if self.imported_handles.lock().contains(p.handle) {
+                    // Another process's or GPU's memory, not this context's own.
+                    self.foreign_memory.write().insert(
+                        p.ptr as usize,
+                        p.size,
+                        memory::Kind::ImportedMapping,
+                        ctx_handle,
+                    );
+                } else if ctx_handle != 0 {
+                    self.inventory.record(
+                        p.ptr as usize,
+                        p.size,
+                        crate::AgentId(ctx_handle as u64),
+                        Origin::VmemMapping,
+                    );
+                    self.mappings
+                        .lock()
+                        .insert(p.ptr as usize, (p.handle, p.size));
+                }
+            }
+            Api::MemUnmap if enter && !guarded_thread() => {
+                // SAFETY: cuMemUnmap's parameters.
+                let p = unsafe { *params.cast::<cuMemUnmap_params>() };
+                self.inventory.remove_range(p.ptr as usize, p.size);
+                self.foreign_memory
+                    .write()
+                    .remove_range(p.ptr as usize, p.size);
+                self.mappings.lock().remove(&(p.ptr as usize));
+                // A late copy of ours on the range would fault once it is unmapped.
+                if ctx_handle != 0 {
+                    window::order_free_after_late_copies(self, &self.ctx(ctx_handle), None);
+                }
+            }
+            Api::ForeignHandle | Api::MemRetain => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuMemImportFromShareableHandle's, cuMulticastCreate's and
+                // cuMemRetainAllocationHandle's parameters start with the handle's
+                // out-pointer.
+                let out = unsafe { *params.cast::<*mut CUmemGenericAllocationHandle>() };
+                if out.is_null() {
+                    return;
+                }
+                let foreign = match api {
+                    Api::MemRetain => {
+                        // SAFETY: cuMemRetainAllocationHandle's parameters.
+                        let p = unsafe { *params.cast::<cuMemRetainAllocationHandle_params>() };
+                        self.foreign_memory
+                            .read()
+                            .containing(p.addr as usize)
+                            .is_some()
+                    }
+                    _ => true,
+                };
+                if foreign {
+                    // SAFETY: the driver wrote the handle.
+                    let handle = unsafe { *out };
+                    self.imported_handles.lock().add(handle);
+                }
+            }
+            Api::MemRelease if enter && !guarded_thread() => {
+                // SAFETY: cuMemRelease's parameters.
+                let p = unsafe { *params.cast::<cuMemRelease_params>() };
+                self.imported_handles.lock().release(p.handle);
+            }
+            Api::SurfCreate => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuSurfObjectCreate's parameters, at its successful exit.
+                let p = unsafe { *params.cast::<cuSurfObjectCreate_params>() };
+                if !p.pSurfObject.is_null() {
+                    // SAFETY: the driver wrote the new object there.
+                    let surface = unsafe { *p.pSurfObject };
+                    self.surfaces.write().insert(surface, ctx_handle);
+                }
+            }
+            Api::SurfDestroy if enter && !guarded_thread() => {
+                // SAFETY: cuSurfObjectDestroy's parameters.
+                let p = unsafe { *params.cast::<cuSurfObjectDestroy_params>() };
+                self.surfaces.write().remove(&p.surfObject);
+            }
+            Api::IpcOpen => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: both forms' parameters (same shape).
+                let p = unsafe { *params.cast::<cuIpcOpenMemHandle_v2_params>() };
+                if p.pdptr.is_null() {
+                    return;
+                }
+                // SAFETY: the driver wrote the address of the import.
+                let base = unsafe { *p.pdptr } as usize;
+                let size = self.extent_of(base);
+                self.foreign_memory
+                    .write()
+                    .insert(base, size, memory::Kind::IpcImport, ctx_handle);
+            }
+            Api::IpcClose if enter && !guarded_thread() => {
+                // SAFETY: cuIpcCloseMemHandle's parameters.
+                let p = unsafe { *params.cast::<cuIpcCloseMemHandle_params>() };
+                self.foreign_memory
+                    .write()
+                    .remove(p.dptr as usize, &[memory::Kind::IpcImport]);
+            }
+            Api::IpcExport => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuIpcGetMemHandle's or cuMemPoolExportPointer's parameters (both
+                // hold an out-pointer, then the device pointer), at a successful exit.
+                let p = unsafe { *params.cast::<cuIpcGetMemHandle_params>() };
+                let base = p.dptr as usize;
+                // Another process may open and write it from now on: out of the inventory
+                // (waits for snapshot copies using it), into the foreign ranges.
+                let size = match self.inventory.remove(base) {
+                    Some(a) => a.size,
+                    None => self.extent_of(base),
+                };
+                self.foreign_memory
+                    .write()
+                    .insert(base, size, memory::Kind::IpcExport, ctx_handle);
+            }
+            Api::PoolImport => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuMemPoolImportPointer's parameters, at its successful exit.
+                let p = unsafe { *params.cast::<cuMemPoolImportPointer_params>() };
+                if p.ptr_out.is_null() {
+                    return;
+                }
+                // SAFETY: the driver wrote the address of the import.
+                let base = unsafe { *p.ptr_out } as usize;
+                let size = self.extent_of(base);
+                self.foreign_memory.write().insert(
+                    base,
+                    size,
+                    memory::Kind::PoolImport,
+                    ctx_handle,
+                );
+            }
+            Api::RangeExport => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuMemGetHandleForAddressRange's parameters, at its successful exit.
+                let p = unsafe { *params.cast::<cuMemGetHandleForAddressRange_params>() };
+                let (base, size) = (p.dptr as usize, p.size.max(1));
+                // Whatever imports the descriptor (a NIC, another process or device) may write
+                // the allocations the range touches, whole.
+                let taken = self.inventory.take_range(base, size);
+                let mut foreign = self.foreign_memory.write();
+                if taken.is_empty() {
+                    foreign.insert(base, size, memory::Kind::IpcExport, ctx_handle);
+                }
+                for a in taken {
+                    foreign.insert(a.base, a.size, memory::Kind::IpcExport, ctx_handle);
+                }
+            }
+            Api::HandleExport => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: cuMemExportToShareableHandle's parameters, at its successful exit.
+                let p = unsafe { *params.cast::<cuMemExportToShareableHandle_params>() };
+                self.imported_handles.lock().add(p.handle);
+                // Its mappings so far: another process may map and write the memory now.
+                let mapped: Vec<(usize, usize)> = self
+                    .mappings
+                    .lock()
+                    .iter()
+                    .filter(|(_, (h, _))| *h == p.handle)
+                    .map(|(va, (_, size))| (*va, *size))
+                    .collect();
+                for (va, size) in mapped {
+                    self.inventory.remove_range(va, size);
+                    self.foreign_memory.write().insert(
+                        va,
+                        size,
+                        memory::Kind::ImportedMapping,
+                        ctx_handle,
+                    );
+                }
+            }
+            Api::HostAlloc { register, .. } => {
+                if enter || guarded_thread() || result() != CUDA_SUCCESS {
+                    return;
+                }
+                // SAFETY: the three parameter structs start with the pointer (or where the
+                // driver wrote it) and the size.
+                let p = unsafe { *params.cast::<cuMemAllocHost_v2_params>() };
+                let base = if register {
+                    p.pp as usize
+                } else if p.pp.is_null() {
+                    0
+                } else {
+                    // SAFETY: the driver wrote the new allocation's address.
+                    unsafe { *p.pp as usize }
+                };
+                let kind = if register {
+                    memory::Kind::Registered
+                } else {
+                    memory::Kind::Pinned
+                };
+                self.host_memory
+                    .write()
+                    .insert(base, p.bytesize, kind, ctx_handle);
+            }
+            Api::HostFree if enter && !guarded_thread() => {
+                // SAFETY: both parameter structs are the pointer.
+                let p = unsafe { (*params.cast::<cuMemFreeHost_params>()).p } as usize;
+                self.host_memory
+                    .write()
+                    .remove(p, &[memory::Kind::Pinned, memory::Kind::Registered]);
+            }
+            _ => {}
+        }
+    }
+
+    /// Before an application allocation: releases an idle arena that would leave the
+    /// allocation short of memory.
+    fn relieve(&self, ctx: &Ctx, request: usize) {
+        let mem = window::ArenaMemory { drv: &self.drv };
+        let _g = Guard::new();
+        let (short, in_window) = {
+            let arena = ctx.arena.lock();
+            (arena.short_for(&mem, request), arena.in_window())
+        };
+        if !short {
+            return;
+        }
+        // A window uses the arena: the allocation waits for it to end (the reader side,
+        // bounded by the lock deadline, after which the window stops after its current pass),
+        // so that it finds the memory the window held.
+        let waited = in_window;
+        if waited {
+            ctx.lock.hold_outside_window(self.settings.lock);
+        }
+        // On the application's thread, inside its allocation call (which may be captured).
+        let freed = self.drv.relaxed(|| ctx.arena.lock().relieve(&mem, request));
+        if waited {
+            // SAFETY: held just above.
+            unsafe { ctx.lock.release_held() };
+        }
+        if freed > 0 {
+            tracing::info!(
+                bytes = freed,
+                "snapshot arena released for an application allocation"
+            );
+        }
+    }
+
+    /// The size of the allocation starting at `base` (an IPC import, in the current context):
+    /// `cuMemGetAddressRange`, or 1 where the driver does not say (only pointers to its first
+    /// byte are then recognised).
+    fn extent_of(&self, base: usize) -> usize {
+        let Some(range) = self.drv.mem_get_address_range else {
+            return 1;
+        };
+        let (mut b, mut size): (CUdeviceptr, usize) = (0, 0);
+        let _g = Guard::new();
+        // SAFETY: plain out-parameters; `base` is a live import of the current context.
+        let r = unsafe { range(&mut b, &mut size, base as CUdeviceptr) };
+        if r == CUDA_SUCCESS && b as usize <= base && size > 0 {
+            (b as usize).saturating_add(size).saturating_sub(base)
+        } else {
+            tracing::debug!(status = %api::error_name(&self.drv, r), "the extent of an IPC import is unknown");
+            1
+        }
+    }
+
+    /// After an application allocation failed for lack of memory.
+    fn after_oom(&self, ctx: &Ctx) {
+        let Some(mut arena) = ctx.arena.try_lock() else {
+            return;
+        };
+        let mem = window::ArenaMemory { drv: &self.drv };
+        let _g = Guard::new();
+        // As in `relieve`: the application's thread.
+        let freed = self.drv.relaxed(|| arena.release_now(&mem));
+        if freed > 0 {
+            tracing::warn!(
+                bytes = freed,
+                "an application allocation failed while the snapshot arena held device memory; \
+                 the arena is released (a retry finds the memory)"
+            );
+        }
+    }
+}
+
+/// The out-pointer and size of an allocation call (`exit`: the call has returned, so its
+/// outputs are written).
+///
+/// # Safety
+/// `params` are the parameters of `api`.
+unsafe fn allocation_of(api: Api, params: *const c_void, exit: bool) -> (*mut CUdeviceptr, usize) {
+    // SAFETY: caller contract; each arm reads that entry point's parameter struct.
+    unsafe {
+        match api {
+            Api::MemAlloc => {
+                let p = *params.cast::<cuMemAlloc_v2_params>();
+                (p.dptr, p.bytesize)
+            }
+            Api::MemAllocPitch => {
+                let p = *params.cast::<cuMemAllocPitch_v2_params>();
+                // The pitch is known only at exit; before it, the unpadded size.
+                let pitch = if exit && !p.pPitch.is_null() {
+                    *p.pPitch
+                } else {
+                    0
+                };
+                (p.dptr, pitch.max(p.WidthInBytes).saturating_mul(p.Height))
+            }
+            Api::MemAllocManaged => {
+                let p = *params.cast::<cuMemAllocManaged_params>();
+                (p.dptr, p.bytesize)
+            }
+            Api::MemAllocAsync => {
+                let p = *params.cast::<cuMemAllocAsync_params>();
+                (p.dptr, p.bytesize)
+            }
+            Api::MemAllocFromPoolAsync => {
+                let p = *params.cast::<cuMemAllocFromPoolAsync_params>();
+                (p.dptr, p.bytesize)
+            }
+            _ => (std::ptr::null_mut(), 0),
+        }
+    }
+}
