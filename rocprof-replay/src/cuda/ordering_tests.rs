@@ -188,29 +188,10 @@ fn stream_work_that_may_wait_for_its_stream_inside_the_call_waits_for_the_window
 
 #[test]
 fn a_launch_that_is_not_replayed_is_ordered_behind_the_window_of_another_stream() {
-    #[repr(C)]
-    struct WaitValue32 {
-        stream: CUstream,
-        addr: CUdeviceptr,
-        value: u32,
-        flags: u32,
-    }
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
     // Stream 0x6000 has waited on memory: its launches run once, declined.
-    let params = WaitValue32 {
-        stream: 0x6000 as CUstream,
-        addr: 0,
-        value: 1,
-        flags: 0,
-    };
-    h.call(
-        WAIT_VALUE,
-        c"cuStreamWaitValue32_v2",
-        (&params as *const WaitValue32).cast(),
-        c"",
-        || CUDA_SUCCESS,
-    );
+    stream_wait_value(&h, 0x6000);
     let mut buf = Buffer::new(&h, 8);
     // What the launch writes: memory the window does not watch (the fake runs a kernel when
     // it is enqueued, gate or not; on a GPU it would run after the window).

@@ -1771,8 +1771,9 @@ fn a_communication_kernel_runs_once_declined_before_the_window() {
     );
 }
 
-#[test]
-fn launches_into_a_stream_that_waited_on_memory_are_not_replayed() {
+/// The application's `cuStreamWaitValue32_v2` on `stream`: its launches are not replayed from
+/// then on.
+fn stream_wait_value(h: &Harness, stream: usize) {
     #[repr(C)]
     struct WaitValue32 {
         stream: CUstream,
@@ -1780,10 +1781,8 @@ fn launches_into_a_stream_that_waited_on_memory_are_not_replayed() {
         value: u32,
         flags: u32,
     }
-    let h = harness(3, quick());
-    h.obtain_function(&ADD_ONE);
     let params = WaitValue32 {
-        stream: 0x5500 as CUstream,
+        stream: stream as CUstream,
         addr: 0,
         value: 1,
         flags: 0,
@@ -1795,6 +1794,13 @@ fn launches_into_a_stream_that_waited_on_memory_are_not_replayed() {
         c"",
         || CUDA_SUCCESS,
     );
+}
+
+#[test]
+fn launches_into_a_stream_that_waited_on_memory_are_not_replayed() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    stream_wait_value(&h, 0x5500);
     let mut buf = Buffer::new(&h, 8);
     let mut args = buf.args();
     h.launch(&ADD_ONE, &mut args, 0x5500);

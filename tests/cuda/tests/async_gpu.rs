@@ -171,7 +171,23 @@ fn a_kernel_waiting_for_the_applications_next_call_on_another_stream_completes()
 )]
 fn nobody_sees_a_replayed_launch_complete_before_its_window_ends() {
     require_gpu();
-    let exe = cuda_app("overlap", false);
+    let (r, recs) = counting_passes("overlap", "every observer saw all three passes done");
+    let returned = number(&r, "launch_returned_us");
+    // The kernel runs 30 ms; the window three times that.
+    assert!(
+        returned < 30_000.0,
+        "the launch call returned after {returned} us: it waited for its window"
+    );
+    assert_eq!(slow_add_record(&recs)["host_memory"], "repeated");
+}
+
+/// Runs `app` without the tool, then under it with 3 passes and `repeat` for host memory: its
+/// 30 ms `slow_add` counts its executions in host memory (through a `__device__` pointer), so
+/// with the opt-in it is replayed and counts every pass, which the app's observers check
+/// (`EXPECT_RUNS=3`). Returns the run under the tool, which printed `RESULT OK` (`what` it
+/// checked), and its records.
+fn counting_passes(app: &str, what: &str) -> (Run, Vec<Value>) {
+    let exe = cuda_app(app, false);
     let plain = run(
         &exe,
         &[],
@@ -179,33 +195,29 @@ fn nobody_sees_a_replayed_launch_complete_before_its_window_ends() {
         &["CUDA_INJECTION64_PATH", "LD_PRELOAD"],
         DEADLINE,
     );
-    save("overlap.plain", &plain);
-    plain.assert_success("overlap without the tool");
-    // The kernel counts its executions in host memory (through a `__device__` pointer): with
-    // the explicit opt-in (`repeat`) it is replayed and counts every pass, which is what the
-    // observers check.
+    save(&format!("{app}.plain"), &plain);
+    plain.assert_success(&format!("{app} without the tool"));
     let (r, recs) = under_tool(
-        "overlap",
-        "overlap",
+        app,
+        app,
         "3",
         &[
             ("EXPECT_RUNS", "3"),
             ("ROCPROF_REPLAY_HOST_MEMORY", "repeat"),
         ],
     );
-    r.assert_success("overlap under the tool: every observer saw all three passes done");
+    r.assert_success(&format!("{app} under the tool: {what}"));
     assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
-    let returned = number(&r, "launch_returned_us");
-    // The kernel runs 30 ms; the window three times that.
-    assert!(
-        returned < 30_000.0,
-        "the launch call returned after {returned} us: it waited for its window"
-    );
-    let k = of_kernel(&recs, "slow_add");
+    (r, recs)
+}
+
+/// The one record of `slow_add`, replayed with 3 passes.
+fn slow_add_record(recs: &[Value]) -> &Value {
+    let k = of_kernel(recs, "slow_add");
     assert_eq!(k.len(), 1, "{recs:?}");
     assert_eq!(k[0]["outcome"], "replayed", "{}", k[0]);
     assert_eq!(k[0]["passes"], 3, "{}", k[0]);
-    assert_eq!(k[0]["host_memory"], "repeated", "{}", k[0]);
+    k[0]
 }
 
 #[test]
@@ -215,30 +227,8 @@ fn nobody_sees_a_replayed_launch_complete_before_its_window_ends() {
 )]
 fn stream_work_on_another_stream_during_a_window_returns_at_once_and_runs_after_it() {
     require_gpu();
-    let exe = cuda_app("ordered", false);
-    let plain = run(
-        &exe,
-        &[],
-        &[],
-        &["CUDA_INJECTION64_PATH", "LD_PRELOAD"],
-        DEADLINE,
-    );
-    save("ordered.plain", &plain);
-    plain.assert_success("ordered without the tool");
-    // The kernel counts its executions in host memory: with `repeat` it is replayed and
-    // counts every pass, so the host function on the other stream tells whether it ran after
-    // the whole window.
-    let (r, recs) = under_tool(
-        "ordered",
-        "ordered",
-        "3",
-        &[
-            ("EXPECT_RUNS", "3"),
-            ("ROCPROF_REPLAY_HOST_MEMORY", "repeat"),
-        ],
-    );
-    r.assert_success("ordered under the tool: the other stream's work ran after the window");
-    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    // The host function on the other stream sees the execution count: every pass done.
+    let (r, recs) = counting_passes("ordered", "the other stream's work ran after the window");
     let calls = number(&r, "stream_calls_us");
     // The kernel alone runs 30 ms, its window three times that: a call that waited for the
     // window would take more than 60 ms.
@@ -246,10 +236,7 @@ fn stream_work_on_another_stream_during_a_window_returns_at_once_and_runs_after_
         calls < 20_000.0,
         "the fill, copy and host function calls took {calls} us: they waited for the window"
     );
-    let k = of_kernel(&recs, "slow_add");
-    assert_eq!(k.len(), 1, "{recs:?}");
-    assert_eq!(k[0]["outcome"], "replayed", "{}", k[0]);
-    assert_eq!(k[0]["passes"], 3, "{}", k[0]);
+    slow_add_record(&recs);
 }
 
 #[test]
