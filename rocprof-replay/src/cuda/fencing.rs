@@ -50,7 +50,8 @@ impl Backend {
         if cb.callbackSite == CUPTI_API_ENTER {
             note();
             let mut held = self.contexts_reached(ctx_handle, &ranges());
-            if held.is_empty() && self.order_behind_window(&self.ctx(ctx_handle), ordered) {
+            let own = self.ctx(ctx_handle);
+            if held.is_empty() && self.order_behind_window(&own, ordered) {
                 // No reader held: the exit callback finds none to release.
                 return;
             }
@@ -58,7 +59,11 @@ impl Backend {
             held.sort_unstable();
             held.dedup();
             for c in held {
-                let c = self.ctx(c);
+                let c = if c == ctx_handle {
+                    own.clone()
+                } else {
+                    self.ctx(c)
+                };
                 // Its stream, if it must wait: a first pass waiting for this work gives way.
                 c.lock
                     .hold_outside_window_on(self.settings.lock, || stream().map(|s| s as u64));
