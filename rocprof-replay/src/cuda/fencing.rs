@@ -130,7 +130,7 @@ impl Backend {
         ctx: &Ctx,
         ordered: impl FnOnce() -> Option<usize>,
     ) -> bool {
-        if !ctx.window_gate.offered() {
+        if !ctx.window_gate.offered() || !self.streams_have_own_connections(ctx) {
             return false;
         }
         let Some(stream) = ordered() else {
@@ -167,6 +167,19 @@ impl Backend {
             // The window ended meanwhile.
             None => false,
         }
+    }
+
+    /// Whether every stream of `ctx` may have a hardware connection of its own: the streams
+    /// created in it so far, and the legacy and a per-thread default stream (which have no
+    /// creation callback), are no more than the GPU's connections. A stream memory wait holds
+    /// its stream's connection: where streams share connections, a gate on an application
+    /// stream could hold the window's own stream (its restores and relaunches) behind a gate
+    /// that opens only after them.
+    fn streams_have_own_connections(&self, ctx: &Ctx) -> bool {
+        ctx.streams_created
+            .load(Ordering::Relaxed)
+            .saturating_add(2)
+            <= self.connections
     }
 
     /// Whether `[addr, addr + len)` is memory a copy does not stage: device memory the
@@ -286,4 +299,13 @@ impl Backend {
             );
         }
     }
+}
+
+/// The GPU's hardware connections per context from `CUDA_DEVICE_MAX_CONNECTIONS` (the
+/// driver's default, 8, when unset or not a number; at most 32).
+pub(crate) fn connections(setting: Option<&str>) -> u32 {
+    setting
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&n| n > 0)
+        .map_or(8, |n| n.min(32))
 }

@@ -130,6 +130,9 @@ pub(crate) struct Ctx {
     /// under this lock before it is destroyed, and a drain queries a stream only under it and
     /// while it is listed: a destroyed handle is never used.
     pub(crate) streams: Mutex<Vec<usize>>,
+    /// Streams created in the context so far, the backend's own included (resource
+    /// callbacks): streams beyond the GPU's hardware connections share them.
+    pub(crate) streams_created: AtomicU32,
     /// Events of ours recorded on application streams destroyed with work still pending
     /// (the work runs on): the next drain waits for them.
     pub(crate) retired: Mutex<Vec<usize>>,
@@ -215,6 +218,7 @@ impl Ctx {
             pageable: std::sync::atomic::AtomicU8::new(0),
             lock: AgentLock::new(),
             streams: Mutex::new(Vec::new()),
+            streams_created: AtomicU32::new(0),
             retired: Mutex::new(Vec::new()),
             foreign: Mutex::new(Vec::new()),
             undrainable: crate::engine::agent::Undrainable::new(),
@@ -280,6 +284,10 @@ pub(crate) struct Backend {
     /// Launch calls may return before their window ends (gates); on unless
     /// `ROCPROF_REPLAY_CUDA_ASYNC=0`, see [`window::asynchronous_windows_from_env`].
     pub(crate) asynchronous: bool,
+    /// The GPU's hardware connections per context (`CUDA_DEVICE_MAX_CONNECTIONS`, 8 by
+    /// default): stream work is ordered behind a window on the device only while no two
+    /// streams of the context can share one ([`fencing`]'s `order_behind_window`).
+    pub(crate) connections: u32,
     /// Kernel-only pass times from CUPTI's kernel records ([`kernel_clock`]); off until the
     /// backend is installed with an activity API.
     pub(crate) clock: kernel_clock::KernelClock,
@@ -312,6 +320,9 @@ impl Backend {
             mappings: Mutex::new(HashMap::new()),
             next_dispatch: AtomicU64::new(1),
             asynchronous: window::asynchronous_windows_from_env(),
+            connections: fencing::connections(
+                std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok().as_deref(),
+            ),
             clock: kernel_clock::KernelClock::off(),
         }
     }
@@ -698,10 +709,15 @@ impl Backend {
         let ctx_handle = data.context as usize;
         match cbid {
             CUPTI_CBID_RESOURCE_STREAM_CREATED
-                if !guarded_thread() && ctx_handle != 0 && !data.resourceHandle.is_null() =>
+                if ctx_handle != 0 && !data.resourceHandle.is_null() =>
             {
-                let s = data.resourceHandle as usize;
                 let ctx = self.ctx(ctx_handle);
+                ctx.streams_created.fetch_add(1, Ordering::Relaxed);
+                if guarded_thread() {
+                    // One of ours: counted, never drained as the application's.
+                    return;
+                }
+                let s = data.resourceHandle as usize;
                 let mut streams = ctx.streams.lock();
                 if !streams.contains(&s) {
                     streams.push(s);

@@ -271,3 +271,61 @@ fn a_first_pass_waiting_for_work_ordered_behind_its_window_gives_way() {
     assert_eq!(buf.values(), vec![1; 4], "one execution");
     assert!(!h.be.ctx(CTX).lock.held_up(Duration::ZERO, |_| true));
 }
+
+#[test]
+fn stream_work_waits_at_the_host_once_streams_may_share_hardware_connections() {
+    // 8 connections (the driver's default, `CUDA_DEVICE_MAX_CONNECTIONS` unset here): with the
+    // legacy and a per-thread stream, 6 created streams have one each; a 7th shares one.
+    assert_eq!(h_connections(), 8);
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let other = Buffer::new(&h, 4);
+    let mut fill_on = |stream: usize| {
+        let before = gpu().relaunches;
+        h.window_in_flight(&mut buf, Duration::from_millis(60));
+        let mut s = Seen::default();
+        stream_call(
+            &h,
+            MEMSET_ASYNC,
+            c"cuMemsetD32Async",
+            &[other.ptr, 7, 4, stream as u64],
+            || s = seen(stream),
+        );
+        h.settle();
+        gpu().slow_relaunches = None;
+        (s, before)
+    };
+    for i in 0..6 {
+        stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6000 + 0x100 * i);
+    }
+    let (s, before) = fill_on(0x6000);
+    assert!(
+        s.held && s.relaunches < before + 2,
+        "6 streams: ordered, {s:?}"
+    );
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6600);
+    // Destroying streams does not give connections back: the count only grows.
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING, 0x6600);
+    let (s, before) = fill_on(0x6100);
+    assert!(
+        !s.held && s.relaunches == before + 2,
+        "7 streams: the fill waited for the window at the host, {s:?}"
+    );
+    assert_eq!(buf.values(), vec![2; 8]);
+}
+
+fn h_connections() -> u32 {
+    super::fencing::connections(std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok().as_deref())
+}
+
+#[test]
+fn hardware_connections_come_from_the_drivers_setting() {
+    use super::fencing::connections;
+    assert_eq!(connections(None), 8);
+    assert_eq!(connections(Some("32")), 32);
+    assert_eq!(connections(Some(" 1 ")), 1);
+    assert_eq!(connections(Some("64")), 32, "the driver's maximum");
+    assert_eq!(connections(Some("0")), 8);
+    assert_eq!(connections(Some("many")), 8);
+}

@@ -1,10 +1,10 @@
 // many_streams: replay windows in a process with more streams than the GPU has hardware
 // connections (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), where streams share connections
 // and a wait on one stream may hold another's work. A window holds the launch's stream behind
-// a gate (stream memory wait) while its passes and restores run on the tool's own stream, and
-// the application's asynchronous work on other streams is ordered behind the same gate: if
-// the tool's stream shared a connection with a held one, its passes would wait for the gate
-// that opens only after them.
+// a gate (stream memory wait) while its passes and restores run on the tool's own stream: if
+// the tool's stream shared a connection with the held one, its passes would wait for the gate
+// that opens only after them. (The application's work on other streams is ordered behind the
+// gate only while streams cannot share connections; here it waits at the host.)
 //
 //   many_streams gates    a 20 ms kernel launched on each of the N streams in turn
 //   many_streams ordered  one 20 ms kernel on stream 0, then a cudaMemsetAsync on each other
