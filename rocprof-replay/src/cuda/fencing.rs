@@ -175,7 +175,7 @@ impl Backend {
     /// its stream's connection: where streams share connections, a gate on an application
     /// stream could hold the window's own stream (its restores and relaunches) behind a gate
     /// that opens only after them.
-    fn streams_have_own_connections(&self, ctx: &Ctx) -> bool {
+    pub(crate) fn streams_have_own_connections(&self, ctx: &Ctx) -> bool {
         ctx.streams_created
             .load(Ordering::Relaxed)
             .saturating_add(2)

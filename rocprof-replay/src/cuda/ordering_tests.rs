@@ -329,3 +329,40 @@ fn hardware_connections_come_from_the_drivers_setting() {
     assert_eq!(connections(Some("0")), 8);
     assert_eq!(connections(Some("many")), 8);
 }
+
+#[test]
+fn windows_are_synchronous_once_streams_may_share_hardware_connections() {
+    // The gate after pass 1 would hold a connection the window's own stream may share.
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    h.window_in_flight(&mut buf, Duration::from_millis(60));
+    assert!(gpu().relaunches < 2, "asynchronous with few streams");
+    h.settle();
+    gpu().slow_relaunches = None;
+    for i in 0..7 {
+        stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6000 + 0x100 * i);
+    }
+    let before = gpu().relaunches;
+    // The first window put two gates on its stream: before pass 1 (its timing) and after it.
+    assert_eq!(waits_on(0x5000).len(), 2);
+    h.window_in_flight(&mut buf, Duration::from_millis(60));
+    assert_eq!(
+        gpu().relaunches,
+        before + 2,
+        "the launch call returned before its window ended"
+    );
+    assert_eq!(
+        waits_on(0x5000).len(),
+        3,
+        "the second window's pass 1 is timed behind a gate, and no gate follows it"
+    );
+    h.settle();
+    assert_eq!(h.outcomes().len(), 2);
+    assert!(
+        h.outcomes()
+            .iter()
+            .all(|(_, o)| o.kind == OutcomeKind::Replayed)
+    );
+    assert_eq!(buf.values(), vec![2; 8]);
+}

@@ -368,8 +368,23 @@ pub(crate) unsafe fn enter_launch(
     // An asynchronous window relaunches after this call returned: it needs its own copy of
     // the arguments.
     // A window that collects counters stays synchronous: its profiler calls run on this
-    // thread while it waits in the launch's callbacks (`Handoff::on_app_thread`).
-    let copied = (gates.is_some() && !window.counters)
+    // thread while it waits in the launch's callbacks (`Handoff::on_app_thread`). So does one
+    // where the launch's stream may share a hardware connection with the window's own stream:
+    // the gate after pass 1 would hold the window's restores and relaunches too, behind a gate
+    // that opens only after them (seen on an H100 with `CUDA_DEVICE_MAX_CONNECTIONS=1`: the
+    // first restore timed out and the application's stream never ran again).
+    let own_connections = be.streams_have_own_connections(&ctx);
+    if gates.is_some() && !own_connections {
+        warn_once(&SHARED_CONNECTIONS, || {
+            tracing::warn!(
+                connections = be.connections,
+                "this context has more streams than the GPU has hardware connections \
+                 (CUDA_DEVICE_MAX_CONNECTIONS): replay windows are synchronous from now on \
+                 (each launch call waits for its window)"
+            )
+        });
+    }
+    let copied = (gates.is_some() && !window.counters && own_connections)
         // SAFETY: the application is inside this launch call.
         .then(|| unsafe { params::copy(&launch, facts.params.as_deref()) });
     let (launch, owned) = match copied {
@@ -697,6 +712,8 @@ pub(super) fn hold_behind(
 }
 
 pub(super) static CAPTURE: std::sync::Once = std::sync::Once::new();
+
+static SHARED_CONNECTIONS: std::sync::Once = std::sync::Once::new();
 
 pub(super) static NO_COMPANION: std::sync::Once = std::sync::Once::new();
 
