@@ -590,9 +590,7 @@ pub mod params {
     }
     const_assert_layout!(cuMemPoolImportPointer_params, size = 24, align = 8);
 
-    /// `cuMemGetHandleForAddressRange_params` (`handleType` is a `CUmemRangeHandleType`). Not
-    /// yet checked by the layout probe (its fields were read from CUDA 13.0's
-    /// `generated_cuda_meta.h` on the H200).
+    /// `cuMemGetHandleForAddressRange_params` (`handleType` is a `CUmemRangeHandleType`).
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]
     pub struct cuMemGetHandleForAddressRange_params {
