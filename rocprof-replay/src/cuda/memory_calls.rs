@@ -15,14 +15,7 @@ impl Backend {
     /// `cb` is CUPTI's data of that call's callback, valid during this call.
     pub(super) unsafe fn on_memory_call(&self, api: Api, cb: &CUpti_CallbackData) {
         let enter = cb.callbackSite == CUPTI_API_ENTER;
-        let result = || {
-            if cb.functionReturnValue.is_null() {
-                CUDA_ERROR_INVALID_VALUE
-            } else {
-                // SAFETY: a CUresult, valid in exit callbacks.
-                unsafe { *cb.functionReturnValue.cast::<CUresult>() }
-            }
-        };
+        let result = || call_result(cb);
         let ctx_handle = cb.context as usize;
         let params = cb.functionParams;
         if params.is_null() {

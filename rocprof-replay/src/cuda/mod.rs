@@ -459,14 +459,7 @@ impl Backend {
 
     unsafe fn on_driver(&'static self, api: Api, cb: &CUpti_CallbackData) {
         let enter = cb.callbackSite == CUPTI_API_ENTER;
-        let result = || {
-            if cb.functionReturnValue.is_null() {
-                CUDA_ERROR_INVALID_VALUE
-            } else {
-                // SAFETY: a CUresult, valid in exit callbacks.
-                unsafe { *cb.functionReturnValue.cast::<CUresult>() }
-            }
-        };
+        let result = || call_result(cb);
         let ctx_handle = cb.context as usize;
         let params = cb.functionParams;
         if params.is_null() {
@@ -798,6 +791,17 @@ thread_local! {
     static LOADS: std::cell::RefCell<Vec<(u32, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
     /// The module this thread's `cuModuleUnload` is unloading (0: none).
     static UNLOADING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The status a driver call returned, as its exit callback sees it (`CUDA_ERROR_INVALID_VALUE`
+/// where CUPTI gives none).
+fn call_result(cb: &CUpti_CallbackData) -> CUresult {
+    if cb.functionReturnValue.is_null() {
+        CUDA_ERROR_INVALID_VALUE
+    } else {
+        // SAFETY: CUPTI's pointer to the call's CUresult, valid in exit callbacks.
+        unsafe { *cb.functionReturnValue.cast::<CUresult>() }
+    }
 }
 
 /// The stream the stream-work call `cb` enqueues on ([`Writes::stream`](writes::Writes::stream)).
