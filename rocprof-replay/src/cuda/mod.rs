@@ -171,6 +171,11 @@ pub(crate) struct Ctx {
     /// stream work is ordered behind on the device instead of waiting for the window
     /// ([`fencing`]).
     pub(crate) window_gate: gate::WindowGate,
+    /// Work of ours that outlived its deadline on private streams given up since (a stuck
+    /// copy, compare or pass), by an event recorded behind it ([`window::LateEvents`]): a new
+    /// private stream waits for it, so nothing of ours runs before that work, which may still
+    /// write the memory, and frees of the context's memory are ordered after it.
+    pub(crate) stuck: crate::engine::stuck::StuckWork<usize>,
     /// The compare kernel of write-set restore (loaded by the first diff here).
     pub(crate) compare: Mutex<window::compare::CompareKernel>,
 }
@@ -202,10 +207,6 @@ pub(crate) struct ModuleVariables {
 #[derive(Default)]
 pub(crate) struct Private {
     pub(crate) stream: usize,
-    /// Events of ours recorded behind work that outlived its deadline on private streams
-    /// given up since (a stuck copy, compare or pass): a new private stream waits for them,
-    /// so nothing of ours runs before that work, which may still write the memory.
-    pub(crate) late: Vec<usize>,
     pub(crate) timing_events: Vec<usize>,
     pub(crate) plain_events: Vec<usize>,
 }
@@ -231,6 +232,7 @@ impl Ctx {
             private: Mutex::new(Private::default()),
             gates: OnceLock::new(),
             window_gate: gate::WindowGate::default(),
+            stuck: crate::engine::stuck::StuckWork::default(),
             compare: Mutex::default(),
         }
     }
@@ -671,6 +673,8 @@ impl Backend {
                 // SAFETY: both parameter structs are one handle.
                 let owner = unsafe { (*params.cast::<cuModuleUnload_params>()).hmod } as usize;
                 if enter {
+                    // A pass of ours past its deadline may still run the module's code.
+                    window::wait_for_late_work(self);
                     let mut managed = Vec::new();
                     for ctx in self.contexts.read().values() {
                         ctx.requested_globals.lock().retain(|g| {

@@ -2061,6 +2061,67 @@ fn a_stuck_relaunch_fails_and_orders_the_application_stream_after_it() {
     assert_eq!(waits[0].0, 0x5000, "the application's stream waits");
 }
 
+#[test]
+fn a_module_unload_waits_for_a_relaunch_that_outlived_its_deadline() {
+    // A pass still running may run the module's code: the unload waits for it (bounded by
+    // the late-pass deadline), as HSA's executable destruction does.
+    let settings = Settings {
+        late_pass: Duration::from_secs(2),
+        ..quick()
+    };
+    let h = harness(3, settings);
+    let mut buf = Buffer::new(&h, 8);
+    gpu().stick_relaunches = true;
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    assert_eq!(
+        h.outcomes()[0].1.kind,
+        OutcomeKind::Failed(FailureReason::PassStuck)
+    );
+    assert!(h.be.ctx(CTX).stuck.any(), "the late pass is listed");
+    let finished = std::sync::Arc::new(AtomicBool::new(false));
+    let finisher = {
+        let finished = finished.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            let mut g = gpu();
+            g.stick_relaunches = false;
+            g.stuck_streams.clear();
+            g.stuck_events.clear();
+            finished.store(true, Ordering::SeqCst);
+        })
+    };
+    let unloaded_after = std::sync::Arc::new(AtomicBool::new(false));
+    let params = cuModuleUnload_params {
+        hmod: 0x77 as CUmodule,
+    };
+    {
+        let (finished, unloaded_after) = (finished.clone(), unloaded_after.clone());
+        h.call(
+            MODULE_UNLOAD,
+            c"cuModuleUnload",
+            (&params as *const cuModuleUnload_params).cast(),
+            c"",
+            move || {
+                unloaded_after.store(finished.load(Ordering::SeqCst), Ordering::SeqCst);
+                CUDA_SUCCESS
+            },
+        );
+    }
+    finisher.join().unwrap();
+    assert!(
+        unloaded_after.load(Ordering::SeqCst),
+        "the module was unloaded while the late pass still ran"
+    );
+    let ctx = h.be.ctx(CTX);
+    assert!(
+        ctx.stuck
+            .pending(&super::window::LateEvents::new(&h.be.drv, &ctx))
+            .is_empty(),
+        "the ended pass is forgotten"
+    );
+}
+
 /// The application launches a kernel into stream 0x5000 that does not finish (a kernel
 /// waiting for a flag), then makes `next`: a call the kernel's completion waits for, whose
 /// driver part calls [`unstick`]. Returns how long `next` took from the launch on, once the
@@ -2324,7 +2385,10 @@ fn memory_freed_or_unmapped_after_a_stuck_restore_is_not_reused_under_the_late_c
         h.outcomes()[0].1.kind,
         OutcomeKind::Failed(FailureReason::RestoreStuck)
     );
-    let late = h.be.ctx(CTX).private.lock().late.clone();
+    let ctx = h.be.ctx(CTX);
+    let late = ctx
+        .stuck
+        .pending(&super::window::LateEvents::new(&h.be.drv, &ctx));
     assert_eq!(late.len(), 1, "an event behind the stuck copies");
     // A stream-ordered free: its stream waits for the late copies first, so the allocator
     // hands the memory out again only after them.

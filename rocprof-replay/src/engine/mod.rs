@@ -14,5 +14,6 @@ pub(crate) mod settings;
 pub(crate) mod snapshot;
 pub(crate) mod state;
 pub(crate) mod stored;
+pub(crate) mod stuck;
 pub(crate) mod window;
 pub(crate) mod workers;

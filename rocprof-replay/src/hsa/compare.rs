@@ -560,7 +560,7 @@ fn run_table(
         // `stuck`), and its buffers are never used again.
         tracing::warn!("a device compare kernel is still running after the copy deadline");
         l.gpu.kernels.leak_buffers();
-        be.stuck.add_touching(l.gpu.index, signal, staging());
+        be.stuck.add_touching(l.gpu.index, signal.handle, staging());
         return Err(DiffError::Stuck);
     }
     // SAFETY: our signal, its dispatch completed.

@@ -643,16 +643,18 @@ fn before_free(be: &super::Backend, ptr: *mut c_void, free: super::stuck::Free) 
             forget(ptr);
             return false;
         }
-        if be.stuck.defer_free(be, ptr as usize, free) {
+        let addr = ptr as usize;
+        let deferred = move || {
+            // SAFETY: the application's free of a stuck pass's kernarg, done once that pass
+            // ended.
+            unsafe { free(addr as *mut c_void) };
+        };
+        if be.stuck.defer_free(be, addr, deferred) {
             return true;
         }
-        if let Some(owner) = INVENTORY.agent_of(ptr as usize) {
+        if let Some(owner) = INVENTORY.agent_of(addr) {
             let gpu = be.gpus.iter().find(|g| g.agent.handle == owner.0);
-            be.stuck.wait_for(
-                be,
-                gpu.map(|g| g.index),
-                be.settings().copy.saturating_mul(2),
-            );
+            super::stuck::wait_for_stuck(be, gpu.map(|g| g.index));
         }
         forget(ptr);
         false
@@ -1147,11 +1149,7 @@ unsafe extern "C" fn vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t {
         quietly("forgetting a vmem mapping", || {
             if let Some(owner) = INVENTORY.agent_of(va as usize) {
                 let gpu = be.gpus.iter().find(|g| g.agent.handle == owner.0);
-                be.stuck.wait_for(
-                    be,
-                    gpu.map(|g| g.index),
-                    be.settings().copy.saturating_mul(2),
-                );
+                super::stuck::wait_for_stuck(be, gpu.map(|g| g.index));
             }
             INVENTORY.remove_range(va as usize, size);
             be.host_memory.write().remove(&(va as usize));
@@ -1665,8 +1663,7 @@ unsafe extern "C" fn executable_destroy(executable: hsa_executable_t) -> hsa_sta
         }
         drop(known);
         // A stuck pass may still run code of this executable.
-        be.stuck
-            .wait_for(be, None, be.settings().copy.saturating_mul(2));
+        super::stuck::wait_for_stuck(be, None);
     });
     // Its module variables may be in a window's snapshot: destroy it outside every window.
     let _fence = backend().and_then(|be| guarded("fencing an executable", || Fence::all(be)));

@@ -1462,9 +1462,11 @@ impl HsaTarget {
             }
         }
         self.signal = None;
-        self.be
-            .stuck
-            .add(self.gpu.index, signal, self.packet.kernarg_address as usize);
+        self.be.stuck.add(
+            self.gpu.index,
+            signal.handle,
+            self.packet.kernarg_address as usize,
+        );
     }
 
     /// Queues a barrier (barrier bit, system-scope fences) that decrements `signal` once
@@ -1693,7 +1695,9 @@ impl DeviceMemory for HsaTarget {
                 .iter()
                 .flat_map(|t| [(t.device, t.len), (t.staging, t.len)])
                 .collect();
-            self.be.stuck.add_touching(self.gpu.index, signal, touches);
+            self.be
+                .stuck
+                .add_touching(self.gpu.index, signal.handle, touches);
             return Err(CopyError::Stuck);
         }
         if failed {
@@ -2187,9 +2191,11 @@ impl ReplayTarget for HsaTarget {
         self.signal = None;
         // Its stop packet may still write the counters' buffers: never free them.
         self.profiles.drain(..).for_each(std::mem::forget);
-        self.be
-            .stuck
-            .add(self.gpu.index, signal, self.packet.kernarg_address as usize);
+        self.be.stuck.add(
+            self.gpu.index,
+            signal.handle,
+            self.packet.kernarg_address as usize,
+        );
         false
     }
 

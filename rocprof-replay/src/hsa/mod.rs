@@ -145,11 +145,13 @@ impl ArenaMemory<'_> {
     /// which buffers are handed out, and a window can give back staging that stuck work still
     /// reads, such as after a stuck final restore).
     fn free_chunk(&self, ptr: usize) {
-        if self
-            .be
-            .stuck
-            .park_free(self.gpu.index, ptr, self.be.orig.pool_free)
-        {
+        let free = self.be.orig.pool_free;
+        let parked = move || {
+            // SAFETY: a chunk of ours, freed once no stuck work of its GPU may touch our
+            // memory.
+            unsafe { free(ptr as *mut std::ffi::c_void) };
+        };
+        if self.be.stuck.park_free(self.gpu.index, parked) {
             tracing::warn!(
                 gpu = self.gpu.index,
                 "a snapshot arena chunk is freed only once stuck replay copies of its GPU end"

@@ -797,11 +797,11 @@ pub(crate) fn retire_stream(be: &Backend, ctx: &Ctx, stream: CUstream) {
 /// them on the host, at most the late-pass deadline. Nothing to do (one lock) when no copy of
 /// ours is late.
 pub(crate) fn order_free_after_late_copies(be: &Backend, ctx: &Ctx, stream: Option<CUstream>) {
-    let late: Vec<usize> = ctx.private.lock().late.clone();
-    if late.is_empty() {
+    if !ctx.stuck.any() {
         return;
     }
     let _g = Guard::new();
+    let late = LateEvents::new(&be.drv, ctx);
     match stream {
         Some(stream) => {
             let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -812,8 +812,8 @@ pub(crate) fn order_free_after_late_copies(be: &Backend, ctx: &Ctx, stream: Opti
                 // would invalidate it.
                 return;
             }
-            for ev in late {
-                // SAFETY: the application's stream; our recorded event.
+            for ev in ctx.stuck.pending(&late) {
+                // SAFETY: the application's stream; our recorded event, listed.
                 let r = unsafe { (be.drv.stream_wait_event)(stream, ev as CUevent, 0) };
                 if r != CUDA_SUCCESS {
                     tracing::error!(
@@ -825,19 +825,45 @@ pub(crate) fn order_free_after_late_copies(be: &Backend, ctx: &Ctx, stream: Opti
             }
         }
         None => {
-            let deadline = std::time::Instant::now() + be.settings.late_pass;
-            for ev in late {
-                // SAFETY: our recorded event.
-                if poll(deadline, || unsafe { (be.drv.event_query)(ev as CUevent) })
-                    == Poll::TimedOut
-                {
-                    tracing::error!(
-                        "memory is freed while a copy of ours that outlived its deadline may \
-                         still use it (waited the late-pass deadline)"
-                    );
-                    return;
-                }
+            if !ctx.stuck.wait_for(&late, None, be.settings.late_pass) {
+                tracing::error!(
+                    "memory is freed while a copy of ours that outlived its deadline may \
+                     still use it (waited the late-pass deadline)"
+                );
             }
+        }
+    }
+}
+
+/// The application unloads a module or library (`cuModuleUnload`, `cuLibraryUnload`): a
+/// pass of ours that outlived its deadline may still run its code. Waits for the late work of
+/// every context (the late-pass deadline at most, all contexts together), as HSA's
+/// executable destruction does; goes ahead, with an error logged, at the deadline. Nothing to
+/// do (one relaxed load per context) when no work of ours is late.
+pub(crate) fn wait_for_late_work(be: &Backend) {
+    let late: Vec<Arc<Ctx>> = be
+        .contexts
+        .read()
+        .values()
+        .filter(|c| c.stuck.any())
+        .cloned()
+        .collect();
+    if late.is_empty() {
+        return;
+    }
+    let _g = Guard::new();
+    let deadline = std::time::Instant::now() + be.settings.late_pass;
+    for ctx in late {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if !ctx
+            .stuck
+            .wait_for(&LateEvents::new(&be.drv, &ctx), None, left)
+        {
+            tracing::error!(
+                "code is unloaded while replay work of ours that outlived its deadline may \
+                 still run it (waited the late-pass deadline)"
+            );
+            return;
         }
     }
 }

@@ -41,7 +41,7 @@ pub(crate) use launch::asynchronous_windows;
 use launch::*;
 pub(crate) use launch::{
     asynchronous_windows_from_env, enter_launch, exit_launch, order_free_after_late_copies,
-    prepare_gates, prune_foreign, record_marker, retire_stream,
+    prepare_gates, prune_foreign, record_marker, retire_stream, wait_for_late_work,
 };
 use target::*;
-pub(crate) use target::{ArenaMemory, Poll, poll};
+pub(crate) use target::{ArenaMemory, LateEvents, Poll, poll};

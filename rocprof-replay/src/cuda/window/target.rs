@@ -20,6 +20,37 @@ use crate::policy::DeclineReason;
 
 use super::*;
 
+/// A context's late work of ours, as the engine's stuck-work registry sees it
+/// ([`StuckWork`](crate::engine::stuck::StuckWork)): each listed token is an event of ours
+/// recorded behind the work, given back to the context's pool once the work ended.
+pub(crate) struct LateEvents<'a> {
+    drv: &'a Driver,
+    ctx: &'a Ctx,
+}
+
+impl<'a> LateEvents<'a> {
+    pub(crate) fn new(drv: &'a Driver, ctx: &'a Ctx) -> LateEvents<'a> {
+        LateEvents { drv, ctx }
+    }
+}
+
+impl crate::engine::stuck::Completions for LateEvents<'_> {
+    type Token = usize;
+    fn ended(&self, ev: usize) -> bool {
+        // SAFETY: an event of ours, listed, so neither reused nor destroyed.
+        unsafe { (self.drv.event_query)(ev as CUevent) == CUDA_SUCCESS }
+    }
+    fn wait(&self, ev: usize, slice: Duration) {
+        // SAFETY: as in `ended`.
+        poll(Instant::now() + slice, || unsafe {
+            (self.drv.event_query)(ev as CUevent)
+        });
+    }
+    fn release(&self, ev: usize) {
+        self.ctx.private.lock().plain_events.push(ev);
+    }
+}
+
 /// The result of polling for asynchronous work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Poll {
@@ -227,8 +258,23 @@ impl<'a> CudaTarget<'a> {
     /// after a stuck restore must not run before the late copies, which would overwrite its
     /// result.
     pub(super) fn stream(&self) -> Option<CUstream> {
-        let mut p = self.ctx.private.lock();
-        if p.stream == 0 {
+        let current = self.ctx.private.lock().stream;
+        if current != 0 {
+            return Some(current as CUstream);
+        }
+        {
+            // Late work that ended goes back to the pool; the rest stays listed (a later
+            // stream must wait for it too) and this one waits for each. Only the window that
+            // holds the context (or its launching thread) creates the stream; the pool's lock
+            // is taken after the registry settled (settling gives events back to it).
+            let late = self
+                .ctx
+                .stuck
+                .pending(&LateEvents::new(self.drv(), self.ctx));
+            let mut p = self.ctx.private.lock();
+            if p.stream != 0 {
+                return Some(p.stream as CUstream);
+            }
             let mut s: CUstream = std::ptr::null_mut();
             // SAFETY: a plain out-parameter; the context is current on this thread.
             let r = unsafe { (self.drv().stream_create)(&mut s, CU_STREAM_NON_BLOCKING) };
@@ -236,36 +282,23 @@ impl<'a> CudaTarget<'a> {
                 tracing::warn!(status = %error_name(self.drv(), r), "cannot create the replay stream");
                 return None;
             }
-            // Late events already passed go back to the pool; the others stay listed (a later
-            // stream must wait for them too) and this one waits for each.
-            let late = std::mem::take(&mut p.late);
-            let mut waiting = true;
             for ev in late {
-                // SAFETY: our event.
-                let passed =
-                    waiting && unsafe { (self.drv().event_query)(ev as CUevent) } == CUDA_SUCCESS;
-                if passed {
-                    p.plain_events.push(ev);
-                    continue;
+                // SAFETY: our new stream and our recorded event. (Should its work end and
+                // another thread's settle give it back to the pool and reuse it meanwhile, the
+                // stream waits for that later work of ours instead: bounded by its deadline.)
+                let r = unsafe { (self.drv().stream_wait_event)(s, ev as CUevent, 0) };
+                if r != CUDA_SUCCESS {
+                    // The new stream is left unused (the backend never destroys streams).
+                    tracing::warn!(
+                        "the replay stream cannot wait for late work of ours: no replay work \
+                         runs in this context until a new one can"
+                    );
+                    return None;
                 }
-                if waiting {
-                    // SAFETY: our new stream and our recorded event.
-                    let r = unsafe { (self.drv().stream_wait_event)(s, ev as CUevent, 0) };
-                    waiting = r == CUDA_SUCCESS;
-                }
-                p.late.push(ev);
-            }
-            if !waiting {
-                // The new stream is left unused (the backend never destroys streams).
-                tracing::warn!(
-                    "the replay stream cannot wait for late work of ours: no replay work runs \
-                     in this context until a new one can"
-                );
-                return None;
             }
             p.stream = s as usize;
+            Some(s)
         }
-        Some(p.stream as CUstream)
     }
 
     /// Gives up the private stream after work on it outlived its deadline (it may still run);
@@ -278,16 +311,15 @@ impl<'a> CudaTarget<'a> {
         }
         self.late_stream = old;
         let marker = record_marker(self.be, self.ctx, old as CUstream);
-        let mut p = self.ctx.private.lock();
         if marker != 0 {
-            p.late.push(marker);
+            self.ctx.stuck.add(0, marker, 0);
         } else {
             tracing::warn!(
                 "no event could be recorded behind late work of ours: later replay work in \
                  this context may run before it"
             );
         }
-        p.stream = 0;
+        self.ctx.private.lock().stream = 0;
     }
 
     pub(super) fn take_event(&self, timing: bool) -> Option<usize> {
