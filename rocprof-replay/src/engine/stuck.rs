@@ -198,6 +198,7 @@ impl<T: Copy + Eq + std::fmt::Debug + Send> StuckWork<T> {
     /// The tokens of the work still listed after [`settle`](Self::settle) (what a new stream
     /// of ours, or a stream-ordered free, must wait for). Empty, after one relaxed load, when
     /// nothing is stuck.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn pending(&self, c: &(impl Completions<Token = T> + ?Sized)) -> Vec<T> {
         if self.count.load(Ordering::Relaxed) == 0 {
             return Vec::new();
