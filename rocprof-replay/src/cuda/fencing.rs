@@ -66,7 +66,7 @@ impl Backend {
                 };
                 // Its stream, if it must wait: a first pass waiting for this work gives way.
                 c.lock
-                    .hold_outside_window_on(self.settings.lock, || stream().map(|s| s as u64));
+                    .hold_outside_window_on(self.settings.lock, || stream().map(lane));
                 if let Err(c) = READERS
                     .try_with(|r| r.borrow_mut().push((call, c.clone())))
                     .map_err(|_| c)
@@ -153,7 +153,7 @@ impl Backend {
         });
         match enqueued {
             Some(CUDA_SUCCESS) => {
-                ctx.lock.ordered_behind(Some(stream as u64));
+                ctx.lock.ordered_behind(Some(lane(stream)));
                 true
             }
             Some(r) => {
@@ -308,4 +308,22 @@ pub(crate) fn connections(setting: Option<&str>) -> u32 {
         .and_then(|v| v.trim().parse::<u32>().ok())
         .filter(|&n| n > 0)
         .map_or(8, |n| n.min(32))
+}
+
+/// The lane ([`AgentLock`](crate::engine::agent::AgentLock)'s name for a stream) of stream
+/// `stream` as the calling thread names it. Streams are their handles, but
+/// `CU_STREAM_PER_THREAD` names each thread's own per-thread default stream: its lane is one
+/// per thread (the top bit set, so no handle is mistaken for it), so that work on another
+/// thread's per-thread stream counts as work on another stream. Called on the application
+/// thread that named the stream.
+pub(crate) fn lane(stream: usize) -> u64 {
+    if stream != CU_STREAM_PER_THREAD {
+        return stream as u64;
+    }
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    thread_local! {
+        static PER_THREAD: u64 =
+            (1 << 63) | NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    PER_THREAD.try_with(|l| *l).unwrap_or(1 << 63)
 }

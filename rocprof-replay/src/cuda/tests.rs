@@ -2293,6 +2293,60 @@ fn legacy_stream_work_releases_a_first_pass_only_on_a_non_blocking_stream() {
     }
 }
 
+#[test]
+fn work_on_another_threads_per_thread_stream_releases_a_first_pass_on_this_threads() {
+    // `CU_STREAM_PER_THREAD` names each thread's own default stream: a copy another thread
+    // makes on its per-thread stream may be what a kernel on this thread's per-thread stream
+    // waits for (it gives way), while one this thread makes on its own is behind the kernel
+    // (the window keeps its first pass, which here finishes by itself).
+    const PER_THREAD: usize = CU_STREAM_PER_THREAD;
+    for other_thread in [true, false] {
+        let h = harness(3, yielding());
+        let mut buf = Buffer::new(&h, 4);
+        h.obtain_function(&ADD_ONE);
+        gpu().stick_after_launch = Some(PER_THREAD);
+        let mut args = buf.args();
+        let started = Instant::now();
+        h.launch_returning(&ADD_ONE, &mut args, PER_THREAD, c"_Z7add_onePji");
+        std::thread::scope(|s| {
+            if other_thread {
+                s.spawn(|| copy_on(&h, PER_THREAD, unstick_per_thread));
+            } else {
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(400));
+                    unstick_per_thread();
+                });
+                copy_on(&h, PER_THREAD, || {});
+            }
+        });
+        let took = started.elapsed();
+        h.settle();
+        let o = &h.outcomes()[0].1;
+        if other_thread {
+            assert!(took < Duration::from_secs(5), "the copy waited {took:?}");
+            assert_eq!(
+                o.kind,
+                OutcomeKind::Declined(DeclineReason::LockContention),
+                "{o:?}"
+            );
+            assert_eq!(o.passes, 1);
+        } else {
+            assert!(took >= Duration::from_millis(400), "{took:?}");
+            assert_eq!(o.kind, OutcomeKind::Replayed, "{o:?}");
+            assert_eq!(o.passes, 3);
+        }
+        assert_eq!(buf.values(), vec![1; 4], "other thread: {other_thread}");
+    }
+}
+
+/// The flag a kernel on a per-thread default stream waits for is set.
+fn unstick_per_thread() {
+    let mut g = gpu();
+    g.stick_after_launch = None;
+    g.stuck_streams.remove(&CU_STREAM_PER_THREAD);
+    g.stuck_events.clear();
+}
+
 /// [`UNSTICKING`]'s next run calls [`unstick`].
 static UNSTICK_ON_LAUNCH: AtomicBool = AtomicBool::new(false);
 

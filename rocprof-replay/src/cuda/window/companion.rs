@@ -265,6 +265,10 @@ pub(super) struct Job {
     /// The correlation id of the application's launch call (its kernel record, pass 1's
     /// kernel-only time).
     pub(super) correlation: u32,
+    /// The lane of the launch's stream, as the application thread names it
+    /// ([`lane`](crate::cuda::fencing::lane)): each thread's per-thread default stream has
+    /// its own.
+    pub(super) lane: u64,
     /// Recorded by the application thread on its per-thread default stream (0: none).
     pub(super) before: usize,
     /// The copy of the arguments `launch` points into (`None`: `launch` points at the

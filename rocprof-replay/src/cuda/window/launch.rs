@@ -414,6 +414,7 @@ pub(crate) unsafe fn enter_launch(
         params: facts.params.clone(),
         hand: hand.clone(),
         correlation: cb.correlationId,
+        lane: crate::cuda::fencing::lane(stream as usize),
         before,
         _owned: owned,
         gates: gates.clone(),
@@ -432,7 +433,9 @@ pub(crate) unsafe fn enter_launch(
     let release = {
         // Listed while it waits: another window of the context whose first pass has not
         // finished gives way when this launch (on another stream) may be what it waits for.
-        let _blocked = ctx.lock.blocked(Some(stream as u64));
+        let _blocked = ctx
+            .lock
+            .blocked(Some(crate::cuda::fencing::lane(stream as usize)));
         hand.wait_release()
     };
     let Some(release) = release else {
@@ -459,9 +462,11 @@ pub(crate) unsafe fn enter_launch(
                 tracing::debug!(status = %error_name(&be.drv, r), "pass 1 start event not recorded");
             }
         }
-        Release::Ordinary { reader: true } => ctx
-            .lock
-            .hold_outside_window_on(be.settings.lock, || Some(stream as u64)),
+        Release::Ordinary { reader: true } => {
+            ctx.lock.hold_outside_window_on(be.settings.lock, || {
+                Some(crate::cuda::fencing::lane(stream as usize))
+            })
+        }
         Release::Ordinary { reader: false } => {}
     }
     let pending = Box::new(Pending {
@@ -513,7 +518,7 @@ fn hold_in_order(
     all.dedup();
     let mut held = SmallVec::new();
     for c in all {
-        let lane = || Some(stream as u64);
+        let lane = || Some(crate::cuda::fencing::lane(stream as usize));
         if c == ctx.handle {
             ctx.lock.hold_outside_window_on(be.settings.lock, lane);
         } else {

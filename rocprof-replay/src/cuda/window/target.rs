@@ -885,7 +885,7 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn begin(&mut self) -> Result<(), DeclineReason> {
-        let lane = Some(self.job.launch.app_stream() as u64);
+        let lane = Some(self.job.lane);
         match self.ctx.lock.write_for_on(self.settings().lock, lane) {
             Some(guard) => {
                 self.window = Some(guard);
@@ -1111,7 +1111,7 @@ impl ReplayTarget for CudaTarget<'_> {
         // (or a call that may load the module of a kernel about to be launched) has waited
         // past the yield deadline, the kernel may be waiting for it.
         let yield_after = self.settings().yield_after;
-        let own = self.job.launch.app_stream() as u64;
+        let own = self.job.lane;
         let waited = crate::engine::phases::timed(crate::engine::phases::Phase::PassWait, || {
             poll_unless(
                 deadline,
