@@ -2,7 +2,9 @@
 // after the launch call returned, with its next CUDA call on another stream — MODE `copy`:
 // cudaMemcpyAsync from host memory on a second non-blocking stream; MODE `kernel`: a tiny
 // kernel launched on that stream; MODE `sync`: a synchronous cudaMemcpy (the legacy default
-// stream, which does not wait for the kernel's non-blocking stream). The waiting kernel then adds the flag's value to every
+// stream, which does not wait for the kernel's non-blocking stream); MODE `ptds`: the kernel on
+// this thread's per-thread default stream, the cudaMemcpyAsync on another thread's (both are
+// named cudaStreamPerThread, and neither waits for the other). The waiting kernel then adds the flag's value to every
 // element of a device buffer (not idempotent: a replay that does not restore shows).
 //
 // Without the tool the kernel completes at once. Under a tool that holds the application's
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 __device__ unsigned long long now_ns() {
@@ -61,6 +64,7 @@ int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "copy";
   const bool by_kernel = strcmp(mode, "kernel") == 0;
   const bool by_sync_copy = strcmp(mode, "sync") == 0;
+  const bool by_other_thread = strcmp(mode, "ptds") == 0;
   const size_t n = 1 << 16;
   unsigned int* flag = nullptr;
   CK(cudaMalloc((void**)&flag, 64));
@@ -77,7 +81,9 @@ int main(int argc, char** argv) {
   unsigned int* scratch = nullptr;
   CK(cudaMalloc((void**)&scratch, 32 * 4));
   CK(cudaMemset(scratch, 0, 32 * 4));
-  warm_up<<<1, 32, 0, s>>>(scratch);
+  // The waiting kernel's stream.
+  cudaStream_t k = by_other_thread ? cudaStreamPerThread : s;
+  warm_up<<<1, 32, 0, k>>>(scratch);
   warm_up<<<1, 32, 0, t>>>(scratch);
   // set_flag's first launch (its module loaded) on the flag's second word, not the flag.
   set_flag<<<1, 1, 0, t>>>(flag + 1, 1);
@@ -85,7 +91,7 @@ int main(int argc, char** argv) {
   CK(cudaDeviceSynchronize());
 
   auto t0 = std::chrono::steady_clock::now();
-  wait_flag_then_add<<<(n + 255) / 256, 256, 0, s>>>(flag, d, n);
+  wait_flag_then_add<<<(n + 255) / 256, 256, 0, k>>>(flag, d, n);
   auto t1 = std::chrono::steady_clock::now();
   CK(cudaGetLastError());
   printf("launch_returned_us %lld\n",
@@ -96,10 +102,18 @@ int main(int argc, char** argv) {
     CK(cudaGetLastError());
   } else if (by_sync_copy) {
     CK(cudaMemcpy(flag, seven, 4, cudaMemcpyHostToDevice));
+  } else if (by_other_thread) {
+    cudaError_t e = cudaSuccess;
+    std::thread other([&] {
+      e = cudaMemcpyAsync(flag, seven, 4, cudaMemcpyHostToDevice, cudaStreamPerThread);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamPerThread);
+    });
+    other.join();
+    CK(e);
   } else {
     CK(cudaMemcpyAsync(flag, seven, 4, cudaMemcpyHostToDevice, t));
   }
-  CK(cudaStreamSynchronize(s));
+  CK(cudaStreamSynchronize(k));
   CK(cudaStreamSynchronize(t));
   auto t2 = std::chrono::steady_clock::now();
   printf("completed_ms %lld\n",

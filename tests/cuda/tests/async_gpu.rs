@@ -128,11 +128,12 @@ fn a_kernel_waiting_for_the_applications_next_call_on_another_stream_completes()
     require_gpu();
     // The flag is device memory the application sets with its next call on another stream
     // (a copy, a kernel, or a synchronous copy on the legacy stream, which does not wait for
-    // the kernel's non-blocking stream). That call waits for the window, whose first pass waits for it:
+    // the kernel's non-blocking stream; or a copy another thread makes on its per-thread
+    // default stream while the kernel runs on this thread's). That call waits for the window, whose first pass waits for it:
     // once it has waited past the yield deadline (1 s by default) the window gives up replaying
     // the kernel (`lock_contention`, one pass, the application's own) instead of waiting for
     // the pass deadline (30 s here).
-    for mode in ["copy", "kernel", "sync"] {
+    for mode in ["copy", "kernel", "sync", "ptds"] {
         let name = format!("flag_copy.{mode}");
         let (r, recs) = under_tool_args("flag_copy", &[mode], &name, "3", &[]);
         r.assert_success(&name);
