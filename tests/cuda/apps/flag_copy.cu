@@ -19,12 +19,7 @@
 #include <cstring>
 #include <thread>
 #include <vector>
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+#include "check.cuh"
 
 // A first launch on each stream, before the one measured (the tool's one-time set-up).
 __global__ void warm_up(unsigned int* scratch) { scratch[threadIdx.x] += 1; }
@@ -49,16 +44,6 @@ __global__ void wait_flag_then_add(volatile unsigned int* flag, unsigned int* d,
 }
 
 __global__ void set_flag(unsigned int* flag, unsigned int v) { *(volatile unsigned int*)flag = v; }
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "copy";

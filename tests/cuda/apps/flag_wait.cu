@@ -15,14 +15,9 @@
 #include <cstdio>
 #include <thread>
 #include <vector>
+#include "check.cuh"
 
 __device__ volatile unsigned int* flag_ptr;
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // A first launch on the stream, before the one measured: the tool's one-time set-up per
 // context (its gate page and the self-test that proves it, about 80 ms on the H200) is not
@@ -47,16 +42,6 @@ __global__ void wait_then_add(unsigned int* d, size_t n) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (i < n) d[i] += value;
 }
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 int main() {
   const size_t n = 1 << 16;

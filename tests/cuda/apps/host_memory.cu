@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include "check.cuh"
 
 __global__ void add_one(unsigned int* d, size_t n) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -21,16 +22,6 @@ __global__ void add_from(unsigned int* d, const unsigned int* s, size_t n) {
 }
 
 static int failures = 0;
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 static void check(const char* name, const unsigned int* h, size_t n) {
   size_t bad = 0;

@@ -10,16 +10,11 @@
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include "check.cuh"
 
 __managed__ unsigned int a;
 __managed__ unsigned int b;
 __device__ unsigned int d;
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 __global__ void bump_managed(unsigned long long ns) {
   unsigned long long start = now_ns();
@@ -29,16 +24,6 @@ __global__ void bump_managed(unsigned long long ns) {
 }
 
 __global__ void bump_device() { d += 1; }
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 int main() {
   int concurrent = 0;

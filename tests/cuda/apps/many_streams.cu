@@ -17,12 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+#include "check.cuh"
 
 __global__ void slow_add(unsigned int* d, size_t n, unsigned long long ns) {
   if (threadIdx.x == 0) {
@@ -33,16 +28,6 @@ __global__ void slow_add(unsigned int* d, size_t n, unsigned long long ns) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (i < n) d[i] += 1;
 }
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 int main(int argc, char** argv) {
   const bool ordered = argc > 1 && !strcmp(argv[1], "ordered");

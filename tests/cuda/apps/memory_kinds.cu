@@ -37,6 +37,7 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+#include "check.cuh"
 
 __device__ void add_one(unsigned int* d, size_t n) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -51,12 +52,6 @@ __global__ void ipc_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void exported_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 __global__ void peer_add_one(unsigned int* d, size_t n) { add_one(d, n); }
 
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // Spins `ns` of device time, then adds 1.
 __global__ void slow_add_one(unsigned int* d, size_t n, unsigned long long ns) {
   unsigned long long start = now_ns();
@@ -65,16 +60,6 @@ __global__ void slow_add_one(unsigned int* d, size_t n, unsigned long long ns) {
 }
 
 static int failures = 0;
-
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                        \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
 
 #define CU(x)                                                        \
   do {                                                               \

@@ -17,14 +17,9 @@
 #include <cstdlib>
 #include <thread>
 #include <vector>
+#include "check.cuh"
 
 __device__ unsigned int* runs_ptr;
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // A first launch on the stream, before the one measured: the tool's one-time set-up per
 // context (its gate page and the self-test that proves it, about 80 ms on the H200) is not
@@ -44,16 +39,6 @@ __global__ void slow_add(unsigned int* d, size_t n, unsigned long long ns) {
     atomicAdd_system(runs_ptr, 1u);
   }
 }
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 static volatile unsigned int* runs;
 static std::atomic<unsigned int> at_hostfn{0};

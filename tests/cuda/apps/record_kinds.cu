@@ -25,12 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+#include "check.cuh"
 
 __global__ void fifty_us(unsigned long long ns) {
   unsigned long long start = now_ns();
@@ -45,14 +40,6 @@ __global__ void five_us(unsigned int* count, unsigned long long ns) {
   if (threadIdx.x == 0) *count += 1;
 }
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      printf("error cuda %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
 #define CP(x)                                                           \
   do {                                                                  \
     CUptiResult r_ = (x);                                               \

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <thread>
 #include <vector>
+#include "check.cuh"
 
 __device__ unsigned int counter;                 // .nv.global: zero-initialised
 __device__ unsigned int table[64] = {7};         // .nv.global.init: table[0] = 7
@@ -51,16 +52,6 @@ static void mix(const void* p, size_t bytes) {
   const unsigned char* b = (const unsigned char*)p;
   for (size_t i = 0; i < bytes; i++) digest = (digest ^ b[i]) * 1099511628211ull;
 }
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 static unsigned long long sum_device(const unsigned int* d, size_t n) {
   std::vector<unsigned int> h(n);

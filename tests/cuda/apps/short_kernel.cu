@@ -5,12 +5,7 @@
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+#include "check.cuh"
 
 __global__ void five_us(unsigned int* count, unsigned long long ns) {
   unsigned long long start = now_ns();
@@ -18,16 +13,6 @@ __global__ void five_us(unsigned int* count, unsigned long long ns) {
   }
   if (threadIdx.x == 0) *count += 1;
 }
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 int main() {
   const int launches = getenv("LAUNCHES") ? atoi(getenv("LAUNCHES")) : 50;

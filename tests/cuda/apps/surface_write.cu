@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <vector>
+#include "check.cuh"
 
 __global__ void bump_array(cudaSurfaceObject_t s, int width) {
   int x = blockIdx.x * blockDim.x + threadIdx.x;
@@ -18,16 +19,6 @@ __global__ void bump_plain(int* p, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) p[i] += 1;
 }
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 int main() {
   const int width = 256;
