@@ -12,7 +12,7 @@
 //!     ▼
 //!   plan + capture snapshot ──alloc/copy/symbols/budget──────────► run_once      (declined)
 //!     ▼
-//!   ┌► on_pass ─► run pass (own completion signal) ─► on_pass_end
+//!   ┌► on_pass ─► run pass (completion of ours)   ─► on_pass_end
 //!   │     │ panic before the pass: memory is as captured ──────────► run_once      (declined)
 //!   │     │ not submitted ──────────────────────────────────────────► run_once      (declined)
 //!   │     │ late: waited for (second deadline); done ─► complete once    (declined)
@@ -95,13 +95,17 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     fn drain(&mut self) -> Result<(), DeclineReason>;
     /// Module-scope variables (address, size) visible to the agent, found now.
     fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason>;
-    /// Runs one pass with the engine's own completion signal and waits for it (pass
-    /// deadline); returns the kernel time when `timed`.
+    /// Runs one pass and waits for it (pass deadline), the application's completion left
+    /// untouched (HSA: a completion signal of ours; CUDA: an event of ours behind it); returns
+    /// the kernel time when `timed`.
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError>;
-    /// Submits the dispatch unchanged (its own completion signal): the ordinary single run.
+    /// Submits the dispatch unchanged, with the application's own completion: the ordinary
+    /// single run.
     /// `false` when it could not be submitted (the application then has no result of it).
     fn run_once(&mut self) -> bool;
-    /// Signals the application's completion exactly once, after the last pass.
+    /// Lets the application see the dispatch complete, exactly once, after the last pass
+    /// (HSA: its completion signal is decremented; CUDA: nothing here — the gate behind the
+    /// launch on its stream opens when the backend ends the window).
     fn complete(&mut self);
     /// After [`PassError::Late`]: waits for that pass (the late-pass deadline); `true` when it
     /// completed, so its result is the application's.
