@@ -42,6 +42,7 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+#include "check.cuh"
 
 // ctx_add_one(unsigned* d, u64 n): d[i] += 1. slow_add_one(unsigned* d, u64 n, u64 ns): spins
 // `ns` of %globaltimer, then d[i] += 1.
@@ -237,16 +238,6 @@ static bool load_driver() {
 }
 
 static int failures = 0;
-
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                        \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
 
 #define CU(x)                                                                          \
   do {                                                                                 \

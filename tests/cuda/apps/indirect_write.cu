@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+#include "check.cuh"
 
 static const size_t kData = (64ull << 20) / 4;
 static const size_t kPiece = (1ull << 20) / 4;
@@ -35,16 +36,6 @@ __global__ void bump_table(Table t) {
          i += (size_t)gridDim.x * blockDim.x)
       t.p[k][i] += (unsigned int)(i + 1 + k);
 }
-
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                        \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
 
 int main() {
   const int launches = getenv("LAUNCHES") ? atoi(getenv("LAUNCHES")) : 2;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+#include "check.cuh"
 
 static const size_t kBytes = 256ull << 20;
 static const size_t kWords = kBytes / 4;
@@ -23,16 +24,6 @@ __global__ void touch_pages(unsigned int* data, size_t pages) {
     }
   }
 }
-
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      printf("cuda error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      printf("RESULT FAIL\n");                                                        \
-      return 1;                                                                       \
-    }                                                                                 \
-  } while (0)
 
 int main() {
   const int launches = getenv("LAUNCHES") ? atoi(getenv("LAUNCHES")) : 2;
