@@ -317,8 +317,10 @@ impl KernelClock {
         let deadline = started + RECORD_WAIT;
         let mut flushes = 0u32;
         loop {
-            // SAFETY: a plain flag; the completion callback runs on this thread or CUPTI's.
-            let r = unsafe { (api.flush_all)(0) };
+            let r = crate::engine::phases::timed(crate::engine::phases::Phase::RecordFlush, || {
+                // SAFETY: a plain flag; the completion callback runs on this thread or CUPTI's.
+                unsafe { (api.flush_all)(0) }
+            });
             flushes += 1;
             if let Some(found) = take(id, false, self.span) {
                 self.misses.store(0, Ordering::Relaxed);

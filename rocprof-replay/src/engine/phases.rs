@@ -7,7 +7,8 @@
 //! sums over all windows and threads, per call (a window has one `pass` call per pass,
 //! one `end` call). Phases do not nest (but `arena_grow`, the part of `arena` that allocated
 //! memory, and `pass_submit`, `pass_wait` and `pass_record`, the parts of `pass` before the
-//! backend waits, while it waits for completion and for a kernel record, shown indented), so
+//! backend waits, while it waits for completion and for a kernel record, and `record_flush`,
+//! the flushes of `pass_record`, shown indented), so
 //! the rows add up to at most the `window` row, and what windows spend outside them is the
 //! `other` row.
 //! `docs/performance.md` shows how to read it.
@@ -51,6 +52,9 @@ pub(crate) enum Phase {
     /// Of `Pass`: waiting for the pass's kernel record after it completed (CUDA's kernel-only
     /// pass times, `cuda::kernel_clock`).
     PassRecord,
+    /// Of `PassRecord`: each call that asks CUPTI to deliver its records
+    /// (`cuptiActivityFlushAll`); its count over `PassRecord`'s is the flushes a record took.
+    RecordFlush,
     /// The policy's callbacks between passes (`on_pass`, `on_pass_end`, `should_continue`).
     Policy,
     /// The watched memory's fingerprints after the first pass.
@@ -67,7 +71,7 @@ pub(crate) enum Phase {
     End,
 }
 
-const PHASES: [Phase; 20] = [
+const PHASES: [Phase; 21] = [
     Phase::Window,
     Phase::Begin,
     Phase::Drain,
@@ -81,6 +85,7 @@ const PHASES: [Phase; 20] = [
     Phase::PassSubmit,
     Phase::PassWait,
     Phase::PassRecord,
+    Phase::RecordFlush,
     Phase::Policy,
     Phase::WatchAfter,
     Phase::Diff,
@@ -106,6 +111,7 @@ impl Phase {
             Phase::PassSubmit => "  pass_submit",
             Phase::PassWait => "  pass_wait",
             Phase::PassRecord => "  pass_record",
+            Phase::RecordFlush => "    record_flush",
             Phase::Policy => "policy",
             Phase::WatchAfter => "watch_after",
             Phase::Diff => "diff",
@@ -177,7 +183,7 @@ pub(crate) fn report() -> String {
     };
     let mut out = String::from("rocprof-replay window phases (process totals)\n");
     out.push_str(&format!(
-        "{:<14}{:>10}{:>14}{:>12}\n",
+        "{:<16}{:>10}{:>14}{:>12}\n",
         "phase", "calls", "total_ms", "mean_us"
     ));
     let mut inside = 0u64;
@@ -192,6 +198,7 @@ pub(crate) fn report() -> String {
                 | Phase::PassSubmit
                 | Phase::PassWait
                 | Phase::PassRecord
+                | Phase::RecordFlush
         ) {
             inside += ns;
         }
@@ -201,7 +208,7 @@ pub(crate) fn report() -> String {
             0.0
         };
         out.push_str(&format!(
-            "{:<14}{:>10}{:>14.3}{:>12.1}\n",
+            "{:<16}{:>10}{:>14.3}{:>12.1}\n",
             p.label(),
             n,
             ns as f64 / 1e6,
@@ -216,7 +223,7 @@ pub(crate) fn report() -> String {
         0.0
     };
     out.push_str(&format!(
-        "{:<14}{:>10}{:>14.3}{:>12.1}\n",
+        "{:<16}{:>10}{:>14.3}{:>12.1}\n",
         "other",
         windows,
         other as f64 / 1e6,
