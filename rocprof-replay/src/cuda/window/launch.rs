@@ -283,6 +283,8 @@ pub(crate) unsafe fn enter_launch(
         return 0;
     };
     let stream = launch.app_stream();
+    // Its lane, as this thread names the stream (each thread's per-thread stream has its own).
+    let lane = crate::cuda::fencing::lane(stream as usize);
     let capturing = {
         let _g = Guard::new();
         let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -414,7 +416,7 @@ pub(crate) unsafe fn enter_launch(
         params: facts.params.clone(),
         hand: hand.clone(),
         correlation: cb.correlationId,
-        lane: crate::cuda::fencing::lane(stream as usize),
+        lane,
         before,
         _owned: owned,
         gates: gates.clone(),
@@ -433,9 +435,7 @@ pub(crate) unsafe fn enter_launch(
     let release = {
         // Listed while it waits: another window of the context whose first pass has not
         // finished gives way when this launch (on another stream) may be what it waits for.
-        let _blocked = ctx
-            .lock
-            .blocked(Some(crate::cuda::fencing::lane(stream as usize)));
+        let _blocked = ctx.lock.blocked(Some(lane));
         hand.wait_release()
     };
     let Some(release) = release else {
@@ -462,11 +462,9 @@ pub(crate) unsafe fn enter_launch(
                 tracing::debug!(status = %error_name(&be.drv, r), "pass 1 start event not recorded");
             }
         }
-        Release::Ordinary { reader: true } => {
-            ctx.lock.hold_outside_window_on(be.settings.lock, || {
-                Some(crate::cuda::fencing::lane(stream as usize))
-            })
-        }
+        Release::Ordinary { reader: true } => ctx
+            .lock
+            .hold_outside_window_on(be.settings.lock, || Some(lane)),
         Release::Ordinary { reader: false } => {}
     }
     let pending = Box::new(Pending {
@@ -799,8 +797,8 @@ pub(crate) fn retire_stream(be: &Backend, ctx: &Ctx, stream: CUstream) {
 /// are in the context's `late` list) may still read or write it, and the memory must not be
 /// handed out again (or unmapped: `cuMemUnmap`) under them. A stream-ordered free is ordered after them on its stream (the
 /// allocator reuses the memory only after the free executes); a synchronous free waits for
-/// them on the host, at most the late-pass deadline. Nothing to do (one lock) when no copy of
-/// ours is late.
+/// them on the host, at most the late-pass deadline. Nothing to do (one relaxed load) when no
+/// work of ours is late.
 pub(crate) fn order_free_after_late_copies(be: &Backend, ctx: &Ctx, stream: Option<CUstream>) {
     if !ctx.stuck.any() {
         return;
