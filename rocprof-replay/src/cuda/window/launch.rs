@@ -794,7 +794,7 @@ pub(crate) fn retire_stream(be: &Backend, ctx: &Ctx, stream: CUstream) {
 
 /// The application frees memory of `ctx` (`cuMemFree`, or `cuMemFreeAsync` on `stream`):
 /// copies of ours that outlived their deadline (a stuck capture or restore, whose events
-/// are in the context's `late` list) may still read or write it, and the memory must not be
+/// are listed in the context's `stuck` registry) may still read or write it, and the memory must not be
 /// handed out again (or unmapped: `cuMemUnmap`) under them. A stream-ordered free is ordered after them on its stream (the
 /// allocator reuses the memory only after the free executes); a synchronous free waits for
 /// them on the host, at most the late-pass deadline. Nothing to do (one relaxed load) when no
