@@ -2442,7 +2442,8 @@ fn memory_freed_or_unmapped_after_a_stuck_restore_is_not_reused_under_the_late_c
     let ctx = h.be.ctx(CTX);
     let late = ctx
         .stuck
-        .pending(&super::window::LateEvents::new(&h.be.drv, &ctx));
+        .pending(&super::window::LateEvents::new(&h.be.drv, &ctx))
+        .to_vec();
     assert_eq!(late.len(), 1, "an event behind the stuck copies");
     // A stream-ordered free: its stream waits for the late copies first, so the allocator
     // hands the memory out again only after them.

@@ -95,6 +95,34 @@ struct List<T> {
     parked: Vec<Parked>,
 }
 
+/// Tokens of listed work, each counted as waited on until this is dropped
+/// ([`StuckWork::pending`]).
+pub(crate) struct Pending<'a, T: Copy + Eq + std::fmt::Debug + Send> {
+    stuck: &'a StuckWork<T>,
+    tokens: Vec<T>,
+}
+
+impl<T: Copy + Eq + std::fmt::Debug + Send> std::ops::Deref for Pending<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.tokens
+    }
+}
+
+impl<T: Copy + Eq + std::fmt::Debug + Send> Drop for Pending<'_, T> {
+    fn drop(&mut self) {
+        if self.tokens.is_empty() {
+            return;
+        }
+        let mut list = self.stuck.list.lock();
+        for t in &self.tokens {
+            if let Some(w) = list.work.iter_mut().find(|w| w.token == *t) {
+                w.waiters -= 1;
+            }
+        }
+    }
+}
+
 /// The stuck work of a backend (HSA: of the process; CUDA: of a context).
 pub(crate) struct StuckWork<T> {
     count: AtomicUsize,
@@ -196,15 +224,24 @@ impl<T: Copy + Eq + std::fmt::Debug + Send> StuckWork<T> {
     }
 
     /// The tokens of the work still listed after [`settle`](Self::settle) (what a new stream
-    /// of ours, or a stream-ordered free, must wait for). Empty, after one relaxed load, when
-    /// nothing is stuck.
+    /// of ours, or a stream-ordered free, must wait for), held: none of them is released (and
+    /// so reused by the backend) until the returned guard is dropped, which the caller does
+    /// once its waits on them are enqueued. Empty, after one relaxed load, when nothing is
+    /// stuck.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) fn pending(&self, c: &(impl Completions<Token = T> + ?Sized)) -> Vec<T> {
-        if self.count.load(Ordering::Relaxed) == 0 {
-            return Vec::new();
+    pub(crate) fn pending(&self, c: &(impl Completions<Token = T> + ?Sized)) -> Pending<'_, T> {
+        let mut tokens = Vec::new();
+        if self.count.load(Ordering::Relaxed) != 0 {
+            self.settle(c);
+            for w in self.list.lock().work.iter_mut() {
+                w.waiters += 1;
+                tokens.push(w.token);
+            }
         }
-        self.settle(c);
-        self.list.lock().work.iter().map(|w| w.token).collect()
+        Pending {
+            stuck: self,
+            tokens,
+        }
     }
 
     /// Whether a free of `ptr` must wait until later: it is the argument buffer of a stuck
@@ -479,13 +516,21 @@ mod tests {
             "not a stuck pass's argument buffer"
         );
         assert!(stuck.defer_free(&signals, 0x7000, mark(&freed)));
-        let mut pending = stuck.pending(&signals);
-        pending.sort_unstable();
-        assert_eq!(pending, vec![4, 5]);
+        let held = stuck.pending(&signals);
+        let mut tokens = held.to_vec();
+        tokens.sort_unstable();
+        assert_eq!(tokens, vec![4, 5]);
         assert!(!freed.load(Ordering::SeqCst), "freed under its stuck pass");
         assert!(!stuck.wait_for(&signals, Some(1), Duration::ZERO));
+        // The pass ends while a caller still enqueues its waits on the tokens: not released.
         signals.set(4, 0);
-        assert_eq!(stuck.pending(&signals), vec![5], "the pass ended");
+        stuck.settle(&signals);
+        assert!(
+            signals.destroyed.lock().is_empty(),
+            "released while a caller held it"
+        );
+        drop(held);
+        assert_eq!(*stuck.pending(&signals), [5], "the pass ended");
         assert!(freed.load(Ordering::SeqCst), "the deferred free ran");
         assert_eq!(*signals.destroyed.lock(), vec![4], "its token released");
         assert!(stuck.wait_for(&signals, Some(0), Duration::ZERO));

@@ -815,8 +815,9 @@ pub(crate) fn order_free_after_late_copies(be: &Backend, ctx: &Ctx, stream: Opti
                 // would invalidate it.
                 return;
             }
-            for ev in ctx.stuck.pending(&late) {
-                // SAFETY: the application's stream; our recorded event, listed.
+            for &ev in ctx.stuck.pending(&late).iter() {
+                // SAFETY: the application's stream; our recorded event, held listed until
+                // the loop is over.
                 let r = unsafe { (be.drv.stream_wait_event)(stream, ev as CUevent, 0) };
                 if r != CUDA_SUCCESS {
                     tracing::error!(

@@ -282,10 +282,9 @@ impl<'a> CudaTarget<'a> {
                 tracing::warn!(status = %error_name(self.drv(), r), "cannot create the replay stream");
                 return None;
             }
-            for ev in late {
-                // SAFETY: our new stream and our recorded event. (Should its work end and
-                // another thread's settle give it back to the pool and reuse it meanwhile, the
-                // stream waits for that later work of ours instead: bounded by its deadline.)
+            for &ev in late.iter() {
+                // SAFETY: our new stream and our recorded event, held listed (not given back
+                // to the pool, so not reused) until `late` is dropped, after these waits.
                 let r = unsafe { (self.drv().stream_wait_event)(s, ev as CUevent, 0) };
                 if r != CUDA_SUCCESS {
                     // The new stream is left unused (the backend never destroys streams).
