@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable (default: all but the last twelve)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds flush-cost crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable (default: all but the last thirteen)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -295,6 +295,25 @@ v = [float(r["Metric Value"].replace(",", "")) for r in csv.DictReader(rows)
 print(f"  ncu --cache-control none: gpu__time_duration median {statistics.median(v):.0f} ns ({len(v)} launches)")
 PY2
     done
+    ;;
+  flush-cost)
+    # What one cuptiActivityFlushAll costs after a timed kernel, by what it delivers
+    # (flush_cost.cu): latency timestamps off/on, 0-40 other kernels between timed ones, a
+    # kernel of another stream running across the flush, records on only around the timed one.
+    step "flush-cost: a kernel record's flush by records delivered"
+    c=$out/flush; mkdir -p "$c"
+    inc=$CUDA_HOME/extras/CUPTI/include; [ -f "$inc/cupti.h" ] || inc=$CUDA_HOME/include
+    lib=$CUDA_HOME/extras/CUPTI/lib64; [ -e "$lib/libcupti.so" ] || lib=$CUDA_HOME/lib64
+    if nvcc -O2 -std=c++17 -arch=native -I"$inc" -L"$lib" -Xlinker -rpath,"$lib" \
+      -L"$CUDA_HOME/lib64/stubs" -o "$c/flush_cost" "$here/cuda/apps/flush_cost.cu" \
+      -lcupti -lcuda; then
+      for a in "0 0 0 0" "1 0 0 0" "0 10 0 0" "1 10 0 0" "0 40 0 0" "1 40 0 0" "1 10 1 0" \
+        "1 10 1 1" "1 40 0 1"; do
+        timeout 60 "$c/flush_cost" $a
+      done
+    else
+      echo "flush_cost: nvcc failed"
+    fi
     ;;
   counters-api)
     # Which CUPTI usage is cheap per counter pass, outside rocprof-replay: a standalone program

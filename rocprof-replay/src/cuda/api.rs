@@ -418,6 +418,7 @@ fn activity_api(lib: &libloading::Library) -> Option<super::kernel_clock::Activi
         Some(super::kernel_clock::ActivityApi {
             register_callbacks: *lib.get(b"cuptiActivityRegisterCallbacks\0").ok()?,
             enable: *lib.get(b"cuptiActivityEnable\0").ok()?,
+            disable: lib.get(b"cuptiActivityDisable\0").ok().map(|f| *f),
             flush_all: *lib.get(b"cuptiActivityFlushAll\0").ok()?,
             get_next_record: *lib.get(b"cuptiActivityGetNextRecord\0").ok()?,
             timestamp: *lib.get(b"cuptiGetTimestamp\0").ok()?,

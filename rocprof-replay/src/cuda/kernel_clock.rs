@@ -11,8 +11,12 @@
 //! # How a pass gets its record
 //! - Record buffers are handed to CUPTI when the backend is installed
 //!   (`cuptiActivityRegisterCallbacks`), before the application can use the activity API
-//!   itself; kernel records are enabled with the first timed pass, so a tool that never times
-//!   costs the application nothing.
+//!   itself. Kernel records are on only while a timed pass is in flight ([`Timing`]): enabled
+//!   before its kernel is submitted, disabled once its record is taken (about 2 µs both). A
+//!   flush's cost grows with the records it delivers (on an H100 about 0.9 µs a record with
+//!   latency timestamps, 0.2 µs without, over 20 µs fixed: `tests/cuda/apps/flush_cost.cu`),
+//!   and records left on would describe every kernel of the process, the window's own copy,
+//!   compare and fingerprint kernels included; a tool that never times costs nothing.
 //! - A timed pass names the launch whose record it wants, by the launch call's correlation id,
 //!   before the kernel can run: pass 1 is the application's own launch (the id of its call,
 //!   registered before the window releases it to the driver; as a runtime-API launch's record
@@ -26,7 +30,8 @@
 //!   time is then the record's span ([`Span`]), or the events' time when no record came.
 //! - After [`MISSES`] passes in a row without their record (the application registered its
 //!   own activity buffers, which replaces ours, or disabled kernel records) the clock stops
-//!   and every later pass is timed by its events, with one warning.
+//!   and every later pass is timed by its events, with one warning; kernel records are then
+//!   left on (an application that took the buffers may want its own).
 //!
 //! # Which span
 //! A record's `end - start` is the kernel's own execution; Nsight Compute's
@@ -75,6 +80,9 @@ const POOL: usize = 8;
 pub(crate) struct ActivityApi {
     pub(crate) register_callbacks: cuptiActivityRegisterCallbacks_fn,
     pub(crate) enable: cuptiActivityEnable_fn,
+    /// `cuptiActivityDisable` (optional: without it kernel records stay on from the first
+    /// timed pass).
+    pub(crate) disable: Option<cuptiActivityEnable_fn>,
     pub(crate) flush_all: cuptiActivityFlushAll_fn,
     pub(crate) get_next_record: cuptiActivityGetNextRecord_fn,
     pub(crate) timestamp: cuptiGetTimestamp_fn,
@@ -151,10 +159,45 @@ pub(crate) struct KernelClock {
     api: Option<ActivityApi>,
     state: AtomicU8,
     misses: AtomicU32,
-    /// Serializes the one-time enable.
-    enabling: Mutex<()>,
+    /// Timed passes in flight, and whether kernel records are on; held while CUPTI enables or
+    /// disables them.
+    records: Mutex<Records>,
     /// Which span of a record is a pass's time.
     span: Span,
+}
+
+/// Whether kernel records are on, and for how many timed passes.
+#[derive(Default)]
+struct Records {
+    passes: u32,
+    on: bool,
+}
+
+/// A timed pass in flight ([`KernelClock::timing`]): kernel records stay on while one lives,
+/// and go off when the last one is dropped.
+pub(crate) struct Timing<'a> {
+    clock: &'a KernelClock,
+}
+
+impl Drop for Timing<'_> {
+    fn drop(&mut self) {
+        let clock = self.clock;
+        let mut records = clock.records.lock();
+        records.passes = records.passes.saturating_sub(1);
+        // A stopped clock leaves them on: the application may have taken CUPTI's buffers and
+        // want its own kernel records.
+        if records.passes > 0 || !records.on || clock.state.load(Ordering::Acquire) != ON {
+            return;
+        }
+        let (Some(api), kind) = (clock.api, clock.span.record_kind()) else {
+            return;
+        };
+        let Some(disable) = api.disable else { return };
+        // SAFETY: a plain kind, enabled by us.
+        if unsafe { disable(kind) } == CUPTI_SUCCESS {
+            records.on = false;
+        }
+    }
 }
 
 /// Correlation id -> the kernel's (start, end) once its record arrived. Process-wide: CUPTI's
@@ -200,7 +243,7 @@ impl KernelClock {
             api: None,
             state: AtomicU8::new(OFF),
             misses: AtomicU32::new(0),
-            enabling: Mutex::new(()),
+            records: Mutex::new(Records::default()),
             span: Span::Kernel,
         }
     }
@@ -214,14 +257,14 @@ impl KernelClock {
                 api: Some(api),
                 state: AtomicU8::new(UNREGISTERED),
                 misses: AtomicU32::new(0),
-                enabling: Mutex::new(()),
+                records: Mutex::new(Records::default()),
                 span,
             },
         }
     }
 
     /// Hands CUPTI our record buffers (at install, before the application can register its
-    /// own). Kernel records stay off until the first timed pass.
+    /// own). Kernel records stay off until a timed pass.
     pub(crate) fn register(&self) {
         let Some(api) = self.api else { return };
         // SAFETY: two extern "C" callbacks that catch every panic; they live for the process.
@@ -242,23 +285,40 @@ impl KernelClock {
         }
     }
 
-    /// Whether timed passes can ask for kernel records; enables them on the first call.
-    pub(crate) fn on(&self) -> bool {
+    /// A timed pass about to be submitted: kernel records on until the returned guard is
+    /// dropped (after the pass's record was taken). `None`: passes are timed by their events
+    /// (no activity API, or CUPTI refused, or the clock stopped).
+    pub(crate) fn timing(&self) -> Option<Timing<'_>> {
+        let api = self.api?;
+        let mut records = self.records.lock();
         match self.state.load(Ordering::Acquire) {
-            ON => true,
-            REGISTERED => self.enable(),
-            _ => false,
+            ON => {}
+            REGISTERED => self.set_up(api),
+            _ => return None,
         }
+        if !records.on {
+            let kind = self.span.record_kind();
+            // SAFETY: a plain kind.
+            let r = unsafe { (api.enable)(kind) };
+            if r != CUPTI_SUCCESS {
+                tracing::debug!(
+                    status = r,
+                    kind,
+                    "cuptiActivityEnable(kernel records) failed: pass times come from events"
+                );
+                self.state.store(OFF, Ordering::Release);
+                return None;
+            }
+            records.on = true;
+        }
+        records.passes += 1;
+        Some(Timing { clock: self })
     }
 
-    fn enable(&self) -> bool {
-        let _g = self.enabling.lock();
-        if self.state.load(Ordering::Acquire) != REGISTERED {
-            return self.state.load(Ordering::Acquire) == ON;
-        }
-        let Some(api) = self.api else { return false };
+    /// The first timed pass: latency timestamps asked for where the span wants them (before
+    /// the kind is enabled: CUPTI takes the setting for records enabled after it).
+    fn set_up(&self, api: ActivityApi) {
         if self.span == Span::Submitted {
-            // Before the kind: CUPTI takes the setting for records enabled after it.
             // SAFETY: a plain flag.
             let r = api.latency.map(|f| unsafe { f(1) });
             if r != Some(CUPTI_SUCCESS) {
@@ -269,22 +329,8 @@ impl KernelClock {
                 );
             }
         }
-        let kind = self.span.record_kind();
-        // SAFETY: a plain kind.
-        let r = unsafe { (api.enable)(kind) };
-        if r == CUPTI_SUCCESS {
-            tracing::debug!("CUPTI kernel records on: pass times are the kernels' own");
-            self.state.store(ON, Ordering::Release);
-            true
-        } else {
-            tracing::debug!(
-                status = r,
-                kind,
-                "cuptiActivityEnable(kernel records) failed: pass times come from events"
-            );
-            self.state.store(OFF, Ordering::Release);
-            false
-        }
+        tracing::debug!("CUPTI kernel records set up: pass times are the kernels' own");
+        self.state.store(ON, Ordering::Release);
     }
 
     /// Asks for the record of the launch with correlation id `id` (before it can run).
@@ -537,6 +583,8 @@ pub(crate) mod fake {
         pub(crate) latency: bool,
         /// `cuptiActivityEnableLatencyTimestamps` fails.
         pub(crate) refuse_latency: bool,
+        /// `cuptiActivityEnable` calls.
+        pub(crate) enables: u32,
     }
 
     /// How long before its start a fake kernel was submitted (with latency timestamps).
@@ -551,6 +599,7 @@ pub(crate) mod fake {
         flushes: 0,
         latency: false,
         refuse_latency: false,
+        enables: 0,
     });
 
     unsafe extern "C" fn register(
@@ -564,7 +613,14 @@ pub(crate) mod fake {
     }
     unsafe extern "C" fn enable(kind: CUpti_ActivityKind) -> CUptiResult {
         assert_eq!(kind, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-        FAKE.lock().enabled = true;
+        let mut f = FAKE.lock();
+        f.enabled = true;
+        f.enables += 1;
+        CUPTI_SUCCESS
+    }
+    unsafe extern "C" fn disable(kind: CUpti_ActivityKind) -> CUptiResult {
+        assert_eq!(kind, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        FAKE.lock().enabled = false;
         CUPTI_SUCCESS
     }
     unsafe extern "C" fn latency(enable: u8) -> CUptiResult {
@@ -693,6 +749,7 @@ pub(crate) mod fake {
         ActivityApi {
             register_callbacks: register,
             enable,
+            disable: Some(disable),
             flush_all,
             get_next_record,
             timestamp,
@@ -718,6 +775,7 @@ pub(crate) mod fake {
         f.flushes = 0;
         f.latency = false;
         f.refuse_latency = false;
+        f.enables = 0;
         WANTED_RECORDS.lock().clear();
     }
 }
@@ -733,7 +791,8 @@ mod tests {
         set_callback_api(fake::api());
         let clock = KernelClock::new(Some(fake::api()), Span::Kernel);
         clock.register();
-        assert!(clock.on());
+        let timing = clock.timing();
+        assert!(timing.is_some());
         clock.want(5);
         fake::launched(4, 100, 900);
         fake::launched(5, 1_000, 8_000);
@@ -741,6 +800,57 @@ mod tests {
         // Taken out: a second ask finds nothing, within the wait.
         clock.want(5);
         assert_eq!(clock.kernel_time(5), None);
+    }
+
+    #[test]
+    fn kernel_records_are_on_only_while_a_timed_pass_is_in_flight() {
+        let _g = crate::cuda::tests::serial();
+        fake::reset(false);
+        set_callback_api(fake::api());
+        let clock = KernelClock::new(Some(fake::api()), Span::Kernel);
+        clock.register();
+        assert!(!fake::FAKE.lock().enabled, "no timed pass yet");
+        let a = clock.timing().expect("the clock times");
+        let b = clock
+            .timing()
+            .expect("a second pass in flight (another context's window)");
+        assert!(fake::FAKE.lock().enabled);
+        assert_eq!(fake::FAKE.lock().enables, 1, "enabled once for both");
+        drop(a);
+        assert!(
+            fake::FAKE.lock().enabled,
+            "on while a timed pass is in flight"
+        );
+        clock.want(3);
+        fake::launched(3, 1_000, 4_000);
+        assert_eq!(clock.kernel_time(3), Some(Duration::from_nanos(3_000)));
+        drop(b);
+        assert!(!fake::FAKE.lock().enabled, "off after the last timed pass");
+        // The window's own kernels between timed passes make no records.
+        fake::launched(4, 5_000, 6_000);
+        assert!(fake::FAKE.lock().pending.is_empty());
+        let c = clock.timing().expect("on again for the next timed pass");
+        assert!(fake::FAKE.lock().enabled);
+        assert_eq!(fake::FAKE.lock().enables, 2);
+        drop(c);
+        assert!(!fake::FAKE.lock().enabled);
+    }
+
+    #[test]
+    fn without_cupti_activity_disable_kernel_records_stay_on() {
+        let _g = crate::cuda::tests::serial();
+        fake::reset(false);
+        let api = ActivityApi {
+            disable: None,
+            ..fake::api()
+        };
+        set_callback_api(api);
+        let clock = KernelClock::new(Some(api), Span::Kernel);
+        clock.register();
+        drop(clock.timing().expect("the clock times"));
+        assert!(fake::FAKE.lock().enabled);
+        drop(clock.timing().expect("the clock times"));
+        assert_eq!(fake::FAKE.lock().enables, 1, "enabled once, never disabled");
     }
 
     #[test]
@@ -752,8 +862,9 @@ mod tests {
             set_callback_api(fake::api());
             let clock = KernelClock::new(Some(fake::api()), Span::Submitted);
             clock.register();
+            let timing = clock.timing();
             assert!(
-                clock.on(),
+                timing.is_some(),
                 "refused latency stamps still leave kernel records"
             );
             assert_eq!(fake::FAKE.lock().latency, !refuse);
@@ -770,7 +881,7 @@ mod tests {
         fake::reset(false);
         let clock = KernelClock::new(Some(fake::api()), Span::Kernel);
         clock.register();
-        assert!(clock.on());
+        assert!(clock.timing().is_some());
         assert!(!fake::FAKE.lock().latency);
     }
 
@@ -818,13 +929,21 @@ mod tests {
         set_callback_api(fake::api());
         let clock = KernelClock::new(Some(fake::api()), Span::Kernel);
         clock.register();
-        assert!(clock.on());
         for id in 0..MISSES {
+            let timing = clock.timing();
+            assert!(timing.is_some());
             clock.want(id);
             fake::launched(id, 0, 10);
             assert_eq!(clock.kernel_time(id), None);
         }
-        assert!(!clock.on(), "the clock stops after {MISSES} misses");
+        assert!(
+            clock.timing().is_none(),
+            "the clock stops after {MISSES} misses"
+        );
+        assert!(
+            fake::FAKE.lock().enabled,
+            "a stopped clock leaves kernel records on (the application may want its own)"
+        );
     }
 
     #[test]
@@ -844,7 +963,7 @@ mod tests {
     fn without_the_api_the_clock_is_off() {
         let clock = KernelClock::new(None, Span::Kernel);
         clock.register();
-        assert!(!clock.on());
+        assert!(clock.timing().is_none());
         assert_eq!(clock.kernel_time(1), None);
     }
 }

@@ -447,8 +447,10 @@ impl<'a> CudaTarget<'a> {
             .filter(|g| g.hold(&drv, stream) == CUDA_SUCCESS);
         // SAFETY: our events and stream.
         unsafe { (drv.event_record)(start as CUevent, stream) };
-        // A timed pass wants its kernel record: the relaunch's enter callback names it.
-        let clocked = timed && self.be.clock.on();
+        // A timed pass wants its kernel record: the relaunch's enter callback names it. Kernel
+        // records are on until `timing` is dropped, after the record was taken.
+        let timing = timed.then(|| self.be.clock.timing()).flatten();
+        let clocked = timing.is_some();
         if clocked {
             super::super::kernel_clock::arm();
         }
@@ -1077,8 +1079,10 @@ impl ReplayTarget for CudaTarget<'_> {
         };
         self.original = Original::Pass;
         let submitting = crate::engine::phases::enabled().then(Instant::now);
-        // A timed pass wants its kernel record, asked for before the driver has the launch.
-        let record = (timed && self.be.clock.on()).then_some(self.job.correlation);
+        // A timed pass wants its kernel record, asked for before the driver has the launch
+        // (kernel records on until `timing` is dropped, after the record was taken).
+        let timing = timed.then(|| self.be.clock.timing()).flatten();
+        let record = timing.as_ref().map(|_| self.job.correlation);
         if let Some(id) = record {
             self.be
                 .clock

@@ -1,0 +1,141 @@
+// flush_cost: what one cuptiActivityFlushAll(0) costs after a timed ~5 us kernel, the way the
+// SDK's kernel clock asks for a pass's record (kernel_clock.rs), and what makes it slow.
+// Standalone (no SDK). Each of LAUNCHES iterations: `extra` tiny kernels of another stream
+// (the window's own copy, compare and fingerprint kernels between passes), then the timed
+// kernel, a synchronize, and flushes until its record has arrived; the medians of the first
+// flush's time and of the flushes needed are printed:
+//
+//   latency=1 extra=10 busy=0 toggle=0 flush_us=31.2 flushes=1.0 records_per_flush=11.0 ...
+//
+// argv: latency (0|1: cuptiActivityEnableLatencyTimestamps), extra (kernels per iteration),
+// busy (0|1: a 2 ms kernel of a third stream runs while the flush is made), toggle (0|1: kernel
+// records enabled only around the timed kernel, cuptiActivityDisable after it; the enable and
+// disable are timed too).
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cupti.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include "check.cuh"
+
+__global__ void timed(unsigned long long ns) {
+  unsigned long long start = now_ns();
+  while (now_ns() - start < ns) {
+  }
+}
+
+__global__ void busy_kernel(unsigned long long ns) {
+  unsigned long long start = now_ns();
+  while (now_ns() - start < ns) {
+  }
+}
+
+__global__ void tiny(unsigned int* p) {
+  if (threadIdx.x == 0) p[blockIdx.x] += 1;
+}
+
+#define CP(x)                                                           \
+  do {                                                                  \
+    CUptiResult r_ = (x);                                               \
+    if (r_ != CUPTI_SUCCESS) {                                          \
+      const char* s_ = nullptr;                                         \
+      cuptiGetResultString(r_, &s_);                                    \
+      printf("error cupti %s at %s:%d\n", s_ ? s_ : "?", __FILE__, __LINE__); \
+      return 1;                                                         \
+    }                                                                   \
+  } while (0)
+
+static std::atomic<unsigned> g_timed{0};
+static std::atomic<unsigned> g_records{0};
+
+static void CUPTIAPI request(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *size = 64 << 10;
+  *buffer = static_cast<uint8_t*>(aligned_alloc(8, *size));
+  *max_records = 0;
+}
+
+static void CUPTIAPI complete(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+    g_records++;
+    auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(record);
+    if (k->name && strstr(k->name, "timed")) g_timed++;
+  }
+  free(buffer);
+}
+
+static double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+static double us_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count();
+}
+
+int main(int argc, char** argv) {
+  const int latency = argc > 1 ? atoi(argv[1]) : 1;
+  const int extra = argc > 2 ? atoi(argv[2]) : 0;
+  const int busy = argc > 3 ? atoi(argv[3]) : 0;
+  const int toggle = argc > 4 ? atoi(argv[4]) : 0;
+  const int launches = getenv("LAUNCHES") ? atoi(getenv("LAUNCHES")) : 200;
+  CP(cuptiActivityRegisterCallbacks(request, complete));
+  if (latency) CP(cuptiActivityEnableLatencyTimestamps(1));
+  if (!toggle) CP(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  unsigned int* p = nullptr;
+  CK(cudaMalloc((void**)&p, 4096));
+  CK(cudaMemset(p, 0, 4096));
+  cudaStream_t s, own, third;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&third, cudaStreamNonBlocking));
+  timed<<<1, 32, 0, s>>>(1000ull);
+  tiny<<<1, 32, 0, own>>>(p);
+  CK(cudaDeviceSynchronize());
+  CP(cuptiActivityFlushAll(1));
+  std::vector<double> flush_us, flushes, per_flush, enable_us, disable_us;
+  for (int i = 0; i < launches; i++) {
+    for (int e = 0; e < extra; e++) tiny<<<4, 32, 0, own>>>(p);
+    CK(cudaStreamSynchronize(own));
+    if (busy) busy_kernel<<<1, 32, 0, third>>>(2000000ull);
+    if (toggle) {
+      auto t = std::chrono::steady_clock::now();
+      CP(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+      enable_us.push_back(us_since(t));
+    }
+    unsigned before = g_timed.load(), records = g_records.load();
+    timed<<<1, 32, 0, s>>>(5000ull);
+    CK(cudaStreamSynchronize(s));
+    if (toggle) {
+      auto t = std::chrono::steady_clock::now();
+      CP(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+      disable_us.push_back(us_since(t));
+    }
+    int n = 0;
+    double first = -1;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    while (g_timed.load() == before && std::chrono::steady_clock::now() < deadline) {
+      auto t = std::chrono::steady_clock::now();
+      CP(cuptiActivityFlushAll(0));
+      if (first < 0) first = us_since(t);
+      n++;
+    }
+    flush_us.push_back(first);
+    flushes.push_back(n);
+    per_flush.push_back(n ? double(g_records.load() - records) / n : 0);
+    if (busy) CK(cudaStreamSynchronize(third));
+  }
+  printf("latency=%d extra=%d busy=%d toggle=%d flush_us=%.1f flushes=%.1f records_per_flush=%.1f "
+         "enable_us=%.1f disable_us=%.1f timed_records=%u of %d\n",
+         latency, extra, busy, toggle, median(flush_us), median(flushes), median(per_flush),
+         median(enable_us), median(disable_us), g_timed.load(), launches + 1);
+  return 0;
+}
