@@ -2323,6 +2323,93 @@ fn work_on_another_threads_per_thread_stream_releases_a_first_pass_on_this_threa
     }
 }
 
+/// A kernel that only sets the flag the kernel on stream 0x5000 waits for (it writes no
+/// memory).
+static UNSTICK_ONLY: FakeKernel = FakeKernel {
+    run: |_| unstick(),
+    module: 0,
+};
+
+#[test]
+fn a_next_launch_on_the_stream_of_a_first_pass_waiting_for_its_thread_stops_waiting() {
+    // The first kernel waits for what its thread does after its next launch on the same
+    // stream (the flag set by that launch's driver part here; in a real program the host
+    // writes it after the call). The next launch waits for its own window only until the
+    // yield deadline, then runs without replay, ordered behind the first window on the
+    // device; the first window keeps all its passes.
+    let h = harness(3, yielding());
+    let mut a = Buffer::new(&h, 4);
+    let mut b = Buffer::new(&h, 4);
+    h.obtain_function(&ADD_ONE);
+    h.obtain_function(&UNSTICK_ONLY);
+    let mut first = a.args();
+    let mut next = b.args();
+    // Launched once before, so that its next launch loads nothing (a call that may load a
+    // module is waited for by windows in another way).
+    h.launch(&UNSTICK_ONLY, &mut next, 0x5000);
+    h.settle();
+    let seen = h.outcomes().len();
+    gpu().stick_after_launch = Some(0x5000);
+    let started = Instant::now();
+    h.launch_returning(&ADD_ONE, &mut first, 0x5000, c"_Z7add_onePji");
+    h.launch_returning(&UNSTICK_ONLY, &mut next, 0x5000, c"_Z7unstickPj");
+    let took = started.elapsed();
+    h.settle();
+    assert!(
+        took < Duration::from_secs(5),
+        "the next launch waited {took:?} (the pass deadline is 10 s)"
+    );
+    assert!(took >= Duration::from_millis(100), "{took:?}");
+    let mut outcomes = h.outcomes()[seen..].to_vec();
+    outcomes.sort_by_key(|(i, _)| i.dispatch_id.0);
+    let [(_, first), (_, next)] = &outcomes[..] else {
+        panic!("two windows: {outcomes:?}");
+    };
+    assert_eq!(
+        (first.kind, first.passes),
+        (OutcomeKind::Replayed, 3),
+        "{first:?}"
+    );
+    assert_eq!(
+        next.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention),
+        "{next:?}"
+    );
+    assert_eq!(a.values(), vec![1; 4], "one execution of the first kernel");
+    // The next launch went to the driver behind a closed gate (the first window's).
+    let launches: Vec<Op> = ops_on(0x5000)
+        .into_iter()
+        .filter(|o| matches!(o, Op::Launch(_)))
+        .collect();
+    assert_eq!(
+        launches[launches.len() - 2..],
+        [Op::Launch(true), Op::Launch(true)]
+    );
+}
+
+#[test]
+fn a_next_launch_waits_for_a_window_past_its_first_pass_however_long() {
+    // The first pass finished; the relaunches take 300 ms each: nothing the window runs can
+    // wait for this thread, so the next launch waits for its own window and is replayed.
+    let h = harness(3, yielding());
+    let mut a = Buffer::new(&h, 4);
+    let mut b = Buffer::new(&h, 4);
+    h.obtain_function(&ADD_ONE);
+    h.window_in_flight(&mut a, Duration::from_millis(300));
+    let mut next = b.args();
+    let started = Instant::now();
+    h.launch_returning(&ADD_ONE, &mut next, 0x5000, c"_Z7add_onePji");
+    let took = started.elapsed();
+    gpu().slow_relaunches = None;
+    h.settle();
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    for (_, o) in h.outcomes() {
+        assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    }
+    assert_eq!(h.outcomes().len(), 2);
+    assert_eq!((a.values(), b.values()), (vec![1; 4], vec![1; 4]));
+}
+
 /// The outcome of a window whose first pass waited for held-up work: given way after it
 /// (`lock_contention`, one pass) when `gave_way`, else replayed in full (3 passes).
 fn first_pass_gave_way(o: &Outcome, gave_way: bool) {

@@ -7,12 +7,19 @@
 // first pass, during which the host sets it, so replay stops after that pass; with
 // ROCPROF_REPLAY_HOST_MEMORY=repeat the launch is replayed and later passes find the flag set.
 //
+// `flag_wait next`: before setting the flag the application launches another kernel on the
+// same stream (`warm_up` again, queued behind the waiting one, as without a tool) and prints
+// `next_returned_us`, how long that second launch call took. A tool whose next launch waits
+// for the previous window, whose first pass waits for the flag, holds the host until a
+// deadline.
+//
 // The kernel gives up after 20 s of device time (%globaltimer) and then writes a marker, so a
 // tool that blocks the host cannot hang the test. Prints `launch_returned_us`, `check` and
 // `RESULT OK` or `RESULT FAIL`.
 #include <cuda_runtime.h>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 #include "check.cuh"
@@ -43,7 +50,8 @@ __global__ void wait_then_add(unsigned int* d, size_t n) {
   if (i < n) d[i] += value;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  const bool next = argc > 1 && std::string(argv[1]) == "next";
   const size_t n = 1 << 16;
   unsigned int* flag = nullptr;
   CK(cudaHostAlloc((void**)&flag, sizeof(unsigned int), cudaHostAllocMapped));
@@ -70,6 +78,15 @@ int main() {
   CK(cudaGetLastError());
   printf("launch_returned_us %lld\n",
          (long long)std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count());
+  if (next) {
+    // The next launch on the stream, before the host sets the flag.
+    auto n0 = std::chrono::steady_clock::now();
+    warm_up<<<1, 32, 0, s>>>(scratch);
+    auto n1 = std::chrono::steady_clock::now();
+    CK(cudaGetLastError());
+    printf("next_returned_us %lld\n",
+           (long long)std::chrono::duration_cast<std::chrono::microseconds>(n1 - n0).count());
+  }
   // The application's next action, after the call returned.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   *(volatile unsigned int*)flag = 7;
@@ -82,6 +99,9 @@ int main() {
   CK(cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost));
   size_t bad = 0;
   for (size_t i = 0; i < n; i++) bad += h[i] != 7;
+  unsigned int warm[32];
+  CK(cudaMemcpy(warm, scratch, sizeof warm, cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 32; i++) bad += warm[i] != (next ? 2u : 1u);
   printf("check flag_wait first=%u bad=%zu %s\n", h[0], bad, bad ? "FAIL" : "ok");
   CK(cudaStreamDestroy(s));
   CK(cudaFree(d));

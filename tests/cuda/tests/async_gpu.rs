@@ -124,6 +124,42 @@ fn a_kernel_waiting_for_the_host_after_its_launch_completes_and_is_replayed() {
     not(gpu_tests),
     ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
 )]
+fn a_kernel_waiting_for_the_host_after_the_next_launch_on_its_stream_completes() {
+    require_gpu();
+    // As above, but the application launches another kernel on the same stream before it
+    // sets the flag. That launch waits for its own window only until the yield deadline (1 s
+    // by default): the previous window's first pass has not finished, so it runs without
+    // replay (`lock_contention`), ordered behind that window, and the host goes on to set the
+    // flag. Before, it waited for the pass deadline (30 s here) while the kernel gave up after
+    // its own 20 s and wrote 0xdead.
+    let (r, recs) = under_tool_args("flag_wait", &["next"], "flag_wait.next", "3", &[]);
+    r.assert_success("flag_wait next under the tool");
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    let next = number(&r, "next_returned_us");
+    assert!(
+        next < 10_000_000.0,
+        "the next launch returned after {next} us, past the yield deadline by far"
+    );
+    let k = of_kernel(&recs, "wait_then_add");
+    assert_eq!(k.len(), 1, "{recs:?}");
+    assert_eq!(k[0]["passes"], 1, "{}", k[0]);
+    let warm = of_kernel(&recs, "warm_up");
+    assert_eq!(warm.len(), 2, "{recs:?}");
+    assert_eq!(warm[1]["outcome"], "declined", "{}", warm[1]);
+    assert_eq!(warm[1]["reason"], "lock_contention", "{}", warm[1]);
+    let summary = format!(
+        "flag_wait.next: next_returned_us {next}, wait_then_add {} {}, warm_up {} {}\n",
+        k[0]["outcome"], k[0]["reason"], warm[1]["outcome"], warm[1]["reason"]
+    );
+    eprint!("{summary}");
+    std::fs::write(out_dir().join("flag_wait.next.summary"), summary).unwrap();
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
 fn a_kernel_waiting_for_the_applications_next_call_on_another_stream_completes() {
     require_gpu();
     // The flag is device memory the application sets with its next call on another stream

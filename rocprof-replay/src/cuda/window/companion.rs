@@ -49,6 +49,27 @@ pub(super) struct HandoffState {
     /// The window holds the context: the release follows within its capture's time, so the
     /// application thread polls for it instead of sleeping ([`Handoff::soon`]).
     pub(super) soon: bool,
+    /// The companion thread started the job's window ([`Handoff::claim`]): the application
+    /// thread waits for its release.
+    pub(super) claimed: bool,
+    /// The application thread stopped waiting before the window started
+    /// ([`Handoff::wait_release`]'s [`Withdraw`]): its launch ran without replay, and the
+    /// window declines at once.
+    pub(super) withdrawn: bool,
+    /// The window's first pass (the application's own execution) finished, or there is none
+    /// (the launch was released as the ordinary run).
+    pub(super) first_pass_over: bool,
+}
+
+/// When the application thread may stop waiting for its release: its companion thread is
+/// still busy with an earlier window of the thread whose first pass has not finished (that
+/// kernel may wait for what this thread does after this call), for `after`.
+pub(super) struct Withdraw<'a> {
+    pub(super) after: Duration,
+    /// Whether the window the companion runs is one this launch may leave behind.
+    pub(super) may: &'a dyn Fn() -> bool,
+    /// Orders the launch behind that window on the device (`false`: it cannot be).
+    pub(super) order: &'a dyn Fn() -> bool,
 }
 
 /// Work for the application thread (CUPTI's profiler calls).
@@ -100,8 +121,36 @@ impl Handoff {
     }
 
     pub(super) fn release(&self, r: Release) {
-        self.state.lock().release = Some(r);
+        let mut s = self.state.lock();
+        s.release = Some(r);
+        if matches!(r, Release::Ordinary { .. }) {
+            s.first_pass_over = true;
+        }
+        drop(s);
         self.changed.notify_all();
+    }
+
+    /// The companion thread starts the job's window: `false` when the application thread
+    /// withdrew the launch ([`Withdraw`]; it ran without replay).
+    pub(super) fn claim(&self) -> bool {
+        let mut s = self.state.lock();
+        s.claimed = !s.withdrawn;
+        s.claimed
+    }
+
+    /// Whether the application thread withdrew the launch ([`Withdraw`]).
+    pub(super) fn withdrawn(&self) -> bool {
+        self.state.lock().withdrawn
+    }
+
+    /// The window's first pass is over (finished or failed on the device).
+    pub(super) fn set_first_pass_over(&self) {
+        self.state.lock().first_pass_over = true;
+    }
+
+    /// Whether the window's first pass is over (or there was none).
+    pub(super) fn first_pass_over(&self) -> bool {
+        self.state.lock().first_pass_over
     }
 
     pub(super) fn set_launched(&self, r: CUresult) {
@@ -140,10 +189,15 @@ impl Handoff {
         self.state.lock().done
     }
 
-    /// The release, or `None` when the window ended without one (an internal error).
-    pub(super) fn wait_release(&self) -> Option<Release> {
+    /// The release, or `None` when the window ended without one (an internal error). With
+    /// `withdraw`, once the window has not started for `withdraw.after` while the companion
+    /// thread runs a window `withdraw.may` allows leaving behind, and the launch could be
+    /// ordered behind it: [`Release::Ordinary`] without the reader, the job withdrawn (its
+    /// window declines when it starts).
+    pub(super) fn wait_release(&self, withdraw: Option<Withdraw<'_>>) -> Option<Release> {
         let mut s = self.state.lock();
         let mut polled = false;
+        let mut next_try = withdraw.as_ref().map(|w| Instant::now() + w.after);
         loop {
             if self.serve(&mut s) {
                 continue;
@@ -163,7 +217,26 @@ impl Handoff {
                 });
                 continue;
             }
-            self.changed.wait_for(&mut s, Duration::from_secs(1));
+            if let (Some(w), Some(at)) = (&withdraw, next_try)
+                && !s.claimed
+                && Instant::now() >= at
+            {
+                // Checked and ordered unlocked (the companion thread may claim meanwhile:
+                // then the launch waits on, and the wait it got on the device is for a
+                // window that is over).
+                let ordered =
+                    parking_lot::MutexGuard::unlocked(&mut s, || (w.may)() && (w.order)());
+                if ordered && !s.claimed && s.release.is_none() && !s.done {
+                    s.withdrawn = true;
+                    return Some(Release::Ordinary { reader: false });
+                }
+                next_try = Some(Instant::now() + w.after);
+            }
+            let wake = Instant::now() + Duration::from_secs(1);
+            let wake = next_try
+                .filter(|_| !s.claimed)
+                .map_or(wake, |t| t.min(wake));
+            self.changed.wait_until(&mut s, wake);
         }
     }
 
@@ -287,12 +360,42 @@ pub(super) struct Job {
 // driver handles.
 unsafe impl Send for Job {}
 
-thread_local! {
-    static COMPANION: RefCell<Option<mpsc::Sender<Job>>> = const { RefCell::new(None) };
+/// An application thread's companion: where its jobs go, and the one it runs now.
+pub(super) struct Companion {
+    tx: mpsc::Sender<Job>,
+    running: Arc<Mutex<Option<Running>>>,
 }
 
-pub(super) fn spawn_companion() -> Option<mpsc::Sender<Job>> {
+/// The job a companion thread runs.
+struct Running {
+    lane: u64,
+    hand: Arc<Handoff>,
+}
+
+thread_local! {
+    static COMPANION: RefCell<Option<Companion>> = const { RefCell::new(None) };
+}
+
+/// Whether this thread's companion runs a window of a launch on `lane` whose first pass has
+/// not finished (a launch of this thread waiting behind it may be what that kernel waits
+/// for).
+pub(super) fn running_first_pass_on(lane: u64) -> bool {
+    COMPANION
+        .try_with(|c| {
+            c.borrow().as_ref().is_some_and(|c| {
+                c.running
+                    .lock()
+                    .as_ref()
+                    .is_some_and(|r| r.lane == lane && !r.hand.first_pass_over())
+            })
+        })
+        .unwrap_or(false)
+}
+
+pub(super) fn spawn_companion() -> Option<Companion> {
     let (tx, rx) = mpsc::channel::<Job>();
+    let running = Arc::new(Mutex::new(None));
+    let runs = running.clone();
     let spawned = std::thread::Builder::new()
         .name("rocprof-replay-cuda".into())
         // Policies run here: room for what a tool does in its callbacks.
@@ -302,11 +405,16 @@ pub(super) fn spawn_companion() -> Option<mpsc::Sender<Job>> {
             GUARD.with(|g| g.set(1 << 30));
             let mut relaxed = false;
             for job in rx {
+                *runs.lock() = Some(Running {
+                    lane: job.lane,
+                    hand: job.hand.clone(),
+                });
                 run_job(job, &mut relaxed);
+                *runs.lock() = None;
             }
         });
     match spawned {
-        Ok(_) => Some(tx),
+        Ok(_) => Some(Companion { tx, running }),
         Err(e) => {
             tracing::error!("cannot start a replay thread ({e}); launches run without replay");
             None
@@ -324,10 +432,10 @@ pub(super) fn submit(job: Job) -> Result<(), Option<Box<Job>>> {
             if c.is_none() {
                 *c = spawn_companion();
             }
-            let (Some(tx), Some(job)) = (c.as_ref(), slot.take()) else {
+            let (Some(companion), Some(job)) = (c.as_ref(), slot.take()) else {
                 return false;
             };
-            match tx.send(job) {
+            match companion.tx.send(job) {
                 Ok(()) => return true,
                 Err(mpsc::SendError(job)) => {
                     // The companion is gone: start another one.

@@ -405,6 +405,9 @@ pub(crate) unsafe fn enter_launch(
         }
     };
     let asynchronous = owned.as_ref().and(gates.clone());
+    // The arguments as the application passed them (alive while it is inside this call), for
+    // a withdrawal's check of the contexts they reach.
+    let original = launch;
     let hand = Arc::new(Handoff::default());
     let job = Job {
         be,
@@ -432,15 +435,39 @@ pub(crate) unsafe fn enter_launch(
         });
         return 0;
     }
+    // An asynchronous launch waiting behind an earlier window of this thread on its own lane
+    // whose first pass does not finish (the kernel may wait for what this thread does after
+    // this call: set a flag, copy) stops waiting after the yield deadline: it runs without
+    // replay, ordered behind that window on the device. (On another lane, that window gives
+    // way instead: `blocked` below.)
+    let may = || running_first_pass_on(lane);
+    let order = || {
+        // SAFETY: the application is inside this launch call: its arguments are alive.
+        let alone =
+            unsafe { contexts_named(be, &ctx, &original, facts.params.as_deref()) }.is_empty();
+        alone && be.order_behind_window(&ctx, || Some(stream as usize))
+    };
+    let withdraw = asynchronous.is_some().then_some(Withdraw {
+        after: be.settings.yield_after,
+        may: &may,
+        order: &order,
+    });
     let release = {
         // Listed while it waits: another window of the context whose first pass has not
         // finished gives way when this launch (on another stream) may be what it waits for.
         let _blocked = ctx.lock.blocked(Some(lane));
-        hand.wait_release()
+        hand.wait_release(withdraw)
     };
     let Some(release) = release else {
         return 0;
     };
+    if hand.withdrawn() {
+        crate::engine::footprint::note_device_write(ctx.handle as u64);
+        tracing::info!(
+            waited_ms = be.settings.yield_after.as_millis() as u64,
+            "a launch waited behind the first pass of this thread's previous replayed launch on              the same stream, which has not finished (it may wait for what this thread does              next): it runs without replay, after that window (ROCPROF_REPLAY_YIELD_MS)"
+        );
+    }
     let mut go = None;
     match release {
         Release::Pass { start, .. } => {

@@ -886,6 +886,11 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn begin(&mut self) -> Result<(), DeclineReason> {
+        if !self.job.hand.claim() {
+            // The application thread stopped waiting for this window: its launch ran without
+            // replay, ordered behind the window it waited for.
+            return Err(DeclineReason::LockContention);
+        }
         let lane = Some(self.job.lane);
         match self.ctx.lock.write_for_on(self.settings().lock, lane) {
             Some(guard) => {
@@ -1138,6 +1143,10 @@ impl ReplayTarget for CudaTarget<'_> {
             }
             return Err(PassError::Yielded);
         };
+        if !matches!(waited, Poll::TimedOut) {
+            // A later launch of this thread no longer leaves this window behind.
+            self.job.hand.set_first_pass_over();
+        }
         match waited {
             Poll::Done => {
                 self.original_end = None;
