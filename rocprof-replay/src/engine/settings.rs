@@ -7,7 +7,7 @@
 //! | `ROCPROF_REPLAY_PASS_TIMEOUT_MS` | 120000 | one pass; a pass past it ends replay of the dispatch |
 //! | `ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS` | 60000 | how much longer a late pass is waited for before the application is given its completion anyway (outcome `failed`) |
 //! | `ROCPROF_REPLAY_LOCK_TIMEOUT_MS` | 60000 | taking the agent's lock; other work waiting longer cuts a window short |
-//! | `ROCPROF_REPLAY_YIELD_MS` | 1000 | how long work the window holds up (CUDA: on another stream; HSA: a copy, or work of another queue) may wait while the window's first pass — the application's own execution — has not finished; past it the window gives up replaying that dispatch (its kernel may be waiting for that work) |
+//! | `ROCPROF_REPLAY_YIELD_MS` | 1000 | how long work the window holds up (CUDA: on another stream; HSA: a copy, or work of another queue) may wait while the window's first pass — the application's own execution — has not finished; past it the window gives up replaying that dispatch (its kernel may be waiting for that work). On CUDA also how long a replayed launch waits behind its thread's previous window on the same stream while that window's first pass has not finished; past it the launch runs without replay, behind that window |
 //! | `ROCPROF_REPLAY_COPY_TIMEOUT_MS` | 60000 | one capture or restore |
 //! | `ROCPROF_REPLAY_DEVICE_RESERVE_MB` | a tenth of the GPU's VRAM pool | VRAM the HSA backend's snapshot arena always leaves free ([`device_reserve_from_env`]) |
 //! | `ROCPROF_REPLAY_DEVICE_KERNELS` | `on` | `on` or `off`: whether the HSA backend compares VRAM snapshots and fingerprints watched memory with its device kernels; `off`: the host reads memory back, as on a GPU without a code object ([`device_kernels_from_env`]) |

@@ -130,8 +130,9 @@ fn a_kernel_waiting_for_the_host_after_the_next_launch_on_its_stream_completes()
     // sets the flag. That launch waits for its own window only until the yield deadline (1 s
     // by default): the previous window's first pass has not finished, so it runs without
     // replay (`lock_contention`), ordered behind that window, and the host goes on to set the
-    // flag. Before, it waited for the pass deadline (30 s here) while the kernel gave up after
-    // its own 20 s and wrote 0xdead.
+    // flag. Before (H100, 2026-12-06), that launch returned after 60 s, the three passes of the
+    // kernel each giving up after its own 20 s: the application read 0xdead everywhere and the
+    // record said `replayed, 3 passes`.
     let (r, recs) = under_tool_args("flag_wait", &["next"], "flag_wait.next", "3", &[]);
     r.assert_success("flag_wait next under the tool");
     assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
