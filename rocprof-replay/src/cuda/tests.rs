@@ -2323,10 +2323,14 @@ fn work_on_another_threads_per_thread_stream_releases_a_first_pass_on_this_threa
     }
 }
 
-/// A kernel that only sets the flag the kernel on stream 0x5000 waits for (it writes no
-/// memory).
+/// Kernels that only set the flag a kernel on stream 0x5000 (on a per-thread default stream)
+/// waits for; they write no memory.
 static UNSTICK_ONLY: FakeKernel = FakeKernel {
     run: |_| unstick(),
+    module: 0,
+};
+static UNSTICK_PER_THREAD_ONLY: FakeKernel = FakeKernel {
+    run: |_| unstick_per_thread(),
     module: 0,
 };
 
@@ -2337,54 +2341,77 @@ fn a_next_launch_on_the_stream_of_a_first_pass_waiting_for_its_thread_stops_wait
     // writes it after the call). The next launch waits for its own window only until the
     // yield deadline, then runs without replay, ordered behind the first window on the
     // device; the first window keeps all its passes.
-    let h = harness(3, yielding());
-    let mut a = Buffer::new(&h, 4);
-    let mut b = Buffer::new(&h, 4);
-    h.obtain_function(&ADD_ONE);
-    h.obtain_function(&UNSTICK_ONLY);
-    let mut first = a.args();
-    let mut next = b.args();
-    // Launched once before, so that its next launch loads nothing (a call that may load a
-    // module is waited for by windows in another way).
-    h.launch(&UNSTICK_ONLY, &mut next, 0x5000);
-    h.settle();
-    let seen = h.outcomes().len();
-    gpu().stick_after_launch = Some(0x5000);
-    let started = Instant::now();
-    h.launch_returning(&ADD_ONE, &mut first, 0x5000, c"_Z7add_onePji");
-    h.launch_returning(&UNSTICK_ONLY, &mut next, 0x5000, c"_Z7unstickPj");
-    let took = started.elapsed();
-    h.settle();
-    assert!(
-        took < Duration::from_secs(5),
-        "the next launch waited {took:?} (the pass deadline is 10 s)"
-    );
-    assert!(took >= Duration::from_millis(100), "{took:?}");
-    let mut outcomes = h.outcomes()[seen..].to_vec();
-    outcomes.sort_by_key(|(i, _)| i.dispatch_id.0);
-    let [(_, first), (_, next)] = &outcomes[..] else {
-        panic!("two windows: {outcomes:?}");
-    };
-    assert_eq!(
-        (first.kind, first.passes),
-        (OutcomeKind::Replayed, 3),
-        "{first:?}"
-    );
-    assert_eq!(
-        next.kind,
-        OutcomeKind::Declined(DeclineReason::LockContention),
-        "{next:?}"
-    );
-    assert_eq!(a.values(), vec![1; 4], "one execution of the first kernel");
-    // The next launch went to the driver behind a closed gate (the first window's).
-    let launches: Vec<Op> = ops_on(0x5000)
-        .into_iter()
-        .filter(|o| matches!(o, Op::Launch(_)))
-        .collect();
-    assert_eq!(
-        launches[launches.len() - 2..],
-        [Op::Launch(true), Op::Launch(true)]
-    );
+    for (stream, unsticking) in [
+        (0x5000, &UNSTICK_ONLY),
+        (CU_STREAM_PER_THREAD, &UNSTICK_PER_THREAD_ONLY),
+    ] {
+        let h = harness(3, yielding());
+        let mut a = Buffer::new(&h, 4);
+        let mut b = Buffer::new(&h, 4);
+        h.obtain_function(&ADD_ONE);
+        h.obtain_function(unsticking);
+        let mut first = a.args();
+        let mut next = b.args();
+        // Launched once before, so that its next launch loads nothing (a call that may load a
+        // module is waited for by windows in another way).
+        h.launch(unsticking, &mut next, stream);
+        h.settle();
+        let seen = h.outcomes().len();
+        gpu().stick_after_launch = Some(stream);
+        let started = Instant::now();
+        h.launch_returning(&ADD_ONE, &mut first, stream, c"_Z7add_onePji");
+        h.launch_returning(unsticking, &mut next, stream, c"_Z7unstickPj");
+        let took = started.elapsed();
+        h.settle();
+        assert!(
+            took < Duration::from_secs(5),
+            "{stream:#x}: the next launch waited {took:?} (the pass deadline is 10 s)"
+        );
+        assert!(took >= Duration::from_millis(100), "{took:?}");
+        let mut outcomes = h.outcomes()[seen..].to_vec();
+        outcomes.sort_by_key(|(i, _)| i.dispatch_id.0);
+        let [(_, first), (_, next)] = &outcomes[..] else {
+            panic!("two windows: {outcomes:?}");
+        };
+        assert_eq!(
+            (first.kind, first.passes),
+            (OutcomeKind::Replayed, 3),
+            "{first:?}"
+        );
+        assert_eq!(
+            next.kind,
+            OutcomeKind::Declined(DeclineReason::LockContention),
+            "{next:?}"
+        );
+        assert_eq!(a.values(), vec![1; 4], "one execution of the first kernel");
+        // The next launch went to the driver behind a closed gate (the first window's).
+        let ops = ops_on(stream);
+        let launches: Vec<&Op> = ops.iter().filter(|o| matches!(o, Op::Launch(_))).collect();
+        assert_eq!(
+            launches[launches.len() - 2..],
+            [&Op::Launch(true), &Op::Launch(true)]
+        );
+        // Every event of ours recorded on the stream went back to its pool (a per-thread
+        // stream's launch records a marker its drain waits for: the withdrawn window drains
+        // nothing and hands it back).
+        let pools: Vec<usize> = {
+            let ctx = h.be.ctx(CTX);
+            let p = ctx.private.lock();
+            p.timing_events
+                .iter()
+                .chain(&p.plain_events)
+                .copied()
+                .collect()
+        };
+        for op in &ops {
+            if let Op::Record(ev, _) = op {
+                assert!(
+                    pools.contains(ev),
+                    "{stream:#x}: event {ev:#x} not given back"
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -886,9 +886,16 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn begin(&mut self) -> Result<(), DeclineReason> {
+        // The marker behind the application's earlier work is only waited for by a drain.
+        let unused_marker = |t: &Self| {
+            if t.job.before != 0 {
+                give_event(t.ctx, t.job.before, false);
+            }
+        };
         if !self.job.hand.claim() {
             // The application thread stopped waiting for this window: its launch ran without
             // replay, ordered behind the window it waited for.
+            unused_marker(self);
             return Err(DeclineReason::LockContention);
         }
         let lane = Some(self.job.lane);
@@ -899,7 +906,10 @@ impl ReplayTarget for CudaTarget<'_> {
                 self.job.hand.soon(window);
                 Ok(())
             }
-            None => Err(DeclineReason::LockTimeout),
+            None => {
+                unused_marker(self);
+                Err(DeclineReason::LockTimeout)
+            }
         }
     }
 
