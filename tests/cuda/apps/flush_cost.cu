@@ -10,7 +10,10 @@
 // argv: latency (0|1: cuptiActivityEnableLatencyTimestamps), extra (kernels per iteration),
 // busy (0|1: a 2 ms kernel of a third stream runs while the flush is made), toggle (0|1: kernel
 // records enabled only around the timed kernel, cuptiActivityDisable after it; the enable and
-// disable are timed too).
+// disable are timed too). Environment: THREADS=n other threads that each launched a kernel and
+// then sleep (as a PyTorch process has), ALLOCS=n device allocations of 2 MiB, STREAMS=n
+// streams that each ran a kernel, SUBSCRIBE=1 a CUPTI callback subscriber on the driver API
+// and resource domains (as a tool like ours has) — what else a process brings to a flush.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -21,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 #include "check.cuh"
 
@@ -71,6 +75,8 @@ static void CUPTIAPI complete(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   free(buffer);
 }
 
+static void CUPTIAPI on_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
 static double median(std::vector<double> v) {
   if (v.empty()) return -1;
   std::sort(v.begin(), v.end());
@@ -87,12 +93,37 @@ int main(int argc, char** argv) {
   const int busy = argc > 3 ? atoi(argv[3]) : 0;
   const int toggle = argc > 4 ? atoi(argv[4]) : 0;
   const int launches = getenv("LAUNCHES") ? atoi(getenv("LAUNCHES")) : 200;
+  if (getenv("SUBSCRIBE") && atoi(getenv("SUBSCRIBE"))) {
+    CUpti_SubscriberHandle sub;
+    CP(cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_callback, nullptr));
+    CP(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API));
+    CP(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RESOURCE));
+  }
   CP(cuptiActivityRegisterCallbacks(request, complete));
   if (latency) CP(cuptiActivityEnableLatencyTimestamps(1));
   if (!toggle) CP(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   unsigned int* p = nullptr;
   CK(cudaMalloc((void**)&p, 4096));
   CK(cudaMemset(p, 0, 4096));
+  const int threads = getenv("THREADS") ? atoi(getenv("THREADS")) : 0;
+  const int allocs = getenv("ALLOCS") ? atoi(getenv("ALLOCS")) : 0;
+  const int streams = getenv("STREAMS") ? atoi(getenv("STREAMS")) : 0;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> idle;
+  for (int t = 0; t < threads; t++)
+    idle.emplace_back([&stop, p] {
+      tiny<<<1, 32>>>(p);
+      cudaDeviceSynchronize();
+      while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+  std::vector<void*> blocks(allocs);
+  for (auto& b : blocks) CK(cudaMalloc(&b, 2 << 20));
+  std::vector<cudaStream_t> many(streams);
+  for (auto& m : many) {
+    CK(cudaStreamCreateWithFlags(&m, cudaStreamNonBlocking));
+    tiny<<<1, 32, 0, m>>>(p);
+  }
+  CK(cudaDeviceSynchronize());
   cudaStream_t s, own, third;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
@@ -133,9 +164,12 @@ int main(int argc, char** argv) {
     per_flush.push_back(n ? double(g_records.load() - records) / n : 0);
     if (busy) CK(cudaStreamSynchronize(third));
   }
-  printf("latency=%d extra=%d busy=%d toggle=%d flush_us=%.1f flushes=%.1f records_per_flush=%.1f "
-         "enable_us=%.1f disable_us=%.1f timed_records=%u of %d\n",
-         latency, extra, busy, toggle, median(flush_us), median(flushes), median(per_flush),
-         median(enable_us), median(disable_us), g_timed.load(), launches + 1);
+  stop = true;
+  for (auto& t : idle) t.join();
+  printf("latency=%d extra=%d busy=%d toggle=%d threads=%d allocs=%d streams=%d flush_us=%.1f "
+         "flushes=%.1f records_per_flush=%.1f enable_us=%.1f disable_us=%.1f timed_records=%u of "
+         "%d\n",
+         latency, extra, busy, toggle, threads, allocs, streams, median(flush_us), median(flushes),
+         median(per_flush), median(enable_us), median(disable_us), g_timed.load(), launches + 1);
   return 0;
 }
