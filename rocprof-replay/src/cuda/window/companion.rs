@@ -376,17 +376,16 @@ thread_local! {
     static COMPANION: RefCell<Option<Companion>> = const { RefCell::new(None) };
 }
 
-/// Whether this thread's companion runs a window of a launch on `lane` whose first pass has
-/// not finished (a launch of this thread waiting behind it may be what that kernel waits
-/// for).
-pub(super) fn running_first_pass_on(lane: u64) -> bool {
+/// Whether this thread's companion runs the window of another launch (not `own`'s) on `lane`
+/// whose first pass has not finished (a launch of this thread waiting behind it may be what
+/// that kernel waits for).
+pub(super) fn running_first_pass_on(lane: u64, own: &Arc<Handoff>) -> bool {
     COMPANION
         .try_with(|c| {
             c.borrow().as_ref().is_some_and(|c| {
-                c.running
-                    .lock()
-                    .as_ref()
-                    .is_some_and(|r| r.lane == lane && !r.hand.first_pass_over())
+                c.running.lock().as_ref().is_some_and(|r| {
+                    r.lane == lane && !Arc::ptr_eq(&r.hand, own) && !r.hand.first_pass_over()
+                })
             })
         })
         .unwrap_or(false)

@@ -440,7 +440,7 @@ pub(crate) unsafe fn enter_launch(
     // this call: set a flag, copy) stops waiting after the yield deadline: it runs without
     // replay, ordered behind that window on the device. (On another lane, that window gives
     // way instead: `blocked` below.)
-    let may = || running_first_pass_on(lane);
+    let may = || running_first_pass_on(lane, &hand);
     let order = || {
         // SAFETY: the application is inside this launch call: its arguments are alive.
         let alone =
