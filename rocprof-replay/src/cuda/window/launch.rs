@@ -465,7 +465,9 @@ pub(crate) unsafe fn enter_launch(
         crate::engine::footprint::note_device_write(ctx.handle as u64);
         tracing::info!(
             waited_ms = be.settings.yield_after.as_millis() as u64,
-            "a launch waited behind the first pass of this thread's previous replayed launch on              the same stream, which has not finished (it may wait for what this thread does              next): it runs without replay, after that window (ROCPROF_REPLAY_YIELD_MS)"
+            "a launch waited behind the first pass of this thread's previous replayed launch \
+             on the same stream, which has not finished (it may wait for what this thread does \
+             next): it runs without replay, after that window (ROCPROF_REPLAY_YIELD_MS)"
         );
     }
     let mut go = None;
