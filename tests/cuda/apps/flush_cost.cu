@@ -14,6 +14,11 @@
 // then sleep (as a PyTorch process has), ALLOCS=n device allocations of 2 MiB, STREAMS=n
 // streams that each ran a kernel, SUBSCRIBE=1 a CUPTI callback subscriber on the driver API
 // and resource domains (as a tool like ours has) — what else a process brings to a flush.
+// BUFFER=bytes and MAXREC=n size the record buffers; NOFLUSH=1 waits (up to 20 ms) for CUPTI to
+// deliver the record by itself before flushing, and prints how long that took (`arrive_us`).
+// GAP_US=n idles n us before each timed kernel (a replay window's other work between two
+// passes), sleeping, or spinning with SPIN=1; BGFLUSH_US=n has another thread flush every n us
+// meanwhile.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -58,10 +63,13 @@ __global__ void tiny(unsigned int* p) {
 static std::atomic<unsigned> g_timed{0};
 static std::atomic<unsigned> g_records{0};
 
+static size_t g_buffer = 64 << 10;
+static size_t g_max_records = 0;
+
 static void CUPTIAPI request(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *size = 64 << 10;
+  *size = g_buffer;
   *buffer = static_cast<uint8_t*>(aligned_alloc(8, *size));
-  *max_records = 0;
+  *max_records = g_max_records;
 }
 
 static void CUPTIAPI complete(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
@@ -93,6 +101,13 @@ int main(int argc, char** argv) {
   const int busy = argc > 3 ? atoi(argv[3]) : 0;
   const int toggle = argc > 4 ? atoi(argv[4]) : 0;
   const int launches = getenv("LAUNCHES") ? atoi(getenv("LAUNCHES")) : 200;
+  if (getenv("BUFFER")) g_buffer = strtoull(getenv("BUFFER"), nullptr, 0);
+  if (getenv("MAXREC")) g_max_records = strtoull(getenv("MAXREC"), nullptr, 0);
+  const bool noflush = getenv("NOFLUSH") && atoi(getenv("NOFLUSH"));
+  const int gap_us = getenv("GAP_US") ? atoi(getenv("GAP_US")) : 0;
+  const int bg_us = getenv("BGFLUSH_US") ? atoi(getenv("BGFLUSH_US")) : 0;
+  const bool spin = getenv("SPIN") && atoi(getenv("SPIN"));
+  std::vector<double> arrive_us;
   if (getenv("SUBSCRIBE") && atoi(getenv("SUBSCRIBE"))) {
     CUpti_SubscriberHandle sub;
     CP(cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_callback, nullptr));
@@ -116,6 +131,14 @@ int main(int argc, char** argv) {
       cudaDeviceSynchronize();
       while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     });
+  std::thread flusher;
+  if (bg_us > 0)
+    flusher = std::thread([&stop, bg_us] {
+      while (!stop.load()) {
+        cuptiActivityFlushAll(0);
+        std::this_thread::sleep_for(std::chrono::microseconds(bg_us));
+      }
+    });
   std::vector<void*> blocks(allocs);
   for (auto& b : blocks) CK(cudaMalloc(&b, 2 << 20));
   std::vector<cudaStream_t> many(streams);
@@ -134,6 +157,13 @@ int main(int argc, char** argv) {
   CP(cuptiActivityFlushAll(1));
   std::vector<double> flush_us, flushes, per_flush, enable_us, disable_us;
   for (int i = 0; i < launches; i++) {
+    if (gap_us > 0 && spin) {
+      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(gap_us);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    } else if (gap_us > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
+    }
     for (int e = 0; e < extra; e++) tiny<<<4, 32, 0, own>>>(p);
     CK(cudaStreamSynchronize(own));
     if (busy) busy_kernel<<<1, 32, 0, third>>>(2000000ull);
@@ -149,6 +179,13 @@ int main(int argc, char** argv) {
       auto t = std::chrono::steady_clock::now();
       CP(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
       disable_us.push_back(us_since(t));
+    }
+    if (noflush) {
+      auto t = std::chrono::steady_clock::now();
+      auto until = t + std::chrono::milliseconds(20);
+      while (g_timed.load() == before && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::microseconds(5));
+      arrive_us.push_back(g_timed.load() == before ? -1 : us_since(t));
     }
     int n = 0;
     double first = -1;
@@ -166,10 +203,17 @@ int main(int argc, char** argv) {
   }
   stop = true;
   for (auto& t : idle) t.join();
-  printf("latency=%d extra=%d busy=%d toggle=%d threads=%d allocs=%d streams=%d flush_us=%.1f "
-         "flushes=%.1f records_per_flush=%.1f enable_us=%.1f disable_us=%.1f timed_records=%u of "
-         "%d\n",
-         latency, extra, busy, toggle, threads, allocs, streams, median(flush_us), median(flushes),
+  if (flusher.joinable()) flusher.join();
+  if (noflush) {
+    size_t late = std::count(arrive_us.begin(), arrive_us.end(), -1.0);
+    printf("noflush buffer=%zu maxrec=%zu arrive_us=%.1f (not within 20 ms: %zu of %zu)\n",
+           g_buffer, g_max_records, median(arrive_us), late, arrive_us.size());
+  }
+  printf("latency=%d extra=%d busy=%d toggle=%d threads=%d allocs=%d streams=%d gap_us=%d "
+         "bgflush_us=%d flush_us=%.1f flushes=%.1f records_per_flush=%.1f enable_us=%.1f "
+         "disable_us=%.1f timed_records=%u of %d\n",
+         latency, extra, busy, toggle, threads, allocs, streams, gap_us, bg_us, median(flush_us),
+         median(flushes),
          median(per_flush), median(enable_us), median(disable_us), g_timed.load(), launches + 1);
   return 0;
 }
