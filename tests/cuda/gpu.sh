@@ -14,6 +14,15 @@ export ROCPROF_REPLAY_CUDA_TOOL=$here/libpass_timer.so
 export ROCPROF_REPLAY_CUDA_FIXTURES=$here/cuda
 export ROCPROF_REPLAY_GPU_OUT=$out/gpu
 step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+# Builds a test application that uses CUPTI directly: cupti_nvcc <out> <source> [extra libs].
+cupti_nvcc() {
+  local out=$1 src=$2 inc lib
+  shift 2
+  inc=$CUDA_HOME/extras/CUPTI/include; [ -f "$inc/cupti.h" ] || inc=$CUDA_HOME/include
+  lib=$CUDA_HOME/extras/CUPTI/lib64; [ -e "$lib/libcupti.so" ] || lib=$CUDA_HOME/lib64
+  nvcc -O2 -std=c++17 -arch=native -I"$inc" -L"$lib" -Xlinker -rpath,"$lib" \
+    -L"$CUDA_HOME/lib64/stubs" -o "$out" "$src" "$@" -lcupti -lcuda
+}
 for s in $steps; do
   case $s in
   env)
@@ -250,11 +259,7 @@ PY
     # same ~5 us kernel.
     step "record-kinds: kernel records of each kind against Nsight Compute"
     c=$out/kinds; mkdir -p "$c"
-    inc=$CUDA_HOME/extras/CUPTI/include; [ -f "$inc/cupti.h" ] || inc=$CUDA_HOME/include
-    lib=$CUDA_HOME/extras/CUPTI/lib64; [ -e "$lib/libcupti.so" ] || lib=$CUDA_HOME/lib64
-    if nvcc -O2 -std=c++17 -arch=native -I"$inc" -L"$lib" -Xlinker -rpath,"$lib" \
-      -L"$CUDA_HOME/lib64/stubs" -o "$c/record_kinds" "$here/cuda/apps/record_kinds.cu" \
-      -lcupti -lcuda; then
+    if cupti_nvcc "$c/record_kinds" "$here/cuda/apps/record_kinds.cu"; then
       for kind in concurrent serial; do
         for ahead in idle busy gated idle; do
           LAUNCHES=50 timeout 60 "$c/record_kinds" $kind $ahead > "$c/kinds.txt" 2>&1
@@ -302,11 +307,7 @@ PY2
     # kernel of another stream running across the flush, records on only around the timed one.
     step "flush-cost: a kernel record's flush by records delivered"
     c=$out/flush; mkdir -p "$c"
-    inc=$CUDA_HOME/extras/CUPTI/include; [ -f "$inc/cupti.h" ] || inc=$CUDA_HOME/include
-    lib=$CUDA_HOME/extras/CUPTI/lib64; [ -e "$lib/libcupti.so" ] || lib=$CUDA_HOME/lib64
-    if nvcc -O2 -std=c++17 -arch=native -I"$inc" -L"$lib" -Xlinker -rpath,"$lib" \
-      -L"$CUDA_HOME/lib64/stubs" -o "$c/flush_cost" "$here/cuda/apps/flush_cost.cu" \
-      -lcupti -lcuda; then
+    if cupti_nvcc "$c/flush_cost" "$here/cuda/apps/flush_cost.cu"; then
       for a in "0 0 0 0" "1 0 0 0" "0 10 0 0" "1 10 0 0" "0 40 0 0" "1 40 0 0" "1 10 1 0" \
         "1 10 1 1" "1 40 0 1"; do
         timeout 60 "$c/flush_cost" $a
@@ -323,11 +324,7 @@ PY2
     # (e.g. "-k 16 --modes range1,range64 --decode pass --cache all").
     step "counters-api: CUPTI's cost per counter pass by API shape"
     c=$out/api; mkdir -p "$c"
-    inc=$CUDA_HOME/extras/CUPTI/include; [ -f "$inc/cupti.h" ] || inc=$CUDA_HOME/include
-    lib=$CUDA_HOME/extras/CUPTI/lib64; [ -e "$lib/libcupti.so" ] || lib=$CUDA_HOME/lib64
-    if nvcc -O2 -std=c++17 -arch=native -I"$inc" -L"$lib" -Xlinker -rpath,"$lib" \
-      -L"$CUDA_HOME/lib64/stubs" -o "$c/cupti_pass_cost" "$here/cuda/apps/cupti_pass_cost.cu" \
-      -lcupti -lcuda -ldl; then
+    if cupti_nvcc "$c/cupti_pass_cost" "$here/cuda/apps/cupti_pass_cost.cu" -ldl; then
       timeout 500 "$c/cupti_pass_cost" ${COUNTERS_METRICS8:+--metrics "$COUNTERS_METRICS8"} \
         ${COUNTERS_API_ARGS:-} > "$c/cupti_pass_cost.stdout" 2> "$c/cupti_pass_cost.stderr"
       echo "cupti_pass_cost: exit $?"
@@ -394,13 +391,9 @@ PY2
       timeout 120 "$here/cupti_profiler_layout" --include-ignored 2>&1 | tail -8
       ROCPROF_REPLAY_GPU_OUT=$c timeout 300 "$here/counters" --include-ignored --test-threads=1 \
         --nocapture 2>&1 | tail -40
-      inc=$CUDA_HOME/extras/CUPTI/include; [ -f "$inc/cupti.h" ] || inc=$CUDA_HOME/include
-      lib=$CUDA_HOME/extras/CUPTI/lib64; [ -e "$lib/libcupti.so" ] || lib=$CUDA_HOME/lib64
       nvcc -O2 -std=c++17 -arch=native -o "$c/counters_check" "$here/cuda/apps/counters_check.cu"
       nvcc -O2 -std=c++17 -arch=native -o "$c/replay_check" "$here/cuda/apps/replay_check.cu"
-      nvcc -O2 -std=c++17 -arch=native -I"$inc" -L"$lib" -Xlinker -rpath,"$lib" \
-        -L"$CUDA_HOME/lib64/stubs" -o "$c/restore_bench" "$here/cuda/apps/restore_bench.cu" \
-        -lcheckpoint -lcupti -lcuda || true
+      cupti_nvcc "$c/restore_bench" "$here/cuda/apps/restore_bench.cu" -lcheckpoint || true
       # Deterministic metrics, and two that vary run to run (cycles, active warps).
       M=${COUNTERS_METRICS:-sm__cycles_elapsed.avg,sm__inst_executed.sum,smsp__inst_executed.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,sm__warps_active.avg.pct_of_peak_sustained_active}
       L=launch__grid_size,launch__block_size,launch__registers_per_thread

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 #include "check.cuh"
+#include "cupti_check.cuh"
 
 __global__ void timed(unsigned long long ns) {
   unsigned long long start = now_ns();
@@ -48,17 +49,6 @@ __global__ void busy_kernel(unsigned long long ns) {
 __global__ void tiny(unsigned int* p) {
   if (threadIdx.x == 0) p[blockIdx.x] += 1;
 }
-
-#define CP(x)                                                           \
-  do {                                                                  \
-    CUptiResult r_ = (x);                                               \
-    if (r_ != CUPTI_SUCCESS) {                                          \
-      const char* s_ = nullptr;                                         \
-      cuptiGetResultString(r_, &s_);                                    \
-      printf("error cupti %s at %s:%d\n", s_ ? s_ : "?", __FILE__, __LINE__); \
-      return 1;                                                         \
-    }                                                                   \
-  } while (0)
 
 static std::atomic<unsigned> g_timed{0};
 static std::atomic<unsigned> g_records{0};

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <vector>
 #include "check.cuh"
+#include "cupti_check.cuh"
 
 __global__ void fifty_us(unsigned long long ns) {
   unsigned long long start = now_ns();
@@ -39,17 +40,6 @@ __global__ void five_us(unsigned int* count, unsigned long long ns) {
   }
   if (threadIdx.x == 0) *count += 1;
 }
-
-#define CP(x)                                                           \
-  do {                                                                  \
-    CUptiResult r_ = (x);                                               \
-    if (r_ != CUPTI_SUCCESS) {                                          \
-      const char* s_ = nullptr;                                         \
-      cuptiGetResultString(r_, &s_);                                    \
-      printf("error cupti %s at %s:%d\n", s_ ? s_ : "?", __FILE__, __LINE__); \
-      return 1;                                                         \
-    }                                                                   \
-  } while (0)
 
 struct Times {
   unsigned long long start, end, queued, submitted;
