@@ -18,7 +18,8 @@
 // deliver the record by itself before flushing, and prints how long that took (`arrive_us`).
 // GAP_US=n idles n us before each timed kernel (a replay window's other work between two
 // passes), sleeping, or spinning with SPIN=1; BGFLUSH_US=n has another thread flush every n us
-// meanwhile.
+// meanwhile. CTX2=1 runs `busy`'s kernel in a second context of the device (another GPU's
+// window, as far as CUPTI's buffers go) instead of on a third stream.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -141,6 +142,21 @@ int main(int argc, char** argv) {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&third, cudaStreamNonBlocking));
+  const bool ctx2 = getenv("CTX2") && atoi(getenv("CTX2"));
+  CUcontext primary = nullptr, second = nullptr;
+  cudaStream_t other = third;
+  if (ctx2) {
+    CUdevice dev;
+    if (cuCtxGetCurrent(&primary) != CUDA_SUCCESS || cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+        cuCtxCreate(&second, nullptr, 0, dev) != CUDA_SUCCESS) {
+      printf("error: no second context\n");
+      return 1;
+    }
+    CK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+    busy_kernel<<<1, 32, 0, other>>>(1000ull);
+    CK(cudaStreamSynchronize(other));
+    cuCtxSetCurrent(primary);
+  }
   timed<<<1, 32, 0, s>>>(1000ull);
   tiny<<<1, 32, 0, own>>>(p);
   CK(cudaDeviceSynchronize());
@@ -156,7 +172,13 @@ int main(int argc, char** argv) {
     }
     for (int e = 0; e < extra; e++) tiny<<<4, 32, 0, own>>>(p);
     CK(cudaStreamSynchronize(own));
-    if (busy) busy_kernel<<<1, 32, 0, third>>>(2000000ull);
+    if (busy && ctx2) {
+      cuCtxSetCurrent(second);
+      busy_kernel<<<1, 32, 0, other>>>(2000000ull);
+      cuCtxSetCurrent(primary);
+    } else if (busy) {
+      busy_kernel<<<1, 32, 0, third>>>(2000000ull);
+    }
     if (toggle) {
       auto t = std::chrono::steady_clock::now();
       CP(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
@@ -189,7 +211,13 @@ int main(int argc, char** argv) {
     flush_us.push_back(first);
     flushes.push_back(n);
     per_flush.push_back(n ? double(g_records.load() - records) / n : 0);
-    if (busy) CK(cudaStreamSynchronize(third));
+    if (busy && ctx2) {
+      cuCtxSetCurrent(second);
+      CK(cudaStreamSynchronize(other));
+      cuCtxSetCurrent(primary);
+    } else if (busy) {
+      CK(cudaStreamSynchronize(third));
+    }
   }
   stop = true;
   for (auto& t : idle) t.join();
