@@ -2,11 +2,11 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds flush-cost crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable (default: all but the last thirteen)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds flush-cost crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable (default: all but the last thirteen)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
-steps=${*:-env diag probe replay promise writeset async cupti libs gpt2 bench counters counters-gpt2}
+steps=${*:-env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2}
 mkdir -p "$out"
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH
@@ -181,6 +181,11 @@ PY
     step "library kernels: cuBLAS, cuSOLVER, cuFFT, cuDNN, CUB under replay"
     timeout 400 "$here/gpu" --include-ignored --nocapture library_kernels 2>&1 | tail -12
     python3 "$here/cuda/summarize.py" "$out/gpu/libs.records.jsonl" 2>/dev/null | grep -v '^   ' | head -30
+    ;;
+  models)
+    step "model workloads: LSTM, bf16 Transformer with fused AdamW, side streams, page-locked copies, a CUDA graph, sparse embedding, convolutions, NCCL"
+    timeout 500 "$here/gpu" --include-ignored --nocapture model_workloads 2>&1 | tail -12
+    python3 "$here/cuda/summarize.py" "$out/gpu/models.records.jsonl" 2>/dev/null | grep -v '^   ' | head -30
     ;;
   gpt2)
     step "GPT-2 training step"
