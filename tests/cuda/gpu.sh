@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds flush-cost crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable (default: all but the last thirteen)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable (default: all but the last fourteen)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -305,6 +305,17 @@ v = [float(r["Metric Value"].replace(",", "")) for r in csv.DictReader(rows)
 print(f"  ncu --cache-control none: gpu__time_duration median {statistics.median(v):.0f} ns ({len(v)} launches)")
 PY2
     done
+    ;;
+  gate-order)
+    # What a closed gate on one stream does to markers and work on the others (gate_order.cu):
+    # the facts a pipelined window's drain depends on.
+    step "gate-order: a closed gate on one stream, markers and work on another"
+    c=$out/gate; mkdir -p "$c"
+    if nvcc -O2 -std=c++17 -arch=native -o "$c/gate_order" "$here/cuda/apps/gate_order.cu" -lcuda; then
+      timeout 60 "$c/gate_order"; LAZY_FIRST=1 timeout 60 "$c/gate_order" | head -2
+    else
+      echo "gate_order: nvcc failed"
+    fi
     ;;
   flush-cost)
     # What one cuptiActivityFlushAll costs after a timed kernel, by what it delivers

@@ -130,12 +130,13 @@ impl Ranges {
     /// What a launch with argument bytes `args` may have watched instead of declined: the
     /// pinned and registered ranges (base, size) its 8-byte-aligned words point into, each
     /// once — memory the host reads through the same address, which the window checksums
-    /// around the first pass. `None` when a word points into a range of another kind
-    /// (managed memory: the driver migrates it, and a host read during the window could too).
-    pub(crate) fn watchable(&self, args: &[u8]) -> Option<Vec<(usize, usize)>> {
+    /// around the first pass. `Err` with the first word that points into a range of another
+    /// kind (managed memory: the driver migrates it, and a host read during the window could
+    /// too).
+    pub(crate) fn watchable(&self, args: &[u8]) -> Result<Vec<(usize, usize)>, usize> {
         let mut out: Vec<(usize, usize)> = Vec::new();
         let mut rest = args;
-        while let Some((offset, _, base)) = gate::first_pointer_into(rest, &self.spans) {
+        while let Some((offset, addr, base)) = gate::first_pointer_into(rest, &self.spans) {
             match self.meta.get(&base) {
                 Some((Kind::Pinned | Kind::Registered, _)) => {
                     let range = (base, self.spans[&base]);
@@ -143,11 +144,11 @@ impl Ranges {
                         out.push(range);
                     }
                 }
-                _ => return None,
+                _ => return Err(addr),
             }
             rest = &rest[offset + 8..];
         }
-        Some(out)
+        Ok(out)
     }
 
     /// The first 8-byte-aligned word of `args` that is an address inside one of the ranges:
@@ -199,14 +200,14 @@ mod tests {
         r.insert(0x10_0000, 0x100, Kind::Pinned, 7);
         r.insert(0x20_0000, 0x80, Kind::Registered, 7);
         r.insert(0x30_0000, 0x100, Kind::Managed, 7);
-        assert_eq!(r.watchable(&bytes(&[5, 0x40_0000])), Some(vec![]));
+        assert_eq!(r.watchable(&bytes(&[5, 0x40_0000])), Ok(vec![]));
         assert_eq!(
             r.watchable(&bytes(&[0x10_0010, 7, 0x20_0000, 0x10_00ff])),
-            Some(vec![(0x10_0000, 0x100), (0x20_0000, 0x80)]),
+            Ok(vec![(0x10_0000, 0x100), (0x20_0000, 0x80)]),
             "interior pointers name their whole range, each range once"
         );
-        assert_eq!(r.watchable(&bytes(&[0x10_0010, 0x30_0040])), None);
-        assert_eq!(r.watchable(&bytes(&[0x30_0000])), None);
+        assert_eq!(r.watchable(&bytes(&[0x10_0010, 0x30_0040])), Err(0x30_0040));
+        assert_eq!(r.watchable(&bytes(&[0x30_0000])), Err(0x30_0000));
     }
 
     #[test]

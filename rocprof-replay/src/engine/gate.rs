@@ -47,6 +47,114 @@ pub(crate) fn refuses(
     backend
 }
 
+/// What a dispatch's words may reach that no window restores, as one backend knows it: the
+/// lookups behind [`reach`] and [`reach_unread`]. Each answers from the backend's own records of
+/// its runtime's memory; the order they are asked in, and the reason each leads to, are the
+/// engine's, the same on both backends.
+///
+/// `words` are a dispatch's argument bytes (a kernarg segment) or words stored in module
+/// variables; a pointer is an 8-byte-aligned word ([`first_pointer_into`], [`address_words`]).
+pub(crate) trait MemoryReach {
+    /// The first word that points into memory another process or device writes (CUDA IPC
+    /// imports and exports, pool imports, mappings of imported handles; HSA IPC and
+    /// interop imports): `foreign_memory`.
+    fn foreign(&self, words: &[u8]) -> Option<usize>;
+    /// The first word that points into an allocation another agent of the process owns
+    /// (another CUDA context, another HSA GPU), with that agent: `peer_memory` — the window
+    /// drains, fences and captures only its own agent's memory.
+    fn peer(&self, words: &[u8]) -> Option<(usize, u64)>;
+    /// The first word that names memory no window captures and the host cannot be watched
+    /// through, with the reason (CUDA surface objects: `array_memory`; HSA shared virtual
+    /// memory: `host_memory`).
+    fn uncaptured(&self, words: &[u8]) -> Option<(usize, DeclineReason)>;
+    /// The first word that is system memory the agent reaches without any allocation call
+    /// (pageable memory on a device with HMM or ATS; everything on a runtime that makes all
+    /// system memory GPU-accessible): `host_memory`.
+    fn system(&self, words: &[u8]) -> Option<usize>;
+    /// The host-visible memory the words point into, as host-readable ranges (host address,
+    /// length) the window checksums around the first pass (pinned and registered memory; HSA
+    /// host and fine-grained memory the host reads); `Err` with the first word pointing into
+    /// host-visible memory that cannot be watched (managed memory; fine-grained memory the host
+    /// cannot read).
+    fn host(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, usize>;
+    /// Which of the kinds above exist at all, for a dispatch whose words cannot be read.
+    fn present(&self) -> Present;
+}
+
+/// Which kinds of memory no window restores exist ([`MemoryReach::present`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Present {
+    pub(crate) foreign: bool,
+    /// Another agent owns allocations.
+    pub(crate) peer: bool,
+    /// Uncaptured memory exists, and the reason a dispatch that may reach it declines.
+    pub(crate) uncaptured: Option<DeclineReason>,
+    /// Host-visible or reachable system memory exists.
+    pub(crate) host: bool,
+}
+
+/// The decline rules for what `words` reach, in their order: memory another process or device
+/// writes, another agent's allocation, uncaptured memory, system memory reached without an
+/// allocation call, host-visible memory that cannot be watched. `Ok` holds the host-readable
+/// ranges to watch across the first pass (empty when the words reach none).
+pub(crate) fn reach(
+    map: &dyn MemoryReach,
+    words: &[u8],
+) -> Result<Vec<(usize, usize)>, DeclineReason> {
+    if let Some(addr) = map.foreign(words) {
+        tracing::debug!(
+            addr = format_args!("{addr:#x}"),
+            "a pointer leads into memory another process or device writes"
+        );
+        return Err(DeclineReason::ForeignMemory);
+    }
+    if let Some((addr, owner)) = map.peer(words) {
+        tracing::debug!(
+            addr = format_args!("{addr:#x}"),
+            owner,
+            "a pointer leads into another agent's allocation"
+        );
+        return Err(DeclineReason::PeerMemory);
+    }
+    if let Some((addr, reason)) = map.uncaptured(words) {
+        tracing::debug!(
+            addr = format_args!("{addr:#x}"),
+            reason = reason.code(),
+            "a word names memory no window captures"
+        );
+        return Err(reason);
+    }
+    if let Some(addr) = map.system(words) {
+        tracing::debug!(
+            addr = format_args!("{addr:#x}"),
+            "a pointer leads into system memory the agent reaches without an allocation call"
+        );
+        return Err(DeclineReason::HostMemory);
+    }
+    map.host(words).map_err(|addr| {
+        tracing::debug!(
+            addr = format_args!("{addr:#x}"),
+            "a pointer leads into host-visible memory that cannot be watched"
+        );
+        DeclineReason::HostMemory
+    })
+}
+
+/// The decline for a dispatch whose words cannot be read, by the same order as [`reach`]:
+/// whatever kind exists might be reached. `None`: nothing a window cannot restore exists.
+pub(crate) fn reach_unread(map: &dyn MemoryReach) -> Option<DeclineReason> {
+    let present = map.present();
+    if present.foreign {
+        Some(DeclineReason::ForeignMemory)
+    } else if present.peer {
+        Some(DeclineReason::PeerMemory)
+    } else if let Some(reason) = present.uncaptured {
+        Some(reason)
+    } else {
+        present.host.then_some(DeclineReason::HostMemory)
+    }
+}
+
 /// Whether `addr` lies in a page the process has mapped and can read (`mincore`, then a
 /// one-byte `process_vm_readv` of its own memory, which fails rather than faults): memory a
 /// GPU that reaches all system memory (HMM, ATS, XNACK) could access there. A reserved,
@@ -179,6 +287,107 @@ mod tests {
             refuses(&info, Some(DeclineReason::StreamMemoryWait)),
             Some(DeclineReason::StreamMemoryWait)
         );
+    }
+
+    /// A backend's memory as plain ranges: each lookup answers from its own map.
+    #[derive(Default)]
+    struct Map {
+        foreign: std::collections::BTreeMap<usize, usize>,
+        peer: std::collections::BTreeMap<usize, usize>,
+        uncaptured: std::collections::BTreeMap<usize, usize>,
+        system: std::collections::BTreeMap<usize, usize>,
+        /// Watchable host memory; `unwatched`: host memory that cannot be watched.
+        host: std::collections::BTreeMap<usize, usize>,
+        unwatched: std::collections::BTreeMap<usize, usize>,
+    }
+
+    impl MemoryReach for Map {
+        fn foreign(&self, words: &[u8]) -> Option<usize> {
+            first_pointer_into(words, &self.foreign).map(|p| p.1)
+        }
+        fn peer(&self, words: &[u8]) -> Option<(usize, u64)> {
+            first_pointer_into(words, &self.peer).map(|p| (p.1, 9))
+        }
+        fn uncaptured(&self, words: &[u8]) -> Option<(usize, DeclineReason)> {
+            first_pointer_into(words, &self.uncaptured).map(|p| (p.1, DeclineReason::ArrayMemory))
+        }
+        fn system(&self, words: &[u8]) -> Option<usize> {
+            first_pointer_into(words, &self.system).map(|p| p.1)
+        }
+        fn host(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, usize> {
+            if let Some(p) = first_pointer_into(words, &self.unwatched) {
+                return Err(p.1);
+            }
+            let mut out = Vec::new();
+            for w in words.chunks_exact(8) {
+                if let Some(p) = first_pointer_into(w, &self.host) {
+                    let range = (p.2, self.host[&p.2]);
+                    if !out.contains(&range) {
+                        out.push(range);
+                    }
+                }
+            }
+            Ok(out)
+        }
+        fn present(&self) -> Present {
+            Present {
+                foreign: !self.foreign.is_empty(),
+                peer: !self.peer.is_empty(),
+                uncaptured: (!self.uncaptured.is_empty()).then_some(DeclineReason::ArrayMemory),
+                host: !self.host.is_empty()
+                    || !self.unwatched.is_empty()
+                    || !self.system.is_empty(),
+            }
+        }
+    }
+
+    #[test]
+    fn the_reach_rules_decline_in_their_order_and_watch_host_memory_otherwise() {
+        let words = |ws: &[u64]| ws.iter().flat_map(|w| w.to_ne_bytes()).collect::<Vec<u8>>();
+        let mut map = Map::default();
+        for (m, base) in [
+            (&mut map.foreign, 0x10_0000),
+            (&mut map.peer, 0x20_0000),
+            (&mut map.uncaptured, 0x30_0000),
+            (&mut map.system, 0x40_0000),
+            (&mut map.unwatched, 0x50_0000),
+            (&mut map.host, 0x60_0000),
+        ] {
+            m.insert(base, 0x1000);
+        }
+        let all = [
+            0x60_0010, 0x50_0000, 0x40_0000, 0x30_0000, 0x20_0000, 0x10_0000,
+        ];
+        // Each rule wins over every later one, wherever its word sits.
+        let expected = [
+            DeclineReason::ForeignMemory,
+            DeclineReason::PeerMemory,
+            DeclineReason::ArrayMemory,
+            DeclineReason::HostMemory,
+            DeclineReason::HostMemory,
+        ];
+        for (dropped, reason) in expected.iter().enumerate() {
+            let ws: Vec<u64> = all[..all.len() - dropped].to_vec();
+            assert_eq!(reach(&map, &words(&ws)), Err(*reason), "{ws:x?}");
+        }
+        assert_eq!(
+            reach(&map, &words(&[7, 0x60_0010, 0x60_0ff8, 0x7000_0000])),
+            Ok(vec![(0x60_0000, 0x1000)]),
+            "watchable host memory, once, and nothing else"
+        );
+        assert_eq!(reach(&map, &words(&[1, 2])), Ok(vec![]));
+        // Words that cannot be read: the first kind that exists, in the same order.
+        assert_eq!(reach_unread(&map), Some(DeclineReason::ForeignMemory));
+        map.foreign.clear();
+        assert_eq!(reach_unread(&map), Some(DeclineReason::PeerMemory));
+        map.peer.clear();
+        assert_eq!(reach_unread(&map), Some(DeclineReason::ArrayMemory));
+        map.uncaptured.clear();
+        assert_eq!(reach_unread(&map), Some(DeclineReason::HostMemory));
+        map.system.clear();
+        map.unwatched.clear();
+        map.host.clear();
+        assert_eq!(reach_unread(&map), None);
     }
 
     #[test]

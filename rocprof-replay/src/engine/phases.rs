@@ -5,7 +5,8 @@
 //!
 //! Off (the default) a phase costs one load of a value read once. The totals are process-wide
 //! sums over all windows and threads, per call (a window has one `pass` call per pass,
-//! one `end` call). Phases do not nest (but `arena_grow`, the part of `arena` that allocated
+//! one `end` call). Phases do not nest (but `stored_words`, the part of `variables` that read
+//! the words stored in module variables, `arena_grow`, the part of `arena` that allocated
 //! memory, and `pass_submit`, `pass_wait` and `pass_record`, the parts of `pass` before the
 //! backend waits, while it waits for completion and for a kernel record, and `record_flush`,
 //! the flushes of `pass_record`, shown indented), so
@@ -27,8 +28,12 @@ pub(crate) enum Phase {
     Begin,
     /// `ReplayTarget::drain`: waiting for the work submitted before the dispatch.
     Drain,
-    /// Finding the module variables the snapshot holds.
+    /// Finding the module variables the snapshot holds, and the pointers stored in them.
     Variables,
+    /// Of `Variables`: reading the words stored in the module variables (copies to the host,
+    /// made only while memory no window restores exists), to find pointers into it; its count
+    /// is the number of reads.
+    StoredWords,
     /// The plan: which allocations the snapshot holds, which are watched.
     Plan,
     /// The watched memory's fingerprints before the first pass (carried or read).
@@ -71,11 +76,12 @@ pub(crate) enum Phase {
     End,
 }
 
-const PHASES: [Phase; 21] = [
+const PHASES: [Phase; 22] = [
     Phase::Window,
     Phase::Begin,
     Phase::Drain,
     Phase::Variables,
+    Phase::StoredWords,
     Phase::Plan,
     Phase::WatchBefore,
     Phase::Arena,
@@ -102,6 +108,7 @@ impl Phase {
             Phase::Begin => "begin",
             Phase::Drain => "drain",
             Phase::Variables => "variables",
+            Phase::StoredWords => "  stored_words",
             Phase::Plan => "plan",
             Phase::WatchBefore => "watch_before",
             Phase::Arena => "arena",
@@ -189,11 +196,12 @@ pub(crate) fn report() -> String {
     let mut inside = 0u64;
     for p in PHASES {
         let (n, ns) = row(p);
-        // `Window` holds the others, `ArenaGrow` is part of `Arena`, `PassSubmit`,
-        // `PassWait` and `PassRecord` of `Pass`.
+        // `Window` holds the others, `StoredWords` is part of `Variables`, `ArenaGrow` of
+        // `Arena`, `PassSubmit`, `PassWait` and `PassRecord` of `Pass`.
         if !matches!(
             p,
             Phase::Window
+                | Phase::StoredWords
                 | Phase::ArenaGrow
                 | Phase::PassSubmit
                 | Phase::PassWait

@@ -62,12 +62,13 @@ pub(crate) fn stored_host_memory(
         if batch.is_empty() {
             return Ok(());
         }
-        target
-            .copy(Direction::Capture, batch)
-            .map_err(|e| match e {
-                CopyError::Failed => DeclineReason::CopyFailed,
-                CopyError::Stuck => DeclineReason::CopyTimeout,
-            })?;
+        crate::engine::phases::timed(crate::engine::phases::Phase::StoredWords, || {
+            target.copy(Direction::Capture, batch)
+        })
+        .map_err(|e| match e {
+            CopyError::Failed => DeclineReason::CopyFailed,
+            CopyError::Stuck => DeclineReason::CopyTimeout,
+        })?;
         // SAFETY: the first `used` bytes of the scratch buffer, which the copy just filled and
         // nothing else uses.
         let read = unsafe { std::slice::from_raw_parts(base as *const u8, *used) };

@@ -276,26 +276,26 @@ fn refusal(
 }
 
 /// The host-readable ranges (host address, length) of host-visible memory the dispatch's
-/// kernarg segment points into; `Err(ForeignMemory)` or `Err(HostMemory)` as
-/// [`unrestorable`] says, or when its kernel's kernarg size is unknown while such memory
-/// exists; `Err(HostMemory)` as [`host_ranges`] says, or when one of its pointer arguments
-/// names system memory no allocation call made reachable where the GPU reaches all of it
-/// ([`system_memory`]).
+/// kernarg segment points into, or why the dispatch runs once, by the engine's rules
+/// ([`gate::reach`]; [`Reach`] answers them for this backend); when its kernel's kernarg size is
+/// unknown while memory a window cannot restore exists, the first kind that exists
+/// ([`gate::reach_unread`]).
 fn host_pointers(
     be: &Backend,
     gpu: &Gpu,
     packet: &hsa_kernel_dispatch_packet_t,
 ) -> Result<Vec<(usize, usize)>, DeclineReason> {
-    let host = be.host_memory.read();
     let pointers = if be.system_memory_reachable {
         be.pointer_words.read().get(&packet.kernel_object).cloned()
     } else {
         None
     };
-    // Foreign or shared virtual memory exists; with several GPUs, another's memory may.
-    let other = unrestorable_exists(be);
-    let multi = be.gpus.len() > 1;
-    if host.is_empty() && other.is_none() && !multi && pointers.is_none() {
+    let reach = Reach { be, gpu, pointers };
+    if be.host_memory.read().is_empty()
+        && unrestorable_exists(be).is_none()
+        && be.gpus.len() <= 1
+        && reach.pointers.is_none()
+    {
         return Ok(Vec::new());
     }
     let size = match be.kernarg_sizes.read().get(&packet.kernel_object).copied() {
@@ -303,13 +303,7 @@ fn host_pointers(
         Some(_) if packet.kernarg_address.is_null() => return Ok(Vec::new()),
         Some(size) => size,
         None => {
-            let reason = match other {
-                Some(DeclineReason::ForeignMemory) => other,
-                _ if peers_own_memory(be, gpu) => Some(DeclineReason::PeerMemory),
-                _ if !host.is_empty() => Some(DeclineReason::HostMemory),
-                _ => other,
-            };
-            let Some(reason) = reason else {
+            let Some(reason) = gate::reach_unread(&reach) else {
                 return Ok(Vec::new());
             };
             // A kernel object of an executable we did not see frozen: its arguments cannot be
@@ -326,26 +320,7 @@ fn host_pointers(
     // KERNARG_SEGMENT_SIZE bytes, host-accessible kernarg memory.
     let args =
         unsafe { std::slice::from_raw_parts(packet.kernarg_address.cast::<u8>(), size as usize) };
-    if other.is_some() || multi {
-        unrestorable(be, gpu, args)?;
-    }
-    if let Some(words) = pointers
-        && let Some(addr) = {
-            let variables = be.variables.read();
-            kernel_args::word_values(args, &words)
-                .find(|&w| system_memory(be, &host, &variables, w))
-        }
-    {
-        tracing::debug!(
-            addr = format_args!("{addr:#x}"),
-            "a kernel argument points into system memory the GPU reaches by default"
-        );
-        return Err(DeclineReason::HostMemory);
-    }
-    if host.is_empty() {
-        return Ok(Vec::new());
-    }
-    host_ranges(be, &host, args)
+    gate::reach(&reach, args)
 }
 
 /// Whether memory exists that no window may restore or watch — foreign memory
@@ -372,46 +347,66 @@ fn peers_own_memory(be: &Backend, gpu: &Gpu) -> bool {
             .any(|g| g.index != gpu.index && state::INVENTORY.owns_any(AgentId(g.agent.handle)))
 }
 
-/// `Err` when an 8-byte-aligned word of `words` (a kernarg segment, or words stored in module
-/// variables) points into memory another process or GPU writes (`ForeignMemory`), into an
-/// allocation another GPU than `gpu` owns (`PeerMemory`: the window drains, fences and
-/// captures only its own GPU's memory, so the kernel's writes there would be repeated once
-/// per pass and the owner's work could race a restore), or into system memory the
-/// application made reachable by a GPU (`HostMemory`).
-fn unrestorable(be: &Backend, gpu: &Gpu, words: &[u8]) -> Result<(), DeclineReason> {
-    let into = |map: &std::collections::BTreeMap<usize, usize>, what: &str| {
-        gate::first_pointer_into(words, map).map(|(offset, addr, base)| {
-            tracing::debug!(
-                offset,
-                addr = format_args!("{addr:#x}"),
-                allocation = format_args!("{base:#x}"),
-                "a kernel argument points into {what}"
-            );
-        })
-    };
-    if into(
-        &be.foreign_memory.read(),
-        "memory another process or GPU writes",
-    )
-    .is_some()
-    {
-        return Err(DeclineReason::ForeignMemory);
+/// What a dispatch of `gpu` may reach, as this backend records it ([`gate::MemoryReach`]).
+/// `pointers`: the kernel's pointer arguments (their word offsets), checked for system memory
+/// where the runtime makes all of it GPU-accessible; `None` for words stored in module
+/// variables, and elsewhere.
+struct Reach<'a> {
+    be: &'a Backend,
+    gpu: &'a Gpu,
+    pointers: Option<kernel_args::PointerWords>,
+}
+
+impl gate::MemoryReach for Reach<'_> {
+    /// Memory another process or GPU writes (IPC and interop imports).
+    fn foreign(&self, words: &[u8]) -> Option<usize> {
+        gate::first_pointer_into(words, &self.be.foreign_memory.read()).map(|p| p.1)
     }
-    if be.gpus.len() > 1
-        && let Some((addr, owner)) = state::INVENTORY
-            .first_owned_by_other(gate::address_words(words), AgentId(gpu.agent.handle))
-    {
-        tracing::debug!(
-            addr = format_args!("{addr:#x}"),
-            owner = owner.0,
-            "a kernel argument points into another GPU's memory"
-        );
-        return Err(DeclineReason::PeerMemory);
+
+    /// An allocation another GPU than this one owns: the window drains, fences and captures
+    /// only its own GPU's memory, so the kernel's writes there would be repeated once per pass
+    /// and the owner's work could race a restore.
+    fn peer(&self, words: &[u8]) -> Option<(usize, u64)> {
+        if self.be.gpus.len() <= 1 {
+            return None;
+        }
+        state::INVENTORY
+            .first_owned_by_other(gate::address_words(words), AgentId(self.gpu.agent.handle))
+            .map(|(addr, owner)| (addr, owner.0))
     }
-    if into(&be.svm_memory.read(), "shared virtual memory").is_some() {
-        return Err(DeclineReason::HostMemory);
+
+    /// Shared virtual memory: the host reads and writes it through the same address at any
+    /// time, and no window captures it.
+    fn uncaptured(&self, words: &[u8]) -> Option<(usize, DeclineReason)> {
+        gate::first_pointer_into(words, &self.be.svm_memory.read())
+            .map(|p| (p.1, DeclineReason::HostMemory))
     }
-    Ok(())
+
+    fn system(&self, words: &[u8]) -> Option<usize> {
+        let pointers = self.pointers.as_ref()?;
+        let host = self.be.host_memory.read();
+        let variables = self.be.variables.read();
+        kernel_args::word_values(words, pointers)
+            .find(|&w| system_memory(self.be, &host, &variables, w))
+    }
+
+    fn host(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, usize> {
+        let host = self.be.host_memory.read();
+        if host.is_empty() {
+            return Ok(Vec::new());
+        }
+        host_ranges(self.be, &host, words)
+    }
+
+    fn present(&self) -> gate::Present {
+        gate::Present {
+            foreign: !self.be.foreign_memory.read().is_empty(),
+            peer: peers_own_memory(self.be, self.gpu),
+            uncaptured: (!self.be.svm_memory.read().is_empty())
+                .then_some(DeclineReason::HostMemory),
+            host: !self.be.host_memory.read().is_empty(),
+        }
+    }
 }
 
 /// Whether `addr` is system memory a kernel can write without any call the backend sees
@@ -442,17 +437,16 @@ fn system_memory(
 
 /// The host-readable ranges (host address, length) of the host-visible memory (`host`, from
 /// [`Backend::host_memory`]) that the 8-byte-aligned words of `args` point into — a kernarg
-/// segment, or words stored in module variables; `Err(HostMemory)` when one points into
+/// segment, or words stored in module variables; `Err` with the first word that points into
 /// host-visible memory the host cannot read.
 fn host_ranges(
     be: &Backend,
     host: &std::collections::BTreeMap<usize, usize>,
     args: &[u8],
-) -> Result<Vec<(usize, usize)>, DeclineReason> {
+) -> Result<Vec<(usize, usize)>, usize> {
     let readable = be.host_readable.read();
     let mut watch: Vec<(usize, usize)> = Vec::new();
     let mut rest = args;
-    let mut at = 0usize;
     while let Some((offset, addr, base)) = gate::first_pointer_into(rest, host) {
         match readable.get(&base) {
             Some(&(len, host_base)) => {
@@ -460,17 +454,8 @@ fn host_ranges(
                     watch.push((host_base, len));
                 }
             }
-            None => {
-                tracing::debug!(
-                    offset = at + offset,
-                    addr = format_args!("{addr:#x}"),
-                    allocation = format_args!("{base:#x}"),
-                    "a kernel argument points into host-visible memory the host cannot read"
-                );
-                return Err(DeclineReason::HostMemory);
-            }
+            None => return Err(addr),
         }
-        at += offset + 8;
         rest = &rest[offset + 8..];
     }
     Ok(watch)
@@ -1763,8 +1748,14 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn stored_pointers(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, DeclineReason> {
-        unrestorable(self.be, self.gpu, words)?;
-        host_ranges(self.be, &self.be.host_memory.read(), words)
+        gate::reach(
+            &Reach {
+                be: self.be,
+                gpu: self.gpu,
+                pointers: None,
+            },
+            words,
+        )
     }
 
     fn argument_bytes(&self) -> Option<Vec<u8>> {

@@ -105,30 +105,8 @@ pub(super) unsafe fn refusal(
     }
     // SAFETY: caller contract.
     let Some(bytes) = (unsafe { launch.argument_bytes(params) }) else {
-        let foreign = be.foreign_memory.read();
-        let host = be.host_memory.read();
-        let surfaces = be.surfaces.read();
-        let peers = be.contexts.read().len() > 1;
-        let pageable = be.pageable(ctx);
         // Every allocation of the context is captured; nothing says what else it may write.
-        let other_allocations = peers
-            && be
-                .contexts
-                .read()
-                .keys()
-                .filter(|c| **c != ctx.handle)
-                .any(|c| !be.inventory.owned_by(AgentId(*c as u64)).is_empty());
-        let reason = if !foreign.is_empty() {
-            DeclineReason::ForeignMemory
-        } else if other_allocations {
-            DeclineReason::PeerMemory
-        } else if !surfaces.is_empty() {
-            DeclineReason::ArrayMemory
-        } else if !host.is_empty() || pageable {
-            DeclineReason::HostMemory
-        } else {
-            return None;
-        };
+        let reason = crate::engine::gate::reach_unread(&Reach { be, ctx })?;
         warn_once(&NO_PARAM_INFO, || {
             tracing::warn!(
                 "a kernel's parameters cannot be inspected (no cuFuncGetParamInfo, or an \
@@ -154,69 +132,102 @@ pub(super) fn unrestorable_memory_exists(be: &Backend, ctx: &Ctx) -> bool {
 }
 
 /// Why the 8-byte-aligned words `bytes` (a launch's arguments, or words stored in module
-/// variables) make a launch of `ctx` run once: they point into foreign memory, another
-/// context's allocation, a surface object, pageable system memory (HMM, ATS) or host-visible
-/// memory that cannot be watched (managed memory). `None`: what they reach is restored or
-/// watched ([`host_watch`]).
+/// variables) make a launch of `ctx` run once, by the engine's rules
+/// ([`reach`](crate::engine::gate::reach)): they point into foreign memory, another context's
+/// allocation, a surface object, pageable system memory (HMM, ATS) or host-visible memory
+/// that cannot be watched (managed memory). `None`: what they reach is restored or watched
+/// ([`host_watch`]).
 pub(super) fn classify_words(be: &Backend, ctx: &Ctx, bytes: &[u8]) -> Option<DeclineReason> {
-    let foreign = be.foreign_memory.read();
-    let host = be.host_memory.read();
-    let surfaces = be.surfaces.read();
-    let peers = be.contexts.read().len() > 1;
-    let pageable = be.pageable(ctx);
-    let own = AgentId(ctx.handle as u64);
-    if let Some((addr, kind)) = foreign.first_pointer_into(bytes) {
-        tracing::debug!(addr, ?kind, "an argument points into foreign memory");
-        return Some(DeclineReason::ForeignMemory);
+    crate::engine::gate::reach(&Reach { be, ctx }, bytes).err()
+}
+
+/// What a launch of `ctx` may reach, as this backend records it
+/// ([`MemoryReach`](crate::engine::gate::MemoryReach)).
+pub(super) struct Reach<'a> {
+    pub(super) be: &'a Backend,
+    pub(super) ctx: &'a Ctx,
+}
+
+impl crate::engine::gate::MemoryReach for Reach<'_> {
+    fn foreign(&self, words: &[u8]) -> Option<usize> {
+        self.be
+            .foreign_memory
+            .read()
+            .first_pointer_into(words)
+            .map(|(addr, kind)| {
+                tracing::trace!(addr, ?kind, "foreign memory");
+                addr
+            })
     }
-    if peers {
-        let owner = crate::engine::gate::address_words(bytes).find_map(|a| {
-            be.inventory
+
+    fn peer(&self, words: &[u8]) -> Option<(usize, u64)> {
+        if self.be.contexts.read().len() <= 1 {
+            return None;
+        }
+        let own = AgentId(self.ctx.handle as u64);
+        crate::engine::gate::address_words(words).find_map(|a| {
+            self.be
+                .inventory
                 .agent_of(a)
                 .filter(|o| *o != own)
-                .map(|o| (a, o))
-        });
-        if let Some((addr, owner)) = owner {
-            tracing::debug!(
-                addr,
-                owner = owner.0,
-                "an argument points into another context's allocation"
-            );
-            return Some(DeclineReason::PeerMemory);
-        }
+                .map(|o| (a, o.0))
+        })
     }
-    // A surface object is a handle, not an address: an 8-byte-aligned word equal to a live
-    // one (an integer argument of the same value declines too: replays lost, never results).
-    if !surfaces.is_empty()
-        && let Some(surface) = bytes
+
+    /// A surface object is a handle, not an address: an 8-byte-aligned word equal to a live
+    /// one (an integer argument of the same value declines too: replays lost, never results).
+    fn uncaptured(&self, words: &[u8]) -> Option<(usize, DeclineReason)> {
+        let surfaces = self.be.surfaces.read();
+        if surfaces.is_empty() {
+            return None;
+        }
+        words
             .chunks_exact(8)
             .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
             .find(|w| surfaces.contains_key(w))
-    {
-        tracing::debug!(surface, "an argument is a surface object (a CUDA array)");
-        return Some(DeclineReason::ArrayMemory);
+            .map(|w| (w as usize, DeclineReason::ArrayMemory))
     }
-    // System memory a kernel can write without any call the backend sees (HMM, ATS): a word
-    // that no allocation of the inventory or host range holds and that is a mapped address
-    // of the process. Never captured (the host may write it at any time): the launch runs
-    // once. A number that happens to be such an address declines too: replays lost, never
-    // results.
-    if pageable
-        && let Some(addr) = crate::engine::gate::address_words(bytes).find(|&a| {
-            be.inventory.agent_of(a).is_none()
+
+    /// System memory a kernel can write without any call the backend sees (HMM, ATS): a word
+    /// that no allocation of the inventory or host range holds and that is a mapped address of
+    /// the process. Never captured (the host may write it at any time). A number that happens
+    /// to be such an address declines too: replays lost, never results.
+    fn system(&self, words: &[u8]) -> Option<usize> {
+        if !self.be.pageable(self.ctx) {
+            return None;
+        }
+        let host = self.be.host_memory.read();
+        crate::engine::gate::address_words(words).find(|&a| {
+            self.be.inventory.agent_of(a).is_none()
                 && host.containing(a).is_none()
                 && crate::engine::gate::mapped(a)
-                && !device_memory(be, a)
+                && !device_memory(self.be, a)
         })
-    {
-        tracing::debug!(addr, "an argument points into pageable system memory");
-        return Some(DeclineReason::HostMemory);
     }
-    // Pinned and registered memory is watched instead (`host_watch`): never restored,
-    // checksummed around the first pass, and replay stops after it when it changed.
-    host.watchable(bytes)
-        .is_none()
-        .then_some(DeclineReason::HostMemory)
+
+    /// Pinned and registered memory is watched (checksummed around the first pass, replay
+    /// stops after it when it changed); managed memory cannot be.
+    fn host(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, usize> {
+        self.be.host_memory.read().watchable(words)
+    }
+
+    fn present(&self) -> crate::engine::gate::Present {
+        let be = self.be;
+        // Other contexts' allocations matter only where there are other contexts.
+        let peer = be.contexts.read().len() > 1
+            && be
+                .contexts
+                .read()
+                .keys()
+                .filter(|c| **c != self.ctx.handle)
+                .any(|c| !be.inventory.owned_by(AgentId(*c as u64)).is_empty());
+        crate::engine::gate::Present {
+            foreign: !be.foreign_memory.read().is_empty(),
+            peer,
+            uncaptured: (!be.surfaces.read().is_empty()).then_some(DeclineReason::ArrayMemory),
+            host: !be.host_memory.read().is_empty() || be.pageable(self.ctx),
+        }
+    }
 }
 
 /// Whether the driver says `addr` is device memory (a `__device__` variable, an allocation
@@ -259,7 +270,7 @@ pub(super) unsafe fn host_watch(
     }
     // SAFETY: caller contract.
     unsafe { launch.argument_bytes(params) }
-        .and_then(|bytes| host.watchable(&bytes))
+        .and_then(|bytes| host.watchable(&bytes).ok())
         .unwrap_or_default()
 }
 

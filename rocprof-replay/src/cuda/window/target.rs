@@ -848,15 +848,13 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn stored_pointers(&self, words: &[u8]) -> Result<Vec<(usize, usize)>, DeclineReason> {
-        if let Some(reason) = classify_words(self.be, self.ctx, words) {
-            return Err(reason);
-        }
-        Ok(self
-            .be
-            .host_memory
-            .read()
-            .watchable(words)
-            .unwrap_or_default())
+        crate::engine::gate::reach(
+            &Reach {
+                be: self.be,
+                ctx: self.ctx,
+            },
+            words,
+        )
     }
 
     fn argument_bytes(&self) -> Option<Vec<u8>> {
