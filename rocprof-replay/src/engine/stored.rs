@@ -18,7 +18,7 @@
 //! no scan of a bounded size can find; such a kernel's writes to host-visible memory are
 //! repeated once per pass (documented in `docs/reliability.md`).
 
-use crate::engine::snapshot::{CopyError, DIFF_CHUNK, Direction, Transfer};
+use crate::engine::snapshot::{CopyError, DIFF_CHUNK, Direction, Tier, Transfer};
 use crate::engine::window::ReplayTarget;
 use crate::policy::DeclineReason;
 
@@ -26,7 +26,11 @@ use crate::policy::DeclineReason;
 /// length) lead to, by the backend's rules for argument words: `Ok` the ranges to watch across
 /// the first pass (none when no memory the window cannot restore exists), `Err` why the
 /// dispatch must run once. The words are read through the target's own copies, at most
-/// [`DIFF_CHUNK`] bytes at a time into one scratch buffer.
+/// [`DIFF_CHUNK`] bytes at a time into one scratch buffer. Where the target's staging is device
+/// memory, they are first gathered there (one batch: the CUDA backend's copy kernel, one launch)
+/// and read back with one copy — a module's variables are many and small (the GPT-2 step's
+/// kernels: 4 to 222 of them, 96 bytes to 3 KiB in all), and one copy of each cost about as
+/// much as a copy of all.
 pub(crate) fn stored_host_memory(
     target: &mut dyn ReplayTarget,
     vars: &[(usize, usize)],
@@ -52,6 +56,10 @@ pub(crate) fn stored_host_memory(
         .alloc_scratch(size)
         .ok_or(DeclineReason::SnapshotAllocFailed)?;
     let base = scratch.addr();
+    // Device staging to gather the words in first (none: they are read one by one).
+    let gather = target
+        .alloc_staging(size)
+        .filter(|g| g.tier() == Tier::Device);
     let mut watch: Vec<(usize, usize)> = Vec::new();
     let mut batch: Vec<Transfer> = Vec::new();
     let mut used = 0usize;
@@ -63,7 +71,23 @@ pub(crate) fn stored_host_memory(
             return Ok(());
         }
         crate::engine::phases::timed(crate::engine::phases::Phase::StoredWords, || {
-            target.copy(Direction::Capture, batch)
+            let Some(g) = &gather else {
+                return target.copy(Direction::Capture, batch);
+            };
+            let on_device: Vec<Transfer> = batch
+                .iter()
+                .map(|t| Transfer {
+                    staging: g.addr() + (t.staging - base),
+                    ..*t
+                })
+                .collect();
+            target.copy(Direction::Capture, &on_device)?;
+            let back = Transfer {
+                device: g.addr(),
+                staging: base,
+                len: *used,
+            };
+            target.copy(Direction::Capture, &[back])
         })
         .map_err(|e| match e {
             CopyError::Failed => DeclineReason::CopyFailed,
@@ -107,8 +131,11 @@ pub(crate) fn stored_host_memory(
     match result {
         Ok(()) => Ok(watch),
         Err(DeclineReason::CopyTimeout) => {
-            // A read may still land in the scratch buffer: never reuse it.
+            // A read may still land in the scratch buffers: never reuse them.
             scratch.leak();
+            if let Some(g) = gather {
+                g.leak();
+            }
             Err(DeclineReason::CopyTimeout)
         }
         Err(reason) => Err(reason),
@@ -129,17 +156,45 @@ mod tests {
     struct Fake {
         unrestorable: bool,
         fail: Option<CopyError>,
+        /// Staging is "device memory" (host memory posing as it): the words are gathered
+        /// there first.
+        device_staging: bool,
+        bufs: Vec<Vec<u8>>,
         batches: Vec<usize>,
+        /// Transfers per batch.
+        transfers: Vec<usize>,
         seen: std::cell::RefCell<Vec<u64>>,
     }
 
+    // SAFETY (of the signature): nothing to release: the buffers live in `Fake::bufs`.
+    unsafe fn keep(_: std::ptr::NonNull<u8>, _: usize, _: crate::engine::snapshot::Tier) {}
+
     impl DeviceMemory for Fake {
+        fn alloc_staging(&mut self, size: usize) -> Option<crate::engine::snapshot::Staging> {
+            if !self.device_staging {
+                return crate::engine::snapshot::Staging::heap(size);
+            }
+            let mut v = vec![0u8; size.max(1)];
+            let ptr = std::ptr::NonNull::new(v.as_mut_ptr())?;
+            self.bufs.push(v);
+            Some(crate::engine::snapshot::Staging::Backend {
+                ptr,
+                len: size,
+                capacity: size,
+                tier: crate::engine::snapshot::Tier::Device,
+                release: keep,
+            })
+        }
+        fn alloc_scratch(&mut self, size: usize) -> Option<crate::engine::snapshot::Staging> {
+            crate::engine::snapshot::Staging::heap(size)
+        }
         fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
             assert_eq!(direction, Direction::Capture);
             if let Some(e) = self.fail {
                 return Err(e);
             }
             self.batches.push(transfers.iter().map(|t| t.len).sum());
+            self.transfers.push(transfers.len());
             // SAFETY: host memory of the test and the engine's scratch.
             unsafe { host_copy(direction, transfers) };
             Ok(())
@@ -214,6 +269,39 @@ mod tests {
             t.batches
         );
         assert_eq!(t.batches.iter().sum::<usize>(), big.len() * 8 + 8);
+    }
+
+    #[test]
+    fn with_staging_on_the_device_the_words_are_gathered_there_then_read_back_with_one_copy() {
+        // Three small variables apart from each other, as a module's are.
+        let a = [0x1000u64, 0];
+        let b = [0u64, 0x2000, 0x1000];
+        let c = [0x3000u64];
+        let vars = [
+            (a.as_ptr() as usize, 16),
+            (b.as_ptr() as usize, 24),
+            (c.as_ptr() as usize, 8),
+        ];
+        let mut t = Fake {
+            unrestorable: true,
+            device_staging: true,
+            ..Fake::default()
+        };
+        let watch = stored_host_memory(&mut t, &vars).unwrap();
+        assert_eq!(watch, vec![(0x1000, 8), (0x2000, 8), (0x3000, 8)]);
+        assert_eq!(t.seen.borrow().len(), 6, "every word of the three, once");
+        assert_eq!(
+            t.transfers,
+            vec![3, 1],
+            "one batch gathering the three on the device, one copy back"
+        );
+        // Without device staging: the three are read straight into the scratch buffer.
+        let mut t = Fake {
+            unrestorable: true,
+            ..Fake::default()
+        };
+        assert_eq!(stored_host_memory(&mut t, &vars).unwrap(), watch);
+        assert_eq!(t.transfers, vec![3]);
     }
 
     #[test]
