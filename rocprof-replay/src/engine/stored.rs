@@ -29,8 +29,8 @@ use crate::policy::DeclineReason;
 /// [`DIFF_CHUNK`] bytes at a time into one scratch buffer. Where the target's staging is device
 /// memory, they are first gathered there (one batch: the CUDA backend's copy kernel, one launch)
 /// and read back with one copy — a module's variables are many and small (the GPT-2 step's
-/// kernels: 4 to 222 of them, mostly 96 bytes to 3 KiB in all), and one copy of each cost about as
-/// much as a copy of all.
+/// kernels: 4 to 222 of them, mostly 96 bytes to 3 KiB in all), and one copy of each cost
+/// about as much as a copy of all.
 pub(crate) fn stored_host_memory(
     target: &mut dyn ReplayTarget,
     vars: &[(usize, usize)],
