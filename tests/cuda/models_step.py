@@ -22,29 +22,12 @@ import os
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import argparse
-import hashlib
 import json
 import time
 
 import torch
 
-
-def sha(*tensors):
-    h = hashlib.sha256()
-    for t in tensors:
-        t = t.detach()
-        if t.is_sparse:
-            t = t.coalesce()
-            h.update(sha(t.indices(), t.values()).encode())
-            continue
-        if t.is_complex():
-            t = torch.view_as_real(t)
-        t = t.contiguous().reshape(-1)
-        if t.dtype == torch.bool:
-            t = t.to(torch.uint8)
-        h.update(str(t.dtype).encode())
-        h.update(t.view(torch.uint8).cpu().numpy().tobytes())
-    return h.hexdigest()
+from op_hash import sha
 
 
 def lstm(dev, g, out):
