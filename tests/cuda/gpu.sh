@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable (default: all but the last fourteen)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs (default: all but the last fifteen)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -316,6 +316,15 @@ PY2
     else
       echo "gate_order: nvcc failed"
     fi
+    ;;
+  launch-runs)
+    # How many launches a window over a run of launches of one stream could cover on the
+    # GPT-2 steps (launch_runs.py: torch.profiler, no replay tool).
+    step "launch-runs: runs of kernel launches with nothing else between them"
+    for size in small medium; do
+      (cd "$here/cuda" && GPT2_SIZE=$size timeout 300 python3 launch_runs.py \
+        --json "$out/launch_runs.$size.json") 2>&1 | tail -60
+    done
     ;;
   flush-cost)
     # What one cuptiActivityFlushAll costs after a timed kernel, by what it delivers

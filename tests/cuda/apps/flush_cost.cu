@@ -19,7 +19,9 @@
 // GAP_US=n idles n us before each timed kernel (a replay window's other work between two
 // passes), sleeping, or spinning with SPIN=1; BGFLUSH_US=n has another thread flush every n us
 // meanwhile. CTX2=1 runs `busy`'s kernel in a second context of the device (another GPU's
-// window, as far as CUPTI's buffers go) instead of on a third stream.
+// window, as far as CUPTI's buffers go) instead of on a third stream. PREFLUSH=1 flushes once
+// right before the timed kernel is launched (timed as `preflush_us`): whether a flush made
+// before the pass makes the one after it cheap.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -98,6 +100,7 @@ int main(int argc, char** argv) {
   const int gap_us = getenv("GAP_US") ? atoi(getenv("GAP_US")) : 0;
   const int bg_us = getenv("BGFLUSH_US") ? atoi(getenv("BGFLUSH_US")) : 0;
   const bool spin = getenv("SPIN") && atoi(getenv("SPIN"));
+  const bool preflush = getenv("PREFLUSH") && atoi(getenv("PREFLUSH"));
   std::vector<double> arrive_us;
   if (getenv("SUBSCRIBE") && atoi(getenv("SUBSCRIBE"))) {
     CUpti_SubscriberHandle sub;
@@ -161,7 +164,7 @@ int main(int argc, char** argv) {
   tiny<<<1, 32, 0, own>>>(p);
   CK(cudaDeviceSynchronize());
   CP(cuptiActivityFlushAll(1));
-  std::vector<double> flush_us, flushes, per_flush, enable_us, disable_us;
+  std::vector<double> flush_us, flushes, per_flush, enable_us, disable_us, preflush_us;
   for (int i = 0; i < launches; i++) {
     if (gap_us > 0 && spin) {
       auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(gap_us);
@@ -183,6 +186,11 @@ int main(int argc, char** argv) {
       auto t = std::chrono::steady_clock::now();
       CP(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
       enable_us.push_back(us_since(t));
+    }
+    if (preflush) {
+      auto t = std::chrono::steady_clock::now();
+      CP(cuptiActivityFlushAll(0));
+      preflush_us.push_back(us_since(t));
     }
     unsigned before = g_timed.load(), records = g_records.load();
     timed<<<1, 32, 0, s>>>(5000ull);
@@ -229,9 +237,10 @@ int main(int argc, char** argv) {
   }
   printf("latency=%d extra=%d busy=%d toggle=%d threads=%d allocs=%d streams=%d gap_us=%d "
          "bgflush_us=%d flush_us=%.1f flushes=%.1f records_per_flush=%.1f enable_us=%.1f "
-         "disable_us=%.1f timed_records=%u of %d\n",
+         "disable_us=%.1f preflush_us=%.1f timed_records=%u of %d\n",
          latency, extra, busy, toggle, threads, allocs, streams, gap_us, bg_us, median(flush_us),
          median(flushes),
-         median(per_flush), median(enable_us), median(disable_us), g_timed.load(), launches + 1);
+         median(per_flush), median(enable_us), median(disable_us), median(preflush_us),
+         g_timed.load(), launches + 1);
   return 0;
 }
