@@ -325,6 +325,8 @@ PY2
       (cd "$here/cuda" && GPT2_SIZE=$size timeout 300 python3 launch_runs.py \
         --json "$out/launch_runs.$size.json") 2>&1 | tail -60
     done
+    (cd "$here/cuda" && timeout 300 python3 launch_runs.py --models \
+      --json "$out/launch_runs.models.json") 2>&1 | tail -60
     ;;
   flush-cost)
     # What one cuptiActivityFlushAll costs after a timed kernel, by what it delivers

@@ -8,6 +8,7 @@ step (gpt2_step.py's model, after a warm-up step) with torch.profiler, without a
 and splits the application thread's CUDA runtime calls into such runs:
 
     python3 launch_runs.py [--size small|medium] [--json out.json]
+    python3 launch_runs.py --models [--json out.json]   (the parts of models_step.py)
 
 It prints how many launches lie in runs of at least K launches on one stream, what ended the
 runs, and the histogram of run lengths.
@@ -28,6 +29,8 @@ BENIGN = (
     "cudaGetDevice",
     "cudaSetDevice",
     "cudaGetLastError",
+    "cudaGetErrorString",
+    "cudaGetErrorName",
     "cudaPeekAtLastError",
     "cudaDeviceGetAttribute",
     "cudaFuncGetAttributes",
@@ -78,24 +81,8 @@ def runs(events):
     return lengths, enders
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--size", default=os.environ.get("GPT2_SIZE", "small"),
-                    choices=["small", "medium"])
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=512)
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    torch.use_deterministic_algorithms(True)
-    model, opt, ids = gpt2_step.build(args, "sdpa")
-    gpt2_step.step(model, opt, ids)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        gpt2_step.step(model, opt, ids)
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        trace = json.load(open(f.name))["traceEvents"]
+def analyse(trace):
+    """The runs of launches in a chrome trace of torch.profiler, as a summary."""
     # The stream of each launch, through its kernel's correlation id.
     stream_of = {}
     for e in trace:
@@ -111,11 +98,13 @@ def main():
             calls[e.get("tid")].append(
                 (a.get("correlation", 0), e["name"], stream_of.get(a.get("correlation")))
             )
-    # Kernels launched through the driver API (libraries such as cuBLAS) have no runtime call
+    # Kernels launched through the driver API (libraries such as cuDNN) have no runtime call
     # in the trace: each goes in as a launch of its stream, in correlation-id order, on the
     # thread whose calls surround it.
     orphans = sorted(c for c in stream_of if c not in seen)
     for c in orphans:
+        if not calls:
+            calls[0] = []
         tid = min(
             calls,
             key=lambda t: min((abs(x - c) for x, _, _ in calls[t]), default=1 << 62),
@@ -134,8 +123,7 @@ def main():
         enders += e
         events += mine
     launches = sum(lengths)
-    out = {
-        "size": args.size,
+    return {
         "launches": launches,
         "launches_per_thread": threads,
         "kernels": len(stream_of),
@@ -151,6 +139,49 @@ def main():
             collections.Counter(n for n, _ in events if not is_launch(n)).most_common(15)
         ),
     }
+
+
+def profiled(work):
+    """Runs `work` once to warm up, then once under torch.profiler; the second run's runs."""
+    work()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        work()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.load(open(f.name))["traceEvents"]
+    return analyse(trace)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", default=os.environ.get("GPT2_SIZE", "small"),
+                    choices=["small", "medium"])
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--models", action="store_true",
+                    help="the parts of models_step.py instead of a GPT-2 step")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.models:
+        import models_step
+
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+        dev = torch.device("cuda")
+        out = {}
+        for part in (models_step.lstm, models_step.transformer_bf16, models_step.side_streams,
+                     models_step.data_loader, models_step.cuda_graph,
+                     models_step.sparse_embedding, models_step.convolutions):
+            def work(part=part):
+                g = torch.Generator(device=dev).manual_seed(1234)
+                part(dev, g, {})
+            out[part.__name__] = profiled(work)
+    else:
+        torch.use_deterministic_algorithms(True)
+        model, opt, ids = gpt2_step.build(args, "sdpa")
+        out = {"size": args.size, **profiled(lambda: gpt2_step.step(model, opt, ids))}
     print(json.dumps(out, indent=1))
     if args.json:
         with open(args.json, "w") as f:
