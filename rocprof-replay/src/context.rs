@@ -205,6 +205,35 @@ impl LoopContexts {
         }
     }
 
+    /// Another loop at this one's depth: a later dispatch of a window's run has a loop of its
+    /// own, whose sticky overrides are on this thread's stack only around its own passes
+    /// ([`park`](Self::park), [`unpark`](Self::unpark)).
+    pub(crate) fn sibling(&self) -> LoopContexts {
+        LoopContexts {
+            sticky_depth: self.sticky_depth,
+            per_pass_depth: self.per_pass_depth,
+        }
+    }
+
+    /// Takes this loop's sticky overrides off this thread's stack (another loop's passes come
+    /// next).
+    pub(crate) fn park(&self) -> Parked {
+        STICKY.with(|o| {
+            let mut o = o.borrow_mut();
+            let depth = self.sticky_depth.min(o.len());
+            Parked(o.drain(depth..).collect())
+        })
+    }
+
+    /// Puts overrides [`park`](Self::park) took back on this thread's stack.
+    pub(crate) fn unpark(&self, parked: Parked) {
+        STICKY.with(|o| {
+            let mut o = o.borrow_mut();
+            o.truncate(self.sticky_depth);
+            o.extend(parked.0);
+        });
+    }
+
     /// Activates `context` for this and the following passes of the loop (sticky).
     pub fn enable(&mut self, context: &Context) {
         self.set(context, true);
@@ -230,6 +259,10 @@ impl LoopContexts {
         });
     }
 }
+
+/// Sticky overrides of a loop, off the thread's stack ([`LoopContexts::park`]).
+#[derive(Debug, Default)]
+pub(crate) struct Parked(SmallVec<[Override; 4]>);
 
 impl Drop for LoopContexts {
     fn drop(&mut self) {

@@ -763,6 +763,11 @@ pub struct Outcome {
     /// Wall time of the replay window, from taking the agent to its end (passes, copies,
     /// compares and the engine's own work); zero for a dispatch that did not enter one.
     pub window_time: Duration,
+    /// Dispatches the window covered, this one included: more than 1 when consecutive
+    /// dispatches of its queue shared one window (`ROCPROF_REPLAY_RUN`), which then ran their
+    /// passes in turn and shares its snapshot, checks and times among them; 1 for a window of
+    /// its own, 0 for a dispatch that entered none.
+    pub run: u32,
 }
 
 impl Outcome {
@@ -802,6 +807,7 @@ impl Outcome {
             fingerprint_time: Duration::ZERO,
             snapshot_regions: 0,
             window_time: Duration::ZERO,
+            run: 0,
         }
     }
 }

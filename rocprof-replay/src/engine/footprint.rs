@@ -472,6 +472,66 @@ impl Watch {
         }
     }
 
+    /// A later dispatch of the window's run names the allocations at `bases`: those watched
+    /// are fingerprinted now, compared with their fingerprints from before the run's first
+    /// pass, and, unchanged, leave the watch (the dispatch's capture takes them over).
+    /// `Ok(false)`: some changed since — an earlier member of the run wrote memory its
+    /// arguments do not name — and they stay watched, so the check after the run's first
+    /// passes finds the write too. A region that is not watched is not looked at.
+    pub(crate) fn claim(
+        &mut self,
+        bases: &[usize],
+        inventory: &AllocationInventory,
+        mem: &mut dyn DeviceMemory,
+    ) -> Result<bool, DiffError> {
+        let start = Instant::now();
+        let claimed: Vec<usize> = (0..self.regions.len())
+            .filter(|&i| bases.contains(&self.regions[i].base))
+            .collect();
+        if claimed.is_empty() {
+            return Ok(true);
+        }
+        let pins = inventory.pin(claimed.iter().map(|&i| &self.regions[i]));
+        // A region freed since is left watched: the check after the first passes skips it.
+        let live: Vec<usize> = claimed
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| pins.is_pinned(*k))
+            .map(|(_, &i)| i)
+            .collect();
+        let spans: Vec<(usize, usize)> = live
+            .iter()
+            .map(|&i| (self.regions[i].base, self.regions[i].size))
+            .collect();
+        let now = mem.fingerprint(&spans, FINGERPRINT_GRANULE);
+        drop(pins);
+        self.time += start.elapsed();
+        let now = now?;
+        let expected: usize = live.iter().map(|&i| self.before[i].range.len()).sum();
+        if now.len() != expected {
+            return Err(DiffError::Failed);
+        }
+        let mut from = 0;
+        for &i in &live {
+            let before = self.before[i].get();
+            if now[from..from + before.len()] != *before {
+                return Ok(false);
+            }
+            from += before.len();
+        }
+        // Unchanged: the claimed regions leave the watch (from the back, indices stay valid).
+        for &i in live.iter().rev() {
+            let r = self.regions.remove(i);
+            self.before.remove(i);
+            if self.carried.remove(i) {
+                self.carried_bytes = self.carried_bytes.saturating_sub(r.size as u64);
+            }
+            self.bytes = self.bytes.saturating_sub(r.size as u64);
+        }
+        self.last = None;
+        Ok(true)
+    }
+
     /// Whether some watched granule differs from its fingerprint before the first pass. A
     /// region freed or re-allocated since is not looked at (its owner let it go: nothing of
     /// the application's reads it as this allocation any more).
@@ -777,6 +837,11 @@ pub(crate) static REMEMBERED: std::sync::LazyLock<Kernels> =
 /// remembered; unchanged, it leaves the set.
 pub(crate) static SUSPECTED: std::sync::LazyLock<Kernels> =
     std::sync::LazyLock::new(Kernels::default);
+
+/// Kernels whose window over a run of dispatches found memory written outside the run's
+/// snapshot: which member wrote it is not known, so their dispatches get windows of their own
+/// (where the writer is found and remembered, or learns a reach) and never join a run again.
+pub(crate) static SOLO: std::sync::LazyLock<Kernels> = std::sync::LazyLock::new(Kernels::default);
 
 /// The sampled footprint's history of each kernel ([`FootprintMode::Sampled`](crate::FootprintMode::Sampled)):
 /// clean checks so far, and dispatches since the last check once trusted.

@@ -52,6 +52,7 @@ pub(crate) fn record_json(info: &DispatchInfo, outcome: &Outcome) -> String {
         "snapshot_ns": outcome.snapshot_time.as_nanos() as u64,
         "snapshot_regions": outcome.snapshot_regions,
         "window_ns": outcome.window_time.as_nanos() as u64,
+        "run": outcome.run,
         "restore_ns": outcome.restore_time.as_nanos() as u64,
         "start_ns": outcome
             .started_at

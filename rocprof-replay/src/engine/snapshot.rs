@@ -757,6 +757,15 @@ impl Snapshot {
         }
     }
 
+    /// Takes `other`'s regions in after its own (a later dispatch of a window's run captured
+    /// what this snapshot did not hold yet): diffs, restores and write-backs then cover both.
+    pub(crate) fn absorb(&mut self, mut other: Snapshot) {
+        self.regions.append(&mut other.regions);
+        self.bytes += other.bytes;
+        self.capture_time += other.capture_time;
+        self.skipped += other.skipped;
+    }
+
     /// Regions the snapshot holds.
     pub(crate) fn region_count(&self) -> usize {
         self.regions.len()

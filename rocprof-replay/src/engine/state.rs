@@ -13,7 +13,8 @@ use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::records;
 use crate::engine::settings::Settings;
-use crate::engine::window::{Decided, Ordinary, ReplayTarget, decide};
+use crate::context::LoopContexts;
+use crate::engine::window::{Decided, Member, Ordinary, ReplayTarget, decide};
 use crate::engine::workers::Workers;
 use crate::error::Error;
 use crate::policy::{Outcome, ReplayPolicy};
@@ -40,6 +41,12 @@ pub(crate) trait Pending: Send {
     /// Whether the window collects hardware counters.
     fn collects_counters(&self) -> bool;
 
+    /// The passes it asks for when it may join a run ([`Decided::run_passes`]).
+    fn run_passes(&self) -> Option<u32>;
+
+    /// The dispatch as a later member of a run whose first member's loop is `first`.
+    fn into_member(self: Box<Self>, first: &LoopContexts) -> Box<dyn Member>;
+
     /// Runs the window against `target`.
     fn run(
         self: Box<Self>,
@@ -53,6 +60,14 @@ pub(crate) trait Pending: Send {
 impl<P: ReplayPolicy> Pending for Decided<'static, P> {
     fn collects_counters(&self) -> bool {
         Decided::collects_counters(self)
+    }
+
+    fn run_passes(&self) -> Option<u32> {
+        Decided::run_passes(self)
+    }
+
+    fn into_member(self: Box<Self>, first: &LoopContexts) -> Box<dyn Member> {
+        Decided::into_member(*self, first)
     }
 
     fn run(
@@ -119,6 +134,30 @@ impl Window {
         self.pending.collects_counters()
     }
 
+    /// The passes it asks for when it may join a window's run: `None`, it may not.
+    pub(crate) fn run_passes(&self) -> Option<u32> {
+        self.pending.run_passes()
+    }
+
+    /// The dispatch as a later member of a run whose first member's loop is `first`.
+    pub(crate) fn into_member(self, first: &LoopContexts) -> (DispatchInfo, Box<dyn Member>) {
+        (self.info, self.pending.into_member(first))
+    }
+
+    /// [`run`](Self::run) with an inventory of the test's own.
+    #[cfg(test)]
+    pub(crate) fn run_in(
+        self,
+        target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
+    ) -> Outcome {
+        let outcome = self
+            .pending
+            .run(&self.info, target, inventory, &self.engine.settings);
+        report(&self.info, &outcome);
+        outcome
+    }
+
     /// Runs the window against `target`, then logs and records its outcome.
     pub(crate) fn run(self, target: &mut dyn ReplayTarget) -> Outcome {
         let outcome = self
@@ -145,6 +184,18 @@ pub(crate) fn install(
         settings,
         workers: Workers::new(),
     }))
+}
+
+#[cfg(test)]
+impl Engine {
+    /// An engine of its own for a test (leaked, as the process's is static).
+    pub(crate) fn leaked(replayer: Box<dyn Replayer>, settings: Settings) -> &'static Engine {
+        Box::leak(Box::new(Engine {
+            replayer,
+            settings,
+            workers: Workers::new(),
+        }))
+    }
 }
 
 impl Engine {

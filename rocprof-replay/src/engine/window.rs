@@ -54,7 +54,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::context::{LoopContexts, Service, service_active};
+use crate::context::{LoopContexts, Parked, Service, service_active};
 use crate::counters::{MetricSet, Metrics};
 use crate::dispatch::DispatchInfo;
 use crate::engine::footprint::{self, Verdict, Watch};
@@ -171,6 +171,60 @@ pub(crate) trait ReplayTarget: DeviceMemory {
         let _ = pass;
         Err("this backend offers no hardware counters".into())
     }
+    /// After this window's first pass (and each later member's): the dispatch submitted next
+    /// on the same queue, when nothing else was submitted there between them and it was
+    /// decided to enter a window — a candidate to join this window's [run](self#runs). Its
+    /// first pass has not run and its queue holds it until the window ends. `None` (the
+    /// default): none now.
+    fn next_in_run(&mut self) -> Option<Joiner> {
+        None
+    }
+    /// A candidate [`next_in_run`](Self::next_in_run) handed over that does not join: it gets
+    /// its window after this one, as if it had never been offered.
+    fn give_back(&mut self, joiner: Joiner) {
+        tracing::error!(
+            kernel = joiner.window.info().kernel(),
+            "a backend offered a dispatch to a run and cannot take it back"
+        );
+        drop(joiner);
+    }
+    /// A later member of a run, after its record was written: its dispatch's completion goes
+    /// to the application now (the first member's backend does that once the window returns).
+    /// The default: nothing to do.
+    fn released(&mut self) {}
+    /// The run's later members, once the window is over and their records are written: the
+    /// backend delivers their completions after this dispatch's own, in order
+    /// ([`released`](Self::released)). The default releases them now.
+    fn adopt(&mut self, later: Vec<Box<dyn ReplayTarget + Send>>) {
+        for mut t in later {
+            t.released();
+        }
+    }
+}
+
+/// A dispatch offered to join a window's run ([`ReplayTarget::next_in_run`]): its decided
+/// window, and the backend's handle on it, which runs its passes (never `begin`, `drain` or
+/// `end`: the run's first member holds and drained the agent).
+pub(crate) struct Joiner {
+    pub(crate) window: crate::engine::state::Window,
+    pub(crate) target: Box<dyn ReplayTarget + Send>,
+}
+
+/// A later member of a run: its policy's calls, type-erased ([`Decided::into_member`]).
+pub(crate) trait Member: Send {
+    /// `on_pass` of pass `index`, with this member's sticky contexts on the thread's stack
+    /// until [`end_pass`](Self::end_pass); `false`: the policy panicked.
+    fn begin_pass(&mut self, info: &DispatchInfo, index: u32) -> bool;
+    /// `on_pass_end` of the pass begun last (`ran`: it ran; else only its state is dropped);
+    /// the contexts leave the stack. `false`: the policy panicked.
+    fn end_pass(
+        &mut self,
+        info: &DispatchInfo,
+        index: u32,
+        ran: Option<(bool, Option<Duration>)>,
+    ) -> bool;
+    /// `on_end` with the dispatch's outcome.
+    fn end(self: Box<Self>, info: &DispatchInfo, outcome: &Outcome);
 }
 
 /// The values of a completed window's counter passes, combined only when every pass started
@@ -441,6 +495,18 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         self.set.is_some()
     }
 
+    /// The passes the dispatch asks for when its window may cover a [run](self#runs): a
+    /// fixed count of two or more, no `should_continue`, no counters, no repeated host
+    /// writes. `None`: it needs a window of its own.
+    pub(crate) fn run_passes(&self) -> Option<u32> {
+        (self.fixed
+            && self.limit >= 2
+            && self.decision.is_none()
+            && self.set.is_none()
+            && !self.host_writes_repeated)
+            .then_some(self.limit)
+    }
+
     /// Runs the window: counters prepared, the agent taken, drained, snapshot, the passes,
     /// one completion; `on_end` last.
     pub(crate) fn run(
@@ -530,6 +596,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // From here on the window holds the agent: every way out ends it before `on_end`.
         let finish = |target: &mut dyn ReplayTarget, state: P::State, mut outcome: Outcome| {
             phases::timed(Phase::End, || target.end());
+            outcome.run = outcome.run.max(1);
             outcome.window_time = window_start.elapsed();
             if phases::enabled() {
                 phases::add(Phase::Window, outcome.window_time);
@@ -581,7 +648,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // Fingerprints after the last pass too (`verified`), or only after the first.
         let verified = footprint_mode == FootprintMode::Verified;
         let Planned {
-            snapshot,
+            mut snapshot,
             watch: mut outside,
             kind: footprint_kind,
             vars,
@@ -635,6 +702,30 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // SAFETY: the target vouches that every watched range is host-readable for the window.
         let watched = unsafe { checksum(&watch) };
 
+        // A window over a run of dispatches (`ROCPROF_REPLAY_RUN`): the queue's next
+        // dispatches join after this one's first pass (see [runs](self#runs)).
+        let run_max = if settings.run > 1
+            && footprint_mode == FootprintMode::Arguments
+            && footprint_kind != FootprintKind::Unchecked
+            && requested != RestoreMode::Strict
+            && counter_passes == 0
+            && set.is_none()
+            && fixed
+            && decision.is_none()
+            && limit >= 2
+            && !repeats
+            && watch.is_empty()
+            && !footprint::SOLO.contains(info.agent.0, info.kernel_object)
+        {
+            settings.run
+        } else {
+            1
+        };
+        let mut riders: Vec<Rider> = Vec::new();
+        // A later member's pass did not run after earlier members' did: the run's state is
+        // none of its executions until the final step.
+        let mut chain_broken = false;
+
         let mut restorer = Restorer::Undecided;
 
         let mut outcome = start(OutcomeKind::Replayed);
@@ -684,10 +775,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     index > 0,
                     restorer,
                     snapshot,
-                    inventory,
-                    settings,
+                    (inventory, settings),
+                    &mut riders,
                 );
-                return finish(target, state, outcome);
+                let first = finish(target, state, outcome);
+                return end_run(first, riders, target);
             }
             // Counter passes are not timed: their times would include the counters' set-up.
             let timed = counter.is_none() && service_active(Service::DispatchTiming);
@@ -725,8 +817,10 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         })
                     });
                     if ended.is_none() {
-                        // The pass ran from the snapshot: its result is one valid execution.
+                        // The pass ran from the snapshot: its result is one valid execution —
+                        // of this dispatch; a run's later members have not run this pass.
                         outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
+                        chain_broken = index > 0 && !riders.is_empty();
                         break;
                     }
                 }
@@ -748,10 +842,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         index > 0,
                         restorer,
                         snapshot,
-                        inventory,
-                        settings,
+                        (inventory, settings),
+                        &mut riders,
                     );
-                    return finish(target, state, outcome);
+                    let first = finish(target, state, outcome);
+                    return end_run(first, riders, target);
                 }
                 Err(PassError::Yielded) => {
                     // The application's own execution may be waiting for work this window holds
@@ -771,7 +866,8 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     target.complete();
                     drop(restorer);
                     drop(snapshot);
-                    return finish(target, state, outcome);
+                    let first = finish(target, state, outcome);
+                    return end_run(first, riders, target);
                 }
                 Err(PassError::Late) => {
                     // The pass started from the captured inputs: once it finishes, its result is
@@ -791,15 +887,64 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     } else {
                         OutcomeKind::Failed(FailureReason::PassStuck)
                     };
+                    // A run's later members follow the finished pass once more, so memory
+                    // holds one execution of the whole run.
+                    if outcome.kind.failure().is_none() {
+                        rerun_riders(&mut riders, &mut outcome);
+                    }
                     // The late pass's result stands (it may still run: no diff, no write-back).
                     target.complete();
                     drop(restorer);
                     drop(snapshot);
-                    return finish(target, state, outcome);
+                    let first = finish(target, state, outcome);
+                    return end_run(first, riders, target);
                 }
             }
             drop(scope);
             let completed = index + 1;
+            if run_max > 1 && counter.is_none() {
+                if index == 0 {
+                    let joined = join_run(
+                        &mut riders,
+                        Joining {
+                            limit,
+                            run_max,
+                            first: info,
+                            contexts: &guard,
+                        },
+                        target,
+                        &mut snapshot,
+                        outside.as_mut(),
+                        inventory,
+                        settings,
+                    );
+                    outcome.run = 1 + riders.len() as u32;
+                    if let Err(kind) = joined {
+                        // The run ends with every member's first pass: the application's own
+                        // executions, one after another; nothing was restored.
+                        outcome.kind = kind;
+                        break;
+                    }
+                } else if !riders.is_empty()
+                    && let Err(broken) = ride(&mut riders, index, &guard)
+                {
+                    outcome.kind = broken.kind;
+                    if broken.late {
+                        // A later member's pass is still running: nothing is diffed or written
+                        // back while it may (its result stands, as for a late first member).
+                        drop(guard);
+                        target.complete();
+                        drop(restorer);
+                        drop(snapshot);
+                        let first = finish(target, state, outcome);
+                        return end_run(first, riders, target);
+                    }
+                    // Memory holds this pass's run up to the member that stopped: the final
+                    // step below brings back the first passes' result.
+                    chain_broken = true;
+                    break;
+                }
+            }
             // SAFETY: as for `watched` above.
             if index == 0 && !watch.is_empty() && unsafe { checksum(&watch) } != watched {
                 tracing::debug!(
@@ -884,6 +1029,22 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         );
                         Some(DeclineReason::FootprintUnchecked)
                     }
+                    Ok(Verdict::Written) if !riders.is_empty() => {
+                        // Which member wrote there is not known: each gets windows of its own
+                        // from now on, where the writer is found.
+                        footprint::SOLO.insert(info.agent.0, info.kernel_object);
+                        for r in &riders {
+                            footprint::SOLO.insert(r.info.agent.0, r.info.kernel_object);
+                        }
+                        tracing::info!(
+                            kernel = info.kernel(),
+                            dispatch = %info.dispatch_id,
+                            members = riders.len() + 1,
+                            "the first passes of a run wrote memory no member's arguments name: \
+                             replay stops after them, and these kernels get windows of their own"
+                        );
+                        Some(DeclineReason::WroteOutsideFootprint)
+                    }
                     Ok(Verdict::Written) => {
                         footprint::SUSPECTED.remove(info.agent.0, info.kernel_object);
                         let regions: Vec<(usize, usize)> =
@@ -935,6 +1096,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 match phases::timed(Phase::Diff, || {
                     Restorer::choose(
                         requested,
+                        !riders.is_empty(),
                         &snapshot,
                         inventory,
                         target,
@@ -985,7 +1147,9 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     drop(guard);
                     outcome.kind = OutcomeKind::Failed(reason);
                     rerun(target, &mut outcome, true);
-                    return finish(target, state, outcome);
+                    rerun_riders(&mut riders, &mut outcome);
+                    let first = finish(target, state, outcome);
+                    return end_run(first, riders, target);
                 }
             }
             index += 1;
@@ -1001,6 +1165,19 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         };
         if clean && let Some(w) = &outside {
             w.commit();
+        }
+        if chain_broken && !matches!(restorer, Restorer::WriteSet { .. }) {
+            // A pass of the run stopped at a later member after full restores: every byte back,
+            // and the whole run once more from there.
+            match snapshot.restore(inventory, target) {
+                Ok(stats) => {
+                    outcome.restored_bytes += stats.bytes;
+                    outcome.restore_time += stats.time;
+                    rerun(target, &mut outcome, true);
+                    rerun_riders(&mut riders, &mut outcome);
+                }
+                Err(_) => outcome.kind = OutcomeKind::Failed(FailureReason::RestoreFailed),
+            }
         }
         let ended = phases::timed(Phase::Final, || {
             restorer.finish(&snapshot, inventory, target, settings, &mut outcome)
@@ -1019,8 +1196,395 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // Staging goes back before the agent does: the next window can reuse it at once —
         // unless a stuck copy may still read it.
         settle_staging(restorer, snapshot, stuck);
-        finish(target, state, outcome)
+        let first = finish(target, state, outcome);
+        end_run(first, riders, target)
     }
+}
+
+impl<P: ReplayPolicy> Decided<'static, P> {
+    /// The dispatch as a later member of a run whose first member's loop is `first`.
+    pub(crate) fn into_member(self, first: &LoopContexts) -> Box<dyn Member> {
+        Box::new(Riding {
+            decided: self,
+            scope: None,
+            contexts: first.sibling(),
+            parked: Parked::default(),
+        })
+    }
+}
+
+/// A later member of a run ([`Member`]).
+struct Riding<P: ReplayPolicy> {
+    decided: Decided<'static, P>,
+    /// The state of the pass begun last, until it ends.
+    scope: Option<P::PassState>,
+    /// Its replay loop, at the first member's depth; its sticky overrides are `parked` while
+    /// other members' passes run.
+    contexts: LoopContexts,
+    parked: Parked,
+}
+
+impl<P: ReplayPolicy> Member for Riding<P> {
+    fn begin_pass(&mut self, info: &DispatchInfo, index: u32) -> bool {
+        self.contexts.unpark(std::mem::take(&mut self.parked));
+        let mut scope = P::PassState::default();
+        let d = &mut self.decided;
+        let mut pass = Pass {
+            index,
+            total: Some(d.limit),
+            info,
+            contexts: &mut self.contexts,
+        };
+        let begun = phases::timed(Phase::Policy, || {
+            call("on_pass", info, || {
+                d.policy.on_pass(&mut pass, &mut d.state, &mut scope)
+            })
+        });
+        self.scope = Some(scope);
+        begun.is_some()
+    }
+
+    fn end_pass(
+        &mut self,
+        info: &DispatchInfo,
+        index: u32,
+        ran: Option<(bool, Option<Duration>)>,
+    ) -> bool {
+        let mut scope = self.scope.take().unwrap_or_default();
+        let ended = match ran {
+            Some((timed, kernel_time)) => {
+                let d = &mut self.decided;
+                let report = PassReport {
+                    index,
+                    total: Some(d.limit),
+                    info,
+                    timed,
+                    kernel_time,
+                };
+                phases::timed(Phase::Policy, || {
+                    call("on_pass_end", info, || {
+                        d.policy.on_pass_end(&report, &mut d.state, &mut scope)
+                    })
+                })
+                .is_some()
+            }
+            None => true,
+        };
+        drop(scope);
+        self.parked = self.contexts.park();
+        ended
+    }
+
+    fn end(self: Box<Self>, info: &DispatchInfo, outcome: &Outcome) {
+        let Riding {
+            decided, contexts, ..
+        } = *self;
+        // Its overrides are parked: dropping its loop undoes nothing of another's.
+        drop(contexts);
+        let Decided { policy, state, .. } = decided;
+        call("on_end", info, || policy.on_end(info, state, outcome));
+    }
+}
+
+/// A later member of a window's run, as the run goes.
+struct Rider {
+    info: DispatchInfo,
+    member: Box<dyn Member>,
+    target: Box<dyn ReplayTarget + Send>,
+    passes: u32,
+    pass_times: Vec<Option<Duration>>,
+    /// Its own end, where it differs from the run's (its policy panicked, its pass stuck).
+    kind: Option<OutcomeKind>,
+}
+
+/// Why a run's pass stopped at a later member.
+struct Broken {
+    kind: OutcomeKind,
+    /// A pass may still be running: nothing may be restored or run again.
+    late: bool,
+}
+
+/// What [`join_run`] needs of the run's first member.
+struct Joining<'a> {
+    limit: u32,
+    run_max: u32,
+    first: &'a DispatchInfo,
+    contexts: &'a LoopContexts,
+}
+
+/// After the first member's first pass: takes the dispatches the backend offers
+/// ([`ReplayTarget::next_in_run`]) into the run, up to `run_max` members, each captured where
+/// the snapshot does not hold its memory yet and then run as its first pass (the
+/// application's own execution). A candidate that cannot join is given back and ends the
+/// growth. `Err`: a member's first pass did not end normally, so the run ends after the first
+/// passes (nothing restored, every member's record says why).
+fn join_run(
+    riders: &mut Vec<Rider>,
+    j: Joining<'_>,
+    target: &mut dyn ReplayTarget,
+    snapshot: &mut Snapshot,
+    mut outside: Option<&mut Watch>,
+    inventory: &AllocationInventory,
+    settings: &Settings,
+) -> Result<(), OutcomeKind> {
+    let agent = j.first.agent;
+    while riders.len() + 1 < j.run_max as usize {
+        let Some(mut joiner) = target.next_in_run() else {
+            break;
+        };
+        let candidate = joiner.window.info();
+        let fits = joiner.window.run_passes() == Some(j.limit)
+            && candidate.agent == agent
+            && !footprint::SOLO.contains(agent.0, candidate.kernel_object)
+            && !footprint::REMEMBERED.contains(agent.0, candidate.kernel_object);
+        if !fits {
+            target.give_back(joiner);
+            break;
+        }
+        let info = candidate.clone();
+        let captured = phases::timed(Phase::Capture, || {
+            capture_joiner(
+                &info,
+                &mut *joiner.target,
+                target,
+                snapshot,
+                outside.as_deref_mut(),
+                inventory,
+                settings,
+            )
+        });
+        if !captured {
+            target.give_back(joiner);
+            break;
+        }
+        let (info, member) = joiner.window.into_member(j.contexts);
+        riders.push(Rider {
+            info,
+            member,
+            target: joiner.target,
+            passes: 0,
+            pass_times: Vec::new(),
+            kind: None,
+        });
+        let first = j.contexts.park();
+        let rider = riders.last_mut().expect("just pushed");
+        let ran = rider_pass(rider, 0);
+        j.contexts.unpark(first);
+        if let Err(broken) = ran {
+            // A stuck member's record says so; the others' first passes completed.
+            return Err(match broken.kind {
+                OutcomeKind::Failed(_) => OutcomeKind::Declined(DeclineReason::PassTimeout),
+                kind => kind,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Captures what a candidate's arguments and module variables name that the run's snapshot
+/// does not hold yet, after checking that the run's earlier members left those allocations as
+/// they were before its first pass (their fingerprints then). `false`: it cannot join.
+fn capture_joiner(
+    info: &DispatchInfo,
+    candidate: &mut dyn ReplayTarget,
+    mem: &mut dyn ReplayTarget,
+    snapshot: &mut Snapshot,
+    outside: Option<&mut Watch>,
+    inventory: &AllocationInventory,
+    settings: &Settings,
+) -> bool {
+    let Ok(vars) = candidate.module_variables() else {
+        return false;
+    };
+    let Some(args) = candidate.argument_bytes() else {
+        return false;
+    };
+    // Host memory it names or reaches through its module variables: a window of its own
+    // (which watches or declines).
+    if !candidate.host_watch().is_empty()
+        || !matches!(stored::stored_host_memory(candidate, &vars), Ok(r) if r.is_empty())
+    {
+        return false;
+    }
+    let Ok(mut plan) = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX) else {
+        return false;
+    };
+    let named = footprint::named(&args);
+    let reach = footprint::REACH.get(info.agent.0, info.kernel_object);
+    // What the candidate's arguments do not name stays watched as it is.
+    drop(footprint::split(&mut plan, &named, reach));
+    let held: Vec<(usize, usize)> = snapshot.regions().collect();
+    plan.regions
+        .retain(|r| !held.contains(&(r.base, r.size)));
+    if plan.regions.is_empty() {
+        return true;
+    }
+    let bytes: u64 = plan.regions.iter().map(|r| r.size as u64).sum();
+    if snapshot.bytes.saturating_add(bytes) > settings.budget {
+        return false;
+    }
+    let bases: Vec<usize> = plan.regions.iter().map(|r| r.base).collect();
+    if let Some(w) = outside {
+        match w.claim(&bases, inventory, mem) {
+            Ok(true) => {}
+            // An earlier member wrote there: the check after the first passes finds it.
+            Ok(false) | Err(_) => return false,
+        }
+    }
+    match Snapshot::capture(plan, inventory, mem) {
+        Ok(more) => {
+            snapshot.absorb(more);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// One pass of a later member, its policy called around it.
+fn rider_pass(r: &mut Rider, index: u32) -> Result<(), Broken> {
+    let panicked = Broken {
+        kind: OutcomeKind::Declined(DeclineReason::PolicyPanicked),
+        late: false,
+    };
+    if !r.member.begin_pass(&r.info, index) {
+        r.member.end_pass(&r.info, index, None);
+        r.kind = Some(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
+        if index == 0 {
+            // Its dispatch has not run: this is its one execution.
+            once_more(r);
+        }
+        return Err(panicked);
+    }
+    let timed = service_active(Service::DispatchTiming);
+    let ran = phases::timed(Phase::Pass, || r.target.run_pass(timed));
+    match ran {
+        Ok(kernel_time) => {
+            r.passes += 1;
+            r.pass_times.push(kernel_time);
+            if r.member.end_pass(&r.info, index, Some((timed, kernel_time))) {
+                Ok(())
+            } else {
+                r.kind = Some(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
+                Err(panicked)
+            }
+        }
+        Err(PassError::NotSubmitted(reason)) => {
+            r.member.end_pass(&r.info, index, None);
+            if index == 0 {
+                once_more(r);
+            }
+            Err(Broken {
+                kind: OutcomeKind::Declined(reason),
+                late: false,
+            })
+        }
+        Err(PassError::Yielded) => {
+            // Its first pass waits for work the window holds up: it may still run.
+            r.member.end_pass(&r.info, index, None);
+            r.passes += 1;
+            r.pass_times.push(None);
+            Err(Broken {
+                kind: OutcomeKind::Declined(DeclineReason::LockContention),
+                late: true,
+            })
+        }
+        Err(PassError::Late) => {
+            r.member.end_pass(&r.info, index, None);
+            r.passes += 1;
+            r.pass_times.push(None);
+            if r.target.settle_late_pass() {
+                Err(Broken {
+                    kind: OutcomeKind::Declined(DeclineReason::PassTimeout),
+                    late: false,
+                })
+            } else {
+                r.kind = Some(OutcomeKind::Failed(FailureReason::PassStuck));
+                Err(Broken {
+                    kind: OutcomeKind::Failed(FailureReason::PassStuck),
+                    late: true,
+                })
+            }
+        }
+    }
+}
+
+/// A later member's dispatch runs (untimed, no policy call) where its pass did not: its
+/// first pass, or its part of a run's state after an earlier member ran again. Its record
+/// says `failed` when even that cannot be submitted.
+fn once_more(r: &mut Rider) -> bool {
+    match r.target.run_pass(false) {
+        Ok(_) => {
+            r.passes += 1;
+            r.pass_times.push(None);
+            true
+        }
+        Err(PassError::Late) if r.target.settle_late_pass() => {
+            r.passes += 1;
+            r.pass_times.push(None);
+            true
+        }
+        Err(_) => {
+            tracing::error!(
+                kernel = r.info.kernel(),
+                "a later dispatch of a run could not be run: the application has no result of it"
+            );
+            r.kind = Some(OutcomeKind::Failed(FailureReason::RunFailed));
+            false
+        }
+    }
+}
+
+/// Pass `index` of the run's later members, in order, after the first member's; the first
+/// member's sticky contexts (`first`) are off the stack meanwhile.
+fn ride(riders: &mut [Rider], index: u32, first: &LoopContexts) -> Result<(), Broken> {
+    let parked = first.park();
+    let mut result = Ok(());
+    for r in riders.iter_mut() {
+        if let Err(broken) = rider_pass(r, index) {
+            result = Err(broken);
+            break;
+        }
+    }
+    first.unpark(parked);
+    result
+}
+
+/// After the first member ran once more (from restored inputs): the later members follow, so
+/// memory holds one execution of the whole run.
+fn rerun_riders(riders: &mut [Rider], outcome: &mut Outcome) {
+    for r in riders.iter_mut() {
+        if !once_more(r) {
+            outcome.kind = OutcomeKind::Failed(FailureReason::RunFailed);
+            return;
+        }
+    }
+}
+
+/// The run's later members after the first member's outcome: each gets the window's figures
+/// with its own passes, `on_end`, its record, and then its dispatch's completion (after the
+/// first member's, by the first member's backend: [`ReplayTarget::adopt`]).
+fn end_run(
+    first: Outcome,
+    riders: Vec<Rider>,
+    target: &mut dyn ReplayTarget,
+) -> Outcome {
+    if riders.is_empty() {
+        return first;
+    }
+    let mut done: Vec<Box<dyn ReplayTarget + Send>> = Vec::with_capacity(riders.len());
+    for mut r in riders {
+        let mut outcome = first.clone();
+        outcome.kind = r.kind.unwrap_or(first.kind);
+        outcome.passes = r.passes;
+        outcome.pass_times = std::mem::take(&mut r.pass_times);
+        outcome.inputs_restored = restored_verdict(&outcome);
+        r.target.complete();
+        r.member.end(&r.info, &outcome);
+        crate::engine::state::report(&r.info, &outcome);
+        done.push(r.target);
+    }
+    target.adopt(done);
+    first
 }
 
 /// What [`plan_and_capture`] made of a dispatch.
@@ -1216,14 +1780,15 @@ unsafe fn checksum(ranges: &[(usize, usize)]) -> u64 {
 /// A window that stops before a pass it meant to run (memory as captured or just restored).
 /// After a write-set restore the first pass's result is written back and is the
 /// application's; otherwise the dispatch runs once more, from the restored inputs.
+/// A run's later members (`riders`) run once more after the first member's rerun.
 fn end_early(
     target: &mut dyn ReplayTarget,
     outcome: &mut Outcome,
     after_passes: bool,
     mut restorer: Restorer,
     snapshot: Snapshot,
-    inventory: &AllocationInventory,
-    settings: &Settings,
+    (inventory, settings): (&AllocationInventory, &Settings),
+    riders: &mut [Rider],
 ) {
     let mut stuck = false;
     if matches!(restorer, Restorer::WriteSet { .. }) {
@@ -1234,6 +1799,9 @@ fn end_early(
         target.complete();
     } else {
         rerun(target, outcome, after_passes);
+        if after_passes && outcome.kind.failure().is_none() {
+            rerun_riders(riders, outcome);
+        }
     }
     settle_staging(restorer, snapshot, stuck);
 }
@@ -1281,6 +1849,7 @@ impl Restorer {
     /// the diff or the stash did not finish: nothing more is trusted to the copies).
     fn choose(
         requested: RestoreMode,
+        run: bool,
         snapshot: &Snapshot,
         inventory: &AllocationInventory,
         mem: &mut dyn DeviceMemory,
@@ -1310,7 +1879,9 @@ impl Restorer {
         outcome.compared_on = written.sites.joined(outcome.compared_on);
         outcome.diff_time += written.time;
         let set = written.merged(settings.merge_gap);
-        if set.bytes().saturating_mul(100) > snapshot.bytes.saturating_mul(DENSE_PERCENT) {
+        // A run keeps its first passes' result even for a dense writer: a pass of the run that
+        // stops at a later member is ended by writing that result back.
+        if !run && set.bytes().saturating_mul(100) > snapshot.bytes.saturating_mul(DENSE_PERCENT) {
             tracing::debug!(
                 written = outcome.written_bytes,
                 snapshot = snapshot.bytes,
@@ -1506,3 +2077,7 @@ mod tests;
 #[cfg(test)]
 #[path = "write_set_tests.rs"]
 mod write_set_tests;
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod run_tests;

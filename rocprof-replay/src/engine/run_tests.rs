@@ -1,0 +1,516 @@
+//! Windows over runs of dispatches (`ROCPROF_REPLAY_RUN`) against a simulated device: the
+//! engine's own decision and window, with targets that offer the next dispatches of their
+//! queue ([`ReplayTarget::next_in_run`]). Kernels accumulate (`dst += src + 1`), so a pass
+//! that ran once too often, or from the wrong inputs, shows in the memory the application
+//! keeps.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::*;
+use crate::dispatch::{AgentId, DispatchId, QueueId};
+use crate::engine::inventory::Origin;
+use crate::engine::snapshot::{CopyError, Direction, Transfer, host_copy};
+use crate::engine::state::{Engine, Window};
+
+/// Words per buffer.
+const N: usize = 512;
+
+/// A test's memory: buffers of `N` words.
+struct Dev {
+    bufs: Vec<Box<[u64]>>,
+}
+
+impl Dev {
+    /// `count` buffers with distinct contents; buffer `table` (if any) holds the address of
+    /// buffer `target` in its first word (a pointer stored in device memory).
+    fn new(count: usize, table: Option<(usize, usize)>) -> Dev {
+        let mut bufs: Vec<Box<[u64]>> = (0..count)
+            .map(|b| (0..N as u64).map(|i| i * 7 + b as u64 * 1000).collect())
+            .collect();
+        if let Some((table, target)) = table {
+            let addr = bufs[target].as_ptr() as u64;
+            bufs[table][0] = addr;
+        }
+        Dev { bufs }
+    }
+
+    fn addr(&self, b: usize) -> usize {
+        self.bufs[b].as_ptr() as usize
+    }
+
+    fn inventory(&self, agent: u64) -> AllocationInventory {
+        let inv = AllocationInventory::new();
+        for b in &self.bufs {
+            inv.record(b.as_ptr() as usize, N * 8, AgentId(agent), Origin::Pool);
+        }
+        inv
+    }
+
+    /// Every buffer but the pointer tables, as the application would read them.
+    fn values(&self) -> Vec<Vec<u64>> {
+        self.bufs.iter().map(|b| b[1..].to_vec()).collect()
+    }
+}
+
+/// A kernel, by buffer numbers.
+#[derive(Clone, Copy, Debug)]
+enum Kernel {
+    /// `dst[i] += src[i] + 1`; its arguments name both.
+    Add { src: usize, dst: usize },
+    /// The same into the buffer whose address buffer `table` holds; its arguments name
+    /// `table` and `src` only.
+    Through { table: usize, src: usize },
+}
+
+impl Kernel {
+    fn object(&self) -> u64 {
+        match *self {
+            Kernel::Add { src, dst } => 0x100 + (src * 16 + dst) as u64,
+            Kernel::Through { table, src } => 0x900 + (table * 16 + src) as u64,
+        }
+    }
+
+    fn args(&self, dev: &Dev) -> Vec<u8> {
+        let words = match *self {
+            Kernel::Add { src, dst } => [dev.addr(src), dev.addr(dst)],
+            Kernel::Through { table, src } => [dev.addr(table), dev.addr(src)],
+        };
+        words.iter().flat_map(|w| (*w as u64).to_le_bytes()).collect()
+    }
+
+    /// Runs on `dev`; returns its input (`src`) as it found it.
+    fn run(&self, dev: &mut Dev) -> Vec<u64> {
+        let (src, dst) = match *self {
+            Kernel::Add { src, dst } => (src, dev.addr(dst)),
+            Kernel::Through { table, src } => (src, dev.bufs[table][0] as usize),
+        };
+        let input = dev.bufs[src].to_vec();
+        let at = dev.bufs.iter().position(|b| b.as_ptr() as usize == dst);
+        let d = at.expect("a kernel writes one of the test's buffers");
+        for i in 1..N {
+            dev.bufs[d][i] = dev.bufs[d][i].wrapping_add(input[i]).wrapping_add(1);
+        }
+        input
+    }
+}
+
+/// What the test sees of the targets.
+#[derive(Default)]
+struct Log {
+    /// Per kernel run: its object and its input.
+    inputs: Mutex<Vec<(u64, Vec<u64>)>>,
+    completions: AtomicU64,
+    /// Kernel objects in the order their completions were released.
+    released: Mutex<Vec<u64>>,
+    /// Candidates the engine gave back.
+    given_back: Mutex<Vec<Joiner>>,
+}
+
+/// The backend's handle on one dispatch; the first of a run offers `queue`.
+struct Fake {
+    kernel: Kernel,
+    dev: Arc<Mutex<Dev>>,
+    log: Arc<Log>,
+    queue: Option<Arc<Mutex<VecDeque<Joiner>>>>,
+    args: Vec<u8>,
+}
+
+impl Fake {
+    fn run_kernel(&mut self) {
+        let input = self.kernel.run(&mut self.dev.lock());
+        self.log.inputs.lock().push((self.kernel.object(), input));
+    }
+}
+
+impl DeviceMemory for Fake {
+    fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+        let _held = self.dev.lock();
+        // SAFETY: the engine passes the test's live buffers and its own heap staging.
+        unsafe { host_copy(direction, transfers) };
+        Ok(())
+    }
+}
+
+impl Ordinary for Fake {
+    fn refusal(&self) -> Option<DeclineReason> {
+        None
+    }
+    fn run_once(&mut self) -> bool {
+        ReplayTarget::run_once(self)
+    }
+}
+
+impl ReplayTarget for Fake {
+    fn begin(&mut self) -> Result<(), DeclineReason> {
+        Ok(())
+    }
+    fn drain(&mut self) -> Result<(), DeclineReason> {
+        Ok(())
+    }
+    fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
+        Ok(Vec::new())
+    }
+    fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        self.run_kernel();
+        Ok(timed.then_some(Duration::from_micros(1)))
+    }
+    fn run_once(&mut self) -> bool {
+        self.run_kernel();
+        self.log.completions.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+    fn complete(&mut self) {
+        self.log.completions.fetch_add(1, Ordering::SeqCst);
+    }
+    fn settle_late_pass(&mut self) -> bool {
+        true
+    }
+    fn contended(&self) -> bool {
+        false
+    }
+    fn end(&mut self) {}
+    fn argument_bytes(&self) -> Option<Vec<u8>> {
+        Some(self.args.clone())
+    }
+    fn next_in_run(&mut self) -> Option<Joiner> {
+        self.queue.as_ref()?.lock().pop_front()
+    }
+    fn give_back(&mut self, joiner: Joiner) {
+        self.log.given_back.lock().push(joiner);
+    }
+    fn released(&mut self) {
+        self.log.released.lock().push(self.kernel.object());
+    }
+}
+
+/// Fixed passes; `on_pass` panics for one kernel at one pass; every outcome is kept.
+struct Policy {
+    passes: u32,
+    panic_at: Option<(u64, u32)>,
+    ended: Arc<Mutex<Vec<(u64, Outcome)>>>,
+}
+
+impl ReplayPolicy for Policy {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::exactly(self.passes, ())
+    }
+    fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), _: &mut ()) {
+        if self.panic_at == Some((pass.info().kernel_object, pass.index())) {
+            panic!("a policy's own bug");
+        }
+    }
+    fn on_end(&self, info: &DispatchInfo, _: (), outcome: &Outcome) {
+        self.ended.lock().push((info.kernel_object, outcome.clone()));
+    }
+}
+
+fn info(agent: u64, kernel: &Kernel, n: u64) -> DispatchInfo {
+    DispatchInfo {
+        runtime: crate::dispatch::Runtime::Hsa,
+        agent: AgentId(agent),
+        agent_index: 0,
+        queue: QueueId(1),
+        dispatch_id: DispatchId(n),
+        kernel_object: kernel.object(),
+        kernel_name: Some(format!("{kernel:?}").into()),
+        grid: [N as u32, 1, 1],
+        workgroup: [64, 1, 1],
+        blocks: [1, 1, 1],
+        group_segment_size: 0,
+        private_segment_size: 0,
+        context: None,
+    }
+}
+
+/// What a run of `kernels` left.
+struct Ran {
+    /// Per dispatch, in submission order: its kernel and outcome.
+    outcomes: Vec<(u64, Outcome)>,
+    /// The memory the application keeps, and that of one plain execution of the kernels.
+    memory: Vec<Vec<u64>>,
+    expected: Vec<Vec<u64>>,
+    log: Arc<Log>,
+}
+
+/// Submits `kernels` as consecutive dispatches of one queue under a policy of `passes` fixed
+/// passes and `ROCPROF_REPLAY_RUN=run`: the first's window runs, offering the others in
+/// order; a candidate given back gets its window afterwards, as a backend would run it.
+fn submit(
+    agent: u64,
+    buffers: usize,
+    table: Option<(usize, usize)>,
+    kernels: &[Kernel],
+    passes: u32,
+    run: u32,
+    panic_at: Option<(u64, u32)>,
+) -> Ran {
+    let mut reference = Dev::new(buffers, table);
+    for k in kernels {
+        k.run(&mut reference);
+    }
+    let dev = Arc::new(Mutex::new(Dev::new(buffers, table)));
+    let inventory = dev.lock().inventory(agent);
+    let ended = Arc::new(Mutex::new(Vec::new()));
+    let policy = Policy {
+        passes,
+        panic_at,
+        ended: Arc::clone(&ended),
+    };
+    let settings = Settings {
+        run,
+        budget: u64::MAX,
+        ..Settings::from_lookup(|_| None)
+    };
+    let engine = Engine::leaked(Box::new(policy), settings);
+    let log = Arc::new(Log::default());
+    let queue = Arc::new(Mutex::new(VecDeque::new()));
+    let mut windows: Vec<(Window, Fake)> = Vec::new();
+    for (n, k) in kernels.iter().enumerate() {
+        let mut target = Fake {
+            kernel: *k,
+            dev: Arc::clone(&dev),
+            log: Arc::clone(&log),
+            queue: None,
+            args: k.args(&dev.lock()),
+        };
+        let window = engine
+            .decide(&info(agent, k, n as u64), &mut target)
+            .expect("every dispatch enters a window");
+        windows.push((window, target));
+    }
+    let mut windows = windows.into_iter();
+    let (first, mut target) = windows.next().expect("a dispatch");
+    target.queue = Some(Arc::clone(&queue));
+    for (window, target) in windows {
+        queue.lock().push_back(Joiner {
+            window,
+            target: Box::new(target),
+        });
+    }
+    first.run_in(&mut target, &inventory);
+    // What was not taken, or given back, runs in order, each in a window of its own.
+    loop {
+        let next = {
+            let mut back = log.given_back.lock();
+            if back.is_empty() {
+                queue.lock().pop_front()
+            } else {
+                Some(back.remove(0))
+            }
+        };
+        let Some(j) = next else { break };
+        // Everything still queued follows what was given back.
+        let rest: Vec<Joiner> = queue.lock().drain(..).collect();
+        let mut target = j.target;
+        j.window.run_in(&mut *target, &inventory);
+        let mut q = queue.lock();
+        for r in rest {
+            q.push_back(r);
+        }
+    }
+    let memory = dev.lock().values();
+    let mut outcomes = ended.lock().clone();
+    outcomes.sort_by_key(|(_, o)| o.started_at);
+    Ran {
+        outcomes,
+        memory,
+        expected: reference.values(),
+        log,
+    }
+}
+
+fn kinds(ran: &Ran) -> Vec<(OutcomeKind, u32, u32)> {
+    ran.outcomes
+        .iter()
+        .map(|(_, o)| (o.kind, o.passes, o.run))
+        .collect()
+}
+
+/// Each kernel's inputs over its runs: all equal when every pass started from its inputs.
+fn inputs_of(ran: &Ran, kernel: &Kernel) -> Vec<Vec<u64>> {
+    ran.log
+        .inputs
+        .lock()
+        .iter()
+        .filter(|(k, _)| *k == kernel.object())
+        .map(|(_, i)| i.clone())
+        .collect()
+}
+
+#[test]
+fn a_run_replays_each_dispatch_from_its_own_inputs_and_leaves_one_execution() {
+    // A chain: each kernel reads what the one before wrote.
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 3 },
+        Kernel::Add { src: 3, dst: 1 },
+    ];
+    let ran = submit(8101, 5, None, &kernels, 3, 8, None);
+    assert_eq!(ran.memory, ran.expected, "one execution of the four, in order");
+    assert_eq!(
+        kinds(&ran),
+        vec![(OutcomeKind::Replayed, 3, 4); 4],
+        "one window of four, three passes each"
+    );
+    for k in &kernels {
+        let inputs = inputs_of(&ran, k);
+        assert!(
+            !inputs.is_empty() && inputs.iter().all(|i| i == &inputs[0]),
+            "{k:?} saw other inputs in a later pass"
+        );
+    }
+    // Kernels 1 and 3 both read buffer 1 and 3 … each pass of the run saw the same chain.
+    assert_eq!(ran.log.inputs.lock().len(), 4 * 3);
+    assert_eq!(ran.log.completions.load(Ordering::SeqCst), 4, "one completion each");
+    let objects: Vec<u64> = kernels[1..].iter().map(Kernel::object).collect();
+    assert_eq!(*ran.log.released.lock(), objects, "later members released in order");
+    let (_, first) = &ran.outcomes[0];
+    assert_eq!(first.restore_mode, Some(RestoreKind::WriteSet));
+    assert!(first.inputs_restored == Some(true), "{first:?}");
+}
+
+#[test]
+fn a_run_stops_at_its_limit_and_the_rest_get_windows_of_their_own() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 0 },
+    ];
+    let ran = submit(8102, 3, None, &kernels, 2, 2, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(
+        kinds(&ran),
+        vec![
+            (OutcomeKind::Replayed, 2, 2),
+            (OutcomeKind::Replayed, 2, 2),
+            (OutcomeKind::Replayed, 2, 1)
+        ]
+    );
+}
+
+#[test]
+fn a_member_writing_memory_no_member_names_ends_the_run_after_its_first_passes() {
+    // The second kernel writes buffer 3 through a pointer stored in buffer 2; no argument
+    // names buffer 3. Buffer 3 is then read by nobody in the run: only the watch finds it.
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Through { table: 2, src: 1 },
+        Kernel::Add { src: 1, dst: 4 },
+    ];
+    let ran = submit(8103, 5, Some((2, 3)), &kernels, 3, 8, None);
+    assert_eq!(ran.memory, ran.expected, "one execution: nothing ran twice");
+    assert_eq!(
+        kinds(&ran),
+        vec![(OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint), 1, 3); 3]
+    );
+    for k in &kernels {
+        assert!(
+            footprint::SOLO.contains(8103, k.object()),
+            "{k:?} gets windows of its own from now on"
+        );
+    }
+    // A later run of the same kernels: each in a window of its own, where the writer stops
+    // after its first pass (found by the fingerprints its window carried over from the one
+    // before, or by its own).
+    let again = submit(8103, 5, Some((2, 3)), &kernels, 3, 8, None);
+    assert_eq!(again.memory, again.expected);
+    let got = kinds(&again);
+    assert_eq!((got[0], got[2]), ((OutcomeKind::Replayed, 3, 1), (OutcomeKind::Replayed, 3, 1)));
+    assert!(
+        matches!(
+            got[1],
+            (
+                OutcomeKind::Declined(
+                    DeclineReason::WroteOutsideFootprint | DeclineReason::FootprintUnchecked
+                ),
+                1,
+                1
+            )
+        ),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn a_candidate_whose_memory_an_earlier_member_changed_is_given_back() {
+    // The first kernel writes buffer 3 through a stored pointer; the second names buffer 3.
+    // It must not join (its capture would take the first's write as its "before"): it is
+    // given back, and the first kernel's own check finds the write.
+    let kernels = [
+        Kernel::Through { table: 2, src: 0 },
+        Kernel::Add { src: 3, dst: 1 },
+    ];
+    let ran = submit(8104, 4, Some((2, 3)), &kernels, 3, 8, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(
+        kinds(&ran),
+        vec![
+            (
+                OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint),
+                1,
+                1
+            ),
+            (OutcomeKind::Replayed, 3, 1)
+        ]
+    );
+    let inputs = inputs_of(&ran, &kernels[1]);
+    assert!(inputs.iter().all(|i| i == &inputs[0]));
+}
+
+#[test]
+fn a_later_member_whose_policy_panics_mid_run_leaves_the_first_passes_result() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 1 },
+    ];
+    // The second kernel's policy panics before its third pass: the first kernel already ran
+    // it, the third has not.
+    let ran = submit(8105, 3, None, &kernels, 4, 8, Some((kernels[1].object(), 2)));
+    assert_eq!(ran.memory, ran.expected, "the first passes' result is written back");
+    let got = kinds(&ran);
+    assert_eq!(
+        got.iter().map(|k| k.0).collect::<Vec<_>>(),
+        vec![OutcomeKind::Declined(DeclineReason::PolicyPanicked); 3],
+        "{got:?}"
+    );
+    assert_eq!(got.iter().map(|k| k.1).collect::<Vec<_>>(), vec![3, 2, 2]);
+    assert_eq!(ran.log.completions.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn a_joiner_whose_first_pass_policy_panics_still_runs_once_and_the_run_ends_there() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 0 },
+    ];
+    let ran = submit(8106, 3, None, &kernels, 3, 8, Some((kernels[1].object(), 0)));
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(
+        kinds(&ran),
+        vec![
+            (OutcomeKind::Declined(DeclineReason::PolicyPanicked), 1, 2),
+            (OutcomeKind::Declined(DeclineReason::PolicyPanicked), 1, 2),
+            (OutcomeKind::Replayed, 3, 1)
+        ]
+    );
+}
+
+#[test]
+fn without_runs_every_dispatch_has_its_own_window() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+    ];
+    let ran = submit(8107, 3, None, &kernels, 3, 1, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 1); 2]);
+}
