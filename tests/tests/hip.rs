@@ -669,3 +669,46 @@ fn a_kernel_waiting_for_the_programs_next_call_on_another_stream_completes() {
     assert_eq!(sets[1]["outcome"], "declined", "{}", sets[1]);
     assert_eq!(sets[1]["reason"], "drain_timeout", "{}", sets[1]);
 }
+
+/// With `ROCPROF_REPLAY_RUN`, a dispatch submitted right behind a replayed one on its queue
+/// joins that window's run: the run's members are captured where the snapshot lacks their
+/// memory, share one check of the watched memory, and run their passes in turn. The samples'
+/// own checks see one execution (`streams` scales each part twice in place, so a pass run
+/// once too often, or from the other kernel's result, would show), and every dispatch has its
+/// record with its passes.
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn consecutive_dispatches_share_a_window_and_the_samples_see_one_execution() {
+    let mut runs = Vec::new();
+    for sample in ["streams", "vector_add"] {
+        let recs = replay(
+            sample,
+            "pass_timer",
+            Way::Preload,
+            &[("ROCPROF_REPLAY_PASSES", "3"), ("ROCPROF_REPLAY_RUN", "8")],
+        );
+        assert_replayed(&recs, |_| true, |n| n == 3, &format!("{sample} runs"));
+        // A run's members are recorded together, the first one first.
+        let mut i = 0;
+        while i < recs.len() {
+            let n = recs[i]["run"].as_u64().unwrap_or(0) as usize;
+            runs.push(n);
+            if n > 1 {
+                let members = &recs[i..(i + n).min(recs.len())];
+                assert!(
+                    members.len() == n && members.iter().all(|r| r["run"] == n),
+                    "{sample}: a run of {n} not recorded together: {members:?}"
+                );
+                i += n;
+            } else {
+                i += 1;
+            }
+        }
+    }
+    // Timing decides whether the next dispatch is already submitted when a window's first
+    // pass ends; with back-to-back launches it is, nearly always.
+    assert!(
+        runs.iter().any(|&n| n > 1),
+        "no dispatch joined a run: {runs:?}"
+    );
+}

@@ -1225,7 +1225,7 @@ fn harness_clocked<P: ReplayPolicy>(policy: P, settings: Settings, clock: bool) 
                     Some(WindowRun {
                         counters: decided.collects_counters(),
                         run: Box::new(move |target: &mut dyn ReplayTarget| {
-                            let o = decided.run(&info, target, inventory, &s);
+                            let o = decided.run(&info, target, inventory, &s, &mut Vec::new());
                             seen.lock().push((info, o.clone()));
                             o
                         }),

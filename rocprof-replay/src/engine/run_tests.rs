@@ -79,7 +79,10 @@ impl Kernel {
             Kernel::Add { src, dst } => [dev.addr(src), dev.addr(dst)],
             Kernel::Through { table, src } => [dev.addr(table), dev.addr(src)],
         };
-        words.iter().flat_map(|w| (*w as u64).to_le_bytes()).collect()
+        words
+            .iter()
+            .flat_map(|w| (*w as u64).to_le_bytes())
+            .collect()
     }
 
     /// Runs on `dev`; returns its input (`src`) as it found it.
@@ -91,8 +94,8 @@ impl Kernel {
         let input = dev.bufs[src].to_vec();
         let at = dev.bufs.iter().position(|b| b.as_ptr() as usize == dst);
         let d = at.expect("a kernel writes one of the test's buffers");
-        for i in 1..N {
-            dev.bufs[d][i] = dev.bufs[d][i].wrapping_add(input[i]).wrapping_add(1);
+        for (w, x) in dev.bufs[d].iter_mut().zip(&input).skip(1) {
+            *w = w.wrapping_add(*x).wrapping_add(1);
         }
         input
     }
@@ -191,6 +194,7 @@ impl ReplayTarget for Fake {
 struct Policy {
     passes: u32,
     panic_at: Option<(u64, u32)>,
+    restore: RestoreMode,
     ended: Arc<Mutex<Vec<(u64, Outcome)>>>,
 }
 
@@ -205,8 +209,13 @@ impl ReplayPolicy for Policy {
             panic!("a policy's own bug");
         }
     }
+    fn restore_mode(&self, _: &DispatchInfo) -> RestoreMode {
+        self.restore
+    }
     fn on_end(&self, info: &DispatchInfo, _: (), outcome: &Outcome) {
-        self.ended.lock().push((info.kernel_object, outcome.clone()));
+        self.ended
+            .lock()
+            .push((info.kernel_object, outcome.clone()));
     }
 }
 
@@ -248,7 +257,7 @@ fn submit(
     kernels: &[Kernel],
     passes: u32,
     run: u32,
-    panic_at: Option<(u64, u32)>,
+    panic_at: Option<(u64, u32, RestoreMode)>,
 ) -> Ran {
     let mut reference = Dev::new(buffers, table);
     for k in kernels {
@@ -259,7 +268,8 @@ fn submit(
     let ended = Arc::new(Mutex::new(Vec::new()));
     let policy = Policy {
         passes,
-        panic_at,
+        panic_at: panic_at.map(|(k, p, _)| (k, p)),
+        restore: panic_at.map_or(RestoreMode::Auto, |(_, _, r)| r),
         ended: Arc::clone(&ended),
     };
     let settings = Settings {
@@ -353,7 +363,10 @@ fn a_run_replays_each_dispatch_from_its_own_inputs_and_leaves_one_execution() {
         Kernel::Add { src: 3, dst: 1 },
     ];
     let ran = submit(8101, 5, None, &kernels, 3, 8, None);
-    assert_eq!(ran.memory, ran.expected, "one execution of the four, in order");
+    assert_eq!(
+        ran.memory, ran.expected,
+        "one execution of the four, in order"
+    );
     assert_eq!(
         kinds(&ran),
         vec![(OutcomeKind::Replayed, 3, 4); 4],
@@ -368,9 +381,17 @@ fn a_run_replays_each_dispatch_from_its_own_inputs_and_leaves_one_execution() {
     }
     // Kernels 1 and 3 both read buffer 1 and 3 … each pass of the run saw the same chain.
     assert_eq!(ran.log.inputs.lock().len(), 4 * 3);
-    assert_eq!(ran.log.completions.load(Ordering::SeqCst), 4, "one completion each");
+    assert_eq!(
+        ran.log.completions.load(Ordering::SeqCst),
+        4,
+        "one completion each"
+    );
     let objects: Vec<u64> = kernels[1..].iter().map(Kernel::object).collect();
-    assert_eq!(*ran.log.released.lock(), objects, "later members released in order");
+    assert_eq!(
+        *ran.log.released.lock(),
+        objects,
+        "later members released in order"
+    );
     let (_, first) = &ran.outcomes[0];
     assert_eq!(first.restore_mode, Some(RestoreKind::WriteSet));
     assert!(first.inputs_restored == Some(true), "{first:?}");
@@ -408,7 +429,14 @@ fn a_member_writing_memory_no_member_names_ends_the_run_after_its_first_passes()
     assert_eq!(ran.memory, ran.expected, "one execution: nothing ran twice");
     assert_eq!(
         kinds(&ran),
-        vec![(OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint), 1, 3); 3]
+        vec![
+            (
+                OutcomeKind::Declined(DeclineReason::WroteOutsideFootprint),
+                1,
+                3
+            );
+            3
+        ]
     );
     for k in &kernels {
         assert!(
@@ -422,7 +450,10 @@ fn a_member_writing_memory_no_member_names_ends_the_run_after_its_first_passes()
     let again = submit(8103, 5, Some((2, 3)), &kernels, 3, 8, None);
     assert_eq!(again.memory, again.expected);
     let got = kinds(&again);
-    assert_eq!((got[0], got[2]), ((OutcomeKind::Replayed, 3, 1), (OutcomeKind::Replayed, 3, 1)));
+    assert_eq!(
+        (got[0], got[2]),
+        ((OutcomeKind::Replayed, 3, 1), (OutcomeKind::Replayed, 3, 1))
+    );
     assert!(
         matches!(
             got[1],
@@ -472,17 +503,41 @@ fn a_later_member_whose_policy_panics_mid_run_leaves_the_first_passes_result() {
         Kernel::Add { src: 2, dst: 1 },
     ];
     // The second kernel's policy panics before its third pass: the first kernel already ran
-    // it, the third has not.
-    let ran = submit(8105, 3, None, &kernels, 4, 8, Some((kernels[1].object(), 2)));
-    assert_eq!(ran.memory, ran.expected, "the first passes' result is written back");
-    let got = kinds(&ran);
-    assert_eq!(
-        got.iter().map(|k| k.0).collect::<Vec<_>>(),
-        vec![OutcomeKind::Declined(DeclineReason::PolicyPanicked); 3],
-        "{got:?}"
-    );
-    assert_eq!(got.iter().map(|k| k.1).collect::<Vec<_>>(), vec![3, 2, 2]);
-    assert_eq!(ran.log.completions.load(Ordering::SeqCst), 3);
+    // it, the third has not. Write-set restores end it by writing the first passes' result
+    // back; full restores, by restoring everything and running the whole run once more.
+    // The same when the first member's policy panics before its third pass.
+    for (agent, who, mode, passes) in [
+        (8105, 1, RestoreMode::Auto, [3, 2, 2]),
+        (8108, 1, RestoreMode::Full, [4, 3, 3]),
+        (8109, 0, RestoreMode::Auto, [2, 2, 2]),
+        (8110, 0, RestoreMode::Full, [3, 3, 3]),
+    ] {
+        let panic_at = Some((kernels[who].object(), 2, mode));
+        let ran = submit(agent, 3, None, &kernels, 4, 8, panic_at);
+        assert_eq!(
+            ran.memory, ran.expected,
+            "{mode:?}: one execution of the run"
+        );
+        let got = kinds(&ran);
+        assert_eq!(
+            got.iter().map(|k| k.0).collect::<Vec<_>>(),
+            vec![OutcomeKind::Declined(DeclineReason::PolicyPanicked); 3],
+            "{mode:?}: {got:?}"
+        );
+        assert_eq!(
+            got.iter().map(|k| k.1).collect::<Vec<_>>(),
+            passes,
+            "{mode:?}"
+        );
+        assert_eq!(ran.log.completions.load(Ordering::SeqCst), 3);
+        let (_, first) = &ran.outcomes[0];
+        let kind = if mode == RestoreMode::Full {
+            RestoreKind::Full
+        } else {
+            RestoreKind::WriteSet
+        };
+        assert_eq!(first.restore_mode, Some(kind));
+    }
 }
 
 #[test]
@@ -492,7 +547,15 @@ fn a_joiner_whose_first_pass_policy_panics_still_runs_once_and_the_run_ends_ther
         Kernel::Add { src: 1, dst: 2 },
         Kernel::Add { src: 2, dst: 0 },
     ];
-    let ran = submit(8106, 3, None, &kernels, 3, 8, Some((kernels[1].object(), 0)));
+    let ran = submit(
+        8106,
+        3,
+        None,
+        &kernels,
+        3,
+        8,
+        Some((kernels[1].object(), 0, RestoreMode::Auto)),
+    );
     assert_eq!(ran.memory, ran.expected);
     assert_eq!(
         kinds(&ran),

@@ -197,8 +197,12 @@ mod tests {
         assert_eq!(s.restore, RestoreMode::Auto);
         assert_eq!(s.granule, GRANULE);
         assert_eq!(s.run, 1, "a window per dispatch unless asked");
-        let run = |v: &str| Settings::from_lookup(|n| (n == "ROCPROF_REPLAY_RUN").then(|| v.into())).run;
-        assert_eq!((run("8"), run("0"), run("100000"), run("many")), (8, 1, MAX_RUN, 1));
+        let run =
+            |v: &str| Settings::from_lookup(|n| (n == "ROCPROF_REPLAY_RUN").then(|| v.into())).run;
+        assert_eq!(
+            (run("8"), run("0"), run("100000"), run("many")),
+            (8, 1, MAX_RUN, 1)
+        );
         assert_eq!(
             s.footprint,
             FootprintMode::Arguments,

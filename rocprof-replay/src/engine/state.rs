@@ -8,12 +8,12 @@
 
 use std::sync::OnceLock;
 
+use crate::context::LoopContexts;
 use crate::counters::CounterCatalog;
 use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::records;
 use crate::engine::settings::Settings;
-use crate::context::LoopContexts;
 use crate::engine::window::{Decided, Member, Ordinary, ReplayTarget, decide};
 use crate::engine::workers::Workers;
 use crate::error::Error;
@@ -54,6 +54,7 @@ pub(crate) trait Pending: Send {
         target: &mut dyn ReplayTarget,
         inventory: &AllocationInventory,
         settings: &Settings,
+        later: &mut Vec<(DispatchInfo, Outcome)>,
     ) -> Outcome;
 }
 
@@ -76,8 +77,9 @@ impl<P: ReplayPolicy> Pending for Decided<'static, P> {
         target: &mut dyn ReplayTarget,
         inventory: &AllocationInventory,
         settings: &Settings,
+        later: &mut Vec<(DispatchInfo, Outcome)>,
     ) -> Outcome {
-        Decided::run(*self, info, target, inventory, settings)
+        Decided::run(*self, info, target, inventory, settings, later)
     }
 }
 
@@ -151,19 +153,36 @@ impl Window {
         target: &mut dyn ReplayTarget,
         inventory: &AllocationInventory,
     ) -> Outcome {
-        let outcome = self
-            .pending
-            .run(&self.info, target, inventory, &self.engine.settings);
+        let mut later = Vec::new();
+        let outcome = self.pending.run(
+            &self.info,
+            target,
+            inventory,
+            &self.engine.settings,
+            &mut later,
+        );
         report(&self.info, &outcome);
+        for (info, outcome) in &later {
+            report(info, outcome);
+        }
         outcome
     }
 
     /// Runs the window against `target`, then logs and records its outcome.
     pub(crate) fn run(self, target: &mut dyn ReplayTarget) -> Outcome {
-        let outcome = self
-            .pending
-            .run(&self.info, target, &INVENTORY, &self.engine.settings);
+        let mut later = Vec::new();
+        let outcome = self.pending.run(
+            &self.info,
+            target,
+            &INVENTORY,
+            &self.engine.settings,
+            &mut later,
+        );
+        // The run's first member, then its later ones in order (their completions follow).
         report(&self.info, &outcome);
+        for (info, outcome) in &later {
+            report(info, outcome);
+        }
         outcome
     }
 }

@@ -334,7 +334,14 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     settings: &Settings,
 ) -> Outcome {
     match decide(policy, info, &mut Whole(&mut *target), settings) {
-        Ok(decided) => decided.run(info, target, inventory, settings),
+        Ok(decided) => {
+            let mut later = Vec::new();
+            let outcome = decided.run(info, target, inventory, settings, &mut later);
+            for (info, outcome) in &later {
+                crate::engine::state::report(info, outcome);
+            }
+            outcome
+        }
         Err(outcome) => outcome,
     }
 }
@@ -509,12 +516,16 @@ impl<P: ReplayPolicy> Decided<'_, P> {
 
     /// Runs the window: counters prepared, the agent taken, drained, snapshot, the passes,
     /// one completion; `on_end` last.
+    ///
+    /// The outcomes of the later members of its [run](self#runs), if any, come back in
+    /// `later`, in order, for the caller to record after this dispatch's.
     pub(crate) fn run(
         self,
         info: &DispatchInfo,
         target: &mut dyn ReplayTarget,
         inventory: &AllocationInventory,
         settings: &Settings,
+        later: &mut Vec<(DispatchInfo, Outcome)>,
     ) -> Outcome {
         let Decided {
             policy,
@@ -779,7 +790,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     &mut riders,
                 );
                 let first = finish(target, state, outcome);
-                return end_run(first, riders, target);
+                return end_run(first, riders, target, later);
             }
             // Counter passes are not timed: their times would include the counters' set-up.
             let timed = counter.is_none() && service_active(Service::DispatchTiming);
@@ -846,7 +857,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         &mut riders,
                     );
                     let first = finish(target, state, outcome);
-                    return end_run(first, riders, target);
+                    return end_run(first, riders, target, later);
                 }
                 Err(PassError::Yielded) => {
                     // The application's own execution may be waiting for work this window holds
@@ -867,7 +878,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     drop(restorer);
                     drop(snapshot);
                     let first = finish(target, state, outcome);
-                    return end_run(first, riders, target);
+                    return end_run(first, riders, target, later);
                 }
                 Err(PassError::Late) => {
                     // The pass started from the captured inputs: once it finishes, its result is
@@ -897,7 +908,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     drop(restorer);
                     drop(snapshot);
                     let first = finish(target, state, outcome);
-                    return end_run(first, riders, target);
+                    return end_run(first, riders, target, later);
                 }
             }
             drop(scope);
@@ -937,7 +948,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         drop(restorer);
                         drop(snapshot);
                         let first = finish(target, state, outcome);
-                        return end_run(first, riders, target);
+                        return end_run(first, riders, target, later);
                     }
                     // Memory holds this pass's run up to the member that stopped: the final
                     // step below brings back the first passes' result.
@@ -1149,7 +1160,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     rerun(target, &mut outcome, true);
                     rerun_riders(&mut riders, &mut outcome);
                     let first = finish(target, state, outcome);
-                    return end_run(first, riders, target);
+                    return end_run(first, riders, target, later);
                 }
             }
             index += 1;
@@ -1169,12 +1180,23 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         if chain_broken && !matches!(restorer, Restorer::WriteSet { .. }) {
             // A pass of the run stopped at a later member after full restores: every byte back,
             // and the whole run once more from there.
+            // (A pass, not the ordinary run: the completion below is the application's one.)
             match snapshot.restore(inventory, target) {
                 Ok(stats) => {
                     outcome.restored_bytes += stats.bytes;
                     outcome.restore_time += stats.time;
-                    rerun(target, &mut outcome, true);
-                    rerun_riders(&mut riders, &mut outcome);
+                    let ran = match target.run_pass(false) {
+                        Ok(_) => true,
+                        Err(PassError::Late) => target.settle_late_pass(),
+                        Err(_) => false,
+                    };
+                    outcome.passes += 1;
+                    outcome.pass_times.push(None);
+                    if ran {
+                        rerun_riders(&mut riders, &mut outcome);
+                    } else {
+                        outcome.kind = OutcomeKind::Failed(FailureReason::RunFailed);
+                    }
                 }
                 Err(_) => outcome.kind = OutcomeKind::Failed(FailureReason::RestoreFailed),
             }
@@ -1197,7 +1219,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // unless a stuck copy may still read it.
         settle_staging(restorer, snapshot, stuck);
         let first = finish(target, state, outcome);
-        end_run(first, riders, target)
+        end_run(first, riders, target, later)
     }
 }
 
@@ -1414,8 +1436,7 @@ fn capture_joiner(
     // What the candidate's arguments do not name stays watched as it is.
     drop(footprint::split(&mut plan, &named, reach));
     let held: Vec<(usize, usize)> = snapshot.regions().collect();
-    plan.regions
-        .retain(|r| !held.contains(&(r.base, r.size)));
+    plan.regions.retain(|r| !held.contains(&(r.base, r.size)));
     if plan.regions.is_empty() {
         return true;
     }
@@ -1461,7 +1482,9 @@ fn rider_pass(r: &mut Rider, index: u32) -> Result<(), Broken> {
         Ok(kernel_time) => {
             r.passes += 1;
             r.pass_times.push(kernel_time);
-            if r.member.end_pass(&r.info, index, Some((timed, kernel_time))) {
+            if r.member
+                .end_pass(&r.info, index, Some((timed, kernel_time)))
+            {
                 Ok(())
             } else {
                 r.kind = Some(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
@@ -1561,12 +1584,14 @@ fn rerun_riders(riders: &mut [Rider], outcome: &mut Outcome) {
 }
 
 /// The run's later members after the first member's outcome: each gets the window's figures
-/// with its own passes, `on_end`, its record, and then its dispatch's completion (after the
-/// first member's, by the first member's backend: [`ReplayTarget::adopt`]).
+/// with its own passes and `on_end`; their outcomes go to `later` (recorded after the first
+/// member's), and their dispatches' completions to the first member's backend, which delivers
+/// them after its own ([`ReplayTarget::adopt`]).
 fn end_run(
     first: Outcome,
     riders: Vec<Rider>,
     target: &mut dyn ReplayTarget,
+    later: &mut Vec<(DispatchInfo, Outcome)>,
 ) -> Outcome {
     if riders.is_empty() {
         return first;
@@ -1580,7 +1605,7 @@ fn end_run(
         outcome.inputs_restored = restored_verdict(&outcome);
         r.target.complete();
         r.member.end(&r.info, &outcome);
-        crate::engine::state::report(&r.info, &outcome);
+        later.push((r.info, outcome));
         done.push(r.target);
     }
     target.adopt(done);

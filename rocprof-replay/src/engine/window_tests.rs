@@ -997,7 +997,13 @@ fn a_decided_window_runs_on_another_thread_and_a_skipped_dispatch_never_enters_o
     let (dev, out) = std::thread::spawn(move || {
         let inv = AllocationInventory::new();
         inv.record(dev.base(), dev.data.len() * 4, AgentId(7), Origin::Pool);
-        let out = decided.run(&info(), &mut dev, &inv, &settings(u64::MAX));
+        let out = decided.run(
+            &info(),
+            &mut dev,
+            &inv,
+            &settings(u64::MAX),
+            &mut Vec::new(),
+        );
         (dev, out)
     })
     .join()

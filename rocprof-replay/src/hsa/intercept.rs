@@ -8,6 +8,7 @@
 //! Every other submission is forwarded behind the gates of the windows still running.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::NonNull;
@@ -27,7 +28,7 @@ use crate::engine::snapshot::{
     CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Tier, Transfer,
 };
 use crate::engine::state::{self, Window};
-use crate::engine::window::{Ordinary, PassError, ReplayTarget};
+use crate::engine::window::{Joiner, Ordinary, PassError, ReplayTarget};
 use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
 
 thread_local! {
@@ -549,13 +550,16 @@ unsafe fn open_window(
     target.watch = host_pointers(be, gpu, &packet).unwrap_or_default();
     target.ready = Some(ready);
     target.ready_after = ready_after;
+    target.run_tail = ready_after;
     target.gate = Some(gate);
-    let job = Detached(window, target);
+    // In submission order with the GPU's other pending windows: each lane job runs the next
+    // one, and a window whose run takes this one in takes it from there.
+    gpu.pending.lock().fresh.push_back(Detached(window, target));
     let key = gpu.agent.handle;
     let spawned = be.engine.workers.spawn(
         key,
         &format!("gpu{}", gpu.index),
-        Box::new(move || job.run()),
+        Box::new(move || run_next(gpu)),
     );
     progress.handed_off.set(true);
     if let Err(job) = spawned {
@@ -569,7 +573,56 @@ struct Detached(Window, HsaTarget);
 // SAFETY: the target's raw pointers (the application's kernarg and queue objects, our replay
 // queue) are runtime objects usable from any thread; nothing in it is tied to the submitting
 // thread (the writer is not used by a replay-queue target).
-unsafe impl Send for Detached {}
+unsafe impl Send for HsaTarget {}
+
+/// The GPU's asynchronous windows not started yet, in submission order; each has a lane job
+/// that runs the next one ([`run_next`]). A window whose [run](crate::engine::window#runs)
+/// takes the following dispatches of its queue in takes them from here
+/// ([`HsaTarget::next_in_run`]); one it gives back runs before the rest.
+#[derive(Default)]
+pub(crate) struct PendingWindows {
+    fresh: VecDeque<Detached>,
+    returned: VecDeque<Joiner>,
+}
+
+/// A lane job: runs the GPU's next pending window, if a run has not taken it in already.
+fn run_next(gpu: &'static Gpu) {
+    let next = {
+        let mut p = gpu.pending.lock();
+        match p.returned.pop_front() {
+            Some(j) => Err(j),
+            None => match p.fresh.pop_front() {
+                Some(d) => Ok(d),
+                None => return,
+            },
+        }
+    };
+    match next {
+        Ok(detached) => detached.run(),
+        Err(joiner) => run_returned(joiner),
+    }
+}
+
+/// A dispatch a run gave back: its own window now, then its completion.
+fn run_returned(joiner: Joiner) {
+    let Joiner { window, mut target } = joiner;
+    let info = window.info().clone();
+    IN_WINDOW.with(|w| w.set(true));
+    let ran = catch_unwind(AssertUnwindSafe(|| window.run(&mut *target)));
+    IN_WINDOW.with(|w| w.set(false));
+    if ran.is_err() {
+        tracing::error!(
+            kernel = info.kernel(),
+            "internal error (panic) in a replay window"
+        );
+        crate::engine::footprint::note_device_write(info.agent.0);
+        state::report(
+            &info,
+            &Outcome::ordinary(OutcomeKind::Failed(FailureReason::InternalError)),
+        );
+    }
+    target.released();
+}
 
 impl Detached {
     fn run(self) {
@@ -591,9 +644,11 @@ impl Detached {
                     &Outcome::ordinary(OutcomeKind::Failed(FailureReason::InternalError)),
                 );
             }
-            target.settle_dispatch();
-        } else {
-            target.settle_dispatch();
+        }
+        target.settle_dispatch();
+        // The later members of its run, in order, after its own completion.
+        for mut later in std::mem::take(&mut target.later) {
+            later.released();
         }
     }
 }
@@ -1026,6 +1081,13 @@ struct HsaTarget {
     /// What a window that never left the submitting thread ([`Sink::App`]) forwarded, marked
     /// right before the write.
     sent: Progress,
+    /// The tracked submission of the last member of this window's run (this dispatch's
+    /// `ready_after` until another joins): the next joins only right behind it.
+    run_tail: u64,
+    /// The later members of this window's run, released after this dispatch.
+    later: Vec<Box<dyn ReplayTarget + Send>>,
+    /// [`settle_dispatch`](Self::settle_dispatch) ran.
+    settled: bool,
 }
 
 /// A counter pass as one submission: start packet, the pass's dispatch, stop packet.
@@ -1283,6 +1345,9 @@ impl HsaTarget {
             gate_open: false,
             diffed_on_device: false,
             sent: Progress::default(),
+            run_tail: 0,
+            later: Vec::new(),
+            settled: false,
         }
     }
 
@@ -1508,9 +1573,10 @@ impl HsaTarget {
     /// After the window (or a panic in it): the dispatch has run, the application has its one
     /// completion and the gate is open, whatever happened; the window's signals retire.
     fn settle_dispatch(&mut self) {
-        if matches!(self.sink, Sink::App(_)) {
+        if matches!(self.sink, Sink::App(_)) || self.settled {
             return;
         }
+        self.settled = true;
         if !self.ran {
             tracing::error!("a replay window ended without running its dispatch: it runs now");
             self.run_once();
@@ -1545,6 +1611,9 @@ impl HsaTarget {
 
 impl Drop for HsaTarget {
     fn drop(&mut self) {
+        // A later member of a run dropped without its release (its window panicked): its
+        // dispatch still runs once and completes (a no-op once settled).
+        self.settle_dispatch();
         for s in [self.signal.take(), self.copy_signal.take()]
             .into_iter()
             .flatten()
@@ -2229,6 +2298,44 @@ impl ReplayTarget for HsaTarget {
             .get(pass as usize)
             .ok_or("no counter profile for this pass")?;
         aql.values(profile).map_err(|e| e.to_string())
+    }
+
+    fn next_in_run(&mut self) -> Option<Joiner> {
+        if !matches!(self.sink, Sink::Replay(_)) {
+            return None;
+        }
+        let mut p = self.gpu.pending.lock();
+        if !p.returned.is_empty() {
+            return None;
+        }
+        let Detached(_, next) = p.fresh.front()?;
+        // Right behind the run's last member on its queue (its ready barrier and gate the next
+        // tracked submission), so nothing of the application ran between them.
+        let adjacent = Arc::ptr_eq(&next.queue, &self.queue)
+            && next.ready_after == self.run_tail + 1
+            && matches!(next.sink, Sink::Replay(_))
+            && next.watch.is_empty();
+        if !adjacent {
+            return None;
+        }
+        let Detached(window, target) = p.fresh.pop_front()?;
+        self.run_tail = target.ready_after;
+        Some(Joiner {
+            window,
+            target: Box::new(target),
+        })
+    }
+
+    fn give_back(&mut self, joiner: Joiner) {
+        self.gpu.pending.lock().returned.push_back(joiner);
+    }
+
+    fn released(&mut self) {
+        self.settle_dispatch();
+    }
+
+    fn adopt(&mut self, later: Vec<Box<dyn ReplayTarget + Send>>) {
+        self.later.extend(later);
     }
 
     fn end(&mut self) {

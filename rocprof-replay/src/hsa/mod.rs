@@ -76,6 +76,8 @@ pub(crate) struct Gpu {
     /// The device compare and fingerprint kernels of this GPU ([`compare`]), loaded at first
     /// use.
     pub(crate) kernels: compare::DeviceKernels,
+    /// Asynchronous windows of this GPU not started yet, in submission order.
+    pub(crate) pending: Mutex<intercept::PendingWindows>,
 }
 
 impl Gpu {
@@ -854,6 +856,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 device_pool: device_pool(ctx.orig, agent),
                 arena: Mutex::new(Arena::default()),
                 kernels: compare::DeviceKernels::default(),
+                pending: Mutex::new(intercept::PendingWindows::default()),
             });
         } else if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU {
             ctx.cpus.push(agent);
