@@ -1225,7 +1225,8 @@ fn harness_clocked<P: ReplayPolicy>(policy: P, settings: Settings, clock: bool) 
                     Some(WindowRun {
                         counters: decided.collects_counters(),
                         run: Box::new(move |target: &mut dyn ReplayTarget| {
-                            let o = decided.run(&info, target, inventory, &s, &mut Vec::new());
+                            let o =
+                                decided.run(&info, target, inventory, &s, None, &mut Vec::new());
                             seen.lock().push((info, o.clone()));
                             o
                         }),

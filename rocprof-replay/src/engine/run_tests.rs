@@ -109,17 +109,47 @@ struct Log {
     completions: AtomicU64,
     /// Kernel objects in the order their completions were released.
     released: Mutex<Vec<u64>>,
-    /// Candidates the engine gave back.
-    given_back: Mutex<Vec<Joiner>>,
 }
 
-/// The backend's handle on one dispatch; the first of a run offers `queue`.
+/// The backend's handle on one dispatch.
 struct Fake {
     kernel: Kernel,
     dev: Arc<Mutex<Dev>>,
     log: Arc<Log>,
-    queue: Option<Arc<Mutex<VecDeque<Joiner>>>>,
     args: Vec<u8>,
+}
+
+/// The dispatches submitted after the one whose window runs, in order: all on one queue, each
+/// right behind the one before.
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<(Window, Fake)>,
+    /// Shown by `peek`, not taken yet (back at the front when the window ends).
+    held: Option<(Window, Fake)>,
+}
+
+impl Joins<'static> for Queue {
+    fn peek(&mut self) -> Option<(&Window, &mut (dyn ReplayTarget + 'static))> {
+        if self.held.is_none() {
+            self.held = self.pending.pop_front();
+        }
+        let (window, target) = self.held.as_mut()?;
+        Some((&*window, target as &mut dyn ReplayTarget))
+    }
+    fn take(&mut self) -> Option<Joiner<'static>> {
+        let (window, target) = self.held.take()?;
+        Some(Joiner {
+            window,
+            target: Box::new(target),
+        })
+    }
+}
+
+impl Queue {
+    /// The next window to run: one shown and not taken first.
+    fn next(&mut self) -> Option<(Window, Fake)> {
+        self.held.take().or_else(|| self.pending.pop_front())
+    }
 }
 
 impl Fake {
@@ -178,12 +208,6 @@ impl ReplayTarget for Fake {
     fn end(&mut self) {}
     fn argument_bytes(&self) -> Option<Vec<u8>> {
         Some(self.args.clone())
-    }
-    fn next_in_run(&mut self) -> Option<Joiner> {
-        self.queue.as_ref()?.lock().pop_front()
-    }
-    fn give_back(&mut self, joiner: Joiner) {
-        self.log.given_back.lock().push(joiner);
     }
     fn released(&mut self) {
         self.log.released.lock().push(self.kernel.object());
@@ -249,7 +273,7 @@ struct Ran {
 
 /// Submits `kernels` as consecutive dispatches of one queue under a policy of `passes` fixed
 /// passes and `ROCPROF_REPLAY_RUN=run`: the first's window runs, offering the others in
-/// order; a candidate given back gets its window afterwards, as a backend would run it.
+/// order; a candidate not taken gets its own window afterwards, as a backend would run it.
 fn submit(
     agent: u64,
     buffers: usize,
@@ -279,49 +303,24 @@ fn submit(
     };
     let engine = Engine::leaked(Box::new(policy), settings);
     let log = Arc::new(Log::default());
-    let queue = Arc::new(Mutex::new(VecDeque::new()));
-    let mut windows: Vec<(Window, Fake)> = Vec::new();
+    let mut queue = Queue::default();
     for (n, k) in kernels.iter().enumerate() {
         let mut target = Fake {
             kernel: *k,
             dev: Arc::clone(&dev),
             log: Arc::clone(&log),
-            queue: None,
             args: k.args(&dev.lock()),
         };
         let window = engine
             .decide(&info(agent, k, n as u64), &mut target)
             .expect("every dispatch enters a window");
-        windows.push((window, target));
+        queue.pending.push_back((window, target));
     }
-    let mut windows = windows.into_iter();
-    let (first, mut target) = windows.next().expect("a dispatch");
-    target.queue = Some(Arc::clone(&queue));
-    for (window, target) in windows {
-        queue.lock().push_back(Joiner {
-            window,
-            target: Box::new(target),
-        });
-    }
-    first.run_in(&mut target, &inventory);
-    // What was not taken, or given back, runs in order, each in a window of its own.
-    loop {
-        let next = {
-            let mut back = log.given_back.lock();
-            if back.is_empty() {
-                queue.lock().pop_front()
-            } else {
-                Some(back.remove(0))
-            }
-        };
-        let Some(j) = next else { break };
-        // Everything still queued follows what was given back.
-        let rest: Vec<Joiner> = queue.lock().drain(..).collect();
-        let mut target = j.target;
-        j.window.run_in(&mut *target, &inventory);
-        let mut q = queue.lock();
-        for r in rest {
-            q.push_back(r);
+    // Window after window, as a backend's lane runs them: each may take the next ones in.
+    while let Some((window, mut target)) = queue.next() {
+        let (_, later) = window.run_in(&mut target, &inventory, Some(&mut queue));
+        for mut t in later {
+            t.released();
         }
     }
     let memory = dev.lock().values();
@@ -470,10 +469,10 @@ fn a_member_writing_memory_no_member_names_ends_the_run_after_its_first_passes()
 }
 
 #[test]
-fn a_candidate_whose_memory_an_earlier_member_changed_is_given_back() {
+fn a_candidate_whose_memory_an_earlier_member_changed_does_not_join() {
     // The first kernel writes buffer 3 through a stored pointer; the second names buffer 3.
-    // It must not join (its capture would take the first's write as its "before"): it is
-    // given back, and the first kernel's own check finds the write.
+    // It must not join (its capture would take the first's write as its "before"): it gets a
+    // window of its own, and the first kernel's own check finds the write.
     let kernels = [
         Kernel::Through { table: 2, src: 0 },
         Kernel::Add { src: 3, dst: 1 },

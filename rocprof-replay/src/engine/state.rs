@@ -14,7 +14,7 @@ use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::records;
 use crate::engine::settings::Settings;
-use crate::engine::window::{Decided, Member, Ordinary, ReplayTarget, decide};
+use crate::engine::window::{Decided, Joins, Later, Member, Ordinary, ReplayTarget, decide};
 use crate::engine::workers::Workers;
 use crate::error::Error;
 use crate::policy::{Outcome, ReplayPolicy};
@@ -47,14 +47,15 @@ pub(crate) trait Pending: Send {
     /// The dispatch as a later member of a run whose first member's loop is `first`.
     fn into_member(self: Box<Self>, first: &LoopContexts) -> Box<dyn Member>;
 
-    /// Runs the window against `target`.
-    fn run(
+    /// Runs the window against `target` ([`Decided::run`]).
+    fn run<'s>(
         self: Box<Self>,
         info: &DispatchInfo,
         target: &mut dyn ReplayTarget,
         inventory: &AllocationInventory,
         settings: &Settings,
-        later: &mut Vec<(DispatchInfo, Outcome)>,
+        joins: Option<&mut dyn Joins<'s>>,
+        later: &mut Vec<Later<'s>>,
     ) -> Outcome;
 }
 
@@ -71,15 +72,16 @@ impl<P: ReplayPolicy> Pending for Decided<'static, P> {
         Decided::into_member(*self, first)
     }
 
-    fn run(
+    fn run<'s>(
         self: Box<Self>,
         info: &DispatchInfo,
         target: &mut dyn ReplayTarget,
         inventory: &AllocationInventory,
         settings: &Settings,
-        later: &mut Vec<(DispatchInfo, Outcome)>,
+        joins: Option<&mut dyn Joins<'s>>,
+        later: &mut Vec<Later<'s>>,
     ) -> Outcome {
-        Decided::run(*self, info, target, inventory, settings, later)
+        Decided::run(*self, info, target, inventory, settings, joins, later)
     }
 }
 
@@ -146,44 +148,57 @@ impl Window {
         (self.info, self.pending.into_member(first))
     }
 
-    /// [`run`](Self::run) with an inventory of the test's own.
+    /// [`run_with`](Self::run_with) with an inventory of the test's own.
     #[cfg(test)]
-    pub(crate) fn run_in(
+    pub(crate) fn run_in<'s>(
         self,
         target: &mut dyn ReplayTarget,
         inventory: &AllocationInventory,
-    ) -> Outcome {
+        joins: Option<&mut dyn Joins<'s>>,
+    ) -> (Outcome, Vec<Box<dyn ReplayTarget + 's>>) {
+        self.run_inner(target, inventory, joins)
+    }
+
+    /// Runs the window against `target`, then logs and records its outcome.
+    pub(crate) fn run(self, target: &mut dyn ReplayTarget) -> Outcome {
+        self.run_inner(target, &INVENTORY, None).0
+    }
+
+    /// Runs the window against `target`, with the dispatches `joins` offers joining its run;
+    /// logs and records its outcome, then the later members' in order, and returns the later
+    /// members' handles for the backend to release, in order, after this dispatch's
+    /// completion ([`ReplayTarget::released`]).
+    pub(crate) fn run_with<'s>(
+        self,
+        target: &mut dyn ReplayTarget,
+        joins: &mut dyn Joins<'s>,
+    ) -> (Outcome, Vec<Box<dyn ReplayTarget + 's>>) {
+        self.run_inner(target, &INVENTORY, Some(joins))
+    }
+
+    fn run_inner<'s>(
+        self,
+        target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
+        joins: Option<&mut dyn Joins<'s>>,
+    ) -> (Outcome, Vec<Box<dyn ReplayTarget + 's>>) {
         let mut later = Vec::new();
         let outcome = self.pending.run(
             &self.info,
             target,
             inventory,
             &self.engine.settings,
-            &mut later,
-        );
-        report(&self.info, &outcome);
-        for (info, outcome) in &later {
-            report(info, outcome);
-        }
-        outcome
-    }
-
-    /// Runs the window against `target`, then logs and records its outcome.
-    pub(crate) fn run(self, target: &mut dyn ReplayTarget) -> Outcome {
-        let mut later = Vec::new();
-        let outcome = self.pending.run(
-            &self.info,
-            target,
-            &INVENTORY,
-            &self.engine.settings,
+            joins,
             &mut later,
         );
         // The run's first member, then its later ones in order (their completions follow).
         report(&self.info, &outcome);
-        for (info, outcome) in &later {
-            report(info, outcome);
+        let mut targets = Vec::with_capacity(later.len());
+        for l in later {
+            report(&l.info, &l.outcome);
+            targets.push(l.target);
         }
-        outcome
+        (outcome, targets)
     }
 }
 

@@ -66,6 +66,7 @@ use crate::engine::snapshot::{
     DENSE_PERCENT, DeviceMemory, DiffError, RestoreError, RestoreStats, Snapshot, SnapshotPlan,
     Stash, StashError, WriteSet,
 };
+use crate::engine::state::Window;
 use crate::engine::stored;
 use crate::policy::{
     Consults, DeclineReason, FailureReason, FootprintKind, FootprintMode, MAX_OPEN_ENDED_PASSES,
@@ -171,43 +172,38 @@ pub(crate) trait ReplayTarget: DeviceMemory {
         let _ = pass;
         Err("this backend offers no hardware counters".into())
     }
-    /// After this window's first pass (and each later member's): the dispatch submitted next
-    /// on the same queue, when nothing else was submitted there between them and it was
-    /// decided to enter a window — a candidate to join this window's [run](self#runs). Its
-    /// first pass has not run and its queue holds it until the window ends. `None` (the
-    /// default): none now.
-    fn next_in_run(&mut self) -> Option<Joiner> {
-        None
-    }
-    /// A candidate [`next_in_run`](Self::next_in_run) handed over that does not join: it gets
-    /// its window after this one, as if it had never been offered.
-    fn give_back(&mut self, joiner: Joiner) {
-        tracing::error!(
-            kernel = joiner.window.info().kernel(),
-            "a backend offered a dispatch to a run and cannot take it back"
-        );
-        drop(joiner);
-    }
-    /// A later member of a run, after its record was written: its dispatch's completion goes
-    /// to the application now (the first member's backend does that once the window returns).
-    /// The default: nothing to do.
+    /// A later member of a [run](self#runs), once the window is over and its record written:
+    /// its dispatch's completion goes to the application now (the backend calls it, in the
+    /// run's order, after the first member's). The default: nothing to do.
     fn released(&mut self) {}
-    /// The run's later members, once the window is over and their records are written: the
-    /// backend delivers their completions after this dispatch's own, in order
-    /// ([`released`](Self::released)). The default releases them now.
-    fn adopt(&mut self, later: Vec<Box<dyn ReplayTarget + Send>>) {
-        for mut t in later {
-            t.released();
-        }
-    }
 }
 
-/// A dispatch offered to join a window's run ([`ReplayTarget::next_in_run`]): its decided
-/// window, and the backend's handle on it, which runs its passes (never `begin`, `drain` or
-/// `end`: the run's first member holds and drained the agent).
-pub(crate) struct Joiner {
-    pub(crate) window: crate::engine::state::Window,
-    pub(crate) target: Box<dyn ReplayTarget + Send>,
+/// Where a window finds the dispatches that may join its [run](self#runs): the dispatches
+/// submitted next on its queue or stream, each right behind the one before (nothing else of
+/// the application between them), decided to enter a window, their first passes not run and
+/// their queue held until the window ends.
+pub(crate) trait Joins<'s> {
+    /// The next candidate, left where it is until [`take`](Self::take); `None`: none now.
+    fn peek(&mut self) -> Option<(&Window, &mut (dyn ReplayTarget + 's))>;
+    /// Takes the candidate [`peek`](Self::peek) showed into the run. One not taken gets its
+    /// own window after this one, as if it had never been shown.
+    fn take(&mut self) -> Option<Joiner<'s>>;
+}
+
+/// A dispatch that joins a window's run ([`Joins::take`]): its decided window, and the
+/// backend's handle on it, which runs its passes (never `begin`, `drain` or `end`: the run's
+/// first member holds and drained the agent).
+pub(crate) struct Joiner<'s> {
+    pub(crate) window: Window,
+    pub(crate) target: Box<dyn ReplayTarget + 's>,
+}
+
+/// A later member of a run after the window: its record, and its handle, for the backend to
+/// release ([`ReplayTarget::released`]) once the first member's completion went out.
+pub(crate) struct Later<'s> {
+    pub(crate) info: DispatchInfo,
+    pub(crate) outcome: Outcome,
+    pub(crate) target: Box<dyn ReplayTarget + 's>,
 }
 
 /// A later member of a run: its policy's calls, type-erased ([`Decided::into_member`]).
@@ -334,14 +330,7 @@ pub(crate) fn run_window<P: ReplayPolicy>(
     settings: &Settings,
 ) -> Outcome {
     match decide(policy, info, &mut Whole(&mut *target), settings) {
-        Ok(decided) => {
-            let mut later = Vec::new();
-            let outcome = decided.run(info, target, inventory, settings, &mut later);
-            for (info, outcome) in &later {
-                crate::engine::state::report(info, outcome);
-            }
-            outcome
-        }
+        Ok(decided) => decided.run(info, target, inventory, settings, None, &mut Vec::new()),
         Err(outcome) => outcome,
     }
 }
@@ -517,15 +506,17 @@ impl<P: ReplayPolicy> Decided<'_, P> {
     /// Runs the window: counters prepared, the agent taken, drained, snapshot, the passes,
     /// one completion; `on_end` last.
     ///
-    /// The outcomes of the later members of its [run](self#runs), if any, come back in
-    /// `later`, in order, for the caller to record after this dispatch's.
-    pub(crate) fn run(
+    /// With `joins`, dispatches submitted right behind it may join its [run](self#runs); their
+    /// outcomes come back in `later`, in order, for the caller to record after this
+    /// dispatch's and then release.
+    pub(crate) fn run<'s>(
         self,
         info: &DispatchInfo,
         target: &mut dyn ReplayTarget,
         inventory: &AllocationInventory,
         settings: &Settings,
-        later: &mut Vec<(DispatchInfo, Outcome)>,
+        mut joins: Option<&mut dyn Joins<'s>>,
+        later: &mut Vec<Later<'s>>,
     ) -> Outcome {
         let Decided {
             policy,
@@ -716,6 +707,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // A window over a run of dispatches (`ROCPROF_REPLAY_RUN`): the queue's next
         // dispatches join after this one's first pass (see [runs](self#runs)).
         let run_max = if settings.run > 1
+            && joins.is_some()
             && footprint_mode == FootprintMode::Arguments
             && footprint_kind != FootprintKind::Unchecked
             && requested != RestoreMode::Strict
@@ -732,7 +724,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         } else {
             1
         };
-        let mut riders: Vec<Rider> = Vec::new();
+        let mut riders: Vec<Rider<'s>> = Vec::new();
         // A later member's pass did not run after earlier members' did: the run's state is
         // none of its executions until the final step.
         let mut chain_broken = false;
@@ -790,7 +782,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     &mut riders,
                 );
                 let first = finish(target, state, outcome);
-                return end_run(first, riders, target, later);
+                return end_run(first, riders, later);
             }
             // Counter passes are not timed: their times would include the counters' set-up.
             let timed = counter.is_none() && service_active(Service::DispatchTiming);
@@ -857,7 +849,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         &mut riders,
                     );
                     let first = finish(target, state, outcome);
-                    return end_run(first, riders, target, later);
+                    return end_run(first, riders, later);
                 }
                 Err(PassError::Yielded) => {
                     // The application's own execution may be waiting for work this window holds
@@ -878,7 +870,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     drop(restorer);
                     drop(snapshot);
                     let first = finish(target, state, outcome);
-                    return end_run(first, riders, target, later);
+                    return end_run(first, riders, later);
                 }
                 Err(PassError::Late) => {
                     // The pass started from the captured inputs: once it finishes, its result is
@@ -908,15 +900,18 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     drop(restorer);
                     drop(snapshot);
                     let first = finish(target, state, outcome);
-                    return end_run(first, riders, target, later);
+                    return end_run(first, riders, later);
                 }
             }
             drop(scope);
             let completed = index + 1;
             if run_max > 1 && counter.is_none() {
-                if index == 0 {
+                if index == 0
+                    && let Some(joins) = joins.as_deref_mut()
+                {
                     let joined = join_run(
                         &mut riders,
+                        joins,
                         Joining {
                             limit,
                             run_max,
@@ -926,8 +921,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         target,
                         &mut snapshot,
                         outside.as_mut(),
-                        inventory,
-                        settings,
+                        (inventory, settings),
                     );
                     outcome.run = 1 + riders.len() as u32;
                     if let Err(kind) = joined {
@@ -948,7 +942,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         drop(restorer);
                         drop(snapshot);
                         let first = finish(target, state, outcome);
-                        return end_run(first, riders, target, later);
+                        return end_run(first, riders, later);
                     }
                     // Memory holds this pass's run up to the member that stopped: the final
                     // step below brings back the first passes' result.
@@ -1160,7 +1154,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     rerun(target, &mut outcome, true);
                     rerun_riders(&mut riders, &mut outcome);
                     let first = finish(target, state, outcome);
-                    return end_run(first, riders, target, later);
+                    return end_run(first, riders, later);
                 }
             }
             index += 1;
@@ -1219,7 +1213,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         // unless a stuck copy may still read it.
         settle_staging(restorer, snapshot, stuck);
         let first = finish(target, state, outcome);
-        end_run(first, riders, target, later)
+        end_run(first, riders, later)
     }
 }
 
@@ -1309,10 +1303,10 @@ impl<P: ReplayPolicy> Member for Riding<P> {
 }
 
 /// A later member of a window's run, as the run goes.
-struct Rider {
+struct Rider<'s> {
     info: DispatchInfo,
     member: Box<dyn Member>,
-    target: Box<dyn ReplayTarget + Send>,
+    target: Box<dyn ReplayTarget + 's>,
     passes: u32,
     pass_times: Vec<Option<Duration>>,
     /// Its own end, where it differs from the run's (its policy panicked, its pass stuck).
@@ -1334,51 +1328,48 @@ struct Joining<'a> {
     contexts: &'a LoopContexts,
 }
 
-/// After the first member's first pass: takes the dispatches the backend offers
-/// ([`ReplayTarget::next_in_run`]) into the run, up to `run_max` members, each captured where
-/// the snapshot does not hold its memory yet and then run as its first pass (the
-/// application's own execution). A candidate that cannot join is given back and ends the
-/// growth. `Err`: a member's first pass did not end normally, so the run ends after the first
-/// passes (nothing restored, every member's record says why).
-fn join_run(
-    riders: &mut Vec<Rider>,
+/// After the first member's first pass: takes the dispatches `joins` offers into the run, up
+/// to `run_max` members, each captured where the snapshot does not hold its memory yet and
+/// then run as its first pass (the application's own execution). A candidate that cannot join
+/// is not taken and ends the growth. `Err`: a member's first pass did not end normally, so
+/// the run ends after the first passes (nothing restored, every member's record says why).
+fn join_run<'s>(
+    riders: &mut Vec<Rider<'s>>,
+    joins: &mut dyn Joins<'s>,
     j: Joining<'_>,
     target: &mut dyn ReplayTarget,
     snapshot: &mut Snapshot,
     mut outside: Option<&mut Watch>,
-    inventory: &AllocationInventory,
-    settings: &Settings,
+    (inventory, settings): (&AllocationInventory, &Settings),
 ) -> Result<(), OutcomeKind> {
     let agent = j.first.agent;
     while riders.len() + 1 < j.run_max as usize {
-        let Some(mut joiner) = target.next_in_run() else {
+        let Some((window, candidate)) = joins.peek() else {
             break;
         };
-        let candidate = joiner.window.info();
-        let fits = joiner.window.run_passes() == Some(j.limit)
-            && candidate.agent == agent
-            && !footprint::SOLO.contains(agent.0, candidate.kernel_object)
-            && !footprint::REMEMBERED.contains(agent.0, candidate.kernel_object);
-        if !fits {
-            target.give_back(joiner);
+        let info = window.info().clone();
+        let fits = window.run_passes() == Some(j.limit)
+            && info.agent == agent
+            && !footprint::SOLO.contains(agent.0, info.kernel_object)
+            && !footprint::REMEMBERED.contains(agent.0, info.kernel_object);
+        if !fits
+            || !phases::timed(Phase::Capture, || {
+                capture_joiner(
+                    &info,
+                    candidate,
+                    target,
+                    snapshot,
+                    outside.as_deref_mut(),
+                    inventory,
+                    settings,
+                )
+            })
+        {
             break;
         }
-        let info = candidate.clone();
-        let captured = phases::timed(Phase::Capture, || {
-            capture_joiner(
-                &info,
-                &mut *joiner.target,
-                target,
-                snapshot,
-                outside.as_deref_mut(),
-                inventory,
-                settings,
-            )
-        });
-        if !captured {
-            target.give_back(joiner);
+        let Some(joiner) = joins.take() else {
             break;
-        }
+        };
         let (info, member) = joiner.window.into_member(j.contexts);
         riders.push(Rider {
             info,
@@ -1462,7 +1453,7 @@ fn capture_joiner(
 }
 
 /// One pass of a later member, its policy called around it.
-fn rider_pass(r: &mut Rider, index: u32) -> Result<(), Broken> {
+fn rider_pass(r: &mut Rider<'_>, index: u32) -> Result<(), Broken> {
     let panicked = Broken {
         kind: OutcomeKind::Declined(DeclineReason::PolicyPanicked),
         late: false,
@@ -1534,7 +1525,7 @@ fn rider_pass(r: &mut Rider, index: u32) -> Result<(), Broken> {
 /// A later member's dispatch runs (untimed, no policy call) where its pass did not: its
 /// first pass, or its part of a run's state after an earlier member ran again. Its record
 /// says `failed` when even that cannot be submitted.
-fn once_more(r: &mut Rider) -> bool {
+fn once_more(r: &mut Rider<'_>) -> bool {
     match r.target.run_pass(false) {
         Ok(_) => {
             r.passes += 1;
@@ -1559,7 +1550,7 @@ fn once_more(r: &mut Rider) -> bool {
 
 /// Pass `index` of the run's later members, in order, after the first member's; the first
 /// member's sticky contexts (`first`) are off the stack meanwhile.
-fn ride(riders: &mut [Rider], index: u32, first: &LoopContexts) -> Result<(), Broken> {
+fn ride(riders: &mut [Rider<'_>], index: u32, first: &LoopContexts) -> Result<(), Broken> {
     let parked = first.park();
     let mut result = Ok(());
     for r in riders.iter_mut() {
@@ -1574,7 +1565,7 @@ fn ride(riders: &mut [Rider], index: u32, first: &LoopContexts) -> Result<(), Br
 
 /// After the first member ran once more (from restored inputs): the later members follow, so
 /// memory holds one execution of the whole run.
-fn rerun_riders(riders: &mut [Rider], outcome: &mut Outcome) {
+fn rerun_riders(riders: &mut [Rider<'_>], outcome: &mut Outcome) {
     for r in riders.iter_mut() {
         if !once_more(r) {
             outcome.kind = OutcomeKind::Failed(FailureReason::RunFailed);
@@ -1584,19 +1575,9 @@ fn rerun_riders(riders: &mut [Rider], outcome: &mut Outcome) {
 }
 
 /// The run's later members after the first member's outcome: each gets the window's figures
-/// with its own passes and `on_end`; their outcomes go to `later` (recorded after the first
-/// member's), and their dispatches' completions to the first member's backend, which delivers
-/// them after its own ([`ReplayTarget::adopt`]).
-fn end_run(
-    first: Outcome,
-    riders: Vec<Rider>,
-    target: &mut dyn ReplayTarget,
-    later: &mut Vec<(DispatchInfo, Outcome)>,
-) -> Outcome {
-    if riders.is_empty() {
-        return first;
-    }
-    let mut done: Vec<Box<dyn ReplayTarget + Send>> = Vec::with_capacity(riders.len());
+/// with its own passes and `on_end`; they go to `later`, in order, for the backend to record
+/// after the first member's and release after its completion.
+fn end_run<'s>(first: Outcome, riders: Vec<Rider<'s>>, later: &mut Vec<Later<'s>>) -> Outcome {
     for mut r in riders {
         let mut outcome = first.clone();
         outcome.kind = r.kind.unwrap_or(first.kind);
@@ -1605,10 +1586,12 @@ fn end_run(
         outcome.inputs_restored = restored_verdict(&outcome);
         r.target.complete();
         r.member.end(&r.info, &outcome);
-        later.push((r.info, outcome));
-        done.push(r.target);
+        later.push(Later {
+            info: r.info,
+            outcome,
+            target: r.target,
+        });
     }
-    target.adopt(done);
     first
 }
 
@@ -1813,7 +1796,7 @@ fn end_early(
     mut restorer: Restorer,
     snapshot: Snapshot,
     (inventory, settings): (&AllocationInventory, &Settings),
-    riders: &mut [Rider],
+    riders: &mut [Rider<'_>],
 ) {
     let mut stuck = false;
     if matches!(restorer, Restorer::WriteSet { .. }) {

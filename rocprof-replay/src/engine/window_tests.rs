@@ -1002,6 +1002,7 @@ fn a_decided_window_runs_on_another_thread_and_a_skipped_dispatch_never_enters_o
             &mut dev,
             &inv,
             &settings(u64::MAX),
+            None,
             &mut Vec::new(),
         );
         (dev, out)

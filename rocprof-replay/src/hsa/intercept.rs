@@ -28,7 +28,7 @@ use crate::engine::snapshot::{
     CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Tier, Transfer,
 };
 use crate::engine::state::{self, Window};
-use crate::engine::window::{Joiner, Ordinary, PassError, ReplayTarget};
+use crate::engine::window::{Joiner, Joins, Ordinary, PassError, ReplayTarget};
 use crate::policy::{DeclineReason, FailureReason, Outcome, OutcomeKind};
 
 thread_local! {
@@ -550,7 +550,6 @@ unsafe fn open_window(
     target.watch = host_pointers(be, gpu, &packet).unwrap_or_default();
     target.ready = Some(ready);
     target.ready_after = ready_after;
-    target.run_tail = ready_after;
     target.gate = Some(gate);
     // In submission order with the GPU's other pending windows: each lane job runs the next
     // one, and a window whose run takes this one in takes it from there.
@@ -577,60 +576,85 @@ unsafe impl Send for HsaTarget {}
 
 /// The GPU's asynchronous windows not started yet, in submission order; each has a lane job
 /// that runs the next one ([`run_next`]). A window whose [run](crate::engine::window#runs)
-/// takes the following dispatches of its queue in takes them from here
-/// ([`HsaTarget::next_in_run`]); one it gives back runs before the rest.
+/// takes the following dispatches of its queue in takes them from here ([`HsaJoins`]).
 #[derive(Default)]
 pub(crate) struct PendingWindows {
     fresh: VecDeque<Detached>,
-    returned: VecDeque<Joiner>,
 }
 
 /// A lane job: runs the GPU's next pending window, if a run has not taken it in already.
 fn run_next(gpu: &'static Gpu) {
-    let next = {
-        let mut p = gpu.pending.lock();
-        match p.returned.pop_front() {
-            Some(j) => Err(j),
-            None => match p.fresh.pop_front() {
-                Some(d) => Ok(d),
-                None => return,
-            },
-        }
-    };
-    match next {
-        Ok(detached) => detached.run(),
-        Err(joiner) => run_returned(joiner),
+    let next = gpu.pending.lock().fresh.pop_front();
+    if let Some(detached) = next {
+        detached.run();
     }
 }
 
-/// A dispatch a run gave back: its own window now, then its completion.
-fn run_returned(joiner: Joiner) {
-    let Joiner { window, mut target } = joiner;
-    let info = window.info().clone();
-    IN_WINDOW.with(|w| w.set(true));
-    let ran = catch_unwind(AssertUnwindSafe(|| window.run(&mut *target)));
-    IN_WINDOW.with(|w| w.set(false));
-    if ran.is_err() {
-        tracing::error!(
-            kernel = info.kernel(),
-            "internal error (panic) in a replay window"
-        );
-        crate::engine::footprint::note_device_write(info.agent.0);
-        state::report(
-            &info,
-            &Outcome::ordinary(OutcomeKind::Failed(FailureReason::InternalError)),
-        );
+/// The dispatches that may join a window's run on HSA: the GPU's next pending windows, each
+/// on the same queue right behind the run's last member (its ready barrier and gate the next
+/// tracked submission there: nothing of the application between them).
+struct HsaJoins {
+    gpu: &'static Gpu,
+    queue: Arc<QueueState>,
+    /// The tracked submission before the run's last member.
+    tail: u64,
+    /// The candidate shown and not taken yet (off the pending list meanwhile).
+    held: Option<Detached>,
+}
+
+impl Joins<'static> for HsaJoins {
+    fn peek(&mut self) -> Option<(&Window, &mut (dyn ReplayTarget + 'static))> {
+        if self.held.is_none() {
+            let mut pending = self.gpu.pending.lock();
+            let Detached(_, next) = pending.fresh.front()?;
+            let adjacent = Arc::ptr_eq(&next.queue, &self.queue)
+                && next.ready_after == self.tail + 1
+                && matches!(next.sink, Sink::Replay(_))
+                && next.watch.is_empty();
+            if !adjacent {
+                return None;
+            }
+            self.held = pending.fresh.pop_front();
+        }
+        let Detached(window, target) = self.held.as_mut()?;
+        Some((&*window, target as &mut dyn ReplayTarget))
     }
-    target.released();
+
+    fn take(&mut self) -> Option<Joiner<'static>> {
+        let Detached(window, target) = self.held.take()?;
+        self.tail = target.ready_after;
+        Some(Joiner {
+            window,
+            target: Box::new(target),
+        })
+    }
+}
+
+impl Drop for HsaJoins {
+    fn drop(&mut self) {
+        // Shown and not taken: back at the front, for its own window next.
+        if let Some(d) = self.held.take() {
+            self.gpu.pending.lock().fresh.push_front(d);
+        }
+    }
 }
 
 impl Detached {
     fn run(self) {
         let Detached(window, mut target) = self;
         let info = window.info().clone();
+        let mut joins = HsaJoins {
+            gpu: target.gpu,
+            queue: Arc::clone(&target.queue),
+            tail: target.ready_after,
+            held: None,
+        };
         IN_WINDOW.with(|w| w.set(true));
-        let ran = catch_unwind(AssertUnwindSafe(|| window.run(&mut target)));
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            window.run_with(&mut target, &mut joins).1
+        }));
         IN_WINDOW.with(|w| w.set(false));
+        drop(joins);
         if ran.is_err() {
             tracing::error!(
                 kernel = info.kernel(),
@@ -646,8 +670,9 @@ impl Detached {
             }
         }
         target.settle_dispatch();
-        // The later members of its run, in order, after its own completion.
-        for mut later in std::mem::take(&mut target.later) {
+        // The later members of its run, in order, after its own completion (after a panic
+        // they were dropped, and each settled then).
+        for mut later in ran.unwrap_or_default() {
             later.released();
         }
     }
@@ -1081,11 +1106,6 @@ struct HsaTarget {
     /// What a window that never left the submitting thread ([`Sink::App`]) forwarded, marked
     /// right before the write.
     sent: Progress,
-    /// The tracked submission of the last member of this window's run (this dispatch's
-    /// `ready_after` until another joins): the next joins only right behind it.
-    run_tail: u64,
-    /// The later members of this window's run, released after this dispatch.
-    later: Vec<Box<dyn ReplayTarget + Send>>,
     /// [`settle_dispatch`](Self::settle_dispatch) ran.
     settled: bool,
 }
@@ -1345,8 +1365,6 @@ impl HsaTarget {
             gate_open: false,
             diffed_on_device: false,
             sent: Progress::default(),
-            run_tail: 0,
-            later: Vec::new(),
             settled: false,
         }
     }
@@ -2300,42 +2318,8 @@ impl ReplayTarget for HsaTarget {
         aql.values(profile).map_err(|e| e.to_string())
     }
 
-    fn next_in_run(&mut self) -> Option<Joiner> {
-        if !matches!(self.sink, Sink::Replay(_)) {
-            return None;
-        }
-        let mut p = self.gpu.pending.lock();
-        if !p.returned.is_empty() {
-            return None;
-        }
-        let Detached(_, next) = p.fresh.front()?;
-        // Right behind the run's last member on its queue (its ready barrier and gate the next
-        // tracked submission), so nothing of the application ran between them.
-        let adjacent = Arc::ptr_eq(&next.queue, &self.queue)
-            && next.ready_after == self.run_tail + 1
-            && matches!(next.sink, Sink::Replay(_))
-            && next.watch.is_empty();
-        if !adjacent {
-            return None;
-        }
-        let Detached(window, target) = p.fresh.pop_front()?;
-        self.run_tail = target.ready_after;
-        Some(Joiner {
-            window,
-            target: Box::new(target),
-        })
-    }
-
-    fn give_back(&mut self, joiner: Joiner) {
-        self.gpu.pending.lock().returned.push_back(joiner);
-    }
-
     fn released(&mut self) {
         self.settle_dispatch();
-    }
-
-    fn adopt(&mut self, later: Vec<Box<dyn ReplayTarget + Send>>) {
-        self.later.extend(later);
     }
 
     fn end(&mut self) {
