@@ -48,6 +48,30 @@
 //!
 //! [`ReplayTarget::end`] releases the agent before [`ReplayPolicy::on_end`] runs, so the tool's
 //! end-of-dispatch work never holds up other work on the agent.
+//!
+//! # Runs
+//!
+//! With `ROCPROF_REPLAY_RUN=K` (K > 1) one window may cover a *run*: up to K consecutive
+//! dispatches of one queue, each submitted right behind the one before with nothing else of
+//! the application between them ([`Joins`]: the backend shows the candidates, the window takes
+//! them). After the first member's first pass, each candidate is captured where the snapshot
+//! does not hold its memory yet — after its allocations are checked against the fingerprints
+//! taken before the run (an earlier member that wrote there through a pointer its arguments do
+//! not name would otherwise become part of its "before"; such a candidate does not join) — and
+//! then runs its first pass, the application's own execution. One check of the watched memory
+//! follows for the whole run; every later pass restores the run's union snapshot (what the
+//! first passes wrote) and runs the members' passes in order, each from exactly the inputs its
+//! first pass had. The snapshot of each region is its state before the first member that names
+//! it, so restoring it brings back the state before the run. A pass that stops at a later
+//! member (a policy panic, a pass not submitted) is ended by writing the first passes' result
+//! back (write-set restores, which a run always keeps) or by restoring everything and running
+//! the whole run once more (full restores): the application sees one execution of the run, in
+//! order. A check that finds memory written outside every member's snapshot cannot name the
+//! writer: replay stops after the first passes and those kernels get windows of their own from
+//! then on ([`footprint::SOLO`]), where the writer is found as in a window of its own. Eligible:
+//! a fixed pass count, no `should_continue`, no counters, the `arguments` footprint, no host
+//! memory named or reached; the later members' outcomes carry the run's figures with their own
+//! passes ([`Outcome::run`]), and are recorded and released after the first member's.
 
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
