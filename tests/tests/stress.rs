@@ -303,3 +303,34 @@ fn a_copy_queued_behind_a_held_copy_does_not_stall_the_window() {
         recs[0]
     );
 }
+
+/// The same concurrency with windows over runs of dispatches (`ROCPROF_REPLAY_RUN`): every
+/// result still one execution, every record replayed with every pass or declined for a reason
+/// the run path can give.
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn runs_of_dispatches_under_concurrency_leave_every_result_correct() {
+    let env = [
+        ("ROCPROF_REPLAY_KERNEL", "^(stress_replayed|inc_in_place)$"),
+        ("ROCPROF_REPLAY_PASSES", "3"),
+        ("ROCPROF_REPLAY_RUN", "8"),
+        ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "2000"),
+    ];
+    let (_, recs) = stress("selective", "runs", &env);
+    let allowed = [
+        "copy_waits_for_dispatch",
+        "drain_timeout",
+        "wrote_outside_footprint",
+        "footprint_unchecked",
+    ];
+    check_records(&recs, &["stress_replayed", "inc_in_place"], 3, &allowed);
+    let runs: BTreeMap<u64, usize> = recs.iter().fold(BTreeMap::new(), |mut m, r| {
+        *m.entry(r["run"].as_u64().unwrap_or(0)).or_default() += 1;
+        m
+    });
+    // Each thread submits its rounds back to back: runs form (timing decides how many).
+    assert!(
+        runs.keys().any(|&n| n > 1),
+        "no dispatch joined a run: {runs:?}"
+    );
+}
