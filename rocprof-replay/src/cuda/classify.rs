@@ -98,6 +98,11 @@ pub(crate) enum Api {
     /// `cuLibraryGetModule`, `cuFunc*`, `cuKernel*` queries, `cuOccupancy*`): they wait for the
     /// replay windows in flight ([`gate::Behind`]).
     Loads,
+    /// A call that orders, waits for or observes stream work without being work the backend
+    /// handles otherwise (event records, stream waits on events, synchronisations, captures,
+    /// graphs, prefetches): subscribed only while windows may cover runs of launches
+    /// (`ROCPROF_REPLAY_RUN`), where it ends a run ([`Backend::breaks`]).
+    RunBreak,
 }
 
 impl Api {
@@ -203,6 +208,22 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         {
             Api::Loads
         }
+        b if b.starts_with("cuEventRecord")
+            || b.starts_with("cuEventSynchronize")
+            || b.starts_with("cuStreamWaitEvent")
+            || b.starts_with("cuStreamSynchronize")
+            || b.starts_with("cuCtxSynchronize")
+            || b.starts_with("cuStreamBeginCapture")
+            || b.starts_with("cuStreamEndCapture")
+            || b.starts_with("cuMemPrefetchAsync")
+            || b.starts_with("cuMemAdvise")
+            || b.starts_with("cuStreamAttachMemAsync")
+            || b.starts_with("cuSignalExternalSemaphoresAsync")
+            || b.starts_with("cuWaitExternalSemaphoresAsync")
+            || (b.starts_with("cuGraph") && b != "cuGraphLaunch") =>
+        {
+            Api::RunBreak
+        }
         b if b.starts_with("cuStreamWaitValue") => Api::StreamWait { batch: false },
         b if b.starts_with("cuStreamBatchMemOp") => Api::StreamWait { batch: true },
         b if b.starts_with("cuMemcpy")
@@ -252,6 +273,17 @@ impl Ids {
             .enumerate()
             .filter(|(_, a)| a.is_some())
             .map(|(i, _)| i as u32)
+    }
+
+    /// The table without the calls that only end runs ([`Api::RunBreak`]): not subscribed
+    /// while windows cover one launch each.
+    pub(crate) fn without_run_breaks(mut self) -> Ids {
+        for a in &mut self.table {
+            if *a == Some(Api::RunBreak) {
+                *a = None;
+            }
+        }
+        self
     }
 
     /// Whether the launch entry points were found.

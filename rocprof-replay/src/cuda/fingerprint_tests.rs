@@ -49,7 +49,7 @@ pub(super) fn probing(settings: Settings) -> Harness {
             let (info, seen) = (info.clone(), seen.clone());
             Some(WindowRun {
                 counters: false,
-                run: Box::new(move |t: &mut dyn ReplayTarget| {
+                run: Runner::Custom(Box::new(move |t: &mut dyn ReplayTarget| {
                     let mut probe = PROBE.lock().take();
                     let mut call = |t: &mut dyn ReplayTarget, phase| {
                         if let Some(p) = probe.as_mut() {
@@ -75,7 +75,7 @@ pub(super) fn probing(settings: Settings) -> Harness {
                     *PROBE.lock() = probe;
                     seen.lock().push((info, o.clone()));
                     o
-                }),
+                })),
             })
         })
     });

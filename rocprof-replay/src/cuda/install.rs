@@ -106,10 +106,14 @@ pub(crate) fn install(engine: &'static Engine) -> Result<(), InstallError> {
         tracing::warn!("CUPTI did not name its callbacks; using CUPTI 13.0's callback ids");
         ids = Ids::from_names(cbid::ALL.iter().copied());
     }
+    if engine.settings.run <= 1 {
+        // The calls that only end runs are not needed: not subscribed.
+        ids = ids.without_run_breaks();
+    }
     let decider: Decider = Box::new(move |info, ordinary| {
         engine.decide(info, ordinary).map(|window| WindowRun {
             counters: window.collects_counters(),
-            run: Box::new(move |target: &mut dyn ReplayTarget| window.run(target)),
+            run: Runner::Engine(window),
         })
     });
     let mut backend = Backend::new(

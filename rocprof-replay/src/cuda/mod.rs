@@ -243,10 +243,19 @@ impl Ctx {
 /// Runs a decided window against the launch's target.
 pub(crate) type RunWindow = Box<dyn FnOnce(&mut dyn ReplayTarget) -> Outcome + Send>;
 
+/// How a decided window runs.
+pub(crate) enum Runner {
+    /// The engine's window, which later launches may join ([runs](crate::engine::window#runs)).
+    Engine(crate::engine::state::Window),
+    /// A window of the backend's tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Custom(RunWindow),
+}
+
 /// A decided window and what the launch callbacks need to know of it.
 pub(crate) struct WindowRun {
     /// Runs the window against the launch's target.
-    pub(crate) run: RunWindow,
+    pub(crate) run: Runner,
     /// The window collects hardware counters: it stays synchronous, and its profiler calls
     /// run on the launching thread while it waits in its launch callback
     /// ([`window`]'s `on_app_thread`).
@@ -261,6 +270,10 @@ pub(crate) struct Backend {
     pub(crate) settings: Settings,
     pub(crate) ids: Ids,
     pub(crate) active: AtomicBool,
+    /// Calls of the application other than lookups of functions, launches included, counted
+    /// at their entry: a launch joins the window's run of the launch before it only when it
+    /// is the only one since that launch returned ([`Api::RunBreak`]).
+    pub(crate) breaks: std::sync::atomic::AtomicU64,
     pub(crate) contexts: RwLock<HashMap<usize, Arc<Ctx>>>,
     /// Facts per (kernel handle, context).
     pub(crate) kernels: RwLock<HashMap<(usize, usize), KernelFacts>>,
@@ -311,6 +324,7 @@ impl Backend {
             settings,
             ids,
             active: AtomicBool::new(false),
+            breaks: std::sync::atomic::AtomicU64::new(0),
             contexts: RwLock::new(HashMap::new()),
             kernels: RwLock::new(HashMap::new()),
             handles: RwLock::new(Handles::default()),
@@ -468,6 +482,11 @@ impl Backend {
             return;
         }
         let call = cb.correlationId;
+        // Every call of the application but function lookups, launches included (a launch
+        // joins a run only when it is the one call since the run's last launch returned).
+        if enter && !api.may_load() && !guarded_thread() {
+            self.breaks.fetch_add(1, Ordering::AcqRel);
+        }
         if api.may_load() && !guarded_thread() {
             if enter {
                 std::mem::forget(gate::BEHIND.begin_load(
@@ -480,7 +499,7 @@ impl Backend {
             }
         }
         match api {
-            Api::Loads => {}
+            Api::Loads | Api::RunBreak => {}
             Api::Launch(kind) => {
                 if guarded_thread() {
                     // One of ours: a timed relaunch wants its kernel record.

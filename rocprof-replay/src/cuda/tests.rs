@@ -1224,12 +1224,12 @@ fn harness_clocked<P: ReplayPolicy>(policy: P, settings: Settings, clock: bool) 
                     let (info, seen) = (info.clone(), seen.clone());
                     Some(WindowRun {
                         counters: decided.collects_counters(),
-                        run: Box::new(move |target: &mut dyn ReplayTarget| {
+                        run: Runner::Custom(Box::new(move |target: &mut dyn ReplayTarget| {
                             let o =
                                 decided.run(&info, target, inventory, &s, None, &mut Vec::new());
                             seen.lock().push((info, o.clone()));
                             o
-                        }),
+                        })),
                     })
                 }
             },
@@ -3868,8 +3868,29 @@ fn callbacks_are_classified_by_name() {
         None,
         "the pre-v2 entry point is not traced"
     );
-    assert_eq!(classify("cuCtxSynchronize"), None);
-    let ids = Ids::from_names([("cuLaunchKernel", 300), ("cuCtxSynchronize", 5)]);
+    // Calls that only end runs of launches (`ROCPROF_REPLAY_RUN`): subscribed only then.
+    for brk in [
+        "cuCtxSynchronize",
+        "cuEventRecord",
+        "cuEventRecordWithFlags_ptsz",
+        "cuStreamWaitEvent",
+        "cuStreamSynchronize_ptsz",
+        "cuEventSynchronize",
+        "cuStreamBeginCapture_v2",
+        "cuGraphInstantiateWithFlags",
+        "cuMemPrefetchAsync_v2",
+    ] {
+        assert_eq!(classify(brk), Some(Api::RunBreak), "{brk}");
+    }
+    assert_eq!(classify("cuGraphLaunch"), Some(Api::GraphLaunch));
+    assert_eq!(classify("cuStreamIsCapturing"), None);
+    let ids = Ids::from_names([
+        ("cuLaunchKernel", 300),
+        ("cuCtxSynchronize", 5),
+        ("cuStreamQuery", 7),
+    ]);
+    assert_eq!(ids.ids().collect::<Vec<_>>(), vec![5, 300]);
+    let ids = ids.without_run_breaks();
     assert_eq!(ids.ids().collect::<Vec<_>>(), vec![300]);
     assert!(ids.has_launches());
 }

@@ -13,7 +13,8 @@ use rocprof_replay_sys::cuda::*;
 use crate::cuda::api::error_name;
 use crate::cuda::gate::{BEHIND, Gate, GatePage};
 use crate::cuda::params::{Launch, OwnedArgs};
-use crate::cuda::{Backend, Ctx, GUARD, Guard, WindowRun};
+use crate::cuda::{Backend, Ctx, GUARD, Guard, Runner, WindowRun};
+use crate::engine::window::{Joiner, Joins, ReplayTarget};
 use crate::dispatch::DispatchInfo;
 use crate::policy::{FailureReason, Outcome, OutcomeKind};
 
@@ -59,6 +60,13 @@ pub(super) struct HandoffState {
     /// The window's first pass (the application's own execution) finished, or there is none
     /// (the launch was released as the ordinary run).
     pub(super) first_pass_over: bool,
+    /// The backend's count of run-ending calls ([`Backend::breaks`]) when the launch call
+    /// returned behind its gate (`None`: it has not, or not that way).
+    pub(super) exit_breaks: Option<u64>,
+    /// The word other streams' work is ordered behind while windows may cover runs (a gate
+    /// on no stream, opened when the window is over): the gate after the launch opens early
+    /// when the next launch joins the run.
+    pub(super) window_word: Option<Gate>,
 }
 
 /// When the application thread may stop waiting for its release: its companion thread is
@@ -164,9 +172,40 @@ impl Handoff {
         s.done = true;
         s.wait_event = wait_event;
         let gate = s.gate.take();
+        let word = s.window_word.take();
         drop(s);
+        if let Some(word) = word {
+            word.open();
+        }
         self.changed.notify_all();
         gate
+    }
+
+    /// The launch call returned behind its gate, with `breaks` run-ending calls counted so far;
+    /// `word`: the window word offered for other streams' work instead of the gate (runs).
+    pub(super) fn set_exit(&self, breaks: u64, word: Option<Gate>) {
+        let mut s = self.state.lock();
+        s.exit_breaks = Some(breaks);
+        if s.done {
+            drop(s);
+            if let Some(w) = word {
+                w.open();
+            }
+        } else {
+            s.window_word = word;
+        }
+    }
+
+    /// The gate after the launch, when the next launch of the stream joins the window's run
+    /// (it opens now, so that launch can run): `None` when there is none (the call waited for
+    /// the window instead).
+    pub(super) fn take_gate(&self) -> Option<Gate> {
+        self.state.lock().gate.take()
+    }
+
+    /// [`set_exit`](Self::set_exit)'s count, once the call returned behind its gate.
+    pub(super) fn exit_breaks(&self) -> Option<u64> {
+        self.state.lock().exit_breaks
     }
 
     /// The launch's status, with the gate now on the application's stream (an asynchronous
@@ -353,6 +392,9 @@ pub(super) struct Job {
     pub(super) window: Option<WindowRun>,
     /// Counts the job in [`BEHIND`] until it is dropped.
     pub(super) _behind: crate::cuda::gate::Ticket,
+    /// The backend's count of the application's calls ([`Backend::breaks`]) once this launch
+    /// call began (itself included).
+    pub(super) breaks: u64,
 }
 
 // SAFETY: the raw pointers of `launch` are the application's arguments, valid while the
@@ -403,12 +445,21 @@ pub(super) fn spawn_companion() -> Option<Companion> {
             // Everything this thread calls is the backend's own.
             GUARD.with(|g| g.set(1 << 30));
             let mut relaxed = false;
-            for job in rx {
+            // A job a run received and did not take in: it runs next.
+            let mut next: Option<Job> = None;
+            loop {
+                let job = match next.take() {
+                    Some(job) => job,
+                    None => match rx.recv() {
+                        Ok(job) => job,
+                        Err(_) => break,
+                    },
+                };
                 *runs.lock() = Some(Running {
                     lane: job.lane,
                     hand: job.hand.clone(),
                 });
-                run_job(job, &mut relaxed);
+                next = run_job(job, &mut relaxed, &rx, &runs);
                 *runs.lock() = None;
             }
         });
@@ -451,13 +502,19 @@ pub(super) fn submit(job: Job) -> Result<(), Option<Box<Job>>> {
     }
 }
 
-/// Runs one job on the companion thread.
-pub(super) fn run_job(mut job: Job, relaxed: &mut bool) {
+/// Runs one job on the companion thread; returns a job it received from `rx` for the
+/// window's run and did not take in (it runs next).
+fn run_job(
+    mut job: Job,
+    relaxed: &mut bool,
+    rx: &mpsc::Receiver<Job>,
+    running: &Mutex<Option<Running>>,
+) -> Option<Job> {
     let be = job.be;
     let Some(window) = job.window.take() else {
         job.hand.release(Release::Ordinary { reader: true });
         drop(job.hand.set_done(0));
-        return;
+        return None;
     };
     // SAFETY: the context is alive: its launch call is in progress on the application thread.
     let r = unsafe { (be.drv.ctx_set_current)(job.ctx.handle as CUcontext) };
@@ -465,7 +522,7 @@ pub(super) fn run_job(mut job: Job, relaxed: &mut bool) {
         tracing::warn!(status = %error_name(&be.drv, r), "cannot make the launch's context current");
         job.hand.release(Release::Ordinary { reader: true });
         drop(job.hand.set_done(0));
-        return;
+        return None;
     }
     if !*relaxed {
         *relaxed = true;
@@ -474,23 +531,32 @@ pub(super) fn run_job(mut job: Job, relaxed: &mut bool) {
         unsafe { (be.drv.exchange_capture_mode)(&mut mode) };
     }
     crate::cuda::profiler::discover(job.info.agent_index);
-    let mut target = CudaTarget {
+    // The later members of a run (`ROCPROF_REPLAY_RUN`): their jobs live here, their targets
+    // borrow them.
+    let slots: Vec<std::cell::OnceCell<Job>> = (1..be.settings.run)
+        .map(|_| std::cell::OnceCell::new())
+        .collect();
+    let mut target = CudaTarget::of(be, &job);
+    let mut joins = CudaJoins {
         be,
+        rx,
+        slots: &slots,
+        used: 0,
+        lane: job.lane,
         ctx: &job.ctx,
-        job: &job,
-        window: None,
-        original: Original::Held,
-        last: Last::None,
-        wait_event: 0,
-        dirty: false,
-        original_end: None,
-        counters: None,
-        l2: super::l2::L2Flush::Off,
-        launch_values: None,
-        late_stream: 0,
+        last: job.hand.clone(),
+        held: None,
+        next: None,
+        running,
     };
     tracing::trace!(kernel = job.info.kernel(), "window starts");
-    let result = catch_unwind(AssertUnwindSafe(|| (window.run)(&mut target)));
+    let result = catch_unwind(AssertUnwindSafe(|| match window.run {
+        Runner::Engine(w) => w.run_with(&mut target, &mut joins).1,
+        Runner::Custom(f) => {
+            f(&mut target);
+            Vec::new()
+        }
+    }));
     tracing::trace!(kernel = job.info.kernel(), original = ?target.original, "window ends");
     if result.is_err() {
         tracing::error!(
@@ -504,22 +570,137 @@ pub(super) fn run_job(mut job: Job, relaxed: &mut bool) {
             );
         }
     }
-    target.finish();
-    let (wait, late_stream) = (target.wait_event, target.late_stream);
+    target.released();
     drop(target);
-    if let Some(gate) = job.hand.set_done(wait) {
-        // The application's later work on its stream waits behind this gate.
-        if wait != 0 && late_stream != 0 {
-            let _g = Guard::new();
-            gate.open_after(&be.drv, late_stream as CUstream);
-        } else {
-            gate.open();
+    // The run's later members, in order, after the first (after a panic they were dropped,
+    // and each was released then).
+    for mut later in result.unwrap_or_default() {
+        later.released();
+    }
+    // A launch received for the run and not taken in runs next, with its window back.
+    let (held, mut next) = joins.leftovers();
+    if let Some(window) = held {
+        let mut slots = slots;
+        if let Some(mut untaken) = slots.iter_mut().rev().find_map(std::cell::OnceCell::take) {
+            untaken.window = Some(WindowRun {
+                run: Runner::Engine(window),
+                counters: false,
+            });
+            next = Some(untaken);
         }
     }
     // The job (and its ticket in BEHIND) goes last, then the arena is trimmed.
     let ctx = job.ctx.clone();
     drop(job);
     trim_arena(be, &ctx);
+    next
+}
+
+/// How long a window's run waits for the next launch of its thread after a member's first
+/// pass: the launch call usually waits already (its thread returned from the previous one
+/// before that pass ended).
+const RUN_WAIT: Duration = Duration::from_micros(200);
+
+/// The launches that may join a window's run on CUDA ([`Joins`]): the next jobs of the
+/// companion's thread on the same lane and context, each made right behind the run's last
+/// member (no run-ending call of the application between that launch's return and this
+/// one's call: [`Backend::breaks`]), decided into an engine window without counters, with
+/// copied arguments and gates.
+struct CudaJoins<'s> {
+    be: &'static Backend,
+    rx: &'s mpsc::Receiver<Job>,
+    slots: &'s [std::cell::OnceCell<Job>],
+    used: usize,
+    lane: u64,
+    ctx: &'s Arc<Ctx>,
+    /// The run's last member's hand-off: the gate after its launch opens when the next joins.
+    last: Arc<Handoff>,
+    /// A candidate shown and not taken yet: its window and its target.
+    held: Option<(crate::engine::state::Window, CudaTarget<'s>)>,
+    /// A job received that cannot join: the companion runs it next.
+    next: Option<Job>,
+    running: &'s Mutex<Option<Running>>,
+}
+
+impl<'s> CudaJoins<'s> {
+    /// Whether `job` may join; a job that may not is kept to run next.
+    fn joinable(&mut self, job: Job) -> Option<Job> {
+        let fits = job.lane == self.lane
+            && Arc::ptr_eq(&job.ctx, self.ctx)
+            && matches!(
+                &job.window,
+                Some(WindowRun {
+                    run: Runner::Engine(_),
+                    counters: false
+                })
+            )
+            && job._owned.is_some()
+            && job.gates.is_some()
+            // Its own call the only one counted since the last member's returned.
+            && self.last.exit_breaks().map(|b| b + 1) == Some(job.breaks)
+            // Claimed now: its launch call no longer leaves it (it waits for its release).
+            && job.hand.claim();
+        if fits {
+            Some(job)
+        } else {
+            self.next = Some(job);
+            None
+        }
+    }
+
+    /// What is left after the window: a candidate shown and not taken (its job in the last
+    /// slot used), and a job received that could not join.
+    fn leftovers(mut self) -> (Option<crate::engine::state::Window>, Option<Job>) {
+        (self.held.take().map(|(w, _)| w), self.next.take())
+    }
+}
+
+impl<'s> Joins<'s> for CudaJoins<'s> {
+    fn peek(&mut self) -> Option<(&crate::engine::state::Window, &mut (dyn ReplayTarget + 's))> {
+        if self.held.is_none() {
+            if self.next.is_some() || self.used >= self.slots.len() {
+                return None;
+            }
+            let job = self.rx.recv_timeout(RUN_WAIT).ok()?;
+            let mut job = self.joinable(job)?;
+            let Some(WindowRun {
+                run: Runner::Engine(window),
+                ..
+            }) = job.window.take()
+            else {
+                self.next = Some(job);
+                return None;
+            };
+            let slot = &self.slots[self.used];
+            if slot.set(job).is_err() {
+                return None;
+            }
+            let job: &'s Job = slot.get()?;
+            self.held = Some((window, CudaTarget::rider(self.be, job)));
+        }
+        let (window, target) = self.held.as_mut()?;
+        Some((&*window, target as &mut dyn ReplayTarget))
+    }
+
+    fn take(&mut self) -> Option<Joiner<'s>> {
+        let (window, target) = self.held.take()?;
+        // The previous member's gate holds this launch on the stream: it opens now (other
+        // streams' work stays behind the window word until the run ends).
+        if let Some(gate) = self.last.take_gate() {
+            gate.open();
+        }
+        self.last = target.job.hand.clone();
+        self.used += 1;
+        // A later launch of this thread may leave this member's first pass behind.
+        *self.running.lock() = Some(Running {
+            lane: self.lane,
+            hand: target.job.hand.clone(),
+        });
+        Some(Joiner {
+            window,
+            target: Box::new(target),
+        })
+    }
 }
 
 /// After a window whose gates are open: trims the context's arena (which may free memory, and

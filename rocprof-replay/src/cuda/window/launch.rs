@@ -436,6 +436,7 @@ pub(crate) unsafe fn enter_launch(
         gates: gates.clone(),
         window: Some(window),
         _behind: BEHIND.enter(be.settings.lock),
+        breaks: be.breaks.load(std::sync::atomic::Ordering::Acquire),
     };
     if let Err(job) = submit(job) {
         if let Some(job) = job {
@@ -693,12 +694,31 @@ pub(crate) unsafe fn exit_launch(
             }
             Release::Pass { .. } => {
                 if let Some(gate) = hold_behind(be, &page, &hand, stream) {
-                    let (addr, value) = (gate.addr(), gate.value());
+                    // While windows may cover runs of launches, the gate after this launch
+                    // opens early when the next launch joins: other streams' work is ordered
+                    // behind a word of its own, which opens when the window is over.
+                    let word = if be.settings.run > 1 {
+                        Gate::take(&page)
+                    } else {
+                        None
+                    };
+                    let (addr, value) = word
+                        .as_ref()
+                        .map_or((gate.addr(), gate.value()), |w| (w.addr(), w.value()));
                     match hand.set_launched_behind(result, gate) {
-                        Some(back) => back.open(),
+                        Some(back) => {
+                            back.open();
+                            if let Some(w) = word {
+                                w.open();
+                            }
+                        }
                         // The application's work on other streams may now be ordered behind
                         // it, on the device (`fencing`).
-                        None => ctx.window_gate.offer(hand.window(), addr, value),
+                        None => {
+                            ctx.window_gate.offer(hand.window(), addr, value);
+                            let breaks = be.breaks.load(std::sync::atomic::Ordering::Acquire);
+                            hand.set_exit(breaks, word);
+                        }
                     }
                     return;
                 }

@@ -242,9 +242,51 @@ pub(super) struct CudaTarget<'a> {
     pub(super) late_stream: usize,
     /// The L2 flush before each counter pass ([`l2`](super::l2)).
     pub(super) l2: super::l2::L2Flush,
+    /// A later member of a window's run: released when dropped, if not before.
+    rider: bool,
+    /// [`released`](ReplayTarget::released) ran.
+    released: bool,
+}
+
+impl Drop for CudaTarget<'_> {
+    fn drop(&mut self) {
+        // A later member of a run dropped without its release (its window panicked): its
+        // launch's gate still opens, so the application's stream goes on.
+        if self.rider {
+            self.released();
+        }
+    }
 }
 
 impl<'a> CudaTarget<'a> {
+    /// The target of `job`'s window.
+    pub(super) fn of(be: &'static Backend, job: &'a Job) -> CudaTarget<'a> {
+        CudaTarget {
+            be,
+            ctx: &job.ctx,
+            job,
+            window: None,
+            original: Original::Held,
+            last: Last::None,
+            wait_event: 0,
+            dirty: false,
+            original_end: None,
+            counters: None,
+            l2: super::l2::L2Flush::Off,
+            launch_values: None,
+            late_stream: 0,
+            rider: false,
+            released: false,
+        }
+    }
+
+    /// The target of `job` as a later member of another launch's window.
+    pub(super) fn rider(be: &'static Backend, job: &'a Job) -> CudaTarget<'a> {
+        let mut t = CudaTarget::of(be, job);
+        t.rider = true;
+        t
+    }
+
     pub(super) fn settings(&self) -> &crate::engine::settings::Settings {
         &self.be.settings
     }
@@ -1244,6 +1286,26 @@ impl ReplayTarget for CudaTarget<'_> {
 
     fn contended(&self) -> bool {
         self.ctx.lock.contended() || BEHIND.loads_waiting_long()
+    }
+
+    /// The window is over: its launch's release if it never had one, then its gate (after
+    /// the late work of the window's own stream, if any) opens the application's stream.
+    fn released(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        self.finish();
+        let (wait, late) = (self.wait_event, self.late_stream);
+        if let Some(gate) = self.job.hand.set_done(wait) {
+            // The application's later work on its stream waits behind this gate.
+            if wait != 0 && late != 0 {
+                let _g = crate::cuda::Guard::new();
+                gate.open_after(&self.be.drv, late as CUstream);
+            } else {
+                gate.open();
+            }
+        }
     }
 
     fn end(&mut self) {
