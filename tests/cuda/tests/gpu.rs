@@ -115,8 +115,12 @@ fn check_replay_check_records(recs: &[Value]) {
         match r["restore_mode"].as_str() {
             // Every byte before passes 2 and 3.
             Some("full") => assert_eq!(restored, 2 * snap, "{r}"),
-            // Write-set restore (the compare kernel): the first pass wrote at most half.
-            Some("write_set") => assert!(2 * written <= snap, "{r}"),
+            // Write-set restore (the compare kernel): the first pass wrote at most half —
+            // unless the window covered a run of launches (`ROCPROF_REPLAY_RUN`), which keeps
+            // write-set restores for dense writers too.
+            Some("write_set") => {
+                assert!(2 * written <= snap || r["run"].as_u64() > Some(1), "{r}")
+            }
             _ => panic!("a replayed launch without a restore mode: {r}"),
         }
         let times = r["pass_ns"].as_array().unwrap();

@@ -14,8 +14,8 @@ use crate::cuda::api::error_name;
 use crate::cuda::gate::{BEHIND, Gate, GatePage};
 use crate::cuda::params::{Launch, OwnedArgs};
 use crate::cuda::{Backend, Ctx, GUARD, Guard, Runner, WindowRun};
-use crate::engine::window::{Joiner, Joins, ReplayTarget};
 use crate::dispatch::DispatchInfo;
+use crate::engine::window::{Joiner, Joins, ReplayTarget};
 use crate::policy::{FailureReason, Outcome, OutcomeKind};
 
 use super::*;
@@ -676,14 +676,17 @@ impl<'s> Joins<'s> for CudaJoins<'s> {
                 return None;
             }
             let job: &'s Job = slot.get()?;
-            self.held = Some((window, CudaTarget::rider(self.be, job)));
+            // Not a member yet: dropped untaken, it leaves its launch to its own window.
+            self.held = Some((window, CudaTarget::of(self.be, job)));
         }
         let (window, target) = self.held.as_mut()?;
         Some((&*window, target as &mut dyn ReplayTarget))
     }
 
     fn take(&mut self) -> Option<Joiner<'s>> {
-        let (window, target) = self.held.take()?;
+        let (window, mut target) = self.held.take()?;
+        // A member now: released when dropped, if not before.
+        target.make_rider();
         // The previous member's gate holds this launch on the stream: it opens now (other
         // streams' work stays behind the window word until the run ends).
         if let Some(gate) = self.last.take_gate() {

@@ -280,11 +280,10 @@ impl<'a> CudaTarget<'a> {
         }
     }
 
-    /// The target of `job` as a later member of another launch's window.
-    pub(super) fn rider(be: &'static Backend, job: &'a Job) -> CudaTarget<'a> {
-        let mut t = CudaTarget::of(be, job);
-        t.rider = true;
-        t
+    /// The target is a later member of another launch's window's run now: dropped without
+    /// its release (that window panicked), it releases itself.
+    pub(super) fn make_rider(&mut self) {
+        self.rider = true;
     }
 
     pub(super) fn settings(&self) -> &crate::engine::settings::Settings {
