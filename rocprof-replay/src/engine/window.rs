@@ -1404,7 +1404,9 @@ fn join_run<'s>(
             kind: None,
         });
         let first = j.contexts.park();
-        let ran = riders.last_mut().map_or(Ok(()), |rider| rider_pass(rider, 0));
+        let ran = riders
+            .last_mut()
+            .map_or(Ok(()), |rider| rider_pass(rider, 0));
         j.contexts.unpark(first);
         if let Err(broken) = ran {
             // A stuck member's record says so; the others' first passes completed.
