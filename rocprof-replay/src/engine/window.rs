@@ -196,9 +196,10 @@ pub(crate) trait ReplayTarget: DeviceMemory {
         let _ = pass;
         Err("this backend offers no hardware counters".into())
     }
-    /// A later member of a [run](self#runs), once the window is over and its record written:
-    /// its dispatch's completion goes to the application now (the backend calls it, in the
-    /// run's order, after the first member's). The default: nothing to do.
+    /// The window is over and the dispatch's record written: its completion goes to the
+    /// application now. The backend calls it for the later members of a [run](self#runs), in
+    /// order, after the first member's completion (the CUDA backend ends every window through
+    /// it). The default: nothing to do.
     fn released(&mut self) {}
 }
 
