@@ -140,6 +140,13 @@ pub(crate) struct RunArgs {
     #[arg(long, value_enum, value_name = "WHAT")]
     pub(crate) footprint: Option<FootprintArg>,
 
+    /// Most dispatches one replay window covers, 1 to 64: consecutive dispatches of one queue
+    /// or stream, with nothing else of the application between them, share one window (one
+    /// check of the memory outside their snapshots) and run their passes in turn, each from
+    /// its own inputs. Default: 1, a window per dispatch (ROCPROF_REPLAY_RUN).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) run: Option<u32>,
+
     /// Hardware counters to collect for every replayed dispatch, comma-separated (e.g.
     /// SQ_WAVES,SQ_ITEMS,GRBM_COUNT; `rocprof-replay list-metrics` shows them). The engine
     /// runs the passes the set needs after the timed ones; one column per metric (per kernel:

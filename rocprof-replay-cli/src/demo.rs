@@ -88,6 +88,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<u8, Failure> {
         allow_failed: false,
         restore: None,
         footprint: None,
+        run: None,
         app: vec![app.into(), "app".into(), kernels.into()],
     };
     let status = launch::run_with(

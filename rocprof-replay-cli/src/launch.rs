@@ -552,6 +552,9 @@ fn environment(
     if let Some(what) = args.footprint {
         env.push(("ROCPROF_REPLAY_FOOTPRINT", Some(what.name().into())));
     }
+    if let Some(n) = args.run {
+        env.push(("ROCPROF_REPLAY_RUN", Some(n.to_string().into())));
+    }
     if let Some(k) = &args.kernel {
         env.push((config::KERNEL, Some(k.as_str().into())));
     }

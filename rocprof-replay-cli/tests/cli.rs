@@ -489,6 +489,51 @@ fn every_footprint_is_accepted_and_an_unknown_value_is_refused() {
 }
 
 #[test]
+fn run_sets_how_many_dispatches_a_window_covers_and_refuses_values_out_of_range() {
+    // The setting reaches the engine (which says so at start-up). The sample waits for each
+    // dispatch before the next: every window covers one, and the records say so.
+    for (option, said) in [(Some("8"), true), (None, false)] {
+        let mut args = vec!["--passes", "3"];
+        if let Some(n) = option {
+            args.extend_from_slice(&["--run", n]);
+        }
+        let (app, kernels) = sample_app();
+        let records = scratch(&format!("run_{said}.records.jsonl"));
+        let _ = std::fs::remove_file(&records);
+        let mut all = vec!["run", "--runtime", "emu"];
+        all.extend_from_slice(&args);
+        all.extend_from_slice(&[
+            "--",
+            app.to_str().unwrap(),
+            "app",
+            kernels.to_str().unwrap(),
+        ]);
+        let out = run(command(&all)
+            .env("ROCPROF_REPLAY_OUTPUT", &records)
+            .env("ROCPROF_REPLAY_LOG", "info"));
+        assert!(out.status.success(), "{}", show(&out));
+        assert_eq!(
+            text(&out.stderr).contains("runs of up to 8 consecutive dispatches"),
+            said,
+            "{option:?}: {}",
+            show(&out)
+        );
+        let lines = std::fs::read_to_string(&records).unwrap_or_default();
+        assert!(!lines.is_empty());
+        for l in lines.lines() {
+            let r: Value = serde_json::from_str(l).expect("a record is JSON");
+            assert_eq!(r["outcome"], "replayed", "{r}");
+            assert_eq!(r["run"], 1, "{r}");
+        }
+    }
+    for bad in ["0", "65", "many"] {
+        let (out, _) = run_sample(&["--run", bad], &format!("run_{bad}"));
+        assert_eq!(out.status.code(), Some(2), "--run {bad}: {}", show(&out));
+        assert!(text(&out.stderr).contains("--run"), "{}", show(&out));
+    }
+}
+
+#[test]
 fn until_stable_stays_within_its_bounds() {
     let (out, records) = run_sample(&["--until-stable", "50%", "--max-passes", "4"], "stable");
     assert!(out.status.success(), "{}", show(&out));

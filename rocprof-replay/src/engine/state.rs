@@ -212,6 +212,13 @@ pub(crate) fn install(
     }
     let replayer = make()?;
     let settings = Settings::from_env();
+    if settings.run > 1 {
+        tracing::info!(
+            run = settings.run,
+            "replay windows may cover runs of up to {} consecutive dispatches (ROCPROF_REPLAY_RUN)",
+            settings.run
+        );
+    }
     INVENTORY.set_free_wait(settings.copy.saturating_mul(2));
     Ok(ENGINE.get_or_init(|| Engine {
         replayer,
