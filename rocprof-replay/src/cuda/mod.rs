@@ -482,9 +482,10 @@ impl Backend {
             return;
         }
         let call = cb.correlationId;
-        // Every call of the application but function lookups, launches included (a launch
-        // joins a run only when it is the one call since the run's last launch returned).
-        if enter && !api.may_load() && !guarded_thread() {
+        // While windows may cover runs: every call of the application but function lookups,
+        // launches included (a launch joins a run only when it is the one call since the run's
+        // last launch returned). Otherwise nothing is counted: no shared counter on every call.
+        if self.settings.run > 1 && enter && !api.may_load() && !guarded_thread() {
             self.breaks.fetch_add(1, Ordering::AcqRel);
         }
         if api.may_load() && !guarded_thread() {
