@@ -143,7 +143,7 @@ pub(crate) struct RunArgs {
     /// Most dispatches one replay window covers, 1 to 64: consecutive dispatches of one queue
     /// or stream, with nothing else of the application between them, share one window (one
     /// check of the memory outside their snapshots) and run their passes in turn, each from
-    /// its own inputs. Default: 1, a window per dispatch (ROCPROF_REPLAY_RUN).
+    /// its own inputs. Default: 16 (ROCPROF_REPLAY_RUN); 1: a window per dispatch.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub(crate) run: Option<u32>,
 

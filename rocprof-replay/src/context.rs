@@ -221,8 +221,24 @@ impl LoopContexts {
         STICKY.with(|o| {
             let mut o = o.borrow_mut();
             let depth = self.sticky_depth.min(o.len());
-            Parked(o.drain(depth..).collect())
+            Parked {
+                sticky: o.drain(depth..).collect(),
+                per_pass: SmallVec::new(),
+            }
         })
+    }
+
+    /// As [`park`](Self::park), the per-pass overrides of the pass under way too (its
+    /// kernel submitted, another loop's pass about to begin): the loop's every override off
+    /// this thread's stack until [`unpark`](Self::unpark).
+    pub(crate) fn set_aside(&self) -> Parked {
+        let mut parked = self.park();
+        parked.per_pass = PER_PASS.with(|o| {
+            let mut o = o.borrow_mut();
+            let depth = self.per_pass_depth.min(o.len());
+            o.drain(depth..).collect()
+        });
+        parked
     }
 
     /// Puts overrides [`park`](Self::park) took back on this thread's stack.
@@ -230,8 +246,11 @@ impl LoopContexts {
         STICKY.with(|o| {
             let mut o = o.borrow_mut();
             o.truncate(self.sticky_depth);
-            o.extend(parked.0);
+            o.extend(parked.sticky);
         });
+        if !parked.per_pass.is_empty() {
+            PER_PASS.with(|o| o.borrow_mut().extend(parked.per_pass));
+        }
     }
 
     /// Activates `context` for this and the following passes of the loop (sticky).
@@ -260,9 +279,13 @@ impl LoopContexts {
     }
 }
 
-/// Sticky overrides of a loop, off the thread's stack ([`LoopContexts::park`]).
+/// Overrides of a loop, off the thread's stack ([`LoopContexts::park`]: the sticky ones;
+/// [`LoopContexts::set_aside`]: the per-pass ones of the pass under way too).
 #[derive(Debug, Default)]
-pub(crate) struct Parked(SmallVec<[Override; 4]>);
+pub(crate) struct Parked {
+    sticky: SmallVec<[Override; 4]>,
+    per_pass: SmallVec<[Override; 4]>,
+}
 
 impl Drop for LoopContexts {
     fn drop(&mut self) {

@@ -354,11 +354,16 @@ impl KernelClock {
         push_want(id, window);
     }
 
-    /// The kernel time of launch `id` (wanted before): its record, flushing CUPTI's buffers
-    /// until it arrives, at most [`RECORD_WAIT`]. `None`: no record (the caller uses its
-    /// events); the want is dropped either way.
+    /// The kernel time of launch `id` (wanted before): its record — already delivered by an
+    /// earlier flush (a run's queued passes: one flush brings them all), else flushing
+    /// CUPTI's buffers until it arrives, at most [`RECORD_WAIT`]. `None`: no record (the
+    /// caller uses its events); the want is dropped either way.
     pub(crate) fn kernel_time(&self, id: u32) -> Option<Duration> {
         let api = self.api?;
+        if let Some(found) = take(id, false, self.span) {
+            self.misses.store(0, Ordering::Relaxed);
+            return Some(found);
+        }
         let started = Instant::now();
         let deadline = started + RECORD_WAIT;
         let mut flushes = 0u32;

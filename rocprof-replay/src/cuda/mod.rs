@@ -262,6 +262,10 @@ pub(crate) struct WindowRun {
     pub(crate) counters: bool,
 }
 
+/// What a call other than a launch adds to [`Backend::breaks`] (launches add 1): the count
+/// of launches stays in the low 32 bits (a carry past them only ends a run early).
+pub(crate) const OTHER_CALL: u64 = 1 << 32;
+
 /// The backend's state.
 pub(crate) struct Backend {
     pub(crate) drv: Driver,
@@ -272,7 +276,9 @@ pub(crate) struct Backend {
     pub(crate) active: AtomicBool,
     /// Calls of the application other than lookups of functions, launches included, counted
     /// at their entry: a launch joins the window's run of the launch before it only when it
-    /// is the only one since that launch returned ([`Api::RunBreak`]).
+    /// is the only one since that launch returned ([`Api::RunBreak`]). Launches count 1, every
+    /// other call [`OTHER_CALL`]: a run's wait for the next launch ends as soon as the count
+    /// above the launches' moves.
     pub(crate) breaks: std::sync::atomic::AtomicU64,
     pub(crate) contexts: RwLock<HashMap<usize, Arc<Ctx>>>,
     /// Facts per (kernel handle, context).
@@ -486,7 +492,12 @@ impl Backend {
         // launches included (a launch joins a run only when it is the one call since the run's
         // last launch returned). Otherwise nothing is counted: no shared counter on every call.
         if self.settings.run > 1 && enter && !api.may_load() && !guarded_thread() {
-            self.breaks.fetch_add(1, Ordering::AcqRel);
+            let step = if matches!(api, Api::Launch(_)) {
+                1
+            } else {
+                OTHER_CALL
+            };
+            self.breaks.fetch_add(step, Ordering::AcqRel);
         }
         if api.may_load() && !guarded_thread() {
             if enter {

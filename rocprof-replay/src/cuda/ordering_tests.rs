@@ -58,7 +58,20 @@ fn after_the_window(h: &Harness, buf: &Buffer) {
 
 #[test]
 fn async_fills_copies_and_host_functions_on_other_streams_are_ordered_behind_the_window() {
-    let h = harness(3, quick());
+    other_streams_behind_the_window(1);
+}
+
+#[test]
+fn async_work_on_other_streams_is_ordered_behind_a_window_that_may_cover_a_run() {
+    other_streams_behind_the_window(crate::engine::settings::DEFAULT_RUN);
+}
+
+/// Fills, copies and a host function on four other streams during a window of at most `run`
+/// launches: each call returns at once, its work held on the device behind the window — the
+/// gate on the launch's stream (a window of its own) or the one window word every other
+/// stream waits for until the run ends.
+fn other_streams_behind_the_window(run: u32) {
+    let h = harness(3, Settings { run, ..quick() });
     h.obtain_function(&ADD_ONE);
     let mut buf = Buffer::new(&h, 8);
     let other = Buffer::new(&h, 4);
@@ -124,15 +137,20 @@ fn async_fills_copies_and_host_functions_on_other_streams_are_ordered_behind_the
             "the {what} was not enqueued behind the window: {s:?}"
         );
     }
-    // Behind the very gate the window put on its launch's stream after pass 1.
+    // Behind the very gate the window put on its launch's stream after pass 1; while runs
+    // are on, behind the window word, one for every other stream, never a gate between the
+    // run's members (which opens when the next member joins).
     let app = waits_on(0x5000);
+    let first = waits_on(0x6000);
     for s in [0x6000, 0x6100, 0x6200, 0x6300] {
         let w = waits_on(s);
         assert_eq!(w.len(), 1, "stream {s:#x}: {w:?}");
-        assert!(
+        assert_eq!(
             app.contains(&w[0]),
+            run == 1,
             "stream {s:#x} waits {w:?}, the window's {app:?}"
         );
+        assert_eq!(w, first, "stream {s:#x}: one gate for all");
     }
     after_the_window(&h, &buf);
 }

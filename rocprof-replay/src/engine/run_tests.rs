@@ -109,6 +109,17 @@ struct Log {
     completions: AtomicU64,
     /// Kernel objects in the order their completions were released.
     released: Mutex<Vec<u64>>,
+    /// Targets queue later passes ([`ReplayTarget::splits_passes`]) on this device queue:
+    /// (ticket, kernel), run in order when a pass is collected.
+    split: bool,
+    queued: Mutex<VecDeque<(u64, Kernel)>>,
+    tickets: AtomicU64,
+    /// The most passes queued at once.
+    deepest: AtomicU64,
+    /// A kernel whose queued pass never ends (and everything queued behind it).
+    stuck: Option<u64>,
+    /// Kernel objects whose queued pass the window abandoned.
+    abandoned: Mutex<Vec<u64>>,
 }
 
 /// The backend's handle on one dispatch.
@@ -117,6 +128,8 @@ struct Fake {
     dev: Arc<Mutex<Dev>>,
     log: Arc<Log>,
     args: Vec<u8>,
+    /// Its pass on the device queue, not collected yet.
+    ticket: Option<u64>,
 }
 
 /// The dispatches submitted after the one whose window runs, in order: all on one queue, each
@@ -191,6 +204,44 @@ impl ReplayTarget for Fake {
         self.run_kernel();
         Ok(timed.then_some(Duration::from_micros(1)))
     }
+    fn splits_passes(&self) -> bool {
+        self.log.split
+    }
+    fn submit_pass(&mut self, _: bool) -> Result<(), PassError> {
+        let ticket = self.log.tickets.fetch_add(1, Ordering::SeqCst);
+        let mut q = self.log.queued.lock();
+        q.push_back((ticket, self.kernel));
+        self.log.deepest.fetch_max(q.len() as u64, Ordering::SeqCst);
+        self.ticket = Some(ticket);
+        Ok(())
+    }
+    fn collect_pass(&mut self) -> Result<Option<Duration>, PassError> {
+        let ticket = self.ticket.take().expect("collected after submitted");
+        // The device runs the queue in order up to this pass; a stuck kernel holds the rest.
+        loop {
+            let mut q = self.log.queued.lock();
+            let Some(&(t, kernel)) = q.front() else {
+                panic!("pass {ticket} collected twice");
+            };
+            if Some(kernel.object()) == self.log.stuck {
+                return Err(PassError::Late);
+            }
+            q.pop_front();
+            drop(q);
+            let input = kernel.run(&mut self.dev.lock());
+            self.log.inputs.lock().push((kernel.object(), input));
+            if t == ticket {
+                return Ok(Some(Duration::from_micros(1)));
+            }
+        }
+    }
+    fn abandon_pass(&mut self) {
+        assert!(
+            self.ticket.take().is_some(),
+            "abandoned a pass never submitted"
+        );
+        self.log.abandoned.lock().push(self.kernel.object());
+    }
     fn run_once(&mut self) -> bool {
         self.run_kernel();
         self.log.completions.fetch_add(1, Ordering::SeqCst);
@@ -200,7 +251,7 @@ impl ReplayTarget for Fake {
         self.log.completions.fetch_add(1, Ordering::SeqCst);
     }
     fn settle_late_pass(&mut self) -> bool {
-        true
+        Some(self.kernel.object()) != self.log.stuck
     }
     fn contended(&self) -> bool {
         false
@@ -283,6 +334,30 @@ fn submit(
     run: u32,
     panic_at: Option<(u64, u32, RestoreMode)>,
 ) -> Ran {
+    submit_to(
+        Log::default(),
+        agent,
+        buffers,
+        table,
+        kernels,
+        passes,
+        run,
+        panic_at,
+    )
+}
+
+/// [`submit`] with targets that see `log` (whether they queue passes, which kernel sticks).
+#[allow(clippy::too_many_arguments)]
+fn submit_to(
+    log: Log,
+    agent: u64,
+    buffers: usize,
+    table: Option<(usize, usize)>,
+    kernels: &[Kernel],
+    passes: u32,
+    run: u32,
+    panic_at: Option<(u64, u32, RestoreMode)>,
+) -> Ran {
     let mut reference = Dev::new(buffers, table);
     for k in kernels {
         k.run(&mut reference);
@@ -302,7 +377,7 @@ fn submit(
         ..Settings::from_lookup(|_| None)
     };
     let engine = Engine::leaked(Box::new(policy), settings);
-    let log = Arc::new(Log::default());
+    let log = Arc::new(log);
     let mut queue = Queue::default();
     for (n, k) in kernels.iter().enumerate() {
         let mut target = Fake {
@@ -310,6 +385,7 @@ fn submit(
             dev: Arc::clone(&dev),
             log: Arc::clone(&log),
             args: k.args(&dev.lock()),
+            ticket: None,
         };
         let window = engine
             .decide(&info(agent, k, n as u64), &mut target)
@@ -575,4 +651,113 @@ fn without_runs_every_dispatch_has_its_own_window() {
     let ran = submit(8107, 3, None, &kernels, 3, 1, None);
     assert_eq!(ran.memory, ran.expected);
     assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 1); 2]);
+}
+
+/// A log whose targets queue later passes; `stuck`: a kernel whose queued pass never ends.
+fn queuing(stuck: Option<&Kernel>) -> Log {
+    Log {
+        split: true,
+        stuck: stuck.map(Kernel::object),
+        ..Log::default()
+    }
+}
+
+#[test]
+fn queued_later_passes_of_a_run_start_from_their_own_inputs_and_leave_one_execution() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 3 },
+        Kernel::Add { src: 3, dst: 1 },
+    ];
+    let ran = submit_to(queuing(None), 8111, 5, None, &kernels, 3, 8, None);
+    assert_eq!(ran.memory, ran.expected, "one execution of the four");
+    assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 4); 4]);
+    for k in &kernels {
+        let inputs = inputs_of(&ran, k);
+        assert_eq!(inputs.len(), 3, "{k:?}");
+        assert!(
+            inputs.iter().all(|i| i == &inputs[0]),
+            "{k:?} saw other inputs in a later pass"
+        );
+    }
+    assert_eq!(
+        ran.log.deepest.load(Ordering::SeqCst),
+        3,
+        "the three later members' passes were queued together"
+    );
+    assert!(ran.log.queued.lock().is_empty());
+    for (_, o) in &ran.outcomes {
+        assert_eq!(o.pass_times.len(), 3, "{o:?}");
+    }
+}
+
+#[test]
+fn a_queued_pass_whose_policy_panics_ends_the_run_after_the_passes_before_it_ran() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 1 },
+    ];
+    // The third kernel's policy panics before its third pass: the second's pass is queued
+    // by then and must run (and be collected) before the run ends.
+    for (agent, mode, passes) in [
+        (8112, RestoreMode::Auto, [3, 3, 2]),
+        (8113, RestoreMode::Full, [4, 4, 3]),
+    ] {
+        let panic_at = Some((kernels[2].object(), 2, mode));
+        let ran = submit_to(queuing(None), agent, 3, None, &kernels, 4, 8, panic_at);
+        assert_eq!(ran.memory, ran.expected, "{mode:?}: one execution");
+        let got = kinds(&ran);
+        assert!(
+            got.iter()
+                .all(|k| k.0 == OutcomeKind::Declined(DeclineReason::PolicyPanicked)),
+            "{mode:?}: {got:?}"
+        );
+        assert_eq!(
+            got.iter().map(|k| k.1).collect::<Vec<_>>(),
+            passes,
+            "{mode:?}"
+        );
+        assert!(
+            ran.log.queued.lock().is_empty(),
+            "{mode:?}: a pass left queued"
+        );
+    }
+}
+
+#[test]
+fn passes_queued_behind_a_stuck_pass_are_abandoned_not_waited_for() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 3 },
+        Kernel::Add { src: 3, dst: 0 },
+    ];
+    let ran = submit_to(
+        queuing(Some(&kernels[2])),
+        8114,
+        4,
+        None,
+        &kernels,
+        3,
+        8,
+        None,
+    );
+    let got = kinds(&ran);
+    assert_eq!(
+        got.iter().map(|k| k.0).collect::<Vec<_>>(),
+        vec![OutcomeKind::Failed(FailureReason::PassStuck); 4],
+        "{got:?}"
+    );
+    assert_eq!(
+        *ran.log.abandoned.lock(),
+        vec![kernels[3].object()],
+        "the pass behind the stuck one is abandoned"
+    );
+    assert_eq!(
+        ran.log.completions.load(Ordering::SeqCst),
+        4,
+        "every completion given"
+    );
 }

@@ -51,7 +51,7 @@
 //!
 //! # Runs
 //!
-//! With `ROCPROF_REPLAY_RUN=K` (K > 1) one window may cover a *run*: up to K consecutive
+//! With `ROCPROF_REPLAY_RUN=K` (K > 1; 16 by default) one window may cover a *run*: up to K consecutive
 //! dispatches of one queue, each submitted right behind the one before with nothing else of
 //! the application between them ([`Joins`]: the backend shows the candidates, the window takes
 //! them). After the first member's first pass, each candidate is captured where the snapshot
@@ -71,7 +71,9 @@
 //! then on ([`footprint::SOLO`]), where the writer is found as in a window of its own. Eligible:
 //! a fixed pass count, no `should_continue`, no counters, the `arguments` footprint, no host
 //! memory named or reached; the later members' outcomes carry the run's figures with their own
-//! passes ([`Outcome::run`]), and are recorded and released after the first member's.
+//! passes ([`Outcome::run`]), and are recorded and released after the first member's. At
+//! `debug` level the log says why a dispatch got a window of its own and why a candidate did
+//! not join.
 
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -124,6 +126,29 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     /// untouched (HSA: a completion signal of ours; CUDA: an event of ours behind it); returns
     /// the kernel time when `timed`.
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError>;
+    /// Whether a later pass of this dispatch can be submitted without waiting for it
+    /// ([`submit_pass`](Self::submit_pass), then [`collect_pass`](Self::collect_pass)): a
+    /// run's members then queue their passes one behind the other and are waited for together
+    /// ([runs](self#runs)). The default: no.
+    fn splits_passes(&self) -> bool {
+        false
+    }
+    /// Submits a later pass behind everything submitted before it in the window, in order,
+    /// without waiting for it; only where [`splits_passes`](Self::splits_passes).
+    fn submit_pass(&mut self, timed: bool) -> Result<(), PassError> {
+        let _ = timed;
+        Err(PassError::NotSubmitted(DeclineReason::SubmitFailed))
+    }
+    /// Waits for the pass [`submit_pass`](Self::submit_pass) submitted (pass deadline) and
+    /// gives what [`run_pass`](Self::run_pass) would have.
+    fn collect_pass(&mut self) -> Result<Option<Duration>, PassError> {
+        Err(PassError::NotSubmitted(DeclineReason::SubmitFailed))
+    }
+    /// Gives up waiting for the pass [`submit_pass`](Self::submit_pass) submitted: it is
+    /// queued behind a pass that is still running past the late deadline, so it is late too
+    /// (nothing of the window may touch its memory; the application's completion waits for
+    /// it where the backend can order it so).
+    fn abandon_pass(&mut self) {}
     /// Submits the dispatch unchanged, with the application's own completion: the ordinary
     /// single run.
     /// `false` when it could not be submitted (the application then has no result of it).
@@ -244,6 +269,15 @@ pub(crate) trait Member: Send {
         index: u32,
         ran: Option<(bool, Option<Duration>)>,
     ) -> bool;
+    /// Takes this member's contexts off the thread's stack between [`begin_pass`] and
+    /// [`end_pass`] (its pass submitted, another member's about to begin);
+    /// [`resume`](Self::resume) puts them back before `end_pass`.
+    ///
+    /// [`begin_pass`]: Self::begin_pass
+    /// [`end_pass`]: Self::end_pass
+    fn set_aside(&mut self);
+    /// Puts back what [`set_aside`](Self::set_aside) took off.
+    fn resume(&mut self);
     /// `on_end` with the dispatch's outcome.
     fn end(self: Box<Self>, info: &DispatchInfo, outcome: &Outcome);
 }
@@ -731,21 +765,43 @@ impl<P: ReplayPolicy> Decided<'_, P> {
 
         // A window over a run of dispatches (`ROCPROF_REPLAY_RUN`): the queue's next
         // dispatches join after this one's first pass (see [runs](self#runs)).
-        let run_max = if settings.run > 1
-            && joins.is_some()
-            && footprint_mode == FootprintMode::Arguments
-            && footprint_kind != FootprintKind::Unchecked
-            && requested != RestoreMode::Strict
-            && counter_passes == 0
-            && set.is_none()
-            && fixed
-            && decision.is_none()
-            && limit >= 2
-            && !repeats
-            && watch.is_empty()
-            && !footprint::SOLO.contains(info.agent.0, info.kernel_object)
-        {
-            settings.run
+        let run_max = if settings.run > 1 {
+            // The first condition that keeps this dispatch's window to itself, for the log.
+            let alone = [
+                (joins.is_none(), "the backend offers no later dispatches"),
+                (
+                    footprint_mode != FootprintMode::Arguments,
+                    "footprint other than arguments",
+                ),
+                (
+                    footprint_kind == FootprintKind::Unchecked,
+                    "footprint unchecked",
+                ),
+                (requested == RestoreMode::Strict, "strict restores"),
+                (counter_passes > 0 || set.is_some(), "counters"),
+                (
+                    !fixed || decision.is_some(),
+                    "the policy decides passes as they run",
+                ),
+                (limit < 2, "fewer than two passes"),
+                (
+                    repeats || !watch.is_empty(),
+                    "host memory watched or repeated",
+                ),
+                (
+                    footprint::SOLO.contains(info.agent.0, info.kernel_object),
+                    "the kernel once wrote outside a run's footprint",
+                ),
+            ]
+            .into_iter()
+            .find_map(|(blocks, why)| blocks.then_some(why));
+            match alone {
+                None => settings.run,
+                Some(why) => {
+                    tracing::debug!(kernel = info.kernel(), why, "a window of its own");
+                    1
+                }
+            }
         } else {
             1
         };
@@ -1316,6 +1372,14 @@ impl<P: ReplayPolicy> Member for Riding<P> {
         ended
     }
 
+    fn set_aside(&mut self) {
+        self.parked = self.contexts.set_aside();
+    }
+
+    fn resume(&mut self) {
+        self.contexts.unpark(std::mem::take(&mut self.parked));
+    }
+
     fn end(self: Box<Self>, info: &DispatchInfo, outcome: &Outcome) {
         let Riding {
             decided, contexts, ..
@@ -1373,12 +1437,16 @@ fn join_run<'s>(
             break;
         };
         let info = window.info().clone();
-        let fits = window.run_passes() == Some(j.limit)
-            && info.agent == agent
-            && !footprint::SOLO.contains(agent.0, info.kernel_object)
-            && !footprint::REMEMBERED.contains(agent.0, info.kernel_object);
-        if !fits
-            || !phases::timed(Phase::Capture, || {
+        let unfit = if window.run_passes() != Some(j.limit) {
+            Err("another pass count, or passes decided as they run")
+        } else if info.agent != agent {
+            Err("another agent")
+        } else if footprint::SOLO.contains(agent.0, info.kernel_object)
+            || footprint::REMEMBERED.contains(agent.0, info.kernel_object)
+        {
+            Err("its kernel once wrote outside its footprint")
+        } else {
+            phases::timed(Phase::Capture, || {
                 capture_joiner(
                     &info,
                     candidate,
@@ -1389,7 +1457,13 @@ fn join_run<'s>(
                     settings,
                 )
             })
-        {
+        };
+        if let Err(why) = unfit {
+            tracing::debug!(
+                kernel = info.kernel(),
+                why,
+                "the next dispatch does not join the run"
+            );
             break;
         }
         let Some(joiner) = joins.take() else {
@@ -1431,22 +1505,22 @@ fn capture_joiner(
     outside: Option<&mut Watch>,
     inventory: &AllocationInventory,
     settings: &Settings,
-) -> bool {
+) -> Result<(), &'static str> {
     let Ok(vars) = candidate.module_variables() else {
-        return false;
+        return Err("its module variables cannot be read");
     };
     let Some(args) = candidate.argument_bytes() else {
-        return false;
+        return Err("its arguments cannot be read");
     };
     // Host memory it names or reaches through its module variables: a window of its own
     // (which watches or declines).
     if !candidate.host_watch().is_empty()
         || !matches!(stored::stored_host_memory(candidate, &vars), Ok(r) if r.is_empty())
     {
-        return false;
+        return Err("it reaches host memory");
     }
     let Ok(mut plan) = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX) else {
-        return false;
+        return Err("its footprint cannot be planned");
     };
     let named = footprint::named(&args);
     let reach = footprint::REACH.get(info.agent.0, info.kernel_object);
@@ -1455,26 +1529,27 @@ fn capture_joiner(
     let held: Vec<(usize, usize)> = snapshot.regions().collect();
     plan.regions.retain(|r| !held.contains(&(r.base, r.size)));
     if plan.regions.is_empty() {
-        return true;
+        return Ok(());
     }
     let bytes: u64 = plan.regions.iter().map(|r| r.size as u64).sum();
     if snapshot.bytes.saturating_add(bytes) > settings.budget {
-        return false;
+        return Err("the run's snapshot would pass the budget");
     }
     let bases: Vec<usize> = plan.regions.iter().map(|r| r.base).collect();
     if let Some(w) = outside {
         match w.claim(&bases, inventory, mem) {
             Ok(true) => {}
             // An earlier member wrote there: the check after the first passes finds it.
-            Ok(false) | Err(_) => return false,
+            Ok(false) => return Err("an earlier member wrote memory it names"),
+            Err(_) => return Err("memory it names cannot be fingerprinted"),
         }
     }
     match Snapshot::capture(plan, inventory, mem) {
         Ok(more) => {
             snapshot.absorb(more);
-            true
+            Ok(())
         }
-        Err(_) => false,
+        Err(_) => Err("its memory cannot be captured"),
     }
 }
 
@@ -1495,6 +1570,20 @@ fn rider_pass(r: &mut Rider<'_>, index: u32) -> Result<(), Broken> {
     }
     let timed = service_active(Service::DispatchTiming);
     let ran = phases::timed(Phase::Pass, || r.target.run_pass(timed));
+    finish_rider_pass(r, index, timed, ran)
+}
+
+/// A later member's pass after it ran (or did not): its figures, its `on_pass_end`.
+fn finish_rider_pass(
+    r: &mut Rider<'_>,
+    index: u32,
+    timed: bool,
+    ran: Result<Option<Duration>, PassError>,
+) -> Result<(), Broken> {
+    let panicked = Broken {
+        kind: OutcomeKind::Declined(DeclineReason::PolicyPanicked),
+        late: false,
+    };
     match ran {
         Ok(kernel_time) => {
             r.passes += 1;
@@ -1578,15 +1667,81 @@ fn once_more(r: &mut Rider<'_>) -> bool {
 /// member's sticky contexts (`first`) are off the stack meanwhile.
 fn ride(riders: &mut [Rider<'_>], index: u32, first: &LoopContexts) -> Result<(), Broken> {
     let parked = first.park();
-    let mut result = Ok(());
-    for r in riders.iter_mut() {
-        if let Err(broken) = rider_pass(r, index) {
-            result = Err(broken);
-            break;
-        }
-    }
+    let result = if riders.len() > 1 && riders.iter().all(|r| r.target.splits_passes()) {
+        ride_queued(riders, index)
+    } else {
+        riders
+            .iter_mut()
+            .try_for_each(|rider| rider_pass(rider, index))
+    };
     first.unpark(parked);
     result
+}
+
+/// A later pass of the run's later members, queued: each member's `on_pass`, then its pass
+/// submitted behind the one before (its contexts set aside until it is collected); then each
+/// pass waited for in order and its `on_pass_end`. One wait for all instead of one per member
+/// (and on CUDA one flush of CUPTI's kernel records). A member whose `on_pass` panics or whose
+/// pass cannot be submitted ends the submissions; the passes already submitted are collected
+/// all the same, then the first break is returned.
+fn ride_queued(riders: &mut [Rider<'_>], index: u32) -> Result<(), Broken> {
+    // Whether each submitted pass is timed, in order.
+    let mut queued: smallvec::SmallVec<[bool; 16]> = smallvec::SmallVec::new();
+    let mut stop = None;
+    for r in riders.iter_mut() {
+        if !r.member.begin_pass(&r.info, index) {
+            r.member.end_pass(&r.info, index, None);
+            r.kind = Some(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
+            stop = Some(Broken {
+                kind: OutcomeKind::Declined(DeclineReason::PolicyPanicked),
+                late: false,
+            });
+            break;
+        }
+        // Asked per member, with its contexts on the stack.
+        let timed = service_active(Service::DispatchTiming);
+        match phases::timed(Phase::Pass, || r.target.submit_pass(timed)) {
+            Ok(()) => {
+                r.member.set_aside();
+                queued.push(timed);
+            }
+            Err(error) => {
+                r.member.end_pass(&r.info, index, None);
+                stop = Some(Broken {
+                    kind: OutcomeKind::Declined(match error {
+                        PassError::NotSubmitted(reason) => reason,
+                        _ => DeclineReason::SubmitFailed,
+                    }),
+                    late: false,
+                });
+                break;
+            }
+        }
+    }
+    let mut result: Result<(), Broken> = Ok(());
+    for (r, timed) in riders.iter_mut().zip(queued) {
+        r.member.resume();
+        if matches!(&result, Err(b) if b.late) {
+            // Queued behind a pass still running past the late deadline: stuck with it.
+            r.target.abandon_pass();
+            r.member.end_pass(&r.info, index, None);
+            r.passes += 1;
+            r.pass_times.push(None);
+            r.kind = Some(OutcomeKind::Failed(FailureReason::PassStuck));
+            continue;
+        }
+        let ran = phases::timed(Phase::Pass, || r.target.collect_pass());
+        if let Err(broken) = finish_rider_pass(r, index, timed, ran)
+            // The first break is the run's, unless a later one leaves a pass running.
+            && (result.is_ok() || broken.late)
+        {
+            result = Err(broken);
+        }
+    }
+    match stop {
+        Some(broken) if result.is_ok() => Err(broken),
+        _ => result,
+    }
 }
 
 /// After the first member ran once more (from restored inputs): the later members follow, so

@@ -601,6 +601,9 @@ fn run_job(
 /// before that pass ended).
 const RUN_WAIT: Duration = Duration::from_micros(200);
 
+/// How often that wait looks whether the application made a call that ends the run.
+const RUN_POLL: Duration = Duration::from_micros(20);
+
 /// The launches that may join a window's run on CUDA ([`Joins`]): the next jobs of the
 /// companion's thread on the same lane and context, each made right behind the run's last
 /// member (no run-ending call of the application between that launch's return and this
@@ -625,26 +628,59 @@ struct CudaJoins<'s> {
 impl<'s> CudaJoins<'s> {
     /// Whether `job` may join; a job that may not is kept to run next.
     fn joinable(&mut self, job: Job) -> Option<Job> {
-        let fits = job.lane == self.lane
-            && Arc::ptr_eq(&job.ctx, self.ctx)
-            && matches!(
-                &job.window,
-                Some(WindowRun {
-                    run: Runner::Engine(_),
-                    counters: false
-                })
-            )
-            && job._owned.is_some()
-            && job.gates.is_some()
-            // Its own call the only one counted since the last member's returned.
-            && self.last.exit_breaks().map(|b| b + 1) == Some(job.breaks)
-            // Claimed now: its launch call no longer leaves it (it waits for its release).
-            && job.hand.claim();
-        if fits {
-            Some(job)
+        let unfit = if job.lane != self.lane || !Arc::ptr_eq(&job.ctx, self.ctx) {
+            Some("another stream or context")
+        } else if !matches!(
+            &job.window,
+            Some(WindowRun {
+                run: Runner::Engine(_),
+                counters: false
+            })
+        ) {
+            Some("not an engine window without counters")
+        } else if job._owned.is_none() || job.gates.is_none() {
+            Some("its arguments or gates are not its own")
+        } else if self.last.exit_breaks().map(|b| b + 1) != Some(job.breaks) {
+            // Its own call must be the only one counted since the last member's returned.
+            Some("the application made another call since the run's last launch")
+        } else if !job.hand.claim() {
+            // Claimed now, its launch call no longer leaves it (it waits for its release).
+            Some("its launch call has left it")
         } else {
-            self.next = Some(job);
             None
+        };
+        match unfit {
+            None => Some(job),
+            Some(why) => {
+                tracing::debug!(why, "the next launch does not join the run");
+                self.next = Some(job);
+                None
+            }
+        }
+    }
+
+    /// The thread's next job, waited for up to [`RUN_WAIT`] — not at all once the application
+    /// made a call other than a launch since the run's last launch returned (no later launch
+    /// can join then: a synchronisation waiting for this window, say).
+    fn next_launch(&self) -> Option<Job> {
+        let deadline = Instant::now() + RUN_WAIT;
+        let exit = self.last.exit_breaks()?;
+        loop {
+            match self.rx.try_recv() {
+                Ok(job) => return Some(job),
+                Err(mpsc::TryRecvError::Disconnected) => return None,
+                Err(mpsc::TryRecvError::Empty) => {}
+            }
+            let now = self.be.breaks.load(std::sync::atomic::Ordering::Acquire);
+            if now / crate::cuda::OTHER_CALL != exit / crate::cuda::OTHER_CALL {
+                return None;
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            match self.rx.recv_timeout(left.min(RUN_POLL)) {
+                Ok(job) => return Some(job),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
         }
     }
 
@@ -661,7 +697,7 @@ impl<'s> Joins<'s> for CudaJoins<'s> {
             if self.next.is_some() || self.used >= self.slots.len() {
                 return None;
             }
-            let job = self.rx.recv_timeout(RUN_WAIT).ok()?;
+            let job = self.next_launch()?;
             let mut job = self.joinable(job)?;
             let Some(WindowRun {
                 run: Runner::Engine(window),

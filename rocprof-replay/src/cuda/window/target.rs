@@ -246,6 +246,18 @@ pub(super) struct CudaTarget<'a> {
     rider: bool,
     /// [`released`](ReplayTarget::released) ran.
     released: bool,
+    /// A later pass submitted and not collected yet ([`ReplayTarget::submit_pass`]).
+    queued: Option<Queued>,
+}
+
+/// A relaunch submitted and not waited for yet: its events, its kernel record's correlation
+/// id (timed passes), and kernel records kept on until it is collected.
+pub(super) struct Queued {
+    start: usize,
+    end: usize,
+    record: Option<u32>,
+    timed: bool,
+    _timing: Option<crate::cuda::kernel_clock::Timing<'static>>,
 }
 
 impl Drop for CudaTarget<'_> {
@@ -277,6 +289,7 @@ impl<'a> CudaTarget<'a> {
             late_stream: 0,
             rider: false,
             released: false,
+            queued: None,
         }
     }
 
@@ -471,8 +484,18 @@ impl<'a> CudaTarget<'a> {
 
     /// Relaunches and waits; returns the pass result.
     pub(super) fn relaunch_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        self.submit_relaunch(timed)?;
+        self.collect_relaunch()
+    }
+
+    /// Relaunches on the private stream, behind everything of the window before it, and
+    /// leaves it [`queued`](Self::queued) for [`collect_relaunch`](Self::collect_relaunch).
+    pub(super) fn submit_relaunch(&mut self, timed: bool) -> Result<(), PassError> {
         let submitting = crate::engine::phases::enabled().then(Instant::now);
         let submit_failed = PassError::NotSubmitted(DeclineReason::SubmitFailed);
+        if self.queued.is_some() {
+            return Err(submit_failed);
+        }
         let stream = self.stream().ok_or(submit_failed)?;
         let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
             return Err(submit_failed);
@@ -512,6 +535,32 @@ impl<'a> CudaTarget<'a> {
         if let Some(t) = submitting {
             crate::engine::phases::add(crate::engine::phases::Phase::PassSubmit, t.elapsed());
         }
+        // In flight until collected: a window that ends without collecting it leaves it late.
+        self.last = Last::Relaunch(end);
+        self.queued = Some(Queued {
+            start,
+            end,
+            record,
+            timed,
+            _timing: timing,
+        });
+        Ok(())
+    }
+
+    /// Waits for the relaunch [`submit_relaunch`](Self::submit_relaunch) queued (pass
+    /// deadline) and gives its time.
+    pub(super) fn collect_relaunch(&mut self) -> Result<Option<Duration>, PassError> {
+        let Some(queued) = self.queued.take() else {
+            return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
+        };
+        let Queued {
+            start,
+            end,
+            record,
+            timed,
+            _timing,
+        } = queued;
+        let drv = *self.drv();
         let deadline = Instant::now() + self.settings().pass;
         let waited = crate::engine::phases::timed(crate::engine::phases::Phase::PassWait, || {
             self.wait(end, deadline)
@@ -519,7 +568,6 @@ impl<'a> CudaTarget<'a> {
         match waited {
             Poll::Done => {
                 self.dirty = false;
-                self.last = Last::Relaunch(end);
                 let t = self.pass_time(record, start, end).filter(|_| timed);
                 give_event(self.ctx, start, true);
                 give_event(self.ctx, end, true);
@@ -1121,6 +1169,29 @@ impl ReplayTarget for CudaTarget<'_> {
             }
         }
         Ok(vars)
+    }
+
+    /// After the application's own launch ran as pass 1, a pass is a relaunch on the
+    /// context's private stream: runs queue them there one behind the other.
+    fn splits_passes(&self) -> bool {
+        self.original != Original::Held && self.counters.is_none()
+    }
+
+    fn submit_pass(&mut self, timed: bool) -> Result<(), PassError> {
+        self.submit_relaunch(timed)
+    }
+
+    fn collect_pass(&mut self) -> Result<Option<Duration>, PassError> {
+        self.collect_relaunch()
+    }
+
+    fn abandon_pass(&mut self) {
+        if let Some(q) = self.queued.take() {
+            // Behind a pass still running: its events stay alive and the application's later
+            // work on its stream waits for its end.
+            self.last = Last::Relaunch(q.end);
+            self.wait_event = q.end;
+        }
     }
 
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
