@@ -291,7 +291,11 @@ pub trait ReplayPolicy: Send + Sync + 'static {
         let _ = (pass, state, scope);
     }
 
-    /// Called after every pass's kernel finished, with its measurements.
+    /// Called after every pass's kernel finished, with its measurements. Each dispatch's
+    /// `on_pass` and `on_pass_end` alternate, pass after pass; when consecutive dispatches
+    /// share a window ([`Outcome::run`]), a later dispatch's `on_pass_end` may come after the
+    /// next dispatches' `on_pass` of the same pass (their passes were queued together; each
+    /// kernel still ran with its own dispatch's contexts).
     fn on_pass_end(
         &self,
         pass: &PassReport<'_>,

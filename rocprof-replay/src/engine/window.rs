@@ -71,7 +71,12 @@
 //! then on ([`footprint::SOLO`]), where the writer is found as in a window of its own. Eligible:
 //! a fixed pass count, no `should_continue`, no counters, the `arguments` footprint, no host
 //! memory named or reached; the later members' outcomes carry the run's figures with their own
-//! passes ([`Outcome::run`]), and are recorded and released after the first member's. At
+//! passes ([`Outcome::run`]), and are recorded and released after the first member's. Where
+//! the backend can queue passes ([`ReplayTarget::splits_passes`]: CUDA's relaunches on the
+//! context's private stream), a later pass of the later members is queued: each member's
+//! `on_pass`, its pass submitted behind the one before, its contexts set aside; then the
+//! passes are waited for in order, each followed by its `on_pass_end` (so a member's
+//! `on_pass_end` may come after the next members' `on_pass`). At
 //! `debug` level the log says why a dispatch got a window of its own and why a candidate did
 //! not join.
 

@@ -1096,6 +1096,9 @@ struct HsaTarget {
     opened: Instant,
     /// Some execution of the dispatch (a pass or the ordinary run) was submitted.
     ran: bool,
+    /// A later pass submitted and not collected yet ([`ReplayTarget::submit_pass`]): whether
+    /// it is timed.
+    queued: Option<bool>,
     /// The application's completion was delivered (or travels with a submitted packet); an
     /// asynchronous window delivers it in [`HsaTarget::settle_dispatch`].
     completed: bool,
@@ -1361,6 +1364,7 @@ impl HsaTarget {
             watch: Vec::new(),
             opened: Instant::now(),
             ran: false,
+            queued: None,
             completed: false,
             gate_open: false,
             diffed_on_device: false,
@@ -1568,6 +1572,57 @@ impl HsaTarget {
                 true
             }
         }
+    }
+
+    /// A pass of ours still running past its deadline (`signal`, its completion): the
+    /// application gets its completion now, so what the pass still uses is protected (see
+    /// `stuck`).
+    fn leave_stuck(&mut self, signal: hsa_signal_t) {
+        // The application's later work (behind the gate) waits for the pass: the gate opens
+        // by a barrier behind it on the replay queue; later windows drain that queue first.
+        if let (Sink::Replay(q), Some(gate), false) = (self.sink, self.gate, self.gate_open) {
+            let open = barrier_and(
+                &[],
+                gate,
+                true,
+                HSA_FENCE_SCOPE_SYSTEM,
+                HSA_FENCE_SCOPE_SYSTEM,
+            );
+            // SAFETY: one packet of ours.
+            if unsafe {
+                q.submit(
+                    self.be,
+                    (&open as *const hsa_barrier_and_packet_t).cast(),
+                    1,
+                    self.be.settings().drain,
+                )
+            } {
+                self.gate_open = true;
+            }
+        }
+        self.signal = None;
+        // Its stop packet may still write the counters' buffers: never free them.
+        self.profiles.drain(..).for_each(std::mem::forget);
+        self.be.stuck.add(
+            self.gpu.index,
+            signal.handle,
+            self.packet.kernarg_address as usize,
+        );
+    }
+
+    /// A completed pass's kernel time from the runtime's dispatch timestamps of `signal`
+    /// (kept as the ones the application is given); `None` when not `timed` or unknown.
+    fn pass_time(&mut self, signal: hsa_signal_t, timed: bool) -> Option<Duration> {
+        let mut t = hsa_amd_profiling_dispatch_time_t::default();
+        // SAFETY: our completed signal on a profiled queue.
+        let st = unsafe { (self.be.orig.dispatch_time)(self.gpu.agent, signal, &mut t) };
+        let valid = st == HSA_STATUS_SUCCESS && t.end >= t.start && t.end != 0;
+        self.last_time = valid.then_some(t);
+        if !timed || !valid {
+            return None;
+        }
+        let ns = (t.end - t.start) as u128 * 1_000_000_000 / self.be.ticks_per_second as u128;
+        Some(Duration::from_nanos(ns as u64))
     }
 
     /// Opens the dispatch's gate now (idempotent), and the isolation gate.
@@ -2126,21 +2181,12 @@ impl ReplayTarget for HsaTarget {
                 return Err(PassError::Yielded);
             }
         }
-        let mut t = hsa_amd_profiling_dispatch_time_t::default();
-        // SAFETY: our completed signal on a profiled queue.
-        let st = unsafe { (o.dispatch_time)(self.gpu.agent, signal, &mut t) };
-        let valid = st == HSA_STATUS_SUCCESS && t.end >= t.start && t.end != 0;
         if profile_armed {
             // A counter pass's times include the counters' set-up: the application is given
             // those of the last pass without counters.
             return Ok(None);
         }
-        self.last_time = valid.then_some(t);
-        if !timed || !valid {
-            return Ok(None);
-        }
-        let ns = (t.end - t.start) as u128 * 1_000_000_000 / self.be.ticks_per_second as u128;
-        Ok(Some(Duration::from_nanos(ns as u64)))
+        Ok(self.pass_time(signal, timed))
     }
 
     fn run_once(&mut self) -> bool {
@@ -2243,38 +2289,57 @@ impl ReplayTarget for HsaTarget {
         if self.wait_zero(signal, self.be.settings().late_pass) {
             return true;
         }
-        // Stuck: the application gets its completion now, so protect what the pass still uses
-        // (see `stuck`). Its later work (behind the gate) waits for the pass: the gate opens
-        // by a barrier behind it on the replay queue; later windows drain that queue first.
-        if let (Sink::Replay(q), Some(gate), false) = (self.sink, self.gate, self.gate_open) {
-            let open = barrier_and(
-                &[],
-                gate,
-                true,
-                HSA_FENCE_SCOPE_SYSTEM,
-                HSA_FENCE_SCOPE_SYSTEM,
-            );
-            // SAFETY: one packet of ours.
-            if unsafe {
-                q.submit(
-                    self.be,
-                    (&open as *const hsa_barrier_and_packet_t).cast(),
-                    1,
-                    self.be.settings().drain,
-                )
-            } {
-                self.gate_open = true;
-            }
-        }
-        self.signal = None;
-        // Its stop packet may still write the counters' buffers: never free them.
-        self.profiles.drain(..).for_each(std::mem::forget);
-        self.be.stuck.add(
-            self.gpu.index,
-            signal.handle,
-            self.packet.kernarg_address as usize,
-        );
+        self.leave_stuck(signal);
         false
+    }
+
+    /// After the application's own execution, a pass is a packet of ours on the replay
+    /// queue, with the barrier bit: a run's members queue theirs one behind the other.
+    fn splits_passes(&self) -> bool {
+        self.ran && matches!(self.sink, Sink::Replay(_)) && self.armed.is_none()
+    }
+
+    fn submit_pass(&mut self, timed: bool) -> Result<(), PassError> {
+        let not_submitted = PassError::NotSubmitted(DeclineReason::SubmitFailed);
+        if !self.splits_passes() || self.queued.is_some() {
+            return Err(not_submitted);
+        }
+        let submitting = phases::enabled().then(Instant::now);
+        let signal = self.signal().map_err(PassError::NotSubmitted)?;
+        // SAFETY: our signal.
+        unsafe { (self.be.orig.signal_store)(signal, 1) };
+        let pass = pass_packet(&self.packet, signal);
+        // SAFETY: one packet.
+        if !unsafe { self.submit((&pass as *const hsa_kernel_dispatch_packet_t).cast(), 1) } {
+            return Err(not_submitted);
+        }
+        if let Some(t) = submitting {
+            phases::add(Phase::PassSubmit, t.elapsed());
+        }
+        self.queued = Some(timed);
+        Ok(())
+    }
+
+    fn collect_pass(&mut self) -> Result<Option<Duration>, PassError> {
+        let (Some(timed), Some(signal)) = (self.queued.take(), self.signal) else {
+            return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
+        };
+        let deadline = self.be.settings().pass;
+        match phases::timed(Phase::PassWait, || {
+            self.wait_zero_unless_held_up(signal, deadline, None)
+        }) {
+            Waited::Zero => {}
+            Waited::TimedOut | Waited::HeldUp => return Err(PassError::Late),
+        }
+        Ok(self.pass_time(signal, timed))
+    }
+
+    fn abandon_pass(&mut self) {
+        if self.queued.take().is_some()
+            && let Some(signal) = self.signal
+        {
+            self.leave_stuck(signal);
+        }
     }
 
     fn contended(&self) -> bool {
