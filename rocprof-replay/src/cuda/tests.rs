@@ -52,6 +52,9 @@ struct FakeGpu {
     next_handle: usize,
     launches: u32,
     relaunches: u32,
+    /// Relaunches since an event was last queried, and the most there were (queued passes).
+    relaunches_unwaited: u32,
+    most_relaunches_unwaited: u32,
     /// Copies into application memory fail this many times.
     failing_restores: u32,
     stick_copies: bool,
@@ -427,7 +430,8 @@ unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
     CUDA_SUCCESS
 }
 unsafe extern "C" fn event_query(e: CUevent) -> CUresult {
-    let g = gpu();
+    let mut g = gpu();
+    g.relaunches_unwaited = 0;
     if g.event_gates
         .get(&(e as usize))
         .is_some_and(|w| !w.iter().all(passed))
@@ -988,6 +992,8 @@ fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
     }
     if ours {
         g.relaunches += 1;
+        g.relaunches_unwaited += 1;
+        g.most_relaunches_unwaited = g.most_relaunches_unwaited.max(g.relaunches_unwaited);
         if g.stick_relaunches {
             g.stuck_streams.insert(stream as usize);
         }
@@ -4823,6 +4829,9 @@ mod memory_tests;
 
 #[path = "ordering_tests.rs"]
 mod ordering_tests;
+
+#[path = "run_tests.rs"]
+mod run_tests;
 
 /// The launch metrics of `add_one`'s launch (`Harness::launch`: grid 4×2×1 of 256 threads,
 /// 512 bytes of dynamic shared memory) on the fake H200: static shared 1024, 16 registers,

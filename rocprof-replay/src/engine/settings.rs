@@ -60,7 +60,14 @@ pub(crate) struct Settings {
     /// Most dispatches one window covers (`ROCPROF_REPLAY_RUN`, 1 to [`MAX_RUN`], default
     /// [`DEFAULT_RUN`]; 1: a window per dispatch).
     pub(crate) run: u32,
+    /// CUDA: how long a run waits for its thread's next launch after a member's first pass
+    /// ([`RUN_WAIT`]; tests lengthen it).
+    pub(crate) run_wait: Duration,
 }
+
+/// How long a run waits for the next launch of its thread (CUDA): the launch call usually
+/// waits already (its thread returned from the previous one before that pass ended).
+pub(crate) const RUN_WAIT: Duration = Duration::from_micros(200);
 
 /// Most dispatches one window may cover.
 pub(crate) const MAX_RUN: u32 = 64;
@@ -135,6 +142,7 @@ impl Settings {
             },
             run: number("ROCPROF_REPLAY_RUN")
                 .map_or(DEFAULT_RUN, |n| n.clamp(1, u64::from(MAX_RUN)) as u32),
+            run_wait: RUN_WAIT,
             granule: GRANULE,
             merge_gap: MERGE_GAP,
         }

@@ -164,16 +164,17 @@ impl Window {
         self.run_inner(target, &INVENTORY, None).0
     }
 
-    /// Runs the window against `target`, with the dispatches `joins` offers joining its run;
-    /// logs and records its outcome, then the later members' in order, and returns the later
-    /// members' handles for the backend to release, in order, after this dispatch's
-    /// completion ([`ReplayTarget::released`]).
+    /// Runs the window against `target` (its memory known to `inventory`, the backend's),
+    /// with the dispatches `joins` offers joining its run; logs and records its outcome, then
+    /// the later members' in order, and returns the later members' handles for the backend to
+    /// release, in order, after this dispatch's completion ([`ReplayTarget::released`]).
     pub(crate) fn run_with<'s>(
         self,
         target: &mut dyn ReplayTarget,
+        inventory: &AllocationInventory,
         joins: &mut dyn Joins<'s>,
     ) -> (Outcome, Vec<Box<dyn ReplayTarget + 's>>) {
-        self.run_inner(target, &INVENTORY, Some(joins))
+        self.run_inner(target, inventory, Some(joins))
     }
 
     fn run_inner<'s>(

@@ -651,7 +651,9 @@ impl Detached {
         };
         IN_WINDOW.with(|w| w.set(true));
         let ran = catch_unwind(AssertUnwindSafe(|| {
-            window.run_with(&mut target, &mut joins).1
+            window
+                .run_with(&mut target, &crate::engine::state::INVENTORY, &mut joins)
+                .1
         }));
         IN_WINDOW.with(|w| w.set(false));
         drop(joins);

@@ -551,7 +551,7 @@ fn run_job(
     };
     tracing::trace!(kernel = job.info.kernel(), "window starts");
     let result = catch_unwind(AssertUnwindSafe(|| match window.run {
-        Runner::Engine(w) => w.run_with(&mut target, &mut joins).1,
+        Runner::Engine(w) => w.run_with(&mut target, be.inventory, &mut joins).1,
         Runner::Custom(f) => {
             f(&mut target);
             Vec::new()
@@ -595,11 +595,6 @@ fn run_job(
     trim_arena(be, &ctx);
     next
 }
-
-/// How long a window's run waits for the next launch of its thread after a member's first
-/// pass: the launch call usually waits already (its thread returned from the previous one
-/// before that pass ended).
-const RUN_WAIT: Duration = Duration::from_micros(200);
 
 /// How often that wait looks whether the application made a call that ends the run.
 const RUN_POLL: Duration = Duration::from_micros(20);
@@ -659,21 +654,24 @@ impl<'s> CudaJoins<'s> {
         }
     }
 
-    /// The thread's next job, waited for up to [`RUN_WAIT`] — not at all once the application
+    /// The thread's next job, waited for up to
+    /// [`RUN_WAIT`](crate::engine::settings::RUN_WAIT) — not at all once the application
     /// made a call other than a launch since the run's last launch returned (no later launch
     /// can join then: a synchronisation waiting for this window, say).
     fn next_launch(&self) -> Option<Job> {
-        let deadline = Instant::now() + RUN_WAIT;
-        let exit = self.last.exit_breaks()?;
+        let deadline = Instant::now() + self.be.settings.run_wait;
         loop {
             match self.rx.try_recv() {
                 Ok(job) => return Some(job),
                 Err(mpsc::TryRecvError::Disconnected) => return None,
                 Err(mpsc::TryRecvError::Empty) => {}
             }
-            let now = self.be.breaks.load(std::sync::atomic::Ordering::Acquire);
-            if now / crate::cuda::OTHER_CALL != exit / crate::cuda::OTHER_CALL {
-                return None;
+            // Known once the last member's launch call returned (it may not have yet).
+            if let Some(exit) = self.last.exit_breaks() {
+                let now = self.be.breaks.load(std::sync::atomic::Ordering::Acquire);
+                if now / crate::cuda::OTHER_CALL != exit / crate::cuda::OTHER_CALL {
+                    return None;
+                }
             }
             let left = deadline.checked_duration_since(Instant::now())?;
             match self.rx.recv_timeout(left.min(RUN_POLL)) {
