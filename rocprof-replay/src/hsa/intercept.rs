@@ -2134,6 +2134,11 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        if self.splits_passes() {
+            // A later pass without counters: submitted, then waited for.
+            self.submit_pass(timed)?;
+            return self.collect_pass();
+        }
         let submitting = phases::enabled().then(Instant::now);
         // The first pass is the application's own execution: it may wait for work this window
         // holds up (an asynchronous copy the application submits after the dispatch).
