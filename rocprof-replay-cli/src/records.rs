@@ -67,6 +67,9 @@ pub(crate) struct Record {
     pub(crate) metrics: Option<BTreeMap<String, MetricValue>>,
     /// Why a dispatch that asked for counters has none.
     pub(crate) metrics_reason: Option<String>,
+    /// Dispatches its replay window covered (`ROCPROF_REPLAY_RUN`): more than 1 for a run,
+    /// 1 for a window of its own, 0 for none (or a record written before runs existed).
+    pub(crate) run: u64,
     /// Fields this version does not know, kept as they were.
     #[serde(flatten)]
     pub(crate) extra: serde_json::Map<String, serde_json::Value>,

@@ -122,6 +122,26 @@ fn table_names<'a>(kernels: impl Iterator<Item = &'a str>) -> Vec<String> {
         .collect()
 }
 
+/// How many dispatches shared a replay window with others (`ROCPROF_REPLAY_RUN`), in how many
+/// windows; `None` when none did.
+fn runs_line(records: &[crate::records::Record]) -> Option<String> {
+    let members: Vec<u64> = records.iter().map(|r| r.run).filter(|&n| n > 1).collect();
+    if members.is_empty() {
+        return None;
+    }
+    // A window of n dispatches writes n records, each saying n.
+    let windows: f64 = members.iter().map(|&n| 1.0 / n as f64).sum();
+    let longest = members.iter().copied().max().unwrap_or(0);
+    Some(format!(
+        "rocprof-replay: {} dispatch{} shared replay windows with the dispatches next to them \
+         ({} window{}, up to {longest} dispatches each; ROCPROF_REPLAY_RUN, --run)\n",
+        members.len(),
+        if members.len() == 1 { "" } else { "es" },
+        windows.round() as u64,
+        if windows.round() as u64 == 1 { "" } else { "s" },
+    ))
+}
+
 pub(crate) fn table(run: &Run<'_>) -> String {
     let others = summary::other_kinds(&run.kernels);
     let metrics = run.metric_columns();
@@ -149,6 +169,9 @@ pub(crate) fn table(run: &Run<'_>) -> String {
         let _ = write!(out, ", {} {kind}", run.total(kind));
     }
     out.push('\n');
+    if let Some(line) = runs_line(&run.records.records) {
+        out.push_str(&line);
+    }
     if !run.records.malformed.is_empty() {
         let _ = writeln!(
             out,
@@ -629,6 +652,39 @@ mod tests {
         );
         assert!(
             t.contains("inc, \"quoted\": declined over_budget x1, failed restore_failed x1"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn the_table_says_how_many_dispatches_shared_windows() {
+        let records = Records::parse(TEXT);
+        assert!(
+            !table(&run(&records)).contains("shared replay windows"),
+            "no run, no line"
+        );
+        let line = |n: u64, kernel: &str, id: u64| {
+            format!(
+                r#"{{"kernel":"{kernel}","dispatch_id":{id},"agent":0,"outcome":"replayed","passes":3,"run":{n}}}"#
+            )
+        };
+        let text = [
+            line(3, "a", 1),
+            line(3, "b", 2),
+            line(3, "a", 3),
+            line(1, "a", 4),
+            line(2, "b", 5),
+            line(2, "a", 6),
+        ]
+        .join("\n")
+            + "\n";
+        let records = Records::parse(&text);
+        let t = table(&run(&records));
+        assert!(
+            t.lines().nth(1).is_some_and(|l| l.contains(
+                "5 dispatches shared replay windows with the dispatches next to them \
+                 (2 windows, up to 3 dispatches each"
+            )),
             "{t}"
         );
     }

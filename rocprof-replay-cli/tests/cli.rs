@@ -490,15 +490,20 @@ fn every_footprint_is_accepted_and_an_unknown_value_is_refused() {
 
 #[test]
 fn run_sets_how_many_dispatches_a_window_covers_and_refuses_values_out_of_range() {
-    // The setting reaches the engine (which says so at start-up). The sample waits for each
-    // dispatch before the next: every window covers one, and the records say so.
-    for (option, said) in [(Some("8"), true), (None, false)] {
+    // The setting reaches the engine (which says so at start-up; 16 by default, nothing with
+    // 1). The sample waits for each dispatch before the next: every window covers one, and
+    // the records say so.
+    for (option, said) in [
+        (Some("8"), Some("up to 8 ")),
+        (None, Some("up to 16 ")),
+        (Some("1"), None),
+    ] {
         let mut args = vec!["--passes", "3"];
         if let Some(n) = option {
             args.extend_from_slice(&["--run", n]);
         }
         let (app, kernels) = sample_app();
-        let records = scratch(&format!("run_{said}.records.jsonl"));
+        let records = scratch(&format!("run_{option:?}.records.jsonl"));
         let _ = std::fs::remove_file(&records);
         let mut all = vec!["run", "--runtime", "emu"];
         all.extend_from_slice(&args);
@@ -512,12 +517,19 @@ fn run_sets_how_many_dispatches_a_window_covers_and_refuses_values_out_of_range(
             .env("ROCPROF_REPLAY_OUTPUT", &records)
             .env("ROCPROF_REPLAY_LOG", "info"));
         assert!(out.status.success(), "{}", show(&out));
-        assert_eq!(
-            text(&out.stderr).contains("runs of up to 8 consecutive dispatches"),
-            said,
-            "{option:?}: {}",
-            show(&out)
-        );
+        let stderr = text(&out.stderr);
+        match said {
+            Some(n) => assert!(
+                stderr.contains(&format!("runs of {n}consecutive dispatches")),
+                "{option:?}: {}",
+                show(&out)
+            ),
+            None => assert!(
+                !stderr.contains("consecutive dispatches"),
+                "{option:?}: {}",
+                show(&out)
+            ),
+        }
         let lines = std::fs::read_to_string(&records).unwrap_or_default();
         assert!(!lines.is_empty());
         for l in lines.lines() {
