@@ -450,8 +450,9 @@ pub(super) fn ride(
 /// pass cannot be submitted ends the submissions; the passes already submitted are collected
 /// all the same, then the first break is returned.
 pub(super) fn ride_queued(riders: &mut [Rider<'_>], index: u32) -> Result<(), Broken> {
-    // Whether each submitted pass is timed, in order.
-    let mut queued: smallvec::SmallVec<[bool; 16]> = smallvec::SmallVec::new();
+    // Each submitted pass, in order: whether it is timed, and how long its submission took
+    // (one `pass` phase per pass: submission and collection together).
+    let mut queued: smallvec::SmallVec<[(bool, Duration); 16]> = smallvec::SmallVec::new();
     let mut stop = None;
     for r in riders.iter_mut() {
         if !r.member.begin_pass(&r.info, index) {
@@ -465,10 +466,11 @@ pub(super) fn ride_queued(riders: &mut [Rider<'_>], index: u32) -> Result<(), Br
         }
         // Asked per member, with its contexts on the stack.
         let timed = service_active(Service::DispatchTiming);
-        match phases::timed(Phase::Pass, || r.target.submit_pass(timed)) {
+        let submitting = phases::enabled().then(Instant::now);
+        match r.target.submit_pass(timed) {
             Ok(()) => {
                 r.member.set_aside();
-                queued.push(timed);
+                queued.push((timed, submitting.map_or(Duration::ZERO, |t| t.elapsed())));
             }
             Err(error) => {
                 r.member.end_pass(&r.info, index, None);
@@ -484,7 +486,7 @@ pub(super) fn ride_queued(riders: &mut [Rider<'_>], index: u32) -> Result<(), Br
         }
     }
     let mut result: Result<(), Broken> = Ok(());
-    for (r, timed) in riders.iter_mut().zip(queued) {
+    for (r, (timed, submitted)) in riders.iter_mut().zip(queued) {
         r.member.resume();
         if matches!(&result, Err(b) if b.late) {
             // Queued behind a pass still running past the late deadline: stuck with it.
@@ -495,7 +497,11 @@ pub(super) fn ride_queued(riders: &mut [Rider<'_>], index: u32) -> Result<(), Br
             r.kind = Some(OutcomeKind::Failed(FailureReason::PassStuck));
             continue;
         }
-        let ran = phases::timed(Phase::Pass, || r.target.collect_pass());
+        let collecting = phases::enabled().then(Instant::now);
+        let ran = r.target.collect_pass();
+        if let Some(t) = collecting {
+            phases::add(Phase::Pass, submitted + t.elapsed());
+        }
         if let Err(broken) = finish_rider_pass(r, index, timed, ran)
             // The first break is the run's, unless a later one leaves a pass running.
             && (result.is_ok() || broken.late)

@@ -744,13 +744,15 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     repeats || !watch.is_empty(),
                     "host memory watched or repeated",
                 ),
-                (
-                    footprint::SOLO.contains(info.agent.0, info.kernel_object),
-                    "the kernel once wrote outside a run's footprint",
-                ),
             ]
             .into_iter()
-            .find_map(|(blocks, why)| blocks.then_some(why));
+            .find_map(|(blocks, why)| blocks.then_some(why))
+            // Looked up only when nothing else keeps the window to itself.
+            .or_else(|| {
+                footprint::SOLO
+                    .contains(info.agent.0, info.kernel_object)
+                    .then_some("the kernel once wrote outside a run's footprint")
+            });
             match alone {
                 None => settings.run,
                 Some(why) => {
