@@ -316,7 +316,18 @@ fn install_panic_hook() {
 
 /// Outcomes the policy saw end, with the plan of their dispatch.
 /// (plan, outcome, passes, whether the kernel object is a kernel of a loaded executable).
-static OUTCOMES: Mutex<Vec<(Plan, OutcomeKind, u32, bool)>> = Mutex::new(Vec::new());
+/// How a dispatch ended.
+struct Ended {
+    plan: Plan,
+    kind: OutcomeKind,
+    passes: u32,
+    /// Its kernel is one of the harness's (a name was found).
+    known: bool,
+    /// Dispatches its window covered (a run: `ROCPROF_REPLAY_RUN`, 16 by default).
+    run: u32,
+}
+
+static OUTCOMES: Mutex<Vec<Ended>> = Mutex::new(Vec::new());
 
 /// Replays each dispatch as its packet's plan says.
 #[derive(Default)]
@@ -365,12 +376,16 @@ impl ReplayPolicy for FuzzPolicy {
     }
 
     fn on_end(&self, info: &DispatchInfo, plan: Plan, outcome: &Outcome) {
-        OUTCOMES.lock().unwrap_or_else(|e| e.into_inner()).push((
-            plan,
-            outcome.kind,
-            outcome.passes,
-            info.kernel_name.is_some(),
-        ));
+        OUTCOMES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Ended {
+                plan,
+                kind: outcome.kind,
+                passes: outcome.passes,
+                known: info.kernel_name.is_some(),
+                run: outcome.run,
+            });
     }
 }
 
@@ -1458,9 +1473,9 @@ impl Harness {
         if std::env::var_os("FUZZ_VERBOSE").is_some() {
             let packets: usize = batches.iter().map(|b| b.packets.len()).sum();
             let mut kinds = std::collections::BTreeMap::<String, usize>::new();
-            for (_, kind, _, _) in &outcomes {
+            for e in &outcomes {
                 *kinds
-                    .entry(kind.reason_code().unwrap_or(kind.label()).to_owned())
+                    .entry(e.kind.reason_code().unwrap_or(e.kind.label()).to_owned())
                     .or_default() += 1;
             }
             eprintln!(
@@ -1469,14 +1484,22 @@ impl Harness {
                 s.threaded
             );
         }
-        for (plan, kind, passes, known) in outcomes {
-            check_outcome(plan, kind, passes, known);
+        for e in &outcomes {
+            check_outcome(e);
         }
     }
 }
 
-fn check_outcome(plan: Plan, kind: OutcomeKind, passes: u32, known: bool) {
-    let what = format!("plan {plan:?}: {kind:?} after {passes} passes");
+fn check_outcome(
+    &Ended {
+        plan,
+        kind,
+        passes,
+        known,
+        run,
+    }: &Ended,
+) {
+    let what = format!("plan {plan:?}: {kind:?} after {passes} passes, window of {run}");
     assert!(kind.failure().is_none(), "{what}: a failed outcome");
     match kind {
         OutcomeKind::Replayed => {
@@ -1500,7 +1523,8 @@ fn check_outcome(plan: Plan, kind: OutcomeKind, passes: u32, known: bool) {
         OutcomeKind::Declined(reason) => {
             assert!(passes >= 1, "{what}: a declined dispatch still runs once");
             match reason {
-                DeclineReason::PolicyPanicked => assert!(plan.panics(), "{what}"),
+                // A run ends for all its dispatches when one's policy panics: each says so.
+                DeclineReason::PolicyPanicked => assert!(plan.panics() || run > 1, "{what}"),
                 // A garbage kernel object: its arguments cannot be inspected while the
                 // harness's fine-grained staging buffer exists.
                 DeclineReason::HostMemory => assert!(!known, "{what}: a known kernel"),
