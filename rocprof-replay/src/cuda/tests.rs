@@ -2502,9 +2502,11 @@ impl ReplayPolicy for StickAfterPassOne {
 }
 
 #[test]
-fn after_a_stuck_restore_the_rerun_waits_for_the_late_copies() {
+fn after_a_stuck_restore_nothing_runs_again_and_late_work_waits_for_the_copies() {
     // Full restores: the restore before pass 2 is a copy (write-set restore would first
-    // compare, and stick there: a decline before any restore).
+    // compare, and stick there: a decline before any restore). The restore is queued on the
+    // private stream and pass 2 behind it: the pass never starts, and the window reports
+    // the restore as what is stuck.
     let settings = Settings {
         restore: crate::policy::RestoreMode::Full,
         ..quick()
@@ -2515,33 +2517,33 @@ fn after_a_stuck_restore_the_rerun_waits_for_the_late_copies() {
     h.launch(&ADD_ONE, &mut args, 0x5000);
     let o = &h.outcomes()[0].1;
     assert_eq!(o.kind, OutcomeKind::Failed(FailureReason::RestoreStuck));
+    assert_eq!(o.passes, 2, "pass 1, and pass 2 behind the stuck restore");
     let g = gpu();
-    // The stream the restore stuck on, and the event recorded behind the stuck copy.
+    // The stream the restore stuck on.
     let stuck: Vec<usize> = g.stuck_streams.iter().copied().collect();
     assert_eq!(stuck.len(), 1, "{stuck:?}");
-    let marker = g
+    let on_stuck: Vec<&Op> = g
         .ops
         .iter()
-        .rev()
-        .find_map(|(s, op)| match op {
-            Op::Record(ev, _) if *s == stuck[0] => Some(*ev),
-            _ => None,
-        })
-        .expect("an event behind the stuck copy");
-    // The rerun ran on a new private stream, which waits for that event first.
-    let rerun_stream = g
-        .ops
+        .filter_map(|(s, op)| (*s == stuck[0]).then_some(op))
+        .collect();
+    // Pass 2 was queued behind the restore on that stream, and the late work's event behind
+    // both: what waits for late work (frees, the next windows) waits for the copies too.
+    let launch = on_stuck
         .iter()
-        .rev()
-        .find_map(|(s, op)| (matches!(op, Op::Launch(_)) && *s != 0x5000).then_some(*s))
-        .expect("the rerun");
-    assert_ne!(rerun_stream, stuck[0]);
-    assert!(g.created_streams.contains(&rerun_stream));
+        .position(|op| matches!(op, Op::Launch(_)))
+        .expect("pass 2 queued behind the restore");
     assert!(
-        g.stream_waits.contains(&(rerun_stream, marker)),
-        "the rerun's stream waits for the late copies: {:?}",
-        g.stream_waits
+        matches!(on_stuck.last(), Some(Op::Record(..))) && on_stuck.len() > launch + 1,
+        "an event behind the stuck copies and the pass: {on_stuck:?}"
     );
+    // Nothing ran again on another stream over partly restored memory.
+    let launches_elsewhere = g
+        .ops
+        .iter()
+        .filter(|(s, op)| matches!(op, Op::Launch(_)) && *s != stuck[0] && *s != 0x5000)
+        .count();
+    assert_eq!(launches_elsewhere, 0, "{:?}", g.ops);
     drop(g);
     gpu().stick_copies = false;
 }

@@ -110,9 +110,15 @@ struct Log {
     /// Kernel objects in the order their completions were released.
     released: Mutex<Vec<u64>>,
     /// Targets queue later passes ([`ReplayTarget::splits_passes`]) on this device queue:
-    /// (ticket, kernel), run in order when a pass is collected.
+    /// (ticket, pass or restore), run in order when a pass is collected.
     split: bool,
-    queued: Mutex<VecDeque<(u64, Kernel)>>,
+    queued: Mutex<VecDeque<(u64, Item)>>,
+    /// Restores are queued too ([`DeviceMemory::queue_restores`]); `stuck_restore`: the
+    /// first one queued never ends (nor anything behind it).
+    queue_restores: bool,
+    stuck_restore: bool,
+    /// Restores queued.
+    restores_queued: AtomicU64,
     tickets: AtomicU64,
     /// The most passes queued at once.
     deepest: AtomicU64,
@@ -120,6 +126,12 @@ struct Log {
     stuck: Option<u64>,
     /// Kernel objects whose queued pass the window abandoned.
     abandoned: Mutex<Vec<u64>>,
+}
+
+/// Work on the fake device queue.
+enum Item {
+    Pass(Kernel),
+    Restore(Vec<Transfer>),
 }
 
 /// The backend's handle on one dispatch.
@@ -130,6 +142,8 @@ struct Fake {
     args: Vec<u8>,
     /// Its pass on the device queue, not collected yet.
     ticket: Option<u64>,
+    /// Restores are queued ([`DeviceMemory::queue_restores`]) until asked otherwise.
+    queuing: bool,
 }
 
 /// The dispatches submitted after the one whose window runs, in order: all on one queue, each
@@ -172,12 +186,50 @@ impl Fake {
     }
 }
 
+impl Fake {
+    /// Runs the restores at the queue's front (a copy that is not queued comes after them);
+    /// `false`: a stuck one is there.
+    fn settle_restores(&mut self) -> bool {
+        let mut q = self.log.queued.lock();
+        while let Some((_, Item::Restore(transfers))) = q.front() {
+            if self.log.stuck_restore {
+                return false;
+            }
+            let _held = self.dev.lock();
+            // SAFETY: as in `copy`.
+            unsafe { host_copy(Direction::Restore, transfers) };
+            drop(_held);
+            q.pop_front();
+        }
+        true
+    }
+}
+
 impl DeviceMemory for Fake {
     fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError> {
+        if direction == Direction::Restore && self.queuing {
+            let ticket = self.log.tickets.fetch_add(1, Ordering::SeqCst);
+            self.log
+                .queued
+                .lock()
+                .push_back((ticket, Item::Restore(transfers.to_vec())));
+            self.log.restores_queued.fetch_add(1, Ordering::SeqCst);
+            return Ok(());
+        }
+        if !self.settle_restores() {
+            return Err(CopyError::Stuck);
+        }
         let _held = self.dev.lock();
         // SAFETY: the engine passes the test's live buffers and its own heap staging.
         unsafe { host_copy(direction, transfers) };
         Ok(())
+    }
+    fn queue_restores(&mut self, on: bool) -> bool {
+        self.queuing = on && self.log.queue_restores;
+        self.queuing
+    }
+    fn restore_pending(&mut self) -> bool {
+        matches!(self.log.queued.lock().front(), Some((_, Item::Restore(_))))
     }
 }
 
@@ -210,8 +262,9 @@ impl ReplayTarget for Fake {
     fn submit_pass(&mut self, _: bool) -> Result<(), PassError> {
         let ticket = self.log.tickets.fetch_add(1, Ordering::SeqCst);
         let mut q = self.log.queued.lock();
-        q.push_back((ticket, self.kernel));
-        self.log.deepest.fetch_max(q.len() as u64, Ordering::SeqCst);
+        q.push_back((ticket, Item::Pass(self.kernel)));
+        let passes = q.iter().filter(|(_, i)| matches!(i, Item::Pass(_))).count();
+        self.log.deepest.fetch_max(passes as u64, Ordering::SeqCst);
         self.ticket = Some(ticket);
         Ok(())
     }
@@ -220,9 +273,19 @@ impl ReplayTarget for Fake {
         // The device runs the queue in order up to this pass; a stuck kernel holds the rest.
         loop {
             let mut q = self.log.queued.lock();
-            let Some(&(t, kernel)) = q.front() else {
-                panic!("pass {ticket} collected twice");
+            let kernel = match q.front() {
+                None => panic!("pass {ticket} collected twice"),
+                Some((_, Item::Restore(_))) if self.log.stuck_restore => {
+                    return Err(PassError::Late);
+                }
+                Some((_, Item::Restore(_))) => {
+                    drop(q);
+                    self.settle_restores();
+                    continue;
+                }
+                Some(&(_, Item::Pass(kernel))) => kernel,
             };
+            let t = q.front().map_or(0, |f| f.0);
             if Some(kernel.object()) == self.log.stuck {
                 return Err(PassError::Late);
             }
@@ -251,7 +314,7 @@ impl ReplayTarget for Fake {
         self.log.completions.fetch_add(1, Ordering::SeqCst);
     }
     fn settle_late_pass(&mut self) -> bool {
-        Some(self.kernel.object()) != self.log.stuck
+        Some(self.kernel.object()) != self.log.stuck && !self.log.stuck_restore
     }
     fn contended(&self) -> bool {
         false
@@ -386,6 +449,7 @@ fn submit_to(
             log: Arc::clone(&log),
             args: k.args(&dev.lock()),
             ticket: None,
+            queuing: false,
         };
         let window = engine
             .decide(&info(agent, k, n as u64), &mut target)
@@ -670,26 +734,75 @@ fn queued_later_passes_of_a_run_start_from_their_own_inputs_and_leave_one_execut
         Kernel::Add { src: 2, dst: 3 },
         Kernel::Add { src: 3, dst: 1 },
     ];
-    let ran = submit_to(queuing(None), 8111, 5, None, &kernels, 3, 8, None);
-    assert_eq!(ran.memory, ran.expected, "one execution of the four");
-    assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 4); 4]);
-    for k in &kernels {
-        let inputs = inputs_of(&ran, k);
-        assert_eq!(inputs.len(), 3, "{k:?}");
-        assert!(
-            inputs.iter().all(|i| i == &inputs[0]),
-            "{k:?} saw other inputs in a later pass"
+    // Restores waited for, then queued in front of the passes (each restore in the queue
+    // with the four passes behind it).
+    for (agent, queue_restores) in [(8111, false), (8115, true)] {
+        let log = Log {
+            queue_restores,
+            ..queuing(None)
+        };
+        let ran = submit_to(log, agent, 5, None, &kernels, 3, 8, None);
+        assert_eq!(ran.memory, ran.expected, "one execution of the four");
+        assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 4); 4]);
+        for k in &kernels {
+            let inputs = inputs_of(&ran, k);
+            assert_eq!(inputs.len(), 3, "{k:?}");
+            assert!(
+                inputs.iter().all(|i| i == &inputs[0]),
+                "{k:?} saw other inputs in a later pass (queued restores: {queue_restores})"
+            );
+        }
+        assert_eq!(
+            ran.log.deepest.load(Ordering::SeqCst),
+            4,
+            "the four members' passes were queued together"
         );
+        assert_eq!(
+            ran.log.restores_queued.load(Ordering::SeqCst),
+            if queue_restores { 2 } else { 0 },
+            "the restores before passes 2 and 3"
+        );
+        assert!(ran.log.queued.lock().is_empty());
+        for (_, o) in &ran.outcomes {
+            assert_eq!(o.pass_times.len(), 3, "{o:?}");
+        }
     }
+}
+
+#[test]
+fn a_queued_restore_that_never_ends_fails_the_run_and_nothing_waits_twice() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 0 },
+    ];
+    let log = Log {
+        queue_restores: true,
+        stuck_restore: true,
+        ..queuing(None)
+    };
+    let ran = submit_to(log, 8116, 4, None, &kernels, 3, 8, None);
+    let got = kinds(&ran);
     assert_eq!(
-        ran.log.deepest.load(Ordering::SeqCst),
-        3,
-        "the three later members' passes were queued together"
+        got,
+        vec![
+            // The first member's pass 2 never started: the restore before it is stuck.
+            (OutcomeKind::Failed(FailureReason::RestoreStuck), 2, 3),
+            // The others' passes queued behind it are abandoned, never waited for.
+            (OutcomeKind::Failed(FailureReason::PassStuck), 2, 3),
+            (OutcomeKind::Failed(FailureReason::PassStuck), 2, 3),
+        ],
     );
-    assert!(ran.log.queued.lock().is_empty());
-    for (_, o) in &ran.outcomes {
-        assert_eq!(o.pass_times.len(), 3, "{o:?}");
-    }
+    let mut abandoned = ran.log.abandoned.lock().clone();
+    abandoned.sort_unstable();
+    let mut behind = vec![kernels[1].object(), kernels[2].object()];
+    behind.sort_unstable();
+    assert_eq!(abandoned, behind);
+    assert_eq!(
+        ran.log.completions.load(Ordering::SeqCst),
+        3,
+        "every completion given"
+    );
 }
 
 #[test]

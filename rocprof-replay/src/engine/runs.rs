@@ -450,9 +450,22 @@ pub(super) fn ride(
 /// pass cannot be submitted ends the submissions; the passes already submitted are collected
 /// all the same, then the first break is returned.
 pub(super) fn ride_queued(riders: &mut [Rider<'_>], index: u32) -> Result<(), Broken> {
-    // Each submitted pass, in order: whether it is timed, and how long its submission took
-    // (one `pass` phase per pass: submission and collection together).
-    let mut queued: smallvec::SmallVec<[(bool, Duration); 16]> = smallvec::SmallVec::new();
+    let submitted = submit_riders(riders, index);
+    collect_riders(riders, index, submitted, false)
+}
+
+/// The later members' passes [`submit_riders`] queued, in order: whether each is timed and
+/// how long its submission took; and why the submissions stopped, if they did.
+pub(super) struct Submitted {
+    queued: smallvec::SmallVec<[(bool, Duration); 16]>,
+    stop: Option<Broken>,
+}
+
+/// The first half of [`ride_queued`]: each later member's `on_pass` and its pass submitted
+/// behind everything the window submitted before it, its contexts set aside. Stops at the
+/// first member whose `on_pass` panics or whose pass cannot be submitted.
+pub(super) fn submit_riders(riders: &mut [Rider<'_>], index: u32) -> Submitted {
+    let mut queued = smallvec::SmallVec::new();
     let mut stop = None;
     for r in riders.iter_mut() {
         if !r.member.begin_pass(&r.info, index) {
@@ -485,7 +498,32 @@ pub(super) fn ride_queued(riders: &mut [Rider<'_>], index: u32) -> Result<(), Br
             }
         }
     }
-    let mut result: Result<(), Broken> = Ok(());
+    if let Some(r) = riders[..queued.len()].last_mut() {
+        // Everything queued completes with the last pass: one wait for it, then each
+        // collection finds its pass done (on CUDA, one flush brings every kernel record).
+        r.target.await_pass();
+    }
+    Submitted { queued, stop }
+}
+
+/// The second half of [`ride_queued`]: each submitted pass waited for in order and its
+/// `on_pass_end`. With `stuck`, the pass they are queued behind (the run's first member's)
+/// is still running past the late deadline: every one is abandoned, none waited for.
+pub(super) fn collect_riders(
+    riders: &mut [Rider<'_>],
+    index: u32,
+    submitted: Submitted,
+    stuck: bool,
+) -> Result<(), Broken> {
+    let Submitted { queued, stop } = submitted;
+    let mut result: Result<(), Broken> = if stuck {
+        Err(Broken {
+            kind: OutcomeKind::Failed(FailureReason::PassStuck),
+            late: true,
+        })
+    } else {
+        Ok(())
+    };
     for (r, (timed, submitted)) in riders.iter_mut().zip(queued) {
         r.member.resume();
         if matches!(&result, Err(b) if b.late) {
@@ -512,6 +550,21 @@ pub(super) fn ride_queued(riders: &mut [Rider<'_>], index: u32) -> Result<(), Br
     match stop {
         Some(broken) if result.is_ok() => Err(broken),
         _ => result,
+    }
+}
+
+/// After the first member's pass `index` ended the window early and its result stands: the
+/// later members that have not run pass `index` run once more, in order, so memory holds one
+/// execution of the whole run (those whose pass `index` was queued behind it ran already).
+pub(super) fn follow_riders(riders: &mut [Rider<'_>], index: u32, outcome: &mut Outcome) {
+    for r in riders.iter_mut() {
+        if r.passes > index {
+            continue;
+        }
+        if !once_more(r) {
+            outcome.kind = OutcomeKind::Failed(FailureReason::RunFailed);
+            return;
+        }
     }
 }
 

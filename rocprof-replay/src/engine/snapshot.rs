@@ -83,6 +83,24 @@ pub(crate) trait DeviceMemory {
     /// all are complete.
     fn copy(&mut self, direction: Direction, transfers: &[Transfer]) -> Result<(), CopyError>;
 
+    /// Queued restores: with `on`, a [`copy`](Self::copy) in the [`Direction::Restore`]
+    /// direction returns once its transfers are submitted, without waiting for them. The
+    /// backend promises that they complete before the next pass the window submits starts,
+    /// that collecting that pass waits for them (a stuck copy makes it late), and that every
+    /// later copy, diff or fingerprint of the window sees them done. `true`: restores are
+    /// queued until it is asked again with `!on`; `false` (the default): the backend cannot
+    /// promise that order, and copies wait as always.
+    fn queue_restores(&mut self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+
+    /// After a pass behind a queued restore stayed late: whether that restore is what has
+    /// not completed (the pass never started). The default: no restore was queued.
+    fn restore_pending(&mut self) -> bool {
+        false
+    }
+
     /// Host memory for `size` bytes of scratch the host reads (the diff's read-backs). The
     /// default is [`alloc_staging`](Self::alloc_staging); a backend whose staging may be device
     /// memory returns host-readable memory here.
@@ -164,6 +182,15 @@ pub(crate) enum DiffError {
     Failed,
     /// A read-back was still in flight at the deadline (its scratch buffer is leaked).
     Stuck,
+}
+
+impl From<CopyError> for DiffError {
+    fn from(e: CopyError) -> DiffError {
+        match e {
+            CopyError::Failed => DiffError::Failed,
+            CopyError::Stuck => DiffError::Stuck,
+        }
+    }
 }
 
 /// Appends `[offset, offset + len)` of region `index`, merging with the last range when they

@@ -107,8 +107,11 @@ use crate::policy::{
     MAX_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind,
     RestoreMode,
 };
+use runs::{
+    Broken, Joining, Rider, collect_riders, end_run, follow_riders, join_run, rerun_riders, ride,
+    submit_riders,
+};
 pub(crate) use runs::{Joiner, Joins, Later, Member};
-use runs::{Joining, Rider, end_run, join_run, rerun_riders, ride};
 
 /// Why a pass did not complete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +157,10 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     fn collect_pass(&mut self) -> Result<Option<Duration>, PassError> {
         Err(PassError::NotSubmitted(DeclineReason::SubmitFailed))
     }
+    /// Waits (pass deadline) until the pass [`submit_pass`](Self::submit_pass) submitted is
+    /// done, without collecting it: a batch of queued passes waits for its last one first, so
+    /// collecting the others finds them done. The default: nothing (collecting waits).
+    fn await_pass(&mut self) {}
     /// Gives up waiting for the pass [`submit_pass`](Self::submit_pass) submitted: it is
     /// queued behind a pass that is still running past the late deadline, so it is late too
     /// (nothing of the window may touch its memory; the application's completion waits for
@@ -769,6 +776,8 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         let mut chain_broken = false;
 
         let mut restorer = Restorer::Undecided;
+        // The last restore was queued, not waited for ([`DeviceMemory::queue_restores`]).
+        let mut restore_queued = false;
 
         let mut outcome = start(OutcomeKind::Replayed);
         outcome.host_writes_repeated = repeats;
@@ -826,7 +835,22 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             // Counter passes are not timed: their times would include the counters' set-up.
             let timed = counter.is_none() && service_active(Service::DispatchTiming);
             target.arm_counters(counter);
-            let ran = phases::timed(Phase::Pass, || target.run_pass(timed));
+            // A later pass without counters is queued behind its restore, the run's later
+            // members' passes behind it, and all are waited for together.
+            let queued = index > 0 && counter.is_none() && queues_passes(target, &riders);
+            let Queue {
+                ran,
+                riding,
+                settled,
+            } = if queued {
+                queue_pass(target, &mut riders, index, timed, &guard)
+            } else {
+                Queue {
+                    ran: phases::timed(Phase::Pass, || target.run_pass(timed)),
+                    riding: None,
+                    settled: None,
+                }
+            };
             target.arm_counters(None);
             match ran {
                 Ok(kernel_time) if counter.is_some() => {
@@ -918,7 +942,8 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     drop(guard);
                     outcome.passes += 1;
                     outcome.pass_times.push(None);
-                    outcome.kind = if target.settle_late_pass() {
+                    let settled = settled.unwrap_or_else(|| target.settle_late_pass());
+                    outcome.kind = if settled {
                         tracing::warn!(
                             kernel = info.kernel(),
                             dispatch = %info.dispatch_id,
@@ -926,18 +951,29 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                              stops and the application sees that pass's result"
                         );
                         OutcomeKind::Declined(DeclineReason::PassTimeout)
+                    } else if restore_queued && target.restore_pending() {
+                        // The pass never started: the restore queued before it is stuck, and
+                        // memory may be partly restored when it runs.
+                        OutcomeKind::Failed(FailureReason::RestoreStuck)
                     } else {
                         OutcomeKind::Failed(FailureReason::PassStuck)
                     };
-                    // A run's later members follow the finished pass once more, so memory
-                    // holds one execution of the whole run.
+                    // A run's later members follow the finished pass once more (those queued
+                    // behind it ran already), so memory holds one execution of the whole run.
                     if outcome.kind.failure().is_none() {
-                        rerun_riders(&mut riders, &mut outcome);
+                        follow_riders(&mut riders, index, &mut outcome);
                     }
                     // The late pass's result stands (it may still run: no diff, no write-back).
                     target.complete();
-                    drop(restorer);
-                    drop(snapshot);
+                    if settled || !restore_queued {
+                        drop(restorer);
+                        drop(snapshot);
+                    } else {
+                        // The restore queued before it may be what is stuck: its copies may
+                        // still read the staging buffers.
+                        restorer.leak();
+                        snapshot.leak();
+                    }
                     let first = finish(target, state, outcome);
                     return end_run(first, riders, later);
                 }
@@ -970,7 +1006,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         break;
                     }
                 } else if !riders.is_empty()
-                    && let Err(broken) = ride(&mut riders, index, &guard)
+                    && let Err(broken) = riding.unwrap_or_else(|| ride(&mut riders, index, &guard))
                 {
                     outcome.kind = broken.kind;
                     if broken.late {
@@ -1163,9 +1199,16 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     }
                 }
             }
-            match phases::timed(Phase::Restore, || {
+            // Queued when the next pass is: collecting it waits for the restore too.
+            restore_queued =
+                counter.is_none() && queues_passes(target, &riders) && target.queue_restores(true);
+            let restored = phases::timed(Phase::Restore, || {
                 restorer.restore(&snapshot, inventory, target, settings, &mut outcome)
-            }) {
+            });
+            if restore_queued {
+                target.queue_restores(false);
+            }
+            match restored {
                 Ok(()) => {}
                 Err(error) => {
                     let reason = match error {
@@ -1253,6 +1296,68 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         settle_staging(restorer, snapshot, stuck);
         let first = finish(target, state, outcome);
         end_run(first, riders, later)
+    }
+}
+
+/// Whether the window's next later pass is queued ([`queue_pass`]): the backend submits this
+/// dispatch's later passes without waiting for them, and the run's later members' too.
+fn queues_passes(target: &dyn ReplayTarget, riders: &[Rider<'_>]) -> bool {
+    target.splits_passes() && riders.iter().all(|r| r.target.splits_passes())
+}
+
+/// A later pass of the window as [`queue_pass`] ran it.
+struct Queue {
+    /// The first member's pass, as [`ReplayTarget::run_pass`] would have given it.
+    ran: Result<Option<Duration>, PassError>,
+    /// The run's later members' passes of the same index, queued behind it (`None`: none were).
+    riding: Option<Result<(), Broken>>,
+    /// After a late first pass with members queued behind it: whether it completed within
+    /// the late deadline (asked here, before they were collected).
+    settled: Option<bool>,
+}
+
+/// A later pass queued: the first member's pass submitted (behind the restore before it,
+/// which may be queued too), the run's later members' passes behind it, then the first
+/// member's collected and the others' (each member's `on_pass_end` after its own pass). One
+/// wait for the restore and every member's pass. The first member's contexts (`first`) are
+/// off the thread's stack while the others' policies run.
+fn queue_pass(
+    target: &mut dyn ReplayTarget,
+    riders: &mut [Rider<'_>],
+    index: u32,
+    timed: bool,
+    first: &LoopContexts,
+) -> Queue {
+    let submitting = phases::enabled().then(Instant::now);
+    if let Err(error) = target.submit_pass(timed) {
+        return Queue {
+            ran: Err(error),
+            riding: None,
+            settled: None,
+        };
+    }
+    let submitted = submitting.map_or(Duration::ZERO, |t| t.elapsed());
+    let aside = first.set_aside();
+    let behind = (!riders.is_empty()).then(|| submit_riders(riders, index));
+    let collecting = phases::enabled().then(Instant::now);
+    let ran = target.collect_pass();
+    if let Some(t) = collecting {
+        phases::add(Phase::Pass, submitted + t.elapsed());
+    }
+    let mut settled = None;
+    let riding = behind.map(|behind| {
+        let stuck = matches!(ran, Err(PassError::Late)) && {
+            let done = target.settle_late_pass();
+            settled = Some(done);
+            !done
+        };
+        collect_riders(riders, index, behind, stuck)
+    });
+    first.unpark(aside);
+    Queue {
+        ran,
+        riding,
+        settled,
     }
 }
 

@@ -248,6 +248,11 @@ pub(super) struct CudaTarget<'a> {
     released: bool,
     /// A later pass submitted and not collected yet ([`ReplayTarget::submit_pass`]).
     queued: Option<Queued>,
+    /// Restores return once submitted ([`DeviceMemory::queue_restores`]).
+    queue_restores: bool,
+    /// The event behind the last queued restore, until a pass behind it completed or a copy
+    /// waited for it (the copy kernel's table is written again only after it).
+    pending_restore: Option<usize>,
 }
 
 /// A relaunch submitted and not waited for yet: its events, its kernel record's correlation
@@ -290,6 +295,8 @@ impl<'a> CudaTarget<'a> {
             rider: false,
             released: false,
             queued: None,
+            queue_restores: false,
+            pending_restore: None,
         }
     }
 
@@ -411,6 +418,29 @@ impl<'a> CudaTarget<'a> {
         );
         if let Some(old) = self.ctx.stuck_drain.remember(ev) {
             give_event(self.ctx, old, false);
+        }
+    }
+
+    /// Waits (copy deadline) for the restore queued last, if no pass behind it was collected
+    /// yet: a copy, diff or fingerprint that follows may rewrite the copy kernel's table.
+    fn settle_restore(&mut self) -> Result<(), CopyError> {
+        let Some(ev) = self.pending_restore else {
+            return Ok(());
+        };
+        match self.wait(ev, Instant::now() + self.settings().copy) {
+            Poll::Done => {
+                self.pending_restore = None;
+                give_event(self.ctx, ev, false);
+                Ok(())
+            }
+            Poll::Failed(r) => {
+                tracing::warn!(status = %error_name(self.drv(), r), "a queued restore failed");
+                self.pending_restore = None;
+                give_event(self.ctx, ev, false);
+                Err(CopyError::Failed)
+            }
+            // Still in flight: its event stays ours, never reused.
+            Poll::TimedOut => Err(CopyError::Stuck),
         }
     }
 
@@ -568,6 +598,10 @@ impl<'a> CudaTarget<'a> {
         match waited {
             Poll::Done => {
                 self.dirty = false;
+                if let Some(ev) = self.pending_restore.take() {
+                    // Before the pass on the stream: done too.
+                    give_event(self.ctx, ev, false);
+                }
                 let t = self.pass_time(record, start, end).filter(|_| timed);
                 give_event(self.ctx, start, true);
                 give_event(self.ctx, end, true);
@@ -614,6 +648,7 @@ impl DeviceMemory for CudaTarget<'_> {
         on_device: &[bool],
         granule: usize,
     ) -> Result<DirtyRanges, DiffError> {
+        self.settle_restore().map_err(DiffError::from)?;
         compare::diff(self, regions, on_device, granule)
     }
 
@@ -624,7 +659,21 @@ impl DeviceMemory for CudaTarget<'_> {
         regions: &[(usize, usize)],
         granule: usize,
     ) -> Result<Vec<u64>, DiffError> {
+        self.settle_restore().map_err(DiffError::from)?;
         compare::fingerprint(self, regions, granule)
+    }
+
+    fn restore_pending(&mut self) -> bool {
+        // SAFETY: our recorded event.
+        self.pending_restore
+            .is_some_and(|ev| unsafe { (self.drv().event_query)(ev as CUevent) } != CUDA_SUCCESS)
+    }
+
+    /// While the next pass is a relaunch on the private stream behind the restore (no
+    /// counters: a counter pass's set-up happens on the host).
+    fn queue_restores(&mut self, on: bool) -> bool {
+        self.queue_restores = on && self.splits_passes();
+        self.queue_restores
     }
 
     /// A diff that succeeded compared every device snapshot with the compare kernel (without
@@ -665,6 +714,7 @@ impl DeviceMemory for CudaTarget<'_> {
         if transfers.is_empty() {
             return Ok(());
         }
+        self.settle_restore()?;
         let stream = self.stream().ok_or(CopyError::Failed)?;
         let ev = self.take_event(false).ok_or(CopyError::Failed)?;
         if direction == Direction::Restore {
@@ -722,6 +772,11 @@ impl DeviceMemory for CudaTarget<'_> {
         }
         // SAFETY: our event and stream.
         let r = unsafe { (drv.event_record)(ev as CUevent, stream) };
+        if r == CUDA_SUCCESS && !failed && direction == Direction::Restore && self.queue_restores {
+            // Queued: the next pass behind it on the stream waits for it.
+            self.pending_restore = Some(ev);
+            return Ok(());
+        }
         let deadline = Instant::now() + self.settings().copy;
         let outcome = if r == CUDA_SUCCESS {
             self.wait(ev, deadline)
@@ -1183,6 +1238,16 @@ impl ReplayTarget for CudaTarget<'_> {
 
     fn collect_pass(&mut self) -> Result<Option<Duration>, PassError> {
         self.collect_relaunch()
+    }
+
+    fn await_pass(&mut self) {
+        if let Some(q) = &self.queued {
+            let end = q.end;
+            let deadline = Instant::now() + self.settings().pass;
+            crate::engine::phases::timed(crate::engine::phases::Phase::PassWait, || {
+                self.wait(end, deadline)
+            });
+        }
     }
 
     fn abandon_pass(&mut self) {
