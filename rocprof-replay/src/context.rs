@@ -287,6 +287,32 @@ pub(crate) struct Parked {
     per_pass: SmallVec<[Override; 4]>,
 }
 
+impl Parked {
+    /// The sticky overrides and the per-pass ones apart: a loop whose passes are queued
+    /// ahead carries the first into its next pass and keeps the second with the pass they
+    /// belong to until it ends.
+    pub(crate) fn split(self) -> (Parked, Parked) {
+        (
+            Parked {
+                sticky: self.sticky,
+                per_pass: SmallVec::new(),
+            },
+            Parked {
+                sticky: SmallVec::new(),
+                per_pass: self.per_pass,
+            },
+        )
+    }
+
+    /// `sticky`'s sticky overrides with `per_pass`'s per-pass ones.
+    pub(crate) fn join(sticky: Parked, per_pass: Parked) -> Parked {
+        Parked {
+            sticky: sticky.sticky,
+            per_pass: per_pass.per_pass,
+        }
+    }
+}
+
 impl Drop for LoopContexts {
     fn drop(&mut self) {
         STICKY.with(|o| o.borrow_mut().truncate(self.sticky_depth));

@@ -338,6 +338,27 @@ pub trait ReplayPolicy: Send + Sync + 'static {
         None
     }
 
+    /// Whether passes 2..N of this dispatch may be queued on the device *ahead*, all before the
+    /// first of them completes (asked once per window, after the first pass, and only for
+    /// [`PassPlan::exactly`] plans without counters). The default, `false`, keeps each pass's
+    /// `on_pass` after the previous pass's [`on_pass_end`](Self::on_pass_end).
+    ///
+    /// With `true`, `on_pass` of passes 2..N is called in order, each with its own
+    /// [`PassState`](Self::PassState) and per-pass contexts, while their kernels queue up;
+    /// then `on_pass_end` of each, in order, with its pass's kernel time. Every pass still
+    /// starts from restored inputs and runs with the contexts its own `on_pass` left; what
+    /// changes is that `on_pass_end` of pass *k* (and what it does to the per-dispatch state
+    /// or sticky contexts) can no longer affect passes after *k*. A tool that reads its
+    /// figures in [`on_end`](Self::on_end), or whose `on_pass` does not depend on earlier
+    /// passes' results, loses nothing and gains the most: on a GPU the passes then run back
+    /// to back, with one wait for all of them (backends that cannot queue restores — HSA
+    /// today — run them one by one as before). `ROCPROF_REPLAY_AHEAD=0` turns it off for
+    /// the process. A panic here counts as `false` (and is logged).
+    fn passes_ahead(&self, info: &DispatchInfo) -> bool {
+        let _ = info;
+        false
+    }
+
     /// How memory is brought back between passes of this dispatch (called once, after
     /// [`pass_count`](Self::pass_count) chose more than one pass). The default,
     /// [`RestoreMode::Auto`], lets the engine choose from what the first pass wrote;

@@ -76,6 +76,11 @@ impl ReplayPolicy for PassTimer {
         PassPlan::exactly(self.passes, ())
     }
 
+    /// Its figures are read in `on_end`: the later passes may all be queued at once.
+    fn passes_ahead(&self, _info: &DispatchInfo) -> bool {
+        true
+    }
+
     fn on_end(&self, info: &DispatchInfo, _: (), outcome: &Outcome) {
         // One formatted line, one write: cheap enough for the submitting thread.
         eprintln!("{}", format_line(info, outcome));

@@ -5,11 +5,14 @@
 
 use super::*;
 use crate::engine::state::Engine;
+use crate::policy::RestoreMode;
 
 /// Fixed passes; every outcome kept (the engine's windows report through `on_end`).
 struct Kept {
     passes: u32,
     ended: Seen,
+    /// [`ReplayPolicy::passes_ahead`].
+    ahead: bool,
 }
 
 impl ReplayPolicy for Kept {
@@ -21,15 +24,24 @@ impl ReplayPolicy for Kept {
     fn on_end(&self, info: &DispatchInfo, _: (), outcome: &Outcome) {
         self.ended.lock().push((info.clone(), outcome.clone()));
     }
+    fn passes_ahead(&self, _: &DispatchInfo) -> bool {
+        self.ahead
+    }
 }
 
 /// A harness deciding with an engine of `passes` fixed passes, as `install` does.
 fn engine_harness(passes: u32, settings: Settings) -> Harness {
+    harness_ahead(passes, settings, false)
+}
+
+/// As [`engine_harness`], the policy letting passes be queued ahead where `ahead`.
+fn harness_ahead(passes: u32, settings: Settings, ahead: bool) -> Harness {
     harness_deciding(settings, move |seen, s, _| {
         let engine = Engine::leaked(
             Box::new(Kept {
                 passes,
                 ended: seen,
+                ahead,
             }),
             s,
         );
@@ -139,4 +151,47 @@ fn a_call_between_two_launches_ends_the_run() {
     assert_eq!(buf.values(), vec![3; 64]);
     let runs: Vec<u32> = h.outcomes().iter().map(|(_, o)| o.run).collect();
     assert_eq!(runs, vec![1; 3], "a call between launches ends every run");
+}
+
+#[test]
+fn passes_queued_ahead_run_back_to_back_and_leave_one_execution() {
+    for (ahead, restore) in [
+        (true, RestoreMode::Auto),
+        (true, RestoreMode::Full),
+        (false, RestoreMode::Auto),
+    ] {
+        gpu().most_relaunches_unwaited = 0;
+        let settings = Settings { restore, ..runs(8) };
+        let h = harness_ahead(5, settings, ahead);
+        h.obtain_function(&ADD_ONE);
+        let mut buf = Buffer::new(&h, 64);
+        launches(&h, &mut buf, 6, Duration::from_millis(5));
+        assert_eq!(
+            buf.values(),
+            vec![6; 64],
+            "{ahead} {restore:?}: one execution each"
+        );
+        let outcomes = h.outcomes();
+        assert!(
+            outcomes
+                .iter()
+                .all(|(_, o)| o.kind == OutcomeKind::Replayed && o.passes == 5),
+            "{ahead} {restore:?}: {outcomes:?}"
+        );
+        let biggest = outcomes.iter().map(|(_, o)| o.run).max().unwrap_or(1);
+        assert_eq!(gpu().relaunches, 4 * 6, "four relaunches per launch");
+        let unwaited = gpu().most_relaunches_unwaited;
+        if ahead {
+            // Passes 2 to 5 of a window's every member before one wait.
+            assert!(
+                unwaited >= 4 * biggest,
+                "{restore:?}: {unwaited} relaunches before a wait, runs of up to {biggest}"
+            );
+        } else {
+            assert!(
+                unwaited <= biggest,
+                "one pass at a time: {unwaited} relaunches before a wait, runs of up to {biggest}"
+            );
+        }
+    }
 }

@@ -119,6 +119,10 @@ struct Log {
     stuck_restore: bool,
     /// Restores queued.
     restores_queued: AtomicU64,
+    /// Policies allow passes ahead ([`ReplayPolicy::passes_ahead`]) and targets queue them.
+    ahead: bool,
+    /// The policies' pass calls, in order: (kernel, pass, `true` for `on_pass`).
+    calls: Mutex<Vec<(u64, u32, bool)>>,
     tickets: AtomicU64,
     /// The most passes queued at once.
     deepest: AtomicU64,
@@ -140,8 +144,8 @@ struct Fake {
     dev: Arc<Mutex<Dev>>,
     log: Arc<Log>,
     args: Vec<u8>,
-    /// Its pass on the device queue, not collected yet.
-    ticket: Option<u64>,
+    /// Its passes on the device queue, not collected yet, oldest first.
+    tickets: VecDeque<u64>,
     /// Restores are queued ([`DeviceMemory::queue_restores`]) until asked otherwise.
     queuing: bool,
 }
@@ -253,11 +257,18 @@ impl ReplayTarget for Fake {
         Ok(Vec::new())
     }
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        // Behind the queued restores, as on the device queue.
+        if !self.settle_restores() {
+            return Err(PassError::Late);
+        }
         self.run_kernel();
         Ok(timed.then_some(Duration::from_micros(1)))
     }
     fn splits_passes(&self) -> bool {
         self.log.split
+    }
+    fn queues_ahead(&self) -> bool {
+        self.log.split && self.log.ahead
     }
     fn submit_pass(&mut self, _: bool) -> Result<(), PassError> {
         let ticket = self.log.tickets.fetch_add(1, Ordering::SeqCst);
@@ -265,11 +276,11 @@ impl ReplayTarget for Fake {
         q.push_back((ticket, Item::Pass(self.kernel)));
         let passes = q.iter().filter(|(_, i)| matches!(i, Item::Pass(_))).count();
         self.log.deepest.fetch_max(passes as u64, Ordering::SeqCst);
-        self.ticket = Some(ticket);
+        self.tickets.push_back(ticket);
         Ok(())
     }
     fn collect_pass(&mut self) -> Result<Option<Duration>, PassError> {
-        let ticket = self.ticket.take().expect("collected after submitted");
+        let ticket = self.tickets.pop_front().expect("collected after submitted");
         // The device runs the queue in order up to this pass; a stuck kernel holds the rest.
         loop {
             let mut q = self.log.queued.lock();
@@ -300,12 +311,15 @@ impl ReplayTarget for Fake {
     }
     fn abandon_pass(&mut self) {
         assert!(
-            self.ticket.take().is_some(),
+            self.tickets.pop_front().is_some(),
             "abandoned a pass never submitted"
         );
         self.log.abandoned.lock().push(self.kernel.object());
     }
     fn run_once(&mut self) -> bool {
+        if !self.settle_restores() {
+            return false;
+        }
         self.run_kernel();
         self.log.completions.fetch_add(1, Ordering::SeqCst);
         true
@@ -334,6 +348,7 @@ struct Policy {
     panic_at: Option<(u64, u32)>,
     restore: RestoreMode,
     ended: Arc<Mutex<Vec<(u64, Outcome)>>>,
+    log: Arc<Log>,
 }
 
 impl ReplayPolicy for Policy {
@@ -343,9 +358,18 @@ impl ReplayPolicy for Policy {
         PassPlan::exactly(self.passes, ())
     }
     fn on_pass(&self, pass: &mut Pass<'_>, _: &mut (), _: &mut ()) {
-        if self.panic_at == Some((pass.info().kernel_object, pass.index())) {
+        let k = pass.info().kernel_object;
+        self.log.calls.lock().push((k, pass.index(), true));
+        if self.panic_at == Some((k, pass.index())) {
             panic!("a policy's own bug");
         }
+    }
+    fn on_pass_end(&self, pass: &crate::PassReport<'_>, _: &mut (), _: &mut ()) {
+        let k = pass.info.kernel_object;
+        self.log.calls.lock().push((k, pass.index, false));
+    }
+    fn passes_ahead(&self, _: &DispatchInfo) -> bool {
+        self.log.ahead
     }
     fn restore_mode(&self, _: &DispatchInfo) -> RestoreMode {
         self.restore
@@ -428,11 +452,13 @@ fn submit_to(
     let dev = Arc::new(Mutex::new(Dev::new(buffers, table)));
     let inventory = dev.lock().inventory(agent);
     let ended = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::new(log);
     let policy = Policy {
         passes,
         panic_at: panic_at.map(|(k, p, _)| (k, p)),
         restore: panic_at.map_or(RestoreMode::Auto, |(_, _, r)| r),
         ended: Arc::clone(&ended),
+        log: Arc::clone(&log),
     };
     let settings = Settings {
         run,
@@ -440,7 +466,6 @@ fn submit_to(
         ..Settings::from_lookup(|_| None)
     };
     let engine = Engine::leaked(Box::new(policy), settings);
-    let log = Arc::new(log);
     let mut queue = Queue::default();
     for (n, k) in kernels.iter().enumerate() {
         let mut target = Fake {
@@ -448,7 +473,7 @@ fn submit_to(
             dev: Arc::clone(&dev),
             log: Arc::clone(&log),
             args: k.args(&dev.lock()),
-            ticket: None,
+            tickets: VecDeque::new(),
             queuing: false,
         };
         let window = engine
@@ -873,4 +898,222 @@ fn passes_queued_behind_a_stuck_pass_are_abandoned_not_waited_for() {
         4,
         "every completion given"
     );
+}
+
+/// A log whose targets queue later passes and restores, ahead where `ahead`.
+fn queued_restores(ahead: bool, stuck: Option<&Kernel>) -> Log {
+    Log {
+        queue_restores: true,
+        ahead,
+        ..queuing(stuck)
+    }
+}
+
+#[test]
+fn passes_queued_ahead_start_from_their_own_inputs_and_leave_one_execution() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 3 },
+        Kernel::Add { src: 3, dst: 1 },
+    ];
+    for (agent, mode) in [(8117, RestoreMode::Auto), (8118, RestoreMode::Full)] {
+        let panic_never = Some((u64::MAX, 0, mode));
+        let ran = submit_to(
+            queued_restores(true, None),
+            agent,
+            5,
+            None,
+            &kernels,
+            4,
+            8,
+            panic_never,
+        );
+        assert_eq!(
+            ran.memory, ran.expected,
+            "{mode:?}: one execution of the four"
+        );
+        assert_eq!(
+            kinds(&ran),
+            vec![(OutcomeKind::Replayed, 4, 4); 4],
+            "{mode:?}"
+        );
+        for k in &kernels {
+            let inputs = inputs_of(&ran, k);
+            assert_eq!(inputs.len(), 4, "{mode:?} {k:?}");
+            assert!(
+                inputs.iter().all(|i| i == &inputs[0]),
+                "{mode:?}: {k:?} saw other inputs in a later pass"
+            );
+        }
+        // Passes 2, 3 and 4 of the four members, all queued before the first was collected,
+        // each behind its restore.
+        assert_eq!(ran.log.deepest.load(Ordering::SeqCst), 12, "{mode:?}");
+        assert_eq!(
+            ran.log.restores_queued.load(Ordering::SeqCst),
+            3,
+            "{mode:?}"
+        );
+        assert!(ran.log.queued.lock().is_empty());
+        // Each member's `on_pass` of passes 2..4 came before the first of their `on_pass_end`s,
+        // which followed in order.
+        let calls = ran.log.calls.lock().clone();
+        for k in &kernels {
+            let mine: Vec<(u32, bool)> = calls
+                .iter()
+                .filter(|c| c.0 == k.object())
+                .map(|c| (c.1, c.2))
+                .collect();
+            assert_eq!(
+                mine,
+                vec![
+                    (0, true),
+                    (0, false),
+                    (1, true),
+                    (2, true),
+                    (3, true),
+                    (1, false),
+                    (2, false),
+                    (3, false)
+                ],
+                "{mode:?} {k:?}"
+            );
+        }
+        for (_, o) in &ran.outcomes {
+            assert_eq!(o.pass_times.len(), 4, "{o:?}");
+        }
+    }
+}
+
+#[test]
+fn without_the_policy_s_consent_passes_alternate_with_their_ends() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+    ];
+    let ran = submit_to(
+        queued_restores(false, None),
+        8119,
+        3,
+        None,
+        &kernels,
+        4,
+        8,
+        None,
+    );
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(
+        ran.log.deepest.load(Ordering::SeqCst),
+        2,
+        "one pass index at a time"
+    );
+    let calls = ran.log.calls.lock().clone();
+    for k in &kernels {
+        let mine: Vec<(u32, bool)> = calls
+            .iter()
+            .filter(|c| c.0 == k.object())
+            .map(|c| (c.1, c.2))
+            .collect();
+        let alternating: Vec<(u32, bool)> = (0..4).flat_map(|p| [(p, true), (p, false)]).collect();
+        assert_eq!(mine, alternating, "{k:?}");
+    }
+}
+
+#[test]
+fn a_policy_panic_among_passes_queued_ahead_leaves_one_execution_and_nothing_queued() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 1 },
+    ];
+    // The first member's `on_pass` of its third pass, then a later member's.
+    for (agent, at, mode) in [
+        (8120, 0, RestoreMode::Auto),
+        (8121, 0, RestoreMode::Full),
+        (8122, 1, RestoreMode::Auto),
+        (8123, 2, RestoreMode::Full),
+    ] {
+        let panic_at = Some((kernels[at].object(), 2, mode));
+        let ran = submit_to(
+            queued_restores(true, None),
+            agent,
+            3,
+            None,
+            &kernels,
+            5,
+            8,
+            panic_at,
+        );
+        assert_eq!(ran.memory, ran.expected, "{at} {mode:?}: one execution");
+        assert!(
+            kinds(&ran)
+                .iter()
+                .all(|k| k.0 == OutcomeKind::Declined(DeclineReason::PolicyPanicked)),
+            "{at} {mode:?}: {:?}",
+            kinds(&ran)
+        );
+        assert!(
+            ran.log.queued.lock().is_empty(),
+            "{at} {mode:?}: something left queued"
+        );
+        assert_eq!(ran.log.completions.load(Ordering::SeqCst), 3);
+    }
+}
+
+#[test]
+fn passes_queued_ahead_behind_a_stuck_one_or_a_stuck_restore_are_abandoned() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 3 },
+    ];
+    // A member's pass that never ends: everything queued behind it is abandoned, never
+    // waited for (passes 3 and 4 of every member included).
+    let ran = submit_to(
+        queued_restores(true, Some(&kernels[1])),
+        8124,
+        4,
+        None,
+        &kernels,
+        4,
+        8,
+        None,
+    );
+    let got = kinds(&ran);
+    assert_eq!(
+        got.iter().map(|k| k.0).collect::<Vec<_>>(),
+        vec![OutcomeKind::Failed(FailureReason::PassStuck); 3],
+        "{got:?}"
+    );
+    assert_eq!(
+        ran.log.abandoned.lock().len(),
+        // Pass 2: the third member; passes 3 and 4: all three.
+        1 + 3 + 3,
+        "{:?}",
+        ran.log.abandoned.lock()
+    );
+    assert_eq!(ran.log.completions.load(Ordering::SeqCst), 3);
+    // A restore that never ends: the first member's record names it.
+    let ran = submit_to(
+        Log {
+            stuck_restore: true,
+            ..queued_restores(true, None)
+        },
+        8125,
+        4,
+        None,
+        &kernels,
+        4,
+        8,
+        None,
+    );
+    let got = kinds(&ran);
+    assert_eq!(got[0].0, OutcomeKind::Failed(FailureReason::RestoreStuck));
+    assert!(
+        got[1..]
+            .iter()
+            .all(|k| k.0 == OutcomeKind::Failed(FailureReason::PassStuck)),
+        "{got:?}"
+    );
+    assert_eq!(ran.log.completions.load(Ordering::SeqCst), 3);
 }

@@ -48,13 +48,19 @@ pub(crate) trait Member: Send {
     ) -> bool;
     /// Takes this member's contexts off the thread's stack between [`begin_pass`] and
     /// [`end_pass`] (its pass submitted, another member's about to begin);
-    /// [`resume`](Self::resume) puts them back before `end_pass`.
+    /// [`resume`](Self::resume) puts them back before `end_pass`. Passes queued ahead may
+    /// be set aside several at a time: each keeps its own state and per-pass contexts, the
+    /// next [`begin_pass`] sees the sticky contexts the last one left, and they resume in
+    /// order.
     ///
     /// [`begin_pass`]: Self::begin_pass
     /// [`end_pass`]: Self::end_pass
     fn set_aside(&mut self);
-    /// Puts back what [`set_aside`](Self::set_aside) took off.
+    /// Puts back what [`set_aside`](Self::set_aside) took off, for the oldest pass set aside.
     fn resume(&mut self);
+    /// Whether its policy lets its later passes be queued ahead
+    /// ([`ReplayPolicy::passes_ahead`]); a panic there counts as no.
+    fn passes_ahead(&self, info: &DispatchInfo) -> bool;
     /// `on_end` with the dispatch's outcome.
     fn end(self: Box<Self>, info: &DispatchInfo, outcome: &Outcome);
 }
@@ -67,6 +73,7 @@ impl<P: ReplayPolicy> Decided<'static, P> {
             scope: None,
             contexts: first.sibling(),
             parked: Parked::default(),
+            aside: std::collections::VecDeque::new(),
         })
     }
 }
@@ -80,6 +87,8 @@ pub(super) struct Riding<P: ReplayPolicy> {
     /// other members' passes run.
     contexts: LoopContexts,
     parked: Parked,
+    /// Passes set aside, oldest first: each one's state and per-pass overrides.
+    aside: std::collections::VecDeque<(Option<P::PassState>, Parked)>,
 }
 
 impl<P: ReplayPolicy> Member for Riding<P> {
@@ -134,11 +143,21 @@ impl<P: ReplayPolicy> Member for Riding<P> {
     }
 
     fn set_aside(&mut self) {
-        self.parked = self.contexts.set_aside();
+        let (sticky, per_pass) = self.contexts.set_aside().split();
+        self.parked = sticky;
+        self.aside.push_back((self.scope.take(), per_pass));
     }
 
     fn resume(&mut self) {
-        self.contexts.unpark(std::mem::take(&mut self.parked));
+        let (scope, per_pass) = self.aside.pop_front().unwrap_or_default();
+        self.scope = scope;
+        let sticky = std::mem::take(&mut self.parked);
+        self.contexts.unpark(Parked::join(sticky, per_pass));
+    }
+
+    fn passes_ahead(&self, info: &DispatchInfo) -> bool {
+        let policy = &self.decided.policy;
+        call("passes_ahead", info, || policy.passes_ahead(info)).unwrap_or(false)
     }
 
     fn end(self: Box<Self>, info: &DispatchInfo, outcome: &Outcome) {
@@ -450,7 +469,7 @@ pub(super) fn ride(
 /// pass cannot be submitted ends the submissions; the passes already submitted are collected
 /// all the same, then the first break is returned.
 pub(super) fn ride_queued(riders: &mut [Rider<'_>], index: u32) -> Result<(), Broken> {
-    let submitted = submit_riders(riders, index);
+    let submitted = submit_riders(riders, index, true);
     collect_riders(riders, index, submitted, false)
 }
 
@@ -461,10 +480,23 @@ pub(super) struct Submitted {
     stop: Option<Broken>,
 }
 
+impl Submitted {
+    /// How many members' passes were submitted (the first ones, in order).
+    pub(super) fn len(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// Whether the submissions stopped before the last member.
+    pub(super) fn stopped(&self) -> bool {
+        self.stop.is_some()
+    }
+}
+
 /// The first half of [`ride_queued`]: each later member's `on_pass` and its pass submitted
 /// behind everything the window submitted before it, its contexts set aside. Stops at the
-/// first member whose `on_pass` panics or whose pass cannot be submitted.
-pub(super) fn submit_riders(riders: &mut [Rider<'_>], index: u32) -> Submitted {
+/// first member whose `on_pass` panics or whose pass cannot be submitted. With `wait`, then
+/// waits for the last pass submitted (collecting each then finds it done).
+pub(super) fn submit_riders(riders: &mut [Rider<'_>], index: u32, wait: bool) -> Submitted {
     let mut queued = smallvec::SmallVec::new();
     let mut stop = None;
     for r in riders.iter_mut() {
@@ -498,7 +530,7 @@ pub(super) fn submit_riders(riders: &mut [Rider<'_>], index: u32) -> Submitted {
             }
         }
     }
-    if let Some(r) = riders[..queued.len()].last_mut() {
+    if let Some(r) = riders[..queued.len()].last_mut().filter(|_| wait) {
         // Everything queued completes with the last pass: one wait for it, then each
         // collection finds its pass done (on CUDA, one flush brings every kernel record).
         r.target.await_pass();

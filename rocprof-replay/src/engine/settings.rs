@@ -63,6 +63,11 @@ pub(crate) struct Settings {
     /// CUDA: how long a run waits for its thread's next launch after a member's first pass
     /// ([`RUN_WAIT`]; tests lengthen it).
     pub(crate) run_wait: Duration,
+    /// Later passes of policies that allow it are queued ahead ([`ReplayPolicy::passes_ahead`];
+    /// `ROCPROF_REPLAY_AHEAD=0` turns it off).
+    ///
+    /// [`ReplayPolicy::passes_ahead`]: crate::ReplayPolicy::passes_ahead
+    pub(crate) ahead: bool,
 }
 
 /// How long a run waits for the next launch of its thread (CUDA): the launch call usually
@@ -143,6 +148,14 @@ impl Settings {
             run: number("ROCPROF_REPLAY_RUN")
                 .map_or(DEFAULT_RUN, |n| n.clamp(1, u64::from(MAX_RUN)) as u32),
             run_wait: RUN_WAIT,
+            ahead: match get("ROCPROF_REPLAY_AHEAD").as_deref().map(str::trim) {
+                None | Some("1") => true,
+                Some("0") => false,
+                Some(raw) => {
+                    tracing::warn!("ROCPROF_REPLAY_AHEAD={raw:?} is not 0 or 1; using 1");
+                    true
+                }
+            },
             granule: GRANULE,
             merge_gap: MERGE_GAP,
         }

@@ -87,7 +87,8 @@ pub(crate) trait DeviceMemory {
     /// direction returns once its transfers are submitted, without waiting for them. The
     /// backend promises that they complete before the next pass the window submits starts,
     /// that collecting that pass waits for them (a stuck copy makes it late), and that every
-    /// later copy, diff or fingerprint of the window sees them done. `true`: restores are
+    /// later copy, diff, fingerprint, pass or run of the window (any member's) sees them done.
+    /// `true`: restores are
     /// queued until it is asked again with `!on`; `false` (the default): the backend cannot
     /// promise that order, and copies wait as always.
     fn queue_restores(&mut self, on: bool) -> bool {

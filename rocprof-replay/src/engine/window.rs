@@ -102,6 +102,9 @@ use crate::engine::stored;
 
 #[path = "runs.rs"]
 mod runs;
+
+#[path = "ahead.rs"]
+mod ahead;
 use crate::policy::{
     Consults, DeclineReason, FailureReason, FootprintKind, FootprintMode, MAX_OPEN_ENDED_PASSES,
     MAX_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind,
@@ -161,6 +164,13 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     /// done, without collecting it: a batch of queued passes waits for its last one first, so
     /// collecting the others finds them done. The default: nothing (collecting waits).
     fn await_pass(&mut self) {}
+    /// Whether [`submit_pass`](Self::submit_pass) may be called again before the pass it
+    /// submitted is collected, for passes queued ahead (collections then come in submission
+    /// order; restores queued between them with [`DeviceMemory::queue_restores`]). The
+    /// default: no.
+    fn queues_ahead(&self) -> bool {
+        false
+    }
     /// Gives up waiting for the pass [`submit_pass`](Self::submit_pass) submitted: it is
     /// queued behind a pass that is still running past the late deadline, so it is late too
     /// (nothing of the window may touch its memory; the application's completion waits for
@@ -798,6 +808,115 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         let mut first_counter_pass = 0u32;
         let mut counter_values: Vec<Vec<u64>> = Vec::new();
         loop {
+            if index == 1
+                && restore_queued
+                && settings.ahead
+                && fixed
+                && decision.is_none()
+                && counter.is_none()
+                && counter_passes == 0
+                && limit > 2
+                && !matches!(restorer, Restorer::WriteSet { strict: true, .. })
+                && target.queues_ahead()
+                && riders.iter().all(|r| r.target.queues_ahead())
+                && call("passes_ahead", info, || policy.passes_ahead(info)).unwrap_or(false)
+                && riders.iter().all(|r| r.member.passes_ahead(&r.info))
+            {
+                let end = ahead::run(
+                    ahead::First {
+                        policy,
+                        info,
+                        total,
+                        state: &mut state,
+                        contexts: &mut guard,
+                    },
+                    limit,
+                    target,
+                    &mut riders,
+                    &mut restorer,
+                    &snapshot,
+                    (inventory, settings),
+                    &mut outcome,
+                );
+                if end.late {
+                    // A pass (or the restore before it) is still running: its result stands
+                    // when it ends; nothing is diffed, restored or written back meanwhile.
+                    drop(guard);
+                    outcome.kind = OutcomeKind::Failed(if end.restore_stuck {
+                        FailureReason::RestoreStuck
+                    } else {
+                        FailureReason::PassStuck
+                    });
+                    target.complete();
+                    restorer.leak();
+                    snapshot.leak();
+                    let first = finish(target, state, outcome);
+                    return end_run(first, riders, later);
+                }
+                match end.stop {
+                    Some(ahead::Stop::Restore(error)) => {
+                        let reason = match error {
+                            RestoreError::Failed => FailureReason::RestoreFailed,
+                            RestoreError::Stuck => FailureReason::RestoreStuck,
+                        };
+                        tracing::error!(
+                            kernel = info.kernel(),
+                            dispatch = %info.dispatch_id,
+                            reason = reason.code(),
+                            "restore failed between passes: device memory holds a partly \
+                             restored state; the dispatch runs once more on it and its result \
+                             may be wrong"
+                        );
+                        drop(guard);
+                        if error == RestoreError::Stuck {
+                            restorer.leak();
+                            snapshot.leak();
+                        }
+                        outcome.kind = OutcomeKind::Failed(reason);
+                        rerun(target, &mut outcome, true);
+                        rerun_riders(&mut riders, &mut outcome);
+                        let first = finish(target, state, outcome);
+                        return end_run(first, riders, later);
+                    }
+                    Some(ahead::Stop::Panicked | ahead::Stop::NotSubmitted(_)) => {
+                        // Memory is as just restored: as for a stop before any later pass.
+                        drop(guard);
+                        outcome.kind = match end.stop {
+                            Some(ahead::Stop::NotSubmitted(reason)) => {
+                                OutcomeKind::Declined(reason)
+                            }
+                            _ => OutcomeKind::Declined(DeclineReason::PolicyPanicked),
+                        };
+                        if verified {
+                            check_late_writes(
+                                info,
+                                outside.as_mut(),
+                                inventory,
+                                target,
+                                &mut outcome,
+                            );
+                        }
+                        end_early(
+                            target,
+                            &mut outcome,
+                            true,
+                            restorer,
+                            snapshot,
+                            (inventory, settings),
+                            &mut riders,
+                        );
+                        let first = finish(target, state, outcome);
+                        return end_run(first, riders, later);
+                    }
+                    Some(ahead::Stop::Rider) | None => {
+                        if let Some(kind) = end.kind {
+                            outcome.kind = kind;
+                        }
+                        chain_broken = end.rider_broke || end.stop.is_some();
+                        break;
+                    }
+                }
+            }
             let mut scope = P::PassState::default();
             let mut pass = Pass {
                 index,
@@ -1338,7 +1457,7 @@ fn queue_pass(
     }
     let submitted = submitting.map_or(Duration::ZERO, |t| t.elapsed());
     let aside = first.set_aside();
-    let behind = (!riders.is_empty()).then(|| submit_riders(riders, index));
+    let behind = (!riders.is_empty()).then(|| submit_riders(riders, index, true));
     let collecting = phases::enabled().then(Instant::now);
     let ran = target.collect_pass();
     if let Some(t) = collecting {

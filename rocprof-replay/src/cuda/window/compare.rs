@@ -469,21 +469,35 @@ pub(super) fn submit_copies(
         return false;
     };
     let drv = *t.drv();
-    // SAFETY: the flags' pinned table twin, TABLE_BYTES (page-aligned) with room for
-    // COPY_ENTRIES >= copies.len() entries; the last batch that read it was waited for.
-    let table = unsafe {
-        std::slice::from_raw_parts_mut(buffers.table_host as *mut CopyEntry, copies.len())
-    };
     let mut total = 0u64;
-    for (e, &(dst, src, len)) in table.iter_mut().zip(copies) {
-        *e = CopyEntry {
-            dst: dst as u64,
-            src: src as u64,
-            len: len as u64,
-            first: total,
-        };
-        total += len.div_ceil(COPY_CHUNK) as u64;
+    let entries: Vec<CopyEntry> = copies
+        .iter()
+        .map(|&(dst, src, len)| {
+            let e = CopyEntry {
+                dst: dst as u64,
+                src: src as u64,
+                len: len as u64,
+                first: total,
+            };
+            total += len.div_ceil(COPY_CHUNK) as u64;
+            e
+        })
+        .collect();
+    // SAFETY: the flags' pinned table twin, TABLE_BYTES (page-aligned) with room for
+    // COPY_ENTRIES >= copies.len() entries, only read here (the slice ends with the block).
+    let same =
+        unsafe { std::slice::from_raw_parts(buffers.table_host as *const CopyEntry, copies.len()) }
+            == entries.as_slice();
+    if !same {
+        // SAFETY: as above; the last batch that read it was waited for. (A queued restore
+        // behind another with the same transfers finds the same entries and writes nothing:
+        // the copy that may still read them is left alone.)
+        unsafe {
+            std::slice::from_raw_parts_mut(buffers.table_host as *mut CopyEntry, copies.len())
+        }
+        .copy_from_slice(&entries);
     }
+    let table = entries.as_slice();
     if total == 0 {
         return false;
     }

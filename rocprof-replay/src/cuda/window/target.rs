@@ -246,13 +246,17 @@ pub(super) struct CudaTarget<'a> {
     rider: bool,
     /// [`released`](ReplayTarget::released) ran.
     released: bool,
-    /// A later pass submitted and not collected yet ([`ReplayTarget::submit_pass`]).
-    queued: Option<Queued>,
+    /// Later passes submitted and not collected yet, oldest first
+    /// ([`ReplayTarget::submit_pass`]; several when they are queued ahead).
+    queued: std::collections::VecDeque<Queued>,
     /// Restores return once submitted ([`DeviceMemory::queue_restores`]).
     queue_restores: bool,
-    /// The event behind the last queued restore, until a pass behind it completed or a copy
-    /// waited for it (the copy kernel's table is written again only after it).
-    pending_restore: Option<usize>,
+    /// The events behind queued restores, oldest first, until a pass behind them completed or
+    /// a copy waited for them (the copy kernel's table is written again only after them).
+    pending_restores: std::collections::VecDeque<usize>,
+    /// The transfers of the restore queued last: a restore with the same ones may queue
+    /// behind it without waiting (its copy table is the same).
+    queued_transfers: Vec<Transfer>,
 }
 
 /// A relaunch submitted and not waited for yet: its events, its kernel record's correlation
@@ -294,9 +298,10 @@ impl<'a> CudaTarget<'a> {
             late_stream: 0,
             rider: false,
             released: false,
-            queued: None,
+            queued: std::collections::VecDeque::new(),
             queue_restores: false,
-            pending_restore: None,
+            pending_restores: std::collections::VecDeque::new(),
+            queued_transfers: Vec::new(),
         }
     }
 
@@ -424,23 +429,44 @@ impl<'a> CudaTarget<'a> {
     /// Waits (copy deadline) for the restore queued last, if no pass behind it was collected
     /// yet: a copy, diff or fingerprint that follows may rewrite the copy kernel's table.
     fn settle_restore(&mut self) -> Result<(), CopyError> {
-        let Some(ev) = self.pending_restore else {
+        // The last one is behind the others on the stream.
+        let Some(&ev) = self.pending_restores.back() else {
             return Ok(());
         };
         match self.wait(ev, Instant::now() + self.settings().copy) {
             Poll::Done => {
-                self.pending_restore = None;
-                give_event(self.ctx, ev, false);
+                for ev in std::mem::take(&mut self.pending_restores) {
+                    give_event(self.ctx, ev, false);
+                }
+                self.queued_transfers.clear();
                 Ok(())
             }
             Poll::Failed(r) => {
                 tracing::warn!(status = %error_name(self.drv(), r), "a queued restore failed");
-                self.pending_restore = None;
-                give_event(self.ctx, ev, false);
+                for ev in std::mem::take(&mut self.pending_restores) {
+                    give_event(self.ctx, ev, false);
+                }
+                self.queued_transfers.clear();
                 Err(CopyError::Failed)
             }
-            // Still in flight: its event stays ours, never reused.
+            // Still in flight: their events stay ours, never reused.
             Poll::TimedOut => Err(CopyError::Stuck),
+        }
+    }
+
+    /// Gives back the events of queued restores that completed (after a pass behind the
+    /// oldest completed), oldest first; the rest stay pending.
+    fn settle_restores_done(&mut self) {
+        while let Some(&ev) = self.pending_restores.front() {
+            // SAFETY: our recorded event.
+            if unsafe { (self.drv().event_query)(ev as CUevent) } != CUDA_SUCCESS {
+                break;
+            }
+            self.pending_restores.pop_front();
+            give_event(self.ctx, ev, false);
+        }
+        if self.pending_restores.is_empty() {
+            self.queued_transfers.clear();
         }
     }
 
@@ -523,7 +549,7 @@ impl<'a> CudaTarget<'a> {
     pub(super) fn submit_relaunch(&mut self, timed: bool) -> Result<(), PassError> {
         let submitting = crate::engine::phases::enabled().then(Instant::now);
         let submit_failed = PassError::NotSubmitted(DeclineReason::SubmitFailed);
-        if self.queued.is_some() {
+        if !self.queued.is_empty() && !self.queues_ahead() {
             return Err(submit_failed);
         }
         let stream = self.stream().ok_or(submit_failed)?;
@@ -567,7 +593,7 @@ impl<'a> CudaTarget<'a> {
         }
         // In flight until collected: a window that ends without collecting it leaves it late.
         self.last = Last::Relaunch(end);
-        self.queued = Some(Queued {
+        self.queued.push_back(Queued {
             start,
             end,
             record,
@@ -580,7 +606,7 @@ impl<'a> CudaTarget<'a> {
     /// Waits for the relaunch [`submit_relaunch`](Self::submit_relaunch) queued (pass
     /// deadline) and gives its time.
     pub(super) fn collect_relaunch(&mut self) -> Result<Option<Duration>, PassError> {
-        let Some(queued) = self.queued.take() else {
+        let Some(queued) = self.queued.pop_front() else {
             return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
         };
         let Queued {
@@ -597,15 +623,13 @@ impl<'a> CudaTarget<'a> {
         });
         match waited {
             Poll::Done => {
-                self.dirty = false;
-                if let Some(ev) = self.pending_restore.take() {
-                    // Before the pass on the stream: done too.
-                    give_event(self.ctx, ev, false);
-                }
+                // Passes queued behind it may still be restoring and running.
+                self.dirty = !self.queued.is_empty();
+                self.settle_restores_done();
                 let t = self.pass_time(record, start, end).filter(|_| timed);
                 give_event(self.ctx, start, true);
                 give_event(self.ctx, end, true);
-                self.last = Last::Relaunch(0);
+                self.last = Last::Relaunch(self.queued.back().map_or(0, |q| q.end));
                 Ok(t)
             }
             Poll::Failed(r) => {
@@ -665,8 +689,9 @@ impl DeviceMemory for CudaTarget<'_> {
 
     fn restore_pending(&mut self) -> bool {
         // SAFETY: our recorded event.
-        self.pending_restore
-            .is_some_and(|ev| unsafe { (self.drv().event_query)(ev as CUevent) } != CUDA_SUCCESS)
+        self.pending_restores
+            .front()
+            .is_some_and(|&ev| unsafe { (self.drv().event_query)(ev as CUevent) } != CUDA_SUCCESS)
     }
 
     /// While the next pass is a relaunch on the private stream behind the restore (no
@@ -714,7 +739,11 @@ impl DeviceMemory for CudaTarget<'_> {
         if transfers.is_empty() {
             return Ok(());
         }
-        self.settle_restore()?;
+        let queue = direction == Direction::Restore && self.queue_restores;
+        if !(queue && self.queued_transfers == transfers) {
+            // Another batch may rewrite the copy kernel's table: the queued restores first.
+            self.settle_restore()?;
+        }
         let stream = self.stream().ok_or(CopyError::Failed)?;
         let ev = self.take_event(false).ok_or(CopyError::Failed)?;
         if direction == Direction::Restore {
@@ -772,9 +801,12 @@ impl DeviceMemory for CudaTarget<'_> {
         }
         // SAFETY: our event and stream.
         let r = unsafe { (drv.event_record)(ev as CUevent, stream) };
-        if r == CUDA_SUCCESS && !failed && direction == Direction::Restore && self.queue_restores {
+        if r == CUDA_SUCCESS && !failed && queue {
             // Queued: the next pass behind it on the stream waits for it.
-            self.pending_restore = Some(ev);
+            self.pending_restores.push_back(ev);
+            if self.queued_transfers != transfers {
+                self.queued_transfers = transfers.to_vec();
+            }
             return Ok(());
         }
         let deadline = Instant::now() + self.settings().copy;
@@ -1241,7 +1273,7 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn await_pass(&mut self) {
-        if let Some(q) = &self.queued {
+        if let Some(q) = self.queued.back() {
             let end = q.end;
             let deadline = Instant::now() + self.settings().pass;
             crate::engine::phases::timed(crate::engine::phases::Phase::PassWait, || {
@@ -1250,8 +1282,12 @@ impl ReplayTarget for CudaTarget<'_> {
         }
     }
 
+    fn queues_ahead(&self) -> bool {
+        self.splits_passes()
+    }
+
     fn abandon_pass(&mut self) {
-        if let Some(q) = self.queued.take() {
+        if let Some(q) = self.queued.pop_front() {
             // Behind a pass still running: its events stay alive and the application's later
             // work on its stream waits for its end.
             self.last = Last::Relaunch(q.end);
