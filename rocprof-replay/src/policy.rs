@@ -292,10 +292,11 @@ pub trait ReplayPolicy: Send + Sync + 'static {
     }
 
     /// Called after every pass's kernel finished, with its measurements. Each dispatch's
-    /// `on_pass` and `on_pass_end` alternate, pass after pass; when consecutive dispatches
-    /// share a window ([`Outcome::run`]), a later dispatch's `on_pass_end` may come after the
-    /// next dispatches' `on_pass` of the same pass (their passes were queued together; each
-    /// kernel still ran with its own dispatch's contexts).
+    /// `on_pass` and `on_pass_end` alternate, pass after pass — unless the policy lets its
+    /// passes be queued ahead ([`passes_ahead`](Self::passes_ahead)); when consecutive
+    /// dispatches share a window ([`Outcome::run`]), a dispatch's `on_pass_end` may come after
+    /// the other dispatches' `on_pass` of the same pass (their passes were queued together;
+    /// each kernel still ran with its own dispatch's contexts).
     fn on_pass_end(
         &self,
         pass: &PassReport<'_>,
@@ -740,7 +741,8 @@ pub struct Outcome {
     pub skipped_regions: u32,
     /// Time spent capturing the snapshot.
     pub snapshot_time: Duration,
-    /// Time spent restoring, all restores together.
+    /// Time spent restoring, all restores together. A restore queued in front of the next
+    /// pass (CUDA) counts the time to submit it: its copies run inside that pass's wait.
     pub restore_time: Duration,
     /// Wall-clock time at which the engine took the dispatch (before the pass decision);
     /// `None` in values built by [`testing::outcome`](crate::testing::outcome).
