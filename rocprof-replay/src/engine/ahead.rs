@@ -201,12 +201,7 @@ pub(super) fn run<P: ReplayPolicy>(
                         timed,
                         kernel_time,
                     };
-                    let ended = phases::timed(Phase::Policy, || {
-                        call("on_pass_end", info, || {
-                            policy.on_pass_end(&report, state, &mut scope)
-                        })
-                    });
-                    if ended.is_none() {
+                    if !pass_end(policy, &report, state, &mut scope) {
                         panicked = true;
                         end.kind
                             .get_or_insert(OutcomeKind::Declined(DeclineReason::PolicyPanicked));

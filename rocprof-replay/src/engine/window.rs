@@ -855,23 +855,8 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 }
                 match end.stop {
                     Some(ahead::Stop::Restore(error)) => {
-                        let reason = match error {
-                            RestoreError::Failed => FailureReason::RestoreFailed,
-                            RestoreError::Stuck => FailureReason::RestoreStuck,
-                        };
-                        tracing::error!(
-                            kernel = info.kernel(),
-                            dispatch = %info.dispatch_id,
-                            reason = reason.code(),
-                            "restore failed between passes: device memory holds a partly \
-                             restored state; the dispatch runs once more on it and its result \
-                             may be wrong"
-                        );
+                        let reason = restore_failed(info, error, restorer, snapshot);
                         drop(guard);
-                        if error == RestoreError::Stuck {
-                            restorer.leak();
-                            snapshot.leak();
-                        }
                         outcome.kind = OutcomeKind::Failed(reason);
                         rerun(target, &mut outcome, true);
                         rerun_riders(&mut riders, &mut outcome);
@@ -996,12 +981,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         timed,
                         kernel_time,
                     };
-                    let ended = phases::timed(Phase::Policy, || {
-                        call("on_pass_end", info, || {
-                            policy.on_pass_end(&report, &mut state, &mut scope)
-                        })
-                    });
-                    if ended.is_none() {
+                    if !pass_end(policy, &report, &mut state, &mut scope) {
                         // The pass ran from the snapshot: its result is one valid execution —
                         // of this dispatch; a run's later members have not run this pass.
                         outcome.kind = OutcomeKind::Declined(DeclineReason::PolicyPanicked);
@@ -1330,26 +1310,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             match restored {
                 Ok(()) => {}
                 Err(error) => {
-                    let reason = match error {
-                        RestoreError::Failed => {
-                            drop(restorer);
-                            drop(snapshot);
-                            FailureReason::RestoreFailed
-                        }
-                        RestoreError::Stuck => {
-                            // Copies may still read the staging buffers: never reuse them.
-                            restorer.leak();
-                            snapshot.leak();
-                            FailureReason::RestoreStuck
-                        }
-                    };
-                    tracing::error!(
-                        kernel = info.kernel(),
-                        dispatch = %info.dispatch_id,
-                        reason = reason.code(),
-                        "restore failed between passes: device memory holds a partly restored \
-                         state; the dispatch runs once more on it and its result may be wrong"
-                    );
+                    let reason = restore_failed(info, error, restorer, snapshot);
                     drop(guard);
                     outcome.kind = OutcomeKind::Failed(reason);
                     rerun(target, &mut outcome, true);
@@ -1416,6 +1377,48 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         let first = finish(target, state, outcome);
         end_run(first, riders, later)
     }
+}
+
+/// `on_pass_end` of a pass that ran; `false`: the policy panicked.
+fn pass_end<P: ReplayPolicy>(
+    policy: &P,
+    report: &PassReport<'_>,
+    state: &mut P::State,
+    scope: &mut P::PassState,
+) -> bool {
+    phases::timed(Phase::Policy, || {
+        call("on_pass_end", report.info, || {
+            policy.on_pass_end(report, state, scope)
+        })
+    })
+    .is_some()
+}
+
+/// A restore between passes failed: the reason, logged; the staging given back, or leaked
+/// when copies may still read it.
+fn restore_failed(
+    info: &DispatchInfo,
+    error: RestoreError,
+    restorer: Restorer,
+    snapshot: Snapshot,
+) -> FailureReason {
+    let reason = match error {
+        RestoreError::Failed => FailureReason::RestoreFailed,
+        RestoreError::Stuck => {
+            // Copies may still read the staging buffers: never reuse them.
+            restorer.leak();
+            snapshot.leak();
+            FailureReason::RestoreStuck
+        }
+    };
+    tracing::error!(
+        kernel = info.kernel(),
+        dispatch = %info.dispatch_id,
+        reason = reason.code(),
+        "restore failed between passes: device memory holds a partly restored state; the \
+         dispatch runs once more on it and its result may be wrong"
+    );
+    reason
 }
 
 /// Whether the window's next later pass is queued ([`queue_pass`]): the backend submits this

@@ -235,6 +235,12 @@ impl CompareKernel {
 
     /// The copy kernel's handle and the table it uses (the flags' table: a window's copies and
     /// compares never overlap), when both are there.
+    /// Whether the copy kernel and its table can be used (tests).
+    #[cfg(test)]
+    pub(crate) fn copies_by_kernel(&self) -> bool {
+        self.copier().is_some()
+    }
+
     fn copier(&self) -> Option<(usize, Buffers)> {
         match &self.state {
             State::Ready {

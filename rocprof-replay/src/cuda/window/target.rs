@@ -641,6 +641,10 @@ impl<'a> CudaTarget<'a> {
             Poll::TimedOut => {
                 // Still running: its events stay alive, the stream is given up.
                 self.last = Last::Relaunch(end);
+                if !self.pending_restores.is_empty() {
+                    // A restore queued ahead of it may not have read the copy table yet.
+                    compare::give_up_copy_table(self.ctx);
+                }
                 self.poison_stream();
                 Err(PassError::Late)
             }
