@@ -4344,19 +4344,23 @@ fn an_asynchronous_launch_returns_before_its_window_and_later_work_waits_behind_
     let (taken, opened) = gate_counts(&h);
     assert_eq!(taken, opened, "every gate opened once");
     assert_eq!(
-        taken, 6,
-        "the page's self-test, pass 1's timing gate, two relaunches', the window's, and the \
-         window word offered to other streams' work while windows may cover runs"
+        taken, 4,
+        "the page's self-test, pass 1's timing gate, the window's, and the window word offered \
+         to other streams' work while windows may cover runs (the relaunches are not timed: no \
+         gate)"
     );
 }
 
-#[test]
-fn relaunches_are_timed_behind_a_gate_that_opens_after_the_end_event() {
-    let h = harness(3, quick());
+/// The private stream's ops around each relaunch of one launch's window (3 passes) under
+/// `h`: for each of the two relaunches, the ops from two before it to the one after it; and
+/// how many events were recorded on that stream in all.
+fn relaunch_shapes(h: &Harness) -> (Vec<Vec<Op>>, usize) {
     h.obtain_function(&ADD_ONE);
-    let mut buf = Buffer::new(&h, 8);
+    let mut buf = Buffer::new(h, 8);
     let mut args = buf.args();
     h.launch(&ADD_ONE, &mut args, 0x5000);
+    assert_eq!(buf.values(), vec![1; 8]);
+    assert!(every_wait_passed());
     // The backend's stream that ran kernels (the other one is the gate page's self-test).
     let private = {
         let g = gpu();
@@ -4370,11 +4374,7 @@ fn relaunches_are_timed_behind_a_gate_that_opens_after_the_end_event() {
             })
             .unwrap()
     };
-    let ops: Vec<Op> = ops_on(private)
-        .into_iter()
-        .filter(|o| matches!(o, Op::Launch(_) | Op::Wait(..)) || matches!(o, Op::Record(_, _)))
-        .collect();
-    // Snapshot and restore copies record plain events too; take each relaunch's window.
+    let ops = ops_on(private);
     let launches: Vec<usize> = ops
         .iter()
         .enumerate()
@@ -4382,20 +4382,56 @@ fn relaunches_are_timed_behind_a_gate_that_opens_after_the_end_event() {
         .map(|(i, _)| i)
         .collect();
     assert_eq!(launches.len(), 2, "{ops:?}");
-    for i in launches {
-        assert!(matches!(ops[i - 2], Op::Wait(..)), "{ops:?}");
+    let records = ops.iter().filter(|o| matches!(o, Op::Record(..))).count();
+    let shapes = launches
+        .into_iter()
+        .map(|i| ops[i.saturating_sub(2)..=i + 1].to_vec())
+        .collect();
+    (shapes, records)
+}
+
+#[test]
+fn relaunches_timed_by_events_wait_behind_a_gate_that_opens_after_the_end_event() {
+    let timed = || TimeEveryPass {
+        passes: 3,
+        timing: crate::Context::new("gate test", &[crate::Service::DispatchTiming]),
+        times: Arc::new(Mutex::new(Vec::new())),
+    };
+    // Timed by events (no kernel records): start event, kernel and end event held behind a
+    // gate, so the events bracket the kernel alone.
+    for shape in relaunch_shapes(&harness_clocked(timed(), quick(), false)).0 {
+        assert!(matches!(shape[0], Op::Wait(..)), "{shape:?}");
         assert!(
-            matches!(ops[i - 1], Op::Record(_, true)),
-            "start event held: {ops:?}"
+            matches!(shape[1], Op::Record(_, true)),
+            "start event held: {shape:?}"
         );
-        assert_eq!(ops[i], Op::Launch(true), "{ops:?}");
+        assert_eq!(shape[2], Op::Launch(true), "{shape:?}");
         assert!(
-            matches!(ops[i + 1], Op::Record(_, true)),
-            "end event enqueued before the gate opened: {ops:?}"
+            matches!(shape[3], Op::Record(_, true)),
+            "end event enqueued before the gate opened: {shape:?}"
         );
     }
-    assert!(every_wait_passed());
-    assert_eq!(buf.values(), vec![1; 8]);
+    // Timed by its kernel record (which times the kernel from its front end's submission):
+    // no gate in front.
+    let (shapes, clocked) = relaunch_shapes(&harness_clocked(timed(), quick(), true));
+    for shape in shapes {
+        assert!(matches!(shape[1], Op::Record(..)), "start event: {shape:?}");
+        assert_eq!(shape[2], Op::Launch(false), "not held: {shape:?}");
+        assert!(matches!(shape[3], Op::Record(..)), "{shape:?}");
+    }
+    // Untimed: the kernel and the one event the window waits for (no start events: two
+    // records fewer).
+    let (shapes, untimed) = relaunch_shapes(&harness(3, quick()));
+    for shape in shapes {
+        assert!(!matches!(shape[1], Op::Wait(..)), "no gate: {shape:?}");
+        assert_eq!(shape[2], Op::Launch(false), "not held: {shape:?}");
+        assert!(matches!(shape[3], Op::Record(..)), "{shape:?}");
+    }
+    assert_eq!(
+        untimed + 2,
+        clocked,
+        "no start event for an untimed relaunch"
+    );
 }
 
 #[test]

@@ -257,6 +257,8 @@ pub(super) struct CudaTarget<'a> {
     /// The transfers of the restore queued last: a restore with the same ones may queue
     /// behind it without waiting (its copy table is the same).
     queued_transfers: Vec<Transfer>,
+    /// Which of those went through the copy kernel.
+    queued_by_kernel: Vec<bool>,
 }
 
 /// A relaunch submitted and not waited for yet: its events, its kernel record's correlation
@@ -302,6 +304,7 @@ impl<'a> CudaTarget<'a> {
             queue_restores: false,
             pending_restores: std::collections::VecDeque::new(),
             queued_transfers: Vec::new(),
+            queued_by_kernel: Vec::new(),
         }
     }
 
@@ -535,6 +538,9 @@ impl<'a> CudaTarget<'a> {
                 return t;
             }
         }
+        if start == 0 {
+            return None;
+        }
         self.elapsed(start, end)
     }
 
@@ -553,24 +559,32 @@ impl<'a> CudaTarget<'a> {
             return Err(submit_failed);
         }
         let stream = self.stream().ok_or(submit_failed)?;
-        let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
-            return Err(submit_failed);
+        // A timed pass: two timing events (its time when no kernel record comes); an untimed
+        // one: one plain event to wait for.
+        let (start, end) = if timed {
+            let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
+                return Err(submit_failed);
+            };
+            (start, end)
+        } else {
+            (0, self.take_event(false).ok_or(submit_failed)?)
         };
         let drv = *self.drv();
-        // Kernel-only timing: start event, kernel and end event wait behind a gate that opens
-        // once all three are enqueued.
-        let go = self
-            .job
-            .gates
-            .as_ref()
-            .and_then(Gate::take)
-            .filter(|g| g.hold(&drv, stream) == CUDA_SUCCESS);
-        // SAFETY: our events and stream.
-        unsafe { (drv.event_record)(start as CUevent, stream) };
         // A timed pass wants its kernel record: the relaunch's enter callback names it. Kernel
         // records are on until `timing` is dropped, after the record was taken.
         let timing = timed.then(|| self.be.clock.timing()).flatten();
         let clocked = timing.is_some();
+        // Kernel-only timing from the events: start event, kernel and end event wait behind a
+        // gate that opens once all three are enqueued. (A kernel record times the kernel
+        // itself, from its front end's submission: no gate.)
+        let go = (timed && !clocked)
+            .then(|| self.job.gates.as_ref().and_then(Gate::take))
+            .flatten()
+            .filter(|g| g.hold(&drv, stream) == CUDA_SUCCESS);
+        if start != 0 {
+            // SAFETY: our events and stream.
+            unsafe { (drv.event_record)(start as CUevent, stream) };
+        }
         if clocked {
             super::super::kernel_clock::arm();
         }
@@ -582,7 +596,7 @@ impl<'a> CudaTarget<'a> {
             drop(go);
             tracing::warn!(status = %error_name(&drv, r), "a replay pass could not be launched");
             give_event(self.ctx, start, true);
-            give_event(self.ctx, end, true);
+            give_event(self.ctx, end, timed);
             return Err(submit_failed);
         }
         // SAFETY: our events and stream.
@@ -626,9 +640,9 @@ impl<'a> CudaTarget<'a> {
                 // Passes queued behind it may still be restoring and running.
                 self.dirty = !self.queued.is_empty();
                 self.settle_restores_done();
-                let t = self.pass_time(record, start, end).filter(|_| timed);
+                let t = timed.then(|| self.pass_time(record, start, end)).flatten();
                 give_event(self.ctx, start, true);
-                give_event(self.ctx, end, true);
+                give_event(self.ctx, end, timed);
                 self.last = Last::Relaunch(self.queued.back().map_or(0, |q| q.end));
                 Ok(t)
             }
@@ -744,7 +758,12 @@ impl DeviceMemory for CudaTarget<'_> {
             return Ok(());
         }
         let queue = direction == Direction::Restore && self.queue_restores;
-        if !(queue && self.queued_transfers == transfers) {
+        // The same restore as the one queued last (passes queued ahead): the same table, the
+        // same choices.
+        let again = queue
+            && self.queued_transfers == transfers
+            && self.queued_by_kernel.len() == transfers.len();
+        if !again {
             // Another batch may rewrite the copy kernel's table: the queued restores first.
             self.settle_restore()?;
         }
@@ -762,7 +781,9 @@ impl DeviceMemory for CudaTarget<'_> {
         // VRAM: allocations of the context and module variables, which its kernels reach. Not
         // virtual-memory mappings: one may be mapped without access for this device (a
         // kernel touching it would fault and lose the context; a copy only fails).
-        let by_kernel: Vec<bool> = {
+        let by_kernel: Vec<bool> = if again {
+            std::mem::take(&mut self.queued_by_kernel)
+        } else {
             let arena = self.ctx.arena.lock();
             let inventory = &self.be.inventory;
             transfers
@@ -808,9 +829,10 @@ impl DeviceMemory for CudaTarget<'_> {
         if r == CUDA_SUCCESS && !failed && queue {
             // Queued: the next pass behind it on the stream waits for it.
             self.pending_restores.push_back(ev);
-            if self.queued_transfers != transfers {
+            if !again {
                 self.queued_transfers = transfers.to_vec();
             }
+            self.queued_by_kernel = by_kernel;
             return Ok(());
         }
         let deadline = Instant::now() + self.settings().copy;
