@@ -27,7 +27,8 @@
 //! - Once the pass has completed (its end event), the records are flushed
 //!   (`cuptiActivityFlushAll(0)`: buffers whose records are all complete) until the wanted
 //!   one arrives, at most [`RECORD_WAIT`] (on an H200 the first flush has it); the pass's
-//!   time is then the record's span ([`Span`]), or the events' time when no record came.
+//!   time is then the record's span ([`Span`]); when no record came, pass 1's events' time,
+//!   and none for a relaunch (which records no start event while its record is due).
 //! - After [`MISSES`] passes in a row without their record (the application registered its
 //!   own activity buffers, which replaces ours, or disabled kernel records) the clock stops
 //!   and every later pass is timed by its events, with one warning; kernel records are then
@@ -56,7 +57,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rocprof_replay_sys::cuda::*;
 
-/// How long a completed pass waits for its kernel's record before its events' time is used.
+/// How long a completed pass waits for its kernel's record (then pass 1 takes its events'
+/// time, a relaunch has none).
 pub(crate) const RECORD_WAIT: Duration = Duration::from_millis(20);
 
 /// Passes in a row without their record after which the clock stops.

@@ -149,11 +149,11 @@ pub(super) fn run<P: ReplayPolicy>(
     }
     // One wait for the last pass submitted: collecting the others then finds them done (on
     // CUDA, one flush brings every kernel record).
-    match behind.back().map(Submitted::len) {
+    phases::timed(Phase::Await, || match behind.back().map(Submitted::len) {
         Some(n) if n > 0 => riders[n - 1].target.await_pass(),
         _ if !firsts.is_empty() => target.await_pass(),
         _ => {}
-    }
+    });
     let mut end = Ahead {
         stop,
         kind: None,

@@ -60,6 +60,10 @@ pub(crate) enum Phase {
     /// Of `PassRecord`: each call that asks CUPTI to deliver its records
     /// (`cuptiActivityFlushAll`); its count over `PassRecord`'s is the flushes a record took.
     RecordFlush,
+    /// Passes queued ahead: the one wait for the last pass submitted, from the end of the
+    /// submissions (what the device still had to run then; the passes' own rows hold their
+    /// submission and collection).
+    Await,
     /// The policy's callbacks between passes (`on_pass`, `on_pass_end`, `should_continue`).
     Policy,
     /// The watched memory's fingerprints after the first pass.
@@ -76,7 +80,7 @@ pub(crate) enum Phase {
     End,
 }
 
-const PHASES: [Phase; 22] = [
+const PHASES: [Phase; 23] = [
     Phase::Window,
     Phase::Begin,
     Phase::Drain,
@@ -92,6 +96,7 @@ const PHASES: [Phase; 22] = [
     Phase::PassWait,
     Phase::PassRecord,
     Phase::RecordFlush,
+    Phase::Await,
     Phase::Policy,
     Phase::WatchAfter,
     Phase::Diff,
@@ -119,6 +124,7 @@ impl Phase {
             Phase::PassWait => "  pass_wait",
             Phase::PassRecord => "  pass_record",
             Phase::RecordFlush => "    record_flush",
+            Phase::Await => "await",
             Phase::Policy => "policy",
             Phase::WatchAfter => "watch_after",
             Phase::Diff => "diff",

@@ -533,7 +533,7 @@ pub(super) fn submit_riders(riders: &mut [Rider<'_>], index: u32, wait: bool) ->
     if let Some(r) = riders[..queued.len()].last_mut().filter(|_| wait) {
         // Everything queued completes with the last pass: one wait for it, then each
         // collection finds its pass done (on CUDA, one flush brings every kernel record).
-        r.target.await_pass();
+        phases::timed(Phase::Await, || r.target.await_pass());
     }
     Submitted { queued, stop }
 }

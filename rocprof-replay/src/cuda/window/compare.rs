@@ -117,6 +117,10 @@ const PRINT_ENTRIES: usize = TABLE_BYTES / std::mem::size_of::<PrintEntry>();
 #[derive(Default)]
 pub(crate) struct CompareKernel {
     state: State,
+    /// The device table (its address) and how many copy entries it holds, as the pinned twin's
+    /// first ones: what the last copy batch copied there, until a compare batch rewrites it.
+    /// A copy batch with the same entries (a restore queued again) then copies no table.
+    copy_table: Option<(usize, usize)>,
 }
 
 #[derive(Default)]
@@ -471,8 +475,16 @@ pub(super) fn submit_copies(
     if copies.is_empty() || copies.len() > COPY_ENTRIES {
         return false;
     }
-    let Some((function, buffers)) = t.ctx.compare.lock().copier() else {
-        return false;
+    let (function, buffers, resident) = {
+        let k = t.ctx.compare.lock();
+        let Some((function, buffers)) = k.copier() else {
+            return false;
+        };
+        let resident = match k.copy_table {
+            Some((table, n)) if table == buffers.table_device => n,
+            _ => 0,
+        };
+        (function, buffers, resident)
     };
     let drv = *t.drv();
     let mut total = 0u64;
@@ -507,6 +519,13 @@ pub(super) fn submit_copies(
     if total == 0 {
         return false;
     }
+    // The device table holds these entries already (the twin's first ones, which are these):
+    // no table copy.
+    let table_bytes = if same && resident >= copies.len() {
+        0
+    } else {
+        std::mem::size_of_val(table)
+    };
     let _g = Guard::new();
     let mut table_arg = buffers.table_device as u64;
     let mut n = copies.len() as u32;
@@ -522,22 +541,35 @@ pub(super) fn submit_copies(
     // `n` entries, each naming `len` bytes the context's kernels can read at `src` and write at
     // `dst` (the caller's contract), in `total` chunks; the host twin is not written again until
     // the caller's event completes.
-    unsafe {
+    let submitted = unsafe {
         enqueue_table(
             &drv,
             stream,
             &buffers,
-            std::mem::size_of_val(table),
+            table_bytes,
             function,
             &mut args,
             total as usize,
             "copy",
         )
-    }
+    };
+    t.ctx.compare.lock().copy_table = match (submitted, table_bytes) {
+        (true, 0) => Some((buffers.table_device, resident)),
+        (true, _) => Some((buffers.table_device, copies.len())),
+        // A table copy may have been submitted: what the device table holds is unknown.
+        (false, _) => None,
+    };
+    submitted
+}
+
+/// After copies that failed on the device: what the copy kernel's device table holds is not
+/// known any more (the next batch copies its table).
+pub(super) fn forget_copy_table(ctx: &crate::cuda::Ctx) {
+    ctx.compare.lock().copy_table = None;
 }
 
 /// Enqueues one table kernel on `stream`: the first `table_bytes` of the pinned table twin
-/// copied to the device table, then `function` over `args` with `min(units, MAX_BLOCKS)` blocks
+/// copied to the device table (none when `table_bytes` is 0: the device table holds them), then `function` over `args` with `min(units, MAX_BLOCKS)` blocks
 /// of [`THREADS`]. `false` (logged) when either could not be submitted.
 ///
 /// # Safety
@@ -555,15 +587,19 @@ unsafe fn enqueue_table(
     units: usize,
     what: &str,
 ) -> bool {
-    // SAFETY: our table buffers, TABLE_BYTES >= `table_bytes` each; the host twin is pinned
-    // and kept (caller contract).
-    let r = unsafe {
-        (drv.memcpy_async)(
-            b.table_device as CUdeviceptr,
-            b.table_host as CUdeviceptr,
-            table_bytes,
-            stream,
-        )
+    let r = if table_bytes == 0 {
+        CUDA_SUCCESS
+    } else {
+        // SAFETY: our table buffers, TABLE_BYTES >= `table_bytes` each; the host twin is
+        // pinned and kept (caller contract).
+        unsafe {
+            (drv.memcpy_async)(
+                b.table_device as CUdeviceptr,
+                b.table_host as CUdeviceptr,
+                table_bytes,
+                stream,
+            )
+        }
     };
     if r != CUDA_SUCCESS {
         tracing::warn!(status = %error_name(drv, r), "the {what} table could not be copied");
@@ -701,6 +737,15 @@ fn run_table(
         (&mut total as *mut u64).cast(),
         (&mut results as *mut u64).cast(),
     ];
+    {
+        // This batch rewrites its device table: a copy batch's entries are not there any more.
+        let mut k = t.ctx.compare.lock();
+        if k.copy_table
+            .is_some_and(|(table, _)| table == b.table_device)
+        {
+            k.copy_table = None;
+        }
+    }
     // SAFETY: `args` are the table kernels' parameters (64-bit but `n`, 32-bit): the table
     // holds `n` entries naming pinned regions of the context (and their device snapshots),
     // each at least its `len` bytes, whose granules number `total`; the results buffer has

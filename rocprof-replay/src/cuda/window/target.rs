@@ -446,6 +446,7 @@ impl<'a> CudaTarget<'a> {
             }
             Poll::Failed(r) => {
                 tracing::warn!(status = %error_name(self.drv(), r), "a queued restore failed");
+                compare::forget_copy_table(self.ctx);
                 for ev in std::mem::take(&mut self.pending_restores) {
                     give_event(self.ctx, ev, false);
                 }
@@ -559,9 +560,15 @@ impl<'a> CudaTarget<'a> {
             return Err(submit_failed);
         }
         let stream = self.stream().ok_or(submit_failed)?;
-        // A timed pass: two timing events (its time when no kernel record comes); an untimed
-        // one: one plain event to wait for.
-        let (start, end) = if timed {
+        // A timed pass wants its kernel record: the relaunch's enter callback names it. Kernel
+        // records are on until `timing` is dropped, after the record was taken.
+        let timing = timed.then(|| self.be.clock.timing()).flatten();
+        let clocked = timing.is_some();
+        // A pass timed by events: two timing events. Any other (untimed, or timed by its
+        // kernel record, which has no fallback: a pass whose record does not come has no
+        // time): one plain event to wait for.
+        let by_events = timed && !clocked;
+        let (start, end) = if by_events {
             let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
                 return Err(submit_failed);
             };
@@ -570,14 +577,10 @@ impl<'a> CudaTarget<'a> {
             (0, self.take_event(false).ok_or(submit_failed)?)
         };
         let drv = *self.drv();
-        // A timed pass wants its kernel record: the relaunch's enter callback names it. Kernel
-        // records are on until `timing` is dropped, after the record was taken.
-        let timing = timed.then(|| self.be.clock.timing()).flatten();
-        let clocked = timing.is_some();
         // Kernel-only timing from the events: start event, kernel and end event wait behind a
         // gate that opens once all three are enqueued. (A kernel record times the kernel
         // itself, from its front end's submission: no gate.)
-        let go = (timed && !clocked)
+        let go = by_events
             .then(|| self.job.gates.as_ref().and_then(Gate::take))
             .flatten()
             .filter(|g| g.hold(&drv, stream) == CUDA_SUCCESS);
@@ -596,7 +599,7 @@ impl<'a> CudaTarget<'a> {
             drop(go);
             tracing::warn!(status = %error_name(&drv, r), "a replay pass could not be launched");
             give_event(self.ctx, start, true);
-            give_event(self.ctx, end, timed);
+            give_event(self.ctx, end, by_events);
             return Err(submit_failed);
         }
         // SAFETY: our events and stream.
@@ -642,7 +645,8 @@ impl<'a> CudaTarget<'a> {
                 self.settle_restores_done();
                 let t = timed.then(|| self.pass_time(record, start, end)).flatten();
                 give_event(self.ctx, start, true);
-                give_event(self.ctx, end, timed);
+                // Timing events come in pairs: a start event says which kind the end is.
+                give_event(self.ctx, end, start != 0);
                 self.last = Last::Relaunch(self.queued.back().map_or(0, |q| q.end));
                 Ok(t)
             }
@@ -853,6 +857,7 @@ impl DeviceMemory for CudaTarget<'_> {
             }
             Poll::Failed(r) => {
                 tracing::warn!(status = %error_name(&drv, r), "snapshot copies failed");
+                compare::forget_copy_table(self.ctx);
                 give_event(self.ctx, ev, false);
                 Err(CopyError::Failed)
             }
@@ -1302,9 +1307,7 @@ impl ReplayTarget for CudaTarget<'_> {
         if let Some(q) = self.queued.back() {
             let end = q.end;
             let deadline = Instant::now() + self.settings().pass;
-            crate::engine::phases::timed(crate::engine::phases::Phase::PassWait, || {
-                self.wait(end, deadline)
-            });
+            self.wait(end, deadline);
         }
     }
 
