@@ -290,13 +290,18 @@ fn restore_copies_that_keep_failing_end_failed_and_the_app_runs_on() {
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn restore_copies_past_the_copy_deadline_end_failed() {
     // The 3rd asynchronous copy (the first of the first restore, after 2 capture copies; the
-    // diff is the device compare kernel, no copy) waits 1.5 s on the copy engine; the copy
-    // deadline is 300 ms. The app lets it finish before its next dispatch.
+    // diff is the device compare kernel, no copy) waits 1.5 s on the copy engine. The restore
+    // is queued on the replay queue in front of pass 2, which waits for its copies: the pass
+    // is late past the pass deadline and the late-pass deadline (300 ms each) because the
+    // restore is, so the record says `restore_stuck` and nothing runs again over the partly
+    // restored memory. The app lets the copy finish before its next dispatch.
     let c = cell(
         "inc",
         &[
             ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=3"),
             ("ROCPROF_REPLAY_COPY_TIMEOUT_MS", "300"),
+            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "300"),
+            ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "300"),
             ("FAULT_CHECK", "report"),
             ("FAULT_SETTLE_MS", "1500"),
         ],

@@ -588,3 +588,83 @@ fn multi_packet_submissions_are_not_replayed_but_stay_correct() {
         "{r:?}"
     );
 }
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn passes_queued_ahead_see_identical_inputs_and_the_app_sees_one_execution() {
+    // The tool lets later passes be queued ahead: passes 1..5 and the restore before each are
+    // submitted to the replay queue before one wait (each restore's copies wait for the pass
+    // before them, and the pass behind them waits for the copies). Each pass records the
+    // checksum of its inputs in memory that is never restored: every pass saw the same.
+    let phases = records_path("ahead").with_extension("phases.txt");
+    let _ = std::fs::remove_file(&phases);
+    let (run, recs) = probe(
+        "checksum",
+        "e2e_plan_tool",
+        &[
+            ("E2E_PLAN", "exactly:6"),
+            ("E2E_AHEAD", "1"),
+            ("ROCPROF_REPLAY_PHASES", phases.to_str().unwrap()),
+        ],
+    );
+    assert!(
+        run.stdout()
+            .contains("passes_recorded=6 identical_inputs=1 one_execution=1"),
+        "{}",
+        run.stdout()
+    );
+    let r = single(&recs, "checksum_then_scribble");
+    assert_eq!(r["outcome"], "replayed", "{r}");
+    assert_eq!(r["passes"], 6, "{r}");
+    let times = r["pass_ns"].as_array().unwrap();
+    assert_eq!(times.len(), 6, "{r}");
+    assert!(
+        times.iter().all(|t| t.as_u64().is_some_and(|t| t > 0)),
+        "{r}"
+    );
+    // Queued ahead: every later pass began before the first of them ended, then the ends came
+    // in order, each with its own per-pass state.
+    let lines = plan_tool_lines(&run);
+    let line = lines
+        .iter()
+        .find(|l| l["kernel"] == "checksum_then_scribble")
+        .unwrap();
+    let seen: Vec<&str> = line["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let at = |prefix: &str| {
+        seen.iter()
+            .position(|s| s.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {seen:?}"))
+    };
+    assert!(at("start 5 ") < at("end 1 "), "{seen:?}");
+    let ends: Vec<usize> = (0..6).map(|i| at(&format!("end {i} "))).collect();
+    assert!(ends.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    for i in 0..6 {
+        assert!(
+            seen.contains(&format!("end {i} scope=Some({i})").as_str()),
+            "{seen:?}"
+        );
+    }
+    // One wait for the whole batch (the phases report's `await` row).
+    let text = std::fs::read_to_string(&phases).expect("the phases report");
+    let awaits: u64 = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("await"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no await row in\n{text}"));
+    assert!(awaits >= 1, "{text}");
+    // The same without the tool's consent: one pass at a time, the same result.
+    let (run, recs) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:6")]);
+    assert!(
+        run.stdout()
+            .contains("passes_recorded=6 identical_inputs=1 one_execution=1"),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(single(&recs, "checksum_then_scribble")["passes"], 6);
+}

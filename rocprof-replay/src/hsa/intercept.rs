@@ -1098,9 +1098,21 @@ struct HsaTarget {
     opened: Instant,
     /// Some execution of the dispatch (a pass or the ordinary run) was submitted.
     ran: bool,
-    /// A later pass submitted and not collected yet ([`ReplayTarget::submit_pass`]): whether
-    /// it is timed.
-    queued: Option<bool>,
+    /// Later passes submitted and not collected yet ([`ReplayTarget::submit_pass`]), oldest
+    /// first: whether each is timed, and its completion signal.
+    queued: VecDeque<(bool, hsa_signal_t)>,
+    /// A queued pass that outlived the pass deadline, until [`ReplayTarget::settle_late_pass`].
+    late: Option<hsa_signal_t>,
+    /// Restores are queued ([`DeviceMemory::queue_restores`]).
+    queue_restores: bool,
+    /// A pass of ours was left running past the late deadline ([`HsaTarget::leave_stuck`]):
+    /// restores queued behind it wait for it.
+    left_stuck: bool,
+    /// Restores queued and not known finished yet, oldest first.
+    restores: VecDeque<QueuedRestore>,
+    /// Signals of ours no packet or copy refers to any more, for the next passes and
+    /// restores.
+    spare: Vec<hsa_signal_t>,
     /// The application's completion was delivered (or travels with a submitted packet); an
     /// asynchronous window delivers it in [`HsaTarget::settle_dispatch`].
     completed: bool,
@@ -1113,6 +1125,20 @@ struct HsaTarget {
     sent: Progress,
     /// [`settle_dispatch`](Self::settle_dispatch) ran.
     settled: bool,
+}
+
+/// A restore queued on the replay queue ([`DeviceMemory::queue_restores`]): a barrier behind
+/// everything submitted before it resolves `after`, its copies wait for `after` and complete
+/// `copied`, and a barrier-AND packet right behind them on the replay queue waits for
+/// `copied` (so every later packet there — the pass, the run's other members' passes, an
+/// ordinary run, a compare kernel — starts after the copies) and completes `done`. Once
+/// `done` is 0 no packet or copy refers to the three signals any more.
+struct QueuedRestore {
+    after: hsa_signal_t,
+    copied: hsa_signal_t,
+    done: hsa_signal_t,
+    /// What its copies read and write (device regions and staging: start, bytes).
+    touches: Vec<(usize, usize)>,
 }
 
 /// A counter pass as one submission: start packet, the pass's dispatch, stop packet.
@@ -1366,7 +1392,12 @@ impl HsaTarget {
             watch: Vec::new(),
             opened: Instant::now(),
             ran: false,
-            queued: None,
+            queued: VecDeque::new(),
+            late: None,
+            queue_restores: false,
+            left_stuck: false,
+            restores: VecDeque::new(),
+            spare: Vec::new(),
             completed: false,
             gate_open: false,
             diffed_on_device: false,
@@ -1382,6 +1413,193 @@ impl HsaTarget {
         let s = new_signal(self.be).ok_or(DeclineReason::SubmitFailed)?;
         self.signal = Some(s);
         Ok(s)
+    }
+
+    /// A signal of ours holding `value`: a spare one, or a new one.
+    fn take_signal(&mut self, value: i64) -> Option<hsa_signal_t> {
+        let s = match self.spare.pop() {
+            Some(s) => s,
+            None => new_signal(self.be)?,
+        };
+        // SAFETY: our live signal, referred to by nothing.
+        unsafe { (self.be.orig.signal_store)(s, value) };
+        Some(s)
+    }
+
+    /// Waits (copy deadline, for all of them) until every queued restore is done: their
+    /// copies finished and the packet behind them passed. `Err(Stuck)`: one was not; it stays
+    /// queued (the window's end lists it as stuck work).
+    fn settle_restores(&mut self) -> Result<(), CopyError> {
+        let end = Instant::now() + self.be.settings().copy;
+        while let Some(r) = self.restores.front() {
+            let left = end.saturating_duration_since(Instant::now());
+            if !self.wait_zero(r.done, left) {
+                return Err(CopyError::Stuck);
+            }
+            self.retire_restore();
+        }
+        Ok(())
+    }
+
+    /// Gives back the signals of the queued restores that are done, oldest first (the rest
+    /// stay queued).
+    fn settle_restores_done(&mut self) {
+        while let Some(r) = self.restores.front() {
+            // SAFETY: our live signal.
+            if unsafe { (self.be.orig.signal_load)(r.done) } != 0 {
+                break;
+            }
+            self.retire_restore();
+        }
+    }
+
+    /// The oldest queued restore is done: its signals are spare.
+    fn retire_restore(&mut self) {
+        if let Some(r) = self.restores.pop_front() {
+            self.spare.extend([r.after, r.copied, r.done]);
+        }
+    }
+
+    /// At the window's end: queued restores still not done are stuck work (their staging and
+    /// the memory they write stay theirs until `done`), and the application's later work on
+    /// its queue waits for them (the gate opens behind them on the replay queue).
+    fn leave_restores_stuck(&mut self) {
+        for r in std::mem::take(&mut self.restores) {
+            // SAFETY: our live signal.
+            if unsafe { (self.be.orig.signal_load)(r.done) } == 0 {
+                self.spare.extend([r.after, r.copied, r.done]);
+                continue;
+            }
+            tracing::warn!(
+                "a queued restore did not finish: its memory stays its own until it does"
+            );
+            if let (Some(gate), false) = (self.gate, self.gate_open) {
+                // Behind the packet that waits for the copies.
+                self.gate_open = self.signal_behind(gate);
+            }
+            // `after` and `copied` are left alive (a copy or the packet may still read them);
+            // `done` is released by the stuck-work registry once it is 0.
+            self.be
+                .stuck
+                .add_touching(self.gpu.index, r.done.handle, r.touches);
+        }
+    }
+
+    /// Submits the batch's copies, each decrementing `signal` (which holds their count) once
+    /// every signal of `deps` is 0; a refused copy takes the rest off the count: `false`.
+    fn submit_copies(
+        &self,
+        direction: Direction,
+        transfers: &[Transfer],
+        deps: &[hsa_signal_t],
+        signal: hsa_signal_t,
+    ) -> bool {
+        let Some((_, cpu)) = self.be.staging_pool else {
+            // SAFETY: our live signal.
+            unsafe { (self.be.orig.signal_subtract)(signal, transfers.len() as i64) };
+            return false;
+        };
+        let o = &self.be.orig;
+        let gpu = self.gpu.agent;
+        let arena = self.gpu.arena.lock();
+        let agent_of = |addr: usize| if arena.is_device(addr) { gpu } else { cpu };
+        let n = transfers.len() as i64;
+        for (k, t) in transfers.iter().enumerate() {
+            // The device side is the GPU's memory: an application region, a module variable
+            // or (a diff reading a snapshot back) a VRAM chunk of the arena.
+            let (dst, dst_agent, src, src_agent) = match direction {
+                Direction::Capture => (t.staging, agent_of(t.staging), t.device, gpu),
+                Direction::Restore => (t.device, gpu, t.staging, agent_of(t.staging)),
+            };
+            // SAFETY: `device` is a pinned region of the agent (or a module variable) and
+            // `staging` a buffer of ours of at least `len` bytes, accessible to the agent;
+            // `deps` are live signals of ours.
+            let st = unsafe {
+                (o.async_copy)(
+                    dst as *mut c_void,
+                    dst_agent,
+                    src as *const c_void,
+                    src_agent,
+                    t.len,
+                    deps.len() as u32,
+                    if deps.is_empty() {
+                        std::ptr::null()
+                    } else {
+                        deps.as_ptr()
+                    },
+                    signal,
+                )
+            };
+            if st != HSA_STATUS_SUCCESS {
+                tracing::warn!(status = %Status(st), "a snapshot copy could not be submitted");
+                // The rest are never submitted: take them off the count.
+                // SAFETY: our live signal.
+                unsafe { (o.signal_subtract)(signal, n - k as i64) };
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A restore queued on the replay queue ([`QueuedRestore`]); `Err(Failed)` with nothing
+    /// submitted when its signals or its first barrier could not be had. A copy refused
+    /// midway: what was submitted is waited for (copy deadline), then `Err`.
+    fn queue_copies(&mut self, transfers: &[Transfer]) -> Result<(), CopyError> {
+        let n = transfers.len() as i64;
+        let (Some(after), Some(copied), Some(done)) = (
+            self.take_signal(1),
+            self.take_signal(n),
+            self.take_signal(1),
+        ) else {
+            return Err(CopyError::Failed);
+        };
+        if !self.signal_behind(after) {
+            self.spare.extend([after, copied, done]);
+            return Err(CopyError::Failed);
+        }
+        let submitted = self.submit_copies(Direction::Restore, transfers, &[after], copied);
+        let behind = barrier_and(
+            &[copied],
+            done,
+            true,
+            HSA_FENCE_SCOPE_SYSTEM,
+            HSA_FENCE_SCOPE_SYSTEM,
+        );
+        // SAFETY: one packet of ours, waiting for our live signal.
+        let ordered =
+            unsafe { self.submit((&behind as *const hsa_barrier_and_packet_t).cast(), 1) };
+        let touches: Vec<(usize, usize)> = transfers
+            .iter()
+            .flat_map(|t| [(t.device, t.len), (t.staging, t.len)])
+            .collect();
+        if !ordered {
+            // No packet on the replay queue waits for the copies (no room there): they are
+            // waited for here, and then nothing refers to the signals any more.
+            let end = Instant::now() + self.be.settings().copy;
+            let finished = self.wait_zero(after, self.be.settings().copy)
+                && self.wait_zero(copied, end.saturating_duration_since(Instant::now()));
+            if finished {
+                self.spare.extend([after, copied, done]);
+                return Err(CopyError::Failed);
+            }
+            // `after` (its barrier may still run) and `done` are left alive.
+            self.be
+                .stuck
+                .add_touching(self.gpu.index, copied.handle, touches);
+            return Err(CopyError::Stuck);
+        }
+        self.restores.push_back(QueuedRestore {
+            after,
+            copied,
+            done,
+            touches,
+        });
+        if submitted {
+            return Ok(());
+        }
+        // Some copies were refused: the batch failed; what was submitted is waited for.
+        self.settle_restores()?;
+        Err(CopyError::Failed)
     }
 
     /// After a drain ran out of time waiting for `queue` to retire its first `n` tracked
@@ -1602,7 +1820,10 @@ impl HsaTarget {
                 self.gate_open = true;
             }
         }
-        self.signal = None;
+        if self.signal == Some(signal) {
+            self.signal = None;
+        }
+        self.left_stuck = true;
         // Its stop packet may still write the counters' buffers: never free them.
         self.profiles.drain(..).for_each(std::mem::forget);
         self.be.stuck.add(
@@ -1689,9 +1910,13 @@ impl Drop for HsaTarget {
         // A later member of a run dropped without its release (its window panicked): its
         // dispatch still runs once and completes (a no-op once settled).
         self.settle_dispatch();
+        // Restores still queued (a window that panicked before its end): stuck work unless
+        // done.
+        self.leave_restores_stuck();
         for s in [self.signal.take(), self.copy_signal.take()]
             .into_iter()
             .flatten()
+            .chain(std::mem::take(&mut self.spare))
         {
             // SAFETY: our own signal; nothing waits on it or will signal it any more.
             unsafe { (self.be.orig.signal_destroy)(s) };
@@ -1765,9 +1990,14 @@ impl DeviceMemory for HsaTarget {
         if transfers.is_empty() {
             return Ok(());
         }
-        let Some((_, cpu)) = self.be.staging_pool else {
+        if self.be.staging_pool.is_none() {
             return Err(CopyError::Failed);
-        };
+        }
+        if direction == Direction::Restore && self.queue_restores {
+            return self.queue_copies(transfers);
+        }
+        // Queued restores first: these copies are not ordered behind them.
+        self.settle_restores()?;
         let signal = match self.copy_signal {
             Some(s) => s,
             None => {
@@ -1776,45 +2006,9 @@ impl DeviceMemory for HsaTarget {
                 s
             }
         };
-        let n = transfers.len() as i64;
-        let o = &self.be.orig;
         // SAFETY: our live signal.
-        unsafe { (o.signal_store)(signal, n) };
-        let gpu = self.gpu.agent;
-        let arena = self.gpu.arena.lock();
-        let agent_of = |addr: usize| if arena.is_device(addr) { gpu } else { cpu };
-        let mut failed = false;
-        for (k, t) in transfers.iter().enumerate() {
-            // The device side is the GPU's memory: an application region, a module variable
-            // or (a diff reading a snapshot back) a VRAM chunk of the arena.
-            let (dst, dst_agent, src, src_agent) = match direction {
-                Direction::Capture => (t.staging, agent_of(t.staging), t.device, gpu),
-                Direction::Restore => (t.device, gpu, t.staging, agent_of(t.staging)),
-            };
-            // SAFETY: `device` is a pinned region of the agent (or a module variable) and
-            // `staging` a buffer of ours of at least `len` bytes, accessible to the agent.
-            let st = unsafe {
-                (o.async_copy)(
-                    dst as *mut c_void,
-                    dst_agent,
-                    src as *const c_void,
-                    src_agent,
-                    t.len,
-                    0,
-                    std::ptr::null(),
-                    signal,
-                )
-            };
-            if st != HSA_STATUS_SUCCESS {
-                tracing::warn!(status = %Status(st), "a snapshot copy could not be submitted");
-                // The rest are never submitted: take them off the count.
-                // SAFETY: our live signal.
-                unsafe { (o.signal_subtract)(signal, n - k as i64) };
-                failed = true;
-                break;
-            }
-        }
-        drop(arena);
+        unsafe { (self.be.orig.signal_store)(signal, transfers.len() as i64) };
+        let failed = !self.submit_copies(direction, transfers, &[], signal);
         if !self.wait_zero(signal, self.be.settings().copy) {
             // The copies may still read or write the regions and the staging: frees of the
             // GPU's memory wait for them, the staging stays theirs (see `stuck`), and the
@@ -1836,6 +2030,21 @@ impl DeviceMemory for HsaTarget {
         }
     }
 
+    /// On the replay queue, behind the barrier that waits for their copies (every later
+    /// packet there waits for them); restores need a staging pool and the replay queue.
+    fn queue_restores(&mut self, on: bool) -> bool {
+        self.queue_restores =
+            on && matches!(self.sink, Sink::Replay(_)) && self.be.staging_pool.is_some();
+        self.queue_restores
+    }
+
+    fn restore_pending(&mut self) -> bool {
+        self.restores.iter().any(|r| {
+            // SAFETY: our live signal.
+            unsafe { (self.be.orig.signal_load)(r.copied) != 0 }
+        })
+    }
+
     /// The compare kernel for snapshots in the GPU's VRAM ([`super::compare::diff`]); the host
     /// compares the others, and everything where the kernel cannot be had.
     fn diff(
@@ -1844,6 +2053,8 @@ impl DeviceMemory for HsaTarget {
         on_device: &[bool],
         granule: usize,
     ) -> Result<DirtyRanges, DiffError> {
+        // The host reads memory queued restores write.
+        self.settle_restores()?;
         let launcher = self.launcher();
         let (found, on_gpu) = super::compare::diff(self, &launcher, regions, on_device, granule)?;
         self.diffed_on_device = on_gpu;
@@ -1861,6 +2072,7 @@ impl DeviceMemory for HsaTarget {
         regions: &[(usize, usize)],
         granule: usize,
     ) -> Result<Vec<u64>, DiffError> {
+        self.settle_restores()?;
         let launcher = self.launcher();
         super::compare::fingerprint(self, &launcher, regions, granule)
     }
@@ -2290,6 +2502,16 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn settle_late_pass(&mut self) -> bool {
+        if let Some(signal) = self.late.take() {
+            // A queued pass.
+            if self.wait_zero(signal, self.be.settings().late_pass) {
+                self.spare.push(signal);
+                self.settle_restores_done();
+                return true;
+            }
+            self.leave_stuck(signal);
+            return false;
+        }
         let Some(signal) = self.signal else {
             return false;
         };
@@ -2308,27 +2530,27 @@ impl ReplayTarget for HsaTarget {
 
     fn submit_pass(&mut self, timed: bool) -> Result<(), PassError> {
         let not_submitted = PassError::NotSubmitted(DeclineReason::SubmitFailed);
-        if !self.splits_passes() || self.queued.is_some() {
+        if !self.splits_passes() || (!self.queued.is_empty() && !self.queues_ahead()) {
             return Err(not_submitted);
         }
         let submitting = phases::enabled().then(Instant::now);
-        let signal = self.signal().map_err(PassError::NotSubmitted)?;
-        // SAFETY: our signal.
-        unsafe { (self.be.orig.signal_store)(signal, 1) };
+        // Each queued pass has its own signal: its own completion and its own timestamps.
+        let signal = self.take_signal(1).ok_or(not_submitted)?;
         let pass = pass_packet(&self.packet, signal);
         // SAFETY: one packet.
         if !unsafe { self.submit((&pass as *const hsa_kernel_dispatch_packet_t).cast(), 1) } {
+            self.spare.push(signal);
             return Err(not_submitted);
         }
         if let Some(t) = submitting {
             phases::add(Phase::PassSubmit, t.elapsed());
         }
-        self.queued = Some(timed);
+        self.queued.push_back((timed, signal));
         Ok(())
     }
 
     fn collect_pass(&mut self) -> Result<Option<Duration>, PassError> {
-        let (Some(timed), Some(signal)) = (self.queued.take(), self.signal) else {
+        let Some((timed, signal)) = self.queued.pop_front() else {
             return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
         };
         let deadline = self.be.settings().pass;
@@ -2336,15 +2558,30 @@ impl ReplayTarget for HsaTarget {
             self.wait_zero_unless_held_up(signal, deadline, None)
         }) {
             Waited::Zero => {}
-            Waited::TimedOut | Waited::HeldUp => return Err(PassError::Late),
+            Waited::TimedOut | Waited::HeldUp => {
+                self.late = Some(signal);
+                return Err(PassError::Late);
+            }
         }
-        Ok(self.pass_time(signal, timed))
+        let t = self.pass_time(signal, timed);
+        // Nothing refers to it any more; nor to the signals of the restores before it.
+        self.spare.push(signal);
+        self.settle_restores_done();
+        Ok(t)
+    }
+
+    fn await_pass(&mut self) {
+        if let Some(&(_, signal)) = self.queued.back() {
+            self.wait_zero(signal, self.be.settings().pass);
+        }
+    }
+
+    fn queues_ahead(&self) -> bool {
+        self.splits_passes()
     }
 
     fn abandon_pass(&mut self) {
-        if self.queued.take().is_some()
-            && let Some(signal) = self.signal
-        {
+        if let Some((_, signal)) = self.queued.pop_front() {
             self.leave_stuck(signal);
         }
     }
@@ -2395,6 +2632,14 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn end(&mut self) {
+        // Restores queued with no pass collected behind them: done, or stuck work (at once
+        // behind a pass left running: they wait for it).
+        if self.left_stuck {
+            self.settle_restores_done();
+        } else if self.settle_restores().is_err() {
+            tracing::warn!("a queued restore did not finish within the copy deadline");
+        }
+        self.leave_restores_stuck();
         // Still under the writer lock: the arena is trimmed (and marked idle) before an
         // application allocation that failed may release it.
         let mem = ArenaMemory {

@@ -6,6 +6,7 @@
 //! | `E2E_STOP_AFTER` | `should_continue` returns false once this many passes completed |
 //! | `E2E_KERNEL` | only kernels whose name contains this string are replayed |
 //! | `E2E_PANIC` | `new` (the constructor), `pass_count`, `on_pass:K`, `on_pass_end:K`, `should_continue` or `on_end`: panic there |
+//! | `E2E_AHEAD` | `1`: `passes_ahead` says yes (later passes may be queued ahead) |
 //!
 //! On every dispatch's end it prints `e2e_plan_tool: {json}` to stderr.
 
@@ -20,6 +21,7 @@ pub struct PlanTool {
     stop_after: Option<u32>,
     kernel: Option<String>,
     panic_at: Option<String>,
+    ahead: bool,
     _timing: Context,
 }
 
@@ -36,6 +38,7 @@ impl Default for PlanTool {
             stop_after: var("E2E_STOP_AFTER").and_then(|v| v.parse().ok()),
             kernel: var("E2E_KERNEL"),
             panic_at: var("E2E_PANIC"),
+            ahead: var("E2E_AHEAD").as_deref() == Some("1"),
             _timing: timing,
         }
     }
@@ -99,6 +102,10 @@ impl ReplayPolicy for PlanTool {
             panic!("E2E_PANIC=on_pass_end");
         }
         seen.0.push(format!("end {} scope={:?}", pass.index, scope));
+    }
+
+    fn passes_ahead(&self, _: &DispatchInfo) -> bool {
+        self.ahead
     }
 
     fn on_end(&self, info: &DispatchInfo, seen: Seen, outcome: &Outcome) {
