@@ -658,6 +658,27 @@ fn passes_queued_ahead_see_identical_inputs_and_the_app_sees_one_execution() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no await row in\n{text}"));
     assert!(awaits >= 1, "{text}");
+    // A slow copy engine (every asynchronous copy waits 20 ms before it runs): each pass
+    // still starts only after the restore before it landed.
+    let (run, recs) = probe(
+        "checksum",
+        "e2e_plan_tool",
+        &[
+            ("E2E_PLAN", "exactly:6"),
+            ("E2E_AHEAD", "1"),
+            ("HSA_EMU_COPY_DELAY_MS", "20"),
+        ],
+    );
+    assert!(
+        run.stdout()
+            .contains("passes_recorded=6 identical_inputs=1 one_execution=1"),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(
+        single(&recs, "checksum_then_scribble")["outcome"],
+        "replayed"
+    );
     // The same without the tool's consent: one pass at a time, the same result.
     let (run, recs) = probe("checksum", "e2e_plan_tool", &[("E2E_PLAN", "exactly:6")]);
     assert!(
