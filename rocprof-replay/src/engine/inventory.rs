@@ -247,6 +247,14 @@ impl AllocationInventory {
     }
 }
 
+#[cfg(test)]
+impl AllocationInventory {
+    /// Whether the allocation at `base` is pinned now (tests).
+    pub(crate) fn is_pinned_now(&self, base: usize) -> bool {
+        self.pinned.lock().iter().any(|(b, _)| *b == base)
+    }
+}
+
 /// Regions pinned by [`AllocationInventory::pin`]; dropping it unpins them.
 pub(crate) struct Pins<'a> {
     inventory: &'a AllocationInventory,

@@ -119,6 +119,9 @@ struct Log {
     stuck_restore: bool,
     /// Restores queued.
     restores_queued: AtomicU64,
+    /// Queued restores that ran while a buffer they write was not pinned (a free would not
+    /// have waited for them).
+    unpinned_restores: AtomicU64,
     /// Policies allow passes ahead ([`ReplayPolicy::passes_ahead`]) and targets queue them.
     ahead: bool,
     /// The policies' pass calls, in order: (kernel, pass, `true` for `on_pass`).
@@ -148,6 +151,7 @@ struct Fake {
     tickets: VecDeque<u64>,
     /// Restores are queued ([`DeviceMemory::queue_restores`]) until asked otherwise.
     queuing: bool,
+    inventory: Arc<AllocationInventory>,
 }
 
 /// The dispatches submitted after the one whose window runs, in order: all on one queue, each
@@ -200,6 +204,17 @@ impl Fake {
                 return false;
             }
             let _held = self.dev.lock();
+            let pinned = transfers.iter().all(|t| {
+                _held
+                    .bufs
+                    .iter()
+                    .map(|b| b.as_ptr() as usize)
+                    .find(|&b| b <= t.device && t.device < b + N * 8)
+                    .is_some_and(|b| self.inventory.is_pinned_now(b))
+            });
+            if !pinned {
+                self.log.unpinned_restores.fetch_add(1, Ordering::SeqCst);
+            }
             // SAFETY: as in `copy`.
             unsafe { host_copy(Direction::Restore, transfers) };
             drop(_held);
@@ -450,7 +465,7 @@ fn submit_to(
         k.run(&mut reference);
     }
     let dev = Arc::new(Mutex::new(Dev::new(buffers, table)));
-    let inventory = dev.lock().inventory(agent);
+    let inventory = Arc::new(dev.lock().inventory(agent));
     let ended = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::new(log);
     let policy = Policy {
@@ -475,6 +490,7 @@ fn submit_to(
             args: k.args(&dev.lock()),
             tickets: VecDeque::new(),
             queuing: false,
+            inventory: Arc::clone(&inventory),
         };
         let window = engine
             .decide(&info(agent, k, n as u64), &mut target)
@@ -787,6 +803,11 @@ fn queued_later_passes_of_a_run_start_from_their_own_inputs_and_leave_one_execut
             if queue_restores { 2 } else { 0 },
             "the restores before passes 2 and 3"
         );
+        assert_eq!(
+            ran.log.unpinned_restores.load(Ordering::SeqCst),
+            0,
+            "a queued restore ran with its memory unpinned"
+        );
         assert!(ran.log.queued.lock().is_empty());
         for (_, o) in &ran.outcomes {
             assert_eq!(o.pass_times.len(), 3, "{o:?}");
@@ -953,6 +974,11 @@ fn passes_queued_ahead_start_from_their_own_inputs_and_leave_one_execution() {
             ran.log.restores_queued.load(Ordering::SeqCst),
             3,
             "{mode:?}"
+        );
+        assert_eq!(
+            ran.log.unpinned_restores.load(Ordering::SeqCst),
+            0,
+            "{mode:?}: a queued restore ran with its memory unpinned"
         );
         assert!(ran.log.queued.lock().is_empty());
         // Each member's `on_pass` of passes 2..4 came before the first of their `on_pass_end`s,

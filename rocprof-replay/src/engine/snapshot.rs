@@ -794,6 +794,15 @@ impl Snapshot {
         self.skipped += other.skipped;
     }
 
+    /// Pins the snapshot's allocations ([`AllocationInventory::pin`]) until the guard drops:
+    /// a free of one waits (bounded) for copies queued on the device to end.
+    pub(crate) fn pin<'i>(
+        &self,
+        inventory: &'i AllocationInventory,
+    ) -> crate::engine::inventory::Pins<'i> {
+        inventory.pin(self.regions.iter().map(|(r, _)| r))
+    }
+
     /// Regions the snapshot holds.
     pub(crate) fn region_count(&self) -> usize {
         self.regions.len()

@@ -788,6 +788,10 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         let mut restorer = Restorer::Undecided;
         // The last restore was queued, not waited for ([`DeviceMemory::queue_restores`]).
         let mut restore_queued = false;
+        // Queued restores' copies run after `copy` returned (and its pins were dropped): from
+        // the first one on, the snapshot's allocations stay pinned until the window is over,
+        // so a free of one (another thread's) waits for them, bounded, as for any copy.
+        let mut queued_pins = None;
 
         let mut outcome = start(OutcomeKind::Replayed);
         outcome.host_writes_repeated = repeats;
@@ -1301,6 +1305,9 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             // Queued when the next pass is: collecting it waits for the restore too.
             restore_queued =
                 counter.is_none() && queues_passes(target, &riders) && target.queue_restores(true);
+            if restore_queued && queued_pins.is_none() {
+                queued_pins = Some(snapshot.pin(inventory));
+            }
             let restored = phases::timed(Phase::Restore, || {
                 restorer.restore(&snapshot, inventory, target, settings, &mut outcome)
             });
