@@ -441,6 +441,50 @@ fn a_pass_that_never_completes_fails_without_hanging_or_crashing_the_app() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_stuck_pass_queued_ahead_fails_pass_stuck_and_what_is_queued_behind_it_is_abandoned() {
+    // As above, the tool letting passes be queued ahead: passes 2-4 and the restores before
+    // 3 and 4 are queued behind pass 2 (4 s). Pass 2 is what is stuck — not the restores
+    // queued behind it, which wait for it — and nothing behind it is waited for again.
+    let c = cell(
+        "slow",
+        &[
+            ("E2E_PLAN", "exactly:4"),
+            ("E2E_AHEAD", "1"),
+            ("SLOW_RUN", "2"),
+            ("SLOW_MS", "4000"),
+            ("FAULT_CHECK", "report"),
+            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "300"),
+            ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "300"),
+            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "20000"),
+        ],
+    );
+    Cell::assert_outcome(c.faulty("slow_inc"), "failed", Some("pass_stuck"));
+    c.assert_frame(4);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_stuck_restore_queued_ahead_fails_restore_stuck() {
+    // The first restore's first copy waits 1.5 s; passes 2-4 are queued ahead behind it: pass
+    // 2 is late because its restore is, so the record says `restore_stuck`.
+    let c = cell(
+        "inc",
+        &[
+            ("E2E_PLAN", "exactly:4"),
+            ("E2E_AHEAD", "1"),
+            ("FAULT_ARM", "COPY_DELAY_MS=1500,DELAY_COPY_NTH=3"),
+            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "300"),
+            ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "300"),
+            ("FAULT_CHECK", "report"),
+            ("FAULT_SETTLE_MS", "1500"),
+        ],
+    );
+    Cell::assert_outcome(c.faulty("inc_in_place"), "failed", Some("restore_stuck"));
+    c.assert_frame(4);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn opted_out_work_waits_for_the_window_and_cuts_it_short_never_goes_in_unprotected() {
     // Thread A: slow_inc (200 ms per execution) replayed 5 times on queue 1. Thread B: vector
     // adds on queue 2 of the same GPU, opted out, each checked by the app. The lock deadline is

@@ -1099,10 +1099,14 @@ struct HsaTarget {
     /// Some execution of the dispatch (a pass or the ordinary run) was submitted.
     ran: bool,
     /// Later passes submitted and not collected yet ([`ReplayTarget::submit_pass`]), oldest
-    /// first: whether each is timed, and its completion signal.
-    queued: VecDeque<(bool, hsa_signal_t)>,
+    /// first: whether each is timed, its completion signal and its number.
+    queued: VecDeque<(bool, hsa_signal_t, u64)>,
+    /// Later passes submitted so far (the next one's number).
+    passes_submitted: u64,
     /// A queued pass that outlived the pass deadline, until [`ReplayTarget::settle_late_pass`].
     late: Option<hsa_signal_t>,
+    /// The number of the last queued pass that outlived the pass deadline.
+    late_pass: Option<u64>,
     /// Restores are queued ([`DeviceMemory::queue_restores`]).
     queue_restores: bool,
     /// A pass of ours was left running past the late deadline ([`HsaTarget::leave_stuck`]):
@@ -1134,6 +1138,8 @@ struct HsaTarget {
 /// ordinary run, a compare kernel — starts after the copies) and completes `done`. Once
 /// `done` is 0 no packet or copy refers to the three signals any more.
 struct QueuedRestore {
+    /// The number of the pass submitted next (the one behind it).
+    before_pass: u64,
     after: hsa_signal_t,
     copied: hsa_signal_t,
     done: hsa_signal_t,
@@ -1393,7 +1399,9 @@ impl HsaTarget {
             opened: Instant::now(),
             ran: false,
             queued: VecDeque::new(),
+            passes_submitted: 0,
             late: None,
+            late_pass: None,
             queue_restores: false,
             left_stuck: false,
             restores: VecDeque::new(),
@@ -1589,6 +1597,7 @@ impl HsaTarget {
             return Err(CopyError::Stuck);
         }
         self.restores.push_back(QueuedRestore {
+            before_pass: self.passes_submitted,
             after,
             copied,
             done,
@@ -2038,11 +2047,17 @@ impl DeviceMemory for HsaTarget {
         self.queue_restores
     }
 
+    /// Whether a restore queued in front of the late pass (not one queued behind it, which
+    /// waits for it) has not finished its copies.
     fn restore_pending(&mut self) -> bool {
-        self.restores.iter().any(|r| {
-            // SAFETY: our live signal.
-            unsafe { (self.be.orig.signal_load)(r.copied) != 0 }
-        })
+        let late = self.late_pass.unwrap_or(u64::MAX);
+        self.restores
+            .iter()
+            .filter(|r| r.before_pass <= late)
+            .any(|r| {
+                // SAFETY: our live signal.
+                unsafe { (self.be.orig.signal_load)(r.copied) != 0 }
+            })
     }
 
     /// The compare kernel for snapshots in the GPU's VRAM ([`super::compare::diff`]); the host
@@ -2545,12 +2560,14 @@ impl ReplayTarget for HsaTarget {
         if let Some(t) = submitting {
             phases::add(Phase::PassSubmit, t.elapsed());
         }
-        self.queued.push_back((timed, signal));
+        self.queued
+            .push_back((timed, signal, self.passes_submitted));
+        self.passes_submitted += 1;
         Ok(())
     }
 
     fn collect_pass(&mut self) -> Result<Option<Duration>, PassError> {
-        let Some((timed, signal)) = self.queued.pop_front() else {
+        let Some((timed, signal, number)) = self.queued.pop_front() else {
             return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
         };
         let deadline = self.be.settings().pass;
@@ -2560,6 +2577,7 @@ impl ReplayTarget for HsaTarget {
             Waited::Zero => {}
             Waited::TimedOut | Waited::HeldUp => {
                 self.late = Some(signal);
+                self.late_pass = Some(number);
                 return Err(PassError::Late);
             }
         }
@@ -2571,7 +2589,7 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn await_pass(&mut self) {
-        if let Some(&(_, signal)) = self.queued.back() {
+        if let Some(&(_, signal, _)) = self.queued.back() {
             self.wait_zero(signal, self.be.settings().pass);
         }
     }
@@ -2581,7 +2599,7 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn abandon_pass(&mut self) {
-        if let Some((_, signal)) = self.queued.pop_front() {
+        if let Some((_, signal, _)) = self.queued.pop_front() {
             self.leave_stuck(signal);
         }
     }
@@ -2632,6 +2650,10 @@ impl ReplayTarget for HsaTarget {
     }
 
     fn end(&mut self) {
+        if let Some(signal) = self.late.take() {
+            // A late pass nobody settled: still running as far as anyone knows.
+            self.leave_stuck(signal);
+        }
         // Restores queued with no pass collected behind them: done, or stuck work (at once
         // behind a pass left running: they wait for it).
         if self.left_stuck {
