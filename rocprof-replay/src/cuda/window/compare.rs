@@ -569,8 +569,9 @@ pub(super) fn forget_copy_table(ctx: &crate::cuda::Ctx) {
 }
 
 /// Enqueues one table kernel on `stream`: the first `table_bytes` of the pinned table twin
-/// copied to the device table (none when `table_bytes` is 0: the device table holds them), then `function` over `args` with `min(units, MAX_BLOCKS)` blocks
-/// of [`THREADS`]. `false` (logged) when either could not be submitted.
+/// copied to the device table (none when `table_bytes` is 0: the device table holds them),
+/// then `function` over `args` with `min(units, MAX_BLOCKS)` blocks of [`THREADS`]. `false`
+/// (logged) when either could not be submitted.
 ///
 /// # Safety
 /// `args` must point at `function`'s parameters, alive for the call; the table twin must hold
