@@ -1,6 +1,7 @@
 //! Where a replay window's time goes: with `ROCPROF_REPLAY_PHASES` set, the engine adds up the
-//! wall time of each phase of every window (taking the agent, draining, capturing, the passes,
-//! the fingerprint check, the diff, the restores, the end) and prints the totals when the
+//! wall time of each phase of every window (taking the agent, draining, capturing, the passes
+//! and the one wait of passes queued ahead, the fingerprint check, the diff, the restores, the
+//! end) and prints the totals when the
 //! process exits — to the file the variable names, or to stderr when it is `1` or `stderr`.
 //!
 //! Off (the default) a phase costs one load of a value read once. The totals are process-wide
