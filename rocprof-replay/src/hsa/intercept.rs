@@ -1423,11 +1423,15 @@ impl HsaTarget {
         Ok(s)
     }
 
-    /// A signal of ours holding `value`: a spare one, or a new one.
+    /// A signal of ours holding `value`: a spare one (this window's, else one an ended window
+    /// of the GPU left), or a new one.
     fn take_signal(&mut self, value: i64) -> Option<hsa_signal_t> {
         let s = match self.spare.pop() {
             Some(s) => s,
-            None => new_signal(self.be)?,
+            None => match self.gpu.spare_signals.lock().pop() {
+                Some(s) => s,
+                None => new_signal(self.be)?,
+            },
         };
         // SAFETY: our live signal, referred to by nothing.
         unsafe { (self.be.orig.signal_store)(s, value) };
@@ -1922,10 +1926,18 @@ impl Drop for HsaTarget {
         // Restores still queued (a window that panicked before its end): stuck work unless
         // done.
         self.leave_restores_stuck();
+        // Spare signals go to the GPU's next windows, as many as it keeps.
+        let mut spare = std::mem::take(&mut self.spare);
+        {
+            let mut kept = self.gpu.spare_signals.lock();
+            let room = super::SPARE_SIGNALS.saturating_sub(kept.len());
+            let give = spare.len().min(room);
+            kept.extend(spare.drain(..give));
+        }
         for s in [self.signal.take(), self.copy_signal.take()]
             .into_iter()
             .flatten()
-            .chain(std::mem::take(&mut self.spare))
+            .chain(spare)
         {
             // SAFETY: our own signal; nothing waits on it or will signal it any more.
             unsafe { (self.be.orig.signal_destroy)(s) };

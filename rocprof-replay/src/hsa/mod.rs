@@ -78,7 +78,14 @@ pub(crate) struct Gpu {
     pub(crate) kernels: compare::DeviceKernels,
     /// Asynchronous windows of this GPU not started yet, in submission order.
     pub(crate) pending: Mutex<intercept::PendingWindows>,
+    /// Signals of ours that ended windows left behind (no packet or copy refers to them any
+    /// more): later windows' queued passes and restores take them before creating new ones.
+    /// At most [`SPARE_SIGNALS`]; kept for the process's life.
+    pub(crate) spare_signals: Mutex<Vec<hsa_signal_t>>,
 }
+
+/// Most signals a GPU keeps for its next windows ([`Gpu::spare_signals`]).
+pub(crate) const SPARE_SIGNALS: usize = 256;
 
 impl Gpu {
     /// Notes work on this GPU that windows cannot wait for: an asynchronous copy that could not
@@ -857,6 +864,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 arena: Mutex::new(Arena::default()),
                 kernels: compare::DeviceKernels::default(),
                 pending: Mutex::new(intercept::PendingWindows::default()),
+                spare_signals: Mutex::new(Vec::new()),
             });
         } else if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU {
             ctx.cpus.push(agent);
