@@ -45,6 +45,15 @@ fn probe(mode: &str, tool: &str, env: &[(&str, &str)]) -> (Run, Vec<Value>) {
     (run, recs)
 }
 
+/// The calls column of a `ROCPROF_REPLAY_PHASES` report's row for `phase`.
+fn phase_calls(text: &str, phase: &str) -> u64 {
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(phase))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {phase} row in\n{text}"))
+}
+
 fn kernel_records<'a>(recs: &'a [Value], kernel: &str) -> Vec<&'a Value> {
     recs.iter().filter(|r| r["kernel"] == kernel).collect()
 }
@@ -98,13 +107,7 @@ fn rocprof_replay_phases_writes_where_the_windows_time_went_at_exit() {
     );
     let windows = recs.iter().filter(|r| r["outcome"] == "replayed").count();
     let text = std::fs::read_to_string(&path).expect("the phases report");
-    let calls = |phase: &str| -> u64 {
-        text.lines()
-            .find(|l| l.split_whitespace().next() == Some(phase))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {phase} row in\n{text}"))
-    };
+    let calls = |phase: &str| phase_calls(&text, phase);
     assert!(windows >= 1, "{recs:?}");
     assert_eq!(calls("window") as usize, windows, "{text}");
     assert_eq!(calls("capture") as usize, windows, "{text}");
@@ -651,13 +654,7 @@ fn passes_queued_ahead_see_identical_inputs_and_the_app_sees_one_execution() {
     }
     // One wait for the whole batch (the phases report's `await` row).
     let text = std::fs::read_to_string(&phases).expect("the phases report");
-    let awaits: u64 = text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some("await"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no await row in\n{text}"));
-    assert!(awaits >= 1, "{text}");
+    assert!(phase_calls(&text, "await") >= 1, "{text}");
     // A slow copy engine (every asynchronous copy waits 20 ms before it runs): each pass
     // still starts only after the restore before it landed.
     let (run, recs) = probe(
