@@ -423,20 +423,7 @@ fn a_pass_that_never_completes_fails_without_hanging_or_crashing_the_app() {
     // Pass 2 sleeps 4 s; both deadlines are 300 ms: the app gets its completion at ~0.6 s
     // (outcome failed), frees the kernarg the pass still reads (deferred) and goes on; the next
     // dispatch's window waits for the stuck pass.
-    let c = cell(
-        "slow",
-        &[
-            ("E2E_PLAN", "exactly:4"),
-            ("SLOW_RUN", "2"),
-            ("SLOW_MS", "4000"),
-            ("FAULT_CHECK", "report"),
-            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "300"),
-            ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "300"),
-            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "20000"),
-        ],
-    );
-    Cell::assert_outcome(c.faulty("slow_inc"), "failed", Some("pass_stuck"));
-    c.assert_frame(4);
+    stuck_pass(&[]);
 }
 
 #[test]
@@ -445,19 +432,23 @@ fn a_stuck_pass_queued_ahead_fails_pass_stuck_and_what_is_queued_behind_it_is_ab
     // As above, the tool letting passes be queued ahead: passes 2-4 and the restores before
     // 3 and 4 are queued behind pass 2 (4 s). Pass 2 is what is stuck — not the restores
     // queued behind it, which wait for it — and nothing behind it is waited for again.
-    let c = cell(
-        "slow",
-        &[
-            ("E2E_PLAN", "exactly:4"),
-            ("E2E_AHEAD", "1"),
-            ("SLOW_RUN", "2"),
-            ("SLOW_MS", "4000"),
-            ("FAULT_CHECK", "report"),
-            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "300"),
-            ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "300"),
-            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "20000"),
-        ],
-    );
+    stuck_pass(&[("E2E_AHEAD", "1")]);
+}
+
+/// Pass 2 of `slow_inc` sleeps 4 s; the pass and late-pass deadlines are 300 ms (4 passes,
+/// `extra` settings added): failed `pass_stuck`, the frame intact.
+fn stuck_pass(extra: &[(&str, &str)]) {
+    let mut env = vec![
+        ("E2E_PLAN", "exactly:4"),
+        ("SLOW_RUN", "2"),
+        ("SLOW_MS", "4000"),
+        ("FAULT_CHECK", "report"),
+        ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "300"),
+        ("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", "300"),
+        ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "20000"),
+    ];
+    env.extend_from_slice(extra);
+    let c = cell("slow", &env);
     Cell::assert_outcome(c.faulty("slow_inc"), "failed", Some("pass_stuck"));
     c.assert_frame(4);
 }
