@@ -938,6 +938,9 @@ pub enum FootprintMode {
     /// writes repeated once per pass there, and the application's result may differ. A
     /// sampled check that finds such a write declines that dispatch
     /// (`wrote_outside_footprint`) and captures everything for the kernel from then on.
+    /// Sampled dispatches form runs (`ROCPROF_REPLAY_RUN`): a checked run checks every member,
+    /// and a run whose first member goes unchecked takes in only dispatches whose kernels are
+    /// not due a check.
     Sampled,
     /// Every live allocation of the agent: nothing to check, the most bytes to copy.
     All,

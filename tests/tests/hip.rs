@@ -675,14 +675,19 @@ fn a_kernel_waiting_for_the_programs_next_call_on_another_stream_completes() {
 /// memory, share one check of the watched memory, and run their passes in turn. The samples'
 /// own checks see one execution (`streams` scales each part twice in place, so a pass run
 /// once too often, or from the other kernel's result, would show), and every dispatch has its
-/// record with its passes. `streams` runs with the default (runs of up to 16), `vector_add`
-/// with 8.
+/// record with its passes. `streams` runs with the default (runs of up to 16), and again with
+/// the `sampled` footprint (whose dispatches form runs too), `vector_add` with 8.
 #[test]
 #[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
 fn consecutive_dispatches_share_a_window_and_the_samples_see_one_execution() {
-    for (sample, run) in [("streams", None), ("vector_add", Some("8"))] {
+    for (sample, run, footprint) in [
+        ("streams", None, None),
+        ("streams", None, Some("sampled")),
+        ("vector_add", Some("8"), None),
+    ] {
         let mut env = vec![("ROCPROF_REPLAY_PASSES", "3")];
         env.extend(run.map(|n| ("ROCPROF_REPLAY_RUN", n)));
+        env.extend(footprint.map(|f| ("ROCPROF_REPLAY_FOOTPRINT", f)));
         let recs = replay(sample, "pass_timer", Way::Preload, &env);
         assert_replayed(&recs, |_| true, |n| n == 3, &format!("{sample} runs"));
         // A run's members are recorded together, the first one first.
@@ -707,7 +712,8 @@ fn consecutive_dispatches_share_a_window_and_the_samples_see_one_execution() {
         if sample == "streams" {
             assert!(
                 runs.iter().any(|&n| n > 1),
-                "{sample} (ROCPROF_REPLAY_RUN {run:?}): no dispatch joined a run: {runs:?}"
+                "{sample} (ROCPROF_REPLAY_RUN {run:?}, footprint {footprint:?}): no dispatch \
+                 joined a run: {runs:?}"
             );
         }
     }

@@ -868,11 +868,30 @@ impl Sampling {
         false
     }
 
-    /// A checked dispatch of `kernel` on `agent` wrote nothing outside its arguments.
+    /// Whether the next dispatch of `kernel` on `agent` is due a check, without counting it:
+    /// a dispatch that may join a run whose members are not checked
+    /// ([`skipped`](Self::skipped) counts it once it joined).
+    pub(crate) fn due(&self, agent: u64, kernel: u64) -> bool {
+        let map = self.kernels.lock();
+        let (clean, since) = map.get(&(agent, kernel)).copied().unwrap_or_default();
+        clean < crate::SAMPLED_TRUST_AFTER || since.saturating_add(1) >= crate::SAMPLED_EVERY
+    }
+
+    /// A dispatch of `kernel` on `agent` that [`due`](Self::due) let go unchecked.
+    pub(crate) fn skipped(&self, agent: u64, kernel: u64) {
+        let mut map = self.kernels.lock();
+        let (_, since) = map.entry((agent, kernel)).or_default();
+        *since = since.saturating_add(1);
+    }
+
+    /// A checked dispatch of `kernel` on `agent` wrote nothing outside its arguments: one
+    /// more clean check, and the count to the next check starts again (a dispatch checked as
+    /// a member of a checked run was not counted by [`should_check`](Self::should_check)).
     pub(crate) fn clean(&self, agent: u64, kernel: u64) {
         let mut map = self.kernels.lock();
-        let (clean, _) = map.entry((agent, kernel)).or_default();
+        let (clean, since) = map.entry((agent, kernel)).or_default();
         *clean = clean.saturating_add(1);
+        *since = 0;
     }
 }
 
@@ -998,5 +1017,35 @@ mod tests {
             watched.iter().map(|r| r.base).collect::<Vec<_>>(),
             [0x1000, 0x3000]
         );
+    }
+
+    #[test]
+    fn a_dispatch_let_go_unchecked_in_a_run_counts_toward_its_kernel_s_next_check() {
+        use crate::{SAMPLED_EVERY, SAMPLED_TRUST_AFTER};
+        let s = Sampling::default();
+        let (agent, kernel) = (1, 0x77);
+        for _ in 0..SAMPLED_TRUST_AFTER {
+            assert!(s.due(agent, kernel), "not trusted yet");
+            s.clean(agent, kernel);
+        }
+        // Trusted: `due` only looks, `skipped` counts, and the check falls where
+        // `should_check` would have put it.
+        assert!(!s.due(agent, kernel));
+        assert!(!s.due(agent, kernel), "looking does not count");
+        for _ in 0..SAMPLED_EVERY - 2 {
+            s.skipped(agent, kernel);
+        }
+        assert!(!s.due(agent, kernel));
+        assert!(!s.should_check(agent, kernel), "the one before the check");
+        assert!(s.due(agent, kernel));
+        assert!(s.should_check(agent, kernel));
+        // A clean check as a run's member starts the count again.
+        s.skipped(agent, kernel);
+        s.clean(agent, kernel);
+        assert!(!s.due(agent, kernel));
+        for _ in 0..SAMPLED_EVERY - 1 {
+            s.skipped(agent, kernel);
+        }
+        assert!(s.due(agent, kernel));
     }
 }

@@ -124,6 +124,9 @@ struct Log {
     unpinned_restores: AtomicU64,
     /// Policies allow passes ahead ([`ReplayPolicy::passes_ahead`]) and targets queue them.
     ahead: bool,
+    /// The footprint the policies ask for, but for kernel `checked`'s dispatches: `arguments`.
+    footprint: FootprintMode,
+    checked: Option<u64>,
     /// The policies' pass calls, in order: (kernel, pass, `true` for `on_pass`).
     calls: Mutex<Vec<(u64, u32, bool)>>,
     tickets: AtomicU64,
@@ -385,6 +388,13 @@ impl ReplayPolicy for Policy {
     }
     fn passes_ahead(&self, _: &DispatchInfo) -> bool {
         self.log.ahead
+    }
+    fn footprint(&self, info: &DispatchInfo) -> FootprintMode {
+        if self.log.checked == Some(info.kernel_object) {
+            FootprintMode::Arguments
+        } else {
+            self.log.footprint
+        }
     }
     fn restore_mode(&self, _: &DispatchInfo) -> RestoreMode {
         self.restore
@@ -756,6 +766,108 @@ fn without_runs_every_dispatch_has_its_own_window() {
     let ran = submit(8107, 3, None, &kernels, 3, 1, None);
     assert_eq!(ran.memory, ran.expected);
     assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 1); 2]);
+}
+
+/// The footprint each dispatch's record gives, in submission order.
+fn footprints(ran: &Ran) -> Vec<Option<FootprintKind>> {
+    ran.outcomes.iter().map(|(_, o)| o.footprint).collect()
+}
+
+fn sampled() -> Log {
+    Log {
+        footprint: FootprintMode::Sampled,
+        ..Log::default()
+    }
+}
+
+#[test]
+fn sampled_dispatches_form_runs_checked_until_trusted_then_unchecked() {
+    use crate::policy::SAMPLED_TRUST_AFTER;
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 3 },
+        Kernel::Add { src: 3, dst: 1 },
+    ];
+    // Every member of a checked run is checked: the run's one watch covers them all, so each
+    // kernel earns a clean check per run, the later members included.
+    for round in 0..SAMPLED_TRUST_AFTER {
+        let ran = submit_to(sampled(), 8121, 6, None, &kernels, 3, 8, None);
+        assert_eq!(ran.memory, ran.expected, "round {round}");
+        assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 4); 4]);
+        assert_eq!(
+            footprints(&ran),
+            vec![Some(FootprintKind::Arguments); 4],
+            "round {round}"
+        );
+    }
+    // Trusted, all four: one unchecked run (no fingerprint read), still one execution.
+    let ran = submit_to(sampled(), 8121, 6, None, &kernels, 3, 8, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 4); 4]);
+    assert_eq!(footprints(&ran), vec![Some(FootprintKind::Unchecked); 4]);
+    assert!(ran.outcomes.iter().all(|(_, o)| o.watched_bytes == 0));
+    for k in &kernels {
+        let inputs = inputs_of(&ran, k);
+        assert!(
+            inputs.len() == 3 && inputs.iter().all(|i| i == &inputs[0]),
+            "{k:?}"
+        );
+    }
+}
+
+#[test]
+fn an_unchecked_sampled_run_takes_in_only_dispatches_not_due_a_check() {
+    use crate::policy::SAMPLED_TRUST_AFTER;
+    let trusted = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+    ];
+    for _ in 0..SAMPLED_TRUST_AFTER {
+        submit_to(sampled(), 8122, 6, None, &trusted, 3, 8, None);
+    }
+    // A kernel never checked follows the trusted two: the unchecked run ends before it, and
+    // its own window checks it.
+    let new = Kernel::Add { src: 2, dst: 4 };
+    let kernels = [trusted[0], trusted[1], new, trusted[0]];
+    let ran = submit_to(sampled(), 8122, 6, None, &kernels, 3, 8, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(
+        kinds(&ran),
+        vec![
+            (OutcomeKind::Replayed, 3, 2),
+            (OutcomeKind::Replayed, 3, 2),
+            (OutcomeKind::Replayed, 3, 2),
+            (OutcomeKind::Replayed, 3, 2),
+        ]
+    );
+    assert_eq!(
+        footprints(&ran),
+        vec![
+            Some(FootprintKind::Unchecked),
+            Some(FootprintKind::Unchecked),
+            // The new kernel's checked run takes in a trusted one: checked as its member.
+            Some(FootprintKind::Arguments),
+            Some(FootprintKind::Arguments),
+        ]
+    );
+    // A dispatch whose policy asks for `arguments` never rides an unchecked run either.
+    let log = Log {
+        checked: Some(trusted[1].object()),
+        ..sampled()
+    };
+    let ran = submit_to(log, 8122, 6, None, &trusted, 3, 8, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(
+        (kinds(&ran), footprints(&ran)),
+        (
+            vec![(OutcomeKind::Replayed, 3, 1); 2],
+            vec![
+                Some(FootprintKind::Unchecked),
+                Some(FootprintKind::Arguments)
+            ]
+        )
+    );
 }
 
 /// A log whose targets queue later passes; `stuck`: a kernel whose queued pass never ends.

@@ -193,6 +193,10 @@ pub(super) struct Broken {
 pub(super) struct Joining<'a> {
     pub(super) limit: u32,
     pub(super) run_max: u32,
+    /// The run's first member is a `sampled` dispatch its footprint does not check
+    /// ([`FootprintKind::Unchecked`]): nothing fingerprints what the members' arguments do not
+    /// name, so only `sampled` dispatches that are not due a check may join.
+    pub(super) unchecked: bool,
     pub(super) first: &'a DispatchInfo,
     pub(super) contexts: &'a LoopContexts,
 }
@@ -225,6 +229,8 @@ pub(super) fn join_run<'s>(
             || footprint::REMEMBERED.contains(agent.0, info.kernel_object)
         {
             Err("its kernel once wrote outside its footprint")
+        } else if let Err(why) = fits_footprint(window, &info, j.unchecked) {
+            Err(why)
         } else {
             phases::timed(Phase::Capture, || {
                 capture_joiner(
@@ -249,6 +255,10 @@ pub(super) fn join_run<'s>(
         let Some(joiner) = joins.take() else {
             break;
         };
+        if j.unchecked {
+            // Unchecked as a member of an unchecked run: counted toward its next check.
+            footprint::SAMPLING.skipped(agent.0, info.kernel_object);
+        }
         let (info, member) = joiner.window.into_member(j.contexts);
         riders.push(Rider {
             info,
@@ -272,6 +282,28 @@ pub(super) fn join_run<'s>(
         }
     }
     Ok(())
+}
+
+/// Whether a candidate's footprint lets it join: its policy asks for `arguments` or `sampled`
+/// (not `verified`, `all` or a `strict` restore, which its own window honours), and a run whose
+/// members go unchecked takes in only a `sampled` dispatch its kernel's history lets go
+/// unchecked ([`footprint::Sampling::due`]).
+fn fits_footprint(
+    window: &Window,
+    info: &DispatchInfo,
+    unchecked: bool,
+) -> Result<(), &'static str> {
+    match window.run_footprint() {
+        None => Err("its policy asks for another footprint or restore"),
+        Some(FootprintMode::Sampled)
+            if unchecked && footprint::SAMPLING.due(info.agent.0, info.kernel_object) =>
+        {
+            Err("its sampled check is due")
+        }
+        Some(FootprintMode::Sampled) => Ok(()),
+        Some(_) if unchecked => Err("its footprint is checked on every dispatch"),
+        Some(_) => Ok(()),
+    }
 }
 
 /// Captures what a candidate's arguments and module variables name that the run's snapshot

@@ -17,7 +17,7 @@ use crate::engine::settings::Settings;
 use crate::engine::window::{Decided, Joins, Later, Member, Ordinary, ReplayTarget, decide};
 use crate::engine::workers::Workers;
 use crate::error::Error;
-use crate::policy::{Outcome, ReplayPolicy};
+use crate::policy::{FootprintMode, Outcome, ReplayPolicy};
 
 /// A type-erased policy.
 pub(crate) trait Replayer: Send + Sync {
@@ -44,6 +44,9 @@ pub(crate) trait Pending: Send {
     /// The passes it asks for when it may join a run ([`Decided::run_passes`]).
     fn run_passes(&self) -> Option<u32>;
 
+    /// The footprint it asks for when it may join a run ([`Decided::run_footprint`]).
+    fn run_footprint(&self, info: &DispatchInfo, settings: &Settings) -> Option<FootprintMode>;
+
     /// The dispatch as a later member of a run whose first member's loop is `first`.
     fn into_member(self: Box<Self>, first: &LoopContexts) -> Box<dyn Member>;
 
@@ -66,6 +69,10 @@ impl<P: ReplayPolicy> Pending for Decided<'static, P> {
 
     fn run_passes(&self) -> Option<u32> {
         Decided::run_passes(self)
+    }
+
+    fn run_footprint(&self, info: &DispatchInfo, settings: &Settings) -> Option<FootprintMode> {
+        Decided::run_footprint(self, info, settings)
     }
 
     fn into_member(self: Box<Self>, first: &LoopContexts) -> Box<dyn Member> {
@@ -141,6 +148,13 @@ impl Window {
     /// The passes it asks for when it may join a window's run: `None`, it may not.
     pub(crate) fn run_passes(&self) -> Option<u32> {
         self.pending.run_passes()
+    }
+
+    /// The footprint it asks for when it may join a window's run (`arguments` or `sampled`):
+    /// `None`, it may not.
+    pub(crate) fn run_footprint(&self) -> Option<FootprintMode> {
+        self.pending
+            .run_footprint(&self.info, &self.engine.settings)
     }
 
     /// The dispatch as a later member of a run whose first member's loop is `first`.

@@ -535,6 +535,28 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             .then_some(self.limit)
     }
 
+    /// The footprint its policy asks for, resolved against `settings` as its own window
+    /// would, when it may join a run: `arguments` or `sampled`. `None`: a `strict` restore,
+    /// another footprint, or a policy that panicked — it needs a window of its own.
+    pub(crate) fn run_footprint(
+        &self,
+        info: &DispatchInfo,
+        settings: &Settings,
+    ) -> Option<FootprintMode> {
+        let policy = self.policy;
+        let restore = call("restore_mode", info, || policy.restore_mode(info))?;
+        let strict = match restore {
+            RestoreMode::Auto => settings.restore == RestoreMode::Strict,
+            explicit => explicit == RestoreMode::Strict,
+        };
+        let mode = match call("footprint", info, || policy.footprint(info))? {
+            FootprintMode::Auto => settings.footprint,
+            explicit => explicit,
+        };
+        (!strict && matches!(mode, FootprintMode::Arguments | FootprintMode::Sampled))
+            .then_some(mode)
+    }
+
     /// Runs the window: counters prepared, the agent taken, drained, snapshot, the passes,
     /// one completion; `on_end` last.
     ///
@@ -743,12 +765,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             let alone = [
                 (joins.is_none(), "the backend offers no later dispatches"),
                 (
-                    footprint_mode != FootprintMode::Arguments,
-                    "footprint other than arguments",
-                ),
-                (
-                    footprint_kind == FootprintKind::Unchecked,
-                    "footprint unchecked",
+                    !matches!(
+                        footprint_mode,
+                        FootprintMode::Arguments | FootprintMode::Sampled
+                    ),
+                    "footprint verified or all",
                 ),
                 (requested == RestoreMode::Strict, "strict restores"),
                 (counter_passes > 0 || set.is_some(), "counters"),
@@ -1093,6 +1114,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         Joining {
                             limit,
                             run_max,
+                            unchecked: footprint_kind == FootprintKind::Unchecked,
                             first: info,
                             contexts: &guard,
                         },
@@ -1194,7 +1216,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 let stop = match verdict {
                     Ok(Verdict::Unchanged) => {
                         if footprint_mode == FootprintMode::Sampled {
+                            // A checked run checked every member: a clean check each.
                             footprint::SAMPLING.clean(info.agent.0, info.kernel_object);
+                            for r in &riders {
+                                footprint::SAMPLING.clean(r.info.agent.0, r.info.kernel_object);
+                            }
                         }
                         footprint::SUSPECTED.remove(info.agent.0, info.kernel_object);
                         None
