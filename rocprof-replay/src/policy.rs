@@ -361,7 +361,9 @@ pub trait ReplayPolicy: Send + Sync + 'static {
     }
 
     /// How memory is brought back between passes of this dispatch (called once, after
-    /// [`pass_count`](Self::pass_count) chose more than one pass). The default,
+    /// [`pass_count`](Self::pass_count) chose more than one pass: when its window runs, or
+    /// earlier, on the thread of another dispatch's window, when it is offered to that
+    /// window's run). The default,
     /// [`RestoreMode::Auto`], lets the engine choose from what the first pass wrote;
     /// `ROCPROF_REPLAY_RESTORE` overrides `Auto` (never an explicit choice).
     fn restore_mode(&self, info: &DispatchInfo) -> RestoreMode {
@@ -370,7 +372,7 @@ pub trait ReplayPolicy: Send + Sync + 'static {
     }
 
     /// What this dispatch's snapshot holds and how the memory it leaves out is checked
-    /// (called once per window, after [`restore_mode`](Self::restore_mode)). The default,
+    /// (called once per dispatch, right after [`restore_mode`](Self::restore_mode)). The default,
     /// [`FootprintMode::Auto`], leaves it to `ROCPROF_REPLAY_FOOTPRINT`; an explicit choice
     /// wins over the environment. A `strict` restore always captures everything.
     fn footprint(&self, info: &DispatchInfo) -> FootprintMode {

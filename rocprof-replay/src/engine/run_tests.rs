@@ -127,6 +127,9 @@ struct Log {
     /// The footprint the policies ask for, but for kernel `checked`'s dispatches: `arguments`.
     footprint: FootprintMode,
     checked: Option<u64>,
+    /// `footprint` calls: the policy is asked once per dispatch, whether its dispatch joined a
+    /// run, was offered to one and not taken, or had a window of its own.
+    footprint_calls: AtomicU64,
     /// The policies' pass calls, in order: (kernel, pass, `true` for `on_pass`).
     calls: Mutex<Vec<(u64, u32, bool)>>,
     tickets: AtomicU64,
@@ -390,6 +393,7 @@ impl ReplayPolicy for Policy {
         self.log.ahead
     }
     fn footprint(&self, info: &DispatchInfo) -> FootprintMode {
+        self.log.footprint_calls.fetch_add(1, Ordering::SeqCst);
         if self.log.checked == Some(info.kernel_object) {
             FootprintMode::Arguments
         } else {
@@ -806,6 +810,7 @@ fn sampled_dispatches_form_runs_checked_until_trusted_then_unchecked() {
     assert_eq!(ran.memory, ran.expected);
     assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 4); 4]);
     assert_eq!(footprints(&ran), vec![Some(FootprintKind::Unchecked); 4]);
+    assert_eq!(ran.log.footprint_calls.load(Ordering::SeqCst), 4);
     assert!(ran.outcomes.iter().all(|(_, o)| o.watched_bytes == 0));
     for k in &kernels {
         let inputs = inputs_of(&ran, k);
@@ -867,6 +872,11 @@ fn an_unchecked_sampled_run_takes_in_only_dispatches_not_due_a_check() {
                 Some(FootprintKind::Arguments)
             ]
         )
+    );
+    assert_eq!(
+        ran.log.footprint_calls.load(Ordering::SeqCst),
+        2,
+        "offered and not taken, the second dispatch's policy was still asked once"
     );
 }
 

@@ -384,6 +384,34 @@ pub(crate) struct Decided<'p, P: ReplayPolicy> {
     /// The agent's write epoch at the decision: the tag of the fingerprints this window may
     /// leave ([carried fingerprints](crate::engine::footprint#carried-fingerprints)).
     epoch: footprint::Tag,
+    /// The policy's `restore_mode` and `footprint` answers, asked once: when the window runs,
+    /// or earlier when the dispatch is offered to another window's run (`None`: it panicked).
+    asked: std::sync::OnceLock<Option<(RestoreMode, FootprintMode)>>,
+}
+
+/// [`Decided::resolved`], for a window that took its `Decided` apart.
+fn resolve<P: ReplayPolicy>(
+    policy: &P,
+    asked: &std::sync::OnceLock<Option<(RestoreMode, FootprintMode)>>,
+    info: &DispatchInfo,
+    settings: &Settings,
+) -> Option<(RestoreMode, FootprintMode)> {
+    let (restore, footprint) = (*asked.get_or_init(|| {
+        let restore = call("restore_mode", info, || policy.restore_mode(info))?;
+        let footprint = call("footprint", info, || policy.footprint(info))?;
+        Some((restore, footprint))
+    }))?;
+    let requested = match restore {
+        RestoreMode::Auto => settings.restore,
+        explicit => explicit,
+    };
+    let mode = match (requested, footprint) {
+        // Strict verifies the whole snapshot before every pass: it holds everything.
+        (RestoreMode::Strict, _) => FootprintMode::All,
+        (_, FootprintMode::Auto) => settings.footprint,
+        (_, explicit) => explicit,
+    };
+    Some((requested, mode))
 }
 
 /// The decision for one dispatch, made on the submitting thread: `Err` is the outcome of a
@@ -514,6 +542,7 @@ fn decide_inner<'p, P: ReplayPolicy>(
         set,
         host_writes_repeated,
         epoch: footprint::tag(info.agent.0),
+        asked: std::sync::OnceLock::new(),
     })
 }
 
@@ -543,18 +572,21 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         info: &DispatchInfo,
         settings: &Settings,
     ) -> Option<FootprintMode> {
-        let policy = self.policy;
-        let restore = call("restore_mode", info, || policy.restore_mode(info))?;
-        let strict = match restore {
-            RestoreMode::Auto => settings.restore == RestoreMode::Strict,
-            explicit => explicit == RestoreMode::Strict,
-        };
-        let mode = match call("footprint", info, || policy.footprint(info))? {
-            FootprintMode::Auto => settings.footprint,
-            explicit => explicit,
-        };
-        (!strict && matches!(mode, FootprintMode::Arguments | FootprintMode::Sampled))
-            .then_some(mode)
+        let (requested, mode) = self.resolved(info, settings)?;
+        (requested != RestoreMode::Strict
+            && matches!(mode, FootprintMode::Arguments | FootprintMode::Sampled))
+        .then_some(mode)
+    }
+
+    /// The restore and the footprint its window uses: the policy's answers (asked once),
+    /// `Auto` resolved by `settings`; a `strict` restore captures everything. `None`: the
+    /// policy panicked.
+    fn resolved(
+        &self,
+        info: &DispatchInfo,
+        settings: &Settings,
+    ) -> Option<(RestoreMode, FootprintMode)> {
+        resolve(self.policy, &self.asked, info, settings)
     }
 
     /// Runs the window: counters prepared, the agent taken, drained, snapshot, the passes,
@@ -582,6 +614,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             set,
             host_writes_repeated,
             epoch,
+            asked: answers,
         } = self;
         let start = |kind| Outcome {
             started_at: Some(started_at),
@@ -685,21 +718,8 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         if let Err(reason) = phases::timed(Phase::Drain, || target.drain()) {
             return decline(target, reason, state);
         }
-        let Some(requested) = call("restore_mode", info, || policy.restore_mode(info)) else {
+        let Some((requested, footprint_mode)) = resolve(policy, &answers, info, settings) else {
             return decline(target, DeclineReason::PolicyPanicked, state);
-        };
-        let requested = match requested {
-            RestoreMode::Auto => settings.restore,
-            explicit => explicit,
-        };
-        let Some(asked) = call("footprint", info, || policy.footprint(info)) else {
-            return decline(target, DeclineReason::PolicyPanicked, state);
-        };
-        let footprint_mode = match (requested, asked) {
-            // Strict verifies the whole snapshot before every pass: it holds everything.
-            (RestoreMode::Strict, _) => FootprintMode::All,
-            (_, FootprintMode::Auto) => settings.footprint,
-            (_, explicit) => explicit,
         };
         // Fingerprints after the last pass too (`verified`), or only after the first.
         let verified = footprint_mode == FootprintMode::Verified;
