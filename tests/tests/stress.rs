@@ -334,3 +334,41 @@ fn runs_of_dispatches_under_concurrency_leave_every_result_correct() {
         "no dispatch joined a run: {runs:?}"
     );
 }
+
+/// The same with the `sampled` footprint: its dispatches form runs too — checked ones while a
+/// kernel is not trusted, unchecked ones after (nothing fingerprinted, only dispatches not due
+/// a check taken in) — and every result is still one execution.
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn sampled_runs_under_concurrency_leave_every_result_correct() {
+    let env = [
+        ("ROCPROF_REPLAY_KERNEL", "^(stress_replayed|inc_in_place)$"),
+        ("ROCPROF_REPLAY_PASSES", "3"),
+        ("ROCPROF_REPLAY_RUN", "8"),
+        ("ROCPROF_REPLAY_FOOTPRINT", "sampled"),
+        ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "2000"),
+    ];
+    let (_, recs) = stress("selective", "sampled_runs", &env);
+    let allowed = [
+        "copy_waits_for_dispatch",
+        "drain_timeout",
+        "wrote_outside_footprint",
+        "footprint_unchecked",
+    ];
+    check_records(&recs, &["stress_replayed", "inc_in_place"], 3, &allowed);
+    let in_runs = |footprint: &str| {
+        recs.iter()
+            .filter(|r| r["footprint"] == footprint && r["run"].as_u64().unwrap_or(0) > 1)
+            .count()
+    };
+    let (checked, unchecked) = (in_runs("arguments"), in_runs("unchecked"));
+    assert!(
+        checked + unchecked > 0,
+        "no sampled dispatch joined a run: {:?}",
+        tally(&recs)
+    );
+    assert!(
+        unchecked > 0,
+        "no unchecked run formed ({checked} dispatches in checked runs)"
+    );
+}
