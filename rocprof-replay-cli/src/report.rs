@@ -142,6 +142,40 @@ fn runs_line(records: &[crate::records::Record]) -> Option<String> {
     ))
 }
 
+/// How many replayed dispatches the `sampled` footprint left unchecked (their records say
+/// `footprint: unchecked`), and how many of its checks found a write outside the arguments;
+/// `None` when no dispatch went unchecked.
+fn unchecked_line(records: &[crate::records::Record]) -> Option<String> {
+    let field = |r: &crate::records::Record, name: &str| {
+        r.extra
+            .get(name)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let unchecked = records
+        .iter()
+        .filter(|r| {
+            r.outcome == "replayed" && field(r, "footprint").as_deref() == Some("unchecked")
+        })
+        .count();
+    if unchecked == 0 {
+        return None;
+    }
+    let caught = records
+        .iter()
+        .filter(|r| r.reason.as_deref() == Some("wrote_outside_footprint"))
+        .count();
+    Some(format!(
+        "rocprof-replay: {unchecked} replayed dispatch{} not checked for writes outside their \
+         arguments (--footprint sampled: a kernel that writes memory its arguments do not name \
+         on such a dispatch has that write repeated once per pass); {caught} dispatch{} found \
+         writing outside {} arguments\n",
+        if unchecked == 1 { " was" } else { "es were" },
+        if caught == 1 { "" } else { "es" },
+        if caught == 1 { "its" } else { "their" },
+    ))
+}
+
 pub(crate) fn table(run: &Run<'_>) -> String {
     let others = summary::other_kinds(&run.kernels);
     let metrics = run.metric_columns();
@@ -170,6 +204,9 @@ pub(crate) fn table(run: &Run<'_>) -> String {
     }
     out.push('\n');
     if let Some(line) = runs_line(&run.records.records) {
+        out.push_str(&line);
+    }
+    if let Some(line) = unchecked_line(&run.records.records) {
         out.push_str(&line);
     }
     if !run.records.malformed.is_empty() {
@@ -685,6 +722,43 @@ mod tests {
                 "5 dispatches shared replay windows with the dispatches next to them \
                  (2 windows, up to 3 dispatches each"
             )),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn the_table_says_how_many_dispatches_went_unchecked() {
+        let records = Records::parse(TEXT);
+        assert!(
+            !table(&run(&records)).contains("not checked"),
+            "nothing unchecked, no line"
+        );
+        let line = |footprint: &str, outcome: &str, reason: &str, id: u64| {
+            format!(
+                r#"{{"kernel":"k","dispatch_id":{id},"agent":0,"outcome":"{outcome}","passes":3,"footprint":"{footprint}"{reason}}}"#
+            )
+        };
+        let text = [
+            line("arguments", "replayed", "", 1),
+            line("unchecked", "replayed", "", 2),
+            line("unchecked", "replayed", "", 3),
+            line(
+                "arguments",
+                "declined",
+                r#","reason":"wrote_outside_footprint""#,
+                4,
+            ),
+            line("all", "replayed", "", 5),
+        ]
+        .join("\n")
+            + "\n";
+        let records = Records::parse(&text);
+        let t = table(&run(&records));
+        assert!(
+            t.contains(
+                "rocprof-replay: 2 replayed dispatches were not checked for writes outside their \
+                 arguments"
+            ) && t.contains("1 dispatch found writing outside its arguments"),
             "{t}"
         );
     }
