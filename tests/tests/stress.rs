@@ -304,19 +304,19 @@ fn a_copy_queued_behind_a_held_copy_does_not_stall_the_window() {
     );
 }
 
-/// The same concurrency with windows over runs of dispatches (`ROCPROF_REPLAY_RUN`): every
-/// result still one execution, every record replayed with every pass or declined for a reason
-/// the run path can give.
-#[test]
-#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
-fn runs_of_dispatches_under_concurrency_leave_every_result_correct() {
-    let env = [
+/// The stress application with windows over runs of up to 8 dispatches (`ROCPROF_REPLAY_RUN`)
+/// and `footprint` (`None`: the default): every result one execution (checked by the
+/// application), every record replayed with every pass or declined for a reason the run path
+/// can give. Returns the records.
+fn runs_under_concurrency(test: &str, footprint: Option<&str>) -> Vec<Value> {
+    let mut env = vec![
         ("ROCPROF_REPLAY_KERNEL", "^(stress_replayed|inc_in_place)$"),
         ("ROCPROF_REPLAY_PASSES", "3"),
         ("ROCPROF_REPLAY_RUN", "8"),
         ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "2000"),
     ];
-    let (_, recs) = stress("selective", "runs", &env);
+    env.extend(footprint.map(|f| ("ROCPROF_REPLAY_FOOTPRINT", f)));
+    let (_, recs) = stress("selective", test, &env);
     let allowed = [
         "copy_waits_for_dispatch",
         "drain_timeout",
@@ -324,6 +324,14 @@ fn runs_of_dispatches_under_concurrency_leave_every_result_correct() {
         "footprint_unchecked",
     ];
     check_records(&recs, &["stress_replayed", "inc_in_place"], 3, &allowed);
+    recs
+}
+
+/// The same concurrency with windows over runs of dispatches: runs form.
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn runs_of_dispatches_under_concurrency_leave_every_result_correct() {
+    let recs = runs_under_concurrency("runs", None);
     let runs: BTreeMap<u64, usize> = recs.iter().fold(BTreeMap::new(), |mut m, r| {
         *m.entry(r["run"].as_u64().unwrap_or(0)).or_default() += 1;
         m
@@ -341,21 +349,7 @@ fn runs_of_dispatches_under_concurrency_leave_every_result_correct() {
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn sampled_runs_under_concurrency_leave_every_result_correct() {
-    let env = [
-        ("ROCPROF_REPLAY_KERNEL", "^(stress_replayed|inc_in_place)$"),
-        ("ROCPROF_REPLAY_PASSES", "3"),
-        ("ROCPROF_REPLAY_RUN", "8"),
-        ("ROCPROF_REPLAY_FOOTPRINT", "sampled"),
-        ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "2000"),
-    ];
-    let (_, recs) = stress("selective", "sampled_runs", &env);
-    let allowed = [
-        "copy_waits_for_dispatch",
-        "drain_timeout",
-        "wrote_outside_footprint",
-        "footprint_unchecked",
-    ];
-    check_records(&recs, &["stress_replayed", "inc_in_place"], 3, &allowed);
+    let recs = runs_under_concurrency("sampled_runs", Some("sampled"));
     let in_runs = |footprint: &str| {
         recs.iter()
             .filter(|r| r["footprint"] == footprint && r["run"].as_u64().unwrap_or(0) > 1)
