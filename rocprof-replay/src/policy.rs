@@ -944,7 +944,9 @@ pub enum FootprintMode {
     /// and a run whose first member goes unchecked takes in only dispatches whose kernels are
     /// not due a check.
     Sampled,
-    /// Every live allocation of the agent: nothing to check, the most bytes to copy.
+    /// Every live allocation of the agent: nothing to check, the most bytes to copy. Its
+    /// dispatches form runs (`ROCPROF_REPLAY_RUN`), whose later members capture every
+    /// allocation the run's snapshot does not hold yet.
     All,
 }
 

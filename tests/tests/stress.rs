@@ -343,6 +343,18 @@ fn runs_of_dispatches_under_concurrency_leave_every_result_correct() {
     );
 }
 
+/// The same with the `all` footprint: every allocation captured, nothing checked, runs form.
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn all_footprint_runs_under_concurrency_leave_every_result_correct() {
+    let recs = runs_under_concurrency("all_runs", Some("all"));
+    let in_runs = recs
+        .iter()
+        .filter(|r| r["footprint"] == "all" && r["run"].as_u64().unwrap_or(0) > 1)
+        .count();
+    assert!(in_runs > 0, "no dispatch joined a run: {:?}", tally(&recs));
+}
+
 /// The same with the `sampled` footprint: its dispatches form runs too — checked ones while a
 /// kernel is not trusted, unchecked ones after (nothing fingerprinted, only dispatches not due
 /// a check taken in) — and every result is still one execution.

@@ -42,10 +42,13 @@ impl Dev {
         self.bufs[b].as_ptr() as usize
     }
 
-    fn inventory(&self, agent: u64) -> AllocationInventory {
+    /// Every buffer as an allocation of `agent`, but buffer `late` (allocated later).
+    fn inventory(&self, agent: u64, late: Option<usize>) -> AllocationInventory {
         let inv = AllocationInventory::new();
-        for b in &self.bufs {
-            inv.record(b.as_ptr() as usize, N * 8, AgentId(agent), Origin::Pool);
+        for (i, b) in self.bufs.iter().enumerate() {
+            if late != Some(i) {
+                inv.record(b.as_ptr() as usize, N * 8, AgentId(agent), Origin::Pool);
+            }
         }
         inv
     }
@@ -130,6 +133,10 @@ struct Log {
     /// `footprint` calls: the policy is asked once per dispatch, whether its dispatch joined a
     /// run, was offered to one and not taken, or had a window of its own.
     footprint_calls: AtomicU64,
+    /// A buffer left out of the inventory until the first kernel runs, on agent `agent`.
+    late: Option<usize>,
+    late_recorded: std::sync::atomic::AtomicBool,
+    agent: u64,
     /// The policies' pass calls, in order: (kernel, pass, `true` for `on_pass`).
     calls: Mutex<Vec<(u64, u32, bool)>>,
     tickets: AtomicU64,
@@ -195,6 +202,14 @@ impl Queue {
 
 impl Fake {
     fn run_kernel(&mut self) {
+        // Buffer `late` is allocated (by another thread, say) while the first kernel runs.
+        if let Some(b) = self.log.late
+            && !self.log.late_recorded.swap(true, Ordering::SeqCst)
+        {
+            let addr = self.dev.lock().addr(b);
+            self.inventory
+                .record(addr, N * 8, AgentId(self.log.agent), Origin::Pool);
+        }
         let input = self.kernel.run(&mut self.dev.lock());
         self.log.inputs.lock().push((self.kernel.object(), input));
     }
@@ -479,7 +494,7 @@ fn submit_to(
         k.run(&mut reference);
     }
     let dev = Arc::new(Mutex::new(Dev::new(buffers, table)));
-    let inventory = Arc::new(dev.lock().inventory(agent));
+    let inventory = Arc::new(dev.lock().inventory(agent, log.late));
     let ended = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::new(log);
     let policy = Policy {
@@ -878,6 +893,44 @@ fn an_unchecked_sampled_run_takes_in_only_dispatches_not_due_a_check() {
         2,
         "offered and not taken, the second dispatch's policy was still asked once"
     );
+}
+
+#[test]
+fn all_footprint_dispatches_form_runs_that_capture_allocations_made_since() {
+    // The second kernel writes buffer 3 through the pointer buffer 2 holds; no argument names
+    // it. With every allocation captured there is nothing to check: one run of three, each
+    // pass from its own inputs, one execution.
+    let all = || Log {
+        footprint: FootprintMode::All,
+        ..Log::default()
+    };
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Through { table: 2, src: 1 },
+        Kernel::Add { src: 3, dst: 4 },
+    ];
+    let ran = submit_to(all(), 8123, 5, Some((2, 3)), &kernels, 3, 8, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 3); 3]);
+    assert_eq!(footprints(&ran), vec![Some(FootprintKind::All); 3]);
+    for k in &kernels {
+        let inputs = inputs_of(&ran, k);
+        assert!(inputs.iter().all(|i| i == &inputs[0]), "{k:?}");
+    }
+    // Buffer 3 is allocated while the first pass runs, after the run's capture: the member
+    // that joins captures it too (every allocation its snapshot does not hold), so the
+    // writes through the stored pointer are restored between passes, not repeated.
+    let log = Log {
+        late: Some(3),
+        agent: 8124,
+        ..all()
+    };
+    let ran = submit_to(log, 8124, 5, Some((2, 3)), &kernels, 3, 8, None);
+    assert!(ran.log.late_recorded.load(Ordering::SeqCst));
+    assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 3); 3]);
+    assert_eq!(ran.memory, ran.expected, "one execution, buffer 3 included");
+    let last = inputs_of(&ran, &kernels[2]);
+    assert!(last.iter().all(|i| i == &last[0]), "{last:?}");
 }
 
 /// A log whose targets queue later passes; `stuck`: a kernel whose queued pass never ends.

@@ -197,6 +197,11 @@ pub(super) struct Joining<'a> {
     /// ([`FootprintKind::Unchecked`]): nothing fingerprints what the members' arguments do not
     /// name, so only `sampled` dispatches that are not due a check may join.
     pub(super) unchecked: bool,
+    /// The run's snapshot holds every allocation of the agent (the first member's footprint is
+    /// `all`, or its arguments named every allocation): nothing is watched, so a joining
+    /// member's capture takes every allocation the snapshot does not hold yet (one made since),
+    /// not only those its arguments name.
+    pub(super) covers_all: bool,
     pub(super) first: &'a DispatchInfo,
     pub(super) contexts: &'a LoopContexts,
 }
@@ -229,7 +234,7 @@ pub(super) fn join_run<'s>(
             || footprint::REMEMBERED.contains(agent.0, info.kernel_object)
         {
             Err("its kernel once wrote outside its footprint")
-        } else if let Err(why) = fits_footprint(window, &info, j.unchecked) {
+        } else if let Err(why) = fits_footprint(window, &info, j.unchecked, j.covers_all) {
             Err(why)
         } else {
             phases::timed(Phase::Capture, || {
@@ -239,8 +244,8 @@ pub(super) fn join_run<'s>(
                     target,
                     snapshot,
                     outside.as_deref_mut(),
-                    inventory,
-                    settings,
+                    j.covers_all,
+                    (inventory, settings),
                 )
             })
         };
@@ -284,17 +289,22 @@ pub(super) fn join_run<'s>(
     Ok(())
 }
 
-/// Whether a candidate's footprint lets it join: its policy asks for `arguments` or `sampled`
-/// (not `verified`, `all` or a `strict` restore, which its own window honours), and a run whose
-/// members go unchecked takes in only a `sampled` dispatch its kernel's history lets go
-/// unchecked ([`footprint::Sampling::due`]).
+/// Whether a candidate's footprint lets it join: its policy asks for `arguments`, `sampled` or
+/// `all` (not `verified` or a `strict` restore, which its own window honours). A run whose
+/// snapshot holds every allocation (`covers_all`) takes any of them; a checked run, where
+/// the run's one watch checks every member, `arguments` and `sampled`; a run whose members go
+/// unchecked only a `sampled` dispatch its kernel's history lets go unchecked
+/// ([`footprint::Sampling::due`]).
 fn fits_footprint(
     window: &Window,
     info: &DispatchInfo,
     unchecked: bool,
+    covers_all: bool,
 ) -> Result<(), &'static str> {
     match window.run_footprint() {
         None => Err("its policy asks for another footprint or restore"),
+        Some(_) if covers_all => Ok(()),
+        Some(FootprintMode::All) => Err("its footprint is every allocation"),
         Some(FootprintMode::Sampled)
             if unchecked && footprint::SAMPLING.due(info.agent.0, info.kernel_object) =>
         {
@@ -315,8 +325,8 @@ pub(super) fn capture_joiner(
     mem: &mut dyn ReplayTarget,
     snapshot: &mut Snapshot,
     outside: Option<&mut Watch>,
-    inventory: &AllocationInventory,
-    settings: &Settings,
+    covers_all: bool,
+    (inventory, settings): (&AllocationInventory, &Settings),
 ) -> Result<(), &'static str> {
     let Ok(vars) = candidate.module_variables() else {
         return Err("its module variables cannot be read");
@@ -334,10 +344,13 @@ pub(super) fn capture_joiner(
     let Ok(mut plan) = SnapshotPlan::new(inventory, info.agent, &vars, u64::MAX) else {
         return Err("its footprint cannot be planned");
     };
-    let named = footprint::named(&args);
-    let reach = footprint::REACH.get(info.agent.0, info.kernel_object);
-    // What the candidate's arguments do not name stays watched as it is.
-    drop(footprint::split(&mut plan, &named, reach));
+    if !covers_all {
+        let named = footprint::named(&args);
+        let reach = footprint::REACH.get(info.agent.0, info.kernel_object);
+        // What the candidate's arguments do not name stays watched as it is (or, in an
+        // unchecked run, unchecked).
+        drop(footprint::split(&mut plan, &named, reach));
+    }
     let held: Vec<(usize, usize)> = snapshot.regions().collect();
     plan.regions.retain(|r| !held.contains(&(r.base, r.size)));
     if plan.regions.is_empty() {

@@ -150,8 +150,8 @@ impl Window {
         self.pending.run_passes()
     }
 
-    /// The footprint it asks for when it may join a window's run (`arguments` or `sampled`):
-    /// `None`, it may not.
+    /// The footprint it asks for when it may join a window's run (`arguments`, `sampled` or
+    /// `all`): `None`, it may not.
     pub(crate) fn run_footprint(&self) -> Option<FootprintMode> {
         self.pending
             .run_footprint(&self.info, &self.engine.settings)

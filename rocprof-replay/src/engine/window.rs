@@ -69,8 +69,10 @@
 //! order. A check that finds memory written outside every member's snapshot cannot name the
 //! writer: replay stops after the first passes and those kernels get windows of their own from
 //! then on ([`footprint::SOLO`]), where the writer is found as in a window of its own. Eligible:
-//! a fixed pass count, no `should_continue`, no counters, the `arguments` footprint, no host
-//! memory named or reached; the later members' outcomes carry the run's figures with their own
+//! a fixed pass count, no `should_continue`, no counters, the `arguments`, `sampled` or `all`
+//! footprint (a run whose snapshot holds every allocation captures every allocation a joining
+//! member finds unheld; an unchecked `sampled` run takes in only dispatches not due a check),
+//! no host memory named or reached; the later members' outcomes carry the run's figures with their own
 //! passes ([`Outcome::run`]), and are recorded and released after the first member's. Where
 //! the backend can queue passes ([`ReplayTarget::splits_passes`]: CUDA's relaunches on the
 //! context's private stream), a later pass of the later members is queued: each member's
@@ -565,17 +567,15 @@ impl<P: ReplayPolicy> Decided<'_, P> {
     }
 
     /// The footprint its policy asks for, resolved against `settings` as its own window
-    /// would, when it may join a run: `arguments` or `sampled`. `None`: a `strict` restore,
-    /// another footprint, or a policy that panicked — it needs a window of its own.
+    /// would, when it may join a run: `arguments`, `sampled` or `all`. `None`: a `strict`
+    /// restore, `verified`, or a policy that panicked — it needs a window of its own.
     pub(crate) fn run_footprint(
         &self,
         info: &DispatchInfo,
         settings: &Settings,
     ) -> Option<FootprintMode> {
         let (requested, mode) = self.resolved(info, settings)?;
-        (requested != RestoreMode::Strict
-            && matches!(mode, FootprintMode::Arguments | FootprintMode::Sampled))
-        .then_some(mode)
+        (requested != RestoreMode::Strict && mode != FootprintMode::Verified).then_some(mode)
     }
 
     /// The restore and the footprint its window uses: the policy's answers (asked once),
@@ -785,11 +785,8 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             let alone = [
                 (joins.is_none(), "the backend offers no later dispatches"),
                 (
-                    !matches!(
-                        footprint_mode,
-                        FootprintMode::Arguments | FootprintMode::Sampled
-                    ),
-                    "footprint verified or all",
+                    footprint_mode == FootprintMode::Verified,
+                    "footprint verified",
                 ),
                 (requested == RestoreMode::Strict, "strict restores"),
                 (counter_passes > 0 || set.is_some(), "counters"),
@@ -1135,6 +1132,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                             limit,
                             run_max,
                             unchecked: footprint_kind == FootprintKind::Unchecked,
+                            covers_all: footprint_kind == FootprintKind::All,
                             first: info,
                             contexts: &guard,
                         },
