@@ -72,8 +72,9 @@
 //! a fixed pass count, no `should_continue`, no counters, the `arguments`, `sampled` or `all`
 //! footprint (a run whose snapshot holds every allocation captures every allocation a joining
 //! member finds unheld; an unchecked `sampled` run takes in only dispatches not due a check),
-//! no host memory named or reached; the later members' outcomes carry the run's figures with their own
-//! passes ([`Outcome::run`]), and are recorded and released after the first member's. Where
+//! no host memory named or reached; the later members' outcomes carry the run's figures with
+//! their own passes ([`Outcome::run`]), and are recorded and released after the first
+//! member's. Where
 //! the backend can queue passes ([`ReplayTarget::splits_passes`]: CUDA's relaunches on the
 //! context's private stream), a later pass of the later members is queued: each member's
 //! `on_pass`, its pass submitted behind the one before, its contexts set aside; then the
