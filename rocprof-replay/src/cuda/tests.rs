@@ -64,6 +64,12 @@ struct FakeGpu {
     /// The application's launches into this stream never finish (the stream sticks, as a
     /// kernel waiting for a flag does) until a test unsticks it.
     stick_after_launch: Option<usize>,
+    /// An `add_one` of the application enqueued behind a wait not yet passed runs only once
+    /// the waits its stream had then have passed ([`pump`]), as on a GPU (otherwise the fake
+    /// runs every kernel in its launch call).
+    defer_held: bool,
+    /// Those kernels, in launch order.
+    deferred: Vec<DeferredKernel>,
     /// Relaunches take this long (their events complete that much later).
     slow_relaunches: Option<Duration>,
     /// Streams whose events complete only at the given time, and those events.
@@ -154,6 +160,10 @@ enum Op {
     /// An event recorded; `true`: while the stream was held.
     Record(usize, bool),
 }
+
+/// An `add_one` held back by the fake ([`FakeGpu::defer_held`]): its stream, the waits it is
+/// behind, its buffer and length.
+type DeferredKernel = (usize, Vec<(usize, u32)>, CUdeviceptr, u32);
 
 /// Whether the wait for `value` at `addr` is satisfied (the cyclic `GEQ`).
 fn passed(&(addr, value): &(usize, u32)) -> bool {
@@ -327,7 +337,38 @@ unsafe extern "C" fn stream_create(s: *mut CUstream, _: c_uint) -> CUresult {
     unsafe { *s = h as CUstream };
     CUDA_SUCCESS
 }
+/// Runs the deferred kernels ([`FakeGpu::defer_held`]) whose waits have passed, each stream's
+/// in launch order.
+fn pump() {
+    loop {
+        let next = {
+            let mut g = gpu();
+            let mut blocked = HashSet::new();
+            let mut at = None;
+            for (i, (stream, waits, _, _)) in g.deferred.iter().enumerate() {
+                if blocked.contains(stream) {
+                    continue;
+                }
+                if waits.iter().all(passed) {
+                    at = Some(i);
+                    break;
+                }
+                blocked.insert(*stream);
+            }
+            at.map(|i| g.deferred.remove(i))
+        };
+        let Some((_, _, mut data, mut n)) = next else {
+            return;
+        };
+        let mut args: [*mut c_void; 2] = [
+            (&mut data as *mut CUdeviceptr).cast(),
+            (&mut n as *mut u32).cast(),
+        ];
+        add_one(args.as_mut_ptr());
+    }
+}
 unsafe extern "C" fn stream_query(s: CUstream) -> CUresult {
+    pump();
     let mut g = gpu();
     if g.on_query.as_ref().is_some_and(|(at, _)| *at == s as usize) {
         let (_, other) = g.on_query.take().expect("checked");
@@ -346,7 +387,11 @@ unsafe extern "C" fn stream_query(s: CUstream) -> CUresult {
             g.kernel_faults.push(fault);
         }
     }
-    if g.stuck_streams.contains(&(s as usize)) || !g.held(s as usize).is_empty() {
+    let slow = g
+        .slow_streams
+        .get(&(s as usize))
+        .is_some_and(|until| Instant::now() < *until);
+    if slow || g.stuck_streams.contains(&(s as usize)) || !g.held(s as usize).is_empty() {
         CUDA_ERROR_NOT_READY
     } else {
         CUDA_SUCCESS
@@ -435,6 +480,7 @@ unsafe extern "C" fn event_record(e: CUevent, s: CUstream) -> CUresult {
     CUDA_SUCCESS
 }
 unsafe extern "C" fn event_query(e: CUevent) -> CUresult {
+    pump();
     let mut g = gpu();
     g.relaunches_unwaited = 0;
     if g.event_gates
@@ -987,9 +1033,22 @@ fn run_kernel(f: CUfunction, params: *mut *mut c_void, stream: CUstream) {
         return;
     }
     let mut g = gpu();
-    let held = !g.held(stream as usize).is_empty();
+    let waits = g.held(stream as usize);
+    let held = !waits.is_empty();
     g.ops.push((stream as usize, Op::Launch(held)));
     let ours = g.created_streams.contains(&(stream as usize));
+    if held && !ours && g.defer_held && std::ptr::eq(f.cast::<FakeKernel>(), &ADD_ONE) {
+        // SAFETY: `add_one`'s arguments (&CUdeviceptr, &u32), alive during the launch call.
+        let (data, n) = unsafe {
+            (
+                *(*params).cast::<CUdeviceptr>(),
+                *(*params.add(1)).cast::<u32>(),
+            )
+        };
+        g.deferred.push((stream as usize, waits, data, n));
+        g.launches += 1;
+        return;
+    }
     if let Some((app_ns, relaunch_ns)) = g.kernel_ns {
         let (id, ns) = if ours {
             (1000 + g.relaunches, relaunch_ns)
@@ -4898,6 +4957,9 @@ mod ordering_tests;
 
 #[path = "run_tests.rs"]
 mod run_tests;
+
+#[path = "defer_tests.rs"]
+mod defer_tests;
 
 /// The launch metrics of `add_one`'s launch (`Harness::launch`: grid 4×2×1 of 256 threads,
 /// 512 bytes of dynamic shared memory) on the fake H200: static shared 1024, 16 registers,

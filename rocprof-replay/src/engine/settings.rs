@@ -40,6 +40,11 @@ pub(crate) struct Settings {
     /// before the window gives up replaying its dispatch
     /// ([`AgentLock::held_up`](crate::engine::agent::AgentLock::held_up)).
     pub(crate) yield_after: Duration,
+    /// CUDA: how long a window's drain may wait while the application thread waits inside its
+    /// launch call before the launch is enqueued behind a closed gate and the call returns
+    /// (`ROCPROF_REPLAY_CUDA_DEFER_US`, default [`DEFER_AFTER`]): the drain and the capture
+    /// then finish behind it.
+    pub(crate) defer_after: Duration,
     /// One capture or restore batch.
     pub(crate) copy: Duration,
     /// Largest snapshot in bytes.
@@ -73,6 +78,10 @@ pub(crate) struct Settings {
 /// How long a run waits for the next launch of its thread (CUDA): the launch call usually
 /// waits already (its thread returned from the previous one before that pass ended).
 pub(crate) const RUN_WAIT: Duration = Duration::from_micros(200);
+
+/// How long a CUDA drain waits with the application thread inside its launch call before
+/// the launch goes behind a closed gate and the call returns ([`Settings::defer_after`]).
+pub(crate) const DEFER_AFTER: Duration = Duration::from_micros(1000);
 
 /// Most dispatches one window may cover.
 pub(crate) const MAX_RUN: u32 = 64;
@@ -108,6 +117,8 @@ impl Settings {
             late_pass: ms("ROCPROF_REPLAY_LATE_PASS_TIMEOUT_MS", 60_000),
             lock: ms("ROCPROF_REPLAY_LOCK_TIMEOUT_MS", 60_000),
             yield_after: ms("ROCPROF_REPLAY_YIELD_MS", 1_000),
+            defer_after: number("ROCPROF_REPLAY_CUDA_DEFER_US")
+                .map_or(DEFER_AFTER, Duration::from_micros),
             copy: ms("ROCPROF_REPLAY_COPY_TIMEOUT_MS", 60_000),
             budget: number("ROCPROF_REPLAY_BUDGET_MB")
                 .map(|mb| mb.saturating_mul(1 << 20))
@@ -222,6 +233,15 @@ mod tests {
         assert!(s.budget > 0);
         assert_eq!(s.restore, RestoreMode::Auto);
         assert_eq!(s.granule, GRANULE);
+        assert_eq!(s.defer_after, DEFER_AFTER);
+        let defer = |v: &str| {
+            Settings::from_lookup(|n| (n == "ROCPROF_REPLAY_CUDA_DEFER_US").then(|| v.into()))
+                .defer_after
+        };
+        assert_eq!(
+            (defer("0"), defer("250"), defer("soon")),
+            (Duration::ZERO, Duration::from_micros(250), DEFER_AFTER)
+        );
         assert_eq!(
             s.run, DEFAULT_RUN,
             "windows cover runs unless asked otherwise"

@@ -67,6 +67,15 @@ pub(super) struct HandoffState {
     /// on no stream, opened when the window is over): the gate after the launch opens early
     /// when the next launch joins the run.
     pub(super) window_word: Option<Gate>,
+    /// The launch was enqueued behind a closed gate of the window while the window still
+    /// drained the context ([`Handoff::defer`]): its release carries events already recorded,
+    /// and its call returned before the capture.
+    pub(super) deferred: bool,
+    /// A deferred launch's first gate opened (its pass 1 or its ordinary run may start).
+    pub(super) first_gate_open: bool,
+    /// The word the application's call offered for other streams' work at its exit, kept
+    /// until a deferred launch's first gate opens ([`Handoff::exit_offer`]).
+    pub(super) pending_offer: Option<(CUdeviceptr, u32)>,
 }
 
 /// When the application thread may stop waiting for its release: its companion thread is
@@ -121,11 +130,6 @@ impl Handoff {
         s.window = window;
         drop(s);
         self.changed.notify_all();
-    }
-
-    /// The window's number ([`soon`](Self::soon); 0: none took the context).
-    pub(super) fn window(&self) -> u64 {
-        self.state.lock().window
     }
 
     pub(super) fn release(&self, r: Release) {
@@ -194,6 +198,40 @@ impl Handoff {
         } else {
             s.window_word = word;
         }
+    }
+
+    /// The launch was enqueued behind a closed gate while the window drained
+    /// ([`defer`](super::launch::defer)): set by the window before its release.
+    pub(super) fn set_deferred(&self) {
+        self.state.lock().deferred = true;
+    }
+
+    /// Whether the launch was enqueued behind a closed gate while the window drained.
+    pub(super) fn is_deferred(&self) -> bool {
+        self.state.lock().deferred
+    }
+
+    /// The launch call's exit offers the word other streams' work is ordered behind: the
+    /// window's number to offer it under now, or `None` when a deferred launch's first gate has
+    /// not opened yet (the window offers it when it opens that gate: until then the window
+    /// still drains the context, and work ordered behind it would be drained too).
+    pub(super) fn exit_offer(&self, addr: CUdeviceptr, value: u32) -> Option<u64> {
+        let mut s = self.state.lock();
+        if s.deferred && !s.first_gate_open {
+            s.pending_offer = Some((addr, value));
+            None
+        } else {
+            Some(s.window)
+        }
+    }
+
+    /// A deferred launch's first gate opens: the window's number and the word its call's
+    /// exit offered meanwhile, if it did.
+    pub(super) fn first_gate_opening(&self) -> Option<(u64, CUdeviceptr, u32)> {
+        let mut s = self.state.lock();
+        s.first_gate_open = true;
+        let window = s.window;
+        s.pending_offer.take().map(|(a, v)| (window, a, v))
     }
 
     /// The gate after the launch, when the next launch of the stream joins the window's run

@@ -483,7 +483,11 @@ pub(crate) unsafe fn enter_launch(
         );
     }
     let mut go = None;
+    // Enqueued behind a closed gate while the window drained (`defer`): the start event is
+    // on the stream already, the gate opens when pass 1 may start.
+    let deferred = matches!(release, Release::Pass { .. }) && hand.is_deferred();
     match release {
+        Release::Pass { .. } if deferred => {}
         Release::Pass { start, .. } => {
             let _g = Guard::new();
             // Kernel-only timing: the start event waits behind a gate that opens once the
@@ -518,6 +522,83 @@ pub(crate) unsafe fn enter_launch(
         others: SmallVec::new(),
     });
     Box::into_raw(pending) as u64
+}
+
+/// A launch enqueued behind a closed gate of its window while the window still drains the
+/// context ([`defer`]).
+pub(super) struct Deferred {
+    /// Holds the application's stream in front of the launch: opened when pass 1 (or the
+    /// ordinary run, if the window declines) may start. Dropped, it opens.
+    pub(super) gate: Gate,
+    /// Recorded on the stream in front of the gate: the drain waits for it instead of the
+    /// stream, whose later work now waits for the window.
+    pub(super) marker: usize,
+    /// Pass 1's events, recorded around the launch (behind the gate).
+    pub(super) start: usize,
+    pub(super) end: usize,
+}
+
+/// On the application thread, inside its launch call, while its window drains the context
+/// (asked by the window after [`Settings::defer_after`](crate::engine::settings::Settings)):
+/// records a marker on the launch's stream, puts a closed gate behind it, then pass 1's start
+/// event, so the driver enqueues the launch behind the gate and the call can return while the
+/// window finishes its drain and capture. A kernel already on the device that waits for what
+/// the application does after this call (a flag it sets, a copy it makes) can then finish,
+/// and the drain with it. `None` (nothing enqueued, every event given back) when the stream is
+/// capturing, or no event or gate can be had: the call keeps waiting for its release.
+pub(super) fn defer(
+    be: &Backend,
+    ctx: &Ctx,
+    stream: CUstream,
+    page: &Arc<GatePage>,
+) -> Option<Deferred> {
+    let _g = Guard::new();
+    let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: the application's stream, on its own thread, inside its launch call.
+    let r = unsafe { (be.drv.stream_is_capturing)(stream, &mut status) };
+    if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+        return None;
+    }
+    let marker = take_event(be, ctx, false)?;
+    let events = take_event(be, ctx, true).zip(take_event(be, ctx, true));
+    let give_back = |start_end: Option<(usize, usize)>| {
+        give_event(ctx, marker, false);
+        if let Some((start, end)) = start_end {
+            give_event(ctx, start, true);
+            give_event(ctx, end, true);
+        }
+    };
+    let Some((start, end)) = events else {
+        give_back(None);
+        return None;
+    };
+    // SAFETY: our event, the application's stream, on its own thread.
+    if unsafe { (be.drv.event_record)(marker as CUevent, stream) } != CUDA_SUCCESS {
+        give_back(events);
+        return None;
+    }
+    let Some(gate) = Gate::take(page) else {
+        give_back(events);
+        return None;
+    };
+    let r = gate.hold(&be.drv, stream);
+    if r != CUDA_SUCCESS {
+        tracing::debug!(status = %error_name(&be.drv, r), "no gate to defer the launch behind");
+        gate.open();
+        give_back(events);
+        return None;
+    }
+    // SAFETY: our event, the application's stream, on its own thread.
+    let r = unsafe { (be.drv.event_record)(start as CUevent, stream) };
+    if r != CUDA_SUCCESS {
+        tracing::debug!(status = %error_name(&be.drv, r), "pass 1 start event not recorded");
+    }
+    Some(Deferred {
+        gate,
+        marker,
+        start,
+        end,
+    })
 }
 
 /// The other contexts of the process whose allocations the arguments of a launch of `ctx`
@@ -715,7 +796,9 @@ pub(crate) unsafe fn exit_launch(
                         // The application's work on other streams may now be ordered behind
                         // it, on the device (`fencing`).
                         None => {
-                            ctx.window_gate.offer(hand.window(), addr, value);
+                            if let Some(window) = hand.exit_offer(addr, value) {
+                                ctx.window_gate.offer(window, addr, value);
+                            }
                             let breaks = be.breaks.load(std::sync::atomic::Ordering::Acquire);
                             hand.set_exit(breaks, word);
                         }

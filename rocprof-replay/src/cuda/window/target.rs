@@ -2,10 +2,10 @@
 //! relaunch and timing on the backend's private stream.
 
 use std::ffi::c_void;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use parking_lot::RwLockWriteGuard;
+use parking_lot::{Mutex, RwLockWriteGuard};
 use rocprof_replay_sys::cuda::*;
 
 use crate::cuda::api::{Driver, error_name};
@@ -259,6 +259,38 @@ pub(super) struct CudaTarget<'a> {
     queued_transfers: Vec<Transfer>,
     /// Which of those went through the copy kernel.
     queued_by_kernel: Vec<bool>,
+    /// The launch, enqueued behind a closed gate while the drain waited
+    /// ([`defer`](super::launch::defer)), until pass 1 or the ordinary run opens that gate.
+    deferred: Option<Deferred>,
+    /// A deferred launch's pass 1 events, given back once its call returned.
+    deferred_events: Option<(usize, usize)>,
+    /// Whether the launch's stream is non-blocking, asked before the launch was deferred
+    /// (the stream may be destroyed once its call returned).
+    own_non_blocking: Option<bool>,
+}
+
+/// How long the window waits for the application thread to take and run its request to
+/// defer the launch ([`CudaTarget::try_defer`]; it waits inside its launch call, so it
+/// answers at once).
+const DEFER_GRACE: Duration = Duration::from_secs(1);
+
+/// A drain's state while it may defer the launch ([`CudaTarget::drain`]): when it started,
+/// whether it asked, and the deferred launch.
+struct Draining {
+    started: Instant,
+    asked: std::cell::Cell<bool>,
+    deferred: std::cell::RefCell<Option<Deferred>>,
+    own_non_blocking: std::cell::Cell<Option<bool>>,
+    /// `ctx.retired`'s length when the launch was deferred: events retired after that are
+    /// behind the window's own gates, for the next drain.
+    retired: std::cell::Cell<Option<usize>>,
+}
+
+impl Draining {
+    /// The marker in front of the deferred launch's gate (0: not deferred).
+    fn marker(&self) -> usize {
+        self.deferred.borrow().as_ref().map_or(0, |d| d.marker)
+    }
 }
 
 /// A relaunch submitted and not waited for yet: its events, its kernel record's correlation
@@ -305,7 +337,73 @@ impl<'a> CudaTarget<'a> {
             pending_restores: std::collections::VecDeque::new(),
             queued_transfers: Vec::new(),
             queued_by_kernel: Vec::new(),
+            deferred: None,
+            deferred_events: None,
+            own_non_blocking: None,
         }
+    }
+
+    /// While the drain waits with the application thread inside its launch call: has that
+    /// thread enqueue the launch behind a closed gate ([`defer`](super::launch::defer)) and
+    /// releases it, so the call returns. Only for a launch whose arguments are copied and whose
+    /// context has gates (an asynchronous window). With the deferred launch: whether its
+    /// stream is non-blocking (asked first: once the call returned the stream may go). `None`:
+    /// the call keeps waiting.
+    fn try_defer(&self) -> Option<(Deferred, bool)> {
+        if self.original != Original::Held || self.job._owned.is_none() {
+            return None;
+        }
+        let page = self.job.gates.clone()?;
+        // Asked while the application thread still waits inside its launch call.
+        let own_non_blocking = self.non_blocking(self.job.launch.app_stream() as u64);
+        let slot: Arc<Mutex<Option<Deferred>>> = Arc::default();
+        let out = slot.clone();
+        let (be, ctx) = (self.be, self.job.ctx.clone());
+        let stream = self.job.launch.app_stream() as usize;
+        let request: Request = Box::new(move || {
+            *out.lock() = super::launch::defer(be, &ctx, stream as CUstream, &page);
+        });
+        let served = self
+            .job
+            .hand
+            .on_app_thread(request, DEFER_GRACE, DEFER_GRACE);
+        let deferred = slot.lock().take();
+        let Some(d) = deferred.filter(|_| matches!(served, Ok(true))) else {
+            tracing::debug!("the launch could not be deferred: its call waits for the drain");
+            return None;
+        };
+        self.job.hand.set_deferred();
+        self.job.hand.release(Release::Pass {
+            start: d.start,
+            end: d.end,
+        });
+        tracing::debug!(
+            kernel = self.job.info.kernel(),
+            "the drain waits: the launch is enqueued behind a closed gate and its call returns"
+        );
+        Some((d, own_non_blocking))
+    }
+
+    /// Opens a deferred launch's gate (first offering the word its call's exit left for
+    /// other streams' work); `start`/`end` are kept to give back at the window's end.
+    fn open_deferred(&mut self, d: Deferred) {
+        if let Some((window, addr, value)) = self.job.hand.first_gate_opening() {
+            self.ctx.window_gate.offer(window, addr, value);
+        }
+        d.gate.open();
+        give_event(self.ctx, d.marker, false);
+        self.deferred_events = Some((d.start, d.end));
+    }
+
+    /// A window that declines before pass 1 after the launch was deferred: the launch, on its
+    /// stream since its call, runs now as the ordinary run. `false`: it was not deferred.
+    fn run_deferred_as_ordinary(&mut self) -> bool {
+        let Some(d) = self.deferred.take() else {
+            return false;
+        };
+        self.original = Original::Ordinary;
+        self.open_deferred(d);
+        true
     }
 
     /// The target is a later member of another launch's window's run now: dropped without
@@ -671,15 +769,24 @@ impl<'a> CudaTarget<'a> {
 
     /// Ends the window's use of the launch after the engine returned (or panicked).
     pub(super) fn finish(&mut self) {
-        if self.original == Original::Held {
+        if self.original == Original::Held && !self.run_deferred_as_ordinary() {
             self.original = Original::Ordinary;
             self.job.hand.release(Release::Ordinary {
                 reader: self.window.is_none(),
             });
         }
-        if self.window.is_some() {
-            self.settle_original();
+        let returned = if self.window.is_some() {
+            let r = self.settle_original();
             self.let_go();
+            r.is_some()
+        } else {
+            self.job.hand.wait_launched(Instant::now()).is_some()
+        };
+        // A deferred launch that ran as the ordinary run: its events, once its call recorded
+        // the end one (else they stay out of the pool).
+        if returned && let Some((start, end)) = self.deferred_events.take() {
+            give_event(self.ctx, start, true);
+            give_event(self.ctx, end, true);
         }
     }
 }
@@ -1119,131 +1226,17 @@ impl ReplayTarget for CudaTarget<'_> {
     }
 
     fn drain(&mut self) -> Result<(), DeclineReason> {
-        let deadline = Instant::now() + self.settings().drain;
-        let drv = *self.drv();
-        // Work an earlier drain waited the whole deadline for, still running: this drain would
-        // wait for it too. Decline at once.
-        let stuck = self.ctx.stuck_drain.still_pending(
-            // SAFETY: our event, recorded behind that work.
-            |&ev| unsafe { (drv.event_query)(ev as CUevent) } == CUDA_ERROR_NOT_READY,
-            |ev| give_event(self.ctx, ev, false),
-        );
-        if stuck {
-            tracing::debug!(
-                "work an earlier drain of this context timed out on is still running: declined \
-                 without waiting again"
-            );
-            return Err(DeclineReason::DrainTimeout);
-        }
-        let own = self.job.launch.app_stream() as usize;
-        if self.job.before != 0 {
-            match self.wait(self.job.before, deadline) {
-                Poll::TimedOut => {
-                    self.remember_stuck(own);
-                    return Err(DeclineReason::DrainTimeout);
-                }
-                Poll::Done | Poll::Failed(_) => give_event(self.ctx, self.job.before, false),
-            }
-        }
-        let mut streams = self.ctx.streams.lock().clone();
-        // The legacy default stream, and the launch's own: alive, as the application is inside
-        // the launch call.
-        let mut always = vec![0];
-        if own != CU_STREAM_PER_THREAD && own != CU_STREAM_LEGACY {
-            always.push(own);
-        }
-        streams.extend_from_slice(&always);
-        streams.sort_unstable();
-        streams.dedup();
-        for s in streams {
-            let stream = s as CUstream;
-            // Another thread may destroy a listed stream meanwhile: each query holds the
-            // context's stream list, and a stream no longer listed is not touched (work
-            // still pending on it left an event in `retired`, waited for below).
-            let query = || {
-                let listed = self.ctx.streams.lock();
-                if !always.contains(&s) && !listed.contains(&s) {
-                    return Ok(CUDA_SUCCESS);
-                }
-                let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
-                // SAFETY: a live stream of the context (see above).
-                let r = unsafe { (drv.stream_is_capturing)(stream, &mut status) };
-                if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
-                    // Capturing streams execute nothing; querying them would break the capture.
-                    return Err(());
-                }
-                // SAFETY: as above.
-                Ok(unsafe { (drv.stream_query)(stream) })
-            };
-            match poll(deadline, || query().unwrap_or(CUDA_SUCCESS)) {
-                Poll::Done => {}
-                Poll::Failed(r) => {
-                    tracing::debug!(stream = s, status = %error_name(&drv, r), "stream not drained")
-                }
-                Poll::TimedOut => {
-                    self.remember_stuck(s);
-                    return Err(DeclineReason::DrainTimeout);
-                }
-            }
-        }
-        // Work left on streams destroyed since the last drain.
-        let retired = std::mem::take(&mut *self.ctx.retired.lock());
-        for (i, &ev) in retired.iter().enumerate() {
-            // SAFETY: our event.
-            match poll(deadline, || unsafe { (drv.event_query)(ev as CUevent) }) {
-                Poll::Done | Poll::Failed(_) => give_event(self.ctx, ev, false),
-                Poll::TimedOut => {
-                    self.ctx.retired.lock().extend_from_slice(&retired[i..]);
-                    return Err(DeclineReason::DrainTimeout);
-                }
-            }
-        }
-        // Work of other contexts that may reach this context's memory (their copies, fills
-        // and kernels given its allocations hold this context's reader side while they are
-        // submitted, and leave an event behind them here, or were waited for then).
-        if self.ctx.undrainable.any() {
-            tracing::debug!(
-                "work of another context that no drain can wait for may reach this context's \
-                 memory"
-            );
-            return Err(DeclineReason::QueueNotDrainable);
-        }
-        let foreign = std::mem::take(&mut *self.ctx.foreign.lock());
-        for (i, &(ev, owner)) in foreign.iter().enumerate() {
-            // Taken out of the list, these events are not purged when their context is
-            // destroyed: each query holds the context map's read lock, under which a context
-            // that is still listed is not destroyed (its destroy callback removes it first,
-            // and the driver destroys it after the callback).
-            let query = || {
-                let contexts = self.be.contexts.read();
-                if !contexts.contains_key(&owner) {
-                    // Destroyed, and with it the work behind the event.
-                    return CUDA_SUCCESS;
-                }
-                // SAFETY: an event of ours, of a context still alive (above).
-                unsafe { (drv.event_query)(ev as CUevent) }
-            };
-            match poll(deadline, query) {
-                Poll::Done => {
-                    if let Some(c) = self.be.contexts.read().get(&owner) {
-                        give_event(c, ev, false);
-                    }
-                }
-                Poll::Failed(r) => {
-                    tracing::debug!(status = %error_name(&drv, r), "an event behind another context's work could not be queried");
-                }
-                Poll::TimedOut => {
-                    tracing::debug!(
-                        context = owner,
-                        "work of another context that may write this context's memory did \
-                         not finish within the drain deadline"
-                    );
-                    self.ctx.foreign.lock().extend_from_slice(&foreign[i..]);
-                    return Err(DeclineReason::DrainTimeout);
-                }
-            }
-        }
-        Ok(())
+        let d = Draining {
+            started: Instant::now(),
+            asked: std::cell::Cell::new(false),
+            deferred: std::cell::RefCell::new(None),
+            own_non_blocking: std::cell::Cell::new(None),
+            retired: std::cell::Cell::new(None),
+        };
+        let r = self.drain_with(&d);
+        self.deferred = d.deferred.into_inner();
+        self.own_non_blocking = d.own_non_blocking.get();
+        r
     }
 
     fn module_variables(&mut self) -> Result<Vec<(usize, usize)>, DeclineReason> {
@@ -1329,24 +1322,50 @@ impl ReplayTarget for CudaTarget<'_> {
             return self.relaunch_pass(timed);
         }
         let submit_failed = PassError::NotSubmitted(DeclineReason::SubmitFailed);
-        let (Some(start), Some(end)) = (self.take_event(true), self.take_event(true)) else {
-            return Err(submit_failed);
+        // A deferred launch is on its stream behind a closed gate, between its events.
+        let deferred = self.deferred.take();
+        let (start, end) = match &deferred {
+            Some(d) => (d.start, d.end),
+            None => match (self.take_event(true), self.take_event(true)) {
+                (Some(start), Some(end)) => (start, end),
+                (start, end) => {
+                    for ev in [start, end].into_iter().flatten() {
+                        give_event(self.ctx, ev, true);
+                    }
+                    return Err(submit_failed);
+                }
+            },
         };
         self.original = Original::Pass;
         let submitting = crate::engine::phases::enabled().then(Instant::now);
         // A timed pass wants its kernel record, asked for before the driver has the launch
-        // (kernel records on until `timing` is dropped, after the record was taken).
-        let timing = timed.then(|| self.be.clock.timing()).flatten();
+        // (kernel records on until `timing` is dropped, after the record was taken); a
+        // deferred launch is in the driver already: its events time it.
+        let timing = (timed && deferred.is_none())
+            .then(|| self.be.clock.timing())
+            .flatten();
         let record = timing.as_ref().map(|_| self.job.correlation);
         if let Some(id) = record {
             self.be
                 .clock
                 .want_only_kernel(id, self.ctx.handle as CUcontext);
         }
-        // Asked while the application thread still waits inside its launch call: the stream
-        // is alive.
-        let own_non_blocking = self.non_blocking(self.job.launch.app_stream() as u64);
-        self.job.hand.release(Release::Pass { start, end });
+        let own_non_blocking = match deferred {
+            Some(d) => {
+                // Pass 1 starts: the launch's gate opens.
+                self.open_deferred(d);
+                // Both events belong to the pass now.
+                self.deferred_events = None;
+                self.own_non_blocking.unwrap_or(false)
+            }
+            None => {
+                // Asked while the application thread still waits inside its launch call: the
+                // stream is alive.
+                let own = self.non_blocking(self.job.launch.app_stream() as u64);
+                self.job.hand.release(Release::Pass { start, end });
+                own
+            }
+        };
         let deadline = Instant::now() + self.settings().pass;
         let Some(status) = self.job.hand.wait_launched(deadline) else {
             // The launch call itself has not returned: the pass may still run.
@@ -1416,6 +1435,9 @@ impl ReplayTarget for CudaTarget<'_> {
     fn run_once(&mut self) -> bool {
         match self.original {
             Original::Held => {
+                if self.run_deferred_as_ordinary() {
+                    return true;
+                }
                 self.original = Original::Ordinary;
                 self.job.hand.release(Release::Ordinary {
                     reader: self.window.is_none(),
@@ -1520,6 +1542,236 @@ impl ReplayTarget for CudaTarget<'_> {
 }
 
 impl CudaTarget<'_> {
+    /// The drain ([`ReplayTarget::drain`]): waits for the work of the context's streams, of
+    /// streams destroyed since the last drain and of other contexts that may reach its
+    /// memory. While it waits, after [`defer_after`](crate::engine::settings::Settings) it
+    /// defers the launch ([`try_defer`](Self::try_defer)), and from then on waits for the
+    /// marker in front of the launch's gate instead of the launch's stream. Work held up by
+    /// the window (at the host, or the application thread inside its launch call) on a lane
+    /// other than the one waited for, past the yield deadline, makes it give way: the work
+    /// waited for may be waiting for that work (`lock_contention`).
+    fn drain_with(&self, d: &Draining) -> Result<(), DeclineReason> {
+        let deadline = Instant::now() + self.settings().drain;
+        let drv = *self.drv();
+        // Work an earlier drain waited the whole deadline for, still running: this drain would
+        // wait for it too. Decline at once.
+        let stuck = self.ctx.stuck_drain.still_pending(
+            // SAFETY: our event, recorded behind that work.
+            |&ev| unsafe { (drv.event_query)(ev as CUevent) } == CUDA_ERROR_NOT_READY,
+            |ev| give_event(self.ctx, ev, false),
+        );
+        if stuck {
+            tracing::debug!(
+                "work an earlier drain of this context timed out on is still running: declined \
+                 without waiting again"
+            );
+            return Err(DeclineReason::DrainTimeout);
+        }
+        // Called between the polls of work on `on` (`None`: not one stream's): defers the
+        // launch once, and says whether to give way.
+        let stop = |on: Option<u64>| -> bool {
+            if !d.asked.get() && d.started.elapsed() >= self.settings().defer_after {
+                d.asked.set(true);
+                if let Some((deferred, non_blocking)) = self.try_defer() {
+                    d.retired.set(Some(self.ctx.retired.lock().len()));
+                    d.own_non_blocking.set(Some(non_blocking));
+                    *d.deferred.borrow_mut() = Some(deferred);
+                }
+            }
+            let yield_after = self.settings().yield_after;
+            self.ctx
+                .lock
+                .held_up(yield_after, |lane| on.is_none() || lane != on)
+        };
+        let gave_way = || {
+            tracing::info!(
+                kernel = self.job.info.kernel(),
+                dispatch = %self.job.info.dispatch_id,
+                "work the window holds up waited past the yield deadline while the drain waited \
+                 (the work drained may be waiting for it): the dispatch runs once \
+                 (ROCPROF_REPLAY_YIELD_MS)"
+            );
+            Err(DeclineReason::LockContention)
+        };
+        let own = self.job.launch.app_stream() as usize;
+        if self.job.before != 0 {
+            let waited = poll_unless(
+                deadline,
+                // SAFETY: our event.
+                || unsafe { (drv.event_query)(self.job.before as CUevent) },
+                || stop(Some(self.job.lane)),
+            );
+            match waited {
+                None => return gave_way(),
+                Some(Poll::TimedOut) => {
+                    self.remember_stuck(own);
+                    return Err(DeclineReason::DrainTimeout);
+                }
+                Some(Poll::Done | Poll::Failed(_)) => give_event(self.ctx, self.job.before, false),
+            }
+        }
+        let mut streams = self.ctx.streams.lock().clone();
+        // The legacy default stream, and the launch's own: alive, as the application is inside
+        // the launch call (until the launch is deferred: from then on the marker in front of
+        // its gate stands for its stream).
+        let mut always = vec![0];
+        if own != CU_STREAM_PER_THREAD && own != CU_STREAM_LEGACY {
+            always.push(own);
+        }
+        streams.extend_from_slice(&always);
+        streams.sort_unstable();
+        streams.dedup();
+        // The launch's own stream, as the drain lists it (the legacy stream is listed as 0).
+        let own_listed = if own == CU_STREAM_LEGACY { 0 } else { own };
+        for s in streams {
+            let stream = s as CUstream;
+            let lane = if s == own_listed {
+                self.job.lane
+            } else {
+                crate::cuda::fencing::lane(s)
+            };
+            // Another thread may destroy a listed stream meanwhile: each query holds the
+            // context's stream list, and a stream no longer listed is not touched (work
+            // still pending on it left an event in `retired`, waited for below).
+            let query = || {
+                if s == own_listed && own != CU_STREAM_PER_THREAD {
+                    let marker = d.marker();
+                    if marker != 0 {
+                        // SAFETY: our event, recorded in front of the launch's gate.
+                        return Ok(unsafe { (drv.event_query)(marker as CUevent) });
+                    }
+                }
+                let listed = self.ctx.streams.lock();
+                if !always.contains(&s) && !listed.contains(&s) {
+                    return Ok(CUDA_SUCCESS);
+                }
+                let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+                // SAFETY: a live stream of the context (see above).
+                let r = unsafe { (drv.stream_is_capturing)(stream, &mut status) };
+                if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+                    // Capturing streams execute nothing; querying them would break the capture.
+                    return Err(());
+                }
+                // SAFETY: as above.
+                Ok(unsafe { (drv.stream_query)(stream) })
+            };
+            match poll_unless(
+                deadline,
+                || query().unwrap_or(CUDA_SUCCESS),
+                || stop(Some(lane)),
+            ) {
+                None => return gave_way(),
+                Some(Poll::Done) => {}
+                Some(Poll::Failed(r)) => {
+                    tracing::debug!(stream = s, status = %error_name(&drv, r), "stream not drained")
+                }
+                Some(Poll::TimedOut) => {
+                    if s == own_listed && d.marker() != 0 {
+                        self.remember_marker(d);
+                    } else {
+                        self.remember_stuck(s);
+                    }
+                    return Err(DeclineReason::DrainTimeout);
+                }
+            }
+        }
+        // Work left on streams destroyed since the last drain (not those destroyed after the
+        // launch was deferred: their work is behind this window's gates).
+        let retired = {
+            let mut list = self.ctx.retired.lock();
+            let upto = d.retired.get().unwrap_or(list.len()).min(list.len());
+            list.drain(..upto).collect::<Vec<_>>()
+        };
+        for (i, &ev) in retired.iter().enumerate() {
+            match poll_unless(
+                deadline,
+                // SAFETY: our event.
+                || unsafe { (drv.event_query)(ev as CUevent) },
+                || stop(None),
+            ) {
+                Some(Poll::Done | Poll::Failed(_)) => give_event(self.ctx, ev, false),
+                waited => {
+                    let mut list = self.ctx.retired.lock();
+                    let rest: Vec<usize> = retired[i..].to_vec();
+                    list.splice(0..0, rest);
+                    return match waited {
+                        None => gave_way(),
+                        _ => Err(DeclineReason::DrainTimeout),
+                    };
+                }
+            }
+        }
+        // Work of other contexts that may reach this context's memory (their copies, fills
+        // and kernels given its allocations hold this context's reader side while they are
+        // submitted, and leave an event behind them here, or were waited for then).
+        if self.ctx.undrainable.any() {
+            tracing::debug!(
+                "work of another context that no drain can wait for may reach this context's \
+                 memory"
+            );
+            return Err(DeclineReason::QueueNotDrainable);
+        }
+        let foreign = std::mem::take(&mut *self.ctx.foreign.lock());
+        for (i, &(ev, owner)) in foreign.iter().enumerate() {
+            // Taken out of the list, these events are not purged when their context is
+            // destroyed: each query holds the context map's read lock, under which a context
+            // that is still listed is not destroyed (its destroy callback removes it first,
+            // and the driver destroys it after the callback).
+            let query = || {
+                let contexts = self.be.contexts.read();
+                if !contexts.contains_key(&owner) {
+                    // Destroyed, and with it the work behind the event.
+                    return CUDA_SUCCESS;
+                }
+                // SAFETY: an event of ours, of a context still alive (above).
+                unsafe { (drv.event_query)(ev as CUevent) }
+            };
+            match poll_unless(deadline, query, || stop(None)) {
+                Some(Poll::Done) => {
+                    if let Some(c) = self.be.contexts.read().get(&owner) {
+                        give_event(c, ev, false);
+                    }
+                }
+                Some(Poll::Failed(r)) => {
+                    tracing::debug!(status = %error_name(&drv, r), "an event behind another context's work could not be queried");
+                }
+                waited => {
+                    tracing::debug!(
+                        context = owner,
+                        "work of another context that may write this context's memory did \
+                         not finish within the drain deadline"
+                    );
+                    self.ctx.foreign.lock().extend_from_slice(&foreign[i..]);
+                    return match waited {
+                        None => gave_way(),
+                        _ => Err(DeclineReason::DrainTimeout),
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`remember_stuck`](Self::remember_stuck) for the deferred launch's own stream (which
+    /// may be gone): the marker in front of its gate is behind the stuck work, so the marker
+    /// itself is what the next drains query (it is not given back with the gate).
+    fn remember_marker(&self, d: &Draining) {
+        let Some(deferred) = d.deferred.borrow_mut().as_mut().map(|x| {
+            let m = x.marker;
+            x.marker = 0;
+            m
+        }) else {
+            return;
+        };
+        tracing::warn!(
+            "the launch's stream did not drain within the drain deadline: its later windows \
+             decline at once until that work is done"
+        );
+        if let Some(old) = self.ctx.stuck_drain.remember(deferred) {
+            give_event(self.ctx, old, false);
+        }
+    }
+
     /// Lets go of the context's writer. Before that, and before the window's gate opens,
     /// nothing more is ordered behind the gate, and the work that was is no longer listed as
     /// waiting for the window.

@@ -1,0 +1,206 @@
+//! A launch whose window's drain waits, on the fake driver: past
+//! [`defer_after`](crate::engine::settings::Settings) the launch is enqueued behind a closed
+//! gate and its call returns, so work on the device that waits for what the application does
+//! next can finish; the drain and the capture finish behind it. The fake runs such a kernel
+//! only once the gates in front of it opened ([`FakeGpu::defer_held`]), as a GPU does: a
+//! capture taken after the kernel ran would show as two executions.
+
+use super::*;
+
+/// Long drain and pass deadlines, a 5 ms deferral, a 100 ms yield.
+fn deferring() -> Settings {
+    Settings {
+        drain: Duration::from_secs(10),
+        pass: Duration::from_secs(10),
+        lock: Duration::from_secs(10),
+        yield_after: Duration::from_millis(100),
+        defer_after: Duration::from_millis(5),
+        ..quick()
+    }
+}
+
+/// A harness whose launches of `add_one` are asynchronous (known parameters) and run behind
+/// closed gates only once they open; stream 0x6000 of the context holds work that does not
+/// finish until [`finish_other_stream`].
+fn busy_other_stream(settings: Settings) -> (Harness, Buffer) {
+    let h = harness(3, settings);
+    h.obtain_function(&ADD_ONE);
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6000);
+    {
+        let mut g = gpu();
+        g.defer_held = true;
+        g.stuck_streams.insert(0x6000);
+    }
+    let buf = Buffer::new(&h, 4);
+    (h, buf)
+}
+
+/// What the application does after its launch returned: the work on stream 0x6000 (a kernel
+/// waiting for a flag it sets, say) finishes.
+fn finish_other_stream() {
+    let mut g = gpu();
+    g.stuck_streams.remove(&0x6000);
+    g.stuck_events.clear();
+}
+
+#[test]
+fn a_launch_whose_drain_waits_returns_behind_a_gate_and_is_replayed_once_the_drain_ends() {
+    let (h, mut buf) = busy_other_stream(deferring());
+    let mut args = buf.args();
+    let t = Instant::now();
+    let r = h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let returned = t.elapsed();
+    assert_eq!(r, CUDA_SUCCESS);
+    // Without the deferral the call would wait for the drain, which waits for the work only
+    // this thread finishes after the call: the whole 10 s drain deadline.
+    assert!(
+        returned < Duration::from_secs(5),
+        "returned after {returned:?}"
+    );
+    assert!(h.outcomes().is_empty(), "the window is still draining");
+    pump();
+    assert_eq!(buf.values(), vec![0; 4], "the launch waits behind its gate");
+    finish_other_stream();
+    h.settle();
+    pump();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(
+        buf.values(),
+        vec![1; 4],
+        "captured before the launch ran: one execution"
+    );
+    assert_eq!(gpu().relaunches, 2);
+    // On the application's stream: the marker the drain waited for, the gate, pass 1's start
+    // event, the kernel and its end event (held), then the gate after the launch.
+    let ops = ops_on(0x5000);
+    let launch = ops.iter().position(|o| matches!(o, Op::Launch(_))).unwrap();
+    assert!(matches!(ops[launch - 3], Op::Record(_, false)), "{ops:?}");
+    assert!(matches!(ops[launch - 2], Op::Wait(..)), "{ops:?}");
+    assert!(matches!(ops[launch - 1], Op::Record(_, true)), "{ops:?}");
+    assert_eq!(ops[launch], Op::Launch(true), "{ops:?}");
+    assert!(matches!(ops[launch + 1], Op::Record(_, true)), "{ops:?}");
+    assert!(matches!(ops[launch + 2], Op::Wait(..)), "{ops:?}");
+    assert!(every_wait_passed());
+    let (taken, opened) = gate_counts(&h);
+    assert_eq!(taken, opened, "every gate opened once");
+}
+
+#[test]
+fn a_drain_that_ends_before_the_deferral_leaves_the_launch_as_it_was() {
+    // Nothing to wait for: the release comes before `defer_after`, no extra gate or marker.
+    let (h, mut buf) = busy_other_stream(deferring());
+    finish_other_stream();
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    pump();
+    assert_eq!(h.outcomes()[0].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![1; 4]);
+    let ops = ops_on(0x5000);
+    let launch = ops.iter().position(|o| matches!(o, Op::Launch(_))).unwrap();
+    assert_eq!(
+        ops[..launch - 2]
+            .iter()
+            .filter(|o| matches!(o, Op::Record(_, false)))
+            .count(),
+        0,
+        "no marker: {ops:?}"
+    );
+}
+
+#[test]
+fn a_deferred_launch_runs_once_when_the_applications_next_call_waits_for_the_drain() {
+    // The application's next call (a copy on a third stream) is what the busy stream waits
+    // for, and it waits at the host for the window: the drain gives way after the yield
+    // deadline, and the launch, on its stream since its call, runs once.
+    let (h, mut buf) = busy_other_stream(deferring());
+    let mut args = buf.args();
+    let t = Instant::now();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    copy_on(&h, 0x7000, finish_other_stream);
+    let took = t.elapsed();
+    h.settle();
+    pump();
+    assert!(took < Duration::from_secs(5), "the copy waited {took:?}");
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention),
+        "{o:?}"
+    );
+    assert_eq!(buf.values(), vec![1; 4], "one execution");
+    assert_eq!(gpu().relaunches, 0);
+    assert!(every_wait_passed());
+}
+
+#[test]
+fn a_launch_waiting_for_its_drain_gives_way_to_work_on_another_stream_without_gates() {
+    // No stream memory operations: windows stay synchronous and the launch cannot be
+    // deferred. The application thread waits inside its call for a drain that waits for the
+    // busy stream: past the yield deadline the window gives way rather than waiting the
+    // drain deadline.
+    let (h, mut buf) = busy_other_stream(deferring());
+    gpu().no_mem_ops = true;
+    let mut args = buf.args();
+    let t = Instant::now();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(5), "the launch waited {took:?}");
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention),
+        "{o:?}"
+    );
+    assert_eq!(buf.values(), vec![1; 4]);
+    finish_other_stream();
+}
+
+#[test]
+fn a_launch_whose_own_stream_is_busy_is_deferred_and_drained_through_its_marker() {
+    // The earlier work is on the launch's own stream: the drain cannot query that stream
+    // once the gate is on it, and waits for the marker in front of the gate instead.
+    let h = harness(3, deferring());
+    h.obtain_function(&ADD_ONE);
+    gpu().defer_held = true;
+    let mut buf = Buffer::new(&h, 4);
+    gpu()
+        .slow_streams
+        .insert(0x5000, Instant::now() + Duration::from_millis(300));
+    // Earlier work of the stream, slow to finish: an application event stands for it.
+    let _earlier = app_event(0x5000);
+    let mut args = buf.args();
+    let t = Instant::now();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let returned = t.elapsed();
+    assert!(
+        returned < Duration::from_millis(250),
+        "returned after {returned:?}"
+    );
+    h.settle();
+    pump();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(buf.values(), vec![1; 4]);
+    assert!(every_wait_passed());
+}
+
+#[test]
+fn a_deferred_launchs_stream_destroyed_before_the_drain_ends_is_not_waited_for_or_queried() {
+    // CUDA allows destroying a stream with work pending: once the call returned the
+    // application destroys the launch's stream. Its work is behind the window's own gates, so
+    // the drain must not wait for it (nor query the gone stream: the harness faults that).
+    let (h, mut buf) = busy_other_stream(deferring());
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x5000);
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING, 0x5000);
+    gpu().destroyed_streams.insert(0x5000);
+    finish_other_stream();
+    h.settle();
+    pump();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(buf.values(), vec![1; 4]);
+    assert!(gpu().kernel_faults.is_empty(), "{:?}", gpu().kernel_faults);
+}
