@@ -207,6 +207,45 @@ fn a_kernel_waiting_for_the_applications_next_call_on_another_stream_completes()
     not(gpu_tests),
     ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
 )]
+fn a_launch_whose_drain_waits_for_the_hosts_next_store_returns_and_is_replayed() {
+    require_gpu();
+    // A communication kernel (run once, never replayed) spins on a mapped host flag; the
+    // replayed `add_one` on another stream must drain it; the host stores the flag only after
+    // that launch returned. The drain waits past `ROCPROF_REPLAY_CUDA_DEFER_US` (1 ms): the
+    // launch is enqueued behind a closed gate and its call returns, the host stores the flag,
+    // the drain ends, and `add_one` is captured and replayed behind the gate. (Before: the
+    // call waited for the drain deadline, 60 s, and the spinning kernel gave up at 20 s:
+    // the application computed 0xdead.)
+    let name = "drain_wait";
+    let (r, recs) = under_tool(name, name, "3", &[]);
+    r.assert_success(name);
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    let returned = number(&r, "launch_returned_us");
+    assert!(returned < 50_000.0, "returned after {returned} us");
+    let completed = number(&r, "completed_ms");
+    assert!(completed < 5_000.0, "completed after {completed} ms");
+    let comm = of_kernel(&recs, "ncclKernel_wait_flag");
+    assert!(
+        !comm.is_empty() && comm.iter().all(|k| k["reason"] == "communication_kernel"),
+        "{comm:?}"
+    );
+    let add = of_kernel(&recs, "add_one");
+    assert_eq!(add.len(), 2, "{recs:?}");
+    assert_eq!(add[1]["outcome"], "replayed", "{}", add[1]);
+    assert_eq!(add[1]["passes"], 3, "{}", add[1]);
+    let summary = format!(
+        "{name}: launch_returned_us {returned}, completed_ms {completed}, add_one {} passes {}\n",
+        add[1]["outcome"], add[1]["passes"]
+    );
+    eprint!("{summary}");
+    std::fs::write(out_dir().join(format!("{name}.summary")), summary).unwrap();
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
 fn nobody_sees_a_replayed_launch_complete_before_its_window_ends() {
     require_gpu();
     let (r, recs) = counting_passes("overlap", "every observer saw all three passes done");
