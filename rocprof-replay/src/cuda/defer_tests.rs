@@ -204,3 +204,36 @@ fn a_deferred_launchs_stream_destroyed_before_the_drain_ends_is_not_waited_for_o
     assert_eq!(buf.values(), vec![1; 4]);
     assert!(gpu().kernel_faults.is_empty(), "{:?}", gpu().kernel_faults);
 }
+
+#[test]
+fn with_no_deferral_delay_every_launch_is_deferred_before_its_drain() {
+    // `ROCPROF_REPLAY_CUDA_DEFER_US=0`: nothing to wait for, and still the launch goes behind
+    // a closed gate with a marker in front; three launches in a row each see one execution.
+    let (h, mut buf) = busy_other_stream(Settings {
+        defer_after: Duration::ZERO,
+        ..deferring()
+    });
+    finish_other_stream();
+    for launch in 1..=3u32 {
+        let mut args = buf.args();
+        h.launch(&ADD_ONE, &mut args, 0x5000);
+        pump();
+        let o = &h.outcomes()[launch as usize - 1].1;
+        assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+        assert_eq!(buf.values(), vec![launch; 4]);
+    }
+    let ops = ops_on(0x5000);
+    let markers_before_gates = ops
+        .windows(4)
+        .filter(|w| {
+            matches!(
+                w,
+                // (The gate may be open again by the time the driver enqueues the launch: the
+                // window captured and opened it while the call was on its way out.)
+                [Op::Record(..), Op::Wait(..), Op::Record(..), Op::Launch(_)]
+            )
+        })
+        .count();
+    assert_eq!(markers_before_gates, 3, "{ops:?}");
+    assert!(every_wait_passed());
+}

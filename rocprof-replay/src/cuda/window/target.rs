@@ -1569,7 +1569,7 @@ impl CudaTarget<'_> {
         }
         // Called between the polls of work on `on` (`None`: not one stream's): defers the
         // launch once, and says whether to give way.
-        let stop = |on: Option<u64>| -> bool {
+        let defer = || {
             if !d.asked.get() && d.started.elapsed() >= self.settings().defer_after {
                 d.asked.set(true);
                 if let Some((deferred, non_blocking)) = self.try_defer() {
@@ -1578,6 +1578,14 @@ impl CudaTarget<'_> {
                     *d.deferred.borrow_mut() = Some(deferred);
                 }
             }
+        };
+        // 0: every launch that can be deferred is, before the drain looks at anything (its
+        // call never waits for the drain or the capture).
+        if self.settings().defer_after.is_zero() {
+            defer();
+        }
+        let stop = |on: Option<u64>| -> bool {
+            defer();
             let yield_after = self.settings().yield_after;
             self.ctx
                 .lock
