@@ -237,3 +237,30 @@ fn with_no_deferral_delay_every_launch_is_deferred_before_its_drain() {
     assert_eq!(markers_before_gates, 3, "{ops:?}");
     assert!(every_wait_passed());
 }
+
+#[test]
+fn a_stream_made_to_wait_behind_a_deferred_launch_is_drained_up_to_its_marker() {
+    // After the call returned the application orders the busy stream after the launch (an
+    // event recorded behind it, the busy stream waiting for that event: as a communication
+    // stream waits for the compute stream). That stream now waits behind the window's own
+    // gates: the drain waits for the marker recorded on it when the launch was deferred, not
+    // for the stream to go idle, which it cannot before the window ends.
+    let (h, mut buf) = busy_other_stream(deferring());
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let behind = app_event(0x5000);
+    // SAFETY: fake driver.
+    unsafe { stream_wait_event(0x6000 as CUstream, behind as CUevent, 0) };
+    finish_other_stream();
+    h.settle();
+    pump();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(buf.values(), vec![1; 4]);
+    assert_eq!(
+        query_stream(0x6000),
+        CUDA_SUCCESS,
+        "its wait passed after the window"
+    );
+    assert!(every_wait_passed());
+}

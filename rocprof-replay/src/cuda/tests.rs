@@ -430,7 +430,15 @@ unsafe extern "C" fn stream_is_capturing(s: CUstream, st: *mut CUstreamCaptureSt
     CUDA_SUCCESS
 }
 unsafe extern "C" fn stream_wait_event(s: CUstream, e: CUevent, _: c_uint) -> CUresult {
-    gpu().stream_waits.push((s as usize, e as usize));
+    let mut g = gpu();
+    g.stream_waits.push((s as usize, e as usize));
+    // The stream's later work also waits behind the gates the event was recorded behind.
+    let behind = g
+        .event_gates
+        .get(&(e as usize))
+        .cloned()
+        .unwrap_or_default();
+    g.gates.entry(s as usize).or_default().extend(behind);
     CUDA_SUCCESS
 }
 thread_local! {

@@ -530,9 +530,12 @@ pub(super) struct Deferred {
     /// Holds the application's stream in front of the launch: opened when pass 1 (or the
     /// ordinary run, if the window declines) may start. Dropped, it opens.
     pub(super) gate: Gate,
-    /// Recorded on the stream in front of the gate: the drain waits for it instead of the
-    /// stream, whose later work now waits for the window.
-    pub(super) marker: usize,
+    /// One event per stream of the context, recorded before the gate (the launch's own last,
+    /// right in front of it), keyed by the stream as the drain lists it (the legacy stream as
+    /// 0, the launch's per-thread stream as `CU_STREAM_PER_THREAD`): the drain waits for these
+    /// instead of the streams, whose later work may now wait behind the window's gates (an
+    /// event the application records behind the launch, another stream made to wait for it).
+    pub(super) markers: Vec<(usize, usize)>,
     /// Pass 1's events, recorded around the launch (behind the gate).
     pub(super) start: usize,
     pub(super) end: usize,
@@ -540,12 +543,13 @@ pub(super) struct Deferred {
 
 /// On the application thread, inside its launch call, while its window drains the context
 /// (asked by the window after [`Settings::defer_after`](crate::engine::settings::Settings)):
-/// records a marker on the launch's stream, puts a closed gate behind it, then pass 1's start
-/// event, so the driver enqueues the launch behind the gate and the call can return while the
-/// window finishes its drain and capture. A kernel already on the device that waits for what
-/// the application does after this call (a flag it sets, a copy it makes) can then finish,
-/// and the drain with it. `None` (nothing enqueued, every event given back) when the stream is
-/// capturing, or no event or gate can be had: the call keeps waiting for its release.
+/// records a marker on every stream of the context (the launch's own last), puts a closed
+/// gate behind the launch's own marker, then pass 1's start event, so the driver enqueues the
+/// launch behind the gate and the call can return while the window finishes its drain and
+/// capture. A kernel already on the device that waits for what the application does after
+/// this call (a flag it sets, a peer it talks to) can then finish, and the drain with it.
+/// `None` (nothing enqueued, every event given back) when the launch's stream is capturing,
+/// or an event or a gate cannot be had: the call keeps waiting for its release.
 pub(super) fn defer(
     be: &Backend,
     ctx: &Ctx,
@@ -553,39 +557,79 @@ pub(super) fn defer(
     page: &Arc<GatePage>,
 ) -> Option<Deferred> {
     let _g = Guard::new();
-    let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
-    // SAFETY: the application's stream, on its own thread, inside its launch call.
-    let r = unsafe { (be.drv.stream_is_capturing)(stream, &mut status) };
-    if r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE {
+    let capturing = |s: CUstream| {
+        let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: a live stream of the context (the launch's own, inside its call; the legacy
+        // stream; or one listed, under the list's lock).
+        let r = unsafe { (be.drv.stream_is_capturing)(s, &mut status) };
+        r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE
+    };
+    if capturing(stream) {
         return None;
     }
-    let marker = take_event(be, ctx, false)?;
-    let events = take_event(be, ctx, true).zip(take_event(be, ctx, true));
-    let give_back = |start_end: Option<(usize, usize)>| {
-        give_event(ctx, marker, false);
-        if let Some((start, end)) = start_end {
-            give_event(ctx, start, true);
-            give_event(ctx, end, true);
+    let own = stream as usize;
+    let own_key = if own == CU_STREAM_LEGACY { 0 } else { own };
+    let mut markers: Vec<(usize, usize)> = Vec::new();
+    let give_back = |markers: &[(usize, usize)]| {
+        for &(_, ev) in markers {
+            give_event(ctx, ev, false);
         }
     };
+    let mark = |key: usize, s: CUstream, markers: &mut Vec<(usize, usize)>| -> bool {
+        let Some(ev) = take_event(be, ctx, false) else {
+            return false;
+        };
+        // SAFETY: our event, a live stream of the context (see `capturing`).
+        if unsafe { (be.drv.event_record)(ev as CUevent, s) } != CUDA_SUCCESS {
+            give_event(ctx, ev, false);
+            return false;
+        }
+        markers.push((key, ev));
+        true
+    };
+    {
+        // Held while marking: no listed stream is destroyed meanwhile.
+        let listed = ctx.streams.lock();
+        let mut others: Vec<usize> = listed.iter().copied().chain([0]).collect();
+        others.sort_unstable();
+        others.dedup();
+        for s in others {
+            // Capturing streams execute nothing (the drain counts them drained); recording
+            // there would add a node to the application's graph.
+            if s == own_key || capturing(s as CUstream) {
+                continue;
+            }
+            if !mark(s, s as CUstream, &mut markers) {
+                drop(listed);
+                give_back(&markers);
+                return None;
+            }
+        }
+        if !mark(own_key, stream, &mut markers) {
+            drop(listed);
+            give_back(&markers);
+            return None;
+        }
+    }
+    let events = take_event(be, ctx, true).zip(take_event(be, ctx, true));
     let Some((start, end)) = events else {
-        give_back(None);
+        give_back(&markers);
         return None;
     };
-    // SAFETY: our event, the application's stream, on its own thread.
-    if unsafe { (be.drv.event_record)(marker as CUevent, stream) } != CUDA_SUCCESS {
-        give_back(events);
-        return None;
-    }
+    let fail = |markers: &[(usize, usize)]| {
+        give_back(markers);
+        give_event(ctx, start, true);
+        give_event(ctx, end, true);
+    };
     let Some(gate) = Gate::take(page) else {
-        give_back(events);
+        fail(&markers);
         return None;
     };
     let r = gate.hold(&be.drv, stream);
     if r != CUDA_SUCCESS {
         tracing::debug!(status = %error_name(&be.drv, r), "no gate to defer the launch behind");
         gate.open();
-        give_back(events);
+        fail(&markers);
         return None;
     }
     // SAFETY: our event, the application's stream, on its own thread.
@@ -595,7 +639,7 @@ pub(super) fn defer(
     }
     Some(Deferred {
         gate,
-        marker,
+        markers,
         start,
         end,
     })

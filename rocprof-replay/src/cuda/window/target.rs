@@ -287,9 +287,20 @@ struct Draining {
 }
 
 impl Draining {
-    /// The marker in front of the deferred launch's gate (0: not deferred).
-    fn marker(&self) -> usize {
-        self.deferred.borrow().as_ref().map_or(0, |d| d.marker)
+    /// Whether the launch was deferred (from then on the markers stand for the streams).
+    fn is_deferred(&self) -> bool {
+        self.deferred.borrow().is_some()
+    }
+
+    /// The marker recorded on stream `key` (as the drain lists it) when the launch was
+    /// deferred; `None` for a stream that had none (created since, or capturing then).
+    fn marker_for(&self, key: usize) -> Option<usize> {
+        let d = self.deferred.borrow();
+        d.as_ref()?
+            .markers
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|&(_, ev)| ev)
     }
 }
 
@@ -391,7 +402,6 @@ impl<'a> CudaTarget<'a> {
             self.ctx.window_gate.offer(window, addr, value);
         }
         d.gate.open();
-        give_event(self.ctx, d.marker, false);
         self.deferred_events = Some((d.start, d.end));
     }
 
@@ -1235,6 +1245,12 @@ impl ReplayTarget for CudaTarget<'_> {
         };
         let r = self.drain_with(&d);
         self.deferred = d.deferred.into_inner();
+        // The markers were waited for (or one was kept as stuck work's event).
+        if let Some(deferred) = &mut self.deferred {
+            for (_, ev) in deferred.markers.drain(..) {
+                give_event(self.ctx, ev, false);
+            }
+        }
         self.own_non_blocking = d.own_non_blocking.get();
         r
     }
@@ -1642,12 +1658,14 @@ impl CudaTarget<'_> {
             // context's stream list, and a stream no longer listed is not touched (work
             // still pending on it left an event in `retired`, waited for below).
             let query = || {
-                if s == own_listed && own != CU_STREAM_PER_THREAD {
-                    let marker = d.marker();
-                    if marker != 0 {
-                        // SAFETY: our event, recorded in front of the launch's gate.
-                        return Ok(unsafe { (drv.event_query)(marker as CUevent) });
-                    }
+                if d.is_deferred() {
+                    // Work enqueued since may wait behind the window's gates: the marker
+                    // recorded then stands for the stream (which may be gone by now).
+                    return Ok(match d.marker_for(s) {
+                        // SAFETY: our event.
+                        Some(ev) => unsafe { (drv.event_query)(ev as CUevent) },
+                        None => CUDA_SUCCESS,
+                    });
                 }
                 let listed = self.ctx.streams.lock();
                 if !always.contains(&s) && !listed.contains(&s) {
@@ -1674,8 +1692,8 @@ impl CudaTarget<'_> {
                     tracing::debug!(stream = s, status = %error_name(&drv, r), "stream not drained")
                 }
                 Some(Poll::TimedOut) => {
-                    if s == own_listed && d.marker() != 0 {
-                        self.remember_marker(d);
+                    if d.is_deferred() {
+                        self.remember_marker(d, s);
                     } else {
                         self.remember_stuck(s);
                     }
@@ -1760,22 +1778,23 @@ impl CudaTarget<'_> {
         Ok(())
     }
 
-    /// [`remember_stuck`](Self::remember_stuck) for the deferred launch's own stream (which
-    /// may be gone): the marker in front of its gate is behind the stuck work, so the marker
-    /// itself is what the next drains query (it is not given back with the gate).
-    fn remember_marker(&self, d: &Draining) {
-        let Some(deferred) = d.deferred.borrow_mut().as_mut().map(|x| {
-            let m = x.marker;
-            x.marker = 0;
-            m
-        }) else {
+    /// [`remember_stuck`](Self::remember_stuck) once the launch was deferred: the marker
+    /// recorded on stream `key` then is behind the stuck work (and the stream may be gone),
+    /// so that marker is what the next drains query (it is not given back with the others).
+    fn remember_marker(&self, d: &Draining, key: usize) {
+        let marker = d.deferred.borrow_mut().as_mut().and_then(|x| {
+            let at = x.markers.iter().position(|(k, _)| *k == key)?;
+            Some(x.markers.swap_remove(at).1)
+        });
+        let Some(marker) = marker else {
             return;
         };
         tracing::warn!(
-            "the launch's stream did not drain within the drain deadline: its later windows \
-             decline at once until that work is done"
+            stream = key,
+            "a stream of the context did not drain within the drain deadline: its later \
+             windows decline at once until that work is done"
         );
-        if let Some(old) = self.ctx.stuck_drain.remember(deferred) {
+        if let Some(old) = self.ctx.stuck_drain.remember(marker) {
             give_event(self.ctx, old, false);
         }
     }
