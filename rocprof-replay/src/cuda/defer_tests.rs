@@ -166,7 +166,7 @@ fn a_launch_whose_own_stream_is_busy_is_deferred_and_drained_through_its_marker(
     let mut buf = Buffer::new(&h, 4);
     gpu()
         .slow_streams
-        .insert(0x5000, Instant::now() + Duration::from_millis(300));
+        .insert(0x5000, Instant::now() + Duration::from_millis(800));
     // Earlier work of the stream, slow to finish: an application event stands for it.
     let _earlier = app_event(0x5000);
     let mut args = buf.args();
@@ -174,7 +174,7 @@ fn a_launch_whose_own_stream_is_busy_is_deferred_and_drained_through_its_marker(
     h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
     let returned = t.elapsed();
     assert!(
-        returned < Duration::from_millis(250),
+        returned < Duration::from_millis(600),
         "returned after {returned:?}"
     );
     h.settle();
@@ -261,6 +261,55 @@ fn a_stream_made_to_wait_behind_a_deferred_launch_is_drained_up_to_its_marker() 
         query_stream(0x6000),
         CUDA_SUCCESS,
         "its wait passed after the window"
+    );
+    assert!(every_wait_passed());
+}
+
+#[test]
+fn work_waiting_during_a_deferred_drain_is_ordered_behind_the_gate_once_it_opens() {
+    // The application's next call (a fill on a third stream) waits at the host while the
+    // window drains; once the drain ends and the launch's gate opens, the fill is enqueued
+    // behind the window's gate on the device and its call returns, while the passes still
+    // run (each relaunch takes 150 ms here).
+    // (A long yield deadline: the fill waits at the host while the drain waits.)
+    let (h, mut buf) = busy_other_stream(Settings {
+        yield_after: Duration::from_secs(5),
+        ..deferring()
+    });
+    let other = Buffer::new(&h, 4);
+    gpu().slow_relaunches = Some(Duration::from_millis(150));
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let (returned_during_window, took) = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(30));
+            finish_other_stream();
+        });
+        let t = Instant::now();
+        // cuMemsetD32Async(dstDevice, ui, N, hStream)
+        let p = [other.ptr, 7, 4, 0x7000];
+        h.call(
+            MEMSET_ASYNC,
+            c"cuMemsetD32Async",
+            p.as_ptr().cast(),
+            c"",
+            || CUDA_SUCCESS,
+        );
+        (h.outcomes().is_empty(), t.elapsed())
+    });
+    assert!(
+        returned_during_window,
+        "the fill waited for the whole window ({took:?})"
+    );
+    h.settle();
+    pump();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(buf.values(), vec![1; 4]);
+    assert!(
+        ops_on(0x7000).iter().any(|o| matches!(o, Op::Wait(..))),
+        "ordered behind the window's gate: {:?}",
+        ops_on(0x7000)
     );
     assert!(every_wait_passed());
 }

@@ -51,7 +51,18 @@ impl Backend {
             note();
             let mut held = self.contexts_reached(ctx_handle, &ranges());
             let own = self.ctx(ctx_handle);
-            if held.is_empty() && self.order_behind_window(&own, ordered) {
+            let alone = held.is_empty();
+            // The stream it could be ordered on, decoded once, when first needed.
+            let mut ordered = Some(ordered);
+            let mut on: Option<Option<usize>> = None;
+            let mut order = || {
+                if !alone || !own.window_gate.offered() {
+                    return false;
+                }
+                let s = *on.get_or_insert_with(|| ordered.take().and_then(|f| f()));
+                self.order_behind_window(&own, || s)
+            };
+            if order() {
                 // No reader held: the exit callback finds none to release.
                 return;
             }
@@ -65,8 +76,21 @@ impl Backend {
                     self.ctx(c)
                 };
                 // Its stream, if it must wait: a first pass waiting for this work gives way.
-                c.lock
-                    .hold_outside_window_on(self.settings.lock, || stream().map(lane));
+                // Work of this context alone that waits for a window still draining (whose
+                // gate is not offered yet: its launch was deferred) is ordered behind the gate
+                // once it is, rather than waiting for the whole window.
+                if alone {
+                    if !c.lock.hold_outside_window_unless(
+                        self.settings.lock,
+                        || stream().map(lane),
+                        &mut order,
+                    ) {
+                        return;
+                    }
+                } else {
+                    c.lock
+                        .hold_outside_window_on(self.settings.lock, || stream().map(lane));
+                }
                 if let Err(c) = READERS
                     .try_with(|r| r.borrow_mut().push((call, c.clone())))
                     .map_err(|_| c)

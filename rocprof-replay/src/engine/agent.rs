@@ -170,6 +170,49 @@ impl AgentLock {
         std::mem::forget(self.read_outside_window_on(deadline, lane));
     }
 
+    /// [`hold_outside_window_on`](Self::hold_outside_window_on), unless `instead` succeeds
+    /// while it waits (asked about once a millisecond): `true` when the reader is held
+    /// (release it with [`release_held`](Self::release_held)), `false` when `instead` did
+    /// what the work needed (CUDA: a window's gate was offered meanwhile and the work was
+    /// enqueued behind it, so its call need not wait for the whole window).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    pub(crate) fn hold_outside_window_unless(
+        &self,
+        deadline: Duration,
+        lane: impl FnOnce() -> Option<u64>,
+        mut instead: impl FnMut() -> bool,
+    ) -> bool {
+        if self.open.load(Ordering::Acquire) > 0 {
+            // Windows opened before they hold the lock (HSA): as a plain reader.
+            self.hold_outside_window_on(deadline, lane);
+            return true;
+        }
+        if let Some(guard) = self.lock.try_read() {
+            std::mem::forget(guard);
+            return true;
+        }
+        let mut wait = Waiting {
+            agent: self,
+            deadline,
+            late: false,
+        };
+        let _blocked = Blocked::new(self, lane());
+        let start = Instant::now();
+        loop {
+            if let Some(guard) = self.lock.try_read_for(INSTEAD_EVERY) {
+                // Released by the matching `release_held`.
+                std::mem::forget(guard);
+                return true;
+            }
+            if instead() {
+                return false;
+            }
+            if start.elapsed() >= deadline {
+                wait.past_deadline();
+            }
+        }
+    }
+
     /// Releases a reader taken by [`hold_outside_window`](Self::hold_outside_window).
     ///
     /// # Safety
@@ -287,6 +330,10 @@ impl AgentLock {
         }
     }
 }
+
+/// How often [`AgentLock::hold_outside_window_unless`] asks whether the work can go another
+/// way while it waits.
+const INSTEAD_EVERY: Duration = Duration::from_millis(1);
 
 /// A reader's wait: counted in `waiting_long` from its deadline until it ends.
 struct Waiting<'a> {
@@ -530,6 +577,42 @@ mod tests {
         drop(reader);
         assert!(agent.write_for(SHORT).is_some());
         assert!(!agent.contended());
+    }
+
+    #[test]
+    fn a_waiting_reader_goes_another_way_once_that_way_opens() {
+        let agent = AgentLock::new();
+        let window = agent.write_for(Duration::from_secs(1)).unwrap();
+        let other_way = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                agent.hold_outside_window_unless(
+                    Duration::from_secs(10),
+                    || Some(7),
+                    || other_way.load(Ordering::Acquire),
+                )
+            });
+            until("the reader is listed as blocked", || {
+                agent.held_up(Duration::ZERO, |lane| lane == Some(7))
+            });
+            other_way.store(true, Ordering::Release);
+            assert!(!waiter.join().unwrap(), "it went the other way");
+        });
+        assert!(
+            !agent.held_up(Duration::ZERO, |_| true),
+            "no longer listed once gone"
+        );
+        drop(window);
+        // Free at once: the reader side, without asking.
+        assert!(agent.hold_outside_window_unless(
+            Duration::from_secs(1),
+            || None,
+            || { panic!("asked while the lock was free") }
+        ));
+        assert!(agent.write_for(Duration::from_millis(20)).is_none(), "held");
+        // SAFETY: the reader just held.
+        unsafe { agent.release_held() };
+        assert!(agent.write_for(Duration::from_millis(20)).is_some());
     }
 
     #[test]

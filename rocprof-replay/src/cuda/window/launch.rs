@@ -536,6 +536,10 @@ pub(super) struct Deferred {
     /// instead of the streams, whose later work may now wait behind the window's gates (an
     /// event the application records behind the launch, another stream made to wait for it).
     pub(super) markers: Vec<(usize, usize)>,
+    /// How many events of streams destroyed with work pending (`Ctx::retired`) there were
+    /// when the markers were recorded: the drain waits for those, not for later ones (their
+    /// streams had a marker).
+    pub(super) retired: usize,
     /// Pass 1's events, recorded around the launch (behind the gate).
     pub(super) start: usize,
     pub(super) end: usize,
@@ -570,6 +574,7 @@ pub(super) fn defer(
     let own = stream as usize;
     let own_key = if own == CU_STREAM_LEGACY { 0 } else { own };
     let mut markers: Vec<(usize, usize)> = Vec::new();
+    let retired;
     let give_back = |markers: &[(usize, usize)]| {
         for &(_, ev) in markers {
             give_event(ctx, ev, false);
@@ -610,6 +615,8 @@ pub(super) fn defer(
             give_back(&markers);
             return None;
         }
+        // A stream is retired under the list's lock: none can be meanwhile.
+        retired = ctx.retired.lock().len();
     }
     let events = take_event(be, ctx, true).zip(take_event(be, ctx, true));
     let Some((start, end)) = events else {
@@ -640,6 +647,7 @@ pub(super) fn defer(
     Some(Deferred {
         gate,
         markers,
+        retired,
         start,
         end,
     })

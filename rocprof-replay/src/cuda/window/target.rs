@@ -281,9 +281,6 @@ struct Draining {
     asked: std::cell::Cell<bool>,
     deferred: std::cell::RefCell<Option<Deferred>>,
     own_non_blocking: std::cell::Cell<Option<bool>>,
-    /// `ctx.retired`'s length when the launch was deferred: events retired after that are
-    /// behind the window's own gates, for the next drain.
-    retired: std::cell::Cell<Option<usize>>,
 }
 
 impl Draining {
@@ -1241,7 +1238,6 @@ impl ReplayTarget for CudaTarget<'_> {
             asked: std::cell::Cell::new(false),
             deferred: std::cell::RefCell::new(None),
             own_non_blocking: std::cell::Cell::new(None),
-            retired: std::cell::Cell::new(None),
         };
         let r = self.drain_with(&d);
         self.deferred = d.deferred.into_inner();
@@ -1589,7 +1585,6 @@ impl CudaTarget<'_> {
             if !d.asked.get() && d.started.elapsed() >= self.settings().defer_after {
                 d.asked.set(true);
                 if let Some((deferred, non_blocking)) = self.try_defer() {
-                    d.retired.set(Some(self.ctx.retired.lock().len()));
                     d.own_non_blocking.set(Some(non_blocking));
                     *d.deferred.borrow_mut() = Some(deferred);
                 }
@@ -1705,7 +1700,12 @@ impl CudaTarget<'_> {
         // launch was deferred: their work is behind this window's gates).
         let retired = {
             let mut list = self.ctx.retired.lock();
-            let upto = d.retired.get().unwrap_or(list.len()).min(list.len());
+            let upto = d
+                .deferred
+                .borrow()
+                .as_ref()
+                .map_or(list.len(), |x| x.retired)
+                .min(list.len());
             list.drain(..upto).collect::<Vec<_>>()
         };
         for (i, &ev) in retired.iter().enumerate() {
