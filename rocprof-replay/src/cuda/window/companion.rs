@@ -794,3 +794,34 @@ pub(super) fn trim_arena(be: &Backend, ctx: &Ctx) {
     let mem = ArenaMemory { drv: &be.drv };
     ctx.arena.lock().trim(&mem);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word a launch call's exit offers for other streams' work is offered exactly once,
+    /// under the window's number: at the exit, unless the launch was deferred and its first
+    /// gate has not opened yet (then when it opens), whichever comes first.
+    #[test]
+    fn the_exit_offer_of_a_deferred_launch_waits_for_its_first_gate() {
+        // Not deferred: at the exit.
+        let hand = Handoff::default();
+        hand.soon(4);
+        assert_eq!(hand.exit_offer(0x1000, 7), Some(4));
+        assert_eq!(hand.first_gate_opening(), None);
+        // Deferred, the exit first: kept for the gate's opening.
+        let hand = Handoff::default();
+        hand.soon(5);
+        hand.set_deferred();
+        assert_eq!(hand.exit_offer(0x2000, 8), None);
+        assert_eq!(hand.first_gate_opening(), Some((5, 0x2000, 8)));
+        assert_eq!(hand.first_gate_opening(), None, "offered once");
+        // Deferred, the gate first: at the exit.
+        let hand = Handoff::default();
+        hand.soon(6);
+        hand.set_deferred();
+        assert_eq!(hand.first_gate_opening(), None);
+        assert_eq!(hand.exit_offer(0x3000, 9), Some(6));
+        assert!(hand.is_deferred());
+    }
+}
