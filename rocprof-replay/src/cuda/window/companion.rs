@@ -68,7 +68,7 @@ pub(super) struct HandoffState {
     /// when the next launch joins the run.
     pub(super) window_word: Option<Gate>,
     /// The launch was enqueued behind a closed gate of the window while the window still
-    /// drained the context ([`Handoff::defer`]): its release carries events already recorded,
+    /// drained the context ([`defer`]): its release carries events already recorded,
     /// and its call returned before the capture.
     pub(super) deferred: bool,
     /// A deferred launch's first gate opened (its pass 1 or its ordinary run may start).
@@ -201,7 +201,7 @@ impl Handoff {
     }
 
     /// The launch was enqueued behind a closed gate while the window drained
-    /// ([`defer`](super::launch::defer)): set by the window before its release.
+    /// ([`defer`]): set by the window before its release.
     pub(super) fn set_deferred(&self) {
         self.state.lock().deferred = true;
     }

@@ -260,7 +260,7 @@ pub(super) struct CudaTarget<'a> {
     /// Which of those went through the copy kernel.
     queued_by_kernel: Vec<bool>,
     /// The launch, enqueued behind a closed gate while the drain waited
-    /// ([`defer`](super::launch::defer)), until pass 1 or the ordinary run opens that gate.
+    /// ([`defer`]), until pass 1 or the ordinary run opens that gate.
     deferred: Option<Deferred>,
     /// A deferred launch's pass 1 events, given back once its call returned.
     deferred_events: Option<(usize, usize)>,
@@ -352,7 +352,7 @@ impl<'a> CudaTarget<'a> {
     }
 
     /// While the drain waits with the application thread inside its launch call: has that
-    /// thread enqueue the launch behind a closed gate ([`defer`](super::launch::defer)) and
+    /// thread enqueue the launch behind a closed gate ([`defer`]) and
     /// releases it, so the call returns. Only for a launch whose arguments are copied and whose
     /// context has gates (an asynchronous window). With the deferred launch: whether its
     /// stream is non-blocking (asked first: once the call returned the stream may go). `None`:
