@@ -7,7 +7,8 @@
 //! Off (the default) a phase costs one load of a value read once. The totals are process-wide
 //! sums over all windows and threads, per call (a window has one `pass` call per pass,
 //! one `end` call). Phases do not nest (but `stored_words`, the part of `variables` that read
-//! the words stored in module variables, `arena_grow`, the part of `arena` that allocated
+//! the words stored in module variables, `defer`, the part of `drain` that deferred a CUDA
+//! launch behind a closed gate, `arena_grow`, the part of `arena` that allocated
 //! memory, and `pass_submit`, `pass_wait` and `pass_record`, the parts of `pass` before the
 //! backend waits, while it waits for completion and for a kernel record, and `record_flush`,
 //! the flushes of `pass_record`, shown indented), so
@@ -29,6 +30,10 @@ pub(crate) enum Phase {
     Begin,
     /// `ReplayTarget::drain`: waiting for the work submitted before the dispatch.
     Drain,
+    /// Of `Drain` (CUDA): a launch deferred behind a closed gate while its drain waited, from
+    /// the window's request to the application thread to the release of its call; its count
+    /// is the number of launches deferred.
+    Defer,
     /// Finding the module variables the snapshot holds, and the pointers stored in them.
     Variables,
     /// Of `Variables`: reading the words stored in the module variables (copies to the host,
@@ -81,10 +86,11 @@ pub(crate) enum Phase {
     End,
 }
 
-const PHASES: [Phase; 23] = [
+const PHASES: [Phase; 24] = [
     Phase::Window,
     Phase::Begin,
     Phase::Drain,
+    Phase::Defer,
     Phase::Variables,
     Phase::StoredWords,
     Phase::Plan,
@@ -113,6 +119,7 @@ impl Phase {
             Phase::Window => "window",
             Phase::Begin => "begin",
             Phase::Drain => "drain",
+            Phase::Defer => "  defer",
             Phase::Variables => "variables",
             Phase::StoredWords => "  stored_words",
             Phase::Plan => "plan",
@@ -203,11 +210,13 @@ pub(crate) fn report() -> String {
     let mut inside = 0u64;
     for p in PHASES {
         let (n, ns) = row(p);
-        // `Window` holds the others, `StoredWords` is part of `Variables`, `ArenaGrow` of
-        // `Arena`, `PassSubmit`, `PassWait` and `PassRecord` of `Pass`.
+        // `Window` holds the others, `Defer` is part of `Drain`, `StoredWords` of
+        // `Variables`, `ArenaGrow` of `Arena`, `PassSubmit`, `PassWait` and `PassRecord` of
+        // `Pass`.
         if !matches!(
             p,
             Phase::Window
+                | Phase::Defer
                 | Phase::StoredWords
                 | Phase::ArenaGrow
                 | Phase::PassSubmit
@@ -295,6 +304,8 @@ mod tests {
         add(Phase::Window, Duration::from_millis(10));
         add(Phase::Capture, Duration::from_millis(3));
         add(Phase::Pass, Duration::from_millis(4));
+        // Part of the drain's time, not more of the window's.
+        add(Phase::Defer, Duration::from_millis(2));
         let after = report();
         assert_ne!(before, after);
         let field = |text: &str, label: &str, col: usize| -> f64 {
@@ -308,6 +319,7 @@ mod tests {
         assert_eq!(grew("window", 1), 1.0);
         assert!((grew("capture", 2) - 3.0).abs() < 1e-6);
         assert!((grew("pass", 2) - 4.0).abs() < 1e-6);
+        assert!((grew("defer", 2) - 2.0).abs() < 1e-6);
         // Other = window - phases: 10 - 3 - 4 ms more (nothing else adds to the totals in
         // tests: ROCPROF_REPLAY_PHASES is not set, so windows do not time themselves).
         let other = grew("other", 2);

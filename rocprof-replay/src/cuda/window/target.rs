@@ -362,6 +362,7 @@ impl<'a> CudaTarget<'a> {
             return None;
         }
         let page = self.job.gates.clone()?;
+        let asked = Instant::now();
         // Asked while the application thread still waits inside its launch call.
         let own_non_blocking = self.non_blocking(self.job.launch.app_stream() as u64);
         let slot: Arc<Mutex<Option<Deferred>>> = Arc::default();
@@ -385,6 +386,9 @@ impl<'a> CudaTarget<'a> {
             start: d.start,
             end: d.end,
         });
+        if crate::engine::phases::enabled() {
+            crate::engine::phases::add(crate::engine::phases::Phase::Defer, asked.elapsed());
+        }
         tracing::debug!(
             kernel = self.job.info.kernel(),
             "the drain waits: the launch is enqueued behind a closed gate and its call returns"
