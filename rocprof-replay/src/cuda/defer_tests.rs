@@ -313,3 +313,46 @@ fn work_waiting_during_a_deferred_drain_is_ordered_behind_the_gate_once_it_opens
     );
     assert!(every_wait_passed());
 }
+
+#[test]
+fn a_deferred_launch_whose_drain_times_out_runs_once_and_the_stuck_stream_is_remembered() {
+    // The busy stream never finishes within the drain deadline: the window declines
+    // (`drain_timeout`), the launch, behind its gate since its call, runs once, and the next
+    // launch declines at once instead of waiting the deadline again (the marker on the stuck
+    // stream is what the next drains query).
+    let (h, mut buf) = busy_other_stream(Settings {
+        drain: Duration::from_millis(300),
+        ..deferring()
+    });
+    let mut args = buf.args();
+    let t = Instant::now();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    h.settle();
+    pump();
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::DrainTimeout),
+        "{o:?}"
+    );
+    assert_eq!(buf.values(), vec![1; 4], "one execution");
+    assert_eq!(gpu().relaunches, 0);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    pump();
+    let o = &h.outcomes()[1].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::DrainTimeout),
+        "{o:?}"
+    );
+    assert!(o.window_time < Duration::from_millis(150), "{o:?}");
+    assert_eq!(buf.values(), vec![2; 4]);
+    assert!(every_wait_passed());
+    finish_other_stream();
+}
