@@ -96,6 +96,167 @@ macro_rules! params {
     };
 }
 
+// ---- The Profiler API of `cupti_profiler_target.h` (deprecated as of CUDA 13.0, still shipped
+// in 13.5): sessions, passes and user ranges on a context. Unlike the range profiler of CUDA
+// 13.0, it keeps every user range of a pass (see `docs/performance.md`, "CUPTI's cost per
+// counter pass, by API shape"), so several dispatches can share one counter pass.
+
+params! {
+    /// `CUpti_Profiler_CounterDataImageOptions`.
+    CUpti_Profiler_CounterDataImageOptions, size = 48, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        /// NVPW's counter data prefix (8-aligned).
+        pCounterDataPrefix: *const u8 = 16,
+        counterDataPrefixSize: usize = 24,
+        maxNumRanges: u32 = 32,
+        /// At least `maxNumRanges`.
+        maxNumRangeTreeNodes: u32 = 36,
+        /// Including the terminating NUL.
+        maxRangeNameLength: u32 = 40,
+    }
+}
+
+params! {
+    /// `CUpti_Profiler_CounterDataImage_CalculateSize_Params`.
+    CUpti_Profiler_CounterDataImage_CalculateSize_Params, size = 40, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        /// `CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE`.
+        sizeofCounterDataImageOptions: usize = 16,
+        pOptions: *const CUpti_Profiler_CounterDataImageOptions = 24,
+        /// Out.
+        counterDataImageSize: usize = 32,
+    }
+}
+
+params! {
+    /// `CUpti_Profiler_CounterDataImage_Initialize_Params`.
+    CUpti_Profiler_CounterDataImage_Initialize_Params, size = 48, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        sizeofCounterDataImageOptions: usize = 16,
+        pOptions: *const CUpti_Profiler_CounterDataImageOptions = 24,
+        counterDataImageSize: usize = 32,
+        pCounterDataImage: *mut u8 = 40,
+    }
+}
+
+params! {
+    /// `CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params`.
+    CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params, size = 40, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        counterDataImageSize: usize = 16,
+        pCounterDataImage: *mut u8 = 24,
+        /// Out.
+        counterDataScratchBufferSize: usize = 32,
+    }
+}
+
+params! {
+    /// `CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params`.
+    CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params, size = 48, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        counterDataImageSize: usize = 16,
+        pCounterDataImage: *mut u8 = 24,
+        counterDataScratchBufferSize: usize = 32,
+        pCounterDataScratchBuffer: *mut u8 = 40,
+    }
+}
+
+params! {
+    /// `CUpti_Profiler_BeginSession_Params`.
+    CUpti_Profiler_BeginSession_Params, size = 96, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        /// Null: the current context.
+        ctx: CUcontext = 16,
+        counterDataImageSize: usize = 24,
+        pCounterDataImage: *mut u8 = 32,
+        counterDataScratchBufferSize: usize = 40,
+        pCounterDataScratchBuffer: *mut u8 = 48,
+        bDumpCounterDataInFile: u8 = 56,
+        pCounterDataFilePath: *const c_char = 64,
+        range: CUpti_ProfilerRange = 72,
+        replayMode: CUpti_ProfilerReplayMode = 76,
+        maxRangesPerPass: usize = 80,
+        /// At least `maxRangesPerPass`.
+        maxLaunchesPerPass: usize = 88,
+    }
+}
+
+params! {
+    /// The parameters of the calls that take only a context: `CUpti_Profiler_EndSession_Params`,
+    /// `_UnsetConfig_`, `_BeginPass_`, `_EnableProfiling_`, `_DisableProfiling_`,
+    /// `_PopRange_` (each its own type in the header, all the same fields).
+    CUpti_Profiler_Context_Params, size = 24, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        /// Null: the current context.
+        ctx: CUcontext = 16,
+    }
+}
+
+params! {
+    /// `CUpti_Profiler_SetConfig_Params`.
+    CUpti_Profiler_SetConfig_Params, size = 64, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        ctx: CUcontext = 16,
+        /// The configuration image (8-aligned).
+        pConfig: *const u8 = 24,
+        configSize: usize = 32,
+        minNestingLevel: u16 = 40,
+        numNestingLevels: u16 = 42,
+        /// 0 for replay within the process.
+        passIndex: usize = 48,
+        /// `minNestingLevel` for replay within the process.
+        targetNestingLevel: u16 = 56,
+    }
+}
+
+params! {
+    /// `CUpti_Profiler_EndPass_Params`.
+    CUpti_Profiler_EndPass_Params, size = 48, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        ctx: CUcontext = 16,
+        /// Out: the nesting level of the next pass.
+        targetNestingLevel: u16 = 24,
+        /// Out: the next pass's index.
+        passIndex: usize = 32,
+        /// Out: 1 once the last pass was queued.
+        allPassesSubmitted: u8 = 40,
+    }
+}
+
+params! {
+    /// `CUpti_Profiler_FlushCounterData_Params`.
+    CUpti_Profiler_FlushCounterData_Params, size = 40, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        ctx: CUcontext = 16,
+        /// Out: ranges whose data was dropped.
+        numRangesDropped: usize = 24,
+        /// Out.
+        numTraceBytesDropped: usize = 32,
+    }
+}
+
+params! {
+    /// `CUpti_Profiler_PushRange_Params`.
+    CUpti_Profiler_PushRange_Params, size = 40, {
+        structSize: usize = 0,
+        pPriv: *mut c_void = 8,
+        ctx: CUcontext = 16,
+        pRangeName: *const c_char = 24,
+        /// 0: CUPTI calls `strlen`.
+        rangeNameLength: usize = 32,
+    }
+}
+
 params! {
     /// `CUpti_Profiler_Initialize_Params`.
     CUpti_Profiler_Initialize_Params, size = 16, {
@@ -449,6 +610,61 @@ pub const CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE: usize = str
     usize
 );
 
+/// `CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE`.
+pub const CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE: usize = struct_size!(
+    CUpti_Profiler_CounterDataImageOptions,
+    maxRangeNameLength,
+    u32
+);
+/// `CUpti_Profiler_CounterDataImage_CalculateSize_Params_STRUCT_SIZE`.
+pub const CUpti_Profiler_CounterDataImage_CalculateSize_Params_STRUCT_SIZE: usize = struct_size!(
+    CUpti_Profiler_CounterDataImage_CalculateSize_Params,
+    counterDataImageSize,
+    usize
+);
+/// `CUpti_Profiler_CounterDataImage_Initialize_Params_STRUCT_SIZE`.
+pub const CUpti_Profiler_CounterDataImage_Initialize_Params_STRUCT_SIZE: usize = struct_size!(
+    CUpti_Profiler_CounterDataImage_Initialize_Params,
+    pCounterDataImage,
+    *mut u8
+);
+/// `CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params_STRUCT_SIZE`.
+pub const CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params_STRUCT_SIZE: usize = struct_size!(
+    CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+    counterDataScratchBufferSize,
+    usize
+);
+/// `CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params_STRUCT_SIZE`.
+pub const CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params_STRUCT_SIZE: usize = struct_size!(
+    CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+    pCounterDataScratchBuffer,
+    *mut u8
+);
+/// `CUpti_Profiler_BeginSession_Params_STRUCT_SIZE`.
+pub const CUpti_Profiler_BeginSession_Params_STRUCT_SIZE: usize = struct_size!(
+    CUpti_Profiler_BeginSession_Params,
+    maxLaunchesPerPass,
+    usize
+);
+/// The `STRUCT_SIZE` of every [`CUpti_Profiler_Context_Params`] type.
+pub const CUpti_Profiler_Context_Params_STRUCT_SIZE: usize =
+    struct_size!(CUpti_Profiler_Context_Params, ctx, CUcontext);
+/// `CUpti_Profiler_SetConfig_Params_STRUCT_SIZE`.
+pub const CUpti_Profiler_SetConfig_Params_STRUCT_SIZE: usize =
+    struct_size!(CUpti_Profiler_SetConfig_Params, targetNestingLevel, u16);
+/// `CUpti_Profiler_EndPass_Params_STRUCT_SIZE`.
+pub const CUpti_Profiler_EndPass_Params_STRUCT_SIZE: usize =
+    struct_size!(CUpti_Profiler_EndPass_Params, allPassesSubmitted, u8);
+/// `CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE`.
+pub const CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE: usize = struct_size!(
+    CUpti_Profiler_FlushCounterData_Params,
+    numTraceBytesDropped,
+    usize
+);
+/// `CUpti_Profiler_PushRange_Params_STRUCT_SIZE`.
+pub const CUpti_Profiler_PushRange_Params_STRUCT_SIZE: usize =
+    struct_size!(CUpti_Profiler_PushRange_Params, rangeNameLength, usize);
+
 /// The signature every Profiling API function shares: one parameter block in, a status out.
 pub type cupti_params_fn<P> = unsafe extern "C" fn(params: *mut P) -> CUptiResult;
 
@@ -504,6 +720,32 @@ pub type cuptiRangeProfilerCounterDataImageInitialize_fn =
 /// `cuptiRangeProfilerGetCounterDataInfo`.
 pub type cuptiRangeProfilerGetCounterDataInfo_fn =
     cupti_params_fn<CUpti_RangeProfiler_GetCounterDataInfo_Params>;
+
+/// `cuptiProfilerCounterDataImageCalculateSize`.
+pub type cuptiProfilerCounterDataImageCalculateSize_fn =
+    cupti_params_fn<CUpti_Profiler_CounterDataImage_CalculateSize_Params>;
+/// `cuptiProfilerCounterDataImageInitialize`.
+pub type cuptiProfilerCounterDataImageInitialize_fn =
+    cupti_params_fn<CUpti_Profiler_CounterDataImage_Initialize_Params>;
+/// `cuptiProfilerCounterDataImageCalculateScratchBufferSize`.
+pub type cuptiProfilerCounterDataImageCalculateScratchBufferSize_fn =
+    cupti_params_fn<CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params>;
+/// `cuptiProfilerCounterDataImageInitializeScratchBuffer`.
+pub type cuptiProfilerCounterDataImageInitializeScratchBuffer_fn =
+    cupti_params_fn<CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params>;
+/// `cuptiProfilerBeginSession`.
+pub type cuptiProfilerBeginSession_fn = cupti_params_fn<CUpti_Profiler_BeginSession_Params>;
+/// `cuptiProfilerSetConfig`.
+pub type cuptiProfilerSetConfig_fn = cupti_params_fn<CUpti_Profiler_SetConfig_Params>;
+/// `cuptiProfilerEndPass`.
+pub type cuptiProfilerEndPass_fn = cupti_params_fn<CUpti_Profiler_EndPass_Params>;
+/// `cuptiProfilerFlushCounterData`.
+pub type cuptiProfilerFlushCounterData_fn = cupti_params_fn<CUpti_Profiler_FlushCounterData_Params>;
+/// `cuptiProfilerPushRange`.
+pub type cuptiProfilerPushRange_fn = cupti_params_fn<CUpti_Profiler_PushRange_Params>;
+/// `cuptiProfilerEndSession`, `cuptiProfilerUnsetConfig`, `cuptiProfilerBeginPass`,
+/// `cuptiProfilerEnableProfiling`, `cuptiProfilerDisableProfiling`, `cuptiProfilerPopRange`.
+pub type cuptiProfiler_context_fn = cupti_params_fn<CUpti_Profiler_Context_Params>;
 
 #[cfg(test)]
 mod tests {

@@ -241,6 +241,159 @@ fn checks() -> Vec<Check> {
             numTotalRanges,
         }
     );
+    strukt!(
+        o,
+        CUpti_Profiler_CounterDataImageOptions {
+            structSize,
+            pPriv,
+            pCounterDataPrefix,
+            counterDataPrefixSize,
+            maxNumRanges,
+            maxNumRangeTreeNodes,
+            maxRangeNameLength,
+        }
+    );
+    strukt!(
+        o,
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params {
+            structSize,
+            pPriv,
+            sizeofCounterDataImageOptions,
+            pOptions,
+            counterDataImageSize,
+        }
+    );
+    strukt!(
+        o,
+        CUpti_Profiler_CounterDataImage_Initialize_Params {
+            structSize,
+            pPriv,
+            sizeofCounterDataImageOptions,
+            pOptions,
+            counterDataImageSize,
+            pCounterDataImage,
+        }
+    );
+    strukt!(
+        o,
+        CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params {
+            structSize,
+            pPriv,
+            counterDataImageSize,
+            pCounterDataImage,
+            counterDataScratchBufferSize,
+        }
+    );
+    strukt!(
+        o,
+        CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params {
+            structSize,
+            pPriv,
+            counterDataImageSize,
+            pCounterDataImage,
+            counterDataScratchBufferSize,
+            pCounterDataScratchBuffer,
+        }
+    );
+    strukt!(
+        o,
+        CUpti_Profiler_BeginSession_Params {
+            structSize,
+            pPriv,
+            ctx,
+            counterDataImageSize,
+            pCounterDataImage,
+            counterDataScratchBufferSize,
+            pCounterDataScratchBuffer,
+            bDumpCounterDataInFile,
+            pCounterDataFilePath,
+            range,
+            replayMode,
+            maxRangesPerPass,
+            maxLaunchesPerPass,
+        }
+    );
+    // One Rust type for the header's six context-only parameter blocks.
+    for name in [
+        "EndSession",
+        "UnsetConfig",
+        "BeginPass",
+        "EnableProfiling",
+        "DisableProfiling",
+        "PopRange",
+    ] {
+        let t = format!("CUpti_Profiler_{name}_Params");
+        check(
+            o,
+            format!("sizeof({t})"),
+            size_of::<CUpti_Profiler_Context_Params>(),
+        );
+        check(
+            o,
+            format!("offsetof({t}, structSize)"),
+            offset_of!(CUpti_Profiler_Context_Params, structSize),
+        );
+        check(
+            o,
+            format!("offsetof({t}, pPriv)"),
+            offset_of!(CUpti_Profiler_Context_Params, pPriv),
+        );
+        check(
+            o,
+            format!("offsetof({t}, ctx)"),
+            offset_of!(CUpti_Profiler_Context_Params, ctx),
+        );
+        check(
+            o,
+            format!("{t}_STRUCT_SIZE"),
+            CUpti_Profiler_Context_Params_STRUCT_SIZE,
+        );
+    }
+    strukt!(
+        o,
+        CUpti_Profiler_SetConfig_Params {
+            structSize,
+            pPriv,
+            ctx,
+            pConfig,
+            configSize,
+            minNestingLevel,
+            numNestingLevels,
+            passIndex,
+            targetNestingLevel,
+        }
+    );
+    strukt!(
+        o,
+        CUpti_Profiler_EndPass_Params {
+            structSize,
+            pPriv,
+            ctx,
+            targetNestingLevel,
+            passIndex,
+            allPassesSubmitted,
+        }
+    );
+    strukt!(
+        o,
+        CUpti_Profiler_FlushCounterData_Params {
+            structSize,
+            pPriv,
+            ctx,
+            numRangesDropped,
+            numTraceBytesDropped,
+        }
+    );
+    strukt!(
+        o,
+        CUpti_Profiler_PushRange_Params {
+            structSize,
+            pPriv,
+            ctx,
+            pRangeName,
+            rangeNameLength,
+        }
+    );
     values!(o,
         "CUpti_Profiler_Initialize_Params_STRUCT_SIZE" => CUpti_Profiler_Initialize_Params_STRUCT_SIZE,
         "CUpti_Device_GetChipName_Params_STRUCT_SIZE" => CUpti_Device_GetChipName_Params_STRUCT_SIZE,
@@ -269,6 +422,20 @@ fn checks() -> Vec<Check> {
         "CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE" =>
             CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
         "CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE" => CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
+        "CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE" => CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE,
+        "CUpti_Profiler_CounterDataImage_CalculateSize_Params_STRUCT_SIZE" =>
+            CUpti_Profiler_CounterDataImage_CalculateSize_Params_STRUCT_SIZE,
+        "CUpti_Profiler_CounterDataImage_Initialize_Params_STRUCT_SIZE" =>
+            CUpti_Profiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
+        "CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params_STRUCT_SIZE" =>
+            CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params_STRUCT_SIZE,
+        "CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params_STRUCT_SIZE" =>
+            CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params_STRUCT_SIZE,
+        "CUpti_Profiler_BeginSession_Params_STRUCT_SIZE" => CUpti_Profiler_BeginSession_Params_STRUCT_SIZE,
+        "CUpti_Profiler_SetConfig_Params_STRUCT_SIZE" => CUpti_Profiler_SetConfig_Params_STRUCT_SIZE,
+        "CUpti_Profiler_EndPass_Params_STRUCT_SIZE" => CUpti_Profiler_EndPass_Params_STRUCT_SIZE,
+        "CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE" => CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE,
+        "CUpti_Profiler_PushRange_Params_STRUCT_SIZE" => CUpti_Profiler_PushRange_Params_STRUCT_SIZE,
         "CUPTI_METRIC_TYPE_COUNTER" => CUPTI_METRIC_TYPE_COUNTER,
         "CUPTI_METRIC_TYPE_RATIO" => CUPTI_METRIC_TYPE_RATIO,
         "CUPTI_METRIC_TYPE_THROUGHPUT" => CUPTI_METRIC_TYPE_THROUGHPUT,
