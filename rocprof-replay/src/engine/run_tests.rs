@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use super::*;
+use crate::counters::{CounterCatalog, MetricSet, Metrics};
 use crate::dispatch::{AgentId, DispatchId, QueueId};
 use crate::engine::inventory::Origin;
 use crate::engine::snapshot::{CopyError, Direction, Transfer, host_copy};
@@ -146,6 +147,14 @@ struct Log {
     stuck: Option<u64>,
     /// Kernel objects whose queued pass the window abandoned.
     abandoned: Mutex<Vec<u64>>,
+    /// The metric set every policy asks for, but kernel `other_metrics.0`'s (the second set).
+    metrics: Option<Arc<MetricSet>>,
+    other_metrics: Option<(u64, Arc<MetricSet>)>,
+    /// Ranges one counter pass holds ([`ReplayTarget::counter_ranges`]); 0: no counters.
+    counter_ranges: u32,
+    /// The counter calls, in order: `arm P` (counter pass P begins, the first member's range
+    /// with it), `range M` (member M's range), `end` (the pass ended).
+    counting: Mutex<Vec<String>>,
 }
 
 /// Work on the fake device queue.
@@ -165,6 +174,10 @@ struct Fake {
     /// Restores are queued ([`DeviceMemory::queue_restores`]) until asked otherwise.
     queuing: bool,
     inventory: Arc<AllocationInventory>,
+    /// Metrics per counter pass of the prepared set.
+    prepared: Vec<u32>,
+    /// A counter pass is armed; the kernel runs logged before it began.
+    armed: Option<usize>,
 }
 
 /// The dispatches submitted after the one whose window runs, in order: all on one queue, each
@@ -376,6 +389,47 @@ impl ReplayTarget for Fake {
     fn released(&mut self) {
         self.log.released.lock().push(self.kernel.object());
     }
+    fn prepare_counters(&mut self, set: &MetricSet) -> Result<(), String> {
+        if self.log.counter_ranges == 0 {
+            return Err("no counters here".into());
+        }
+        self.prepared = (0..set.pass_count())
+            .map(|p| set.pass(p).count() as u32)
+            .collect();
+        Ok(())
+    }
+    fn counter_ranges(&self) -> u32 {
+        self.log.counter_ranges.max(1)
+    }
+    fn arm_counters(&mut self, pass: Option<u32>) {
+        match (pass, self.armed) {
+            (Some(p), _) => {
+                self.armed = Some(self.log.inputs.lock().len());
+                self.log.counting.lock().push(format!("arm {p}"));
+            }
+            (None, Some(_)) => self.log.counting.lock().push("end".into()),
+            (None, None) => {}
+        }
+    }
+    fn next_counter_range(&mut self, member: u32) {
+        self.log.counting.lock().push(format!("range {member}"));
+    }
+    fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        self.member_counter_values(0, pass)
+    }
+    /// Each metric's value: the kernel that ran in the member's range (its object times a
+    /// million), what it read (its input's second word, mod 1000, times 10), its position.
+    fn member_counter_values(&mut self, member: u32, pass: u32) -> Result<Vec<u64>, String> {
+        let start = self.armed.take().ok_or("no counter pass was armed")?;
+        self.armed = Some(start);
+        let inputs = self.log.inputs.lock();
+        let (kernel, input) = inputs
+            .get(start + member as usize)
+            .ok_or_else(|| format!("no kernel ran in range {member}"))?;
+        Ok((0..self.prepared[pass as usize])
+            .map(|i| kernel * 1_000_000 + (input[1] % 1000) * 10 + u64::from(i))
+            .collect())
+    }
 }
 
 /// Fixed passes; `on_pass` panics for one kernel at one pass; every outcome is kept.
@@ -417,6 +471,12 @@ impl ReplayPolicy for Policy {
     }
     fn restore_mode(&self, _: &DispatchInfo) -> RestoreMode {
         self.restore
+    }
+    fn metrics(&self, info: &DispatchInfo) -> Option<Arc<MetricSet>> {
+        match &self.log.other_metrics {
+            Some((k, set)) if *k == info.kernel_object => Some(Arc::clone(set)),
+            _ => self.log.metrics.clone(),
+        }
     }
     fn on_end(&self, info: &DispatchInfo, _: (), outcome: &Outcome) {
         self.ended
@@ -520,6 +580,8 @@ fn submit_to(
             tickets: VecDeque::new(),
             queuing: false,
             inventory: Arc::clone(&inventory),
+            prepared: Vec::new(),
+            armed: None,
         };
         let window = engine
             .decide(&info(agent, k, n as u64), &mut target)
@@ -1317,4 +1379,182 @@ fn passes_queued_ahead_behind_a_stuck_one_or_a_stuck_restore_are_abandoned() {
         "{got:?}"
     );
     assert_eq!(ran.log.completions.load(Ordering::SeqCst), 3);
+}
+
+/// Three SQ counters (two per pass: two counter passes) and one of GRBM.
+fn metric_set(names: &[&str]) -> Arc<MetricSet> {
+    let catalog = CounterCatalog::new("gfx90a")
+        .block("SQ", 2)
+        .block("GRBM", 2)
+        .counter("SQ_WAVES", "SQ", 4)
+        .counter("SQ_ITEMS", "SQ", 14)
+        .counter("SQ_WAVES_EQ_64", "SQ", 6)
+        .counter("GRBM_COUNT", "GRBM", 0);
+    Arc::new(MetricSet::new(&catalog, names).unwrap())
+}
+
+/// What [`Fake::member_counter_values`] reports for `kernel` reading `input`, metric `i` of
+/// its counter pass.
+fn counted(kernel: &Kernel, input: &[u64], i: u64) -> u64 {
+    kernel.object() * 1_000_000 + (input[1] % 1000) * 10 + i
+}
+
+const FOUR: [&str; 4] = ["SQ_WAVES", "SQ_ITEMS", "GRBM_COUNT", "SQ_WAVES_EQ_64"];
+
+#[test]
+fn a_counter_run_measures_each_member_in_a_range_of_its_own_in_every_counter_pass() {
+    // A chain: each kernel reads what the one before wrote, so each member's counter passes
+    // must see its own inputs (the run's earlier members' results), not the run's.
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 3 },
+    ];
+    let log = Log {
+        metrics: Some(metric_set(&FOUR)),
+        counter_ranges: 8,
+        ..Log::default()
+    };
+    // Counters only: the application's pass, then the two counter passes.
+    let ran = submit_to(log, 8201, 4, None, &kernels, 1, 8, None);
+    assert_eq!(ran.memory, ran.expected, "one execution of the three");
+    assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 3); 3]);
+    assert_eq!(
+        *ran.log.counting.lock(),
+        [
+            "arm 0", "range 1", "range 2", "end", "arm 1", "range 1", "range 2", "end"
+        ],
+        "one counter pass holds the three members, one range each, in order"
+    );
+    for (n, k) in kernels.iter().enumerate() {
+        let inputs = inputs_of(&ran, k);
+        assert_eq!(
+            inputs.len(),
+            3,
+            "{k:?}: its own pass and two counter passes"
+        );
+        assert!(inputs.iter().all(|i| i == &inputs[0]), "{k:?}");
+        let (object, outcome) = &ran.outcomes[n];
+        assert_eq!(*object, k.object());
+        assert_eq!(outcome.inputs_restored, Some(true), "{outcome:?}");
+        let Metrics::Values(v) = &outcome.metrics else {
+            panic!("{k:?}: {:?}", outcome.metrics)
+        };
+        // Its own kernel and its own inputs: pass 1 holds SQ_WAVES, SQ_ITEMS, GRBM_COUNT;
+        // pass 2 SQ_WAVES_EQ_64.
+        let at = |name: &str| v.get(name).map(|m| (m.value, m.pass));
+        assert_eq!(at("SQ_WAVES"), Some((counted(k, &inputs[0], 0), 1)));
+        assert_eq!(at("SQ_ITEMS"), Some((counted(k, &inputs[0], 1), 1)));
+        assert_eq!(at("GRBM_COUNT"), Some((counted(k, &inputs[0], 2), 1)));
+        assert_eq!(at("SQ_WAVES_EQ_64"), Some((counted(k, &inputs[0], 0), 2)));
+    }
+    assert_eq!(ran.log.completions.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn counter_windows_keep_to_themselves_where_a_counter_pass_measures_one_dispatch() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+    ];
+    let log = Log {
+        metrics: Some(metric_set(&FOUR)),
+        counter_ranges: 1,
+        ..Log::default()
+    };
+    let ran = submit_to(log, 8202, 3, None, &kernels, 1, 8, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 1); 2]);
+    assert_eq!(
+        *ran.log.counting.lock(),
+        [
+            "arm 0", "end", "arm 1", "end", "arm 0", "end", "arm 1", "end"
+        ]
+    );
+    for (n, k) in kernels.iter().enumerate() {
+        let inputs = inputs_of(&ran, k);
+        let v = ran.outcomes[n].1.metrics.values().cloned().unwrap();
+        assert_eq!(
+            v.get("SQ_WAVES").map(|m| m.value),
+            Some(counted(k, &inputs[0], 0))
+        );
+    }
+}
+
+#[test]
+fn a_counter_run_takes_no_more_members_than_a_counter_pass_has_ranges() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 0 },
+    ];
+    let log = Log {
+        metrics: Some(metric_set(&FOUR)),
+        counter_ranges: 2,
+        ..Log::default()
+    };
+    let ran = submit_to(log, 8203, 3, None, &kernels, 1, 8, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(
+        kinds(&ran),
+        vec![
+            (OutcomeKind::Replayed, 3, 2),
+            (OutcomeKind::Replayed, 3, 2),
+            (OutcomeKind::Replayed, 3, 1)
+        ]
+    );
+    for (n, k) in kernels.iter().enumerate() {
+        let inputs = inputs_of(&ran, k);
+        let v = ran.outcomes[n].1.metrics.values().cloned().unwrap();
+        assert_eq!(
+            v.get("SQ_ITEMS").map(|m| m.value),
+            Some(counted(k, &inputs[0], 1))
+        );
+    }
+}
+
+#[test]
+fn a_dispatch_with_another_metric_set_or_none_does_not_join_a_counter_run() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 3 },
+    ];
+    let log = Log {
+        metrics: Some(metric_set(&FOUR)),
+        other_metrics: Some((kernels[1].object(), metric_set(&["GRBM_COUNT"]))),
+        counter_ranges: 8,
+        ..Log::default()
+    };
+    let ran = submit_to(log, 8204, 4, None, &kernels, 1, 8, None);
+    assert_eq!(ran.memory, ran.expected);
+    // The second's set differs: the first keeps to itself; the second's run cannot take
+    // the third (its set differs again).
+    assert_eq!(
+        kinds(&ran),
+        vec![
+            (OutcomeKind::Replayed, 3, 1),
+            (OutcomeKind::Replayed, 2, 1),
+            (OutcomeKind::Replayed, 3, 1)
+        ]
+    );
+    let grbm = ran.outcomes[1].1.metrics.values().cloned().unwrap();
+    assert!(grbm.get("SQ_WAVES").is_none() && grbm.get("GRBM_COUNT").is_some());
+    // A run without counters takes no member that collects them, and the other way round.
+    let log = Log {
+        metrics: None,
+        other_metrics: Some((kernels[1].object(), metric_set(&FOUR))),
+        counter_ranges: 8,
+        ..Log::default()
+    };
+    let ran = submit_to(log, 8205, 4, None, &kernels, 3, 8, None);
+    assert_eq!(ran.memory, ran.expected);
+    assert_eq!(
+        kinds(&ran),
+        vec![
+            (OutcomeKind::Replayed, 3, 1),
+            (OutcomeKind::Replayed, 5, 1),
+            (OutcomeKind::Replayed, 3, 1)
+        ]
+    );
 }

@@ -180,6 +180,11 @@ pub(super) struct Rider<'s> {
     pub(super) pass_times: Vec<Option<Duration>>,
     /// Its own end, where it differs from the run's (its policy panicked, its pass stuck).
     pub(super) kind: Option<OutcomeKind>,
+    /// The values of each counter pass it ran, from its range ([`count_riders`]).
+    pub(super) counter_values: Vec<Vec<u64>>,
+    /// Its own counter values, combined after the run's last counter pass (`None`: the run
+    /// ended before; its record then says why the first member has none).
+    pub(super) metrics: Option<Metrics>,
 }
 
 /// Why a run's pass stopped at a later member.
@@ -192,6 +197,9 @@ pub(super) struct Broken {
 /// What [`join_run`] needs of the run's first member.
 pub(super) struct Joining<'a> {
     pub(super) limit: u32,
+    /// The metric set every member collects (`None`: none), its counter passes after the
+    /// `limit` passes, each member's in a range of its own ([`count_riders`]).
+    pub(super) counters: Option<&'a MetricSet>,
     pub(super) run_max: u32,
     /// The run's first member is a `sampled` dispatch its footprint does not check
     /// ([`FootprintKind::Unchecked`]): nothing fingerprints what the members' arguments do not
@@ -228,6 +236,8 @@ pub(super) fn join_run<'s>(
         let info = window.info().clone();
         let unfit = if window.run_passes() != Some(j.limit) {
             Err("another pass count, or passes decided as they run")
+        } else if window.run_counters() != j.counters {
+            Err("another metric set, or none where the run collects one")
         } else if info.agent != agent {
             Err("another agent")
         } else if footprint::SOLO.contains(agent.0, info.kernel_object)
@@ -272,6 +282,8 @@ pub(super) fn join_run<'s>(
             passes: 0,
             pass_times: Vec::new(),
             kind: None,
+            counter_values: Vec::new(),
+            metrics: None,
         });
         let first = j.contexts.park();
         let ran = riders
@@ -376,6 +388,70 @@ pub(super) fn capture_joiner(
         }
         Err(_) => Err("its memory cannot be captured"),
     }
+}
+
+/// A counter pass over a run, after the first member's pass: each later member's pass in
+/// order, untimed, without policy calls (counter passes are the engine's), each in a range of
+/// its own in the first member's collection (`first`). Stops at the first member whose pass
+/// did not end normally.
+pub(super) fn count_riders(
+    first: &mut dyn ReplayTarget,
+    riders: &mut [Rider<'_>],
+) -> Result<(), Broken> {
+    for (j, r) in riders.iter_mut().enumerate() {
+        first.next_counter_range(j as u32 + 1);
+        let ran = phases::timed(Phase::Pass, || r.target.run_pass(false));
+        match ran {
+            Ok(kernel_time) => {
+                r.passes += 1;
+                r.pass_times.push(kernel_time);
+            }
+            Err(PassError::NotSubmitted(reason)) => {
+                return Err(Broken {
+                    kind: OutcomeKind::Declined(reason),
+                    late: false,
+                });
+            }
+            Err(PassError::Yielded) => {
+                r.passes += 1;
+                r.pass_times.push(None);
+                return Err(Broken {
+                    kind: OutcomeKind::Declined(DeclineReason::LockContention),
+                    late: true,
+                });
+            }
+            Err(PassError::Late) => {
+                r.passes += 1;
+                r.pass_times.push(None);
+                if r.target.settle_late_pass() {
+                    return Err(Broken {
+                        kind: OutcomeKind::Declined(DeclineReason::PassTimeout),
+                        late: false,
+                    });
+                }
+                r.kind = Some(OutcomeKind::Failed(FailureReason::PassStuck));
+                return Err(Broken {
+                    kind: OutcomeKind::Failed(FailureReason::PassStuck),
+                    late: true,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counter pass `pass`'s values of every later member, from its range of the run's collection
+/// (`first`), after the pass ended.
+pub(super) fn rider_counter_values(
+    first: &mut dyn ReplayTarget,
+    riders: &mut [Rider<'_>],
+    pass: u32,
+) -> Result<(), String> {
+    for (j, r) in riders.iter_mut().enumerate() {
+        let values = first.member_counter_values(j as u32 + 1, pass)?;
+        r.counter_values.push(values);
+    }
+    Ok(())
 }
 
 /// One pass of a later member, its policy called around it.
@@ -669,6 +745,16 @@ pub(super) fn end_run<'s>(
         outcome.kind = r.kind.unwrap_or(first.kind);
         outcome.passes = r.passes;
         outcome.pass_times = std::mem::take(&mut r.pass_times);
+        match r.metrics.take() {
+            Some(own) => outcome.metrics = own,
+            // Never the first member's values: its own were not all collected.
+            None if matches!(outcome.metrics, Metrics::Values(_)) => {
+                outcome.metrics = Metrics::Absent(
+                    "not_collected: a counter pass of the run did not measure this dispatch".into(),
+                );
+            }
+            None => {}
+        }
         outcome.inputs_restored = restored_verdict(&outcome);
         r.target.complete();
         r.member.end(&r.info, &outcome);

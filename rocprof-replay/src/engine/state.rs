@@ -9,7 +9,7 @@
 use std::sync::OnceLock;
 
 use crate::context::LoopContexts;
-use crate::counters::CounterCatalog;
+use crate::counters::{CounterCatalog, MetricSet};
 use crate::dispatch::DispatchInfo;
 use crate::engine::inventory::AllocationInventory;
 use crate::engine::records;
@@ -47,6 +47,9 @@ pub(crate) trait Pending: Send {
     /// The footprint it asks for when it may join a run ([`Decided::run_footprint`]).
     fn run_footprint(&self, info: &DispatchInfo, settings: &Settings) -> Option<FootprintMode>;
 
+    /// The metric set it collects ([`Decided::run_counters`]).
+    fn run_counters(&self) -> Option<&MetricSet>;
+
     /// The dispatch as a later member of a run whose first member's loop is `first`.
     fn into_member(self: Box<Self>, first: &LoopContexts) -> Box<dyn Member>;
 
@@ -73,6 +76,10 @@ impl<P: ReplayPolicy> Pending for Decided<'static, P> {
 
     fn run_footprint(&self, info: &DispatchInfo, settings: &Settings) -> Option<FootprintMode> {
         Decided::run_footprint(self, info, settings)
+    }
+
+    fn run_counters(&self) -> Option<&MetricSet> {
+        Decided::run_counters(self)
     }
 
     fn into_member(self: Box<Self>, first: &LoopContexts) -> Box<dyn Member> {
@@ -155,6 +162,11 @@ impl Window {
     pub(crate) fn run_footprint(&self) -> Option<FootprintMode> {
         self.pending
             .run_footprint(&self.info, &self.engine.settings)
+    }
+
+    /// The metric set it collects (`None`: none): a run's members all collect the same.
+    pub(crate) fn run_counters(&self) -> Option<&MetricSet> {
+        self.pending.run_counters()
     }
 
     /// The dispatch as a later member of a run whose first member's loop is `first`.

@@ -69,7 +69,12 @@
 //! order. A check that finds memory written outside every member's snapshot cannot name the
 //! writer: replay stops after the first passes and those kernels get windows of their own from
 //! then on ([`footprint::SOLO`]), where the writer is found as in a window of its own. Eligible:
-//! a fixed pass count, no `should_continue`, no counters, the `arguments`, `sampled` or `all`
+//! a fixed pass count, no `should_continue`, the same metric set or none (counters only where
+//! one counter pass of the backend measures several dispatches, each in a range of its own —
+//! [`ReplayTarget::counter_ranges`]: each counter pass then restores the run's snapshot and runs
+//! every member's pass in order inside it, the first member's collection opening each later
+//! member's range, and each member gets its own values; no backend offers more than one range
+//! yet), the `arguments`, `sampled` or `all`
 //! footprint (a run whose snapshot holds every allocation captures every allocation a joining
 //! member finds unheld; an unchecked `sampled` run takes in only dispatches not due a check),
 //! no host memory named or reached; the later members' outcomes carry the run's figures with
@@ -114,8 +119,8 @@ use crate::policy::{
     RestoreMode,
 };
 use runs::{
-    Broken, Joining, Rider, collect_riders, end_run, follow_riders, join_run, rerun_riders, ride,
-    submit_riders,
+    Broken, Joining, Rider, collect_riders, count_riders, end_run, follow_riders, join_run,
+    rerun_riders, ride, rider_counter_values, submit_riders,
 };
 pub(crate) use runs::{Joiner, Joins, Later, Member};
 
@@ -250,6 +255,28 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
         let _ = pass;
         Err("this backend offers no hardware counters".into())
+    }
+    /// How many dispatches one counter pass of the prepared set can measure, each in a range
+    /// of its own: the most members a window that collects counters may take into its
+    /// [run](self#runs) (asked after [`prepare_counters`](Self::prepare_counters)). The
+    /// default, 1: such a window keeps to itself.
+    fn counter_ranges(&self) -> u32 {
+        1
+    }
+    /// Inside a counter pass over a run (armed by [`arm_counters`](Self::arm_counters) on the
+    /// run's first member, whose collection holds every member's range): the pass of the
+    /// first member, or of the member before, ran; the range of later member `member` (1 for
+    /// the first later member) begins for the next pass run, another member's.
+    fn next_counter_range(&mut self, member: u32) {
+        let _ = member;
+    }
+    /// The values of counter pass `pass`, which just completed, for the run's member `member`
+    /// (0: the first, as [`counter_values`](Self::counter_values)).
+    fn member_counter_values(&mut self, member: u32, pass: u32) -> Result<Vec<u64>, String> {
+        if member == 0 {
+            return self.counter_values(pass);
+        }
+        Err("this backend measures one dispatch per counter pass".into())
     }
     /// The window is over and the dispatch's record written: its completion goes to the
     /// application now. The backend calls it for the later members of a [run](self#runs), in
@@ -556,15 +583,19 @@ impl<P: ReplayPolicy> Decided<'_, P> {
     }
 
     /// The passes the dispatch asks for when its window may cover a [run](self#runs): a
-    /// fixed count of two or more, no `should_continue`, no counters, no repeated host
-    /// writes. `None`: it needs a window of its own.
+    /// fixed count (two or more, or any with a metric set, whose counter passes follow), no
+    /// `should_continue`, no repeated host writes. `None`: it needs a window of its own.
     pub(crate) fn run_passes(&self) -> Option<u32> {
         (self.fixed
-            && self.limit >= 2
+            && (self.limit >= 2 || self.set.is_some())
             && self.decision.is_none()
-            && self.set.is_none()
             && !self.host_writes_repeated)
             .then_some(self.limit)
+    }
+
+    /// The metric set it collects (`None`: none): the members of a run all collect the same.
+    pub(crate) fn run_counters(&self) -> Option<&MetricSet> {
+        self.set.as_deref()
     }
 
     /// The footprint its policy asks for, resolved against `settings` as its own window
@@ -780,7 +811,13 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         let watched = unsafe { checksum(&watch) };
 
         // A window over a run of dispatches (`ROCPROF_REPLAY_RUN`): the queue's next
-        // dispatches join after this one's first pass (see [runs](self#runs)).
+        // dispatches join after this one's first pass (see [runs](self#runs)). With counters,
+        // as many as one counter pass can measure (each member a range of its own).
+        let counter_ranges = if counter_passes > 0 {
+            target.counter_ranges()
+        } else {
+            0
+        };
         let run_max = if settings.run > 1 {
             // The first condition that keeps this dispatch's window to itself, for the log.
             let alone = [
@@ -790,12 +827,15 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     "footprint verified",
                 ),
                 (requested == RestoreMode::Strict, "strict restores"),
-                (counter_passes > 0 || set.is_some(), "counters"),
+                (
+                    set.is_some() && counter_ranges < 2,
+                    "counters, one dispatch per counter pass",
+                ),
                 (
                     !fixed || decision.is_some(),
                     "the policy decides passes as they run",
                 ),
-                (limit < 2, "fewer than two passes"),
+                (limit < 2 && counter_passes == 0, "fewer than two passes"),
                 (
                     repeats || !watch.is_empty(),
                     "host memory watched or repeated",
@@ -810,6 +850,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     .then_some("the kernel once wrote outside a run's footprint")
             });
             match alone {
+                None if counter_passes > 0 => settings.run.min(counter_ranges),
                 None => settings.run,
                 Some(why) => {
                     tracing::debug!(kernel = info.kernel(), why, "a window of its own");
@@ -998,14 +1039,27 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     settled: None,
                 }
             };
+            // A counter pass over a run: the later members' passes follow the first member's
+            // inside the same counter pass, each in a range of its own.
+            let riding = match (&ran, counter) {
+                (Ok(_), Some(_)) if !riders.is_empty() => Some(count_riders(target, &mut riders)),
+                _ => riding,
+            };
             target.arm_counters(None);
             match ran {
                 Ok(kernel_time) if counter.is_some() => {
                     outcome.passes += 1;
                     outcome.pass_times.push(kernel_time);
                     let c = counter.unwrap_or_default();
-                    match target.counter_values(c) {
-                        Ok(values) => counter_values.push(values),
+                    let read = target.counter_values(c).and_then(|values| {
+                        counter_values.push(values);
+                        match &riding {
+                            Some(Ok(())) => rider_counter_values(target, &mut riders, c),
+                            _ => Ok(()),
+                        }
+                    });
+                    match read {
+                        Ok(()) => {}
                         Err(why) => {
                             tracing::warn!(kernel = info.kernel(), dispatch = %info.dispatch_id, "reading the counters of a pass failed: {why}");
                             *counters_error.borrow_mut() =
@@ -1122,8 +1176,9 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             }
             drop(scope);
             let completed = index + 1;
-            if run_max > 1 && counter.is_none() {
+            if run_max > 1 {
                 if index == 0
+                    && counter.is_none()
                     && let Some(joins) = joins.as_deref_mut()
                 {
                     let joined = join_run(
@@ -1131,6 +1186,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                         joins,
                         Joining {
                             limit,
+                            counters: set.as_deref(),
                             run_max,
                             unchecked: footprint_kind == FootprintKind::Unchecked,
                             covers_all: footprint_kind == FootprintKind::All,
@@ -1416,11 +1472,17 @@ impl<P: ReplayPolicy> Decided<'_, P> {
         if let Err(reason) = ended {
             fail_final(&mut outcome, reason);
         }
-        if let Some(metrics) = set
-            .as_ref()
-            .and_then(|set| collected(set, &outcome, first_counter_pass, &counter_values))
-        {
-            outcome.metrics = metrics;
+        if let Some(set) = &set {
+            if let Some(metrics) = collected(set, &outcome, first_counter_pass, &counter_values) {
+                outcome.metrics = metrics;
+            }
+            // Each later member of a run its own values, from its own ranges.
+            for r in &mut riders {
+                let mut own = outcome.clone();
+                own.kind = r.kind.unwrap_or(outcome.kind);
+                own.passes = r.passes;
+                r.metrics = collected(set, &own, first_counter_pass, &r.counter_values);
+            }
         }
         phases::timed(Phase::Complete, || target.complete());
         // Staging goes back before the agent does: the next window can reuse it at once —
