@@ -718,3 +718,49 @@ fn consecutive_dispatches_share_a_window_and_the_samples_see_one_execution() {
         }
     }
 }
+
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn counters_over_runs_give_each_dispatch_its_own_values() {
+    // `counters_tool`'s four metrics take two counter passes on hsa-emu. Back-to-back
+    // dispatches of a stream (a copy's blit kernel, scale_k<3>, scale_k<2>, the copy back) ask
+    // for the same set and share one window: each counter pass runs every member, and each
+    // record must carry the values of its own dispatch.
+    let recs = replay("streams", "counters_tool", Way::Preload, &[]);
+    let value = |r: &serde_json::Value, m: &str| r["metrics"][m]["value"].as_u64();
+    // Copies from or to page-locked host memory run once (`host_memory`); the rest replay.
+    let replayed: Vec<&serde_json::Value> =
+        recs.iter().filter(|r| r["outcome"] == "replayed").collect();
+    assert!(
+        replayed
+            .iter()
+            .filter(|r| r["kernel"].as_str().unwrap_or("").starts_with("_Z7scale_k"))
+            .count()
+            == 6,
+        "{recs:?}"
+    );
+    for r in &replayed {
+        assert_eq!(r["passes"], 3, "{r}");
+        assert_eq!(r["inputs_restored"], true, "{r}");
+        let kernel = r["kernel"].as_str().unwrap_or("");
+        let (waves, items) = (value(r, "SQ_WAVES"), value(r, "SQ_ITEMS"));
+        if kernel.starts_with("_Z7scale_k") {
+            // 4099 items in work-groups of 128: 33 groups, 66 wave64 waves.
+            assert_eq!((waves, items), (Some(66), Some(4224)), "{r}");
+        } else {
+            // A blit kernel: its own grid, every wave 64 wide.
+            let (w, i) = (waves.unwrap_or(0), items.unwrap_or(0));
+            assert!(w > 0 && i <= 64 * w && i > 64 * (w - 1) / 2, "{r}");
+        }
+        assert_eq!(value(r, "SQ_WAVES_EQ_64"), waves, "{r}");
+        assert_eq!(r["metrics"]["SQ_WAVES_EQ_64"]["pass"], 2, "{r}");
+    }
+    let runs: Vec<u64> = replayed
+        .iter()
+        .map(|r| r["run"].as_u64().unwrap_or(0))
+        .collect();
+    assert!(
+        runs.iter().any(|&n| n > 1),
+        "no dispatch joined a counter run: {runs:?}"
+    );
+}

@@ -152,8 +152,8 @@ struct Log {
     other_metrics: Option<(u64, Arc<MetricSet>)>,
     /// Ranges one counter pass holds ([`ReplayTarget::counter_ranges`]); 0: no counters.
     counter_ranges: u32,
-    /// The counter calls, in order: `arm P` (counter pass P begins, the first member's range
-    /// with it), `range M` (member M's range), `end` (the pass ended).
+    /// The counter calls, in order: `arm P K` (kernel K's target armed for counter pass P),
+    /// `end K` (its `arm_counters(None)`), objects in hex.
     counting: Mutex<Vec<String>>,
 }
 
@@ -176,8 +176,10 @@ struct Fake {
     inventory: Arc<AllocationInventory>,
     /// Metrics per counter pass of the prepared set.
     prepared: Vec<u32>,
-    /// A counter pass is armed; the kernel runs logged before it began.
+    /// The kernel runs logged before its last counter pass began.
     armed: Option<usize>,
+    /// Between `arm_counters(Some)` and `arm_counters(None)`.
+    counting: bool,
 }
 
 /// The dispatches submitted after the one whose window runs, in order: all on one queue, each
@@ -402,30 +404,29 @@ impl ReplayTarget for Fake {
         self.log.counter_ranges.max(1)
     }
     fn arm_counters(&mut self, pass: Option<u32>) {
-        match (pass, self.armed) {
-            (Some(p), _) => {
+        let k = self.kernel.object();
+        match pass {
+            Some(p) => {
                 self.armed = Some(self.log.inputs.lock().len());
-                self.log.counting.lock().push(format!("arm {p}"));
+                self.counting = true;
+                self.log.counting.lock().push(format!("arm {p} {k:x}"));
             }
-            (None, Some(_)) => self.log.counting.lock().push("end".into()),
-            (None, None) => {}
+            None if self.counting => {
+                self.counting = false;
+                self.log.counting.lock().push(format!("end {k:x}"));
+            }
+            None => {}
         }
     }
-    fn next_counter_range(&mut self, member: u32) {
-        self.log.counting.lock().push(format!("range {member}"));
-    }
-    fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
-        self.member_counter_values(0, pass)
-    }
-    /// Each metric's value: the kernel that ran in the member's range (its object times a
+    /// Each metric's value: the kernel that ran in its armed pass (its object times a
     /// million), what it read (its input's second word, mod 1000, times 10), its position.
-    fn member_counter_values(&mut self, member: u32, pass: u32) -> Result<Vec<u64>, String> {
-        let start = self.armed.take().ok_or("no counter pass was armed")?;
-        self.armed = Some(start);
+    fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        let at = self.armed.ok_or("no counter pass was armed")?;
         let inputs = self.log.inputs.lock();
-        let (kernel, input) = inputs
-            .get(start + member as usize)
-            .ok_or_else(|| format!("no kernel ran in range {member}"))?;
+        let (kernel, input) = inputs.get(at).ok_or("no kernel ran in the armed pass")?;
+        if *kernel != self.kernel.object() {
+            return Err(format!("another kernel ran in the armed pass: {kernel:x}"));
+        }
         Ok((0..self.prepared[pass as usize])
             .map(|i| kernel * 1_000_000 + (input[1] % 1000) * 10 + u64::from(i))
             .collect())
@@ -582,6 +583,7 @@ fn submit_to(
             inventory: Arc::clone(&inventory),
             prepared: Vec::new(),
             armed: None,
+            counting: false,
         };
         let window = engine
             .decide(&info(agent, k, n as u64), &mut target)
@@ -1419,13 +1421,20 @@ fn a_counter_run_measures_each_member_in_a_range_of_its_own_in_every_counter_pas
     let ran = submit_to(log, 8201, 4, None, &kernels, 1, 8, None);
     assert_eq!(ran.memory, ran.expected, "one execution of the three");
     assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 3); 3]);
-    assert_eq!(
-        *ran.log.counting.lock(),
+    // Each counter pass: the first member armed, its pass; the others armed, run and ended
+    // in order inside it; then the first member's pass ends.
+    let [a, b, c] = kernels.map(|k| k.object());
+    let pass = |p: u32| {
         [
-            "arm 0", "range 1", "range 2", "end", "arm 1", "range 1", "range 2", "end"
-        ],
-        "one counter pass holds the three members, one range each, in order"
-    );
+            format!("arm {p} {a:x}"),
+            format!("arm {p} {b:x}"),
+            format!("end {b:x}"),
+            format!("arm {p} {c:x}"),
+            format!("end {c:x}"),
+            format!("end {a:x}"),
+        ]
+    };
+    assert_eq!(*ran.log.counting.lock(), [pass(0), pass(1)].concat());
     for (n, k) in kernels.iter().enumerate() {
         let inputs = inputs_of(&ran, k);
         assert_eq!(
@@ -1465,10 +1474,18 @@ fn counter_windows_keep_to_themselves_where_a_counter_pass_measures_one_dispatch
     let ran = submit_to(log, 8202, 3, None, &kernels, 1, 8, None);
     assert_eq!(ran.memory, ran.expected);
     assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 1); 2]);
+    let [a, b] = kernels.map(|k| k.object());
     assert_eq!(
         *ran.log.counting.lock(),
         [
-            "arm 0", "end", "arm 1", "end", "arm 0", "end", "arm 1", "end"
+            format!("arm 0 {a:x}"),
+            format!("end {a:x}"),
+            format!("arm 1 {a:x}"),
+            format!("end {a:x}"),
+            format!("arm 0 {b:x}"),
+            format!("end {b:x}"),
+            format!("arm 1 {b:x}"),
+            format!("end {b:x}"),
         ]
     );
     for (n, k) in kernels.iter().enumerate() {

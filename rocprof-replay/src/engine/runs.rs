@@ -180,7 +180,7 @@ pub(super) struct Rider<'s> {
     pub(super) pass_times: Vec<Option<Duration>>,
     /// Its own end, where it differs from the run's (its policy panicked, its pass stuck).
     pub(super) kind: Option<OutcomeKind>,
-    /// The values of each counter pass it ran, from its range ([`count_riders`]).
+    /// The values of each counter pass it ran ([`count_riders`]).
     pub(super) counter_values: Vec<Vec<u64>>,
     /// Its own counter values, combined after the run's last counter pass (`None`: the run
     /// ended before; its record then says why the first member has none).
@@ -198,7 +198,7 @@ pub(super) struct Broken {
 pub(super) struct Joining<'a> {
     pub(super) limit: u32,
     /// The metric set every member collects (`None`: none), its counter passes after the
-    /// `limit` passes, each member's in a range of its own ([`count_riders`]).
+    /// `limit` passes, each member's inside the first member's ([`count_riders`]).
     pub(super) counters: Option<&'a MetricSet>,
     pub(super) run_max: u32,
     /// The run's first member is a `sampled` dispatch its footprint does not check
@@ -246,6 +246,11 @@ pub(super) fn join_run<'s>(
             Err("its kernel once wrote outside its footprint")
         } else if let Err(why) = fits_footprint(window, &info, j.unchecked, j.covers_all) {
             Err(why)
+        } else if let Some(set) = j.counters
+            && let Err(why) = candidate.prepare_counters(set)
+        {
+            tracing::debug!(kernel = info.kernel(), why, "counters of a run's candidate");
+            Err("its counters cannot be prepared")
         } else {
             phases::timed(Phase::Capture, || {
                 capture_joiner(
@@ -390,17 +395,15 @@ pub(super) fn capture_joiner(
     }
 }
 
-/// A counter pass over a run, after the first member's pass: each later member's pass in
-/// order, untimed, without policy calls (counter passes are the engine's), each in a range of
-/// its own in the first member's collection (`first`). Stops at the first member whose pass
-/// did not end normally.
-pub(super) fn count_riders(
-    first: &mut dyn ReplayTarget,
-    riders: &mut [Rider<'_>],
-) -> Result<(), Broken> {
-    for (j, r) in riders.iter_mut().enumerate() {
-        first.next_counter_range(j as u32 + 1);
+/// Counter pass `pass` over a run, after the first member's pass: each later member's pass
+/// in order, armed with its own counters, untimed, without policy calls (counter passes are
+/// the engine's), inside the first member's pass (whose `arm_counters(None)` follows). Stops
+/// at the first member whose pass did not end normally.
+pub(super) fn count_riders(riders: &mut [Rider<'_>], pass: u32) -> Result<(), Broken> {
+    for r in riders.iter_mut() {
+        r.target.arm_counters(Some(pass));
         let ran = phases::timed(Phase::Pass, || r.target.run_pass(false));
+        r.target.arm_counters(None);
         match ran {
             Ok(kernel_time) => {
                 r.passes += 1;
@@ -440,15 +443,10 @@ pub(super) fn count_riders(
     Ok(())
 }
 
-/// Counter pass `pass`'s values of every later member, from its range of the run's collection
-/// (`first`), after the pass ended.
-pub(super) fn rider_counter_values(
-    first: &mut dyn ReplayTarget,
-    riders: &mut [Rider<'_>],
-    pass: u32,
-) -> Result<(), String> {
-    for (j, r) in riders.iter_mut().enumerate() {
-        let values = first.member_counter_values(j as u32 + 1, pass)?;
+/// Counter pass `pass`'s values of every later member, after the pass ended.
+pub(super) fn rider_counter_values(riders: &mut [Rider<'_>], pass: u32) -> Result<(), String> {
+    for r in riders.iter_mut() {
+        let values = r.target.counter_values(pass)?;
         r.counter_values.push(values);
     }
     Ok(())

@@ -70,11 +70,10 @@
 //! writer: replay stops after the first passes and those kernels get windows of their own from
 //! then on ([`footprint::SOLO`]), where the writer is found as in a window of its own. Eligible:
 //! a fixed pass count, no `should_continue`, the same metric set or none (counters only where
-//! one counter pass of the backend measures several dispatches, each in a range of its own —
-//! [`ReplayTarget::counter_ranges`]: each counter pass then restores the run's snapshot and runs
-//! every member's pass in order inside it, the first member's collection opening each later
-//! member's range, and each member gets its own values; no backend offers more than one range
-//! yet), the `arguments`, `sampled` or `all`
+//! one counter pass of the backend can measure several dispatches —
+//! [`ReplayTarget::counter_ranges`], HSA's: each counter pass then restores the run's snapshot
+//! and runs every member's pass in order inside the first member's, each armed with its own
+//! counters, and each member gets its own values), the `arguments`, `sampled` or `all`
 //! footprint (a run whose snapshot holds every allocation captures every allocation a joining
 //! member finds unheld; an unchecked `sampled` run takes in only dispatches not due a check),
 //! no host memory named or reached; the later members' outcomes carry the run's figures with
@@ -256,27 +255,16 @@ pub(crate) trait ReplayTarget: DeviceMemory {
         let _ = pass;
         Err("this backend offers no hardware counters".into())
     }
-    /// How many dispatches one counter pass of the prepared set can measure, each in a range
-    /// of its own: the most members a window that collects counters may take into its
-    /// [run](self#runs) (asked after [`prepare_counters`](Self::prepare_counters)). The
-    /// default, 1: such a window keeps to itself.
+    /// How many dispatches one counter pass of the prepared set can measure: the most members
+    /// a window that collects counters may take into its [run](self#runs) (asked after
+    /// [`prepare_counters`](Self::prepare_counters)). A later member's target is prepared
+    /// when it joins, and in each counter pass armed, run and read like this one, inside this
+    /// one's pass: its `arm_counters(Some)` after this target's pass ran, this target's
+    /// `arm_counters(None)` after every member's pass (a backend whose collection spans the
+    /// pass, as CUPTI's, holds each member's range in it). The default, 1: such a window keeps
+    /// to itself.
     fn counter_ranges(&self) -> u32 {
         1
-    }
-    /// Inside a counter pass over a run (armed by [`arm_counters`](Self::arm_counters) on the
-    /// run's first member, whose collection holds every member's range): the pass of the
-    /// first member, or of the member before, ran; the range of later member `member` (1 for
-    /// the first later member) begins for the next pass run, another member's.
-    fn next_counter_range(&mut self, member: u32) {
-        let _ = member;
-    }
-    /// The values of counter pass `pass`, which just completed, for the run's member `member`
-    /// (0: the first, as [`counter_values`](Self::counter_values)).
-    fn member_counter_values(&mut self, member: u32, pass: u32) -> Result<Vec<u64>, String> {
-        if member == 0 {
-            return self.counter_values(pass);
-        }
-        Err("this backend measures one dispatch per counter pass".into())
     }
     /// The window is over and the dispatch's record written: its completion goes to the
     /// application now. The backend calls it for the later members of a [run](self#runs), in
@@ -1042,7 +1030,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             // A counter pass over a run: the later members' passes follow the first member's
             // inside the same counter pass, each in a range of its own.
             let riding = match (&ran, counter) {
-                (Ok(_), Some(_)) if !riders.is_empty() => Some(count_riders(target, &mut riders)),
+                (Ok(_), Some(c)) if !riders.is_empty() => Some(count_riders(&mut riders, c)),
                 _ => riding,
             };
             target.arm_counters(None);
@@ -1054,7 +1042,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     let read = target.counter_values(c).and_then(|values| {
                         counter_values.push(values);
                         match &riding {
-                            Some(Ok(())) => rider_counter_values(target, &mut riders, c),
+                            Some(Ok(())) => rider_counter_values(&mut riders, c),
                             _ => Ok(()),
                         }
                     });

@@ -2648,6 +2648,13 @@ impl ReplayTarget for HsaTarget {
         self.armed = pass;
     }
 
+    /// Each member of a run brings its own profiles (prepared when it joins) and wraps its own
+    /// pass in their start and stop packets: a counter pass measures as many dispatches as
+    /// the run holds.
+    fn counter_ranges(&self) -> u32 {
+        u32::MAX
+    }
+
     fn counter_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
         let aql = self.be.counters.as_ref().map_err(Clone::clone)?;
         let profile = self
