@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs (default: all but the last fifteen)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs (default: all but the last sixteen)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -357,6 +357,33 @@ PY2
       echo "cupti_pass_cost: exit $?"
       grep -E '^(mode|values|note|skip|error|done)' "$c/cupti_pass_cost.stdout" | head -120
       tail -5 "$c/cupti_pass_cost.stderr"
+    else
+      echo "cupti_pass_cost: nvcc failed"
+    fi
+    ;;
+  counters-probes)
+    # What a counter pass over several launches could live with (cupti_pass_cost's PROBE
+    # modes): the range profiler's and the legacy Profiler API's ranges per pass, the legacy
+    # API's auto range around one launch (does sm__cycles_elapsed count the kernel alone?), a
+    # closed gate on another stream during a pass, and CUPTI's calls from a second thread
+    # while the launching thread waits in a driver callback. Each probe bounded (90 s).
+    step "counters-probes: ranges per pass, auto range, gates and threads"
+    c=$out/probes; mkdir -p "$c"
+    if cupti_nvcc "$c/cupti_pass_cost" "$here/cuda/apps/cupti_pass_cost.cu" -ldl; then
+      S=sm__inst_executed.sum,sm__cycles_elapsed.avg,dram__bytes_read.sum
+      probe() { # modes, env...
+        local modes=$1; shift
+        echo "--- $modes $*"
+        env "$@" timeout 90 "$c/cupti_pass_cost" -k 2 --metrics $S --small none --modes "$modes" \
+          2>&1 | grep -E '^(mode=(range|legacy)|values|probe|error|skip|note)' | cut -c1-400
+        echo "exit ${PIPESTATUS[0]}"
+      }
+      probe range1,range2,range4,legacy1,legacy4,legacyauto1,legacyauto4 PROBE=
+      probe range1,legacy4,legacyauto4 PROBE=sidegate
+      probe range1,legacy4 PROBE=worker
+      probe range1,legacy4 PROBE=worker-sync
+      probe legacy4 PROBE=worker-callback PROBE_CB=query
+      probe legacy4 PROBE=worker-callback PROBE_CB=launch
     else
       echo "cupti_pass_cost: nvcc failed"
     fi

@@ -31,6 +31,24 @@
 //             configuration image from the profiler host API, counter data image from the range
 //             profiler (or NVPW's counter data builder, if that one is refused).
 //   legacysN  the same with a session per kernel (BeginSession/EndSession timed per kernel).
+//   legacyautoN  legacyN with CUPTI's auto range: no push/pop; per launch EnableProfiling,
+//             launch, DisableProfiling, with a kernel launched before it while profiling is
+//             disabled (it must not become a range): whether a range can hold the kernel alone.
+//
+// PROBE=sidegate|worker|worker-sync|worker-callback (range and legacy modes; default none) asks
+// what a multi-dispatch counter window could live with:
+//   sidegate         during every pass a second stream holds a closed gate (a stream wait on
+//                    mapped host memory, as a run's gate behind the application's launch);
+//                    gate_rescued>0 on the mode line: a call waited for that stream.
+//   worker           every CUPTI call and launch of the mode runs on a second thread (the
+//                    context current there) while the main thread sleeps.
+//   worker-sync      the same while the main thread waits in cudaStreamSynchronize on a second
+//                    stream held by a closed gate, opened when the worker is done (at most 20 s).
+//   worker-callback  the same while the main thread waits inside a CUPTI driver-API callback
+//                    (PROBE_CB=query: cuStreamQuery's; launch: cuLaunchKernel's) for the worker
+//                    to finish, at most 20 s; a worker not done then: `probe ... outcome=stuck`
+//                    and the program exits (the worker may be stuck in CUPTI).
+// Each probed mode prints `probe mode=... probe=... outcome=ok|failed|stuck wait_ms=...`.
 //
 // NESTING=num,min,target sets SetConfig's numNestingLevels, minNestingLevel and
 // targetNestingLevel (default 1,1,1).
@@ -172,9 +190,9 @@ uint32_t g_gate_gen = 0;
 std::atomic<int> g_gate_rescued{0};
 
 // Enqueues a wait for the gate's next generation on the stream.
-bool gate_close() {
+bool gate_close(cudaStream_t on = nullptr) {
   g_gate_gen++;
-  CUresult r = cuStreamWaitValue32((CUstream)g_stream, g_gate_dev, g_gate_gen,
+  CUresult r = cuStreamWaitValue32((CUstream)(on ? on : g_stream), g_gate_dev, g_gate_gen,
                                    CU_STREAM_WAIT_VALUE_GEQ);
   if (r != CUDA_SUCCESS) {
     printf("error mode=%s call=cuStreamWaitValue32 status=%d msg=\"\"\n", g_mode.c_str(), (int)r);
@@ -210,6 +228,46 @@ struct GateWatchdog {
     t.join();
   }
 };
+
+// ---- probes (PROBE=...) ----
+std::string g_probe;           // "", sidegate, worker, worker-callback
+cudaStream_t g_side = nullptr;  // the second stream of `sidegate` and of the callback's call
+
+// A closed gate on the side stream for the life of this object (sidegate only).
+struct SideGate {
+  GateWatchdog* dog = nullptr;
+  SideGate() {
+    if (g_probe != "sidegate") return;
+    dog = new GateWatchdog;
+    gate_close(g_side);
+  }
+  ~SideGate() {
+    if (!dog) return;
+    gate_open();
+    delete dog;
+  }
+};
+
+// worker-callback: the main thread's wait inside a driver-API callback.
+std::atomic<std::atomic<bool>*> g_cb_wait{nullptr};
+std::atomic<bool> g_cb_entered{false};
+std::thread::id g_main_id;
+std::string g_probe_cb = "query";
+
+void CUPTIAPI probe_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+  auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (cb->callbackSite != CUPTI_API_ENTER || std::this_thread::get_id() != g_main_id) return;
+  const char* want = g_probe_cb == "launch" ? "cuLaunchKernel" : "cuStreamQuery";
+  if (!cb->functionName || !strstr(cb->functionName, want)) return;
+  std::atomic<bool>* done = g_cb_wait.exchange(nullptr);
+  if (!done) return;
+  g_cb_entered = true;
+  auto t = clk::now();
+  while (!done->load() && ms_since(t) < 20000)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+__global__ void noop_kernel() {}
 
 // One launch, not waited for.
 bool launch_only(Stats& st) {
@@ -597,6 +655,7 @@ bool range_kernel(MetricSet& m, int ranges, bool user, std::vector<uint8_t>& ima
   for (; n < MAX_PASSES && !all; n++) {
     auto tp = clk::now();
     size_t before = st.count("start");
+    SideGate side;
     if (!rp_start(st, n == 0 ? "start_p0" : "start_later")) return false;
     if (first_start && before == 0) *first_start = st.v.at("start").back();
     bool good = true;
@@ -992,6 +1051,7 @@ struct LegacyMode {
   std::string mode;
   int ranges;
   bool session_per_kernel;
+  bool auto_range = false;  // legacyautoN: CUPTI's auto range, profiling enabled per launch
   size_t image_ranges() const {
     return session_per_kernel ? (size_t)ranges : (size_t)ranges * (size_t)g_opt.kernels;
   }
@@ -1000,7 +1060,7 @@ struct LegacyMode {
 enum class LegacyResult { Ok, ImageRefused, Failed };
 
 bool legacy_begin(std::vector<uint8_t>& image, std::vector<uint8_t>& scratch, int ranges,
-                  Stats& st) {
+                  Stats& st, bool auto_range = false) {
   CUpti_Profiler_BeginSession_Params p = {};
   p.structSize = CUpti_Profiler_BeginSession_Params_STRUCT_SIZE;
   p.ctx = g_ctx;
@@ -1008,7 +1068,7 @@ bool legacy_begin(std::vector<uint8_t>& image, std::vector<uint8_t>& scratch, in
   p.pCounterDataImage = image.data();
   p.counterDataScratchBufferSize = scratch.size();
   p.pCounterDataScratchBuffer = scratch.data();
-  p.range = CUPTI_UserRange;
+  p.range = auto_range ? CUPTI_AutoRange : CUPTI_UserRange;
   p.replayMode = CUPTI_UserReplay;
   p.maxRangesPerPass = (size_t)ranges;
   p.maxLaunchesPerPass = (size_t)ranges;
@@ -1031,7 +1091,7 @@ LegacyResult legacy_run(const LegacyMode& lm, MetricSet& m, const std::vector<ui
   if (!legacy_scratch(image, scratch)) return LegacyResult::ImageRefused;
   bool in_session = false;
   if (!lm.session_per_kernel) {
-    if (!legacy_begin(image, scratch, lm.ranges, st)) return LegacyResult::ImageRefused;
+    if (!legacy_begin(image, scratch, lm.ranges, st, lm.auto_range)) return LegacyResult::ImageRefused;
     in_session = true;
   }
   int passes = 0, done = 0;
@@ -1043,7 +1103,7 @@ LegacyResult legacy_run(const LegacyMode& lm, MetricSet& m, const std::vector<ui
       image = pristine;
       if (!legacy_scratch(image, scratch)) break;
       st.add("image_init", ms_since(t));
-      if (!legacy_begin(image, scratch, lm.ranges, st)) {
+      if (!legacy_begin(image, scratch, lm.ranges, st, lm.auto_range)) {
         if (k == 0) return LegacyResult::ImageRefused;
         break;
       }
@@ -1068,6 +1128,7 @@ LegacyResult legacy_run(const LegacyMode& lm, MetricSet& m, const std::vector<ui
     int n = 0;
     for (; n < MAX_PASSES && !all && !failed; n++) {
       auto tp = clk::now();
+      SideGate side;
       CUpti_Profiler_BeginPass_Params bp = {};
       bp.structSize = CUpti_Profiler_BeginPass_Params_STRUCT_SIZE;
       bp.ctx = g_ctx;
@@ -1078,9 +1139,27 @@ LegacyResult legacy_run(const LegacyMode& lm, MetricSet& m, const std::vector<ui
       CUpti_Profiler_EnableProfiling_Params ep = {};
       ep.structSize = CUpti_Profiler_EnableProfiling_Params_STRUCT_SIZE;
       ep.ctx = g_ctx;
-      bool good = tcall(st, "enable_profiling", "cuptiProfilerEnableProfiling",
-                        [&] { return g_legacy.enable(&ep); });
-      for (int r = 0; r < lm.ranges && good; r++) {
+      CUpti_Profiler_DisableProfiling_Params dp = {};
+      dp.structSize = CUpti_Profiler_DisableProfiling_Params_STRUCT_SIZE;
+      dp.ctx = g_ctx;
+      bool good = true;
+      if (lm.auto_range) {
+        // Each launch its own range: profiling enabled around it alone, and a kernel of ours
+        // (as the replay's L2 flush) launched before it with profiling disabled.
+        for (int r = 0; r < lm.ranges && good; r++) {
+          noop_kernel<<<1, 1, 0, g_stream>>>();
+          good = tcall(st, "enable_profiling", "cuptiProfilerEnableProfiling",
+                       [&] { return g_legacy.enable(&ep); });
+          if (good) good = launch(st);
+          if (!tcall(st, "disable_profiling", "cuptiProfilerDisableProfiling",
+                     [&] { return g_legacy.disable(&dp); }))
+            good = false;
+        }
+      } else {
+        good = tcall(st, "enable_profiling", "cuptiProfilerEnableProfiling",
+                     [&] { return g_legacy.enable(&ep); });
+      }
+      for (int r = 0; r < lm.ranges && good && !lm.auto_range; r++) {
         CUpti_Profiler_PushRange_Params pp = {};
         pp.structSize = CUpti_Profiler_PushRange_Params_STRUCT_SIZE;
         pp.ctx = g_ctx;
@@ -1097,11 +1176,8 @@ LegacyResult legacy_run(const LegacyMode& lm, MetricSet& m, const std::vector<ui
         if (!tcall(st, "pop", "cuptiProfilerPopRange", [&] { return g_legacy.pop(&po); }))
           good = false;
       }
-      CUpti_Profiler_DisableProfiling_Params dp = {};
-      dp.structSize = CUpti_Profiler_DisableProfiling_Params_STRUCT_SIZE;
-      dp.ctx = g_ctx;
-      if (!tcall(st, "disable_profiling", "cuptiProfilerDisableProfiling",
-                 [&] { return g_legacy.disable(&dp); }))
+      if (!lm.auto_range && !tcall(st, "disable_profiling", "cuptiProfilerDisableProfiling",
+                                   [&] { return g_legacy.disable(&dp); }))
         good = false;
       CUpti_Profiler_EndPass_Params e = {};
       e.structSize = CUpti_Profiler_EndPass_Params_STRUCT_SIZE;
@@ -1162,9 +1238,11 @@ LegacyResult legacy_run(const LegacyMode& lm, MetricSet& m, const std::vector<ui
   }
   if (!done) return LegacyResult::Failed;
   char extra[200];
-  snprintf(extra, sizeof extra, " image=%s image_bytes=%zu ref_mode=%s ref_passes=%d same_passes=%s",
+  snprintf(extra, sizeof extra,
+           " image=%s image_bytes=%zu ref_mode=%s ref_passes=%d same_passes=%s gate_rescued=%d",
            source, image.size(), m.measured_mode.empty() ? "none" : m.measured_mode.c_str(),
-           m.measured_passes, m.measured_passes == passes ? "yes" : "no");
+           m.measured_passes, m.measured_passes == passes ? "yes" : "no",
+           g_gate_rescued.exchange(0));
   print_mode_line(lm.mode, m, passes, lm.ranges, done, st, extra);
   return LegacyResult::Ok;
 }
@@ -1197,7 +1275,7 @@ void legacy_mode(const LegacyMode& lm, MetricSet& m) {
 }
 
 bool parse_mode(const std::string& s, std::string* kind, int* n) {
-  static const char* kinds[] = {"legacys", "legacy", "range", "auto", "nosync", "gated"};
+  static const char* kinds[] = {"legacyauto", "legacys", "legacy", "range", "auto", "nosync", "gated"};
   if (s == "startstop") {
     *kind = s;
     *n = 1;
@@ -1214,6 +1292,56 @@ bool parse_mode(const std::string& s, std::string* kind, int* n) {
     }
   }
   return false;
+}
+
+// Runs `f` (one mode) as PROBE says: on this thread, or on a worker while this thread sleeps
+// or waits inside a CUPTI callback.
+template <class F>
+void probed(const std::string& mode, F&& f) {
+  if (g_probe != "worker" && g_probe != "worker-sync" && g_probe != "worker-callback") {
+    f();
+    return;
+  }
+  std::atomic<bool> fin{false};
+  auto t = clk::now();
+  std::thread w([&] {
+    cuCtxSetCurrent(g_ctx);
+    f();
+    fin = true;
+  });
+  if (g_probe == "worker") {
+    while (!fin.load() && ms_since(t) < 60000)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } else if (g_probe == "worker-sync") {
+    // The gate opens when the worker is done, or after 20 s.
+    gate_close(g_side);
+    std::thread opener([&] {
+      while (!fin.load() && ms_since(t) < 20000)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      gate_open();
+    });
+    cudaStreamSynchronize(g_side);
+    opener.join();
+  } else {
+    g_cb_entered = false;
+    g_cb_wait = &fin;
+    if (g_probe_cb == "launch") {
+      noop_kernel<<<1, 1, 0, g_side>>>();
+    } else {
+      cuStreamQuery((CUstream)g_side);
+    }
+    g_cb_wait = nullptr;
+  }
+  bool done = fin.load();
+  printf("probe mode=%s probe=%s%s%s outcome=%s callback_entered=%d wait_ms=%.1f\n", mode.c_str(),
+         g_probe.c_str(), g_probe == "worker-callback" ? "/" : "",
+         g_probe == "worker-callback" ? g_probe_cb.c_str() : "", done ? "ok" : "stuck",
+         (int)g_cb_entered.load(), ms_since(t));
+  if (!done) {
+    fflush(stdout);
+    _exit(3);  // the worker may be stuck inside CUPTI: nothing more can be measured
+  }
+  w.join();
 }
 
 void usage() {
@@ -1263,6 +1391,14 @@ int main(int argc, char** argv) {
     }
   }
 
+  g_main_id = std::this_thread::get_id();
+  if (const char* pr = getenv("PROBE")) g_probe = pr;
+  if (const char* pc = getenv("PROBE_CB")) g_probe_cb = pc;
+  if (!g_probe.empty() && g_probe != "sidegate" && g_probe != "worker" &&
+      g_probe != "worker-sync" && g_probe != "worker-callback") {
+    fprintf(stderr, "unknown PROBE %s\n", g_probe.c_str());
+    return 2;
+  }
   // The context, the buffers, the kernel loaded and run once.
   auto t0 = clk::now();
   if (!cuda_ok(cudaFree(0), "cudaFree(0)")) return 1;
@@ -1283,6 +1419,14 @@ int main(int argc, char** argv) {
       return 1;
     g_gate = (volatile uint32_t*)gate;
     *g_gate = 0;
+  }
+  if (!cuda_ok(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking), "cudaStreamCreate"))
+    return 1;
+  if (g_probe == "worker-callback") {
+    CUpti_SubscriberHandle sub;
+    if (!ok(cuptiSubscribe(&sub, (CUpti_CallbackFunc)probe_callback, nullptr), "cuptiSubscribe") ||
+        !ok(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API), "cuptiEnableDomain"))
+      return 1;
   }
   {
     Stats warm;
@@ -1360,9 +1504,10 @@ int main(int argc, char** argv) {
         std::string kind;
         int n = 1;
         parse_mode(md, &kind, &n);
-        if (kind == "range" || kind == "auto") range_mode(md, m, n, kind == "range");
-        if (kind == "nosync") range_mode(md, m, n, true, Shape::NoSync);
-        if (kind == "gated") range_mode(md, m, n, true, Shape::Gated);
+        if (kind == "range" || kind == "auto")
+          probed(md, [&] { range_mode(md, m, n, kind == "range"); });
+        if (kind == "nosync") probed(md, [&] { range_mode(md, m, n, true, Shape::NoSync); });
+        if (kind == "gated") probed(md, [&] { range_mode(md, m, n, true, Shape::Gated); });
       }
     }
     // The legacy modes' images, from the range profiler while it is enabled.
@@ -1374,8 +1519,8 @@ int main(int argc, char** argv) {
           std::string kind;
           int n = 1;
           parse_mode(md, &kind, &n);
-          if (kind != "legacy" && kind != "legacys") continue;
-          LegacyMode lm{md, n, kind == "legacys"};
+          if (kind != "legacy" && kind != "legacys" && kind != "legacyauto") continue;
+          LegacyMode lm{md, n, kind == "legacys", kind == "legacyauto"};
           size_t r = lm.image_ranges();
           auto& img = g_legacy_images[{m.label, r}];
           if (!img.empty()) continue;
@@ -1403,7 +1548,10 @@ int main(int argc, char** argv) {
       std::string kind;
       int n = 1;
       parse_mode(md, &kind, &n);
-      if (kind == "legacy" || kind == "legacys") legacy_mode(LegacyMode{md, n, kind == "legacys"}, m);
+      if (kind == "legacy" || kind == "legacys" || kind == "legacyauto")
+        probed(md, [&] {
+          legacy_mode(LegacyMode{md, n, kind == "legacys", kind == "legacyauto"}, m);
+        });
     }
   }
 
