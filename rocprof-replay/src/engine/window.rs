@@ -800,7 +800,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
 
         // A window over a run of dispatches (`ROCPROF_REPLAY_RUN`): the queue's next
         // dispatches join after this one's first pass (see [runs](self#runs)). With counters,
-        // as many as one counter pass can measure (each member a range of its own).
+        // as many as one counter pass can measure (each member armed with its own counters).
         let counter_ranges = if counter_passes > 0 {
             target.counter_ranges()
         } else {
@@ -1028,7 +1028,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 }
             };
             // A counter pass over a run: the later members' passes follow the first member's
-            // inside the same counter pass, each in a range of its own.
+            // inside the same counter pass, each armed with its own counters.
             let riding = match (&ran, counter) {
                 (Ok(_), Some(c)) if !riders.is_empty() => Some(count_riders(&mut riders, c)),
                 _ => riding,
@@ -1464,7 +1464,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             if let Some(metrics) = collected(set, &outcome, first_counter_pass, &counter_values) {
                 outcome.metrics = metrics;
             }
-            // Each later member of a run its own values, from its own ranges.
+            // Each later member of a run its own values, from its own counter passes.
             for r in &mut riders {
                 let mut own = outcome.clone();
                 own.kind = r.kind.unwrap_or(outcome.kind);
