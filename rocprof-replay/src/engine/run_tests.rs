@@ -152,6 +152,8 @@ struct Log {
     other_metrics: Option<(u64, Arc<MetricSet>)>,
     /// Ranges one counter pass holds ([`ReplayTarget::counter_ranges`]); 0: no counters.
     counter_ranges: u32,
+    /// A kernel whose counter passes cannot be submitted.
+    refuse_counted: Option<u64>,
     /// The counter calls, in order: `arm P K` (kernel K's target armed for counter pass P),
     /// `end K` (its `arm_counters(None)`), objects in hex.
     counting: Mutex<Vec<String>>,
@@ -308,6 +310,9 @@ impl ReplayTarget for Fake {
         Ok(Vec::new())
     }
     fn run_pass(&mut self, timed: bool) -> Result<Option<Duration>, PassError> {
+        if self.counting && self.log.refuse_counted == Some(self.kernel.object()) {
+            return Err(PassError::NotSubmitted(DeclineReason::SubmitFailed));
+        }
         // Behind the queued restores, as on the device queue.
         if !self.settle_restores() {
             return Err(PassError::Late);
@@ -1574,4 +1579,40 @@ fn a_dispatch_with_another_metric_set_or_none_does_not_join_a_counter_run() {
             (OutcomeKind::Replayed, 3, 1)
         ]
     );
+}
+
+#[test]
+fn a_counter_pass_that_stops_at_a_later_member_leaves_one_execution_and_no_values() {
+    let kernels = [
+        Kernel::Add { src: 0, dst: 1 },
+        Kernel::Add { src: 1, dst: 2 },
+        Kernel::Add { src: 2, dst: 3 },
+    ];
+    for restore in [RestoreMode::Auto, RestoreMode::Full] {
+        let log = Log {
+            metrics: Some(metric_set(&FOUR)),
+            counter_ranges: 8,
+            refuse_counted: Some(kernels[1].object()),
+            ..Log::default()
+        };
+        // `panic_at` only for the restore mode: no policy panics (kernel 0 has no pass 9).
+        let ran = submit_to(log, 8206, 4, None, &kernels, 1, 8, Some((0, 9, restore)));
+        assert_eq!(
+            ran.memory, ran.expected,
+            "{restore:?}: one execution of the run"
+        );
+        for (_, o) in &ran.outcomes {
+            assert_eq!(o.run, 3, "{restore:?}: {o:?}");
+            assert_eq!(
+                o.kind,
+                OutcomeKind::Declined(DeclineReason::SubmitFailed),
+                "{restore:?}"
+            );
+            assert!(
+                matches!(&o.metrics, Metrics::Absent(_)),
+                "{restore:?}: no member has values of a pass that did not measure them all: {:?}",
+                o.metrics
+            );
+        }
+    }
 }
