@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs (default: all but the last sixteen)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab (default: all but the last seventeen)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -210,6 +210,28 @@ PY
       timeout 560 "$here/gpu" --include-ignored --nocapture a_gpt2 2>&1 | tail -12
     cat "$out/gpu-$s/gpt2.summary.json" 2>/dev/null
     python3 "$here/cuda/summarize.py" "$out/gpu-$s/gpt2.records.jsonl" 2>/dev/null | grep -v '^   ' | head -40
+    ;;
+  defer-ab)
+    # ROCPROF_REPLAY_CUDA_DEFER_US A/B on the GPT-2 step (one step, 3 passes, the pass_timer
+    # tool): a plain run, then the default (1000) and 0 (every deferrable launch deferred
+    # before its drain) alternating, each with its window phases (drain, defer, window), its
+    # outcomes and the step's loss and parameter hash (identical to plain, or replay changed
+    # the result). DEFER_AB overrides the values (default "1000 0 1000 0").
+    step "defer-ab: ROCPROF_REPLAY_CUDA_DEFER_US on the GPT-2 step"
+    d=$out/defer-ab; mkdir -p "$d"
+    timeout 200 python3 "$here/cuda/gpt2_step.py" --steps 2 --out "$d/plain.json" | tail -1
+    n=0
+    for v in ${DEFER_AB:-1000 0 1000 0}; do
+      n=$((n + 1))
+      echo "--- DEFER_US=$v (run $n, $(date -u +%H:%M:%S))"
+      CUDA_INJECTION64_PATH=$ROCPROF_REPLAY_CUDA_TOOL ROCPROF_REPLAY_PASSES=3 \
+        ROCPROF_REPLAY_LOG=error ROCPROF_REPLAY_CUDA_DEFER_US=$v \
+        ROCPROF_REPLAY_PHASES=$d/phases_$n.txt ROCPROF_REPLAY_OUTPUT=$d/r_$n.jsonl \
+        timeout 200 python3 "$here/cuda/gpt2_step.py" --steps 2 --out "$d/r_$n.json" 2>&1 | tail -1
+      grep -E '^(drain|defer|window) ' "$d/phases_$n.txt" | head -3
+      python3 -c "import json,collections,sys; c=collections.Counter(json.loads(l)['outcome'] for l in open(sys.argv[1])); print(dict(c))" "$d/r_$n.jsonl" 2>/dev/null
+      python3 -c "import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); print('identical to plain' if (a['loss'],a['params_sha256'])==(b['loss'],b['params_sha256']) else 'DIFFERS from plain')" "$d/plain.json" "$d/r_$n.json" 2>/dev/null
+    done
     ;;
   gpt2-expandable)
     # The GPT-2 step with PyTorch's expandable segments: its memory comes from cuMemCreate and
