@@ -1,5 +1,5 @@
 //! Which driver callbacks the backend handles, and how: a callback's name classified once
-//! ([`classify`]) into an [`Api`], looked up by callback id at every call ([`Ids`]).
+//! ([`classify()`]) into an [`Api`], looked up by callback id at every call ([`Ids`]).
 
 use super::*;
 

@@ -334,7 +334,7 @@ pub(crate) fn connections(setting: Option<&str>) -> u32 {
         .map_or(8, |n| n.min(32))
 }
 
-/// The lane ([`AgentLock`](crate::engine::agent::AgentLock)'s name for a stream) of stream
+/// The lane ([`crate::engine::agent::AgentLock`]'s name for a stream) of stream
 /// `stream` as the calling thread names it. Streams are their handles, but
 /// `CU_STREAM_PER_THREAD` names each thread's own per-thread default stream: its lane is one
 /// per thread (the top bit set, so no handle is mistaken for it), so that work on another

@@ -1,6 +1,6 @@
 //! Memory a kernel can write that the allocation inventory does not hold, because a replay
 //! must neither capture nor restore it: the launch declines before pass 1 instead when its
-//! arguments point into it ([`refusal`](super::window::launch)).
+//! arguments point into it (`refusal` in `cuda/window/launch.rs`).
 //!
 //! | kind | recorded from | why it is not snapshotted | a launch pointing into it |
 //! |---|---|---|---|

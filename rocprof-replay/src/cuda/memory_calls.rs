@@ -3,7 +3,7 @@
 //! allocations (captured, restored, fingerprinted), host-visible memory (`host_memory`:
 //! watched or declined), memory another process or GPU writes (`foreign_memory`: declined),
 //! surface objects, and the arena relieved when the application runs short
-//! ([`memory`](super::memory) has the kinds).
+//! ([`super::memory`] has the kinds).
 
 use super::*;
 

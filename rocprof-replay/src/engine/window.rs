@@ -209,8 +209,8 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     /// Whether memory exists that the window can neither restore nor fingerprint and that a
     /// pointer stored in a module variable could lead a kernel to (host-visible memory,
     /// memory another process or context writes): the window then reads the module
-    /// variables' words and has [`stored_pointers`](Self::stored_pointers) classify them
-    /// ([`stored`](crate::engine::stored)). The default: none.
+    /// variables' words and has [`Self::stored_pointers`] classify them
+    /// ([`crate::engine::stored`]). The default: none.
     fn unrestorable_memory_exists(&self) -> bool {
         false
     }
@@ -226,7 +226,7 @@ pub(crate) trait ReplayTarget: DeviceMemory {
     /// The dispatch's argument bytes (HSA: the kernarg segment, hidden arguments included;
     /// CUDA: the packed parameters), read before the first pass: the snapshot captures the
     /// allocations their 8-byte-aligned words point into and watches the agent's others
-    /// ([`footprint`](crate::engine::footprint)). `None` (the default): unknown, so every
+    /// ([`crate::engine::footprint`]). `None` (the default): unknown, so every
     /// allocation is captured.
     fn argument_bytes(&self) -> Option<Vec<u8>> {
         None

@@ -20,7 +20,7 @@
 //! inside a window could deadlock against the window's own gates. A window never loads it: a
 //! context not prepared yet, or where it cannot be loaded, answers [`DiffError::Unsupported`],
 //! so its dispatches get full restores. Regions whose snapshot is in host memory (pinned, when the device had no room) are
-//! compared on the host ([`diff_by_reading`]: only live memory is read back).
+//! compared on the host ([`diff_by_reading`](crate::engine::snapshot::diff_by_reading): only live memory is read back).
 //!
 //! The same module has the fingerprint kernel of the narrowed footprint
 //! ([`footprint`](crate::engine::footprint)): one 64-bit hash per granule of watched memory,
@@ -61,7 +61,7 @@ pub(crate) const ENTRY: &CStr = c"rocprof_replay_compare_table";
 pub(crate) const FINGERPRINT_ENTRY: &CStr = c"rocprof_replay_fingerprint_table";
 
 /// The copy kernel's entry point (same module): `(table, n, chunk, total)`, `n` 32-bit, the
-/// rest 64-bit, over `n` [`CopyEntry`]s ([`copy_on_device`]).
+/// rest 64-bit, over `n` [`CopyEntry`]s ([`submit_copies`]).
 pub(crate) const COPY_ENTRY: &CStr = c"rocprof_replay_copy_table";
 
 /// Bytes of one chunk of the copy kernel (one block at a time).

@@ -240,7 +240,7 @@ pub(super) struct CudaTarget<'a> {
     pub(super) launch_values: Option<LaunchValues>,
     /// The private stream given up with work still running on it (0: none).
     pub(super) late_stream: usize,
-    /// The L2 flush before each counter pass ([`l2`](super::l2)).
+    /// The L2 flush before each counter pass (the [`super::l2`] module).
     pub(super) l2: super::l2::L2Flush,
     /// A later member of a window's run: released when dropped, if not before.
     rider: bool,
