@@ -404,41 +404,7 @@ pub(super) fn count_riders(riders: &mut [Rider<'_>], pass: u32) -> Result<(), Br
         r.target.arm_counters(Some(pass));
         let ran = phases::timed(Phase::Pass, || r.target.run_pass(false));
         r.target.arm_counters(None);
-        match ran {
-            Ok(kernel_time) => {
-                r.passes += 1;
-                r.pass_times.push(kernel_time);
-            }
-            Err(PassError::NotSubmitted(reason)) => {
-                return Err(Broken {
-                    kind: OutcomeKind::Declined(reason),
-                    late: false,
-                });
-            }
-            Err(PassError::Yielded) => {
-                r.passes += 1;
-                r.pass_times.push(None);
-                return Err(Broken {
-                    kind: OutcomeKind::Declined(DeclineReason::LockContention),
-                    late: true,
-                });
-            }
-            Err(PassError::Late) => {
-                r.passes += 1;
-                r.pass_times.push(None);
-                if r.target.settle_late_pass() {
-                    return Err(Broken {
-                        kind: OutcomeKind::Declined(DeclineReason::PassTimeout),
-                        late: false,
-                    });
-                }
-                r.kind = Some(OutcomeKind::Failed(FailureReason::PassStuck));
-                return Err(Broken {
-                    kind: OutcomeKind::Failed(FailureReason::PassStuck),
-                    late: true,
-                });
-            }
-        }
+        record_rider_pass(r, ran)?;
     }
     Ok(())
 }
@@ -479,36 +445,44 @@ pub(super) fn finish_rider_pass(
     timed: bool,
     ran: Result<Option<Duration>, PassError>,
 ) -> Result<(), Broken> {
-    let panicked = Broken {
-        kind: OutcomeKind::Declined(DeclineReason::PolicyPanicked),
-        late: false,
-    };
+    let ended = r
+        .member
+        .end_pass(&r.info, index, ran.as_ref().ok().map(|t| (timed, *t)));
+    let not_submitted = matches!(ran, Err(PassError::NotSubmitted(_)));
+    let recorded = record_rider_pass(r, ran);
+    if not_submitted && index == 0 {
+        // Its dispatch has not run: this is its one execution.
+        once_more(r);
+    }
+    recorded?;
+    if !ended {
+        r.kind = Some(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
+        return Err(Broken {
+            kind: OutcomeKind::Declined(DeclineReason::PolicyPanicked),
+            late: false,
+        });
+    }
+    Ok(())
+}
+
+/// A later member's pass after it ran (or did not), its policy aside: its passes and times,
+/// and why the run's pass stops there, if it does (a pass that may still run is `late`).
+fn record_rider_pass(
+    r: &mut Rider<'_>,
+    ran: Result<Option<Duration>, PassError>,
+) -> Result<(), Broken> {
     match ran {
         Ok(kernel_time) => {
             r.passes += 1;
             r.pass_times.push(kernel_time);
-            if r.member
-                .end_pass(&r.info, index, Some((timed, kernel_time)))
-            {
-                Ok(())
-            } else {
-                r.kind = Some(OutcomeKind::Declined(DeclineReason::PolicyPanicked));
-                Err(panicked)
-            }
+            Ok(())
         }
-        Err(PassError::NotSubmitted(reason)) => {
-            r.member.end_pass(&r.info, index, None);
-            if index == 0 {
-                once_more(r);
-            }
-            Err(Broken {
-                kind: OutcomeKind::Declined(reason),
-                late: false,
-            })
-        }
+        Err(PassError::NotSubmitted(reason)) => Err(Broken {
+            kind: OutcomeKind::Declined(reason),
+            late: false,
+        }),
         Err(PassError::Yielded) => {
             // Its first pass waits for work the window holds up: it may still run.
-            r.member.end_pass(&r.info, index, None);
             r.passes += 1;
             r.pass_times.push(None);
             Err(Broken {
@@ -517,7 +491,6 @@ pub(super) fn finish_rider_pass(
             })
         }
         Err(PassError::Late) => {
-            r.member.end_pass(&r.info, index, None);
             r.passes += 1;
             r.pass_times.push(None);
             if r.target.settle_late_pass() {
