@@ -43,6 +43,16 @@ fn finish_other_stream() {
     g.stuck_events.clear();
 }
 
+/// Once everything settled: the first window replayed with 3 passes, and the application
+/// sees one execution of `add_one` over `buf`.
+fn assert_replayed_once(h: &Harness, buf: &Buffer) {
+    h.settle();
+    pump();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(buf.values(), vec![1; 4]);
+}
+
 #[test]
 fn a_launch_whose_drain_waits_returns_behind_a_gate_and_is_replayed_once_the_drain_ends() {
     let (h, mut buf) = busy_other_stream(deferring());
@@ -177,11 +187,7 @@ fn a_launch_whose_own_stream_is_busy_is_deferred_and_drained_through_its_marker(
         returned < Duration::from_millis(600),
         "returned after {returned:?}"
     );
-    h.settle();
-    pump();
-    let o = &h.outcomes()[0].1;
-    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
-    assert_eq!(buf.values(), vec![1; 4]);
+    assert_replayed_once(&h, &buf);
     assert!(every_wait_passed());
 }
 
@@ -197,11 +203,7 @@ fn a_deferred_launchs_stream_destroyed_before_the_drain_ends_is_not_waited_for_o
     stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING, 0x5000);
     gpu().destroyed_streams.insert(0x5000);
     finish_other_stream();
-    h.settle();
-    pump();
-    let o = &h.outcomes()[0].1;
-    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
-    assert_eq!(buf.values(), vec![1; 4]);
+    assert_replayed_once(&h, &buf);
     assert!(gpu().kernel_faults.is_empty(), "{:?}", gpu().kernel_faults);
 }
 
@@ -252,11 +254,7 @@ fn a_stream_made_to_wait_behind_a_deferred_launch_is_drained_up_to_its_marker() 
     // SAFETY: fake driver.
     unsafe { stream_wait_event(0x6000 as CUstream, behind as CUevent, 0) };
     finish_other_stream();
-    h.settle();
-    pump();
-    let o = &h.outcomes()[0].1;
-    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
-    assert_eq!(buf.values(), vec![1; 4]);
+    assert_replayed_once(&h, &buf);
     assert_eq!(
         query_stream(0x6000),
         CUDA_SUCCESS,
@@ -286,26 +284,14 @@ fn work_waiting_during_a_deferred_drain_is_ordered_behind_the_gate_once_it_opens
             finish_other_stream();
         });
         let t = Instant::now();
-        // cuMemsetD32Async(dstDevice, ui, N, hStream)
-        let p = [other.ptr, 7, 4, 0x7000];
-        h.call(
-            MEMSET_ASYNC,
-            c"cuMemsetD32Async",
-            p.as_ptr().cast(),
-            c"",
-            || CUDA_SUCCESS,
-        );
+        h.fill_async(other.ptr, 7, 4, 0x7000);
         (h.outcomes().is_empty(), t.elapsed())
     });
     assert!(
         returned_during_window,
         "the fill waited for the whole window ({took:?})"
     );
-    h.settle();
-    pump();
-    let o = &h.outcomes()[0].1;
-    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
-    assert_eq!(buf.values(), vec![1; 4]);
+    assert_replayed_once(&h, &buf);
     assert!(
         ops_on(0x7000).iter().any(|o| matches!(o, Op::Wait(..))),
         "ordered behind the window's gate: {:?}",

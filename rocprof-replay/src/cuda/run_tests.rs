@@ -138,14 +138,7 @@ fn a_call_between_two_launches_ends_the_run() {
         h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
         // Another call of the application (a fill on another stream): the next launch may
         // not join the window of the one before.
-        let p: [u64; 4] = [other.ptr, 7, 4, 0x6000];
-        h.call(
-            MEMSET_ASYNC,
-            c"cuMemsetD32Async",
-            p.as_ptr().cast(),
-            c"",
-            || CUDA_SUCCESS,
-        );
+        h.fill_async(other.ptr, 7, 4, 0x6000);
     }
     h.settle();
     assert_eq!(buf.values(), vec![3; 64]);

@@ -1465,6 +1465,19 @@ impl Harness {
         self.call_in(CTX, cbid, name, params, symbol, body)
     }
 
+    /// `cuMemsetD32Async(ptr, value, n, stream)` as the application calls it: a fill that
+    /// writes `n` words at `ptr` on `stream`.
+    fn fill_async(&self, ptr: u64, value: u64, n: u64, stream: u64) -> CUresult {
+        let p: [u64; 4] = [ptr, value, n, stream];
+        self.call(
+            MEMSET_ASYNC,
+            c"cuMemsetD32Async",
+            p.as_ptr().cast(),
+            c"",
+            || CUDA_SUCCESS,
+        )
+    }
+
     /// [`call`](Self::call) with context `ctx` current.
     fn call_in(
         &self,

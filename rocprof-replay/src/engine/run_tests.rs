@@ -1408,6 +1408,30 @@ fn counted(kernel: &Kernel, input: &[u64], i: u64) -> u64 {
 
 const FOUR: [&str; 4] = ["SQ_WAVES", "SQ_ITEMS", "GRBM_COUNT", "SQ_WAVES_EQ_64"];
 
+/// A log whose policies ask for [`FOUR`] (two counter passes) on a backend whose counter pass
+/// measures `ranges` dispatches.
+fn counting_log(ranges: u32) -> Log {
+    Log {
+        metrics: Some(metric_set(&FOUR)),
+        counter_ranges: ranges,
+        ..Log::default()
+    }
+}
+
+/// Each dispatch's `metric` (position `i` in its counter pass) is its own kernel's, on the
+/// inputs its first pass had.
+fn assert_own_values(ran: &Ran, kernels: &[Kernel], metric: &str, i: u64) {
+    for (n, k) in kernels.iter().enumerate() {
+        let inputs = inputs_of(ran, k);
+        let v = ran.outcomes[n].1.metrics.values().cloned().unwrap();
+        assert_eq!(
+            v.get(metric).map(|m| m.value),
+            Some(counted(k, &inputs[0], i)),
+            "{k:?}"
+        );
+    }
+}
+
 #[test]
 fn a_counter_run_measures_each_member_in_a_range_of_its_own_in_every_counter_pass() {
     // A chain: each kernel reads what the one before wrote, so each member's counter passes
@@ -1417,11 +1441,7 @@ fn a_counter_run_measures_each_member_in_a_range_of_its_own_in_every_counter_pas
         Kernel::Add { src: 1, dst: 2 },
         Kernel::Add { src: 2, dst: 3 },
     ];
-    let log = Log {
-        metrics: Some(metric_set(&FOUR)),
-        counter_ranges: 8,
-        ..Log::default()
-    };
+    let log = counting_log(8);
     // Counters only: the application's pass, then the two counter passes.
     let ran = submit_to(log, 8201, 4, None, &kernels, 1, 8, None);
     assert_eq!(ran.memory, ran.expected, "one execution of the three");
@@ -1471,11 +1491,7 @@ fn counter_windows_keep_to_themselves_where_a_counter_pass_measures_one_dispatch
         Kernel::Add { src: 0, dst: 1 },
         Kernel::Add { src: 1, dst: 2 },
     ];
-    let log = Log {
-        metrics: Some(metric_set(&FOUR)),
-        counter_ranges: 1,
-        ..Log::default()
-    };
+    let log = counting_log(1);
     let ran = submit_to(log, 8202, 3, None, &kernels, 1, 8, None);
     assert_eq!(ran.memory, ran.expected);
     assert_eq!(kinds(&ran), vec![(OutcomeKind::Replayed, 3, 1); 2]);
@@ -1493,14 +1509,7 @@ fn counter_windows_keep_to_themselves_where_a_counter_pass_measures_one_dispatch
             format!("end {b:x}"),
         ]
     );
-    for (n, k) in kernels.iter().enumerate() {
-        let inputs = inputs_of(&ran, k);
-        let v = ran.outcomes[n].1.metrics.values().cloned().unwrap();
-        assert_eq!(
-            v.get("SQ_WAVES").map(|m| m.value),
-            Some(counted(k, &inputs[0], 0))
-        );
-    }
+    assert_own_values(&ran, &kernels, "SQ_WAVES", 0);
 }
 
 #[test]
@@ -1510,11 +1519,7 @@ fn a_counter_run_takes_no_more_members_than_a_counter_pass_has_ranges() {
         Kernel::Add { src: 1, dst: 2 },
         Kernel::Add { src: 2, dst: 0 },
     ];
-    let log = Log {
-        metrics: Some(metric_set(&FOUR)),
-        counter_ranges: 2,
-        ..Log::default()
-    };
+    let log = counting_log(2);
     let ran = submit_to(log, 8203, 3, None, &kernels, 1, 8, None);
     assert_eq!(ran.memory, ran.expected);
     assert_eq!(
@@ -1525,14 +1530,7 @@ fn a_counter_run_takes_no_more_members_than_a_counter_pass_has_ranges() {
             (OutcomeKind::Replayed, 3, 1)
         ]
     );
-    for (n, k) in kernels.iter().enumerate() {
-        let inputs = inputs_of(&ran, k);
-        let v = ran.outcomes[n].1.metrics.values().cloned().unwrap();
-        assert_eq!(
-            v.get("SQ_ITEMS").map(|m| m.value),
-            Some(counted(k, &inputs[0], 1))
-        );
-    }
+    assert_own_values(&ran, &kernels, "SQ_ITEMS", 1);
 }
 
 #[test]
@@ -1543,10 +1541,8 @@ fn a_dispatch_with_another_metric_set_or_none_does_not_join_a_counter_run() {
         Kernel::Add { src: 2, dst: 3 },
     ];
     let log = Log {
-        metrics: Some(metric_set(&FOUR)),
         other_metrics: Some((kernels[1].object(), metric_set(&["GRBM_COUNT"]))),
-        counter_ranges: 8,
-        ..Log::default()
+        ..counting_log(8)
     };
     let ran = submit_to(log, 8204, 4, None, &kernels, 1, 8, None);
     assert_eq!(ran.memory, ran.expected);
@@ -1590,10 +1586,8 @@ fn a_counter_pass_that_stops_at_a_later_member_leaves_one_execution_and_no_value
     ];
     for restore in [RestoreMode::Auto, RestoreMode::Full] {
         let log = Log {
-            metrics: Some(metric_set(&FOUR)),
-            counter_ranges: 8,
             refuse_counted: Some(kernels[1].object()),
-            ..Log::default()
+            ..counting_log(8)
         };
         // `panic_at` only for the restore mode: no policy panics (kernel 0 has no pass 9).
         let ran = submit_to(log, 8206, 4, None, &kernels, 1, 8, Some((0, 9, restore)));
