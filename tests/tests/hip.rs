@@ -748,9 +748,9 @@ fn counters_over_runs_give_each_dispatch_its_own_values() {
             // 4099 items in work-groups of 128: 33 groups, 66 wave64 waves.
             assert_eq!((waves, items), (Some(66), Some(4224)), "{r}");
         } else {
-            // A blit kernel: its own grid, every wave 64 wide.
+            // A blit kernel: its own grid; each wave64 wave holds 1 to 64 work-items.
             let (w, i) = (waves.unwrap_or(0), items.unwrap_or(0));
-            assert!(w > 0 && i <= 64 * w && i > 64 * (w - 1) / 2, "{r}");
+            assert!(w > 0 && i >= w && i <= 64 * w, "{r}");
         }
         assert_eq!(value(r, "SQ_WAVES_EQ_64"), waves, "{r}");
         assert_eq!(r["metrics"]["SQ_WAVES_EQ_64"]["pass"], 2, "{r}");
