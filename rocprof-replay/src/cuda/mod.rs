@@ -499,6 +499,12 @@ impl Backend {
             };
             self.breaks.fetch_add(step, Ordering::AcqRel);
         }
+        // While a counter run of this thread is open, its calls other than launches (which
+        // may join the run, or wait for their own window) wait here, serving the run's
+        // profiler calls ([`window::wait_while_held`]): one relaxed load otherwise.
+        if enter && !matches!(api, Api::Launch(_)) && !guarded_thread() {
+            window::wait_while_held(self.settings.lock);
+        }
         if api.may_load() && !guarded_thread() {
             if enter {
                 std::mem::forget(gate::BEHIND.begin_load(

@@ -65,8 +65,14 @@ use crate::counters::{CounterCatalog, MetricSet, PassScheduler};
 /// Base metrics a catalog lists at most (GH100 has a few thousand).
 pub(crate) const MAX_CATALOG: usize = 20_000;
 
-/// The name of every counter pass's user range.
-const RANGE_NAME: &CStr = c"rocprof-replay pass";
+/// Most launches one counter pass may measure (`ROCPROF_REPLAY_CUPTI_RUN`).
+pub(crate) const MAX_RANGES: u32 = 64;
+
+/// The name of the user range of the `range`th launch of a counter pass: the same in every
+/// pass (CUPTI matches a range's passes by name), distinct within one.
+fn range_name(range: u32) -> CString {
+    CString::new(format!("rocprof-replay dispatch {range}")).unwrap_or_default()
+}
 
 /// Why there are no counters when CUPTI's profiler was never set up (no CUDA backend).
 pub(crate) const NOT_LOADED: &str = "CUPTI's Profiling API was not loaded";
@@ -456,6 +462,11 @@ pub(crate) struct Modes {
     /// Flush the L2 ourselves before each counter pass (the window reads a scratch of twice
     /// its size, `cuda::window::l2`).
     pub(crate) flush_l2: bool,
+    /// Launches one counter pass may measure, each in a user range of its own
+    /// (`ROCPROF_REPLAY_CUPTI_RUN`, default 1): above 1, a window that collects counters
+    /// takes the launches that follow on its stream into its run
+    /// (`docs/architecture.md`, "Counter passes over a run").
+    pub(crate) ranges: u32,
 }
 
 impl Default for Modes {
@@ -465,6 +476,7 @@ impl Default for Modes {
             user_range: true,
             flush_caches: false,
             flush_l2: true,
+            ranges: 1,
         }
     }
 }
@@ -472,15 +484,41 @@ impl Default for Modes {
 impl Modes {
     /// `ROCPROF_REPLAY_CUPTI_DECODE=last`, `ROCPROF_REPLAY_CUPTI_RANGE=auto`,
     /// `ROCPROF_REPLAY_CUPTI_CACHE=l2` (the default: our L2 flush), `all` (and CUPTI's cache
-    /// control) or `none` (neither).
+    /// control) or `none` (neither), `ROCPROF_REPLAY_CUPTI_RUN=K`.
     fn from_env() -> Modes {
-        let var = |name| std::env::var(name).unwrap_or_default();
+        Modes::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub(crate) fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Modes {
+        let var = |name| get(name).unwrap_or_default();
         let cache = var("ROCPROF_REPLAY_CUPTI_CACHE");
+        let user_range = var("ROCPROF_REPLAY_CUPTI_RANGE") != "auto";
+        let run = var("ROCPROF_REPLAY_CUPTI_RUN");
+        let ranges = match run.trim() {
+            "" => 1,
+            raw => match raw.parse::<u32>() {
+                Ok(n) => n.clamp(1, MAX_RANGES),
+                Err(_) => {
+                    tracing::warn!(
+                        "ROCPROF_REPLAY_CUPTI_RUN={raw:?} is not a number of launches; using 1"
+                    );
+                    1
+                }
+            },
+        };
+        if ranges > 1 && !user_range {
+            tracing::warn!(
+                "ROCPROF_REPLAY_CUPTI_RUN needs user ranges (ROCPROF_REPLAY_CUPTI_RANGE=auto \
+                 makes a range of every launch, the backend's own included): one launch per \
+                 counter pass"
+            );
+        }
         Modes {
             decode_each: var("ROCPROF_REPLAY_CUPTI_DECODE") != "last",
-            user_range: var("ROCPROF_REPLAY_CUPTI_RANGE") != "auto",
+            user_range,
             flush_caches: cache.trim() == "all",
             flush_l2: cache.trim() != "none",
+            ranges: if user_range { ranges } else { 1 },
         }
     }
 }
@@ -662,7 +700,9 @@ impl Profiler {
         ctx: usize,
         ordinal: u32,
         set: &MetricSet,
+        ranges: u32,
     ) -> Result<Session, String> {
+        let ranges = ranges.clamp(1, MAX_RANGES);
         let f = self.fns()?;
         self.discover(ordinal);
         let chip = match self.devices.lock().get(&ordinal) {
@@ -702,8 +742,8 @@ impl Profiler {
             pRangeProfilerObject: object,
             pMetricNames: ptrs.as_mut_ptr(),
             numMetrics: ptrs.len(),
-            maxNumOfRanges: 1,
-            maxNumRangeTreeNodes: 1,
+            maxNumOfRanges: ranges as usize,
+            maxNumRangeTreeNodes: ranges,
             ..Default::default()
         };
         f.call(
@@ -731,6 +771,8 @@ impl Profiler {
             object,
             config,
             image,
+            names: (0..ranges).map(range_name).collect(),
+            total_ranges: None,
             started: false,
             pushed: false,
             stopped: 0,
@@ -766,6 +808,10 @@ pub(crate) struct Session {
     object: *mut CUpti_RangeProfiler_Object,
     config: Arc<Config>,
     image: Vec<u8>,
+    /// The user range of each launch a counter pass measures (one per member of a run).
+    names: Vec<CString>,
+    /// The ranges in the decoded image (`GetCounterDataInfo`, asked once).
+    total_ranges: Option<usize>,
     /// Between `Start` and `Stop`.
     started: bool,
     /// Inside the pass's user range.
@@ -800,11 +846,78 @@ impl Session {
     }
 
     /// Arms counter pass `pass` for the next launch (`Some`: `SetConfig` before pass 0, then
-    /// `Start`), or ends the pass that just ran (`None`: `Stop`, then `DecodeData`).
+    /// `Start` and the first launch's range), or ends the pass that just ran (`None`: `Stop`,
+    /// then `DecodeData`).
     pub(crate) fn arm(&mut self, pass: Option<u32>) {
         match pass {
             Some(p) => self.start(p),
             None => self.stop(),
+        }
+    }
+
+    /// How many launches one counter pass of this session measures at most.
+    pub(crate) fn capacity(&self) -> u32 {
+        self.names.len() as u32
+    }
+
+    /// Whether a launch's range is open (pushed and not popped).
+    pub(crate) fn in_range(&self) -> bool {
+        self.pushed
+    }
+
+    /// Opens the range of the `range`th launch of the pass started by [`arm`](Self::arm)
+    /// (a later member of a run), closing the open one first.
+    pub(crate) fn push_range(&mut self, range: u32) {
+        if self.error.is_some() || !self.started {
+            return;
+        }
+        self.pop_range();
+        self.push(range);
+    }
+
+    /// Closes the open range, if any (the launch it measured is over).
+    pub(crate) fn pop_range(&mut self) {
+        if !self.pushed {
+            return;
+        }
+        self.pushed = false;
+        let f = self.fns;
+        let mut p = CUpti_RangeProfiler_PopRange_Params {
+            structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+            pRangeProfilerObject: self.object,
+            ..Default::default()
+        };
+        let popped = self.timed(Spent::PopRange, |_| {
+            f.call("cuptiRangeProfilerPopRange", f.pop_range, &mut p)
+        });
+        if let Err((_, m)) = popped {
+            self.fail(m);
+        }
+    }
+
+    fn push(&mut self, range: u32) {
+        if !self.modes.user_range {
+            return;
+        }
+        let Some(name) = self.names.get(range as usize) else {
+            return self.fail(format!(
+                "a counter pass measures at most {} launches; this was launch {}",
+                self.names.len(),
+                range + 1
+            ));
+        };
+        let f = self.fns;
+        let mut p = CUpti_RangeProfiler_PushRange_Params {
+            structSize: CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE,
+            pRangeProfilerObject: self.object,
+            pRangeName: name.as_ptr(),
+            ..Default::default()
+        };
+        match self.timed(Spent::PushRange, |_| {
+            f.call("cuptiRangeProfilerPushRange", f.push_range, &mut p)
+        }) {
+            Ok(()) => self.pushed = true,
+            Err((_, m)) => self.fail(m),
         }
     }
 
@@ -835,7 +948,7 @@ impl Session {
                     CUPTI_AutoRange
                 },
                 replayMode: CUPTI_UserReplay,
-                maxRangesPerPass: 1,
+                maxRangesPerPass: self.names.len(),
                 numNestingLevels: 1,
                 minNestingLevel: 1,
                 passIndex: 0,
@@ -860,42 +973,16 @@ impl Session {
             Ok(()) => self.started = true,
             Err((status, m)) => return self.fail(enable_reason(status, m)),
         }
-        if self.modes.user_range {
-            let mut p = CUpti_RangeProfiler_PushRange_Params {
-                structSize: CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE,
-                pRangeProfilerObject: self.object,
-                pRangeName: RANGE_NAME.as_ptr(),
-                ..Default::default()
-            };
-            match self.timed(Spent::PushRange, |_| {
-                f.call("cuptiRangeProfilerPushRange", f.push_range, &mut p)
-            }) {
-                Ok(()) => self.pushed = true,
-                Err((_, m)) => self.fail(m),
-            }
-        }
+        self.push(0);
     }
 
     fn stop(&mut self) {
         if !self.started {
             return;
         }
+        self.pop_range();
         self.started = false;
         let f = self.fns;
-        if self.pushed {
-            self.pushed = false;
-            let mut p = CUpti_RangeProfiler_PopRange_Params {
-                structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
-                pRangeProfilerObject: self.object,
-                ..Default::default()
-            };
-            let popped = self.timed(Spent::PopRange, |_| {
-                f.call("cuptiRangeProfilerPopRange", f.pop_range, &mut p)
-            });
-            if let Err((_, m)) = popped {
-                self.fail(m);
-            }
-        }
         let mut p = CUpti_RangeProfiler_Stop_Params {
             structSize: CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
             pRangeProfilerObject: self.object,
@@ -942,7 +1029,14 @@ impl Session {
     /// The values of counter pass `pass`, which just completed, in [`MetricSet::pass`]
     /// order: none before the last pass; after it every metric, each the bit pattern of its
     /// `f64` value.
+    #[cfg(test)]
     pub(crate) fn values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
+        self.values_of(pass, 0)
+    }
+
+    /// [`values`](Self::values) of the `range`th launch of each counter pass (a member of a
+    /// run: its own range).
+    pub(crate) fn values_of(&mut self, pass: u32, range: u32) -> Result<Vec<u64>, String> {
         if let Some(why) = &self.error {
             return Err(why.clone());
         }
@@ -966,7 +1060,10 @@ impl Session {
         if let Some(why) = &self.error {
             return Err(why.clone());
         }
-        let values = self.timed(Spent::Evaluate, Self::evaluate);
+        let values = self.timed(Spent::Evaluate, |s| s.evaluate(range));
+        if range > 0 {
+            return values;
+        }
         let ms = |w: Spent| self.spent[w as usize].as_secs_f64() * 1e3;
         tracing::debug!(
             passes = self.stopped,
@@ -982,28 +1079,46 @@ impl Session {
         values
     }
 
-    /// `GetCounterDataInfo` and the evaluation of every metric of the decoded image.
-    fn evaluate(&mut self) -> Result<Vec<u64>, String> {
+    /// `GetCounterDataInfo` (once) and the evaluation of every metric of range `range` of
+    /// the decoded image.
+    fn evaluate(&mut self, range: u32) -> Result<Vec<u64>, String> {
         let f = self.fns;
-        let mut info = CUpti_RangeProfiler_GetCounterDataInfo_Params {
-            structSize: CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
-            pCounterDataImage: self.image.as_ptr(),
-            counterDataImageSize: self.image.len(),
-            ..Default::default()
+        let total = match self.total_ranges {
+            Some(n) => n,
+            None => {
+                let mut info = CUpti_RangeProfiler_GetCounterDataInfo_Params {
+                    structSize: CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
+                    pCounterDataImage: self.image.as_ptr(),
+                    counterDataImageSize: self.image.len(),
+                    ..Default::default()
+                };
+                f.call(
+                    "cuptiRangeProfilerGetCounterDataInfo",
+                    f.data_info,
+                    &mut info,
+                )
+                .map_err(|(_, m)| m)?;
+                self.total_ranges = Some(info.numTotalRanges);
+                info.numTotalRanges
+            }
         };
-        f.call(
-            "cuptiRangeProfilerGetCounterDataInfo",
-            f.data_info,
-            &mut info,
-        )
-        .map_err(|(_, m)| m)?;
-        if info.numTotalRanges == 0 {
+        if total == 0 {
             return Err("CUPTI recorded no range for the pass's launch".into());
         }
-        if info.numTotalRanges > 1 {
+        if range as usize >= total {
+            // CUDA 13.0's range profiler keeps two user ranges per pass, whatever it was
+            // configured for (docs/performance.md).
+            return Err(format!(
+                "CUPTI kept {total} range(s) of the counter passes; this launch's was range {} \
+                 (lower ROCPROF_REPLAY_CUPTI_RUN)",
+                range + 1
+            ));
+        }
+        if total > self.names.len() {
             tracing::debug!(
-                ranges = info.numTotalRanges,
-                "more than one range in a counter pass; the first is the pass's launch"
+                ranges = total,
+                "more ranges in a counter pass than launches measured; each launch's is its own \
+                 by order"
             );
         }
         let mut ptrs = self.config.name_ptrs();
@@ -1014,7 +1129,7 @@ impl Session {
             pHostObject: host.ptr,
             pCounterDataImage: self.image.as_ptr(),
             counterDataImageSize: self.image.len(),
-            rangeIndex: 0,
+            rangeIndex: range as usize,
             ppMetricNames: ptrs.as_mut_ptr(),
             numMetrics: ptrs.len(),
             pMetricValues: values.as_mut_ptr(),
@@ -1117,10 +1232,21 @@ pub(crate) fn discover_before_decision(ordinal: u32) {
 }
 
 /// See [`Profiler::prepare`].
-pub(crate) fn prepare(ctx: usize, ordinal: u32, set: &MetricSet) -> Result<Session, String> {
+pub(crate) fn prepare(
+    ctx: usize,
+    ordinal: u32,
+    set: &MetricSet,
+    ranges: u32,
+) -> Result<Session, String> {
     current()
         .ok_or_else(|| NOT_LOADED.to_owned())?
-        .prepare(ctx, ordinal, set)
+        .prepare(ctx, ordinal, set, ranges)
+}
+
+/// How many launches one counter pass may measure ([`Modes::ranges`]; 1 without CUPTI's
+/// profiler).
+pub(crate) fn ranges_per_pass() -> u32 {
+    current().map_or(1, |p| if p.fns.is_ok() { p.modes.ranges } else { 1 })
 }
 
 /// See [`Profiler::forget_context`].

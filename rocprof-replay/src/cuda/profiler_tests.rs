@@ -40,6 +40,19 @@ pub(crate) struct FakeCupti {
     pub(crate) bad: Vec<String>,
     /// The thread of each `Start` (its name).
     pub(crate) start_threads: Vec<String>,
+    /// The ranges per pass the session must be configured for (`SetConfig`,
+    /// `GetCounterDataSize`); 0 counts as 1.
+    pub(crate) ranges_per_pass: usize,
+    /// The user ranges the image keeps per pass (`None`: every one; CUDA 13.0's range
+    /// profiler keeps 2).
+    pub(crate) keep: Option<usize>,
+    /// Ranges pushed in the current pass, and the most in any pass.
+    pushes: usize,
+    most_pushes: usize,
+    /// The name of every range pushed, in order.
+    pub(crate) range_names: Vec<String>,
+    /// The thread of every profiler call but the catalog's (its name), for the run tests.
+    pub(crate) call_threads: Vec<String>,
 }
 
 static FAKE: Mutex<Option<FakeCupti>> = Mutex::new(None);
@@ -51,7 +64,11 @@ pub(crate) fn fake() -> parking_lot::MappedMutexGuard<'static, FakeCupti> {
 }
 
 fn log(name: &str) {
-    fake().log.push(name.to_owned());
+    let thread = std::thread::current();
+    let mut f = fake();
+    f.log.push(name.to_owned());
+    f.call_threads
+        .push(thread.name().unwrap_or("<unnamed>").to_owned());
 }
 
 fn bad(what: String) {
@@ -225,13 +242,16 @@ unsafe extern "C" fn host_evaluate(
     // SAFETY: the caller's block, its names and its value array of `numMetrics`.
     unsafe {
         let p = &*p;
-        if p.rangeIndex != 0 || *p.pCounterDataImage != 0xDA {
-            bad("Evaluate range or image".into());
+        let kept = kept_ranges();
+        if p.rangeIndex >= kept.max(1) || *p.pCounterDataImage != 0xDA {
+            bad(format!("Evaluate range {} of {kept}, or image", p.rangeIndex));
         }
         for i in 0..p.numMetrics {
-            // Each value: the metric name's length plus a quarter (not an integer).
+            // Each value: the metric name's length plus a quarter (not an integer), plus
+            // 1000 per range before the one evaluated.
             let name = CStr::from_ptr(*p.ppMetricNames.add(i));
-            *p.pMetricValues.add(i) = name.to_bytes().len() as f64 + 0.25;
+            *p.pMetricValues.add(i) =
+                name.to_bytes().len() as f64 + 0.25 + 1000.0 * p.rangeIndex as f64;
         }
     }
     CUPTI_SUCCESS
@@ -270,7 +290,7 @@ unsafe extern "C" fn set_config(p: *mut CUpti_RangeProfiler_SetConfig_Params) ->
         let p = &*p;
         if (p.range != CUPTI_AutoRange && p.range != CUPTI_UserRange)
             || p.replayMode != CUPTI_UserReplay
-            || p.maxRangesPerPass != 1
+            || p.maxRangesPerPass != fake().ranges_per_pass.max(1)
             || p.passIndex != 0
             || p.numNestingLevels != 1
             || p.minNestingLevel != 1
@@ -293,12 +313,30 @@ unsafe extern "C" fn push_range(p: *mut CUpti_RangeProfiler_PushRange_Params) ->
     // SAFETY: the caller's block and its name.
     let named =
         unsafe { !(*p).pRangeName.is_null() && !CStr::from_ptr((*p).pRangeName).is_empty() };
+    // SAFETY: as above.
+    let name = unsafe { (!(*p).pRangeName.is_null()).then(|| CStr::from_ptr((*p).pRangeName)) }
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut f = fake();
     if !f.started || f.pushed || !named || f.range != CUPTI_UserRange {
         f.bad.push("PushRange".into());
     }
     f.pushed = true;
+    f.pushes += 1;
+    f.most_pushes = f.most_pushes.max(f.pushes);
+    f.range_names.push(name);
+    f.kernels_per_range.push(0);
     CUPTI_SUCCESS
+}
+
+/// The ranges the image holds: the most pushed in a pass, at most [`FakeCupti::keep`] (one,
+/// the pass's launch, with CUPTI's auto range).
+fn kept_ranges() -> usize {
+    let f = fake();
+    if f.range == CUPTI_AutoRange {
+        return 1;
+    }
+    f.keep.map_or(f.most_pushes, |k| f.most_pushes.min(k))
 }
 unsafe extern "C" fn pop_range(_: *mut CUpti_RangeProfiler_PopRange_Params) -> CUptiResult {
     log("PopRange");
@@ -319,7 +357,10 @@ unsafe extern "C" fn start(_: *mut CUpti_RangeProfiler_Start_Params) -> CUptiRes
         f.bad.push("Start while started".into());
     }
     f.started = true;
-    f.kernels_per_range.push(0);
+    f.pushes = 0;
+    if f.range == CUPTI_AutoRange {
+        f.kernels_per_range.push(0);
+    }
     CUPTI_SUCCESS
 }
 unsafe extern "C" fn stop(p: *mut CUpti_RangeProfiler_Stop_Params) -> CUptiResult {
@@ -350,7 +391,12 @@ unsafe extern "C" fn data_size(
     // SAFETY: the caller's block.
     unsafe {
         let p = &mut *p;
-        if p.maxNumOfRanges != 1 || p.numMetrics == 0 || p.pRangeProfilerObject.is_null() {
+        let ranges = fake().ranges_per_pass.max(1);
+        if p.maxNumOfRanges != ranges
+            || p.maxNumRangeTreeNodes as usize != ranges
+            || p.numMetrics == 0
+            || p.pRangeProfilerObject.is_null()
+        {
             bad("GetCounterDataSize".into());
         }
         p.counterDataSize = 128;
@@ -372,8 +418,9 @@ unsafe extern "C" fn data_info(
     p: *mut CUpti_RangeProfiler_GetCounterDataInfo_Params,
 ) -> CUptiResult {
     log("GetCounterDataInfo");
+    let kept = kept_ranges();
     // SAFETY: the caller's block.
-    unsafe { (*p).numTotalRanges = 1 };
+    unsafe { (*p).numTotalRanges = kept };
     CUPTI_SUCCESS
 }
 
@@ -502,7 +549,7 @@ fn the_config_image_is_built_once_per_set_and_chip_and_the_context_enabled_once(
     // Three dispatches of the set (the same set built again counts as the same set).
     let again = MetricSet::new(&c, NAMES).unwrap();
     for set in [&set, &again, &set] {
-        let mut s = p.prepare(CTX, 0, set).unwrap();
+        let mut s = p.prepare(CTX, 0, set, 1).unwrap();
         let values = run_passes(&mut s, 3);
         assert!(values.iter().all(Result::is_ok), "{values:?}");
     }
@@ -521,7 +568,7 @@ fn the_config_image_is_built_once_per_set_and_chip_and_the_context_enabled_once(
     assert_eq!(count(&take_log(), "GetConfigImage"), 1);
     // Context destroyed: its range profiler is disabled, a new one enabled next time.
     p.forget_context(CTX);
-    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    let mut s = p.prepare(CTX, 0, &set, 1).unwrap();
     drop(run_passes(&mut s, 3));
     let log = take_log();
     assert_eq!((count(&log, "Disable"), count(&log, "Enable")), (1, 1));
@@ -534,7 +581,7 @@ fn each_counter_pass_is_one_range_around_its_launch_and_values_come_in_set_order
     let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
-    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    let mut s = p.prepare(CTX, 0, &set, 1).unwrap();
     // A launch before the counter passes (the application's pass 1) is not in a range.
     kernel_ran();
     take_log();
@@ -602,7 +649,7 @@ fn with_decode_last_the_data_is_decoded_once_after_the_last_pass() {
     );
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
-    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    let mut s = p.prepare(CTX, 0, &set, 1).unwrap();
     take_log();
     let values = run_passes(&mut s, 2);
     assert!(values[1].as_ref().is_ok_and(|v| v.len() == 4), "{values:?}");
@@ -639,7 +686,7 @@ fn with_auto_range_cupti_delimits_the_launch_and_nothing_is_pushed() {
     );
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
-    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    let mut s = p.prepare(CTX, 0, &set, 1).unwrap();
     take_log();
     let values = run_passes(&mut s, 2);
     assert!(values[1].as_ref().is_ok_and(|v| v.len() == 4), "{values:?}");
@@ -674,7 +721,7 @@ fn cache_control_is_asked_for_when_wanted_and_dropped_on_an_older_cupti() {
         let (p, seen) = profiler(fake_symbols(), modes);
         let c = catalog(&p, &seen);
         let set = MetricSet::new(&c, NAMES).unwrap();
-        let mut s = p.prepare(CTX, 0, &set).unwrap();
+        let mut s = p.prepare(CTX, 0, &set, 1).unwrap();
         assert!(run_passes(&mut s, 1)[0].is_ok());
         let expected: &[Option<u32>] = if old {
             &[Some(CUPTI_CACHE_CONTROL_MODE_ALL), None]
@@ -688,7 +735,7 @@ fn cache_control_is_asked_for_when_wanted_and_dropped_on_an_older_cupti() {
     let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
-    drop(p.prepare(CTX, 0, &set).unwrap());
+    drop(p.prepare(CTX, 0, &set, 1).unwrap());
     assert_eq!(fake().enables, [None]);
     assert!(fake().bad.is_empty(), "{:?}", fake().bad);
 }
@@ -699,7 +746,7 @@ fn a_window_that_ends_inside_a_counter_pass_stops_the_profiler() {
     let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
-    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    let mut s = p.prepare(CTX, 0, &set, 1).unwrap();
     take_log();
     s.arm(Some(0));
     drop(s);
@@ -715,7 +762,7 @@ fn a_window_that_ends_inside_a_counter_pass_stops_the_profiler() {
         ]
     );
     // A pass that was never stopped has no values.
-    let mut s = p.prepare(CTX, 0, &set).unwrap();
+    let mut s = p.prepare(CTX, 0, &set, 1).unwrap();
     assert!(s.values(0).unwrap_err().contains("was not collected"));
 }
 
@@ -726,13 +773,13 @@ fn an_application_that_owns_the_profiler_leaves_counters_absent_with_the_reason(
     let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
-    let err = p.prepare(CTX, 0, &set).err().expect("no session");
+    let err = p.prepare(CTX, 0, &set, 1).err().expect("no session");
     assert!(err.contains("already in use"), "{err}");
     assert!(err.contains("FAKE_CUPTI_ERROR (14)"), "{err}");
     assert!(err.contains("the application is unaffected"), "{err}");
     // Said again for every dispatch, without asking CUPTI again.
     take_log();
-    assert_eq!(p.prepare(CTX, 0, &set).err(), Some(err));
+    assert_eq!(p.prepare(CTX, 0, &set, 1).err(), Some(err));
     assert_eq!(count(&take_log(), "Enable"), 0);
     // Restricted counters get their own explanation.
     let _ = p;
@@ -740,7 +787,7 @@ fn an_application_that_owns_the_profiler_leaves_counters_absent_with_the_reason(
     let (p, seen) = profiler(fake_symbols(), Modes::default());
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
-    let err = p.prepare(CTX, 0, &set).err().unwrap();
+    let err = p.prepare(CTX, 0, &set, 1).err().unwrap();
     assert!(err.contains("NVreg_RestrictProfilingToAdminUsers"), "{err}");
 }
 
@@ -777,7 +824,7 @@ fn a_cupti_without_the_profiling_api_makes_counters_unavailable_naming_the_funct
         .block("SQ", 2)
         .counter("SQ_WAVES", "SQ", 4);
     let set = MetricSet::new(&hsa, ["SQ_WAVES"]).unwrap();
-    assert_eq!(p.prepare(CTX, 0, &set).err(), Some(why));
+    assert_eq!(p.prepare(CTX, 0, &set, 1).err(), Some(why));
     // No CUPTI at all.
     let none = Profiler::new(
         Err("cannot load CUPTI".into()),
@@ -785,7 +832,7 @@ fn a_cupti_without_the_profiling_api_makes_counters_unavailable_naming_the_funct
         Modes::default(),
     );
     assert_eq!(
-        none.prepare(CTX, 0, &set).err().as_deref(),
+        none.prepare(CTX, 0, &set, 1).err().as_deref(),
         Some("cannot load CUPTI")
     );
 }
@@ -808,7 +855,7 @@ fn a_set_not_built_from_the_cupti_catalog_or_rejected_by_cupti_fails_with_a_reas
         .block("SQ", 2)
         .counter("SQ_WAVES", "SQ", 4);
     let set = MetricSet::new(&hsa, ["SQ_WAVES"]).unwrap();
-    let err = p.prepare(CTX, 0, &set).err().unwrap();
+    let err = p.prepare(CTX, 0, &set, 1).err().unwrap();
     assert!(
         err.contains("not built from this GPU's CUPTI catalog"),
         "{err}"
@@ -824,7 +871,7 @@ fn the_global_profiler_is_absent_until_installed() {
         .block("SQ", 2)
         .counter("SQ_WAVES", "SQ", 4);
     let set_ = MetricSet::new(&hsa, ["SQ_WAVES"]).unwrap();
-    assert_eq!(prepare(CTX, 0, &set_).err().as_deref(), Some(NOT_LOADED));
+    assert_eq!(prepare(CTX, 0, &set_, 1).err().as_deref(), Some(NOT_LOADED));
     discover(0); // nothing to do, no panic
     set(before);
 }

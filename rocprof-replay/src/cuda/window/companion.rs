@@ -40,10 +40,9 @@ pub(super) struct HandoffState {
     /// The gate on the application's stream behind an asynchronous window's pass 1, opened
     /// when the window is over.
     pub(super) gate: Option<Gate>,
-    /// Work the window asks the application thread to do while it waits in the launch's
-    /// callbacks ([`Handoff::on_app_thread`]), and how many such requests it has run.
-    pub(super) request: Option<Request>,
-    pub(super) served: u64,
+    /// The launch call returned without a gate and holds its thread's later calls at the
+    /// host until the window is over ([`Handoff::hold_thread`]; a counter run's member).
+    pub(super) holding: bool,
     /// The number the window holding the context got from its [`WindowGate`](crate::cuda::gate::WindowGate)
     /// (0: not yet), for offering its gate once it is on the application's stream.
     pub(super) window: u64,
@@ -97,6 +96,179 @@ pub(super) type Request = Box<dyn FnOnce() + Send>;
 pub(crate) struct Handoff {
     pub(super) state: Mutex<HandoffState>,
     pub(super) changed: Condvar,
+    /// The launching thread's mailbox: where the window's requests for that thread go.
+    pub(super) mail: Arc<Mailbox>,
+}
+
+/// An application thread's mailbox: work a window asks that thread to do (CUPTI's profiler
+/// calls, which must run on it) while it waits in one of the backend's callbacks — for a
+/// launch's release ([`Handoff::wait_release`]), for a synchronous window's end
+/// ([`Handoff::wait_done`]), or at the entry of any later call while a counter run holds the
+/// thread ([`Mailbox::wait_while_held`]). One per application thread, shared by the hand-offs
+/// of its launches: a request reaches the thread wherever it waits. Only the thread's
+/// companion posts to it, one request at a time.
+#[derive(Default)]
+pub(crate) struct Mailbox {
+    state: Mutex<MailState>,
+    changed: Condvar,
+    /// Windows holding the thread's calls at the host ([`Handoff::hold_thread`]); read without
+    /// the lock on every call of the thread, changed under it.
+    holds: std::sync::atomic::AtomicU32,
+}
+
+#[derive(Default)]
+struct MailState {
+    request: Option<Request>,
+    /// Requests run so far.
+    served: u64,
+    /// The hand-off whose wait the thread is in: woken when a request comes.
+    waiting: Option<Arc<Handoff>>,
+}
+
+thread_local! {
+    /// This thread's mailbox, made on first use.
+    static MAIL: Arc<Mailbox> = Arc::default();
+}
+
+/// This thread's mailbox (a fresh one while the thread exits).
+pub(super) fn thread_mailbox() -> Arc<Mailbox> {
+    MAIL.try_with(Arc::clone).unwrap_or_default()
+}
+
+/// While a counter run holds this thread's calls ([`Handoff::hold_thread`]): waits at the
+/// entry of the call, serving the run's requests, until the run is over or `deadline`
+/// passed. One relaxed load otherwise.
+pub(crate) fn wait_while_held(deadline: Duration) {
+    let _ = MAIL.try_with(|m| {
+        if m.holds.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            m.wait_while_held(deadline);
+        }
+    });
+}
+
+/// Clears the mailbox's waiting hand-off when the wait ends.
+struct Waiting<'a>(&'a Mailbox);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().waiting = None;
+    }
+}
+
+impl Mailbox {
+    /// The thread waits in `hand`'s callbacks until the returned guard goes: a request wakes it
+    /// there.
+    fn waiting_in(&self, hand: &Arc<Handoff>) -> Waiting<'_> {
+        self.state.lock().waiting = Some(hand.clone());
+        Waiting(self)
+    }
+
+    /// The request waiting, if any (the thread takes it to run it).
+    fn take_request(&self) -> Option<Request> {
+        self.state.lock().request.take()
+    }
+
+    /// Runs `request` on this (the application) thread, the backend's own calls unhooked; a
+    /// panic stays here (the window sees its request served without a result: it lost what
+    /// it handed over, and says so).
+    fn run(&self, request: Request) {
+        {
+            let _g = Guard::new();
+            let _ = catch_unwind(AssertUnwindSafe(request));
+        }
+        let mut s = self.state.lock();
+        s.served += 1;
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// Whether a window holds the thread's calls.
+    pub(super) fn held(&self) -> bool {
+        self.holds.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+
+    fn hold(&self) {
+        let _s = self.state.lock();
+        self.holds.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    fn unhold(&self) {
+        let s = self.state.lock();
+        self.holds.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// See [`wait_while_held`]; `true` when the hold ended within `deadline`.
+    pub(super) fn wait_while_held(&self, deadline: Duration) -> bool {
+        let end = Instant::now() + deadline;
+        let mut s = self.state.lock();
+        loop {
+            if let Some(request) = s.request.take() {
+                drop(s);
+                self.run(request);
+                s = self.state.lock();
+                continue;
+            }
+            if !self.held() {
+                return true;
+            }
+            if self.changed.wait_until(&mut s, end).timed_out() && s.request.is_none() {
+                if !self.held() {
+                    return true;
+                }
+                tracing::warn!(
+                    waited_ms = deadline.as_millis() as u64,
+                    "a call waited for this thread's counter run past the lock deadline: it \
+                     goes on (ROCPROF_REPLAY_LOCK_TIMEOUT_MS)"
+                );
+                return false;
+            }
+        }
+    }
+
+    /// Has `request` run on the application thread while it waits in one of the backend's
+    /// callbacks (see [`Mailbox`]). CUPTI's range profiler calls never return when made on
+    /// another thread while the application thread waits inside a launch callback (seen on
+    /// the H200, CUDA 13.0). Gives the request back when the thread did not take it within
+    /// `grace` (it is between the callbacks, in the driver's own enqueueing, in its own code,
+    /// or the window is asynchronous); waits for a taken one to finish until `deadline`
+    /// (`Ok(false)`: it did not).
+    pub(super) fn on_app_thread(
+        &self,
+        request: Request,
+        grace: Duration,
+        deadline: Duration,
+    ) -> Result<bool, Request> {
+        let start = Instant::now();
+        let mut s = self.state.lock();
+        let before = s.served;
+        s.request = Some(request);
+        let waiting = s.waiting.clone();
+        drop(s);
+        self.changed.notify_all();
+        if let Some(hand) = waiting {
+            hand.poke();
+        }
+        let mut s = self.state.lock();
+        while s.request.is_some() {
+            if self.changed.wait_until(&mut s, start + grace).timed_out()
+                && let Some(r) = s.request.take()
+            {
+                return Err(r);
+            }
+        }
+        while s.served == before {
+            if self
+                .changed
+                .wait_until(&mut s, start + deadline)
+                .timed_out()
+            {
+                return Ok(s.served != before);
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// How long a side of the hand-off polls (yielding its CPU) before it sleeps on the condition
@@ -107,6 +279,14 @@ pub(crate) struct Handoff {
 const SPIN_FOR: Duration = Duration::from_micros(1000);
 
 impl Handoff {
+    /// The hand-off of a launch of this thread (its requests go to this thread's mailbox).
+    pub(super) fn for_this_thread() -> Handoff {
+        Handoff {
+            mail: thread_mailbox(),
+            ..Handoff::default()
+        }
+    }
+
     /// Polls `ready` (yielding between looks, the state unlocked) for at most [`SPIN_FOR`] or
     /// until `deadline`; `true` when it became ready.
     fn spin(&self, deadline: Instant, ready: impl Fn(&HandoffState) -> bool) -> bool {
@@ -177,12 +357,36 @@ impl Handoff {
         s.wait_event = wait_event;
         let gate = s.gate.take();
         let word = s.window_word.take();
+        let held = std::mem::take(&mut s.holding);
         drop(s);
         if let Some(word) = word {
             word.open();
         }
+        if held {
+            self.mail.unhold();
+        }
         self.changed.notify_all();
         gate
+    }
+
+    /// The launch call returns without a gate on its stream (a member of a counter run: the
+    /// device must stay free of closed gates while CUPTI profiles): the thread's later calls
+    /// wait at their entry, serving the window's requests, until the window is over
+    /// ([`wait_while_held`]). `false` when the window is over already (nothing to hold).
+    pub(super) fn hold_thread(&self) -> bool {
+        let mut s = self.state.lock();
+        if s.done {
+            return false;
+        }
+        s.holding = true;
+        self.mail.hold();
+        true
+    }
+
+    /// Wakes the application thread waiting in this hand-off (a request came to its mailbox).
+    fn poke(&self) {
+        let _s = self.state.lock();
+        self.changed.notify_all();
     }
 
     /// The launch call returned behind its gate, with `breaks` run-ending calls counted so far;
@@ -271,7 +475,11 @@ impl Handoff {
     /// thread runs a window `withdraw.may` allows leaving behind, and the launch could be
     /// ordered behind it: [`Release::Ordinary`] without the reader, the job withdrawn (its
     /// window declines when it starts).
-    pub(super) fn wait_release(&self, withdraw: Option<Withdraw<'_>>) -> Option<Release> {
+    pub(super) fn wait_release(
+        self: &Arc<Self>,
+        withdraw: Option<Withdraw<'_>>,
+    ) -> Option<Release> {
+        let _waiting = self.mail.waiting_in(self);
         let mut s = self.state.lock();
         let mut polled = false;
         let mut next_try = withdraw.as_ref().map(|w| Instant::now() + w.after);
@@ -289,7 +497,7 @@ impl Handoff {
                 polled = true;
                 parking_lot::MutexGuard::unlocked(&mut s, || {
                     self.spin(Instant::now() + SPIN_FOR, |s| {
-                        s.request.is_some() || s.release.is_some() || s.done
+                        s.release.is_some() || s.done || self.mail.state.lock().request.is_some()
                     })
                 });
                 continue;
@@ -317,59 +525,24 @@ impl Handoff {
         }
     }
 
-    /// Runs the window's request, if one is waiting (on the application thread, the state
-    /// unlocked meanwhile); `true` if it ran one.
+    /// Runs the request in the thread's mailbox, if one is waiting (on the application
+    /// thread, the state unlocked meanwhile); `true` if it ran one.
     pub(super) fn serve(&self, s: &mut parking_lot::MutexGuard<'_, HandoffState>) -> bool {
-        let Some(request) = s.request.take() else {
+        let Some(request) = self.mail.take_request() else {
             return false;
         };
-        parking_lot::MutexGuard::unlocked(s, || {
-            let _g = Guard::new();
-            // A panic stays here: the window sees its request served without a result (it
-            // lost what it handed over, and says so).
-            let _ = catch_unwind(AssertUnwindSafe(request));
-        });
-        s.served += 1;
-        self.changed.notify_all();
+        parking_lot::MutexGuard::unlocked(s, || self.mail.run(request));
         true
     }
 
-    /// Has `request` run on the application thread, which is waiting in the launch's
-    /// callbacks (for the release, or in a synchronous window for its end) and serves it
-    /// there. CUPTI's range profiler calls never return when made on another thread while the
-    /// application thread waits inside a launch callback (seen on the H200, CUDA 13.0).
-    /// Gives the request back when the application thread did not take it within `grace`
-    /// (it is between the callbacks, in the driver's own enqueueing, or the window is
-    /// asynchronous); waits for a taken one to finish until `deadline` (`Ok(false)`: it did
-    /// not).
+    /// Has `request` run on the launching thread ([`Mailbox::on_app_thread`]).
     pub(super) fn on_app_thread(
         &self,
         request: Request,
         grace: Duration,
         deadline: Duration,
     ) -> Result<bool, Request> {
-        let start = Instant::now();
-        let mut s = self.state.lock();
-        let before = s.served;
-        s.request = Some(request);
-        self.changed.notify_all();
-        while s.request.is_some() {
-            if self.changed.wait_until(&mut s, start + grace).timed_out() {
-                if let Some(r) = s.request.take() {
-                    return Err(r);
-                }
-            }
-        }
-        while s.served == before {
-            if self
-                .changed
-                .wait_until(&mut s, start + deadline)
-                .timed_out()
-            {
-                return Ok(s.served != before);
-            }
-        }
-        Ok(true)
+        self.mail.on_app_thread(request, grace, deadline)
     }
 
     /// The launch's status, or `None` at `deadline`.
@@ -387,7 +560,8 @@ impl Handoff {
     }
 
     /// Waits until the window is over; returns its wait event.
-    pub(super) fn wait_done(&self) -> usize {
+    pub(super) fn wait_done(self: &Arc<Self>) -> usize {
+        let _waiting = self.mail.waiting_in(self);
         let mut s = self.state.lock();
         while !s.done {
             if self.serve(&mut s) {
@@ -433,6 +607,11 @@ pub(super) struct Job {
     /// The backend's count of the application's calls ([`Backend::breaks`]) once this launch
     /// call began (itself included).
     pub(super) breaks: u64,
+    /// The window collects counters and may measure a run of launches in each counter pass
+    /// ([`counter_runs`](crate::cuda::profiler::ranges_per_pass)): the arguments are copied,
+    /// the call returns after pass 1 without a gate and holds the thread's later calls
+    /// ([`Handoff::hold_thread`]).
+    pub(super) held: bool,
 }
 
 // SAFETY: the raw pointers of `launch` are the application's arguments, valid while the
@@ -575,9 +754,15 @@ fn run_job(
         .map(|_| std::cell::OnceCell::new())
         .collect();
     let mut target = CudaTarget::of(be, &job);
+    // A counter run's session, for its later members (`Job::held`).
+    let run_counters: RunCounters = Arc::default();
+    if job.held {
+        target.run_counters = Some(run_counters.clone());
+    }
     let mut joins = CudaJoins {
         be,
         rx,
+        run_counters: job.held.then_some(run_counters),
         slots: &slots,
         used: 0,
         lane: job.lane,
@@ -621,8 +806,8 @@ fn run_job(
         let mut slots = slots;
         if let Some(mut untaken) = slots.iter_mut().rev().find_map(std::cell::OnceCell::take) {
             untaken.window = Some(WindowRun {
+                counters: window.collects_counters(),
                 run: Runner::Engine(window),
-                counters: false,
             });
             next = Some(untaken);
         }
@@ -640,11 +825,15 @@ const RUN_POLL: Duration = Duration::from_micros(20);
 /// The launches that may join a window's run on CUDA ([`Joins`]): the next jobs of the
 /// companion's thread on the same lane and context, each made right behind the run's last
 /// member (no run-ending call of the application between that launch's return and this
-/// one's call: [`Backend::breaks`]), decided into an engine window without counters, with
-/// copied arguments and gates.
+/// one's call: [`Backend::breaks`]), decided into an engine window with copied arguments —
+/// without counters and with gates, or collecting counters into the first member's session
+/// ([`Job::held`], the run's first member held too).
 struct CudaJoins<'s> {
     be: &'static Backend,
     rx: &'s mpsc::Receiver<Job>,
+    /// The run's counter session, when its first member's window may measure several
+    /// launches per counter pass ([`Job::held`]): each candidate is measured in it.
+    run_counters: Option<RunCounters>,
     slots: &'s [std::cell::OnceCell<Job>],
     used: usize,
     lane: u64,
@@ -661,17 +850,20 @@ struct CudaJoins<'s> {
 impl<'s> CudaJoins<'s> {
     /// Whether `job` may join; a job that may not is kept to run next.
     fn joinable(&mut self, job: Job) -> Option<Job> {
+        let counters = job.window.as_ref().is_some_and(|w| w.counters);
         let unfit = if job.lane != self.lane || !Arc::ptr_eq(&job.ctx, self.ctx) {
             Some("another stream or context")
         } else if !matches!(
             &job.window,
             Some(WindowRun {
                 run: Runner::Engine(_),
-                counters: false
+                ..
             })
         ) {
-            Some("not an engine window without counters")
-        } else if job._owned.is_none() || job.gates.is_none() {
+            Some("not an engine window")
+        } else if counters && !(job.held && self.run_counters.is_some()) {
+            Some("its counters are measured alone")
+        } else if !counters && (job._owned.is_none() || job.gates.is_none()) {
             Some("its arguments or gates are not its own")
         } else if self.last.exit_breaks().map(|b| b + 1) != Some(job.breaks) {
             // Its own call must be the only one counted since the last member's returned.
@@ -749,7 +941,10 @@ impl<'s> Joins<'s> for CudaJoins<'s> {
             }
             let job: &'s Job = slot.get()?;
             // Not a member yet: dropped untaken, it leaves its launch to its own window.
-            self.held = Some((window, CudaTarget::of(self.be, job)));
+            let mut target = CudaTarget::of(self.be, job);
+            target.candidate = true;
+            target.run_counters = self.run_counters.clone();
+            self.held = Some((window, target));
         }
         let (window, target) = self.held.as_mut()?;
         Some((&*window, target as &mut dyn ReplayTarget))

@@ -31,6 +31,9 @@ pub(super) struct Pending {
     /// The arguments were copied and gates are available: the call returns before the
     /// window ends.
     pub(super) asynchronous: Option<Arc<GatePage>>,
+    /// The arguments were copied for a counter run ([`Job::held`]): the call returns after
+    /// pass 1 without a gate, holding the thread's later calls.
+    pub(super) held: bool,
     /// Other contexts whose allocations the arguments of an ordinary run name (or may name):
     /// their reader sides are held too, from enter to exit, and each gets an event behind
     /// the launch for its next drain.
@@ -289,7 +292,8 @@ pub(crate) unsafe fn enter_launch(
     }
     // SAFETY: caller contract.
     let Some(launch) = (unsafe { Launch::decode(kind, cb.functionParams) }) else {
-        // It runs as submitted, outside any window.
+        // It runs as submitted, outside any window (after this thread's counter run).
+        companion::wait_while_held(be.settings.lock);
         crate::engine::footprint::note_device_write(cb.context as u64);
         return 0;
     };
@@ -313,6 +317,7 @@ pub(crate) unsafe fn enter_launch(
     }
     let info = dispatch_info(be, &ctx, &launch, &facts);
     if capturing {
+        companion::wait_while_held(be.settings.lock);
         warn_once(&CAPTURE, || {
             tracing::warn!(
                 "launches into a capturing stream are not replayed: they only add a node to \
@@ -345,7 +350,9 @@ pub(crate) unsafe fn enter_launch(
     let Some(window) = (be.decider)(&info, &mut first) else {
         // Skipped, or declined before the window: the driver enqueues the launch once, as
         // without the tool, outside any window (the write epoch is bumped before and after:
-        // carried fingerprints of the context no longer count).
+        // carried fingerprints of the context no longer count) — after this thread's counter
+        // run, if one holds its calls.
+        companion::wait_while_held(be.settings.lock);
         crate::engine::footprint::note_device_write(cb.context as u64);
         // SAFETY: the application is inside this launch call: its arguments are alive.
         let others = unsafe { contexts_named(be, &ctx, &launch, facts.params.as_deref()) };
@@ -365,6 +372,7 @@ pub(crate) unsafe fn enter_launch(
             release: Release::Ordinary { reader: !ordered },
             go: None,
             asynchronous: None,
+            held: false,
             others,
         });
         return Box::into_raw(pending) as u64;
@@ -397,7 +405,14 @@ pub(crate) unsafe fn enter_launch(
             )
         });
     }
-    let copied = (gates.is_some() && !window.counters && own_connections)
+    // A window that collects counters where one counter pass may measure a run of launches
+    // (`ROCPROF_REPLAY_CUPTI_RUN`): its call returns after pass 1 without any gate (CUPTI
+    // must not find a closed one on the device), and the thread's later calls wait at their
+    // entry until the window is over, serving its profiler calls there.
+    let held = window.counters
+        && be.settings.run > 1
+        && crate::cuda::profiler::ranges_per_pass() > 1;
+    let copied = ((gates.is_some() && !window.counters && own_connections) || held)
         // SAFETY: the application is inside this launch call.
         .then(|| unsafe { params::copy(&launch, facts.params.as_deref()) });
     let (launch, owned) = match copied {
@@ -415,11 +430,12 @@ pub(crate) unsafe fn enter_launch(
             (launch, None)
         }
     };
-    let asynchronous = owned.as_ref().and(gates.clone());
+    let held = held && owned.is_some();
+    let asynchronous = owned.as_ref().filter(|_| !held).and(gates.clone());
     // The arguments as the application passed them (alive while it is inside this call), for
     // a withdrawal's check of the contexts they reach.
     let original = launch;
-    let hand = Arc::new(Handoff::default());
+    let hand = Arc::new(Handoff::for_this_thread());
     let job = Job {
         be,
         ctx: ctx.clone(),
@@ -437,11 +453,13 @@ pub(crate) unsafe fn enter_launch(
         window: Some(window),
         _behind: BEHIND.enter(be.settings.lock),
         breaks: be.breaks.load(std::sync::atomic::Ordering::Acquire),
+        held,
     };
     if let Err(job) = submit(job) {
         if let Some(job) = job {
             give_event(&job.ctx, job.before, false);
         }
+        companion::wait_while_held(be.settings.lock);
         warn_once(&NO_COMPANION, || {
             tracing::error!("no replay thread could be started: launches run without replay")
         });
@@ -519,6 +537,7 @@ pub(crate) unsafe fn enter_launch(
         release,
         go,
         asynchronous,
+        held,
         others: SmallVec::new(),
     });
     Box::into_raw(pending) as u64
@@ -779,6 +798,7 @@ pub(crate) unsafe fn exit_launch(
         release,
         go,
         asynchronous,
+        held,
         others,
     } = *p;
     for owner in &others {
@@ -860,7 +880,24 @@ pub(crate) unsafe fn exit_launch(
             }
         }
     }
-    hand.set_launched(result);
+    if held {
+        hand.set_launched(result);
+        let enqueued = matches!(release, Release::Pass { .. }) && result == CUDA_SUCCESS;
+        if !enqueued {
+            // Nothing of the window's on the stream (the ordinary run, or a launch that
+            // failed): the arguments are copies, the call returns.
+            return;
+        }
+        if hand.hold_thread() {
+            // The next launch may join the run: this call is the last one counted.
+            let breaks = be.breaks.load(std::sync::atomic::Ordering::Acquire);
+            hand.set_exit(breaks, None);
+            return;
+        }
+        // The window is over already: nothing to hold.
+    } else {
+        hand.set_launched(result);
+    }
     let wait = hand.wait_done();
     if wait != 0 {
         let _g = Guard::new();

@@ -36,6 +36,7 @@ mod launch;
 mod target;
 
 use companion::*;
+pub(crate) use companion::wait_while_held;
 #[cfg(test)]
 pub(crate) use launch::asynchronous_windows;
 use launch::*;

@@ -219,6 +219,17 @@ pub(super) struct LaunchValues {
     counted: bool,
 }
 
+/// A dispatch's hardware counters: a CUPTI session and the user range of its launch in each
+/// counter pass (0: the session is its own, or it is the run's first member).
+#[derive(Clone)]
+pub(super) struct Counting {
+    session: Arc<Mutex<crate::cuda::profiler::Session>>,
+    range: u32,
+}
+
+/// A counter run's session and the next free range in it ([`CudaTarget::run_counters`]).
+pub(super) type RunCounters = Arc<Mutex<Option<(Arc<Mutex<crate::cuda::profiler::Session>>, u32)>>>;
+
 /// The engine's handle on one intercepted launch (on the companion thread).
 pub(super) struct CudaTarget<'a> {
     pub(super) be: &'static Backend,
@@ -233,8 +244,14 @@ pub(super) struct CudaTarget<'a> {
     pub(super) dirty: bool,
     /// The end event of pass 1 (the original launch), while it may still be waited for.
     pub(super) original_end: Option<usize>,
-    /// Hardware counters of this dispatch (CUPTI's range profiler, `crate::cuda::profiler`).
-    pub(super) counters: Option<crate::cuda::profiler::Session>,
+    /// Hardware counters of this dispatch (CUPTI's range profiler, `crate::cuda::profiler`):
+    /// its own session, or the session of its run's first member and a range in it.
+    pub(super) counters: Option<Counting>,
+    /// The session the run's later members are measured in, and the next free range in it
+    /// (shared by the run's first member and its candidates; `None` outside a run's window).
+    pub(super) run_counters: Option<RunCounters>,
+    /// Shown to a run as a candidate ([`CudaJoins`]): measured in the first member's session.
+    pub(super) candidate: bool,
     /// The launch metrics of this dispatch's set, computed before the window
     /// ([`crate::cuda::launch_metrics`]).
     pub(super) launch_values: Option<LaunchValues>,
@@ -335,6 +352,8 @@ impl<'a> CudaTarget<'a> {
             dirty: false,
             original_end: None,
             counters: None,
+            run_counters: None,
+            candidate: false,
             l2: super::l2::L2Flush::Off,
             launch_values: None,
             late_stream: 0,
@@ -358,7 +377,7 @@ impl<'a> CudaTarget<'a> {
     /// stream is non-blocking (asked first: once the call returned the stream may go). `None`:
     /// the call keeps waiting.
     fn try_defer(&self) -> Option<(Deferred, bool)> {
-        if self.original != Original::Held || self.job._owned.is_none() {
+        if self.original != Original::Held || self.job._owned.is_none() || self.job.held {
             return None;
         }
         let page = self.job.gates.clone()?;
@@ -421,6 +440,17 @@ impl<'a> CudaTarget<'a> {
     /// its release (that window panicked), it releases itself.
     pub(super) fn make_rider(&mut self) {
         self.rider = true;
+        // A member of a counter run: its launch gets the run's next range.
+        let Some(run) = &self.run_counters else {
+            return;
+        };
+        if let Some((session, next)) = run.lock().as_mut() {
+            self.counters = Some(Counting {
+                session: session.clone(),
+                range: *next,
+            });
+            *next += 1;
+        }
     }
 
     pub(super) fn settings(&self) -> &crate::engine::settings::Settings {
@@ -991,10 +1021,11 @@ impl DeviceMemory for CudaTarget<'_> {
 }
 
 impl CudaTarget<'_> {
-    /// Runs `call` (CUPTI's profiler) on the application thread while it waits in the launch's
-    /// callbacks ([`Handoff::on_app_thread`]), or here when it does not take it within 50 ms;
-    /// `Err` when it took it and did not finish within the pass deadline, or panicked (what it
-    /// was given is lost: the dispatch has no counters).
+    /// Runs `call` (CUPTI's profiler) on the application thread while it waits in one of the
+    /// backend's callbacks ([`Handoff::on_app_thread`]), or here when it does not take it
+    /// within 50 ms (a counter run's: within `ROCPROF_REPLAY_YIELD_MS`, as its thread runs
+    /// its own code between calls); `Err` when it took it and did not finish within the pass
+    /// deadline, or panicked (what it was given is lost: the dispatch has no counters).
     pub(super) fn profiler_call<T: Send + 'static>(
         &self,
         call: impl FnOnce() -> T + Send + 'static,
@@ -1004,11 +1035,12 @@ impl CudaTarget<'_> {
             let _ = tx.send(call());
         });
         let deadline = self.be.settings.pass;
-        match self
-            .job
-            .hand
-            .on_app_thread(request, Duration::from_millis(50), deadline)
-        {
+        let grace = if self.job.held {
+            self.be.settings.yield_after
+        } else {
+            Duration::from_millis(50)
+        };
+        match self.job.hand.on_app_thread(request, grace, deadline) {
             Ok(true) => {}
             Ok(false) => {
                 return Err(format!(
@@ -1023,17 +1055,55 @@ impl CudaTarget<'_> {
 }
 
 impl CudaTarget<'_> {
+    /// A held launch's window ends with a pass still running ([`Job::held`]: no gate on the
+    /// application's stream): the stream waits for it, made to by the application thread,
+    /// whose calls are held until then (a per-thread default stream is that thread's own).
+    fn order_held_stream_after(&self, wait: usize) {
+        let (drv, stream) = (*self.drv(), self.job.launch.app_stream() as usize);
+        let request: Request = Box::new(move || {
+            // SAFETY: our event; the application's stream, on the application's thread.
+            let r = unsafe { (drv.stream_wait_event)(stream as CUstream, wait as CUevent, 0) };
+            if r != CUDA_SUCCESS {
+                tracing::error!(
+                    status = %error_name(&drv, r),
+                    "the application's stream could not be ordered after a late replay pass"
+                );
+            }
+        });
+        let lock = self.be.settings.lock;
+        if !matches!(self.job.hand.on_app_thread(request, lock, lock), Ok(true)) {
+            tracing::error!(
+                "the application's stream could not be ordered after a late replay pass: its \
+                 thread made no call within the lock deadline"
+            );
+        }
+    }
+
     /// CUPTI's values of counter pass `pass` (none before the last).
     fn cupti_values(&mut self, pass: u32) -> Result<Vec<u64>, String> {
-        let Some(mut c) = self.counters.take() else {
+        let Some(c) = self.counters.clone() else {
             return Err("the dispatch's counters were not prepared".into());
         };
-        let (c, values) = self.profiler_call(move || {
-            let v = c.values(pass);
-            (c, v)
-        })?;
-        self.counters = Some(c);
-        values
+        let values = self.profiler_call(move || c.session.lock().values_of(pass, c.range));
+        if values.is_err() {
+            self.counters = None;
+        }
+        values?
+    }
+
+    /// Runs `call` on the dispatch's session on the application thread; a call that does not
+    /// come back loses the dispatch's counters (the session may still be in CUPTI's hands).
+    fn with_session(
+        &mut self,
+        call: impl FnOnce(&mut crate::cuda::profiler::Session, u32) + Send + 'static,
+    ) {
+        let Some(c) = self.counters.clone() else {
+            return;
+        };
+        if let Err(why) = self.profiler_call(move || call(&mut c.session.lock(), c.range)) {
+            tracing::warn!("hardware counters of this dispatch: {why}");
+            self.counters = None;
+        }
     }
 }
 
@@ -1118,28 +1188,93 @@ impl ReplayTarget for CudaTarget<'_> {
                 return Ok(());
             }
         }
+        if self.candidate {
+            // A candidate for a counter run: measured in a range of the first member's
+            // session, given when it joins (`make_rider`).
+            let run = self.run_counters.as_ref().and_then(|r| {
+                r.lock().as_ref().map(|(s, next)| {
+                    let s = s.lock();
+                    (*next < s.capacity(), s.flushes_l2())
+                })
+            });
+            return match run {
+                Some((true, flush)) => {
+                    self.l2 = super::l2::L2Flush::wanted(flush, l2_bytes(self.drv()));
+                    Ok(())
+                }
+                Some((false, _)) => Err("the run's counter passes measure no more launches".into()),
+                None => Err("the run's first launch is measured alone in its counter passes".into()),
+            };
+        }
+        // Several launches per counter pass where the call returns after pass 1 and later
+        // launches may join (`Job::held`).
+        let ranges = if self.job.held {
+            crate::cuda::profiler::ranges_per_pass()
+        } else {
+            1
+        };
         let (ctx, agent, set) = (self.ctx.handle, self.job.info.agent_index, set.clone());
-        let prepared =
-            self.profiler_call(move || crate::cuda::profiler::prepare(ctx, agent, &set))??;
+        let prepared = self
+            .profiler_call(move || crate::cuda::profiler::prepare(ctx, agent, &set, ranges))??;
         self.l2 = super::l2::L2Flush::wanted(prepared.flushes_l2(), l2_bytes(self.drv()));
-        self.counters = Some(prepared);
+        let session = Arc::new(Mutex::new(prepared));
+        if ranges > 1
+            && let Some(run) = &self.run_counters
+        {
+            *run.lock() = Some((session.clone(), 1));
+        }
+        self.counters = Some(Counting { session, range: 0 });
         Ok(())
     }
 
+    /// One launch per user range: the first member's arming starts the pass and opens range
+    /// 0; a later member's closes the open range, flushes the L2 and opens its own; its end
+    /// closes it; the first member's end stops the pass.
     fn arm_counters(&mut self, pass: Option<u32>) {
-        if pass.is_some() && self.counters.is_some() {
-            // The pass starts from an L2 holding none of the kernel's data.
-            let mut l2 = std::mem::replace(&mut self.l2, super::l2::L2Flush::Off);
-            l2.before_counter_pass(self);
-            self.l2 = l2;
+        let Some(range) = self.counters.as_ref().map(|c| c.range) else {
+            return;
+        };
+        let Some(pass) = pass else {
+            self.with_session(|s, range| {
+                if range == 0 {
+                    s.arm(None);
+                } else {
+                    s.pop_range();
+                }
+            });
+            return;
+        };
+        if range > 0 {
+            // The range before this launch's closes before the flush (none of it counted).
+            let open = self
+                .counters
+                .as_ref()
+                .and_then(|c| c.session.try_lock().map(|s| s.in_range()))
+                .unwrap_or(true);
+            if open {
+                self.with_session(|s, _| s.pop_range());
+            }
         }
-        if let Some(mut c) = self.counters.take() {
-            self.counters = self
-                .profiler_call(move || {
-                    c.arm(pass);
-                    c
-                })
-                .ok();
+        // The pass starts from an L2 holding none of the kernel's data.
+        let mut l2 = std::mem::replace(&mut self.l2, super::l2::L2Flush::Off);
+        l2.before_counter_pass(self);
+        self.l2 = l2;
+        self.with_session(move |s, range| {
+            if range == 0 {
+                s.arm(Some(pass));
+            } else {
+                s.push_range(range);
+            }
+        });
+    }
+
+    /// A launch whose window collects counters and may take later launches into its run
+    /// ([`Job::held`]) measures as many per counter pass as CUPTI's session is configured for.
+    fn counter_ranges(&self) -> u32 {
+        if self.job.held {
+            crate::cuda::profiler::ranges_per_pass()
+        } else {
+            1
         }
     }
 
@@ -1535,6 +1670,9 @@ impl ReplayTarget for CudaTarget<'_> {
         self.released = true;
         self.finish();
         let (wait, late) = (self.wait_event, self.late_stream);
+        if self.job.held && wait != 0 {
+            self.order_held_stream_after(wait);
+        }
         if let Some(gate) = self.job.hand.set_done(wait) {
             // The application's later work on its stream waits behind this gate.
             if wait != 0 && late != 0 {
