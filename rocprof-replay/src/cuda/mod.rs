@@ -503,7 +503,7 @@ impl Backend {
         // may join the run, or wait for their own window) wait here, serving the run's
         // profiler calls ([`window::wait_while_held`]): one relaxed load otherwise.
         if enter && !matches!(api, Api::Launch(_)) && !guarded_thread() {
-            window::wait_while_held(self.settings.lock);
+            window::wait_while_held(&self.settings);
         }
         if api.may_load() && !guarded_thread() {
             if enter {

@@ -244,7 +244,10 @@ unsafe extern "C" fn host_evaluate(
         let p = &*p;
         let kept = kept_ranges();
         if p.rangeIndex >= kept.max(1) || *p.pCounterDataImage != 0xDA {
-            bad(format!("Evaluate range {} of {kept}, or image", p.rangeIndex));
+            bad(format!(
+                "Evaluate range {} of {kept}, or image",
+                p.rangeIndex
+            ));
         }
         for i in 0..p.numMetrics {
             // Each value: the metric name's length plus a quarter (not an integer), plus

@@ -4166,11 +4166,16 @@ struct FakeProfiler;
 
 impl FakeProfiler {
     fn install(decode_each: bool) -> (FakeProfiler, crate::counters::CounterCatalog) {
-        use super::profiler::tests as fake;
-        let modes = super::profiler::Modes {
+        FakeProfiler::install_modes(super::profiler::Modes {
             decode_each,
             ..Default::default()
-        };
+        })
+    }
+
+    fn install_modes(
+        modes: super::profiler::Modes,
+    ) -> (FakeProfiler, crate::counters::CounterCatalog) {
+        use super::profiler::tests as fake;
         let (p, seen) = fake::profiler(fake::fake_symbols(), modes);
         let catalog = fake::catalog(&p, &seen);
         super::profiler::set(Some(p));
@@ -4981,6 +4986,9 @@ mod run_tests;
 
 #[path = "defer_tests.rs"]
 mod defer_tests;
+
+#[path = "counter_run_tests.rs"]
+mod counter_run_tests;
 
 /// The launch metrics of `add_one`'s launch (`Harness::launch`: grid 4×2×1 of 256 threads,
 /// 512 bytes of dynamic shared memory) on the fake H200: static shared 1024, 16 registers,

@@ -185,6 +185,8 @@ pub(super) struct Rider<'s> {
     /// Its own counter values, combined after the run's last counter pass (`None`: the run
     /// ended before; its record then says why the first member has none).
     pub(super) metrics: Option<Metrics>,
+    /// Why its own counter values could not be read (the run's other members keep theirs).
+    pub(super) counters_error: Option<String>,
 }
 
 /// Why a run's pass stopped at a later member.
@@ -289,6 +291,7 @@ pub(super) fn join_run<'s>(
             kind: None,
             counter_values: Vec::new(),
             metrics: None,
+            counters_error: None,
         });
         let first = j.contexts.park();
         let ran = riders
@@ -410,12 +413,20 @@ pub(super) fn count_riders(riders: &mut [Rider<'_>], pass: u32) -> Result<(), Br
 }
 
 /// Counter pass `pass`'s values of every later member, after the pass ended.
-pub(super) fn rider_counter_values(riders: &mut [Rider<'_>], pass: u32) -> Result<(), String> {
-    for r in riders.iter_mut() {
-        let values = r.target.counter_values(pass)?;
-        r.counter_values.push(values);
+pub(super) fn rider_counter_values(riders: &mut [Rider<'_>], pass: u32) {
+    for r in riders.iter_mut().filter(|r| r.counters_error.is_none()) {
+        match r.target.counter_values(pass) {
+            Ok(values) => r.counter_values.push(values),
+            Err(why) => {
+                tracing::warn!(
+                    kernel = r.info.kernel(),
+                    dispatch = %r.info.dispatch_id,
+                    "reading the counters of a run's later member failed: {why}"
+                );
+                r.counters_error = Some(why);
+            }
+        }
     }
-    Ok(())
 }
 
 /// One pass of a later member, its policy called around it.

@@ -1039,11 +1039,11 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                     outcome.passes += 1;
                     outcome.pass_times.push(kernel_time);
                     let c = counter.unwrap_or_default();
-                    let read = target.counter_values(c).and_then(|values| {
+                    let read = target.counter_values(c).map(|values| {
                         counter_values.push(values);
-                        match &riding {
-                            Some(Ok(())) => rider_counter_values(&mut riders, c),
-                            _ => Ok(()),
+                        // Each later member's failure is its own.
+                        if let Some(Ok(())) = &riding {
+                            rider_counter_values(&mut riders, c);
                         }
                     });
                     match read {
@@ -1469,7 +1469,12 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 let mut own = outcome.clone();
                 own.kind = r.kind.unwrap_or(outcome.kind);
                 own.passes = r.passes;
-                r.metrics = collected(set, &own, first_counter_pass, &r.counter_values);
+                r.metrics = match &r.counters_error {
+                    Some(why) if own.kind == OutcomeKind::Replayed => {
+                        Some(Metrics::Absent(format!("counters_unavailable: {why}")))
+                    }
+                    _ => collected(set, &own, first_counter_pass, &r.counter_values),
+                };
             }
         }
         phases::timed(Phase::Complete, || target.complete());

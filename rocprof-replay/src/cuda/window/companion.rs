@@ -123,6 +123,8 @@ struct MailState {
     served: u64,
     /// The hand-off whose wait the thread is in: woken when a request comes.
     waiting: Option<Arc<Handoff>>,
+    /// The hand-offs of the windows holding the thread's calls.
+    holding: Vec<Arc<Handoff>>,
 }
 
 thread_local! {
@@ -136,12 +138,13 @@ pub(super) fn thread_mailbox() -> Arc<Mailbox> {
 }
 
 /// While a counter run holds this thread's calls ([`Handoff::hold_thread`]): waits at the
-/// entry of the call, serving the run's requests, until the run is over or `deadline`
-/// passed. One relaxed load otherwise.
-pub(crate) fn wait_while_held(deadline: Duration) {
+/// entry of the call, serving the run's requests, until the run is over (see
+/// [`Mailbox::wait_while_held`] for when it stops waiting sooner). One relaxed load
+/// otherwise.
+pub(crate) fn wait_while_held(settings: &crate::engine::settings::Settings) {
     let _ = MAIL.try_with(|m| {
         if m.holds.load(std::sync::atomic::Ordering::Acquire) > 0 {
-            m.wait_while_held(deadline);
+            m.wait_while_held(settings.lock, settings.yield_after);
         }
     });
 }
@@ -187,21 +190,37 @@ impl Mailbox {
         self.holds.load(std::sync::atomic::Ordering::Acquire) > 0
     }
 
-    fn hold(&self) {
-        let _s = self.state.lock();
+    fn hold(&self, hand: &Arc<Handoff>) {
+        let mut s = self.state.lock();
+        s.holding.push(hand.clone());
         self.holds.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
-    fn unhold(&self) {
-        let s = self.state.lock();
-        self.holds.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    fn unhold(&self, hand: &Handoff) {
+        let mut s = self.state.lock();
+        if let Some(i) = s.holding.iter().position(|h| std::ptr::eq(&**h, hand)) {
+            s.holding.swap_remove(i);
+            self.holds.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
         drop(s);
         self.changed.notify_all();
     }
 
-    /// See [`wait_while_held`]; `true` when the hold ended within `deadline`.
-    pub(super) fn wait_while_held(&self, deadline: Duration) -> bool {
-        let end = Instant::now() + deadline;
+    /// Whether a window holding the thread's calls has not finished its first pass (the
+    /// application's own launch: it may wait for what this call does).
+    fn first_pass_pending(&self) -> bool {
+        let holding = self.state.lock().holding.clone();
+        holding.iter().any(|h| !h.first_pass_over())
+    }
+
+    /// See [`wait_while_held`]; `true` when the hold ended. The call goes on sooner — to the
+    /// backend's usual handling, which orders it behind the window or makes the window give
+    /// way — when a holding window's first pass has not finished after `yield_after` (the
+    /// application's kernel may wait for this very call), and at `deadline`.
+    pub(super) fn wait_while_held(&self, deadline: Duration, yield_after: Duration) -> bool {
+        let start = Instant::now();
+        let end = start + deadline;
+        let mut look_at = start + yield_after;
         let mut s = self.state.lock();
         loop {
             if let Some(request) = s.request.take() {
@@ -213,16 +232,33 @@ impl Mailbox {
             if !self.held() {
                 return true;
             }
-            if self.changed.wait_until(&mut s, end).timed_out() && s.request.is_none() {
-                if !self.held() {
-                    return true;
-                }
+            let timed_out = self
+                .changed
+                .wait_until(&mut s, look_at.min(end))
+                .timed_out();
+            if !timed_out || s.request.is_some() || !self.held() {
+                continue;
+            }
+            let now = Instant::now();
+            if now >= end {
                 tracing::warn!(
                     waited_ms = deadline.as_millis() as u64,
                     "a call waited for this thread's counter run past the lock deadline: it \
                      goes on (ROCPROF_REPLAY_LOCK_TIMEOUT_MS)"
                 );
                 return false;
+            }
+            if now >= look_at {
+                look_at = now + yield_after;
+                let pending =
+                    parking_lot::MutexGuard::unlocked(&mut s, || self.first_pass_pending());
+                if pending {
+                    tracing::debug!(
+                        "a call of a thread held by its counter run goes on: the run's first \
+                         pass has not finished (it may wait for this call)"
+                    );
+                    return false;
+                }
             }
         }
     }
@@ -363,7 +399,7 @@ impl Handoff {
             word.open();
         }
         if held {
-            self.mail.unhold();
+            self.mail.unhold(self);
         }
         self.changed.notify_all();
         gate
@@ -373,13 +409,13 @@ impl Handoff {
     /// device must stay free of closed gates while CUPTI profiles): the thread's later calls
     /// wait at their entry, serving the window's requests, until the window is over
     /// ([`wait_while_held`]). `false` when the window is over already (nothing to hold).
-    pub(super) fn hold_thread(&self) -> bool {
+    pub(super) fn hold_thread(self: &Arc<Self>) -> bool {
         let mut s = self.state.lock();
         if s.done {
             return false;
         }
         s.holding = true;
-        self.mail.hold();
+        self.mail.hold(self);
         true
     }
 

@@ -293,7 +293,7 @@ pub(crate) unsafe fn enter_launch(
     // SAFETY: caller contract.
     let Some(launch) = (unsafe { Launch::decode(kind, cb.functionParams) }) else {
         // It runs as submitted, outside any window (after this thread's counter run).
-        companion::wait_while_held(be.settings.lock);
+        companion::wait_while_held(&be.settings);
         crate::engine::footprint::note_device_write(cb.context as u64);
         return 0;
     };
@@ -317,7 +317,7 @@ pub(crate) unsafe fn enter_launch(
     }
     let info = dispatch_info(be, &ctx, &launch, &facts);
     if capturing {
-        companion::wait_while_held(be.settings.lock);
+        companion::wait_while_held(&be.settings);
         warn_once(&CAPTURE, || {
             tracing::warn!(
                 "launches into a capturing stream are not replayed: they only add a node to \
@@ -352,7 +352,7 @@ pub(crate) unsafe fn enter_launch(
         // without the tool, outside any window (the write epoch is bumped before and after:
         // carried fingerprints of the context no longer count) — after this thread's counter
         // run, if one holds its calls.
-        companion::wait_while_held(be.settings.lock);
+        companion::wait_while_held(&be.settings);
         crate::engine::footprint::note_device_write(cb.context as u64);
         // SAFETY: the application is inside this launch call: its arguments are alive.
         let others = unsafe { contexts_named(be, &ctx, &launch, facts.params.as_deref()) };
@@ -409,9 +409,8 @@ pub(crate) unsafe fn enter_launch(
     // (`ROCPROF_REPLAY_CUPTI_RUN`): its call returns after pass 1 without any gate (CUPTI
     // must not find a closed one on the device), and the thread's later calls wait at their
     // entry until the window is over, serving its profiler calls there.
-    let held = window.counters
-        && be.settings.run > 1
-        && crate::cuda::profiler::ranges_per_pass() > 1;
+    let held =
+        window.counters && be.settings.run > 1 && crate::cuda::profiler::ranges_per_pass() > 1;
     let copied = ((gates.is_some() && !window.counters && own_connections) || held)
         // SAFETY: the application is inside this launch call.
         .then(|| unsafe { params::copy(&launch, facts.params.as_deref()) });
@@ -459,7 +458,7 @@ pub(crate) unsafe fn enter_launch(
         if let Some(job) = job {
             give_event(&job.ctx, job.before, false);
         }
-        companion::wait_while_held(be.settings.lock);
+        companion::wait_while_held(&be.settings);
         warn_once(&NO_COMPANION, || {
             tracing::error!("no replay thread could be started: launches run without replay")
         });

@@ -35,8 +35,8 @@ mod l2;
 mod launch;
 mod target;
 
-use companion::*;
 pub(crate) use companion::wait_while_held;
+use companion::*;
 #[cfg(test)]
 pub(crate) use launch::asynchronous_windows;
 use launch::*;

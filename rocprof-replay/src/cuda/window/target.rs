@@ -1203,7 +1203,9 @@ impl ReplayTarget for CudaTarget<'_> {
                     Ok(())
                 }
                 Some((false, _)) => Err("the run's counter passes measure no more launches".into()),
-                None => Err("the run's first launch is measured alone in its counter passes".into()),
+                None => {
+                    Err("the run's first launch is measured alone in its counter passes".into())
+                }
             };
         }
         // Several launches per counter pass where the call returns after pass 1 and later
@@ -1214,8 +1216,8 @@ impl ReplayTarget for CudaTarget<'_> {
             1
         };
         let (ctx, agent, set) = (self.ctx.handle, self.job.info.agent_index, set.clone());
-        let prepared = self
-            .profiler_call(move || crate::cuda::profiler::prepare(ctx, agent, &set, ranges))??;
+        let prepared =
+            self.profiler_call(move || crate::cuda::profiler::prepare(ctx, agent, &set, ranges))??;
         self.l2 = super::l2::L2Flush::wanted(prepared.flushes_l2(), l2_bytes(self.drv()));
         let session = Arc::new(Mutex::new(prepared));
         if ranges > 1
