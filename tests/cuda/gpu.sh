@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab (default: all but the last seventeen)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab counter-runs (default: all but the last eighteen)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -409,6 +409,66 @@ PY2
     else
       echo "cupti_pass_cost: nvcc failed"
     fi
+    ;;
+  counter-runs)
+    # Several launches per counter pass (ROCPROF_REPLAY_CUPTI_RUN=K, opt-in): counters_check
+    # under K = 1, 2, 4 (RESULT OK, runs formed, each launch's deterministic counts equal to
+    # K=1's), then the GPT-2 step with the 29-metric set (12 counter passes), K = 1 and 4,
+    # each bounded: kernels with values per second of wall time against the plain step.
+    step "counter-runs: several launches per counter pass"
+    c=$out/counter-runs; mkdir -p "$c"
+    export ROCPROF_REPLAY_TIMER_LIB=$here/librocprof_replay_timer.so
+    cli=$here/rocprof-replay
+    nvcc -O2 -std=c++17 -arch=native -o "$c/counters_check" "$here/cuda/apps/counters_check.cu"
+    M=sm__inst_executed.sum,smsp__inst_executed.sum,sm__cycles_elapsed.avg,dram__bytes_read.sum,lts__t_sectors_op_read.sum
+    for k in ${RUN_KS:-1 2 4}; do
+      ROCPROF_REPLAY_CUPTI_RUN=$k timeout 120 "$cli" run --runtime cuda --passes 1 --metrics "$M" \
+        -q -o "$c/cc.$k.json" -- "$c/counters_check" 1024 > "$c/cc.$k.stdout" 2> "$c/cc.$k.stderr"
+      echo "counters_check K=$k: exit $? $(grep -m1 RESULT "$c/cc.$k.stdout")"
+      grep -i 'warn\|error\|panic' "$c/cc.$k.stderr" | cut -c1-300 | sort | uniq -c | head -8
+    done
+    python3 - "$c" ${RUN_KS:-1 2 4} <<'PY'
+import json, sys
+c, ks = sys.argv[1], sys.argv[2:]
+def load(k):
+    try:
+        return sorted(json.load(open(f"{c}/cc.{k}.json"))["dispatches"], key=lambda d: d.get("dispatch_id", 0))
+    except Exception as e:
+        print(f"K={k}: no report ({e})"); return []
+base = load(ks[0])
+for k in ks:
+    d = load(k)
+    print(f"K={k}: {len(d)} dispatches, runs {[x.get('run') for x in d]}, outcomes {sorted({x.get('outcome') for x in d})}")
+    for x, b in zip(d, base):
+        m, mb = x.get("metrics") or {}, b.get("metrics") or {}
+        v = {n: m[n].get("gpu_value") for n in m}
+        same = all(v.get(n) == mb[n].get("gpu_value") for n in ("sm__inst_executed.sum", "smsp__inst_executed.sum") if n in mb)
+        print(f"  {x.get('kernel','?')[:24]:24} run={x.get('run')} inst={v.get('sm__inst_executed.sum')} cycles={v.get('sm__cycles_elapsed.avg')} dram_rd={v.get('dram__bytes_read.sum')} same_inst_as_K{ks[0]}={same} {'' if m else x.get('metrics_reason','')[:160]}")
+PY
+    M8=sm__cycles_elapsed.avg,sm__cycles_active.avg,sm__inst_executed.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_atom.sum,lts__t_sectors_op_red.sum,lts__t_sector_hit_rate.pct,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__throughput.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct,smsp__thread_inst_executed_per_inst_executed.ratio
+    g="python3 $here/cuda/gpt2_step.py --steps 1"
+    t0=$(date +%s.%N); $g --out "$c/gpt2.plain.json" > "$c/gpt2.plain.log" 2>&1; t1=$(date +%s.%N)
+    echo "gpt2 plain: $(awk "BEGIN{print $t1 - $t0}") s"
+    for k in ${GPT2_RUN_KS:-4 1}; do
+      t0=$(date +%s.%N)
+      ROCPROF_REPLAY_CUPTI_RUN=$k timeout "${GPT2_RUN_TIMEOUT:-100}" "$cli" run --runtime cuda --passes 1 \
+        --metrics "$M8" -q -o "$c/gpt2.$k.json" -- $g --out "$c/gpt2.$k.out.json" > "$c/gpt2.$k.stdout" 2> "$c/gpt2.$k.stderr"
+      rc=$?; t1=$(date +%s.%N)
+      python3 - "$c/gpt2.$k.json" "$k" "$rc" "$(awk "BEGIN{print $t1 - $t0}")" <<'PY'
+import json, sys, collections
+path, k, rc, wall = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+try:
+    d = json.load(open(path))["dispatches"]
+except Exception as e:
+    print(f"gpt2 K={k}: exit {rc}, {wall:.1f} s, no report ({e})"); sys.exit()
+vals = [x for x in d if x.get("metrics")]
+runs = collections.Counter(x.get("run") for x in vals)
+why = collections.Counter((x.get("metrics_reason") or "")[:120] for x in d if not x.get("metrics"))
+print(f"gpt2 K={k}: exit {rc}, {wall:.1f} s, {len(d)} dispatches, {len(vals)} with values ({wall/max(len(vals),1):.4f} s each), runs {dict(runs)}")
+for r, n in why.most_common(4): print(f"   {n} without values: {r}")
+PY
+      grep -i 'panic\|error' "$c/gpt2.$k.stderr" | cut -c1-300 | sort | uniq -c | head -5
+    done
     ;;
   counters|counters-gpt2|counters-launch)
     # Hardware counters through CUPTI's range profiler, against Nsight Compute. Two steps, each
