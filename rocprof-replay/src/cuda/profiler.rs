@@ -17,13 +17,13 @@
 //!   dispatch of the set reuses it.
 //! - **Per dispatch** ([`Profiler::prepare`], before the window takes the context): the
 //!   context's range profiler (`cuptiRangeProfilerEnable`, once per context, kept until the
-//!   context is destroyed) and a counter data image for one range
+//!   context is destroyed) and a counter data image for one range, or K for a counter run
 //!   (`GetCounterDataSize`, `CounterDataImageInitialize`).
 //! - **Per counter pass** ([`Session::arm`]): before counter pass 0, `SetConfig` (user range,
 //!   user replay, one range per pass, pass index 0); before every counter pass `Start` and
 //!   `PushRange`, after it `PopRange`, `Stop` (which says whether CUPTI has every pass it
 //!   needs) and `DecodeData` — the sequence of NVIDIA's nvbench (`cupti_profiler.cxx`).
-//! - **After the last counter pass** ([`Session::values`]): `GetCounterDataInfo` (one range)
+//! - **After the last counter pass** ([`Session::values_of`]): `GetCounterDataInfo` (one range)
 //!   and `cuptiProfilerHostEvaluateToGpuValues`: one `f64` per metric, in set order.
 //!
 //! # One range per pass
@@ -34,6 +34,15 @@
 //! in the context, `ROCPROF_REPLAY_CUPTI_RANGE=auto`) would measure the same launch without
 //! the push/pop; user range with user replay is the combination NVIDIA's own nvbench uses,
 //! so it is the default.
+//!
+//! # Several launches per pass (counter runs)
+//! With [`Modes::ranges`] = K > 1 (`ROCPROF_REPLAY_CUPTI_RUN`) a window that may take later
+//! launches into its run builds its session for K ranges, and each member's launch gets a
+//! user range of its own in every counter pass ([`Session::push_range`],
+//! [`Session::pop_range`]; names `rocprof-replay dispatch {i}`, the same in every pass), its
+//! values that range's ([`Session::values_of`]). CUDA 13.0's range profiler keeps two user
+//! ranges per pass whatever it is configured for: a launch whose range was not kept gets an
+//! error naming how many were.
 //!
 //! # Decoding
 //! `DecodeData` runs after every counter pass (it must follow a `Stop`). With
@@ -1034,8 +1043,10 @@ impl Session {
         self.values_of(pass, 0)
     }
 
-    /// [`values`](Self::values) of the `range`th launch of each counter pass (a member of a
-    /// run: its own range).
+    /// The values of counter pass `pass` of the `range`th launch of each counter pass (range 0
+    /// where the session measures one launch; a member of a run: its own range), in
+    /// [`MetricSet::pass`] order: none before the last pass; after it every metric, each the
+    /// bit pattern of its `f64` value.
     pub(crate) fn values_of(&mut self, pass: u32, range: u32) -> Result<Vec<u64>, String> {
         if let Some(why) = &self.error {
             return Err(why.clone());

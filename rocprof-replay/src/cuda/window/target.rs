@@ -250,7 +250,7 @@ pub(super) struct CudaTarget<'a> {
     /// The session the run's later members are measured in, and the next free range in it
     /// (shared by the run's first member and its candidates; `None` outside a run's window).
     pub(super) run_counters: Option<RunCounters>,
-    /// Shown to a run as a candidate ([`CudaJoins`]): measured in the first member's session.
+    /// Shown to a run as a candidate (`CudaJoins`): measured in the first member's session.
     pub(super) candidate: bool,
     /// The launch metrics of this dispatch's set, computed before the window
     /// ([`crate::cuda::launch_metrics`]).
