@@ -118,8 +118,12 @@ pub(crate) struct Mailbox {
 
 #[derive(Default)]
 struct MailState {
-    request: Option<Request>,
-    /// Requests run so far.
+    /// The request waiting to be taken, and its number.
+    request: Option<(u64, Request)>,
+    /// The last request's number.
+    posted: u64,
+    /// The number of the last request that finished (requests run in order): a request that
+    /// outlived its poster's deadline and finishes later is never taken for a newer one.
     served: u64,
     /// The hand-off whose wait the thread is in: woken when a request comes.
     waiting: Option<Arc<Handoff>>,
@@ -166,21 +170,26 @@ impl Mailbox {
         Waiting(self)
     }
 
-    /// The request waiting, if any (the thread takes it to run it).
-    fn take_request(&self) -> Option<Request> {
-        self.state.lock().request.take()
+    /// The request waiting, if any (the thread takes it to run it; its poster is told, so
+    /// that its deadline for the run starts now).
+    fn take_request(&self) -> Option<(u64, Request)> {
+        let taken = self.state.lock().request.take();
+        if taken.is_some() {
+            self.changed.notify_all();
+        }
+        taken
     }
 
     /// Runs `request` on this (the application) thread, the backend's own calls unhooked; a
     /// panic stays here (the window sees its request served without a result: it lost what
     /// it handed over, and says so).
-    fn run(&self, request: Request) {
+    fn run(&self, (id, request): (u64, Request)) {
         {
             let _g = Guard::new();
             let _ = catch_unwind(AssertUnwindSafe(request));
         }
         let mut s = self.state.lock();
-        s.served += 1;
+        s.served = s.served.max(id);
         drop(s);
         self.changed.notify_all();
     }
@@ -225,6 +234,7 @@ impl Mailbox {
         loop {
             if let Some(request) = s.request.take() {
                 drop(s);
+                self.changed.notify_all();
                 self.run(request);
                 s = self.state.lock();
                 continue;
@@ -278,8 +288,9 @@ impl Mailbox {
     ) -> Result<bool, Request> {
         let start = Instant::now();
         let mut s = self.state.lock();
-        let before = s.served;
-        s.request = Some(request);
+        s.posted += 1;
+        let id = s.posted;
+        s.request = Some((id, request));
         let waiting = s.waiting.clone();
         drop(s);
         self.changed.notify_all();
@@ -289,18 +300,18 @@ impl Mailbox {
         let mut s = self.state.lock();
         while s.request.is_some() {
             if self.changed.wait_until(&mut s, start + grace).timed_out()
-                && let Some(r) = s.request.take()
+                && let Some((_, r)) = s.request.take()
             {
                 return Err(r);
             }
         }
-        while s.served == before {
+        while s.served < id {
             if self
                 .changed
                 .wait_until(&mut s, start + deadline)
                 .timed_out()
             {
-                return Ok(s.served != before);
+                return Ok(s.served >= id);
             }
         }
         Ok(true)
@@ -1029,6 +1040,101 @@ pub(super) fn trim_arena(be: &Backend, ctx: &Ctx) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request that records the thread it ran on, after `delay`.
+    fn recording(ran: &Arc<Mutex<Vec<String>>>, delay: Duration) -> Request {
+        let ran = ran.clone();
+        Box::new(move || {
+            std::thread::sleep(delay);
+            let t = std::thread::current();
+            ran.lock().push(t.name().unwrap_or("?").to_owned());
+        })
+    }
+
+    /// A window's requests reach the application thread wherever it waits in the backend's
+    /// callbacks: in another launch's hand-off (any hand-off of the thread shares its
+    /// mailbox) and at the entry of a call while a window holds the thread; a request the
+    /// thread did not take in time comes back; a request that outlived its poster's deadline
+    /// and finishes later is not taken for the next one's.
+    #[test]
+    fn a_threads_mailbox_is_served_wherever_it_waits_and_a_late_request_is_not_anothers() {
+        let ran: Arc<Mutex<Vec<String>>> = Arc::default();
+        let mail: Arc<Mailbox> = Arc::default();
+        // The thread waits for a launch's release; the request comes through its mailbox.
+        let hand = Arc::new(Handoff {
+            mail: mail.clone(),
+            ..Handoff::default()
+        });
+        let app = {
+            let hand = hand.clone();
+            std::thread::Builder::new()
+                .name("app".into())
+                .spawn(move || hand.wait_release(None))
+                .unwrap()
+        };
+        let served = mail.on_app_thread(
+            recording(&ran, Duration::ZERO),
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        );
+        assert!(matches!(served, Ok(true)));
+        hand.release(Release::Ordinary { reader: false });
+        assert!(app.join().unwrap().is_some());
+        // Held: the thread's next call waits at its entry, serving the window's requests.
+        let held = Arc::new(Handoff {
+            mail: mail.clone(),
+            ..Handoff::default()
+        });
+        assert!(held.hold_thread());
+        assert!(mail.held());
+        held.set_first_pass_over();
+        let app = {
+            let mail = mail.clone();
+            std::thread::Builder::new()
+                .name("app".into())
+                .spawn(move || {
+                    mail.wait_while_held(Duration::from_secs(10), Duration::from_secs(10))
+                })
+                .unwrap()
+        };
+        let served = mail.on_app_thread(
+            recording(&ran, Duration::ZERO),
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        );
+        assert!(matches!(served, Ok(true)));
+        // A request that takes longer than its deadline: taken, not finished in time.
+        let late = mail.on_app_thread(
+            recording(&ran, Duration::from_millis(300)),
+            Duration::from_secs(5),
+            Duration::from_millis(20),
+        );
+        assert!(matches!(late, Ok(false)), "{:?}", late.is_ok());
+        // The next request is not satisfied by the late one finishing.
+        let next = mail.on_app_thread(
+            recording(&ran, Duration::from_millis(100)),
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        );
+        assert!(matches!(next, Ok(true)));
+        assert_eq!(
+            ran.lock().len(),
+            4,
+            "each request ran before its poster went on"
+        );
+        drop(held.set_done(0));
+        assert!(app.join().unwrap(), "the hold ended with the window");
+        assert!(!mail.held());
+        assert!(ran.lock().iter().all(|t| t == "app"), "{:?}", ran.lock());
+        // Nobody waits: the request comes back after its grace.
+        let back = mail.on_app_thread(
+            recording(&ran, Duration::ZERO),
+            Duration::from_millis(20),
+            Duration::from_secs(1),
+        );
+        assert!(back.is_err());
+        assert_eq!(ran.lock().len(), 4);
+    }
 
     /// The word a launch call's exit offers for other streams' work is offered exactly once,
     /// under the window's number: at the exit, unless the launch was deferred and its first
