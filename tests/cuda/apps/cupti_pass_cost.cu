@@ -80,6 +80,7 @@
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
 #include <dlfcn.h>
+#include <unistd.h>
 #include <nvperf_cuda_host.h>
 #include <nvperf_host.h>
 
