@@ -20,12 +20,23 @@ fn with_counters(
     args: &[&str],
     metrics: &str,
 ) -> (Vec<Value>, String) {
+    with_counters_env(name, exe, args, metrics, &[])
+}
+
+/// [`with_counters`] with `extra` in the environment.
+fn with_counters_env(
+    name: &str,
+    exe: &std::path::Path,
+    args: &[&str],
+    metrics: &str,
+    extra: &[(&str, &str)],
+) -> (Vec<Value>, String) {
     let rec = out_dir().join(format!("{name}.jsonl"));
     let _ = std::fs::remove_file(&rec);
     let tool = timer_tool().to_str().unwrap().to_string();
     let catalog = out_dir().join(format!("{name}.catalog.jsonl"));
     let _ = std::fs::remove_file(&catalog);
-    let env = [
+    let mut env = vec![
         ("ROCPROF_REPLAY_CATALOG", catalog.to_str().unwrap()),
         ("CUDA_INJECTION64_PATH", tool.as_str()),
         ("ROCPROF_REPLAY_PASSES", "1"),
@@ -33,6 +44,7 @@ fn with_counters(
         ("ROCPROF_REPLAY_OUTPUT", rec.to_str().unwrap()),
         ("ROCPROF_REPLAY_LOG", "warn"),
     ];
+    env.extend_from_slice(extra);
     let r = run(exe, args, &env, &["LD_PRELOAD"], DEADLINE);
     std::fs::write(
         out_dir().join(format!("{name}.stdout")),
@@ -130,6 +142,66 @@ fn counters_of_known_kernels_come_from_cuptis_range_profiler_with_one_execution(
         inst[0], inst[1],
         "sm__inst_executed.sum of two identical launches"
     );
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI 12.6+: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn launches_right_after_a_counted_one_share_its_counter_passes_each_with_its_own_values() {
+    require_gpu();
+    let exe = cuda_app("counters_check", false);
+    let metrics = "dram__bytes_read.sum,sm__inst_executed.sum,sm__cycles_elapsed.avg";
+    // Two launches per counter pass: what CUDA 13.0's range profiler keeps.
+    let (recs, stderr) = with_counters_env(
+        "counters_check.runs",
+        &exe,
+        &["1024"],
+        metrics,
+        &[("ROCPROF_REPLAY_CUPTI_RUN", "2")],
+    );
+    let sums = of_kernel(&recs, "stream_sum");
+    let scales = of_kernel(&recs, "scale");
+    assert_eq!((sums.len(), scales.len()), (2, 3), "{recs:?}");
+    // The two back-to-back stream_sum launches share one window, and so do the first two
+    // scale launches.
+    assert_eq!(
+        (sums[0]["run"].as_u64(), sums[1]["run"].as_u64()),
+        (Some(2), Some(2)),
+        "{}",
+        tail(&stderr, 4000)
+    );
+    assert_eq!(scales[0]["run"].as_u64(), Some(2), "{recs:?}");
+    for r in sums.iter().chain(&scales) {
+        assert_eq!(r["outcome"], "replayed", "{r}");
+        assert_eq!(r["inputs_restored"], true, "{r}");
+        assert!(value(r, "sm__inst_executed.sum") > 0.0, "{r}");
+    }
+    // Each launch's values are its own: identical work, identical instruction counts; each
+    // reads its buffer from DRAM (the L2 flushed before each launch's range).
+    let inst = |v: &[&Value]| -> Vec<f64> {
+        v.iter()
+            .map(|r| value(r, "sm__inst_executed.sum"))
+            .collect()
+    };
+    let (a, b) = (inst(&sums), inst(&scales));
+    assert!(a.iter().all(|x| *x == a[0]), "stream_sum: {a:?}");
+    assert!(b.iter().all(|x| *x == b[0]), "scale: {b:?}");
+    assert!(
+        a[0] > 10.0 * b[0],
+        "a 1 GiB sum executes more than a 4 MiB scale: {a:?} {b:?}"
+    );
+    for (rs, bytes) in [(&sums, 1u64 << 30), (&scales, 4 << 20)] {
+        for r in rs.iter() {
+            let read = value(r, "dram__bytes_read.sum");
+            let want = bytes as f64;
+            assert!(
+                (read - want).abs() / want < 0.02,
+                "dram__bytes_read.sum {read} for {bytes} bytes: {r}"
+            );
+        }
+    }
 }
 
 #[test]
