@@ -501,7 +501,7 @@ impl Backend {
         }
         // While a counter run of this thread is open, its calls other than launches (which
         // may join the run, or wait for their own window) wait here, serving the run's
-        // profiler calls ([`window::wait_while_held`]): one relaxed load otherwise.
+        // profiler calls ([`window::wait_while_held`]): one atomic load otherwise.
         if enter && !matches!(api, Api::Launch(_)) && !guarded_thread() {
             window::wait_while_held(&self.settings);
         }

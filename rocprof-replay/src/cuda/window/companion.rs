@@ -131,6 +131,9 @@ struct MailState {
     holding: Vec<Arc<Handoff>>,
 }
 
+/// Windows holding their threads' calls, over the process ([`Handoff::hold_thread`]).
+static HOLDING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 thread_local! {
     /// This thread's mailbox, made on first use.
     static MAIL: Arc<Mailbox> = Arc::default();
@@ -143,9 +146,13 @@ pub(super) fn thread_mailbox() -> Arc<Mailbox> {
 
 /// While a counter run holds this thread's calls ([`Handoff::hold_thread`]): waits at the
 /// entry of the call, serving the run's requests, until the run is over (see
-/// [`Mailbox::wait_while_held`] for when it stops waiting sooner). One relaxed load
-/// otherwise.
+/// [`Mailbox::wait_while_held`] for when it stops waiting sooner). One atomic load
+/// otherwise (of a process-wide count, then of the thread's own).
 pub(crate) fn wait_while_held(settings: &crate::engine::settings::Settings) {
+    // Nothing holds any thread (always, without counter runs): no thread-local lookup.
+    if HOLDING.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        return;
+    }
     let _ = MAIL.try_with(|m| {
         if m.holds.load(std::sync::atomic::Ordering::Acquire) > 0 {
             m.wait_while_held(settings.lock, settings.yield_after);
@@ -203,6 +210,7 @@ impl Mailbox {
         let mut s = self.state.lock();
         s.holding.push(hand.clone());
         self.holds.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        HOLDING.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     fn unhold(&self, hand: &Handoff) {
@@ -210,6 +218,7 @@ impl Mailbox {
         if let Some(i) = s.holding.iter().position(|h| std::ptr::eq(&**h, hand)) {
             s.holding.swap_remove(i);
             self.holds.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            HOLDING.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         }
         drop(s);
         self.changed.notify_all();
@@ -1060,6 +1069,16 @@ mod tests {
     fn a_threads_mailbox_is_served_wherever_it_waits_and_a_late_request_is_not_anothers() {
         let ran: Arc<Mutex<Vec<String>>> = Arc::default();
         let mail: Arc<Mailbox> = Arc::default();
+        // Posts a request taking `run` to run; whether it ran within `deadline` (`Err`: not
+        // taken within `grace`).
+        let post = |run: u64, grace: u64, deadline: u64| {
+            mail.on_app_thread(
+                recording(&ran, Duration::from_millis(run)),
+                Duration::from_millis(grace),
+                Duration::from_millis(deadline),
+            )
+            .map_err(drop)
+        };
         // The thread waits for a launch's release; the request comes through its mailbox.
         let hand = Arc::new(Handoff {
             mail: mail.clone(),
@@ -1072,11 +1091,7 @@ mod tests {
                 .spawn(move || hand.wait_release(None))
                 .unwrap()
         };
-        let served = mail.on_app_thread(
-            recording(&ran, Duration::ZERO),
-            Duration::from_secs(5),
-            Duration::from_secs(5),
-        );
+        let served = post(0, 5000, 5000);
         assert!(matches!(served, Ok(true)));
         hand.release(Release::Ordinary { reader: false });
         assert!(app.join().unwrap().is_some());
@@ -1097,25 +1112,13 @@ mod tests {
                 })
                 .unwrap()
         };
-        let served = mail.on_app_thread(
-            recording(&ran, Duration::ZERO),
-            Duration::from_secs(5),
-            Duration::from_secs(5),
-        );
+        let served = post(0, 5000, 5000);
         assert!(matches!(served, Ok(true)));
         // A request that takes longer than its deadline: taken, not finished in time.
-        let late = mail.on_app_thread(
-            recording(&ran, Duration::from_millis(300)),
-            Duration::from_secs(5),
-            Duration::from_millis(20),
-        );
-        assert!(matches!(late, Ok(false)), "{:?}", late.is_ok());
+        let late = post(300, 5000, 20);
+        assert_eq!(late, Ok(false));
         // The next request is not satisfied by the late one finishing.
-        let next = mail.on_app_thread(
-            recording(&ran, Duration::from_millis(100)),
-            Duration::from_secs(5),
-            Duration::from_secs(5),
-        );
+        let next = post(100, 5000, 5000);
         assert!(matches!(next, Ok(true)));
         assert_eq!(
             ran.lock().len(),
@@ -1127,11 +1130,7 @@ mod tests {
         assert!(!mail.held());
         assert!(ran.lock().iter().all(|t| t == "app"), "{:?}", ran.lock());
         // Nobody waits: the request comes back after its grace.
-        let back = mail.on_app_thread(
-            recording(&ran, Duration::ZERO),
-            Duration::from_millis(20),
-            Duration::from_secs(1),
-        );
+        let back = post(0, 20, 1000);
         assert!(back.is_err());
         assert_eq!(ran.lock().len(), 4);
     }
