@@ -591,16 +591,6 @@ impl Handoff {
         true
     }
 
-    /// Has `request` run on the launching thread ([`Mailbox::on_app_thread`]).
-    pub(super) fn on_app_thread(
-        &self,
-        request: Request,
-        grace: Duration,
-        deadline: Duration,
-    ) -> Result<bool, Request> {
-        self.mail.on_app_thread(request, grace, deadline)
-    }
-
     /// The launch's status, or `None` at `deadline`.
     pub(super) fn wait_launched(&self, deadline: Instant) -> Option<CUresult> {
         self.spin(deadline, |s| s.launched.is_some());

@@ -389,7 +389,7 @@ pub(crate) unsafe fn enter_launch(
     // An asynchronous window relaunches after this call returned: it needs its own copy of
     // the arguments.
     // A window that collects counters stays synchronous: its profiler calls run on this
-    // thread while it waits in the launch's callbacks (`Handoff::on_app_thread`). So does one
+    // thread while it waits in the launch's callbacks (`Mailbox::on_app_thread`). So does one
     // where the launch's stream may share a hardware connection with the window's own stream:
     // the gate after pass 1 would hold the window's restores and relaunches too, behind a gate
     // that opens only after them (seen on an H100 with `CUDA_DEVICE_MAX_CONNECTIONS=1`: the

@@ -394,6 +394,7 @@ impl<'a> CudaTarget<'a> {
         let served = self
             .job
             .hand
+            .mail
             .on_app_thread(request, DEFER_GRACE, DEFER_GRACE);
         let deferred = slot.lock().take();
         let Some(d) = deferred.filter(|_| matches!(served, Ok(true))) else {
@@ -1022,7 +1023,7 @@ impl DeviceMemory for CudaTarget<'_> {
 
 impl CudaTarget<'_> {
     /// Runs `call` (CUPTI's profiler) on the application thread while it waits in one of the
-    /// backend's callbacks ([`Handoff::on_app_thread`]), or here when it does not take it
+    /// backend's callbacks ([`Mailbox::on_app_thread`]), or here when it does not take it
     /// within 50 ms (a counter run's: within `ROCPROF_REPLAY_YIELD_MS`, as its thread runs
     /// its own code between calls); `Err` when it took it and did not finish within the pass
     /// deadline, or panicked (what it was given is lost: the dispatch has no counters).
@@ -1040,7 +1041,7 @@ impl CudaTarget<'_> {
         } else {
             Duration::from_millis(50)
         };
-        match self.job.hand.on_app_thread(request, grace, deadline) {
+        match self.job.hand.mail.on_app_thread(request, grace, deadline) {
             Ok(true) => {}
             Ok(false) => {
                 return Err(format!(
@@ -1071,7 +1072,10 @@ impl CudaTarget<'_> {
             }
         });
         let lock = self.be.settings.lock;
-        if !matches!(self.job.hand.on_app_thread(request, lock, lock), Ok(true)) {
+        if !matches!(
+            self.job.hand.mail.on_app_thread(request, lock, lock),
+            Ok(true)
+        ) {
             tracing::error!(
                 "the application's stream could not be ordered after a late replay pass: its \
                  thread made no call within the lock deadline"
