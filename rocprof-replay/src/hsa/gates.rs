@@ -52,12 +52,54 @@ pub(crate) fn barrier_and(
     b
 }
 
+/// The runtime's signal operations that count tracked submissions: the backend's originals,
+/// or a fake in tests.
+pub(crate) trait SignalCounter {
+    /// Adds `v` to `signal` (release).
+    fn add(&self, signal: hsa_signal_t, v: i64);
+    /// Reads `signal` (acquire).
+    fn load(&self, signal: hsa_signal_t) -> i64;
+}
+
+impl SignalCounter for Backend {
+    fn add(&self, signal: hsa_signal_t, v: i64) {
+        // SAFETY: a live signal of ours (every caller counts on its own queue's signal).
+        unsafe { (self.orig.signal_add)(signal, v) }
+    }
+    fn load(&self, signal: hsa_signal_t) -> i64 {
+        // SAFETY: as above.
+        unsafe { (self.orig.signal_load)(signal) }
+    }
+}
+
+/// Counts one more tracked submission behind `inflight` (its retiring barrier decrements it);
+/// returns the submission's index, from 1.
+///
+/// `inflight` goes up before `submitted`: [`retired`] reads `submitted` first, so whatever
+/// count it sees, the matching `inflight` is already in the signal, and it can only
+/// underestimate what finished. The other order let a drain read the new `submitted` with the
+/// old `inflight` and count the queue's still-running last submission as finished (a window's
+/// pass then ran beside another queue's kernel: a false `wrote_outside_footprint`, or a
+/// restore undoing that kernel's write; found by the interceptor fuzz target under load).
+pub(crate) fn count_submission(
+    sig: &impl SignalCounter,
+    inflight: hsa_signal_t,
+    submitted: &AtomicU64,
+) -> u64 {
+    sig.add(inflight, 1);
+    submitted.fetch_add(1, Ordering::AcqRel) + 1
+}
+
 /// Tracked submissions of a queue that have finished: every tracked submission is followed by a
-/// barrier that decrements `inflight`, and they finish in order.
-pub(crate) fn retired(be: &Backend, inflight: hsa_signal_t, submitted: &AtomicU64) -> u64 {
+/// barrier that decrements `inflight`, and they finish in order. Never more than have finished,
+/// whatever [`count_submission`] runs meanwhile (it may say fewer).
+pub(crate) fn retired(
+    sig: &impl SignalCounter,
+    inflight: hsa_signal_t,
+    submitted: &AtomicU64,
+) -> u64 {
     let submitted = submitted.load(Ordering::Acquire);
-    // SAFETY: a live signal of ours.
-    let pending = unsafe { (be.orig.signal_load)(inflight) };
+    let pending = sig.load(inflight);
     submitted.saturating_sub(u64::try_from(pending).unwrap_or(0))
 }
 
@@ -366,9 +408,7 @@ impl ReplayQueue {
             HSA_FENCE_SCOPE_NONE,
             HSA_FENCE_SCOPE_NONE,
         );
-        self.submitted.fetch_add(1, Ordering::AcqRel);
-        // SAFETY: our live signal.
-        unsafe { (o.signal_add)(self.inflight, 1) };
+        count_submission(be, self.inflight, &self.submitted);
         for i in 0..n {
             let packet: *const u8 = if i < count as u64 {
                 // SAFETY: caller contract: `count` packets of 64 bytes.
@@ -392,5 +432,65 @@ impl ReplayQueue {
         // SAFETY: the queue's doorbell, rung with the last packet's index.
         unsafe { (o.signal_store)((*q).doorbell_signal, (index + n - 1) as i64) };
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::sync::atomic::AtomicI64;
+
+    /// A signal whose additions let a probe look at the count half way, before and after the
+    /// value changes: what a drain on another thread could read at that moment.
+    #[derive(Default)]
+    struct Probed {
+        value: AtomicI64,
+        probe: RefCell<Option<Box<dyn Fn(&Probed)>>>,
+    }
+
+    impl SignalCounter for Probed {
+        fn add(&self, _: hsa_signal_t, v: i64) {
+            let probe = self.probe.borrow();
+            if let Some(p) = probe.as_ref() {
+                p(self);
+            }
+            self.value.fetch_add(v, Ordering::AcqRel);
+            if let Some(p) = probe.as_ref() {
+                p(self);
+            }
+        }
+        fn load(&self, _: hsa_signal_t) -> i64 {
+            self.value.load(Ordering::Acquire)
+        }
+    }
+
+    #[test]
+    fn a_drain_reading_in_the_middle_of_a_count_never_sees_a_running_submission_as_finished() {
+        let signal = hsa_signal_t { handle: 1 };
+        let submitted = Arc::new(AtomicU64::new(0));
+        let counter = Probed::default();
+        // Three submissions, the first two finished: the third is still running.
+        for _ in 0..3 {
+            count_submission(&counter, signal, &submitted);
+        }
+        counter.value.fetch_sub(2, Ordering::AcqRel);
+        assert_eq!(retired(&counter, signal, &submitted), 2);
+
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let (s, v) = (Arc::clone(&submitted), Arc::clone(&seen));
+        *counter.probe.borrow_mut() = Some(Box::new(move |c: &Probed| {
+            v.lock().push(retired(c, signal, &s));
+        }));
+        assert_eq!(count_submission(&counter, signal, &submitted), 4);
+        let seen = seen.lock().clone();
+        assert_eq!(seen.len(), 2, "the probe looked before and after the addition");
+        assert!(
+            seen.iter().all(|&r| r <= 2),
+            "a drain read {seen:?} finished submissions while only 2 had: it would stop \
+             waiting for the third, still running"
+        );
+        *counter.probe.borrow_mut() = None;
+        assert_eq!(retired(&counter, signal, &submitted), 2);
     }
 }

@@ -870,9 +870,7 @@ impl ForwardSteps for TrackedForward<'_> {
         self.lock_gates();
         let backlog = self.backlog.as_deref_mut()?;
         backlog.push(u32::try_from(packets).unwrap_or(u32::MAX));
-        let index = self.queue.submitted.fetch_add(1, Ordering::AcqRel) + 1;
-        // SAFETY: our own live signal.
-        unsafe { (self.be.orig.signal_add)(self.queue.inflight, 1) };
+        let index = gates::count_submission(self.be, self.queue.inflight, &self.queue.submitted);
         if let Some(gate) = self.close {
             // The submission that holds the gate: later windows' drains stop short of it.
             self.queue.pending_gates.lock().push((index, gate));
