@@ -441,12 +441,15 @@ mod tests {
     use std::cell::RefCell;
     use std::sync::atomic::AtomicI64;
 
+    /// What a drain on another thread does with the count at a given moment.
+    type Probe = Box<dyn Fn(&Probed)>;
+
     /// A signal whose additions let a probe look at the count half way, before and after the
     /// value changes: what a drain on another thread could read at that moment.
     #[derive(Default)]
     struct Probed {
         value: AtomicI64,
-        probe: RefCell<Option<Box<dyn Fn(&Probed)>>>,
+        probe: RefCell<Option<Probe>>,
     }
 
     impl SignalCounter for Probed {
