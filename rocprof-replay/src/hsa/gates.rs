@@ -487,7 +487,11 @@ mod tests {
         }));
         assert_eq!(count_submission(&counter, signal, &submitted), 4);
         let seen = seen.lock().clone();
-        assert_eq!(seen.len(), 2, "the probe looked before and after the addition");
+        assert_eq!(
+            seen.len(),
+            2,
+            "the probe looked before and after the addition"
+        );
         assert!(
             seen.iter().all(|&r| r <= 2),
             "a drain read {seen:?} finished submissions while only 2 had: it would stop \

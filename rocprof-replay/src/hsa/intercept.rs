@@ -978,6 +978,12 @@ unsafe fn note_held(
 /// queue has finished: from now on every submission to another queue of the GPU goes behind
 /// it. Returns, for each other queue, the submissions to drain: those before now, short of a
 /// later window's gate still closed in that queue (which waits for this window to end).
+///
+/// Called once the GPU's replay and aside queues are idle: an ended window may leave its gate
+/// to open behind packets there (its ordinary run, a stuck pass), and a drain that stopped
+/// short of such a gate would let the application's work behind it (submitted before this
+/// gate, so not behind it) run during the window. A gate still closed then belongs to a
+/// window that has not run, or to a deferred ordinary run, which waits for this window's end.
 fn arm_isolation(
     be: &Backend,
     gpu: &Gpu,
@@ -2228,15 +2234,13 @@ impl ReplayTarget for HsaTarget {
                 return Err(DeclineReason::QueueDestroyed);
             }
         }
-        // From now on the GPU's other queues wait behind the isolation gate; what they
-        // submitted before is drained.
-        if let (Sink::Replay(_), None) = (self.sink, self.isolation) {
-            let gate = new_signal(self.be).ok_or(DeclineReason::SubmitFailed)?;
-            self.isolation = Some(gate);
-            self.others = arm_isolation(self.be, self.gpu, &self.queue, gate);
-        }
-        // The replay queue: an earlier window's pass may still run there (stuck). The aside
-        // queue: dispatches run there while a first pass that gave way held the replay queue.
+        // The replay queue: an earlier window's pass may still run there (stuck), or the
+        // ordinary run of a declined one with its gate's opening behind it. The aside queue:
+        // dispatches run there while a first pass that gave way held the replay queue. Both
+        // before the isolation gate: a dispatch gate closed when it is armed must wait for a
+        // window that has not ended (this one, a later one), never for packets already queued
+        // here, which would open it during this window and let what the application submitted
+        // behind it (before the isolation gate, so not behind that) run beside the passes.
         if let Sink::Replay(q) = self.sink {
             if !q.wait_idle(self.be, drain) {
                 tracing::warn!(
@@ -2254,6 +2258,13 @@ impl ReplayTarget for HsaTarget {
                 );
                 return Err(DeclineReason::DrainTimeout);
             }
+        }
+        // From now on the GPU's other queues wait behind the isolation gate; what they
+        // submitted before is drained.
+        if let (Sink::Replay(_), None) = (self.sink, self.isolation) {
+            let gate = new_signal(self.be).ok_or(DeclineReason::SubmitFailed)?;
+            self.isolation = Some(gate);
+            self.others = arm_isolation(self.be, self.gpu, &self.queue, gate);
         }
         // Work of the GPU that cannot be waited for or held back (a queue the backend could
         // not intercept, a copy that ran unfenced) could run during the window: decline.
