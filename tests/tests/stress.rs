@@ -304,6 +304,69 @@ fn a_copy_queued_behind_a_held_copy_does_not_stall_the_window() {
     );
 }
 
+/// A window that declines after its drain runs its dispatch once on the replay queue, its
+/// gate opening behind that run after the window has ended. Work the application queued
+/// behind that gate (a barrier on a signal it stores 100 ms after that run completed, then
+/// `inc_in_place`) was before
+/// another queue's next window armed its isolation gate, so that window's drain must wait for
+/// it, not stop short of it as of a gate waiting for a later window: else `inc_in_place` ran
+/// during that window's first pass (stretched to 600 ms by the policy), the record said
+/// `wrote_outside_footprint` (found by the interceptor fuzz target; a restore could also undo
+/// the write).
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_window_waits_for_work_behind_a_gate_that_opens_on_the_replay_queue() {
+    let (exe, kernels) = stress_probe();
+    let records = records_path("gate-behind-run");
+    let lib = tool_lib("e2e_plan_tool");
+    let run = run_on_emu(
+        &exe,
+        &[kernels.to_str().unwrap()],
+        &[
+            ("LD_PRELOAD", lib.to_str().unwrap()),
+            ("STRESS_MODE", "gate-behind-run"),
+            // The first window's ordinary run on the replay queue: 300 ms; the barrier's
+            // signal 100 ms after it completed, while the next window's first pass lasts.
+            ("STRESS_SLEEP_US", "300000"),
+            ("STRESS_GO_MS", "100"),
+            ("E2E_KERNEL", "stress_opted_out,stress_replayed"),
+            ("E2E_PLAN", "exactly:3"),
+            ("E2E_PANIC", "on_pass:0"),
+            ("E2E_PANIC_KERNEL", "stress_opted_out"),
+            ("E2E_PASS_SLEEP_MS", "600"),
+            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+            ("ROCPROF_REPLAY_LOG", "error"),
+        ],
+        DEADLINE,
+    );
+    run.assert_success();
+    assert!(
+        run.stdout()
+            .contains("RESULT stress_probe OK gate-behind-run"),
+        "{}\n{}",
+        run.stdout(),
+        run.stderr()
+    );
+    let recs = read_records(&records);
+    let of = |kernel: &str| {
+        recs.iter()
+            .find(|r| r["kernel"] == kernel)
+            .unwrap_or_else(|| panic!("no record of {kernel}: {recs:?}"))
+    };
+    let opted = of("stress_opted_out");
+    assert_eq!(
+        (opted["outcome"].as_str(), opted["reason"].as_str()),
+        (Some("declined"), Some("policy_panicked")),
+        "{opted}"
+    );
+    let replayed = of("stress_replayed");
+    assert_eq!(
+        (replayed["outcome"].as_str(), replayed["passes"].as_u64()),
+        (Some("replayed"), Some(3)),
+        "another queue's work ran during the window: {replayed}"
+    );
+}
+
 /// The stress application with windows over runs of up to 8 dispatches (`ROCPROF_REPLAY_RUN`)
 /// and `footprint` (`None`: the default): every result one execution (checked by the
 /// application), every record replayed with every pass or declined for a reason the run path

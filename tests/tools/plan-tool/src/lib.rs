@@ -4,8 +4,10 @@
 //! |---|---|
 //! | `E2E_PLAN` | `skip`, `exactly:N`, `upto:N` or `until` (default `exactly:3`) |
 //! | `E2E_STOP_AFTER` | `should_continue` returns false once this many passes completed |
-//! | `E2E_KERNEL` | only kernels whose name contains this string are replayed |
+//! | `E2E_KERNEL` | only kernels whose name contains one of these comma-separated strings are replayed |
 //! | `E2E_PANIC` | `new` (the constructor), `pass_count`, `on_pass:K`, `on_pass_end:K`, `should_continue` or `on_end`: panic there |
+//! | `E2E_PANIC_KERNEL` | with `E2E_PANIC` (other than `new`): panic only in dispatches of kernels whose name contains this |
+//! | `E2E_PASS_SLEEP_MS` | `on_pass` of the first pass sleeps this long (a window that lasts) |
 //! | `E2E_AHEAD` | `1`: `passes_ahead` says yes (later passes may be queued ahead) |
 //!
 //! On every dispatch's end it prints `e2e_plan_tool: {json}` to stderr.
@@ -21,6 +23,8 @@ pub struct PlanTool {
     stop_after: Option<u32>,
     kernel: Option<String>,
     panic_at: Option<String>,
+    panic_kernel: Option<String>,
+    pass_sleep: std::time::Duration,
     ahead: bool,
     _timing: Context,
 }
@@ -38,6 +42,12 @@ impl Default for PlanTool {
             stop_after: var("E2E_STOP_AFTER").and_then(|v| v.parse().ok()),
             kernel: var("E2E_KERNEL"),
             panic_at: var("E2E_PANIC"),
+            panic_kernel: var("E2E_PANIC_KERNEL"),
+            pass_sleep: std::time::Duration::from_millis(
+                var("E2E_PASS_SLEEP_MS")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            ),
             ahead: var("E2E_AHEAD").as_deref() == Some("1"),
             _timing: timing,
         }
@@ -45,8 +55,12 @@ impl Default for PlanTool {
 }
 
 impl PlanTool {
-    fn panics_at(&self, what: &str) -> bool {
+    fn panics_at(&self, what: &str, info: &DispatchInfo) -> bool {
         self.panic_at.as_deref() == Some(what)
+            && self
+                .panic_kernel
+                .as_deref()
+                .is_none_or(|k| info.kernel().contains(k))
     }
 }
 
@@ -58,11 +72,11 @@ impl ReplayPolicy for PlanTool {
     type PassState = Option<u32>;
 
     fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Self> {
-        if self.panics_at("pass_count") {
+        if self.panics_at("pass_count", info) {
             panic!("E2E_PANIC=pass_count");
         }
         if let Some(k) = &self.kernel {
-            if !info.kernel().contains(k.as_str()) {
+            if !k.split(',').any(|k| info.kernel().contains(k)) {
                 return PassPlan::skip();
             }
         }
@@ -77,16 +91,19 @@ impl ReplayPolicy for PlanTool {
     }
 
     /// The continue decision of the `upto` and `until` plans.
-    fn should_continue(&self, _: &DispatchInfo, _: &Seen, completed: u32) -> bool {
-        if self.panics_at("should_continue") {
+    fn should_continue(&self, info: &DispatchInfo, _: &Seen, completed: u32) -> bool {
+        if self.panics_at("should_continue", info) {
             panic!("E2E_PANIC=should_continue");
         }
         self.stop_after.is_none_or(|n| completed < n)
     }
 
     fn on_pass(&self, pass: &mut Pass<'_>, seen: &mut Seen, scope: &mut Option<u32>) {
-        if self.panics_at(&format!("on_pass:{}", pass.index())) {
+        if self.panics_at(&format!("on_pass:{}", pass.index()), pass.info()) {
             panic!("E2E_PANIC=on_pass");
+        }
+        if pass.index() == 0 {
+            std::thread::sleep(self.pass_sleep);
         }
         assert!(scope.is_none(), "per-pass state leaked");
         *scope = Some(pass.index());
@@ -98,7 +115,7 @@ impl ReplayPolicy for PlanTool {
     }
 
     fn on_pass_end(&self, pass: &PassReport<'_>, seen: &mut Seen, scope: &mut Option<u32>) {
-        if self.panics_at(&format!("on_pass_end:{}", pass.index)) {
+        if self.panics_at(&format!("on_pass_end:{}", pass.index), pass.info) {
             panic!("E2E_PANIC=on_pass_end");
         }
         seen.0.push(format!("end {} scope={:?}", pass.index, scope));
@@ -109,7 +126,7 @@ impl ReplayPolicy for PlanTool {
     }
 
     fn on_end(&self, info: &DispatchInfo, seen: Seen, outcome: &Outcome) {
-        if self.panics_at("on_end") {
+        if self.panics_at("on_end", info) {
             panic!("E2E_PANIC=on_end");
         }
         let line = serde_json::json!({
