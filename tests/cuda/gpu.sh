@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab counter-runs (default: all but the last eighteen)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab counter-runs ce-block (default: all but the last nineteen)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -337,6 +337,20 @@ PY2
       timeout 60 "$c/gate_order"; LAZY_FIRST=1 timeout 60 "$c/gate_order" | head -2
     else
       echo "gate_order: nvcc failed"
+    fi
+    ;;
+  ce-block)
+    # What a call of the application that waits behind a closed gate (a pageable copy, a
+    # pinned one, a lazily loaded kernel) does to work of ours on a non-blocking stream
+    # (ce_block.cu; docs/performance.md, "Deferring every launch").
+    step "ce-block: the application's call behind a gate, our work beside it"
+    c=$out/ce-block; mkdir -p "$c"
+    if nvcc -O2 -std=c++17 -arch=native -o "$c/ce_block" "$here/cuda/apps/ce_block.cu" -lcuda; then
+      for a in pageable pinned kernel; do for o in d2d kernel d2h; do
+        timeout -s KILL 7 "$c/ce_block" "$a" "$o" legacy || echo "  killed after 7 s ($a $o)"
+      done; done
+    else
+      echo "ce_block: nvcc failed"
     fi
     ;;
   launch-runs)

@@ -342,3 +342,35 @@ fn a_deferred_launch_whose_drain_times_out_runs_once_and_the_stuck_stream_is_rem
     assert!(every_wait_passed());
     finish_other_stream();
 }
+
+#[test]
+fn a_deferred_launchs_capture_that_does_not_complete_gives_way_after_the_yield_deadline() {
+    // The application's call after its deferred launch may hold the driver until the launch's
+    // gate opens (a copy from pageable memory on its stream does, on an H100), and then the
+    // window's own copies do not complete. Here the capture's copies never do: the window
+    // gives way after the yield deadline (100 ms), not the copy deadline (10 s), and the
+    // launch, on its stream since its call, runs once.
+    let (h, mut buf) = busy_other_stream(Settings {
+        copy: Duration::from_secs(10),
+        ..deferring()
+    });
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    gpu().stick_copies = true;
+    finish_other_stream();
+    h.settle();
+    pump();
+    let o = h.outcomes()[0].1.clone();
+    gpu().stick_copies = false;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::CopyTimeout),
+        "{o:?}"
+    );
+    assert!(
+        o.window_time < Duration::from_secs(5),
+        "the capture waited the copy deadline: {o:?}"
+    );
+    assert_eq!(buf.values(), vec![1; 4], "one execution");
+    assert_eq!(gpu().relaunches, 0);
+}

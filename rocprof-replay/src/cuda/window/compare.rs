@@ -33,7 +33,6 @@
 //! [`DeviceMemory::fingerprint`]: crate::engine::snapshot::DeviceMemory::fingerprint
 
 use std::ffi::{CStr, c_void};
-use std::time::Instant;
 
 use rocprof_replay_sys::cuda::*;
 
@@ -781,7 +780,7 @@ fn run_table(
     }
     // SAFETY: our event and stream.
     let r = unsafe { (drv.event_record)(ev as CUevent, stream) };
-    let deadline = Instant::now() + t.settings().copy;
+    let deadline = t.copy_deadline();
     let outcome = if r == CUDA_SUCCESS {
         t.wait(ev, deadline)
     } else {

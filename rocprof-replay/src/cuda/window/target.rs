@@ -576,7 +576,7 @@ impl<'a> CudaTarget<'a> {
         let Some(&ev) = self.pending_restores.back() else {
             return Ok(());
         };
-        match self.wait(ev, Instant::now() + self.settings().copy) {
+        match self.wait(ev, self.copy_deadline()) {
             Poll::Done => {
                 for ev in std::mem::take(&mut self.pending_restores) {
                     give_event(self.ctx, ev, false);
@@ -612,6 +612,22 @@ impl<'a> CudaTarget<'a> {
         if self.pending_restores.is_empty() {
             self.queued_transfers.clear();
         }
+    }
+
+    /// The deadline of a wait for a copy, fingerprint or compare of the window's own
+    /// (`ROCPROF_REPLAY_COPY_TIMEOUT_MS`). While a deferred launch's gate is still closed, at
+    /// most `ROCPROF_REPLAY_YIELD_MS`: the application's calls after its deferred launch may
+    /// hold the driver until that gate opens — a copy from pageable memory on the launch's
+    /// stream does, and the window's own copies then do not complete (an H100, driver 580:
+    /// `docs/performance.md`, "Deferring every launch") — so such a copy gives way (the
+    /// dispatch runs once, `copy_timeout`) instead of holding the application for the whole
+    /// copy deadline.
+    pub(super) fn copy_deadline(&self) -> Instant {
+        let mut limit = self.settings().copy;
+        if self.deferred.is_some() {
+            limit = limit.min(self.settings().yield_after);
+        }
+        Instant::now() + limit
     }
 
     /// Waits for an event of ours.
@@ -988,7 +1004,7 @@ impl DeviceMemory for CudaTarget<'_> {
             self.queued_by_kernel = by_kernel;
             return Ok(());
         }
-        let deadline = Instant::now() + self.settings().copy;
+        let deadline = self.copy_deadline();
         let outcome = if r == CUDA_SUCCESS {
             self.wait(ev, deadline)
         } else {
