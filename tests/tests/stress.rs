@@ -305,14 +305,13 @@ fn a_copy_queued_behind_a_held_copy_does_not_stall_the_window() {
 }
 
 /// A window that declines after its drain runs its dispatch once on the replay queue, its
-/// gate opening behind that run after the window has ended. Work the application queued
+/// gate opening behind that run after the window has ended. The application queued work
 /// behind that gate (a barrier on a signal it stores 100 ms after that run completed, then
-/// `inc_in_place`) was before
-/// another queue's next window armed its isolation gate, so that window's drain must wait for
-/// it, not stop short of it as of a gate waiting for a later window: else `inc_in_place` ran
-/// during that window's first pass (stretched to 600 ms by the policy), the record said
-/// `wrote_outside_footprint` (found by the interceptor fuzz target; a restore could also undo
-/// the write).
+/// `inc_in_place`) before another queue's next window armed its isolation gate, so that
+/// window's drain must wait for the work, not stop short of it as of a gate waiting for a
+/// later window: else `inc_in_place` ran during that window's first pass (stretched to 600 ms
+/// by the policy) and the record said `wrote_outside_footprint` (found by the interceptor
+/// fuzz target; a restore could also undo the write).
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_window_waits_for_work_behind_a_gate_that_opens_on_the_replay_queue() {

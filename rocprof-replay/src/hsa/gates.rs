@@ -63,7 +63,8 @@ pub(crate) trait SignalCounter {
 
 impl SignalCounter for Backend {
     fn add(&self, signal: hsa_signal_t, v: i64) {
-        // SAFETY: a live signal of ours (every caller counts on its own queue's signal).
+        // SAFETY: a live signal of ours: a queue's `inflight`, destroyed only with the queue
+        // state the caller holds.
         unsafe { (self.orig.signal_add)(signal, v) }
     }
     fn load(&self, signal: hsa_signal_t) -> i64 {
@@ -78,9 +79,9 @@ impl SignalCounter for Backend {
 /// `inflight` goes up before `submitted`: [`retired`] reads `submitted` first, so whatever
 /// count it sees, the matching `inflight` is already in the signal, and it can only
 /// underestimate what finished. The other order let a drain read the new `submitted` with the
-/// old `inflight` and count the queue's still-running last submission as finished (a window's
-/// pass then ran beside another queue's kernel: a false `wrote_outside_footprint`, or a
-/// restore undoing that kernel's write; found by the interceptor fuzz target under load).
+/// old `inflight` and count the queue's still-running last submission as finished: a window's
+/// passes could then run beside another queue's kernel (seen in the code while tracing an
+/// interceptor fuzz failure that had another cause; no run was caught on this one alone).
 pub(crate) fn count_submission(
     sig: &impl SignalCounter,
     inflight: hsa_signal_t,
