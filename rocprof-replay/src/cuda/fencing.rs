@@ -63,6 +63,15 @@ impl Backend {
                 self.order_behind_window(&own, || s)
             };
             if order() {
+                if tracing::enabled!(tracing::Level::DEBUG) && !cb.functionName.is_null() {
+                    // SAFETY: CUPTI's NUL-terminated name of the call.
+                    let name = unsafe { std::ffi::CStr::from_ptr(cb.functionName) };
+                    tracing::debug!(
+                        call = %name.to_string_lossy(),
+                        "stream work ordered behind the window's gate on the device: its call \
+                         goes on"
+                    );
+                }
                 // No reader held: the exit callback finds none to release.
                 return;
             }
