@@ -1731,12 +1731,29 @@ impl HsaTarget {
     }
 
     /// The window gives up its first pass, still running on the replay queue
-    /// ([`PassError::Yielded`]): the application's completion and the gate's opening are
-    /// queued behind it there (the packet processor delivers them when it ends, as for an
+    /// ([`PassError::Yielded`]): a marker, then the application's completion and the gate's
+    /// opening are queued behind it there (the packet processor delivers them when it ends, as for an
     /// ordinary run), the isolation gate opens at the window's end (the GPU's other queues may
     /// run beside the pass, as without the tool), and what the pass uses is tracked as stuck
     /// work until it ends.
     fn give_way(&mut self, signal: hsa_signal_t) {
+        // Until the pass ends it holds the replay queue: the GPU's next windows decline at once
+        // and run their dispatches on the aside queue (the pass may wait for one of them). The
+        // marker goes first, so it has resolved by the time the application sees the
+        // completion queued after it: a dispatch the application submits once it has seen it
+        // finds the replay queue free (queued after the completion, the marker could still read
+        // 1 then, and that dispatch went to the aside queue, where a later window's drain
+        // waited for it — for good, when it waits for that later dispatch).
+        if let Some(marker) = new_signal(self.be) {
+            if self.signal_behind(marker) {
+                if let Some(old) = self.gpu.yielded.lock().replace(marker) {
+                    self.gpu.gates.retire(&[old]);
+                }
+            } else {
+                // SAFETY: our signal, referenced by nothing.
+                unsafe { (self.be.orig.signal_destroy)(marker) };
+            }
+        }
         let app = self.packet.completion_signal;
         let life = self.queue.life.lock();
         if app.handle == 0 || life.destroyed {
@@ -1757,18 +1774,6 @@ impl HsaTarget {
                 "no room on the replay queue behind a first pass that gave way: the application \
                  gets its completion before that pass has finished"
             );
-        }
-        // Until the pass ends it holds the replay queue: the GPU's next windows decline at once
-        // and run their dispatches on the aside queue (the pass may wait for one of them).
-        if let Some(marker) = new_signal(self.be) {
-            if self.signal_behind(marker) {
-                if let Some(old) = self.gpu.yielded.lock().replace(marker) {
-                    self.gpu.gates.retire(&[old]);
-                }
-            } else {
-                // SAFETY: our signal, referenced by nothing.
-                unsafe { (self.be.orig.signal_destroy)(marker) };
-            }
         }
         self.signal = None;
         self.be.stuck.add(
