@@ -13,6 +13,7 @@
 //! | `HSA_EMU_COPY_ERROR_NTH=N` | the N-th asynchronous copy that runs fails on the copy engine: nothing is copied and its completion signal is set to -1 (an engine error reported through the signal, after a successful submission) |
 //! | `HSA_EMU_HOLD_BARRIERS_MS=MS` | packet processors hold every barrier-AND/OR packet for MS milliseconds before resolving it (a stuck drain) |
 //! | `HSA_EMU_HOLD_BARRIER_NTH=N` | with `HSA_EMU_HOLD_BARRIERS_MS`: only the N-th barrier packet processed is held |
+//! | `HSA_EMU_HOLD_PLAIN_ONLY=1` | with `HSA_EMU_HOLD_BARRIERS_MS`: only barriers of queues a plain `hsa_queue_create` made are held and counted (not those under intercept queues: under an interposing tool, the tool's own queues) |
 //! | `HSA_EMU_REPLAY_KERNEL_DELAY_MS=MS` | every dispatch of rocprof-replay's compare and fingerprint kernels (their built-in shadows, [`crate::replay_kernels`]) waits MS milliseconds before its first work-group runs (a slow device compare) |
 //! | `HSA_EMU_DELAY_REPLAY_KERNEL_NTH=N` | with `HSA_EMU_REPLAY_KERNEL_DELAY_MS`: only the N-th such dispatch is delayed |
 //! | `HSA_EMU_AMD_EXT_MAJOR=N` | the AMD extension table is presented with `major_id` N (an unknown layout, for tools' version checks) |
@@ -46,6 +47,7 @@ pub(crate) struct Faults {
     amd_ext_major: Option<u32>,
     hold_barriers_ms: AtomicU64,
     hold_barrier_nth: AtomicU64,
+    hold_plain_only: AtomicBool,
     copy_delay_ms: AtomicU64,
     delay_copy_nth: AtomicU64,
     copy_error_nth: AtomicU64,
@@ -84,6 +86,7 @@ pub(crate) fn faults() -> &'static Faults {
         amd_ext_major: env_u64("HSA_EMU_AMD_EXT_MAJOR").and_then(|v| u32::try_from(v).ok()),
         hold_barriers_ms: knob("HSA_EMU_HOLD_BARRIERS_MS"),
         hold_barrier_nth: knob("HSA_EMU_HOLD_BARRIER_NTH"),
+        hold_plain_only: AtomicBool::new(env_u64("HSA_EMU_HOLD_PLAIN_ONLY") == Some(1)),
         copy_delay_ms: knob("HSA_EMU_COPY_DELAY_MS"),
         delay_copy_nth: knob("HSA_EMU_DELAY_COPY_NTH"),
         copy_error_nth: knob("HSA_EMU_COPY_ERROR_NTH"),
@@ -161,9 +164,13 @@ impl Faults {
         self.amd_ext_major
     }
 
-    /// How long the barrier packet about to be resolved is held first (counts the barrier).
-    pub(crate) fn barrier_hold(&self) -> Option<Duration> {
+    /// How long the barrier packet about to be resolved on a queue (`plain`: one a plain
+    /// `hsa_queue_create` made) is held first (counts the barrier).
+    pub(crate) fn barrier_hold(&self, plain: bool) -> Option<Duration> {
         let hold = millis(&self.hold_barriers_ms)?;
+        if !plain && self.hold_plain_only.load(Ordering::Relaxed) {
+            return None;
+        }
         let n = self.barriers.fetch_add(1, Ordering::Relaxed) + 1;
         let nth = self.hold_barrier_nth.load(Ordering::Relaxed);
         (nth == 0 || nth == n).then_some(hold)
@@ -214,6 +221,7 @@ impl Faults {
                 .fail_symbol_iteration
                 .store(value == 1, Ordering::Relaxed),
             "FAIL_PROFILE_START" => self.fail_profile_start.store(value == 1, Ordering::Relaxed),
+            "HOLD_PLAIN_ONLY" => self.hold_plain_only.store(value == 1, Ordering::Relaxed),
             "FAIL_QUEUE_CREATE" => self.fail_queue_create.store(value == 1, Ordering::Relaxed),
             "FAIL_QUEUE_INTERCEPT" => self
                 .fail_queue_intercept

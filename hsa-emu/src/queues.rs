@@ -171,6 +171,8 @@ pub(super) struct Queue {
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Present for intercept (proxy) queues.
     intercept: Option<intercept::InterceptState>,
+    /// The hardware queue under an intercept queue (not one a plain `hsa_queue_create` made).
+    pub(super) under_proxy: AtomicBool,
 }
 
 // SAFETY: `amd` and `ring` are heap allocations owned by this object and freed only in Drop;
@@ -245,6 +247,7 @@ impl Queue {
             error_callback: Mutex::new(None),
             thread: Mutex::new(None),
             intercept,
+            under_proxy: AtomicBool::new(false),
         })
     }
 

@@ -616,25 +616,50 @@ fn kernels_given_malloced_memory_run_once_and_the_same_kernel_on_device_memory_r
 #[test]
 #[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
 fn a_kernel_waiting_for_the_programs_next_call_on_another_stream_completes() {
+    flag_wait_completes("flag_wait-pass_timer", &[]);
+}
+
+/// `flag_wait` again with every barrier of the tool's own queues (plain `hsa_queue_create`
+/// queues: the replay and aside queues) held 50 ms by hsa-emu (a busy GPU): the program sees
+/// the first wait's completion, queued behind the pass that gave way, well before the replay
+/// queue's later packets have run. The marker that says the replay queue is held must not be
+/// among those: queued after the completion, the next `wait_flag` found the queue still held,
+/// ran at once on the aside queue, and the window of the `set_flag` it waits for queued that
+/// one behind it there — until `wait_flag`'s own 20 s timeout (the program read 1007, not 14;
+/// seen once in CI before the marker went first).
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn a_kernel_waiting_for_the_programs_next_call_completes_when_the_replay_queue_lags() {
+    flag_wait_completes(
+        "flag_wait-lag-pass_timer",
+        &[
+            ("HSA_EMU_HOLD_BARRIERS_MS", "50"),
+            ("HSA_EMU_HOLD_PLAIN_ONLY", "1"),
+        ],
+    );
+}
+
+/// Runs `flag_wait` plain and under `pass_timer` with `env` (records in `name`.jsonl): both
+/// ways complete at once with one execution each, and the records say how.
+fn flag_wait_completes(name: &str, env: &[(&str, &str)]) {
     let sample = "flag_wait";
     let plain = run_hip(sample, &[]);
     assert_ok(&plain, sample);
     let dir = e2e_dir().join("hip-records");
     std::fs::create_dir_all(&dir).unwrap();
-    let records = dir.join("flag_wait-pass_timer.jsonl");
+    let records = dir.join(format!("{name}.jsonl"));
     let _ = std::fs::remove_file(&records);
     let lib = rocprof_replay_e2e::tool_lib("pass_timer");
-    let run = run_hip(
-        sample,
-        &[
-            ("LD_PRELOAD", lib.to_str().unwrap()),
-            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
-            ("ROCPROF_REPLAY_LOG", "warn"),
-            ("ROCPROF_REPLAY_PASSES", "3"),
-            ("ROCPROF_REPLAY_YIELD_MS", "300"),
-            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "15000"),
-        ],
-    );
+    let mut all = vec![
+        ("LD_PRELOAD", lib.to_str().unwrap()),
+        ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+        ("ROCPROF_REPLAY_LOG", "warn"),
+        ("ROCPROF_REPLAY_PASSES", "3"),
+        ("ROCPROF_REPLAY_YIELD_MS", "300"),
+        ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "15000"),
+    ];
+    all.extend_from_slice(env);
+    let run = run_hip(sample, &all);
     assert_ok(&run, sample);
     for way in ["copy", "kernel"] {
         let ms: f64 = run

@@ -185,6 +185,7 @@ pub(super) unsafe extern "C" fn intercept_create(
             Ok(r) => r,
             Err(e) => return e,
         };
+        real.under_proxy.store(true, Ordering::Relaxed);
         let Some(retry_signal) = crate::signals::create(0) else {
             super::destroy_queue(&real);
             return HSA_STATUS_ERROR_OUT_OF_RESOURCES;

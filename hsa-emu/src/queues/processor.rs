@@ -272,7 +272,8 @@ fn readable(addr: u64) -> bool {
 
 /// Sleeps for the fault knob's barrier hold, in slices; `Stopped` if the queue stops.
 fn hold(q: &Queue) -> Outcome {
-    let Some(hold) = crate::faults::faults().barrier_hold() else {
+    let plain = !q.under_proxy.load(Ordering::Relaxed);
+    let Some(hold) = crate::faults::faults().barrier_hold(plain) else {
         return Outcome::Done;
     };
     let until = Instant::now() + hold;
