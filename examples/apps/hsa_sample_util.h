@@ -410,6 +410,32 @@ static inline void hsu_dispatch_1d(hsa_queue_t* q, const hsu_kernel_t* k, void* 
     hsa_signal_store_screlease(q->doorbell_signal, (hsa_signal_value_t)index);
 }
 
+/* Writes one BARRIER_AND packet (barrier bit, system fences) that resolves once `dep` is 0
+ * (a null handle: at once) and then decrements `completion` (null: none), and rings the
+ * doorbell; waits (<= 10 s) for room as hsu_dispatch_1d does. Not waited for. */
+static inline void hsu_barrier_on(hsa_queue_t* q, hsa_signal_t dep, hsa_signal_t completion) {
+    const uint64_t index = hsa_queue_add_write_index_scacq_screl(q, 1);
+    const double deadline = hsu_now_s() + HSU_QUEUE_ROOM_TIMEOUT_S;
+    while (index - hsa_queue_load_read_index_scacquire(q) >= (uint64_t)q->size) {
+        if (hsu_now_s() > deadline)
+            hsu_fail(3, "queue full for %.0f s (barrier %llu)", HSU_QUEUE_ROOM_TIMEOUT_S,
+                     (unsigned long long)index);
+        sched_yield();
+    }
+    hsa_barrier_and_packet_t* pkt =
+        (hsa_barrier_and_packet_t*)q->base_address + (index & ((uint64_t)q->size - 1));
+    memset((uint8_t*)pkt + 4, 0, sizeof *pkt - 4);
+    pkt->dep_signal[0] = dep;
+    pkt->completion_signal = completion;
+    const uint16_t header =
+        (uint16_t)((HSA_PACKET_TYPE_BARRIER_AND << HSA_PACKET_HEADER_TYPE) |
+                   (1u << HSA_PACKET_HEADER_BARRIER) |
+                   (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE) |
+                   (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE));
+    __atomic_store_n(&pkt->header, header, __ATOMIC_RELEASE);
+    hsa_signal_store_screlease(q->doorbell_signal, (hsa_signal_value_t)index);
+}
+
 /* Waits until `sig` == 0 (hsa_signal_wait_scacquire EQ 0, BLOCKED, ~100 ms timeout hints, in a
  * loop). Fails with exit 3 after 30 s, with exit 2 if the signal goes negative (error). */
 static inline void hsu_wait_zero(hsa_signal_t sig, const char* what) {
