@@ -365,6 +365,20 @@ static inline hsa_signal_t hsu_signal(void) {
     return s;
 }
 
+/* Reserves the next packet slot of `q` and waits (<= 10 s, then exit 3) until the packet
+ * processor has freed it; returns its index. */
+static inline uint64_t hsu_reserve_slot(hsa_queue_t* q) {
+    const uint64_t index = hsa_queue_add_write_index_scacq_screl(q, 1);
+    const double deadline = hsu_now_s() + HSU_QUEUE_ROOM_TIMEOUT_S;
+    while (index - hsa_queue_load_read_index_scacquire(q) >= (uint64_t)q->size) {
+        if (hsu_now_s() > deadline)
+            hsu_fail(3, "queue full for %.0f s (packet %llu)", HSU_QUEUE_ROOM_TIMEOUT_S,
+                     (unsigned long long)index);
+        sched_yield();
+    }
+    return index;
+}
+
 /* Writes one 1-D KERNEL_DISPATCH packet and rings the doorbell:
  * reserve a slot, wait (<= 10 s) for room, fill the body, release-store header+setup,
  * store the packet index to the doorbell. */
@@ -374,14 +388,7 @@ static inline void hsu_dispatch_1d(hsa_queue_t* q, const hsu_kernel_t* k, void* 
     if (workgroup_size == 0 || workgroup_size > UINT16_MAX || grid_size == 0)
         hsu_fail(2, "bad dispatch geometry wg=%u grid=%u", (unsigned)workgroup_size,
                  (unsigned)grid_size);
-    const uint64_t index = hsa_queue_add_write_index_scacq_screl(q, 1);
-    const double deadline = hsu_now_s() + HSU_QUEUE_ROOM_TIMEOUT_S;
-    while (index - hsa_queue_load_read_index_scacquire(q) >= (uint64_t)q->size) {
-        if (hsu_now_s() > deadline)
-            hsu_fail(3, "queue full for %.0f s (packet %llu)", HSU_QUEUE_ROOM_TIMEOUT_S,
-                     (unsigned long long)index);
-        sched_yield();
-    }
+    const uint64_t index = hsu_reserve_slot(q);
     hsa_kernel_dispatch_packet_t* pkt =
         (hsa_kernel_dispatch_packet_t*)q->base_address + (index & ((uint64_t)q->size - 1));
     /* body: everything but the first 32 bits (header, setup) */
@@ -412,16 +419,9 @@ static inline void hsu_dispatch_1d(hsa_queue_t* q, const hsu_kernel_t* k, void* 
 
 /* Writes one BARRIER_AND packet (barrier bit, system fences) that resolves once `dep` is 0
  * (a null handle: at once) and then decrements `completion` (null: none), and rings the
- * doorbell; waits (<= 10 s) for room as hsu_dispatch_1d does. Not waited for. */
+ * doorbell; waits for room as hsu_dispatch_1d does (hsu_reserve_slot). Not waited for. */
 static inline void hsu_barrier_on(hsa_queue_t* q, hsa_signal_t dep, hsa_signal_t completion) {
-    const uint64_t index = hsa_queue_add_write_index_scacq_screl(q, 1);
-    const double deadline = hsu_now_s() + HSU_QUEUE_ROOM_TIMEOUT_S;
-    while (index - hsa_queue_load_read_index_scacquire(q) >= (uint64_t)q->size) {
-        if (hsu_now_s() > deadline)
-            hsu_fail(3, "queue full for %.0f s (barrier %llu)", HSU_QUEUE_ROOM_TIMEOUT_S,
-                     (unsigned long long)index);
-        sched_yield();
-    }
+    const uint64_t index = hsu_reserve_slot(q);
     hsa_barrier_and_packet_t* pkt =
         (hsa_barrier_and_packet_t*)q->base_address + (index & ((uint64_t)q->size - 1));
     memset((uint8_t*)pkt + 4, 0, sizeof *pkt - 4);
