@@ -119,8 +119,8 @@ for s in $steps; do
   async)
     step "asynchronous windows and kernel-only pass times (issue 13 items 3, 4)"
     timeout 400 "$here/async_gpu" --include-ignored --test-threads=1 --nocapture 2>&1 | tail -60
-    cat "$out"/gpu/flag_copy.*.summary "$out"/gpu/drain_wait.summary "$out"/gpu/many_streams.*.summary 2>/dev/null
-    for f in flag_wait flag_wait.repeat flag_copy.copy flag_copy.kernel flag_copy.sync flag_copy.ptds drain_wait overlap ordered.plain ordered; do
+    cat "$out"/gpu/flag_copy.*.summary "$out"/gpu/drain_wait.summary "$out"/gpu/drain_wait.kernel.summary "$out"/gpu/many_streams.*.summary 2>/dev/null
+    for f in flag_wait flag_wait.repeat flag_copy.copy flag_copy.kernel flag_copy.sync flag_copy.ptds drain_wait drain_wait.kernel overlap ordered.plain ordered; do
       echo "--- $f"; grep -E '^(launch_returned_us|stream_calls_us|completed_ms|complete_ms|seen|check|expected|RESULT)' "$out/gpu/$f.stdout" 2>/dev/null
     done
     cat "$out/gpu/short_kernel.summary" 2>/dev/null

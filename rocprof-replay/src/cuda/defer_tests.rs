@@ -306,8 +306,10 @@ fn a_deferred_launch_whose_drain_times_out_runs_once_and_the_stuck_stream_is_rem
     // (`drain_timeout`), the launch, behind its gate since its call, runs once, and the next
     // launch declines at once instead of waiting the deadline again (the marker on the stuck
     // stream is what the next drains query).
+    // (A long yield deadline: the drain deadline is what ends this drain.)
     let (h, mut buf) = busy_other_stream(Settings {
         drain: Duration::from_millis(300),
+        yield_after: Duration::from_secs(5),
         ..deferring()
     });
     let mut args = buf.args();
@@ -341,6 +343,50 @@ fn a_deferred_launch_whose_drain_times_out_runs_once_and_the_stuck_stream_is_rem
     assert_eq!(buf.values(), vec![2; 4]);
     assert!(every_wait_passed());
     finish_other_stream();
+}
+
+#[test]
+fn a_deferred_launch_whose_drain_waits_past_the_yield_deadline_runs_once() {
+    // The busy stream's work waits for the deferred launch itself (a kernel spinning on a
+    // flag `add_one` would set, say): the launch waits behind its gate, so that work never
+    // finishes while the window drains. Past the yield deadline (100 ms; the drain deadline is
+    // 10 s) the window gives way, the launch runs once, the stream is remembered (the next
+    // launch declines at once while its work still runs), and once it is done launches are
+    // replayed again.
+    let (h, mut buf) = busy_other_stream(deferring());
+    let mut args = buf.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    h.settle();
+    pump();
+    let o = h.outcomes()[0].1.clone();
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention),
+        "{o:?}"
+    );
+    assert!(o.window_time < Duration::from_secs(5), "{o:?}");
+    assert_eq!(buf.values(), vec![1; 4], "one execution");
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    pump();
+    let o = h.outcomes()[1].1.clone();
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::DrainTimeout),
+        "{o:?}"
+    );
+    assert!(o.window_time < Duration::from_millis(90), "declined at once: {o:?}");
+    assert_eq!(buf.values(), vec![2; 4]);
+    finish_other_stream();
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    pump();
+    let o = &h.outcomes()[2].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(buf.values(), vec![3; 4]);
+    assert_eq!(gpu().relaunches, 2);
+    assert!(every_wait_passed());
 }
 
 #[test]

@@ -8,10 +8,16 @@
 // the host until a deadline: the spinning kernel gives up after 20 s of device time and adds
 // 0xdead instead of 7 (the application computes something else).
 //
+// `drain_wait kernel`: the flag is in device memory and the replayed launch on `t` is
+// `set_flag`, which sets it: the spinning kernel waits for the very launch whose window drains
+// it (the launch, deferred, waits behind the window's gate). The drain must give way
+// (`lock_contention`, one execution) well before the spinning kernel gives up.
+//
 // Prints `launch_returned_us`, `completed_ms`, `check` and `RESULT OK` or `RESULT FAIL`.
 #include <cuda_runtime.h>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 #include "check.cuh"
 
@@ -34,12 +40,51 @@ __global__ void ncclKernel_wait_flag(volatile unsigned int* flag, unsigned int* 
   if (i < n) d[i] += value;
 }
 
+__global__ void set_flag(unsigned int* flag, unsigned int v) { *flag = v; }
+
 __global__ void add_one(unsigned int* d, size_t n) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (i < n) d[i] += 1;
 }
 
-int main() {
+// `kernel` mode: the flag in device memory, set by the replayed `set_flag` on `t`.
+static int by_set_flag(cudaStream_t s, cudaStream_t t, unsigned int* d, unsigned int* e,
+                       size_t n) {
+  unsigned int* dev_flag = nullptr;
+  CK(cudaMalloc((void**)&dev_flag, 64));
+  // First launches, the flag set by the first set_flag.
+  set_flag<<<1, 1, 0, t>>>(dev_flag, 1);
+  CK(cudaStreamSynchronize(t));
+  ncclKernel_wait_flag<<<1, 32, 0, s>>>(dev_flag, e, 32);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemset(dev_flag, 0, 64));
+
+  auto t0 = std::chrono::steady_clock::now();
+  ncclKernel_wait_flag<<<(n + 255) / 256, 256, 0, s>>>(dev_flag, d, n);
+  set_flag<<<1, 1, 0, t>>>(dev_flag, 7);
+  auto t1 = std::chrono::steady_clock::now();
+  CK(cudaGetLastError());
+  printf("launch_returned_us %lld\n",
+         (long long)std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count());
+  CK(cudaStreamSynchronize(s));
+  CK(cudaStreamSynchronize(t));
+  auto t2 = std::chrono::steady_clock::now();
+  printf("completed_ms %lld\n",
+         (long long)std::chrono::duration_cast<std::chrono::milliseconds>(t2 - t0).count());
+  std::vector<unsigned int> hd(n), he(n);
+  CK(cudaMemcpy(hd.data(), d, n * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(he.data(), e, n * 4, cudaMemcpyDeviceToHost));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += hd[i] != 7 || he[i] != (i < 32 ? 1u : 0u);
+  printf("check drain_wait.kernel waited=%#x bad=%zu %s\n", hd[0], bad, bad ? "FAIL" : "ok");
+  CK(cudaFree(dev_flag));
+  printf("RESULT %s\n", bad ? "FAIL" : "OK");
+  return bad ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  const bool by_kernel = argc > 1 && std::string(argv[1]) == "kernel";
   const size_t n = 1 << 16;
   unsigned int* flag = nullptr;
   CK(cudaHostAlloc((void**)&flag, 64, cudaHostAllocMapped));
@@ -53,6 +98,7 @@ int main() {
   cudaStream_t s, t;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
+  if (by_kernel) return by_set_flag(s, t, d, e, n);
   // First launches (modules loaded, the tool's one-time set-up per context), flag already set.
   *(volatile unsigned int*)flag = 1;
   ncclKernel_wait_flag<<<1, 32, 0, s>>>(dflag, e, 32);

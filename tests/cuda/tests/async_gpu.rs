@@ -246,6 +246,37 @@ fn a_launch_whose_drain_waits_for_the_hosts_next_store_returns_and_is_replayed()
     not(gpu_tests),
     ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
 )]
+fn a_launch_whose_drain_waits_for_the_launch_itself_gives_way_after_the_yield_deadline() {
+    require_gpu();
+    // `drain_wait kernel`: the spinning communication kernel waits for a device flag that the
+    // replayed `set_flag` on another stream sets. Deferred, `set_flag` waits behind its
+    // window's gate while the drain waits for the spinning kernel: the drain gives way after
+    // `ROCPROF_REPLAY_YIELD_MS` (lock_contention, one execution) and the kernel sees 7. Before,
+    // the drain waited its deadline (60 s) and the spinning kernel gave up at 20 s (0xdead).
+    let name = "drain_wait.kernel";
+    let (r, recs) = under_tool_args("drain_wait", &["kernel"], name, "3", &[]);
+    r.assert_success(name);
+    assert!(r.stdout().contains("RESULT OK"), "{}", r.stdout());
+    let completed = number(&r, "completed_ms");
+    assert!(completed < 10_000.0, "completed after {completed} ms");
+    let set = of_kernel(&recs, "set_flag");
+    assert_eq!(set.len(), 2, "{recs:?}");
+    assert_eq!(set[0]["outcome"], "replayed", "the first launch: {}", set[0]);
+    assert_eq!(set[1]["outcome"], "declined", "{}", set[1]);
+    assert_eq!(set[1]["reason"], "lock_contention", "{}", set[1]);
+    let summary = format!(
+        "{name}: completed_ms {completed}, set_flag {} {}\n",
+        set[1]["outcome"], set[1]["reason"]
+    );
+    eprint!("{summary}");
+    std::fs::write(out_dir().join(format!("{name}.summary")), summary).unwrap();
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
 fn nobody_sees_a_replayed_launch_complete_before_its_window_ends() {
     require_gpu();
     let (r, recs) = counting_passes("overlap", "every observer saw all three passes done");

@@ -1762,6 +1762,13 @@ impl CudaTarget<'_> {
         let stop = |on: Option<u64>| -> bool {
             defer();
             let yield_after = self.settings().yield_after;
+            // Deferred, the launch itself waits behind the window's gate (its call returned):
+            // work drained on another stream may be waiting for it (a kernel spinning on a
+            // flag this very launch sets), as it may for the thread inside its call.
+            if d.is_deferred() && on != Some(self.job.lane) && d.started.elapsed() >= yield_after
+            {
+                return true;
+            }
             self.ctx
                 .lock
                 .held_up(yield_after, |lane| on.is_none() || lane != on)
@@ -1845,7 +1852,14 @@ impl CudaTarget<'_> {
                 || query().unwrap_or(CUDA_SUCCESS),
                 || stop(Some(lane)),
             ) {
-                None => return gave_way(),
+                None => {
+                    // Deferred: the stream's marker is kept as stuck work, so the next
+                    // windows do not wait for that work again while it still runs.
+                    if d.is_deferred() {
+                        self.remember_marker(d, s);
+                    }
+                    return gave_way();
+                }
                 Some(Poll::Done) => {}
                 Some(Poll::Failed(r)) => {
                     tracing::debug!(stream = s, status = %error_name(&drv, r), "stream not drained")
@@ -1955,8 +1969,8 @@ impl CudaTarget<'_> {
         };
         tracing::warn!(
             stream = key,
-            "a stream of the context did not drain within the drain deadline: its later \
-             windows decline at once until that work is done"
+            "a stream of the context did not drain (drain deadline, or a deferred launch's \
+             yield deadline): its later windows decline at once until that work is done"
         );
         if let Some(old) = self.ctx.stuck_drain.remember(marker) {
             give_event(self.ctx, old, false);
