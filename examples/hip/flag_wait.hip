@@ -5,8 +5,14 @@
 // the flag; the window must give way (rocprof-replay: `lock_contention`, one pass) rather than
 // wait for its pass deadline. The kernel gives up after about 20 s (it then adds 1000, and the
 // check fails). Shadow: flag_wait_shadow.c.
+//
+// `flag_wait chain`: two waiting kernels on two streams, then the two kernels that set their
+// flags on a third, the second waiter's first: under a replay tool the first waiter's pass
+// gives way and holds the tool's replay queue, and the next three dispatches run beside it
+// (on the tool's other queues). The second waiter must not hold its setter back.
 #include "hip_check.h"
 #include <chrono>
+#include <string>
 #include <vector>
 
 // The GPU's constant-rate clock (100 MHz on gfx90a); the host pass never runs it.
@@ -40,7 +46,53 @@ __global__ void wait_flag(volatile int* flag, int* data, int n) {
 
 __global__ void set_flag(int* flag, int v) { *flag = v; }
 
-int main() {
+// `chain` mode: waiters on `first` and `second`, both setters on `setting`.
+static int chain() {
+    const char* name = "flag_wait";
+    const int n = 1024;
+    int* flags;  // [0], [1]: the waiters' flags, [2]: the warm-up's
+    int* data;   // two halves, one per waiter
+    HIP_CHECK(name, hipMalloc(&flags, 4 * sizeof(int)));
+    HIP_CHECK(name, hipMalloc(&data, 2 * n * sizeof(int)));
+    HIP_CHECK(name, hipMemset(flags, 0, 4 * sizeof(int)));
+    HIP_CHECK(name, hipMemset(data, 0, 2 * n * sizeof(int)));
+    hipStream_t first, second, setting;
+    HIP_CHECK(name, hipStreamCreateWithFlags(&first, hipStreamNonBlocking));
+    HIP_CHECK(name, hipStreamCreateWithFlags(&second, hipStreamNonBlocking));
+    HIP_CHECK(name, hipStreamCreateWithFlags(&setting, hipStreamNonBlocking));
+    hipLaunchKernelGGL(set_flag, dim3(1), dim3(1), 0, setting, flags + 2, 1);
+    HIP_CHECK(name, hipGetLastError());
+    HIP_CHECK(name, hipDeviceSynchronize());
+    auto t0 = std::chrono::steady_clock::now();
+    hipLaunchKernelGGL(wait_flag, dim3(n / 256), dim3(256), 0, first, flags, data, n);
+    hipLaunchKernelGGL(wait_flag, dim3(n / 256), dim3(256), 0, second, flags + 1, data + n, n);
+    hipLaunchKernelGGL(set_flag, dim3(1), dim3(1), 0, setting, flags + 1, 5);
+    hipLaunchKernelGGL(set_flag, dim3(1), dim3(1), 0, setting, flags, 3);
+    HIP_CHECK(name, hipGetLastError());
+    HIP_CHECK(name, hipDeviceSynchronize());
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("flag_wait chain completed_ms=%.0f\n", ms);
+    std::vector<int> back(2 * n, 0);
+    HIP_CHECK(name, hipMemcpy(back.data(), data, 2 * n * sizeof(int), hipMemcpyDeviceToHost));
+    for (int i = 0; i < 2 * n; ++i) {
+        const int want = i < n ? 3 : 5;
+        if (back[i] != want) {
+            std::printf("RESULT %s FAIL chain data[%d] = %d, want %d\n", name, i, back[i], want);
+            return 1;
+        }
+    }
+    HIP_CHECK(name, hipStreamDestroy(first));
+    HIP_CHECK(name, hipStreamDestroy(second));
+    HIP_CHECK(name, hipStreamDestroy(setting));
+    HIP_CHECK(name, hipFree(flags));
+    HIP_CHECK(name, hipFree(data));
+    std::printf("RESULT %s OK chain n=%d\n", name, n);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "chain") return chain();
     const char* name = "flag_wait";
     const int n = 1024;
     int* flags;  // [0]: the copy's flag, [1]: the kernel's, [2]: the warm-up's

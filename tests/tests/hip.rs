@@ -639,16 +639,138 @@ fn a_kernel_waiting_for_the_programs_next_call_completes_when_the_replay_queue_l
     );
 }
 
+/// `flag_wait chain`: two kernels waiting for flags on two streams, then the kernels that set
+/// them on a third, the second waiter's setter first. Under the tool the first waiter's pass
+/// gives way and holds the replay queue; the next three dispatches decline at once and run on
+/// the tool's other queues. The second waiter must not hold its setter back there: with one
+/// such queue for all of them, the setter waited behind it until the waiter gave up on its
+/// own (20 s; the program read 1000, not 3).
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn kernels_waiting_for_each_other_while_the_replay_queue_is_held_all_complete() {
+    let sample = "flag_wait";
+    let plain = run_on_emu(
+        &hip_samples().join(sample),
+        &["chain"],
+        &[("HSA_EMU_SHADOW", hip_shadow(sample).as_str())],
+        DEADLINE,
+    );
+    assert_ok(&plain, sample);
+    let records = hip_records("flag_wait-chain");
+    let lib = rocprof_replay_e2e::tool_lib("pass_timer");
+    let shadow = hip_shadow(sample);
+    let run = run_on_emu(
+        &hip_samples().join(sample),
+        &["chain"],
+        &[
+            ("HSA_EMU_SHADOW", shadow.as_str()),
+            ("LD_PRELOAD", lib.to_str().unwrap()),
+            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+            ("ROCPROF_REPLAY_LOG", "warn"),
+            ("ROCPROF_REPLAY_PASSES", "3"),
+            ("ROCPROF_REPLAY_YIELD_MS", "300"),
+            ("ROCPROF_REPLAY_PASS_TIMEOUT_MS", "15000"),
+        ],
+        DEADLINE,
+    );
+    assert_ok(&run, sample);
+    let ms = completed_ms(&run, "chain");
+    assert!(ms < 5000.0, "completed after {ms} ms\n{}", run.stderr());
+    let recs = read_records(&records);
+    let of =
+        |k: &str| -> Vec<&serde_json::Value> { recs.iter().filter(|r| r["kernel"] == k).collect() };
+    let waits = of("_Z9wait_flagPViPii");
+    assert_eq!(waits.len(), 2, "{recs:?}");
+    assert_eq!(waits[0]["outcome"], "declined", "{}", waits[0]);
+    assert_eq!(waits[0]["reason"], "lock_contention", "{}", waits[0]);
+    let sets = of("_Z8set_flagPii");
+    assert_eq!(sets.len(), 3, "{recs:?}");
+    for r in [waits[1], sets[1], sets[2]] {
+        assert_eq!(r["outcome"], "declined", "{r}");
+        assert_eq!(r["reason"], "drain_timeout", "declined at once: {r}");
+        assert_eq!(r["passes"], 1, "{r}");
+    }
+}
+
+/// `flag_wait` under `selective` replaying `set_flag` only: `wait_flag` runs once on its own
+/// queue, as the program made it, spinning on a flag the replayed `set_flag` on another stream
+/// sets. `set_flag`'s window drains `wait_flag`'s queue while `set_flag` waits behind its gate:
+/// the drain gives way after the yield deadline (`lock_contention`, one execution). Before, it
+/// waited until `wait_flag` gave up on its own (20 s; the program read 1007, not 14, and the
+/// record said `replayed`).
+#[test]
+#[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
+fn a_drain_waiting_for_a_kernel_that_waits_for_its_dispatch_gives_way() {
+    let sample = "flag_wait";
+    let records = hip_records("flag_wait-selective");
+    let lib = rocprof_replay_e2e::tool_lib("selective");
+    let run = run_hip(
+        sample,
+        &[
+            ("LD_PRELOAD", lib.to_str().unwrap()),
+            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+            ("ROCPROF_REPLAY_LOG", "warn"),
+            ("ROCPROF_REPLAY_KERNEL", "^_Z8set_flagPii$"),
+            ("ROCPROF_REPLAY_PASSES", "3"),
+            ("ROCPROF_REPLAY_YIELD_MS", "300"),
+        ],
+    );
+    assert_ok(&run, sample);
+    for way in ["copy", "kernel"] {
+        let ms = completed_ms(&run, way);
+        assert!(
+            ms < 5000.0,
+            "{way}: completed after {ms} ms\n{}",
+            run.stderr()
+        );
+    }
+    let recs = read_records(&records);
+    let of =
+        |k: &str| -> Vec<&serde_json::Value> { recs.iter().filter(|r| r["kernel"] == k).collect() };
+    let waits = of("_Z9wait_flagPViPii");
+    assert_eq!(waits.len(), 2, "{recs:?}");
+    assert!(waits.iter().all(|r| r["outcome"] == "skipped"), "{waits:?}");
+    let sets = of("_Z8set_flagPii");
+    assert_eq!(sets.len(), 2, "{recs:?}");
+    assert_eq!(sets[0]["outcome"], "replayed", "the warm-up: {}", sets[0]);
+    assert_eq!(sets[1]["outcome"], "declined", "{}", sets[1]);
+    assert_eq!(sets[1]["reason"], "lock_contention", "{}", sets[1]);
+}
+
+/// A fresh records file under the e2e directory for `name`.
+fn hip_records(name: &str) -> PathBuf {
+    let dir = e2e_dir().join("hip-records");
+    std::fs::create_dir_all(&dir).unwrap();
+    let records = dir.join(format!("{name}.jsonl"));
+    let _ = std::fs::remove_file(&records);
+    records
+}
+
+/// The records in `path`, one JSON object per line.
+fn read_records(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `flag_wait {way} completed_ms=` of a run.
+fn completed_ms(run: &Run, way: &str) -> f64 {
+    run.stdout()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("flag_wait {way} completed_ms=")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no completed_ms for {way}:\n{}", run.stdout()))
+}
+
 /// Runs `flag_wait` plain and under `pass_timer` with `env` (records in `name`.jsonl): both
 /// ways complete at once with one execution each, and the records say how.
 fn flag_wait_completes(name: &str, env: &[(&str, &str)]) {
     let sample = "flag_wait";
     let plain = run_hip(sample, &[]);
     assert_ok(&plain, sample);
-    let dir = e2e_dir().join("hip-records");
-    std::fs::create_dir_all(&dir).unwrap();
-    let records = dir.join(format!("{name}.jsonl"));
-    let _ = std::fs::remove_file(&records);
+    let records = hip_records(name);
     let lib = rocprof_replay_e2e::tool_lib("pass_timer");
     let mut all = vec![
         ("LD_PRELOAD", lib.to_str().unwrap()),
@@ -662,23 +784,14 @@ fn flag_wait_completes(name: &str, env: &[(&str, &str)]) {
     let run = run_hip(sample, &all);
     assert_ok(&run, sample);
     for way in ["copy", "kernel"] {
-        let ms: f64 = run
-            .stdout()
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("flag_wait {way} completed_ms=")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no completed_ms for {way}:\n{}", run.stdout()));
+        let ms = completed_ms(&run, way);
         assert!(
             ms < 5000.0,
             "{way}: completed after {ms} ms (the pass deadline is 15 s)\n{}",
             run.stderr()
         );
     }
-    let recs: Vec<serde_json::Value> = std::fs::read_to_string(&records)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = read_records(&records);
     let of =
         |k: &str| -> Vec<&serde_json::Value> { recs.iter().filter(|r| r["kernel"] == k).collect() };
     let waits = of("_Z9wait_flagPViPii");

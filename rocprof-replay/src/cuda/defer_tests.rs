@@ -375,7 +375,10 @@ fn a_deferred_launch_whose_drain_waits_past_the_yield_deadline_runs_once() {
         OutcomeKind::Declined(DeclineReason::DrainTimeout),
         "{o:?}"
     );
-    assert!(o.window_time < Duration::from_millis(90), "declined at once: {o:?}");
+    assert!(
+        o.window_time < Duration::from_millis(90),
+        "declined at once: {o:?}"
+    );
     assert_eq!(buf.values(), vec![2; 4]);
     finish_other_stream();
     let mut args = buf.args();

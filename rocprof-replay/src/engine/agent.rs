@@ -233,13 +233,13 @@ impl AgentLock {
     }
 
     /// The writer side for a replay window, if it comes within `deadline`.
+    #[cfg(test)]
     pub(crate) fn write_for(&self, deadline: Duration) -> Option<RwLockWriteGuard<'_, ()>> {
         self.lock.try_write_for(deadline)
     }
 
-    /// [`write_for`](Self::write_for) for a window of a dispatch on `lane`: listed as blocked
-    /// while it waits ([`held_up`](Self::held_up)).
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // the CUDA backend's
+    /// The writer side for a replay window of a dispatch on `lane`, if it comes within
+    /// `deadline`: listed as blocked while it waits ([`held_up`](Self::held_up)).
     pub(crate) fn write_for_on(
         &self,
         deadline: Duration,

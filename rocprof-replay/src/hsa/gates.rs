@@ -300,6 +300,12 @@ pub(crate) struct ReplayQueue {
     /// Decremented by the barrier after each submission (as for the application's queues).
     inflight: hsa_signal_t,
     submitted: AtomicU64,
+    /// The last submission of the tool's own work ([`submit`](Self::submit): passes,
+    /// barriers, compare kernels): an ordinary run must not start before it has finished (a
+    /// stuck pass may still write what that dispatch uses). Ordinary runs
+    /// ([`submit_run`](Self::submit_run)) do not count: they are the application's own
+    /// executions, which may run beside each other as on its queues.
+    tool_work: AtomicU64,
     /// One producer at a time.
     lock: Mutex<()>,
 }
@@ -349,6 +355,7 @@ impl ReplayQueue {
             queue,
             inflight,
             submitted: AtomicU64::new(0),
+            tool_work: AtomicU64::new(0),
             lock: Mutex::new(()),
         })
     }
@@ -365,8 +372,27 @@ impl ReplayQueue {
         wait_retired(be, self.inflight, &self.submitted, n, deadline)
     }
 
-    /// Writes `count` packets at `pkts` and a barrier after them, and rings the doorbell.
-    /// `false` when the ring had no room before `deadline` (nothing was written).
+    /// Whether everything submitted so far has finished.
+    pub(crate) fn is_idle(&self, be: &Backend) -> bool {
+        self.retired(be) >= self.submitted.load(Ordering::Acquire)
+    }
+
+    /// Submissions not finished yet.
+    pub(crate) fn pending(&self, be: &Backend) -> u64 {
+        self.submitted
+            .load(Ordering::Acquire)
+            .saturating_sub(self.retired(be))
+    }
+
+    /// Whether the tool's own work submitted here has finished (what may still run is
+    /// ordinary runs only).
+    pub(crate) fn tool_work_done(&self, be: &Backend) -> bool {
+        self.retired(be) >= self.tool_work.load(Ordering::Acquire)
+    }
+
+    /// Writes `count` packets of the tool's own work at `pkts` (passes, barriers, compare
+    /// kernels) and a barrier after them, and rings the doorbell. `false` when the ring had no
+    /// room before `deadline` (nothing was written).
     ///
     /// # Safety
     /// `pkts` points to `count` valid 64-byte AQL packets.
@@ -376,6 +402,36 @@ impl ReplayQueue {
         pkts: *const c_void,
         count: usize,
         deadline: Duration,
+    ) -> bool {
+        // SAFETY: caller contract.
+        unsafe { self.write(be, pkts, count, deadline, true) }
+    }
+
+    /// [`submit`](Self::submit) for an ordinary run (a declined dispatch's one execution,
+    /// the gate's opening behind it), which later ordinary runs need not wait for.
+    ///
+    /// # Safety
+    /// As for [`submit`](Self::submit).
+    pub(crate) unsafe fn submit_run(
+        &self,
+        be: &Backend,
+        pkts: *const c_void,
+        count: usize,
+        deadline: Duration,
+    ) -> bool {
+        // SAFETY: caller contract.
+        unsafe { self.write(be, pkts, count, deadline, false) }
+    }
+
+    /// # Safety
+    /// As for [`submit`](Self::submit).
+    unsafe fn write(
+        &self,
+        be: &Backend,
+        pkts: *const c_void,
+        count: usize,
+        deadline: Duration,
+        tool: bool,
     ) -> bool {
         let o = &be.orig;
         let _one = self.lock.lock();
@@ -409,7 +465,10 @@ impl ReplayQueue {
             HSA_FENCE_SCOPE_NONE,
             HSA_FENCE_SCOPE_NONE,
         );
-        count_submission(be, self.inflight, &self.submitted);
+        let number = count_submission(be, self.inflight, &self.submitted);
+        if tool {
+            self.tool_work.fetch_max(number, Ordering::AcqRel);
+        }
         for i in 0..n {
             let packet: *const u8 = if i < count as u64 {
                 // SAFETY: caller contract: `count` packets of 64 bytes.
@@ -433,6 +492,71 @@ impl ReplayQueue {
         // SAFETY: the queue's doorbell, rung with the last packet's index.
         unsafe { (o.signal_store)((*q).doorbell_signal, (index + n - 1) as i64) };
         true
+    }
+}
+
+/// Most aside lanes a GPU gets ([`AsideLanes`]).
+pub(crate) const ASIDE_LANES: usize = 8;
+
+/// Queues of ours beside a GPU's replay queue, for ordinary runs (a declined dispatch's one
+/// execution) that must not wait behind what runs there: a first pass that gave way (the
+/// application's own execution, possibly waiting for this very dispatch), or another
+/// dispatch's ordinary run (a kernel spinning on a flag this one sets). Without the tool the
+/// two would run side by side on the application's queues. Created as needed, at most
+/// [`ASIDE_LANES`], kept for the process's life (never destroyed, as the replay queue).
+#[derive(Default)]
+pub(crate) struct AsideLanes {
+    lanes: Mutex<Vec<&'static ReplayQueue>>,
+}
+
+impl AsideLanes {
+    /// Every lane created so far.
+    pub(crate) fn all(&self) -> smallvec::SmallVec<[&'static ReplayQueue; 4]> {
+        self.lanes.lock().iter().copied().collect()
+    }
+
+    /// Submits an ordinary run (`count` packets at `pkts`, [`ReplayQueue::submit_run`]) where
+    /// it waits behind nothing it may itself be waiting for. `replay` when idle, or when the
+    /// tool's own work there has not finished (a stuck pass may still write what the run
+    /// uses: the run follows it, as before) and `replay_held` is false; else an idle aside
+    /// lane, a new one while there are fewer than [`ASIDE_LANES`], or at the cap the least
+    /// busy. Chosen and written under one lock: two runs never take the same idle lane.
+    /// `false`: nothing was submitted (no room before `deadline`).
+    ///
+    /// # Safety
+    /// As for [`ReplayQueue::submit`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn submit_run(
+        &self,
+        be: &Backend,
+        agent: hsa_agent_t,
+        replay: &'static ReplayQueue,
+        replay_held: bool,
+        pkts: *const c_void,
+        count: usize,
+        deadline: Duration,
+    ) -> bool {
+        let mut lanes = self.lanes.lock();
+        let lane = if !replay_held && (replay.is_idle(be) || !replay.tool_work_done(be)) {
+            replay
+        } else if let Some(idle) = lanes.iter().copied().find(|l| l.is_idle(be)) {
+            idle
+        } else if lanes.len() < ASIDE_LANES
+            && let Some(new) = ReplayQueue::create(be, agent)
+        {
+            let new: &'static ReplayQueue = Box::leak(Box::new(new));
+            lanes.push(new);
+            tracing::debug!(lanes = lanes.len(), "a new aside lane for ordinary runs");
+            new
+        } else {
+            let least = lanes.iter().copied().min_by_key(|l| l.pending(be));
+            match least {
+                Some(l) if replay_held || l.pending(be) < replay.pending(be) => l,
+                _ => replay,
+            }
+        };
+        // SAFETY: caller contract.
+        unsafe { lane.submit_run(be, pkts, count, deadline) }
     }
 }
 

@@ -999,9 +999,12 @@ fn arm_isolation(
         .filter(|q| q.agent == gpu.agent)
         .cloned()
         .collect();
-    let replays: smallvec::SmallVec<[&ReplayQueue; 2]> = [&gpu.replay, &gpu.aside]
+    let replays: smallvec::SmallVec<[&ReplayQueue; 4]> = gpu
+        .replay
+        .get()
+        .and_then(Option::as_ref)
         .into_iter()
-        .filter_map(|q| q.get().and_then(Option::as_ref))
+        .chain(gpu.aside.all().into_iter().map(|l| -> &ReplayQueue { l }))
         .collect();
     list.sweep(be, &agent_queues, &replays);
     agent_queues
@@ -1289,15 +1292,7 @@ impl DeferredRun {
         crate::engine::footprint::note_device_write(self.gpu.agent.handle);
         // The ready signal resolved: the chain does not reference it (it retires on its own).
         let chain = RunChain::new(&self.packet, hsa_signal_t::default(), self.gate);
-        // SAFETY: three 64-byte packets in a row.
-        let ok = unsafe {
-            self.replay.submit(
-                self.be,
-                (&chain as *const RunChain).cast(),
-                3,
-                self.be.settings().drain,
-            )
-        };
+        let ok = submit_ordinary_run(self.be, self.gpu, self.replay, &chain);
         crate::engine::footprint::note_device_write(self.gpu.agent.handle);
         if !ok {
             tracing::error!(
@@ -1339,6 +1334,29 @@ impl HsaTarget {
     }
 }
 
+/// Submits an ordinary run on the GPU's replay queue or an aside lane, wherever it waits
+/// behind nothing that may be waiting for it ([`gates::AsideLanes::submit_run`]).
+fn submit_ordinary_run(
+    be: &Backend,
+    gpu: &Gpu,
+    replay: &'static ReplayQueue,
+    chain: &RunChain,
+) -> bool {
+    let held = replay_held(be, gpu);
+    // SAFETY: three 64-byte packets in a row.
+    unsafe {
+        gpu.aside.submit_run(
+            be,
+            gpu.agent,
+            replay,
+            held,
+            (chain as *const RunChain).cast(),
+            3,
+            be.settings().drain,
+        )
+    }
+}
+
 /// Whether a first pass that gave way still holds `gpu`'s replay queue ([`Gpu::yielded`]);
 /// once it ended, its marker is retired.
 fn replay_held(be: &Backend, gpu: &Gpu) -> bool {
@@ -1364,6 +1382,70 @@ enum Waited {
     TimedOut,
     /// Work blocked on the window waited past the yield deadline first.
     HeldUp,
+}
+
+/// How a drain's wait ended ([`DrainLimits::wait`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum DrainWait {
+    Done,
+    /// Past the yield deadline, with the waited-for work possibly waiting for what the window
+    /// holds.
+    GaveWay,
+    /// Past the drain deadline.
+    TimedOut,
+}
+
+impl DrainWait {
+    /// The decline for a wait that did not end: `what` names the work, for the log.
+    fn decline(self, what: &str) -> DeclineReason {
+        if self == DrainWait::GaveWay {
+            tracing::info!(
+                waited_for = what,
+                "the drain waited past the yield deadline for work that may be waiting for this \
+                 dispatch (held behind its gate): the dispatch runs once (ROCPROF_REPLAY_YIELD_MS)"
+            );
+            DeclineReason::LockContention
+        } else {
+            DeclineReason::DrainTimeout
+        }
+    }
+}
+
+/// The deadlines of one drain, from its start.
+#[derive(Clone, Copy)]
+struct DrainLimits {
+    started: Instant,
+    drain: Duration,
+    yield_after: Duration,
+}
+
+impl DrainLimits {
+    /// Waits in slices (`wait_for(slice)`: a bounded wait, `true` once the work is done) until
+    /// the work is done ([`DrainWait::Done`]), the drain deadline passed
+    /// ([`DrainWait::TimedOut`]), or the yield deadline passed and `may_wait_for_us` says the
+    /// work may be waiting for what the window holds ([`DrainWait::GaveWay`]).
+    fn wait(
+        &self,
+        mut wait_for: impl FnMut(Duration) -> bool,
+        mut may_wait_for_us: impl FnMut() -> bool,
+    ) -> DrainWait {
+        // Slices short enough to notice the yield deadline soon after it passed.
+        let slice =
+            (self.yield_after / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        loop {
+            let left = (self.started + self.drain).saturating_duration_since(Instant::now());
+            if wait_for(left.min(slice)) {
+                return DrainWait::Done;
+            }
+            let waited = self.started.elapsed();
+            if waited >= self.drain {
+                return DrainWait::TimedOut;
+            }
+            if waited >= self.yield_after && may_wait_for_us() {
+                return DrainWait::GaveWay;
+            }
+        }
+    }
 }
 
 /// Creates a signal of ours with value 1.
@@ -1619,16 +1701,17 @@ impl HsaTarget {
         Err(CopyError::Failed)
     }
 
-    /// After a drain ran out of time waiting for `queue` to retire its first `n` tracked
-    /// submissions: the GPU's next drains check that instead of waiting again
+    /// After a drain ran out of time (or gave way) waiting for `queue` to retire its first `n`
+    /// tracked submissions: the GPU's next drains check that instead of waiting again
     /// ([`StuckDrain`](crate::engine::agent::StuckDrain)).
     fn remember_stuck(&self, queue: Arc<QueueState>, n: u64) {
         if queue.inflight.handle == 0 {
             return;
         }
         tracing::warn!(
-            "a queue of the GPU did not drain within the drain deadline: the GPU's later \
-             windows decline at once until that work is done"
+            "a queue of the GPU did not drain (drain deadline, or yield deadline with work that \
+             may wait for the window): the GPU's later windows decline at once until that work \
+             is done"
         );
         drop(self.gpu.stuck_drain.remember((queue, n)));
     }
@@ -2180,7 +2263,12 @@ impl ReplayTarget for HsaTarget {
             return Err(DeclineReason::SubmitFailed);
         }
         let gpu: &'static Gpu = self.gpu;
-        match gpu.lock.write_for(self.be.settings().lock) {
+        // Listed as blocked work of its queue while it waits: a window draining may give way
+        // to it (its dispatch may be what the drained work waits for).
+        match gpu
+            .lock
+            .write_for_on(self.be.settings().lock, Some(self.queue.queue as u64))
+        {
             Some(guard) => {
                 self.window = Some(guard);
                 // Stuck work that ended since: the staging it held and the arena chunks whose
@@ -2212,26 +2300,45 @@ impl ReplayTarget for HsaTarget {
             return Err(DeclineReason::DrainTimeout);
         }
         // A first pass that gave way still holds the replay queue (it may wait for this very
-        // dispatch): decline at once, the ordinary run going to the aside queue.
+        // dispatch): decline at once, the ordinary run going to an aside lane.
         if matches!(self.sink, Sink::Replay(_)) && replay_held(self.be, self.gpu) {
-            let aside = self
-                .gpu
-                .aside
-                .get_or_init(|| ReplayQueue::create(self.be, self.gpu.agent))
-                .as_ref();
-            if let Some(aside) = aside {
-                self.sink = Sink::Replay(aside);
-            }
             tracing::debug!(
                 "a first pass that gave way still runs on the replay queue: declined at once"
             );
             return Err(DeclineReason::DrainTimeout);
         }
-        // Everything before the dispatch on its own queue: the ready barrier resolved.
+        // The dispatch waits behind its gate while the drain waits: work drained on another
+        // queue (or an ordinary run on ours) may be waiting for it, as it may for work that
+        // waits for the window. Past the yield deadline such a wait gives way.
+        let started = Instant::now();
+        let limits = DrainLimits {
+            started,
+            drain,
+            yield_after: self.be.settings().yield_after,
+        };
+        // Everything before the dispatch on its own queue: the ready barrier resolved. That
+        // work cannot wait for this dispatch (it is ahead of it on its queue), but it may wait
+        // for a dispatch of another queue that waits for this window.
         if let Some(ready) = self.ready {
-            if !self.wait_zero(ready, drain) {
+            let own = Some(self.queue.queue as u64);
+            let waited = limits.wait(
+                |slice| self.wait_zero(ready, slice),
+                || {
+                    self.gpu
+                        .lock
+                        .held_up(limits.yield_after, |lane| lane != own)
+                        || self
+                            .gpu
+                            .pending
+                            .lock()
+                            .fresh
+                            .iter()
+                            .any(|Detached(_, t)| !Arc::ptr_eq(&t.queue, &self.queue))
+                },
+            );
+            if waited != DrainWait::Done {
                 self.remember_stuck(self.queue.clone(), self.ready_after);
-                return Err(DeclineReason::DrainTimeout);
+                return Err(waited.decline("its own queue's earlier work"));
             }
             // Resolved because the queue was destroyed (`QueueState::retire_destroyed`): the
             // dispatch was dropped with it.
@@ -2240,28 +2347,22 @@ impl ReplayTarget for HsaTarget {
             }
         }
         // The replay queue: an earlier window's pass may still run there (stuck), or the
-        // ordinary run of a declined one with its gate's opening behind it. The aside queue:
-        // dispatches run there while a first pass that gave way held the replay queue. Both
-        // before the isolation gate: a dispatch gate closed when it is armed must wait for a
-        // window that has not ended (this one, a later one), never for packets already queued
-        // here, which would open it during this window and let what the application submitted
-        // behind it (before the isolation gate, so not behind that) run beside the passes.
+        // ordinary run of a declined one with its gate's opening behind it. The aside lanes:
+        // ordinary runs. All before the isolation gate: a dispatch gate closed when it is
+        // armed must wait for a window that has not ended (this one, a later one), never for
+        // packets already queued here, which would open it during this window and let what
+        // the application submitted behind it (before the isolation gate, so not behind that)
+        // run beside the passes. An ordinary run may wait for this dispatch; the tool's own
+        // work never does (it is waited for up to the drain deadline).
         if let Sink::Replay(q) = self.sink {
-            if !q.wait_idle(self.be, drain) {
-                tracing::warn!(
-                    "an earlier replay pass still runs on this GPU: the dispatch runs once, after it"
+            for lane in std::iter::once(q).chain(self.gpu.aside.all()) {
+                let waited = limits.wait(
+                    |slice| lane.wait_idle(self.be, slice),
+                    || lane.tool_work_done(self.be),
                 );
-                return Err(DeclineReason::DrainTimeout);
-            }
-            let aside = self.gpu.aside.get().and_then(Option::as_ref);
-            if let Some(aside) = aside.filter(|a| !std::ptr::eq(*a, q))
-                && !aside.wait_idle(self.be, drain)
-            {
-                tracing::warn!(
-                    "a dispatch run beside a first pass that gave way still runs on this GPU: \
-                     the dispatch runs once"
-                );
-                return Err(DeclineReason::DrainTimeout);
+                if waited != DrainWait::Done {
+                    return Err(waited.decline("an ordinary run or a late pass on a queue of ours"));
+                }
             }
         }
         // From now on the GPU's other queues wait behind the isolation gate; what they
@@ -2287,9 +2388,13 @@ impl ReplayTarget for HsaTarget {
                 tracing::warn!("a queue of the agent has no progress signal and cannot be drained");
                 return Err(DeclineReason::QueueNotDrainable);
             }
-            if !gates::wait_retired(self.be, other.inflight, &other.submitted, *n, drain) {
+            let waited = limits.wait(
+                |slice| gates::wait_retired(self.be, other.inflight, &other.submitted, *n, slice),
+                || true,
+            );
+            if waited != DrainWait::Done {
                 self.remember_stuck(other.clone(), *n);
-                return Err(DeclineReason::DrainTimeout);
+                return Err(waited.decline("another queue's earlier work"));
             }
         }
         // Asynchronous copies already submitted (new ones wait for the window to end).
@@ -2502,15 +2607,7 @@ impl ReplayTarget for HsaTarget {
             self.ready.unwrap_or_default(),
             self.gate.unwrap_or_default(),
         );
-        // SAFETY: three 64-byte packets in a row.
-        let ok = unsafe {
-            replay.submit(
-                self.be,
-                (&chain as *const RunChain).cast(),
-                3,
-                self.be.settings().drain,
-            )
-        };
+        let ok = submit_ordinary_run(self.be, self.gpu, replay, &chain);
         if ok {
             self.ran = true;
             self.completed = true;

@@ -60,9 +60,10 @@ pub(crate) struct Gpu {
     pub(crate) gates: gates::Gates,
     /// The queue replay windows run their passes on, created with the first window.
     pub(crate) replay: std::sync::OnceLock<Option<gates::ReplayQueue>>,
-    /// A second queue of ours, for the ordinary runs of windows declined while a first pass
-    /// that gave way holds `replay` ([`yielded`](Self::yielded)); created at the first one.
-    pub(crate) aside: std::sync::OnceLock<Option<gates::ReplayQueue>>,
+    /// More queues of ours, for ordinary runs that must not wait behind what runs on
+    /// `replay`: a first pass that gave way ([`yielded`](Self::yielded)), or another
+    /// dispatch's ordinary run ([`gates::AsideLanes`]).
+    pub(crate) aside: gates::AsideLanes,
     /// A signal of ours that a barrier behind a first pass that gave way
     /// ([`PassError::Yielded`](crate::engine::window::PassError::Yielded)) decrements when that
     /// pass ends: while it reads 1 the pass holds `replay` (the application's own execution,
@@ -854,7 +855,7 @@ fn enumerate_agents(orig: &Originals) -> Result<(Vec<Gpu>, Vec<hsa_agent_t>), Er
                 lock: AgentLock::new(),
                 gates: gates::Gates::default(),
                 replay: std::sync::OnceLock::new(),
-                aside: std::sync::OnceLock::new(),
+                aside: gates::AsideLanes::default(),
                 yielded: Mutex::new(None),
                 copies: copies::CopyFence::default(),
                 vendor_packets: std::sync::atomic::AtomicBool::new(false),

@@ -261,7 +261,11 @@ fn a_launch_whose_drain_waits_for_the_launch_itself_gives_way_after_the_yield_de
     assert!(completed < 10_000.0, "completed after {completed} ms");
     let set = of_kernel(&recs, "set_flag");
     assert_eq!(set.len(), 2, "{recs:?}");
-    assert_eq!(set[0]["outcome"], "replayed", "the first launch: {}", set[0]);
+    assert_eq!(
+        set[0]["outcome"], "replayed",
+        "the first launch: {}",
+        set[0]
+    );
     assert_eq!(set[1]["outcome"], "declined", "{}", set[1]);
     assert_eq!(set[1]["reason"], "lock_contention", "{}", set[1]);
     let summary = format!(

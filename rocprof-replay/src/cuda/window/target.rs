@@ -1765,8 +1765,7 @@ impl CudaTarget<'_> {
             // Deferred, the launch itself waits behind the window's gate (its call returned):
             // work drained on another stream may be waiting for it (a kernel spinning on a
             // flag this very launch sets), as it may for the thread inside its call.
-            if d.is_deferred() && on != Some(self.job.lane) && d.started.elapsed() >= yield_after
-            {
+            if d.is_deferred() && on != Some(self.job.lane) && d.started.elapsed() >= yield_after {
                 return true;
             }
             self.ctx
