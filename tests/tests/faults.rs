@@ -1030,6 +1030,41 @@ fn a_dispatch_held_by_a_late_predecessor_never_holds_another_queues_dispatch() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn drains_that_wait_for_work_waiting_for_their_dispatch_give_way_at_the_yield_deadline() {
+    // `held-predecessor` again, with a drain deadline far beyond the yield deadline: queue 2's
+    // predecessors wait for queue 1's dispatch, which waits for the GPU's window: its drain
+    // gives way after the yield deadline (300 ms) rather than the drain deadline (20 s), and
+    // the work it waited for is remembered, so queue 1's window (whose drain of queue 2 would
+    // wait for its own dispatch) declines at once. Before, each waited the whole drain
+    // deadline (the fault cell above sets it to 1 s to stay short).
+    let c = cell(
+        "held-predecessor",
+        &[
+            ("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "20000"),
+            ("ROCPROF_REPLAY_YIELD_MS", "300"),
+        ],
+    );
+    let incs = c.of("inc_in_place");
+    assert_eq!(incs.len(), 4, "warm-up, queue 2, queue 1, next: {incs:?}");
+    let window_ns = |r: &serde_json::Value| r["window_ns"].as_u64().unwrap_or(u64::MAX);
+    Cell::assert_outcome(incs[1], "declined", Some("lock_contention"));
+    assert!(
+        window_ns(incs[1]) < 10_000_000_000,
+        "waited the drain deadline: {}",
+        incs[1]
+    );
+    Cell::assert_outcome(incs[2], "declined", Some("drain_timeout"));
+    assert!(
+        window_ns(incs[2]) < 500_000_000,
+        "declined at once: {}",
+        incs[2]
+    );
+    Cell::assert_outcome(incs[3], "replayed", None);
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_queue_that_never_drains_costs_one_drain_deadline_not_one_per_dispatch() {
     // Queue 2 holds a barrier waiting for a signal the application sets only after three
     // dispatches on queue 1 (a communication kernel waiting for its peers looks the same to a
