@@ -38,7 +38,8 @@ pub(crate) struct Settings {
     pub(crate) lock: Duration,
     /// How long work on another lane may wait for a window whose first pass has not finished
     /// before the window gives up replaying its dispatch
-    /// ([`AgentLock::held_up`](crate::engine::agent::AgentLock::held_up)).
+    /// ([`AgentLock::held_up`](crate::engine::agent::AgentLock::held_up)); also how long a
+    /// drain waits for work that may be waiting for the dispatch the window holds.
     pub(crate) yield_after: Duration,
     /// CUDA: how long a window's drain may wait while the application thread waits inside its
     /// launch call before the launch is enqueued behind a closed gate and the call returns
