@@ -548,7 +548,7 @@ fn a_kernel_waiting_for_the_applications_next_copy_or_dispatch_completes() {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("{scenario}: no completed_ms line"));
         assert!(ms < 5000.0, "{scenario}: completed after {ms} ms");
-        // flag-queue: the dispatch that sets the flag runs on the GPU's aside queue (created
+        // flag-queue: the dispatch that sets the flag runs on an aside lane of the GPU (created
         // then, and kept, like the replay queue: hsa-emu serves each queue with a thread),
         // declined at once while the first pass holds the replay queue.
         let aside = i64::from(scenario == "flag-queue");

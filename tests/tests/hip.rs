@@ -611,7 +611,7 @@ fn kernels_given_malloced_memory_run_once_and_the_same_kernel_on_device_memory_r
 /// kernel's window while the window's first pass waits for the flag: the window gives way
 /// after the yield deadline (`lock_contention`, one pass) instead of waiting for the pass
 /// deadline; the kernel that sets the flag, submitted while that pass still holds the replay
-/// queue, runs at once on the aside queue (`drain_timeout`). Every value is that of one
+/// queue, runs at once on an aside lane (`drain_timeout`). Every value is that of one
 /// execution.
 #[test]
 #[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]

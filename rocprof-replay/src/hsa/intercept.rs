@@ -979,7 +979,7 @@ unsafe fn note_held(
 /// it. Returns, for each other queue, the submissions to drain: those before now, short of a
 /// later window's gate still closed in that queue (which waits for this window to end).
 ///
-/// Called once the GPU's replay and aside queues are idle: an ended window may leave its gate
+/// Called once the GPU's replay queue and aside lanes are idle: an ended window may leave its gate
 /// to open behind packets there (its ordinary run, a stuck pass), and a drain that stopped
 /// short of such a gate would let the application's work behind it (submitted before this
 /// gate, so not behind it) run during the window. A gate still closed then belongs to a
@@ -1821,11 +1821,11 @@ impl HsaTarget {
     /// work until it ends.
     fn give_way(&mut self, signal: hsa_signal_t) {
         // Until the pass ends it holds the replay queue: the GPU's next windows decline at once
-        // and run their dispatches on the aside queue (the pass may wait for one of them). The
+        // and run their dispatches on aside lanes (the pass may wait for one of them). The
         // marker goes first, so it has resolved by the time the application sees the
         // completion queued after it: a dispatch the application submits once it has seen it
         // finds the replay queue free (queued after the completion, the marker could still read
-        // 1 then, and that dispatch went to the aside queue, where a later window's drain
+        // 1 then, and that dispatch went to an aside lane, where a later window's drain
         // waited for it — for good, when it waits for that later dispatch).
         if let Some(marker) = new_signal(self.be) {
             if self.signal_behind(marker) {
