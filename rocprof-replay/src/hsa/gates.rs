@@ -537,26 +537,88 @@ impl AsideLanes {
         deadline: Duration,
     ) -> bool {
         let mut lanes = self.lanes.lock();
-        let lane = if !replay_held && (replay.is_idle(be) || !replay.tool_work_done(be)) {
-            replay
-        } else if let Some(idle) = lanes.iter().copied().find(|l| l.is_idle(be)) {
-            idle
-        } else if lanes.len() < ASIDE_LANES
-            && let Some(new) = ReplayQueue::create(be, agent)
-        {
-            let new: &'static ReplayQueue = Box::leak(Box::new(new));
-            lanes.push(new);
-            tracing::debug!(lanes = lanes.len(), "a new aside lane for ordinary runs");
-            new
-        } else {
-            let least = lanes.iter().copied().min_by_key(|l| l.pending(be));
-            match least {
-                Some(l) if replay_held || l.pending(be) < replay.pending(be) => l,
-                _ => replay,
+        let state = |q: &ReplayQueue| LaneState {
+            idle: q.is_idle(be),
+            pending: q.pending(be),
+        };
+        let replay_state = ReplayState {
+            lane: state(replay),
+            tool_work_done: replay.tool_work_done(be),
+            held: replay_held,
+        };
+        let aside: smallvec::SmallVec<[LaneState; 8]> = lanes.iter().map(|l| state(l)).collect();
+        let mut choice = choose_lane(replay_state, &aside, ASIDE_LANES);
+        if choice == Lane::New {
+            match ReplayQueue::create(be, agent) {
+                Some(new) => {
+                    lanes.push(Box::leak(Box::new(new)));
+                    tracing::debug!(lanes = lanes.len(), "a new aside lane for ordinary runs");
+                    choice = Lane::Aside(lanes.len() - 1);
+                }
+                // No new queue: as at the cap.
+                None => choice = choose_lane(replay_state, &aside, aside.len()),
             }
+        }
+        let lane = match choice {
+            Lane::Aside(i) => lanes[i],
+            Lane::Replay | Lane::New => replay,
         };
         // SAFETY: caller contract.
         unsafe { lane.submit_run(be, pkts, count, deadline) }
+    }
+}
+
+/// What a queue of ours holds, for [`choose_lane`].
+#[derive(Clone, Copy, Debug)]
+struct LaneState {
+    idle: bool,
+    /// Submissions not finished.
+    pending: u64,
+}
+
+/// What the replay queue holds, for [`choose_lane`].
+#[derive(Clone, Copy, Debug)]
+struct ReplayState {
+    lane: LaneState,
+    /// The tool's own work there has finished (only ordinary runs may still run).
+    tool_work_done: bool,
+    /// A first pass that gave way holds it.
+    held: bool,
+}
+
+/// Where an ordinary run goes ([`choose_lane`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lane {
+    Replay,
+    /// The aside lane at this index.
+    Aside(usize),
+    /// A new aside lane.
+    New,
+}
+
+/// Where an ordinary run goes ([`AsideLanes::submit_run`]): the replay queue when it is idle,
+/// or when the tool's own work there has not finished (the run must follow it) and no first
+/// pass that gave way holds it; else the first idle aside lane; else a new one while there
+/// are fewer than `cap`; else the least busy aside lane, or the replay queue if it is less
+/// busy and not held.
+fn choose_lane(replay: ReplayState, aside: &[LaneState], cap: usize) -> Lane {
+    if !replay.held && (replay.lane.idle || !replay.tool_work_done) {
+        return Lane::Replay;
+    }
+    if let Some(i) = aside.iter().position(|l| l.idle) {
+        return Lane::Aside(i);
+    }
+    if aside.len() < cap {
+        return Lane::New;
+    }
+    let least = aside
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, l)| l.pending)
+        .map(|(i, l)| (i, l.pending));
+    match least {
+        Some((i, pending)) if replay.held || pending < replay.lane.pending => Lane::Aside(i),
+        _ => Lane::Replay,
     }
 }
 
@@ -565,6 +627,63 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
     use std::sync::atomic::AtomicI64;
+
+    const IDLE: LaneState = LaneState {
+        idle: true,
+        pending: 0,
+    };
+
+    fn busy(pending: u64) -> LaneState {
+        LaneState {
+            idle: false,
+            pending,
+        }
+    }
+
+    fn replay(lane: LaneState, tool_work_done: bool, held: bool) -> ReplayState {
+        ReplayState {
+            lane,
+            tool_work_done,
+            held,
+        }
+    }
+
+    #[test]
+    fn an_ordinary_run_goes_where_nothing_it_may_wait_for_runs_ahead_of_it() {
+        // An idle replay queue takes it.
+        assert_eq!(choose_lane(replay(IDLE, true, false), &[], 8), Lane::Replay);
+        // The tool's own work still runs there (a stuck pass may write what the run uses): the
+        // run follows it, even with an idle aside lane.
+        assert_eq!(
+            choose_lane(replay(busy(1), false, false), &[IDLE], 8),
+            Lane::Replay
+        );
+        // Only ordinary runs there (one may wait for this one): an idle aside lane, else a new
+        // one.
+        assert_eq!(
+            choose_lane(replay(busy(1), true, false), &[busy(1), IDLE], 8),
+            Lane::Aside(1)
+        );
+        assert_eq!(
+            choose_lane(replay(busy(1), true, false), &[busy(1)], 8),
+            Lane::New
+        );
+        // A first pass that gave way holds it, its own work unfinished: never behind it.
+        assert_eq!(choose_lane(replay(busy(2), false, true), &[], 8), Lane::New);
+        assert_eq!(
+            choose_lane(replay(busy(2), false, true), &[busy(3), busy(1)], 2),
+            Lane::Aside(1)
+        );
+        // At the cap, not held: the least busy of all.
+        assert_eq!(
+            choose_lane(replay(busy(1), true, false), &[busy(3), busy(2)], 2),
+            Lane::Replay
+        );
+        assert_eq!(
+            choose_lane(replay(busy(5), true, false), &[busy(3), busy(2)], 2),
+            Lane::Aside(1)
+        );
+    }
 
     /// What a drain on another thread does with the count at a given moment.
     type Probe = Box<dyn Fn(&Probed)>;
