@@ -979,10 +979,10 @@ unsafe fn note_held(
 /// it. Returns, for each other queue, the submissions to drain: those before now, short of a
 /// later window's gate still closed in that queue (which waits for this window to end).
 ///
-/// Called once the GPU's replay queue and aside lanes are idle: an ended window may leave its gate
-/// to open behind packets there (its ordinary run, a stuck pass), and a drain that stopped
-/// short of such a gate would let the application's work behind it (submitted before this
-/// gate, so not behind it) run during the window. A gate still closed then belongs to a
+/// Called once the GPU's replay queue and aside lanes are idle: an ended window may leave its
+/// gate to open behind packets there (its ordinary run, a stuck pass), and a drain that
+/// stopped short of such a gate would let the application's work behind it (submitted before
+/// this gate, so not behind it) run during the window. A gate still closed then belongs to a
 /// window that has not run, or to a deferred ordinary run, which waits for this window's end.
 fn arm_isolation(
     be: &Backend,
@@ -2360,8 +2360,14 @@ impl ReplayTarget for HsaTarget {
                     |slice| lane.wait_idle(self.be, slice),
                     || lane.tool_work_done(self.be),
                 );
+                if waited == DrainWait::TimedOut {
+                    tracing::warn!(
+                        "an earlier replay pass still runs on this GPU: the dispatch runs once, \
+                         after it"
+                    );
+                }
                 if waited != DrainWait::Done {
-                    return Err(waited.decline("an ordinary run or a late pass on a queue of ours"));
+                    return Err(waited.decline("an ordinary run on a queue of ours"));
                 }
             }
         }
