@@ -246,10 +246,7 @@ fn is_blit(kernel: &str) -> bool {
 /// Runs `sample` with `tool` loaded `way` and `env`; checks the sample's own OK and returns the
 /// outcome records.
 fn replay(sample: &str, tool: &str, way: Way, env: &[(&str, &str)]) -> Vec<serde_json::Value> {
-    let dir = e2e_dir().join("hip-records");
-    std::fs::create_dir_all(&dir).unwrap();
-    let records = dir.join(format!("{sample}-{tool}-{way:?}.jsonl"));
-    let _ = std::fs::remove_file(&records);
+    let records = hip_records(&format!("{sample}-{tool}-{way:?}"));
     let lib = rocprof_replay_e2e::tool_lib(tool);
     let load = match way {
         Way::Preload => "LD_PRELOAD",
@@ -489,9 +486,7 @@ fn managed_memory_through_svm_runs_once_declined_up_front() {
                 "{kernel} (SVM by default: {by_default})"
             );
             for r in mine {
-                assert_eq!(r["outcome"], "declined", "{by_default}: {r}");
-                assert_eq!(r["reason"], "host_memory", "{by_default}: {r}");
-                assert_eq!(r["passes"], 1, "{by_default}: {r}");
+                assert_declined(r, "host_memory", by_default);
             }
         }
     }
@@ -503,10 +498,7 @@ fn managed_memory_through_svm_runs_once_declined_up_front() {
 #[test]
 #[cfg_attr(not(have_hipcc), ignore = "needs apt install hipcc libamdhip64-dev")]
 fn the_repeat_opt_in_replays_writers_of_managed_memory_and_says_so() {
-    let dir = e2e_dir().join("hip-records");
-    std::fs::create_dir_all(&dir).unwrap();
-    let records = dir.join("managed-repeat.jsonl");
-    let _ = std::fs::remove_file(&records);
+    let records = hip_records("managed-repeat");
     let lib = rocprof_replay_e2e::tool_lib("pass_timer");
     let run = run_hip(
         "managed",
@@ -588,9 +580,7 @@ fn kernels_given_malloced_memory_run_once_and_the_same_kernel_on_device_memory_r
             way,
             &[("ROCPROF_REPLAY_PASSES", "3")],
         );
-        let of = |k: &str| -> Vec<&serde_json::Value> {
-            recs.iter().filter(|r| r["kernel"] == k).collect()
-        };
+        let of = |k: &str| of_kernel(&recs, k);
         let add_one = of("_Z7add_onePii");
         let add_two = of("_Z7add_two4Span");
         // Dispatch order: add_one(heap), add_two(Span{heap2}), add_one(dev), add_one(table).
@@ -677,8 +667,7 @@ fn kernels_waiting_for_each_other_while_the_replay_queue_is_held_all_complete() 
     let ms = completed_ms(&run, "chain");
     assert!(ms < 5000.0, "completed after {ms} ms\n{}", run.stderr());
     let recs = read_records(&records);
-    let of =
-        |k: &str| -> Vec<&serde_json::Value> { recs.iter().filter(|r| r["kernel"] == k).collect() };
+    let of = |k: &str| of_kernel(&recs, k);
     let waits = of("_Z9wait_flagPViPii");
     assert_eq!(waits.len(), 2, "{recs:?}");
     assert_eq!(waits[0]["outcome"], "declined", "{}", waits[0]);
@@ -686,9 +675,7 @@ fn kernels_waiting_for_each_other_while_the_replay_queue_is_held_all_complete() 
     let sets = of("_Z8set_flagPii");
     assert_eq!(sets.len(), 3, "{recs:?}");
     for r in [waits[1], sets[1], sets[2]] {
-        assert_eq!(r["outcome"], "declined", "{r}");
-        assert_eq!(r["reason"], "drain_timeout", "declined at once: {r}");
-        assert_eq!(r["passes"], 1, "{r}");
+        assert_declined(r, "drain_timeout", "declined at once");
     }
 }
 
@@ -725,8 +712,7 @@ fn a_drain_waiting_for_a_kernel_that_waits_for_its_dispatch_gives_way() {
         );
     }
     let recs = read_records(&records);
-    let of =
-        |k: &str| -> Vec<&serde_json::Value> { recs.iter().filter(|r| r["kernel"] == k).collect() };
+    let of = |k: &str| of_kernel(&recs, k);
     let waits = of("_Z9wait_flagPViPii");
     assert_eq!(waits.len(), 2, "{recs:?}");
     assert!(waits.iter().all(|r| r["outcome"] == "skipped"), "{waits:?}");
@@ -744,6 +730,18 @@ fn hip_records(name: &str) -> PathBuf {
     let records = dir.join(format!("{name}.jsonl"));
     let _ = std::fs::remove_file(&records);
     records
+}
+
+/// `r` is the record of a declined dispatch (one execution) for `reason`; `what` says which.
+fn assert_declined(r: &serde_json::Value, reason: &str, what: &str) {
+    assert_eq!(r["outcome"], "declined", "{what}: {r}");
+    assert_eq!(r["reason"], reason, "{what}: {r}");
+    assert_eq!(r["passes"], 1, "{what}: {r}");
+}
+
+/// The records of kernel `k`, in order.
+fn of_kernel<'a>(recs: &'a [serde_json::Value], k: &str) -> Vec<&'a serde_json::Value> {
+    recs.iter().filter(|r| r["kernel"] == k).collect()
 }
 
 /// The records in `path`, one JSON object per line.
@@ -792,14 +790,11 @@ fn flag_wait_completes(name: &str, env: &[(&str, &str)]) {
         );
     }
     let recs = read_records(&records);
-    let of =
-        |k: &str| -> Vec<&serde_json::Value> { recs.iter().filter(|r| r["kernel"] == k).collect() };
+    let of = |k: &str| of_kernel(&recs, k);
     let waits = of("_Z9wait_flagPViPii");
     assert_eq!(waits.len(), 2, "{recs:?}");
     for r in waits {
-        assert_eq!(r["outcome"], "declined", "{r}");
-        assert_eq!(r["reason"], "lock_contention", "{r}");
-        assert_eq!(r["passes"], 1, "{r}");
+        assert_declined(r, "lock_contention", "wait_flag");
     }
     let sets = of("_Z8set_flagPii");
     assert_eq!(sets.len(), 2, "{recs:?}");
