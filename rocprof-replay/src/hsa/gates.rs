@@ -341,7 +341,7 @@ impl ReplayQueue {
             )
         };
         if st != HSA_STATUS_SUCCESS || queue.is_null() {
-            tracing::warn!(status = %super::Status(st), "cannot create the replay queue: dispatches on this GPU are not replayed");
+            tracing::warn!(status = %super::Status(st), "cannot create a queue of the tool's own (the replay queue, or an aside lane for ordinary runs)");
             // SAFETY: our signal, unused.
             unsafe { (o.signal_destroy)(inflight) };
             return None;
@@ -556,7 +556,13 @@ impl AsideLanes {
                     choice = Lane::Aside(lanes.len() - 1);
                 }
                 // No new queue: as at the cap.
-                None => choice = choose_lane(replay_state, &aside, aside.len()),
+                None => {
+                    tracing::warn!(
+                        "no aside lane could be created: the ordinary run goes to the least busy \
+                         queue of the tool's own"
+                    );
+                    choice = choose_lane(replay_state, &aside, aside.len());
+                }
             }
         }
         let lane = match choice {
