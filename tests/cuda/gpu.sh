@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab counter-runs ce-block (default: all but the last nineteen)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab counter-runs ce-block defer-probes (default: all but the last twenty)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -338,6 +338,36 @@ PY2
     else
       echo "gate_order: nvcc failed"
     fi
+    ;;
+  defer-probes)
+    # Open questions of the deferred launch (docs/performance.md, "Deferring every launch"):
+    # a deferred launch that is its kernel's first in the context (`drain_wait lazy`, default
+    # settings: does it complete?), then the GPT-2 step with ROCPROF_REPLAY_CUDA_DEFER_US=0,
+    # lazy and eager module loading, with the debug log (where the second stall sits).
+    step "defer-probes: a deferred first launch; DEFER_US=0 with lazy and eager loading"
+    c=$out/defer; mkdir -p "$c"
+    if nvcc -O2 -std=c++17 -arch=native -o "$c/drain_wait" "$here/cuda/apps/drain_wait.cu"; then
+      for m in plain tool; do
+        env=(); [ $m = tool ] && env=(CUDA_INJECTION64_PATH=$ROCPROF_REPLAY_CUDA_TOOL \
+          ROCPROF_REPLAY_PASSES=3 ROCPROF_REPLAY_OUTPUT=$c/lazy.jsonl)
+        echo "--- drain_wait lazy ($m)"
+        env "${env[@]}" timeout -s KILL 60 "$c/drain_wait" lazy || echo "  exit $? (60 s cap)"
+      done
+      python3 -c "import json,sys; [print(r['kernel'][:40], r['outcome'], r.get('reason'), r['passes']) for r in map(json.loads, open(sys.argv[1]))]" "$c/lazy.jsonl" 2>/dev/null
+    else
+      echo "drain_wait: nvcc failed"
+    fi
+    for loading in LAZY EAGER; do
+      echo "--- GPT-2 step, DEFER_US=0, CUDA_MODULE_LOADING=$loading ($(date -u +%H:%M:%S))"
+      CUDA_MODULE_LOADING=$loading CUDA_INJECTION64_PATH=$ROCPROF_REPLAY_CUDA_TOOL \
+        ROCPROF_REPLAY_PASSES=3 ROCPROF_REPLAY_LOG=debug ROCPROF_REPLAY_CUDA_DEFER_US=0 \
+        ROCPROF_REPLAY_OUTPUT=$c/gpt2_$loading.jsonl timeout -k 5 90 \
+        python3 "$here/cuda/gpt2_step.py" --steps 2 --out "$c/gpt2_$loading.json" \
+        > "$c/gpt2_$loading.out" 2> "$c/gpt2_$loading.err"
+      echo "exit $? ($(date -u +%H:%M:%S))"; tail -1 "$c/gpt2_$loading.out"
+      python3 -c "import json,collections,sys; print(dict(collections.Counter((json.loads(l)['outcome'], json.loads(l).get('reason')) for l in open(sys.argv[1]))))" "$c/gpt2_$loading.jsonl" 2>/dev/null
+      grep -E 'WARN|enqueued behind a closed gate' "$c/gpt2_$loading.err" | tail -4 | cut -c1-300
+    done
     ;;
   ce-block)
     # What a call of the application that waits behind a closed gate (a pageable copy, a
