@@ -45,16 +45,27 @@ fn setup_with(
     keep: Option<usize>,
     base: Settings,
 ) -> (MutexGuard<'static, ()>, FakeProfiler, Harness) {
+    let modes = super::super::profiler::Modes {
+        ranges,
+        ..Default::default()
+    };
+    setup_modes(passes, modes, keep, base)
+}
+
+/// [`setup_with`] with the profiler's modes given whole.
+fn setup_modes(
+    passes: usize,
+    modes: super::super::profiler::Modes,
+    keep: Option<usize>,
+    base: Settings,
+) -> (MutexGuard<'static, ()>, FakeProfiler, Harness) {
     let cupti = fake::reset(passes);
     {
         let mut f = fake::fake();
-        f.ranges_per_pass = ranges as usize;
+        f.ranges_per_pass = modes.ranges as usize;
         f.keep = keep;
     }
-    let (profiler, catalog) = FakeProfiler::install_modes(super::super::profiler::Modes {
-        ranges,
-        ..Default::default()
-    });
+    let (profiler, catalog) = FakeProfiler::install_modes(modes);
     let set = Arc::new(crate::counters::MetricSet::new(&catalog, fake::NAMES).unwrap());
     assert_eq!(set.pass_count() as usize, passes);
     let settings = Settings {
@@ -179,6 +190,54 @@ fn launches_past_what_cupti_keeps_in_a_pass_are_not_collected_and_memory_is_one_
         assert!(why.contains("CUPTI kept 2 range(s)"), "{why}");
     }
     assert!(fake::fake().bad.is_empty(), "{:?}", fake::fake().bad);
+}
+
+#[test]
+fn past_what_the_range_profiler_keeps_a_run_goes_through_the_legacy_api_and_every_launch_counts() {
+    // The range profiler would keep two ranges per pass; the legacy API keeps all four.
+    let modes = super::super::profiler::Modes {
+        ranges: 4,
+        legacy: true,
+        ..Default::default()
+    };
+    let (_cupti, _p, h) = setup_modes(3, modes, Some(2), quick());
+    h.obtain_function(&ADD_ONE_COUNTED);
+    let mut buf = Buffer::new(&h, 16);
+    fake::take_log();
+    launches_then_call(&h, &mut buf, 4);
+    assert_eq!(buf.values(), vec![4; 16], "one execution of each launch");
+    let outcomes = h.outcomes();
+    let runs: Vec<u32> = outcomes.iter().map(|(_, o)| o.run).collect();
+    assert_eq!(runs, vec![4; 4], "one run of four launches: {outcomes:?}");
+    assert_eq!(
+        ranges_of(&outcomes),
+        vec![Some(0), Some(1), Some(2), Some(3)]
+    );
+    let f = fake::fake();
+    assert!(f.bad.is_empty(), "{:?}", f.bad);
+    assert_eq!(f.kernels_per_range, vec![1; 12], "one launch per range");
+    let count = |name: &str| f.log.iter().filter(|l| *l == name).count();
+    assert_eq!(
+        (
+            count("BeginSession"),
+            count("BeginPass"),
+            count("EndSession")
+        ),
+        (1, 3, 1),
+        "one session of three passes for the whole run: {:?}",
+        f.log
+    );
+    assert_eq!(count("Start"), 0, "the range profiler only built the image");
+    let on_replay_thread = f
+        .log
+        .iter()
+        .zip(&f.call_threads)
+        .filter(|(_, t)| *t == "rocprof-replay-cuda")
+        .count();
+    assert_eq!(
+        on_replay_thread, 0,
+        "every profiler call on the application thread"
+    );
 }
 
 #[test]

@@ -44,6 +44,17 @@
 //! ranges per pass whatever it is configured for: a launch whose range was not kept gets an
 //! error naming how many were.
 //!
+//! # The legacy Profiler API (K > 2)
+//! Past [`RANGE_PROFILER_RANGES`] launches per pass (or with `ROCPROF_REPLAY_CUPTI_API=legacy`)
+//! a session goes through the legacy Profiler API of `cupti_profiler_target.h`, which keeps
+//! every user range of a pass: `BeginSession` (user range, user replay, K ranges) and
+//! `SetConfig` before counter pass 0; per pass `BeginPass`, `EnableProfiling`, a
+//! `PushRange`/`PopRange` per launch, `DisableProfiling`, `EndPass`; after the last
+//! `FlushCounterData`, `UnsetConfig`, `EndSession`. Its counter data image comes from the
+//! range profiler (enabled on the context only to build it, once per set and K:
+//! [`Profiler::legacy_image`]) and is evaluated as the range profiler's is. A CUPTI without the
+//! legacy API keeps the range profiler and at most two launches per pass (a warning says so).
+//!
 //! # Decoding
 //! `DecodeData` runs after every counter pass (it must follow a `Stop`). With
 //! `ROCPROF_REPLAY_CUPTI_DECODE=last` it runs once, after the last pass, as CUPTI's own
@@ -92,6 +103,8 @@ macro_rules! symbols {
         #[derive(Clone, Copy, Default)]
         pub(crate) struct Symbols {
             pub(crate) get_result_string: Option<cuptiGetResultString_fn>,
+            /// The legacy Profiler API, whole or not at all.
+            pub(crate) legacy: Option<LegacyFns>,
             $(pub(crate) $field: Option<$ty>,)*
         }
 
@@ -99,6 +112,8 @@ macro_rules! symbols {
         #[derive(Clone, Copy)]
         pub(crate) struct Fns {
             pub(crate) get_result_string: cuptiGetResultString_fn,
+            /// The legacy Profiler API (`None`: this CUPTI no longer has it).
+            pub(crate) legacy: Option<LegacyFns>,
             $(pub(crate) $field: $ty,)*
         }
 
@@ -108,6 +123,7 @@ macro_rules! symbols {
                 Symbols {
                     // SAFETY: the signature of cupti_result.h.
                     get_result_string: unsafe { lib.get(b"cuptiGetResultString\0") }.ok().map(|s| *s),
+                    legacy: LegacyFns::from_library(lib),
                     $(
                         // SAFETY: the signature of the CUPTI 12.6+ headers (layouts checked by
                         // rocprof-replay-sys's cupti_profiler_layout test).
@@ -128,6 +144,7 @@ macro_rules! symbols {
                     get_result_string: self
                         .get_result_string
                         .ok_or_else(|| missing("cuptiGetResultString"))?,
+                    legacy: self.legacy,
                     $($field: self.$field.ok_or_else(|| missing($name))?,)*
                 })
             }
@@ -157,6 +174,54 @@ symbols! {
     data_size: cuptiRangeProfilerGetCounterDataSize_fn = "cuptiRangeProfilerGetCounterDataSize",
     data_initialize: cuptiRangeProfilerCounterDataImageInitialize_fn = "cuptiRangeProfilerCounterDataImageInitialize",
     data_info: cuptiRangeProfilerGetCounterDataInfo_fn = "cuptiRangeProfilerGetCounterDataInfo",
+}
+
+/// The legacy Profiler API of `cupti_profiler_target.h` (deprecated since CUDA 13.0, still
+/// shipped): sessions, passes and user ranges on a context. Used where one counter pass
+/// measures more launches than the range profiler keeps ranges ([`Modes::legacy`]).
+#[derive(Clone, Copy)]
+pub(crate) struct LegacyFns {
+    pub(crate) scratch_size: cuptiProfilerCounterDataImageCalculateScratchBufferSize_fn,
+    pub(crate) scratch_initialize: cuptiProfilerCounterDataImageInitializeScratchBuffer_fn,
+    pub(crate) begin_session: cuptiProfilerBeginSession_fn,
+    pub(crate) end_session: cuptiProfiler_context_fn,
+    pub(crate) set_config: cuptiProfilerSetConfig_fn,
+    pub(crate) unset_config: cuptiProfiler_context_fn,
+    pub(crate) begin_pass: cuptiProfiler_context_fn,
+    pub(crate) end_pass: cuptiProfilerEndPass_fn,
+    pub(crate) enable: cuptiProfiler_context_fn,
+    pub(crate) disable: cuptiProfiler_context_fn,
+    pub(crate) push_range: cuptiProfilerPushRange_fn,
+    pub(crate) pop_range: cuptiProfiler_context_fn,
+    pub(crate) flush: cuptiProfilerFlushCounterData_fn,
+}
+
+impl LegacyFns {
+    /// Every function of the legacy API in `lib`, or `None` if one is missing.
+    fn from_library(lib: &libloading::Library) -> Option<LegacyFns> {
+        macro_rules! get {
+            ($name:literal) => {
+                // SAFETY: the signature of cupti_profiler_target.h (layouts checked by
+                // rocprof-replay-sys's cupti_profiler_layout test).
+                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }.ok()?
+            };
+        }
+        Some(LegacyFns {
+            scratch_size: get!("cuptiProfilerCounterDataImageCalculateScratchBufferSize"),
+            scratch_initialize: get!("cuptiProfilerCounterDataImageInitializeScratchBuffer"),
+            begin_session: get!("cuptiProfilerBeginSession"),
+            end_session: get!("cuptiProfilerEndSession"),
+            set_config: get!("cuptiProfilerSetConfig"),
+            unset_config: get!("cuptiProfilerUnsetConfig"),
+            begin_pass: get!("cuptiProfilerBeginPass"),
+            end_pass: get!("cuptiProfilerEndPass"),
+            enable: get!("cuptiProfilerEnableProfiling"),
+            disable: get!("cuptiProfilerDisableProfiling"),
+            push_range: get!("cuptiProfilerPushRange"),
+            pop_range: get!("cuptiProfilerPopRange"),
+            flush: get!("cuptiProfilerFlushCounterData"),
+        })
+    }
 }
 
 impl Symbols {
@@ -476,7 +541,15 @@ pub(crate) struct Modes {
     /// takes the launches that follow on its stream into its run
     /// (`docs/architecture.md`, "Counter passes over a run").
     pub(crate) ranges: u32,
+    /// Counter passes through the legacy Profiler API rather than the range profiler
+    /// (`ROCPROF_REPLAY_CUPTI_API=legacy`; by default where a pass measures more than
+    /// [`RANGE_PROFILER_RANGES`] launches, which CUDA 13.0's range profiler does not keep).
+    pub(crate) legacy: bool,
 }
+
+/// The user ranges per pass CUDA 13.0's range profiler keeps, whatever it is configured for
+/// (`docs/performance.md`, "CUPTI's cost per counter pass, by API shape").
+pub(crate) const RANGE_PROFILER_RANGES: u32 = 2;
 
 impl Default for Modes {
     fn default() -> Modes {
@@ -486,6 +559,7 @@ impl Default for Modes {
             flush_caches: false,
             flush_l2: true,
             ranges: 1,
+            legacy: false,
         }
     }
 }
@@ -522,15 +596,38 @@ impl Modes {
                  counter pass"
             );
         }
+        let ranges = if user_range { ranges } else { 1 };
+        let legacy = match var("ROCPROF_REPLAY_CUPTI_API").trim() {
+            "legacy" => true,
+            "range" => false,
+            "" => ranges > RANGE_PROFILER_RANGES,
+            other => {
+                tracing::warn!(
+                    "ROCPROF_REPLAY_CUPTI_API={other:?} is neither `range` nor `legacy`; \
+                     choosing by ROCPROF_REPLAY_CUPTI_RUN"
+                );
+                ranges > RANGE_PROFILER_RANGES
+            }
+        };
+        if legacy && !user_range {
+            tracing::warn!(
+                "the legacy Profiler API is used with user ranges only \
+                 (ROCPROF_REPLAY_CUPTI_RANGE=auto is ignored)"
+            );
+        }
         Modes {
             decode_each: var("ROCPROF_REPLAY_CUPTI_DECODE") != "last",
-            user_range,
+            user_range: user_range || legacy,
             flush_caches: cache.trim() == "all",
             flush_l2: cache.trim() != "none",
-            ranges: if user_range { ranges } else { 1 },
+            ranges,
+            legacy,
         }
     }
 }
+
+/// A legacy counter data image's key: device ordinal, metric names, ranges.
+type ImageKey = (u32, Vec<String>, u32);
 
 /// The counter source of the process.
 pub(crate) struct Profiler {
@@ -539,6 +636,9 @@ pub(crate) struct Profiler {
     initialized: Mutex<Option<Result<(), String>>>,
     devices: Mutex<HashMap<u32, Result<Arc<Chip>, String>>>,
     contexts: Mutex<HashMap<usize, ContextProfiler>>,
+    /// Pristine counter data images for the legacy API, per (device, metric names, ranges):
+    /// built once by the range profiler ([`Profiler::legacy_image`]).
+    images: Mutex<HashMap<ImageKey, Arc<Vec<u8>>>>,
     modes: Modes,
 }
 
@@ -549,12 +649,34 @@ impl Profiler {
         on_agent: OnAgent,
         modes: Modes,
     ) -> Profiler {
+        let fns = symbols.and_then(|s| s.resolve());
+        let mut modes = modes;
+        if modes.legacy
+            && let Ok(f) = &fns
+        {
+            if f.legacy.is_none() {
+                modes.legacy = false;
+                modes.ranges = modes.ranges.min(RANGE_PROFILER_RANGES);
+                tracing::warn!(
+                    "this CUPTI has no legacy Profiler API (cuptiProfilerBeginSession and its \
+                     kin): counter passes go through the range profiler, at most {} launches \
+                     per pass",
+                    modes.ranges
+                );
+            } else if modes.flush_caches {
+                tracing::warn!(
+                    "the legacy Profiler API has no cache control (ROCPROF_REPLAY_CUPTI_CACHE=all \
+                     needs the range profiler): the L2 is flushed by the backend only"
+                );
+            }
+        }
         Profiler {
-            fns: symbols.and_then(|s| s.resolve()),
+            fns,
             on_agent,
             initialized: Mutex::new(None),
             devices: Mutex::new(HashMap::new()),
             contexts: Mutex::new(HashMap::new()),
+            images: Mutex::new(HashMap::new()),
             modes,
         }
     }
@@ -744,54 +866,154 @@ impl Profiler {
                 config.passes
             ));
         }
+        if self.modes.legacy {
+            let legacy = f.legacy.ok_or("this CUPTI has no legacy Profiler API")?;
+            let pristine = self.legacy_image(&f, ctx, ordinal, &config, &names, ranges)?;
+            let mut image = pristine.as_ref().clone();
+            let scratch = legacy_scratch(&f, &legacy, &mut image)?;
+            let api = Api::Legacy(LegacySession {
+                fns: legacy,
+                ctx: ctx as CUcontext,
+                scratch,
+                begun: false,
+                configured: false,
+            });
+            return Ok(Session::new(f, api, config, image, ranges, self.modes));
+        }
         let object = self.context(&f, ctx)?;
-        let mut ptrs = config.name_ptrs();
-        let mut size = CUpti_RangeProfiler_GetCounterDataSize_Params {
-            structSize: CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE,
-            pRangeProfilerObject: object,
-            pMetricNames: ptrs.as_mut_ptr(),
-            numMetrics: ptrs.len(),
-            maxNumOfRanges: ranges as usize,
-            maxNumRangeTreeNodes: ranges,
-            ..Default::default()
-        };
-        f.call(
-            "cuptiRangeProfilerGetCounterDataSize",
-            f.data_size,
-            &mut size,
-        )
-        .map_err(|(_, m)| m)?;
-        let mut image = vec![0u8; size.counterDataSize];
-        let mut init = CUpti_RangeProfiler_CounterDataImage_Initialize_Params {
-            structSize: CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
-            pRangeProfilerObject: object,
-            counterDataSize: image.len(),
-            pCounterData: image.as_mut_ptr(),
-            ..Default::default()
-        };
-        f.call(
-            "cuptiRangeProfilerCounterDataImageInitialize",
-            f.data_initialize,
-            &mut init,
-        )
-        .map_err(|(_, m)| m)?;
-        Ok(Session {
-            fns: f,
-            object,
+        let image = range_image(&f, object, &config, ranges)?;
+        Ok(Session::new(
+            f,
+            Api::Range(object),
             config,
             image,
-            names: (0..ranges).map(range_name).collect(),
-            total_ranges: None,
-            started: false,
-            pushed: false,
-            stopped: 0,
-            all_submitted: false,
-            decoded: false,
-            modes: self.modes,
-            error: None,
-            spent: Default::default(),
-        })
+            ranges,
+            self.modes,
+        ))
     }
+
+    /// A pristine counter data image of `config` for `ranges` ranges that the legacy API
+    /// accepts, built once per (device, set, ranges). The legacy API would build it from NVPW's
+    /// counter data prefix (`libnvperf_host`); the range profiler's image is the same format
+    /// (`cupti_pass_cost`'s legacy modes ran on it), so the context's range profiler is enabled
+    /// for the moment of building it and disabled again before any legacy session begins, as
+    /// `cupti_pass_cost` does (whether CUPTI lets both be on at once is not known).
+    fn legacy_image(
+        &self,
+        f: &Fns,
+        ctx: usize,
+        ordinal: u32,
+        config: &Config,
+        names: &[&str],
+        ranges: u32,
+    ) -> Result<Arc<Vec<u8>>, String> {
+        let key = (
+            ordinal,
+            names.iter().map(|n| (*n).to_owned()).collect(),
+            ranges,
+        );
+        // Held while building: two first dispatches of a set must not both enable the range
+        // profiler of one context.
+        let mut images = self.images.lock();
+        if let Some(image) = images.get(&key) {
+            return Ok(image.clone());
+        }
+        let mut enable = CUpti_RangeProfiler_Enable_Params {
+            structSize: CUpti_RangeProfiler_Enable_Params_SIZE_12_6,
+            ctx: ctx as CUcontext,
+            ..Default::default()
+        };
+        f.call("cuptiRangeProfilerEnable", f.enable, &mut enable)
+            .map_err(|(status, m)| enable_reason(status, m))?;
+        let object = enable.pRangeProfilerObject;
+        if object.is_null() {
+            return Err("cuptiRangeProfilerEnable returned no profiler object".into());
+        }
+        let built = range_image(f, object, config, ranges);
+        let mut disable = CUpti_RangeProfiler_Disable_Params {
+            structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+            pRangeProfilerObject: object,
+            ..Default::default()
+        };
+        f.call("cuptiRangeProfilerDisable", f.disable, &mut disable)
+            .map_err(|(_, m)| m)?;
+        let image = Arc::new(built?);
+        images.insert(key, image.clone());
+        Ok(image)
+    }
+}
+
+/// A fresh counter data image of `config` for `ranges` ranges from the range profiler
+/// `object`.
+fn range_image(
+    f: &Fns,
+    object: *mut CUpti_RangeProfiler_Object,
+    config: &Config,
+    ranges: u32,
+) -> Result<Vec<u8>, String> {
+    let mut ptrs = config.name_ptrs();
+    let mut size = CUpti_RangeProfiler_GetCounterDataSize_Params {
+        structSize: CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE,
+        pRangeProfilerObject: object,
+        pMetricNames: ptrs.as_mut_ptr(),
+        numMetrics: ptrs.len(),
+        maxNumOfRanges: ranges as usize,
+        maxNumRangeTreeNodes: ranges,
+        ..Default::default()
+    };
+    f.call(
+        "cuptiRangeProfilerGetCounterDataSize",
+        f.data_size,
+        &mut size,
+    )
+    .map_err(|(_, m)| m)?;
+    let mut image = vec![0u8; size.counterDataSize];
+    let mut init = CUpti_RangeProfiler_CounterDataImage_Initialize_Params {
+        structSize: CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
+        pRangeProfilerObject: object,
+        counterDataSize: image.len(),
+        pCounterData: image.as_mut_ptr(),
+        ..Default::default()
+    };
+    f.call(
+        "cuptiRangeProfilerCounterDataImageInitialize",
+        f.data_initialize,
+        &mut init,
+    )
+    .map_err(|(_, m)| m)?;
+    Ok(image)
+}
+
+/// The scratch buffer the legacy API wants beside `image`, initialised.
+fn legacy_scratch(f: &Fns, legacy: &LegacyFns, image: &mut [u8]) -> Result<Vec<u8>, String> {
+    let mut size = CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params {
+        structSize: CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params_STRUCT_SIZE,
+        counterDataImageSize: image.len(),
+        pCounterDataImage: image.as_mut_ptr(),
+        ..Default::default()
+    };
+    f.call(
+        "cuptiProfilerCounterDataImageCalculateScratchBufferSize",
+        legacy.scratch_size,
+        &mut size,
+    )
+    .map_err(|(_, m)| m)?;
+    let mut scratch = vec![0u8; size.counterDataScratchBufferSize];
+    let mut init = CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params {
+        structSize: CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params_STRUCT_SIZE,
+        counterDataImageSize: image.len(),
+        pCounterDataImage: image.as_mut_ptr(),
+        counterDataScratchBufferSize: scratch.len(),
+        pCounterDataScratchBuffer: scratch.as_mut_ptr(),
+        ..Default::default()
+    };
+    f.call(
+        "cuptiProfilerCounterDataImageInitializeScratchBuffer",
+        legacy.scratch_initialize,
+        &mut init,
+    )
+    .map_err(|(_, m)| m)?;
+    Ok(scratch)
 }
 
 /// CUPTI's calls of a counter collection, timed one by one ([`Session::timed`]).
@@ -811,10 +1033,40 @@ impl Spent {
     const COUNT: usize = 7;
 }
 
+/// The CUPTI API a session's counter passes go through.
+enum Api {
+    /// The context's range profiler (CUDA 12.6+).
+    Range(*mut CUpti_RangeProfiler_Object),
+    /// A legacy Profiler API session on the context, begun at the first counter pass.
+    Legacy(LegacySession),
+}
+
+/// A legacy Profiler API session (`cuptiProfilerBeginSession` .. `EndSession`).
+struct LegacySession {
+    fns: LegacyFns,
+    ctx: CUcontext,
+    scratch: Vec<u8>,
+    /// Between `BeginSession` and `EndSession`.
+    begun: bool,
+    /// Between `SetConfig` and `UnsetConfig`.
+    configured: bool,
+}
+
+impl LegacySession {
+    /// The parameter block of the calls that take only the context.
+    fn context_params(&self) -> CUpti_Profiler_Context_Params {
+        CUpti_Profiler_Context_Params {
+            structSize: CUpti_Profiler_Context_Params_STRUCT_SIZE,
+            ctx: self.ctx,
+            ..Default::default()
+        }
+    }
+}
+
 /// One dispatch's counter collection: the counter passes of one prepared set.
 pub(crate) struct Session {
     fns: Fns,
-    object: *mut CUpti_RangeProfiler_Object,
+    api: Api,
     config: Arc<Config>,
     image: Vec<u8>,
     /// The user range of each launch a counter pass measures (one per member of a run).
@@ -839,11 +1091,44 @@ pub(crate) struct Session {
     spent: [std::time::Duration; Spent::COUNT],
 }
 
-// SAFETY: the profiler object is the context's, used only by the window that holds the
-// context; the session lives on one companion thread and is moved there at most.
+// SAFETY: the profiler object (or the legacy session's context) is the context's, used only
+// by the window that holds the context; the session lives on one companion thread and is moved
+// there at most.
 unsafe impl Send for Session {}
 
 impl Session {
+    fn new(
+        fns: Fns,
+        api: Api,
+        config: Arc<Config>,
+        image: Vec<u8>,
+        ranges: u32,
+        modes: Modes,
+    ) -> Session {
+        Session {
+            fns,
+            api,
+            config,
+            image,
+            names: (0..ranges).map(range_name).collect(),
+            total_ranges: None,
+            started: false,
+            pushed: false,
+            stopped: 0,
+            all_submitted: false,
+            decoded: false,
+            modes,
+            error: None,
+            spent: Default::default(),
+        }
+    }
+
+    /// Whether the passes go through the legacy Profiler API.
+    #[cfg(test)]
+    pub(crate) fn is_legacy(&self) -> bool {
+        matches!(self.api, Api::Legacy(_))
+    }
+
     fn fail(&mut self, why: String) {
         tracing::warn!("hardware counters of this dispatch: {why}");
         self.error.get_or_insert(why);
@@ -891,13 +1176,19 @@ impl Session {
         }
         self.pushed = false;
         let f = self.fns;
-        let mut p = CUpti_RangeProfiler_PopRange_Params {
-            structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
-            pRangeProfilerObject: self.object,
-            ..Default::default()
-        };
-        let popped = self.timed(Spent::PopRange, |_| {
-            f.call("cuptiRangeProfilerPopRange", f.pop_range, &mut p)
+        let popped = self.timed(Spent::PopRange, |s| match &s.api {
+            Api::Range(object) => {
+                let mut p = CUpti_RangeProfiler_PopRange_Params {
+                    structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
+                    pRangeProfilerObject: *object,
+                    ..Default::default()
+                };
+                f.call("cuptiRangeProfilerPopRange", f.pop_range, &mut p)
+            }
+            Api::Legacy(l) => {
+                let mut p = l.context_params();
+                f.call("cuptiProfilerPopRange", l.fns.pop_range, &mut p)
+            }
         });
         if let Err((_, m)) = popped {
             self.fail(m);
@@ -916,14 +1207,26 @@ impl Session {
             ));
         };
         let f = self.fns;
-        let mut p = CUpti_RangeProfiler_PushRange_Params {
-            structSize: CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE,
-            pRangeProfilerObject: self.object,
-            pRangeName: name.as_ptr(),
-            ..Default::default()
-        };
-        match self.timed(Spent::PushRange, |_| {
-            f.call("cuptiRangeProfilerPushRange", f.push_range, &mut p)
+        let name = name.as_ptr();
+        match self.timed(Spent::PushRange, |s| match &s.api {
+            Api::Range(object) => {
+                let mut p = CUpti_RangeProfiler_PushRange_Params {
+                    structSize: CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE,
+                    pRangeProfilerObject: *object,
+                    pRangeName: name,
+                    ..Default::default()
+                };
+                f.call("cuptiRangeProfilerPushRange", f.push_range, &mut p)
+            }
+            Api::Legacy(l) => {
+                let mut p = CUpti_Profiler_PushRange_Params {
+                    structSize: CUpti_Profiler_PushRange_Params_STRUCT_SIZE,
+                    ctx: l.ctx,
+                    pRangeName: name,
+                    ..Default::default()
+                };
+                f.call("cuptiProfilerPushRange", l.fns.push_range, &mut p)
+            }
         }) {
             Ok(()) => self.pushed = true,
             Err((_, m)) => self.fail(m),
@@ -942,11 +1245,30 @@ impl Session {
         if self.error.is_some() || self.started || self.all_submitted {
             return;
         }
+        let started = match self.api {
+            Api::Range(object) => self.start_range(object, pass),
+            Api::Legacy(_) => self
+                .timed(Spent::SetConfig, |s| s.legacy_session(pass))
+                .and_then(|()| self.timed(Spent::Start, Self::legacy_begin_pass)),
+        };
+        match started {
+            Ok(()) => self.started = true,
+            Err(why) => return self.fail(why),
+        }
+        self.push(0);
+    }
+
+    /// `SetConfig` before pass 0, then `Start`.
+    fn start_range(
+        &mut self,
+        object: *mut CUpti_RangeProfiler_Object,
+        pass: u32,
+    ) -> Result<(), String> {
         let f = self.fns;
         if pass == 0 {
             let mut p = CUpti_RangeProfiler_SetConfig_Params {
                 structSize: CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE,
-                pRangeProfilerObject: self.object,
+                pRangeProfilerObject: object,
                 configSize: self.config.image.len(),
                 pConfig: self.config.image.as_ptr(),
                 counterDataImageSize: self.image.len(),
@@ -964,25 +1286,91 @@ impl Session {
                 targetNestingLevel: 1,
                 ..Default::default()
             };
-            let set = self.timed(Spent::SetConfig, |_| {
+            self.timed(Spent::SetConfig, |_| {
                 f.call("cuptiRangeProfilerSetConfig", f.set_config, &mut p)
-            });
-            if let Err((_, m)) = set {
-                return self.fail(m);
-            }
+            })
+            .map_err(|(_, m)| m)?;
         }
         let mut p = CUpti_RangeProfiler_Start_Params {
             structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
-            pRangeProfilerObject: self.object,
+            pRangeProfilerObject: object,
             ..Default::default()
         };
-        match self.timed(Spent::Start, |_| {
+        self.timed(Spent::Start, |_| {
             f.call("cuptiRangeProfilerStart", f.start, &mut p)
-        }) {
-            Ok(()) => self.started = true,
-            Err((status, m)) => return self.fail(enable_reason(status, m)),
+        })
+        .map_err(|(status, m)| enable_reason(status, m))
+    }
+
+    /// The legacy session: begun before the first counter pass (user ranges, user replay,
+    /// one range per launch the pass measures), configured before pass 0.
+    fn legacy_session(&mut self, pass: u32) -> Result<(), String> {
+        let f = self.fns;
+        let ranges = self.names.len();
+        let (image, image_len) = (self.image.as_mut_ptr(), self.image.len());
+        let config = self.config.clone();
+        let Api::Legacy(l) = &mut self.api else {
+            return Err("not a legacy Profiler API session".into());
+        };
+        if !l.begun {
+            let mut p = CUpti_Profiler_BeginSession_Params {
+                structSize: CUpti_Profiler_BeginSession_Params_STRUCT_SIZE,
+                ctx: l.ctx,
+                counterDataImageSize: image_len,
+                pCounterDataImage: image,
+                counterDataScratchBufferSize: l.scratch.len(),
+                pCounterDataScratchBuffer: l.scratch.as_mut_ptr(),
+                range: CUPTI_UserRange,
+                replayMode: CUPTI_UserReplay,
+                maxRangesPerPass: ranges,
+                maxLaunchesPerPass: ranges,
+                ..Default::default()
+            };
+            f.call("cuptiProfilerBeginSession", l.fns.begin_session, &mut p)
+                .map_err(|(status, m)| enable_reason(status, m))?;
+            l.begun = true;
         }
-        self.push(0);
+        if pass == 0 && !l.configured {
+            let mut p = CUpti_Profiler_SetConfig_Params {
+                structSize: CUpti_Profiler_SetConfig_Params_STRUCT_SIZE,
+                ctx: l.ctx,
+                pConfig: config.image.as_ptr(),
+                configSize: config.image.len(),
+                minNestingLevel: 1,
+                numNestingLevels: 1,
+                passIndex: 0,
+                targetNestingLevel: 1,
+                ..Default::default()
+            };
+            f.call("cuptiProfilerSetConfig", l.fns.set_config, &mut p)
+                .map_err(|(_, m)| m)?;
+            l.configured = true;
+        }
+        Ok(())
+    }
+
+    /// `BeginPass` and `EnableProfiling` (a pass begun and not enabled is ended again).
+    fn legacy_begin_pass(&mut self) -> Result<(), String> {
+        let f = self.fns;
+        let Api::Legacy(l) = &self.api else {
+            return Err("not a legacy Profiler API session".into());
+        };
+        let mut p = l.context_params();
+        f.call("cuptiProfilerBeginPass", l.fns.begin_pass, &mut p)
+            .map_err(|(_, m)| m)?;
+        let mut p = l.context_params();
+        if let Err((_, m)) = f.call("cuptiProfilerEnableProfiling", l.fns.enable, &mut p) {
+            let mut end = CUpti_Profiler_EndPass_Params {
+                structSize: CUpti_Profiler_EndPass_Params_STRUCT_SIZE,
+                ctx: l.ctx,
+                ..Default::default()
+            };
+            if let Err((_, e)) = f.call("cuptiProfilerEndPass", l.fns.end_pass, &mut end) {
+                tracing::debug!("{e}");
+            }
+            return Err(m);
+        }
+        Ok(())
     }
 
     fn stop(&mut self) {
@@ -991,23 +1379,46 @@ impl Session {
         }
         self.pop_range();
         self.started = false;
-        let f = self.fns;
-        let mut p = CUpti_RangeProfiler_Stop_Params {
-            structSize: CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
-            pRangeProfilerObject: self.object,
-            ..Default::default()
+        let all = match self.timed(Spent::Stop, Self::end_pass) {
+            Ok(all) => all,
+            Err(why) => return self.fail(why),
         };
-        let stopped = self.timed(Spent::Stop, |_| {
-            f.call("cuptiRangeProfilerStop", f.stop, &mut p)
-        });
-        if let Err((_, m)) = stopped {
-            return self.fail(m);
-        }
         self.stopped += 1;
-        self.all_submitted = p.isAllPassSubmitted != 0;
+        self.all_submitted = all;
         self.decoded = false;
         if self.modes.decode_each {
             self.decode();
+        }
+    }
+
+    /// Ends the pass that ran (`Stop`; legacy: `DisableProfiling`, `EndPass`): whether CUPTI
+    /// has every pass it needs.
+    fn end_pass(&mut self) -> Result<bool, String> {
+        let f = self.fns;
+        match &self.api {
+            Api::Range(object) => {
+                let mut p = CUpti_RangeProfiler_Stop_Params {
+                    structSize: CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
+                    pRangeProfilerObject: *object,
+                    ..Default::default()
+                };
+                f.call("cuptiRangeProfilerStop", f.stop, &mut p)
+                    .map_err(|(_, m)| m)?;
+                Ok(p.isAllPassSubmitted != 0)
+            }
+            Api::Legacy(l) => {
+                let mut p = l.context_params();
+                let disabled = f.call("cuptiProfilerDisableProfiling", l.fns.disable, &mut p);
+                let mut p = CUpti_Profiler_EndPass_Params {
+                    structSize: CUpti_Profiler_EndPass_Params_STRUCT_SIZE,
+                    ctx: l.ctx,
+                    ..Default::default()
+                };
+                f.call("cuptiProfilerEndPass", l.fns.end_pass, &mut p)
+                    .map_err(|(_, m)| m)?;
+                disabled.map_err(|(_, m)| m)?;
+                Ok(p.allPassesSubmitted != 0)
+            }
         }
     }
 
@@ -1020,18 +1431,58 @@ impl Session {
 
     fn decode_once(&mut self) {
         let f = self.fns;
-        let mut p = CUpti_RangeProfiler_DecodeData_Params {
-            structSize: CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
-            pRangeProfilerObject: self.object,
-            ..Default::default()
+        let decoded = match &self.api {
+            Api::Range(object) => {
+                let mut p = CUpti_RangeProfiler_DecodeData_Params {
+                    structSize: CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
+                    pRangeProfilerObject: *object,
+                    ..Default::default()
+                };
+                f.call("cuptiRangeProfilerDecodeData", f.decode, &mut p)
+                    .map(|()| p.numOfRangeDropped)
+            }
+            // The legacy API writes the image once, when every pass is in.
+            Api::Legacy(_) if !self.all_submitted => return,
+            Api::Legacy(l) => {
+                let mut p = CUpti_Profiler_FlushCounterData_Params {
+                    structSize: CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE,
+                    ctx: l.ctx,
+                    ..Default::default()
+                };
+                let flushed = f
+                    .call("cuptiProfilerFlushCounterData", l.fns.flush, &mut p)
+                    .map(|()| p.numRangesDropped);
+                self.end_legacy();
+                flushed
+            }
         };
-        match f.call("cuptiRangeProfilerDecodeData", f.decode, &mut p) {
-            Ok(()) if p.numOfRangeDropped > 0 => self.fail(format!(
-                "CUPTI dropped {} range(s) of the pass",
-                p.numOfRangeDropped
-            )),
-            Ok(()) => self.decoded = true,
+        match decoded {
+            Ok(0) => self.decoded = true,
+            Ok(dropped) => self.fail(format!("CUPTI dropped {dropped} range(s) of the pass")),
             Err((_, m)) => self.fail(m),
+        }
+    }
+
+    /// Ends the legacy session, if one is begun (`UnsetConfig`, `EndSession`): the context's
+    /// profiler is free for the next window.
+    fn end_legacy(&mut self) {
+        let f = self.fns;
+        let Api::Legacy(l) = &mut self.api else {
+            return;
+        };
+        if l.configured {
+            l.configured = false;
+            let mut p = l.context_params();
+            if let Err((_, m)) = f.call("cuptiProfilerUnsetConfig", l.fns.unset_config, &mut p) {
+                tracing::debug!("{m}");
+            }
+        }
+        if l.begun {
+            l.begun = false;
+            let mut p = l.context_params();
+            if let Err((_, m)) = f.call("cuptiProfilerEndSession", l.fns.end_session, &mut p) {
+                tracing::warn!("the legacy Profiler API session did not end: {m}");
+            }
         }
     }
 
@@ -1159,8 +1610,10 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // A window that ended between Start and Stop: the profiler must not stay started.
+        // A window that ended between Start and Stop: the profiler must not stay started,
+        // nor a legacy session begun.
         self.stop();
+        self.end_legacy();
     }
 }
 

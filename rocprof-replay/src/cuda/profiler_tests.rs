@@ -53,6 +53,17 @@ pub(crate) struct FakeCupti {
     pub(crate) range_names: Vec<String>,
     /// The thread of every profiler call but the catalog's (its name), for the run tests.
     pub(crate) call_threads: Vec<String>,
+    /// Range profilers enabled and not disabled.
+    enabled: usize,
+    /// What `cuptiProfilerBeginSession` returns.
+    pub(crate) begin_status: CUptiResult,
+    /// Legacy API: between `BeginSession` and `EndSession`, `SetConfig` and `UnsetConfig`,
+    /// `BeginPass` and `EndPass`.
+    session: bool,
+    configured: bool,
+    in_pass: bool,
+    /// The last configuration was the legacy API's.
+    legacy_image: bool,
 }
 
 static FAKE: Mutex<Option<FakeCupti>> = Mutex::new(None);
@@ -276,6 +287,13 @@ unsafe extern "C" fn enable(p: *mut CUpti_RangeProfiler_Enable_Params) -> CUptiR
         return CUPTI_ERROR_INVALID_PARAMETER;
     }
     let status = f.enable_status;
+    if f.session {
+        f.bad
+            .push("range profiler enabled inside a legacy session".into());
+    }
+    if status == CUPTI_SUCCESS {
+        f.enabled += 1;
+    }
     drop(f);
     if status == CUPTI_SUCCESS {
         p.pRangeProfilerObject = handle() as *mut CUpti_RangeProfiler_Object;
@@ -284,6 +302,8 @@ unsafe extern "C" fn enable(p: *mut CUpti_RangeProfiler_Enable_Params) -> CUptiR
 }
 unsafe extern "C" fn disable(_: *mut CUpti_RangeProfiler_Disable_Params) -> CUptiResult {
     log("Disable");
+    let mut f = fake();
+    f.enabled = f.enabled.saturating_sub(1);
     CUPTI_SUCCESS
 }
 unsafe extern "C" fn set_config(p: *mut CUpti_RangeProfiler_SetConfig_Params) -> CUptiResult {
@@ -307,19 +327,24 @@ unsafe extern "C" fn set_config(p: *mut CUpti_RangeProfiler_SetConfig_Params) ->
     }
     let mut f = fake();
     f.stops = 0;
+    f.legacy_image = false;
     // SAFETY: the caller's block.
     f.range = unsafe { (*p).range };
     CUPTI_SUCCESS
 }
 unsafe extern "C" fn push_range(p: *mut CUpti_RangeProfiler_PushRange_Params) -> CUptiResult {
+    // SAFETY: the caller's block.
+    pushed(unsafe { (*p).pRangeName })
+}
+
+/// A range named `name` pushed (either API).
+fn pushed(name: *const c_char) -> CUptiResult {
     log("PushRange");
-    // SAFETY: the caller's block and its name.
-    let named =
-        unsafe { !(*p).pRangeName.is_null() && !CStr::from_ptr((*p).pRangeName).is_empty() };
-    // SAFETY: as above.
-    let name = unsafe { (!(*p).pRangeName.is_null()).then(|| CStr::from_ptr((*p).pRangeName)) }
+    // SAFETY: the caller's name, NUL-terminated where not null.
+    let name = unsafe { (!name.is_null()).then(|| CStr::from_ptr(name)) }
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let named = !name.is_empty();
     let mut f = fake();
     if !f.started || f.pushed || !named || f.range != CUPTI_UserRange {
         f.bad.push("PushRange".into());
@@ -339,9 +364,18 @@ fn kept_ranges() -> usize {
     if f.range == CUPTI_AutoRange {
         return 1;
     }
+    if f.legacy_image {
+        // The legacy API keeps every range (docs/performance.md).
+        return f.most_pushes;
+    }
     f.keep.map_or(f.most_pushes, |k| f.most_pushes.min(k))
 }
 unsafe extern "C" fn pop_range(_: *mut CUpti_RangeProfiler_PopRange_Params) -> CUptiResult {
+    popped()
+}
+
+/// The open range popped (either API).
+fn popped() -> CUptiResult {
     log("PopRange");
     let mut f = fake();
     if !f.pushed {
@@ -427,10 +461,208 @@ unsafe extern "C" fn data_info(
     CUPTI_SUCCESS
 }
 
+// ---- the legacy Profiler API ----
+
+unsafe extern "C" fn legacy_scratch_size(
+    p: *mut CUpti_Profiler_CounterDataImage_CalculateScratchBufferSize_Params,
+) -> CUptiResult {
+    log("CalculateScratchBufferSize");
+    // SAFETY: the caller's block and its image.
+    unsafe {
+        let p = &mut *p;
+        if p.counterDataImageSize == 0 || *p.pCounterDataImage != 0xDA {
+            bad("CalculateScratchBufferSize".into());
+        }
+        p.counterDataScratchBufferSize = 64;
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_scratch_initialize(
+    p: *mut CUpti_Profiler_CounterDataImage_InitializeScratchBuffer_Params,
+) -> CUptiResult {
+    log("InitializeScratchBuffer");
+    // SAFETY: the caller's block and its buffer.
+    unsafe {
+        let p = &*p;
+        std::ptr::write_bytes(
+            p.pCounterDataScratchBuffer,
+            0x5C,
+            p.counterDataScratchBufferSize,
+        );
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_begin_session(
+    p: *mut CUpti_Profiler_BeginSession_Params,
+) -> CUptiResult {
+    log("BeginSession");
+    let mut f = fake();
+    // SAFETY: the caller's block and its buffers.
+    unsafe {
+        let p = &*p;
+        if p.structSize != CUpti_Profiler_BeginSession_Params_STRUCT_SIZE
+            || p.ctx.is_null()
+            || *p.pCounterDataImage != 0xDA
+            || *p.pCounterDataScratchBuffer != 0x5C
+            || p.range != CUPTI_UserRange
+            || p.replayMode != CUPTI_UserReplay
+            || p.maxRangesPerPass != f.ranges_per_pass.max(1)
+            || p.maxLaunchesPerPass < p.maxRangesPerPass
+        {
+            f.bad.push("BeginSession".into());
+        }
+    }
+    if f.begin_status != CUPTI_SUCCESS {
+        return f.begin_status;
+    }
+    // As far as is known, a context's range profiler and a legacy session exclude each other.
+    if f.enabled > 0 {
+        return CUPTI_ERROR_INVALID_OPERATION;
+    }
+    if f.session {
+        f.bad.push("BeginSession inside a session".into());
+    }
+    f.session = true;
+    f.range = CUPTI_UserRange;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_end_session(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
+    log("EndSession");
+    let mut f = fake();
+    if !f.session || f.configured || f.in_pass {
+        f.bad
+            .push("EndSession outside a session, configured or inside a pass".into());
+    }
+    f.session = false;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_set_config(p: *mut CUpti_Profiler_SetConfig_Params) -> CUptiResult {
+    log("SetConfig");
+    let mut f = fake();
+    // SAFETY: the caller's block and its image.
+    unsafe {
+        let p = &*p;
+        if p.structSize != CUpti_Profiler_SetConfig_Params_STRUCT_SIZE
+            || p.ctx.is_null()
+            || *p.pConfig != 0xC0
+            || p.passIndex != 0
+            || p.numNestingLevels != 1
+            || p.minNestingLevel != 1
+            || p.targetNestingLevel != 1
+            || !f.session
+            || f.configured
+        {
+            f.bad.push("SetConfig".into());
+        }
+    }
+    f.configured = true;
+    f.legacy_image = true;
+    f.stops = 0;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_unset_config(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
+    log("UnsetConfig");
+    let mut f = fake();
+    if !f.configured || f.in_pass {
+        f.bad
+            .push("UnsetConfig unconfigured or inside a pass".into());
+    }
+    f.configured = false;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_begin_pass(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
+    log("BeginPass");
+    let mut f = fake();
+    if !f.configured || f.in_pass {
+        f.bad.push("BeginPass unconfigured or inside a pass".into());
+    }
+    f.in_pass = true;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_enable(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
+    log("EnableProfiling");
+    let mut f = fake();
+    if !f.in_pass || f.started {
+        f.bad
+            .push("EnableProfiling outside a pass or enabled".into());
+    }
+    f.started = true;
+    f.pushes = 0;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_disable(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
+    log("DisableProfiling");
+    let mut f = fake();
+    if !f.started || f.pushed {
+        f.bad
+            .push("DisableProfiling not enabled or inside a range".into());
+    }
+    f.started = false;
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_end_pass(p: *mut CUpti_Profiler_EndPass_Params) -> CUptiResult {
+    log("EndPass");
+    let mut f = fake();
+    if !f.in_pass || f.started {
+        f.bad
+            .push("EndPass outside a pass or with profiling enabled".into());
+    }
+    f.in_pass = false;
+    f.stops += 1;
+    // SAFETY: the caller's block.
+    unsafe {
+        (*p).passIndex = f.stops;
+        (*p).allPassesSubmitted = u8::from(f.stops >= f.passes);
+    }
+    CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_push_range(p: *mut CUpti_Profiler_PushRange_Params) -> CUptiResult {
+    // SAFETY: the caller's block.
+    let (size, name) = unsafe { ((*p).structSize, (*p).pRangeName) };
+    if size != CUpti_Profiler_PushRange_Params_STRUCT_SIZE {
+        bad("PushRange (legacy)".into());
+    }
+    pushed(name)
+}
+unsafe extern "C" fn legacy_pop_range(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
+    popped()
+}
+unsafe extern "C" fn legacy_flush(p: *mut CUpti_Profiler_FlushCounterData_Params) -> CUptiResult {
+    log("FlushCounterData");
+    let mut f = fake();
+    if !f.session || f.in_pass || f.stops < f.passes {
+        f.bad
+            .push("FlushCounterData before every pass ended".into());
+    }
+    // SAFETY: the caller's block.
+    unsafe { (*p).numRangesDropped = 0 };
+    CUPTI_SUCCESS
+}
+
+/// The legacy Profiler API, faked.
+pub(crate) fn fake_legacy() -> LegacyFns {
+    LegacyFns {
+        scratch_size: legacy_scratch_size,
+        scratch_initialize: legacy_scratch_initialize,
+        begin_session: legacy_begin_session,
+        end_session: legacy_end_session,
+        set_config: legacy_set_config,
+        unset_config: legacy_unset_config,
+        begin_pass: legacy_begin_pass,
+        end_pass: legacy_end_pass,
+        enable: legacy_enable,
+        disable: legacy_disable,
+        push_range: legacy_push_range,
+        pop_range: legacy_pop_range,
+        flush: legacy_flush,
+    }
+}
+
 /// Every function present.
 pub(crate) fn fake_symbols() -> Symbols {
     Symbols {
         get_result_string: Some(get_result_string),
+        legacy: Some(fake_legacy()),
         initialize: Some(initialize),
         chip_name: Some(chip_name),
         host_initialize: Some(host_initialize),
@@ -877,4 +1109,221 @@ fn the_global_profiler_is_absent_until_installed() {
     assert_eq!(prepare(CTX, 0, &set_, 1).err().as_deref(), Some(NOT_LOADED));
     discover(0); // nothing to do, no panic
     set(before);
+}
+
+/// Modes measuring `ranges` launches per counter pass through the legacy Profiler API.
+fn legacy_modes(ranges: u32) -> Modes {
+    Modes {
+        ranges,
+        legacy: true,
+        ..Modes::default()
+    }
+}
+
+/// Runs `passes` counter passes of `session` over `launches` launches each, as a counter
+/// run does (the first launch armed, the others pushed), then reads every launch's values.
+fn run_legacy(session: &mut Session, passes: u32, launches: u32) -> Vec<Result<Vec<u64>, String>> {
+    for p in 0..passes {
+        session.arm(Some(p));
+        kernel_ran();
+        for r in 1..launches {
+            session.pop_range();
+            // The backend's own kernel between two ranges (the L2 flush) is not counted.
+            kernel_ran();
+            session.push_range(r);
+            kernel_ran();
+        }
+        session.arm(None);
+    }
+    (0..launches)
+        .map(|r| session.values_of(passes - 1, r))
+        .collect()
+}
+
+#[test]
+fn the_legacy_api_measures_each_launch_of_a_pass_in_a_range_of_its_own() {
+    let _g = reset(2);
+    fake().ranges_per_pass = 4;
+    let (p, seen) = profiler(fake_symbols(), legacy_modes(4));
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    take_log();
+    for dispatch in 0..2 {
+        let mut s = p.prepare(CTX, 0, &set, 4).unwrap();
+        assert!(s.is_legacy());
+        assert_eq!(s.capacity(), 4);
+        let values = run_legacy(&mut s, 2, 4);
+        // Range r's values are the fake's base values + 1000 r: each launch its own.
+        for (r, v) in values.iter().enumerate() {
+            let v: Vec<f64> = v.clone().unwrap().into_iter().map(f64::from_bits).collect();
+            let want: Vec<f64> = NAMES
+                .iter()
+                .map(|n| n.len() as f64 + 0.25 + 1000.0 * r as f64)
+                .collect();
+            assert_eq!(v, want, "launch {r}");
+        }
+        let log = take_log();
+        let first = [
+            "Enable",
+            "GetCounterDataSize",
+            "CounterDataImageInitialize",
+            "Disable",
+        ];
+        let prepared = if dispatch == 0 { &first[..] } else { &[] };
+        let session: Vec<&str> = [
+            prepared,
+            &["CalculateScratchBufferSize", "InitializeScratchBuffer"],
+            &["BeginSession", "SetConfig"],
+        ]
+        .concat();
+        let pass = [
+            "BeginPass",
+            "EnableProfiling",
+            "PushRange",
+            "kernel",
+            "PopRange",
+            "kernel",
+            "PushRange",
+            "kernel",
+            "PopRange",
+            "kernel",
+            "PushRange",
+            "kernel",
+            "PopRange",
+            "kernel",
+            "PushRange",
+            "kernel",
+            "PopRange",
+            "DisableProfiling",
+            "EndPass",
+        ];
+        let end = [
+            "FlushCounterData",
+            "UnsetConfig",
+            "EndSession",
+            "GetCounterDataInfo",
+            "Evaluate",
+            "Evaluate",
+            "Evaluate",
+            "Evaluate",
+        ];
+        let want: Vec<&str> = [&session[..], &pass, &pass, &end].concat();
+        assert_eq!(log, want, "dispatch {dispatch}");
+    }
+    let f = fake();
+    assert_eq!(f.kernels_per_range, vec![1; 16], "one launch per range");
+    assert!(f.bad.is_empty(), "{:?}", f.bad);
+}
+
+#[test]
+fn a_legacy_session_ended_inside_a_pass_ends_the_pass_and_the_session() {
+    let _g = reset(3);
+    fake().ranges_per_pass = 4;
+    let (p, seen) = profiler(fake_symbols(), legacy_modes(4));
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let mut s = p.prepare(CTX, 0, &set, 4).unwrap();
+    s.arm(Some(0));
+    kernel_ran();
+    take_log();
+    drop(s);
+    assert_eq!(
+        take_log(),
+        [
+            "PopRange",
+            "DisableProfiling",
+            "EndPass",
+            "UnsetConfig",
+            "EndSession"
+        ]
+    );
+    // The context is free for the next dispatch's session.
+    let mut s = p.prepare(CTX, 0, &set, 4).unwrap();
+    assert!(run_legacy(&mut s, 3, 4).iter().all(Result::is_ok));
+    let f = fake();
+    assert!(f.bad.is_empty(), "{:?}", f.bad);
+}
+
+#[test]
+fn a_legacy_session_the_application_owns_leaves_counters_absent_with_the_reason() {
+    let _g = reset(1);
+    fake().begin_status = CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED;
+    let (p, seen) = profiler(fake_symbols(), legacy_modes(4));
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let mut s = p.prepare(CTX, 0, &set, 4).unwrap();
+    let values = run_legacy(&mut s, 1, 4);
+    for v in values {
+        let why = v.unwrap_err();
+        assert!(why.contains("already in use"), "{why}");
+        assert!(why.starts_with("CUPTI's profiler on this context"), "{why}");
+    }
+    drop(s);
+    let log = take_log();
+    assert_eq!(count(&log, "BeginPass"), 0, "{log:?}");
+    assert_eq!(
+        count(&log, "EndSession"),
+        0,
+        "no session was begun: {log:?}"
+    );
+}
+
+#[test]
+fn without_the_legacy_api_a_pass_measures_what_the_range_profiler_keeps() {
+    let _g = reset(2);
+    fake().ranges_per_pass = 2;
+    let mut symbols = fake_symbols();
+    symbols.legacy = None;
+    let (p, seen) = profiler(symbols, legacy_modes(8));
+    assert_eq!(
+        (p.modes.legacy, p.modes.ranges),
+        (false, RANGE_PROFILER_RANGES)
+    );
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let s = p.prepare(CTX, 0, &set, p.modes.ranges).unwrap();
+    assert!(!s.is_legacy());
+    drop(s);
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
+}
+
+#[test]
+fn past_what_the_range_profiler_keeps_the_legacy_api_is_chosen_unless_asked_otherwise() {
+    let modes = |vars: &[(&str, &str)]| {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let m = Modes::from_lookup(|n| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()));
+        (m.ranges, m.legacy)
+    };
+    assert_eq!(modes(&[]), (1, false));
+    assert_eq!(modes(&[("ROCPROF_REPLAY_CUPTI_RUN", "2")]), (2, false));
+    assert_eq!(modes(&[("ROCPROF_REPLAY_CUPTI_RUN", "3")]), (3, true));
+    assert_eq!(
+        modes(&[("ROCPROF_REPLAY_CUPTI_RUN", "999")]),
+        (MAX_RANGES, true)
+    );
+    let range = [
+        ("ROCPROF_REPLAY_CUPTI_RUN", "8"),
+        ("ROCPROF_REPLAY_CUPTI_API", "range"),
+    ];
+    assert_eq!(modes(&range), (8, false));
+    assert_eq!(modes(&[("ROCPROF_REPLAY_CUPTI_API", "legacy")]), (1, true));
+    let bogus = [
+        ("ROCPROF_REPLAY_CUPTI_RUN", "4"),
+        ("ROCPROF_REPLAY_CUPTI_API", "newest"),
+    ];
+    assert_eq!(modes(&bogus), (4, true));
+    // The legacy API measures user ranges: CUPTI's auto range is not taken with it.
+    let auto = [
+        ("ROCPROF_REPLAY_CUPTI_RANGE", "auto"),
+        ("ROCPROF_REPLAY_CUPTI_API", "legacy"),
+    ];
+    let m = Modes::from_lookup(|n| {
+        auto.iter()
+            .find(|(k, _)| *k == n)
+            .map(|(_, v)| (*v).to_owned())
+    });
+    assert!(m.legacy && m.user_range, "{m:?}");
 }

@@ -150,29 +150,45 @@ fn counters_of_known_kernels_come_from_cuptis_range_profiler_with_one_execution(
     ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI 12.6+: build with ROCPROF_REPLAY_GPU_TESTS=1"
 )]
 fn launches_right_after_a_counted_one_share_its_counter_passes_each_with_its_own_values() {
+    // Two launches per counter pass: what CUDA 13.0's range profiler keeps.
+    counter_run("counters_check.runs", 2, [2, 2], [2, 2, 1]);
+}
+
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI 12.6+: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn past_two_launches_per_pass_the_legacy_profiler_api_measures_every_launch_of_a_run() {
+    // Four: the three back-to-back scale launches make one run, each in a range of its own
+    // (CUDA 13.0's range profiler would keep two of them; the legacy API keeps all).
+    counter_run("counters_check.runs4", 4, [2, 2], [3, 3, 3]);
+}
+
+/// `counters_check` with `ROCPROF_REPLAY_CUPTI_RUN=k`: the runs each launch of the two
+/// `stream_sum` and the three `scale` launches belongs to, and every launch's own values.
+fn counter_run(name: &str, k: u32, sum_runs: [u64; 2], scale_runs: [u64; 3]) {
     require_gpu();
     let exe = cuda_app("counters_check", false);
     let metrics = "dram__bytes_read.sum,sm__inst_executed.sum,sm__cycles_elapsed.avg";
-    // Two launches per counter pass: what CUDA 13.0's range profiler keeps.
+    let k = k.to_string();
     let (recs, stderr) = with_counters_env(
-        "counters_check.runs",
+        name,
         &exe,
         &["1024"],
         metrics,
-        &[("ROCPROF_REPLAY_CUPTI_RUN", "2")],
+        &[("ROCPROF_REPLAY_CUPTI_RUN", k.as_str())],
     );
     let sums = of_kernel(&recs, "stream_sum");
     let scales = of_kernel(&recs, "scale");
     assert_eq!((sums.len(), scales.len()), (2, 3), "{recs:?}");
-    // The two back-to-back stream_sum launches share one window, and so do the first two
-    // scale launches.
+    let runs = |v: &[&Value]| -> Vec<Option<u64>> { v.iter().map(|r| r["run"].as_u64()).collect() };
     assert_eq!(
-        (sums[0]["run"].as_u64(), sums[1]["run"].as_u64()),
-        (Some(2), Some(2)),
+        (runs(&sums), runs(&scales)),
+        (sum_runs.map(Some).to_vec(), scale_runs.map(Some).to_vec()),
         "{}",
         tail(&stderr, 4000)
     );
-    assert_eq!(scales[0]["run"].as_u64(), Some(2), "{recs:?}");
     for r in sums.iter().chain(&scales) {
         assert_eq!(r["outcome"], "replayed", "{r}");
         assert_eq!(r["inputs_restored"], true, "{r}");
