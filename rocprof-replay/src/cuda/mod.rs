@@ -503,7 +503,7 @@ impl Backend {
         // may join the run, or wait for their own window) wait here, serving the run's
         // profiler calls ([`window::wait_while_held`]): one atomic load otherwise.
         if enter && !matches!(api, Api::Launch(_)) && !guarded_thread() {
-            window::wait_while_held(&self.settings);
+            window::wait_while_held(&self.settings, &|| function_name(cb));
         }
         if api.may_load() && !guarded_thread() {
             if enter {
@@ -843,6 +843,17 @@ fn call_result(cb: &CUpti_CallbackData) -> CUresult {
         // SAFETY: CUPTI's pointer to the call's CUresult, valid in exit callbacks.
         unsafe { *cb.functionReturnValue.cast::<CUresult>() }
     }
+}
+
+/// The driver function of callback `cb` (for the log).
+fn function_name(cb: &CUpti_CallbackData) -> String {
+    if cb.functionName.is_null() {
+        return format!("driver call {}", cb.correlationId);
+    }
+    // SAFETY: CUPTI's NUL-terminated function name, valid during the callback.
+    unsafe { CStr::from_ptr(cb.functionName) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The stream the stream-work call `cb` enqueues on ([`Writes::stream`](writes::Writes::stream)).

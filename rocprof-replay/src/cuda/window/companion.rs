@@ -148,17 +148,34 @@ pub(super) fn thread_mailbox() -> Arc<Mailbox> {
 /// entry of the call, serving the run's requests, until the run is over (see
 /// [`Mailbox::wait_while_held`] for when it stops waiting sooner). One atomic load
 /// otherwise (of a process-wide count, then of the thread's own).
-pub(crate) fn wait_while_held(settings: &crate::engine::settings::Settings) {
+/// `call` names the call that waits (the driver function, or what kind of launch), for the
+/// log: the first [`BREAKS_LOGGED`] calls that end a counter run are listed at `info` (a run
+/// takes only launches with no other call between them: which calls end runs decides how
+/// long runs get).
+pub(crate) fn wait_while_held(
+    settings: &crate::engine::settings::Settings,
+    call: &dyn Fn() -> String,
+) {
     // Nothing holds any thread (always, without counter runs): no thread-local lookup.
     if HOLDING.load(std::sync::atomic::Ordering::Acquire) == 0 {
         return;
     }
     let _ = MAIL.try_with(|m| {
         if m.holds.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            let n = BREAKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n < BREAKS_LOGGED {
+                tracing::info!(call = %call(), "a call of the thread ended its counter run (it waits for the run's window)");
+            }
             m.wait_while_held(settings.lock, settings.yield_after);
         }
     });
 }
+
+/// Calls that waited for their thread's counter run so far (see [`wait_while_held`]).
+static BREAKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many of them the log names.
+const BREAKS_LOGGED: u64 = 200;
 
 /// Clears the mailbox's waiting hand-off when the wait ends.
 struct Waiting<'a>(&'a Mailbox);

@@ -293,7 +293,7 @@ pub(crate) unsafe fn enter_launch(
     // SAFETY: caller contract.
     let Some(launch) = (unsafe { Launch::decode(kind, cb.functionParams) }) else {
         // It runs as submitted, outside any window (after this thread's counter run).
-        companion::wait_while_held(&be.settings);
+        companion::wait_while_held(&be.settings, &|| "a launch that cannot be decoded".into());
         crate::engine::footprint::note_device_write(cb.context as u64);
         return 0;
     };
@@ -317,7 +317,7 @@ pub(crate) unsafe fn enter_launch(
     }
     let info = dispatch_info(be, &ctx, &launch, &facts);
     if capturing {
-        companion::wait_while_held(&be.settings);
+        companion::wait_while_held(&be.settings, &|| "a launch into a capturing stream".into());
         warn_once(&CAPTURE, || {
             tracing::warn!(
                 "launches into a capturing stream are not replayed: they only add a node to \
@@ -352,7 +352,10 @@ pub(crate) unsafe fn enter_launch(
         // without the tool, outside any window (the write epoch is bumped before and after:
         // carried fingerprints of the context no longer count) — after this thread's counter
         // run, if one holds its calls.
-        companion::wait_while_held(&be.settings);
+        companion::wait_while_held(&be.settings, &|| {
+            let name = info.kernel_name.as_deref().unwrap_or("?");
+            format!("a launch not replayed ({name})")
+        });
         crate::engine::footprint::note_device_write(cb.context as u64);
         // SAFETY: the application is inside this launch call: its arguments are alive.
         let others = unsafe { contexts_named(be, &ctx, &launch, facts.params.as_deref()) };
@@ -458,7 +461,7 @@ pub(crate) unsafe fn enter_launch(
         if let Some(job) = job {
             give_event(&job.ctx, job.before, false);
         }
-        companion::wait_while_held(&be.settings);
+        companion::wait_while_held(&be.settings, &|| "a launch without a replay thread".into());
         warn_once(&NO_COMPANION, || {
             tracing::error!("no replay thread could be started: launches run without replay")
         });
