@@ -746,7 +746,8 @@ impl Profiler {
                 gpu = ordinal,
                 chip = %chip.name(),
                 metrics = catalog.counters().count(),
-                "hardware counters through CUPTI's range profiler"
+                api = if self.modes.legacy { "the legacy Profiler API" } else { "the range profiler" },
+                "hardware counters through CUPTI"
             ),
             Err(why) => tracing::info!(
                 gpu = ordinal,
@@ -1027,10 +1028,14 @@ enum Spent {
     Decode,
     /// `GetCounterDataInfo` and the evaluation of every metric.
     Evaluate,
+    /// Legacy API: `BeginSession`.
+    BeginSession,
+    /// Legacy API: `UnsetConfig` and `EndSession`.
+    EndSession,
 }
 
 impl Spent {
-    const COUNT: usize = 7;
+    const COUNT: usize = 9;
 }
 
 /// The CUPTI API a session's counter passes go through.
@@ -1248,7 +1253,7 @@ impl Session {
         let started = match self.api {
             Api::Range(object) => self.start_range(object, pass),
             Api::Legacy(_) => self
-                .timed(Spent::SetConfig, |s| s.legacy_session(pass))
+                .legacy_session(pass)
                 .and_then(|()| self.timed(Spent::Start, Self::legacy_begin_pass)),
         };
         match started {
@@ -1312,6 +1317,7 @@ impl Session {
         let Api::Legacy(l) = &mut self.api else {
             return Err("not a legacy Profiler API session".into());
         };
+        let t = std::time::Instant::now();
         if !l.begun {
             let mut p = CUpti_Profiler_BeginSession_Params {
                 structSize: CUpti_Profiler_BeginSession_Params_STRUCT_SIZE,
@@ -1326,10 +1332,14 @@ impl Session {
                 maxLaunchesPerPass: ranges,
                 ..Default::default()
             };
-            f.call("cuptiProfilerBeginSession", l.fns.begin_session, &mut p)
-                .map_err(|(status, m)| enable_reason(status, m))?;
+            let begun = f
+                .call("cuptiProfilerBeginSession", l.fns.begin_session, &mut p)
+                .map_err(|(status, m)| enable_reason(status, m));
+            self.spent[Spent::BeginSession as usize] += t.elapsed();
+            begun?;
             l.begun = true;
         }
+        let t = std::time::Instant::now();
         if pass == 0 && !l.configured {
             let mut p = CUpti_Profiler_SetConfig_Params {
                 structSize: CUpti_Profiler_SetConfig_Params_STRUCT_SIZE,
@@ -1342,8 +1352,11 @@ impl Session {
                 targetNestingLevel: 1,
                 ..Default::default()
             };
-            f.call("cuptiProfilerSetConfig", l.fns.set_config, &mut p)
-                .map_err(|(_, m)| m)?;
+            let set = f
+                .call("cuptiProfilerSetConfig", l.fns.set_config, &mut p)
+                .map_err(|(_, m)| m);
+            self.spent[Spent::SetConfig as usize] += t.elapsed();
+            set?;
             l.configured = true;
         }
         Ok(())
@@ -1467,9 +1480,11 @@ impl Session {
     /// profiler is free for the next window.
     fn end_legacy(&mut self) {
         let f = self.fns;
+        let t = std::time::Instant::now();
         let Api::Legacy(l) = &mut self.api else {
             return;
         };
+        let ended = l.begun || l.configured;
         if l.configured {
             l.configured = false;
             let mut p = l.context_params();
@@ -1483,6 +1498,9 @@ impl Session {
             if let Err((_, m)) = f.call("cuptiProfilerEndSession", l.fns.end_session, &mut p) {
                 tracing::warn!("the legacy Profiler API session did not end: {m}");
             }
+        }
+        if ended {
+            self.spent[Spent::EndSession as usize] += t.elapsed();
         }
     }
 
@@ -1535,6 +1553,8 @@ impl Session {
             pop_range_ms = ms(Spent::PopRange),
             stop_ms = ms(Spent::Stop),
             decode_ms = ms(Spent::Decode),
+            begin_session_ms = ms(Spent::BeginSession),
+            end_session_ms = ms(Spent::EndSession),
             evaluate_ms = ms(Spent::Evaluate),
             "CUPTI time of a dispatch's counter passes, per call"
         );
