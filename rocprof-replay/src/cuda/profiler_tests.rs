@@ -560,45 +560,56 @@ unsafe extern "C" fn legacy_set_config(p: *mut CUpti_Profiler_SetConfig_Params) 
     f.stops = 0;
     CUPTI_SUCCESS
 }
-unsafe extern "C" fn legacy_unset_config(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
-    log("UnsetConfig");
+/// A legacy call `name` that takes only the context: `ok` says whether the fake's state allows
+/// it (else `why` is recorded as a bad call), `then` is its effect.
+fn legacy_step(
+    name: &str,
+    ok: fn(&FakeCupti) -> bool,
+    why: &str,
+    then: fn(&mut FakeCupti),
+) -> CUptiResult {
+    log(name);
     let mut f = fake();
-    if !f.configured || f.in_pass {
-        f.bad
-            .push("UnsetConfig unconfigured or inside a pass".into());
+    if !ok(&f) {
+        f.bad.push(format!("{name}: {why}"));
     }
-    f.configured = false;
+    then(&mut f);
     CUPTI_SUCCESS
+}
+unsafe extern "C" fn legacy_unset_config(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
+    legacy_step(
+        "UnsetConfig",
+        |f| f.configured && !f.in_pass,
+        "unconfigured or inside a pass",
+        |f| f.configured = false,
+    )
 }
 unsafe extern "C" fn legacy_begin_pass(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
-    log("BeginPass");
-    let mut f = fake();
-    if !f.configured || f.in_pass {
-        f.bad.push("BeginPass unconfigured or inside a pass".into());
-    }
-    f.in_pass = true;
-    CUPTI_SUCCESS
+    legacy_step(
+        "BeginPass",
+        |f| f.configured && !f.in_pass,
+        "unconfigured or inside a pass",
+        |f| f.in_pass = true,
+    )
 }
 unsafe extern "C" fn legacy_enable(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
-    log("EnableProfiling");
-    let mut f = fake();
-    if !f.in_pass || f.started {
-        f.bad
-            .push("EnableProfiling outside a pass or enabled".into());
-    }
-    f.started = true;
-    f.pushes = 0;
-    CUPTI_SUCCESS
+    legacy_step(
+        "EnableProfiling",
+        |f| f.in_pass && !f.started,
+        "outside a pass or enabled",
+        |f| {
+            f.started = true;
+            f.pushes = 0;
+        },
+    )
 }
 unsafe extern "C" fn legacy_disable(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
-    log("DisableProfiling");
-    let mut f = fake();
-    if !f.started || f.pushed {
-        f.bad
-            .push("DisableProfiling not enabled or inside a range".into());
-    }
-    f.started = false;
-    CUPTI_SUCCESS
+    legacy_step(
+        "DisableProfiling",
+        |f| f.started && !f.pushed,
+        "not enabled or inside a range",
+        |f| f.started = false,
+    )
 }
 unsafe extern "C" fn legacy_end_pass(p: *mut CUpti_Profiler_EndPass_Params) -> CUptiResult {
     log("EndPass");
