@@ -24,6 +24,7 @@ pub(crate) enum Command {
     #[command(after_long_help = "EXAMPLES:\n  \
         rocprof-replay run -- ./my_app input.dat\n  \
         rocprof-replay run --passes 10 --kernel '^gemm' -- ./my_app\n  \
+        rocprof-replay run --kernel '^gemm' --launch-skip 40 --launch-count 20 -- ./my_app\n  \
         rocprof-replay run --until-stable 1% --max-passes 100 -- ./my_app\n  \
         rocprof-replay run --output trace.json --format perfetto -- ./my_app\n  \
         rocprof-replay run --runtime emu --shadow ./libshadows.so -- ./hip_app\n  \
@@ -92,6 +93,17 @@ pub(crate) struct RunArgs {
     /// Do not replay kernels whose name matches REGEX.
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     pub(crate) exclude: Option<Regex>,
+
+    /// Run the first N dispatches that --kernel and --exclude select once, the ordinary way,
+    /// before replaying any (e.g. to skip a warm-up step); counted in the order the runtime
+    /// hands them to the tool, as Nsight Compute's --launch-skip (default 0).
+    #[arg(long, value_name = "N", value_parser = parse_launch_skip)]
+    pub(crate) launch_skip: Option<u64>,
+
+    /// Replay at most N selected dispatches, after those of --launch-skip; the later ones run
+    /// once (default: all).
+    #[arg(long, value_name = "N", value_parser = parse_launch_count)]
+    pub(crate) launch_count: Option<u64>,
 
     /// Runtime: `cuda` (NVIDIA: the tool injected through CUDA_INJECTION64_PATH), `system`
     /// (the installed ROCr, HSA_TOOLS_LIB) or `emu` (the bundled hsa-emu, kernels on the CPU).
@@ -318,6 +330,14 @@ fn parse_passes(text: &str) -> Result<u32, String> {
     rocprof_replay::config::passes(text).map_err(|e| e.to_string())
 }
 
+fn parse_launch_skip(text: &str) -> Result<u64, String> {
+    rocprof_replay::config::launch_skip(text).map_err(|e| e.to_string())
+}
+
+fn parse_launch_count(text: &str) -> Result<u64, String> {
+    rocprof_replay::config::launch_count(text).map_err(|e| e.to_string())
+}
+
 fn parse_max_passes(text: &str) -> Result<u32, String> {
     rocprof_replay::config::integer_in(text, 3..=rocprof_replay::MAX_OPEN_ENDED_PASSES)
         .map_err(|e| e.to_string())
@@ -383,6 +403,35 @@ mod tests {
         assert!(e.unwrap_err().contains("expected a fraction"));
         let e = parse(&["rocprof-replay", "run", "--passes", "0", "--", "a"]);
         assert!(e.unwrap_err().contains("expected a positive integer"));
+        let e = parse(&["rocprof-replay", "run", "--launch-count", "0", "--", "a"]);
+        let e = e.unwrap_err();
+        assert!(
+            e.contains("--launch-count") && e.contains("expected a positive integer"),
+            "{e}"
+        );
+        for bad in ["--launch-skip=-1", "--launch-skip=x"] {
+            let e = parse(&["rocprof-replay", "run", bad, "--", "a"]).unwrap_err();
+            assert!(
+                e.contains("--launch-skip") && e.contains("expected a non-negative integer"),
+                "{e}"
+            );
+        }
+        let ok = Cli::try_parse_from([
+            "rocprof-replay",
+            "run",
+            "--launch-skip",
+            "0",
+            "--launch-count",
+            "7",
+            "--",
+            "a",
+        ]);
+        match ok.map(|cli| cli.command) {
+            Ok(Command::Run(run)) => {
+                assert_eq!((run.launch_skip, run.launch_count), (Some(0), Some(7)));
+            }
+            other => panic!("{other:?}"),
+        }
         assert!(
             parse(&["rocprof-replay", "run"]).is_err(),
             "APP is required"

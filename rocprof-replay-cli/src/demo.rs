@@ -79,6 +79,8 @@ pub(crate) fn run(args: &DemoArgs) -> Result<u8, Failure> {
         max_passes: None,
         kernel: None,
         exclude: None,
+        launch_skip: None,
+        launch_count: None,
         runtime: Some(Runtime::Emu),
         shadow: Vec::new(),
         tool: None,

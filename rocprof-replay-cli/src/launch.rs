@@ -561,6 +561,12 @@ fn environment(
     if let Some(x) = &args.exclude {
         env.push((config::EXCLUDE, Some(x.as_str().into())));
     }
+    if let Some(n) = args.launch_skip {
+        env.push((config::LAUNCH_SKIP, Some(n.to_string().into())));
+    }
+    if let Some(n) = args.launch_count {
+        env.push((config::LAUNCH_COUNT, Some(n.to_string().into())));
+    }
     if !shadows.is_empty() {
         let joined = std::env::join_paths(shadows).unwrap_or_default();
         env.push(("HSA_EMU_SHADOW", Some(joined)));

@@ -63,6 +63,8 @@ fn command(args: &[&str]) -> Command {
         .env_remove("ROCPROF_REPLAY_TARGET_RSE")
         .env_remove("ROCPROF_REPLAY_KERNEL")
         .env_remove("ROCPROF_REPLAY_EXCLUDE")
+        .env_remove("ROCPROF_REPLAY_LAUNCH_SKIP")
+        .env_remove("ROCPROF_REPLAY_LAUNCH_COUNT")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -440,6 +442,68 @@ fn kernel_and_exclude_select_what_is_replayed() {
         of_kernel(&records, "inc_in_place")
             .iter()
             .all(|r| r["outcome"] == "skipped")
+    );
+}
+
+/// (kernel, outcome) of each record, in dispatch order.
+fn in_dispatch_order(records: &[Value]) -> Vec<(String, String)> {
+    let mut sorted: Vec<&Value> = records.iter().collect();
+    sorted.sort_by_key(|r| r["dispatch_id"].as_u64().expect("a dispatch id"));
+    sorted
+        .iter()
+        .map(|r| {
+            let s = |field: &str| r[field].as_str().unwrap_or_default().to_owned();
+            (s("kernel"), s("outcome"))
+        })
+        .collect()
+}
+
+#[test]
+fn launch_skip_and_count_replay_a_range_of_the_selected_dispatches() {
+    let pair = |k: &str, o: &str| (k.to_owned(), o.to_owned());
+    // The sample dispatches vector_add, then inc_in_place twice; every result is checked.
+    let (out, records) = run_sample(
+        &["--passes", "3", "--launch-skip", "1", "--launch-count", "1"],
+        "launch_range",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("demo: all results correct"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        in_dispatch_order(&records),
+        [
+            pair("vector_add", "skipped"),
+            pair("inc_in_place", "replayed"),
+            pair("inc_in_place", "skipped"),
+        ]
+    );
+    assert!(
+        stdout.contains("3 dispatches of 2 kernels: 1 replayed (3 passes), 2 skipped"),
+        "{}",
+        show(&out)
+    );
+    // Only what --kernel selects counts: vector_add is not one of them.
+    let (out, records) = run_sample(
+        &["--kernel", "^inc_", "--launch-skip", "1"],
+        "launch_range_kernel",
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stdout).contains("demo: all results correct"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        in_dispatch_order(&records),
+        [
+            pair("vector_add", "skipped"),
+            pair("inc_in_place", "skipped"),
+            pair("inc_in_place", "replayed"),
+        ]
     );
 }
 
@@ -855,6 +919,16 @@ fn bad_input_is_a_clear_error_and_the_application_does_not_run() {
         2,
         "expected a positive integer",
     );
+    call(
+        &with(&["--launch-count", "0"], &["sh", "-c", &touch]),
+        2,
+        "expected a positive integer",
+    );
+    call(
+        &with(&["--launch-skip", "many"], &["sh", "-c", &touch]),
+        2,
+        "expected a non-negative integer",
+    );
     assert_fails(
         &[
             "run",
@@ -882,6 +956,8 @@ fn help_documents_every_option() {
         "--max-passes",
         "--kernel",
         "--exclude",
+        "--launch-skip",
+        "--launch-count",
         "--runtime",
         "--shadow",
         "--tool",

@@ -32,6 +32,12 @@ pub const MAX_PASSES: &str = "ROCPROF_REPLAY_MAX_PASSES";
 pub const KERNEL: &str = "ROCPROF_REPLAY_KERNEL";
 /// Regular expression: kernels whose name matches are not replayed.
 pub const EXCLUDE: &str = "ROCPROF_REPLAY_EXCLUDE";
+/// Dispatches of the selected kernels that run once, the ordinary way, before any is replayed
+/// (a non-negative integer; see [`launch_skip`]).
+pub const LAUNCH_SKIP: &str = "ROCPROF_REPLAY_LAUNCH_SKIP";
+/// Most dispatches of the selected kernels replayed, counted after [`LAUNCH_SKIP`]; later
+/// ones run once (a positive integer; see [`launch_count`]).
+pub const LAUNCH_COUNT: &str = "ROCPROF_REPLAY_LAUNCH_COUNT";
 /// Comma-separated hardware counter names to collect for every replayed dispatch
 /// (`SQ_WAVES,SQ_ITEMS`; see [`metric_names`]).
 pub const METRICS: &str = "ROCPROF_REPLAY_METRICS";
@@ -98,6 +104,21 @@ pub fn try_setting<T>(
 /// A positive integer.
 pub fn passes(text: &str) -> Result<u32, Invalid> {
     match text.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(Invalid::expected("a positive integer")),
+    }
+}
+
+/// A non-negative integer (the value of [`LAUNCH_SKIP`]).
+pub fn launch_skip(text: &str) -> Result<u64, Invalid> {
+    text.trim()
+        .parse::<u64>()
+        .map_err(|_| Invalid::expected("a non-negative integer"))
+}
+
+/// A positive integer (the value of [`LAUNCH_COUNT`]).
+pub fn launch_count(text: &str) -> Result<u64, Invalid> {
+    match text.trim().parse::<u64>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(Invalid::expected("a positive integer")),
     }
@@ -179,6 +200,24 @@ mod tests {
         for bad in ["0", "-1", "x", "", "1.5"] {
             assert!(passes(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn launch_skips_are_non_negative_and_launch_counts_positive() {
+        assert_eq!(launch_skip(" 0 "), Ok(0));
+        assert_eq!(launch_skip("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(launch_count("5000000000"), Ok(5_000_000_000));
+        for bad in ["-1", "x", "", "1.5", "18446744073709551616"] {
+            assert!(launch_skip(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            launch_count("0").unwrap_err().to_string(),
+            "expected a positive integer"
+        );
+        assert_eq!(
+            launch_skip("-1").unwrap_err().to_string(),
+            "expected a non-negative integer"
+        );
     }
 
     #[test]

@@ -12,12 +12,19 @@
 //! | `ROCPROF_REPLAY_MAX_PASSES` | `--max-passes N` | the cap of `--until-stable` (default 50) |
 //! | `ROCPROF_REPLAY_KERNEL` | `--kernel REGEX` | only kernels whose name matches are replayed (others are skipped) |
 //! | `ROCPROF_REPLAY_EXCLUDE` | `--exclude REGEX` | kernels whose name matches are skipped |
+//! | `ROCPROF_REPLAY_LAUNCH_SKIP` | `--launch-skip N` | the first N dispatches the two above select are skipped (default 0) |
+//! | `ROCPROF_REPLAY_LAUNCH_COUNT` | `--launch-count N` | at most N selected dispatches after those are replayed, the later ones skipped (default: all) |
 //! | `ROCPROF_REPLAY_METRICS` | `--metrics a,b` / `--metrics-file F` | hardware counters collected for every replayed dispatch, on counter passes after the timed ones (the records' `metrics`) |
+//!
+//! Selected dispatches are counted, for the launch range, in the order the runtime hands them
+//! to the tool, as Nsight Compute's `--launch-skip` counts the launches its filter matches:
+//! dispatches of several threads count in whichever order their callbacks come.
 //!
 //! An invalid value is reported on stderr at load and its default is used (the command
 //! checks its options before it starts the application, so that happens only when the
 //! library is used by hand).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use regex::Regex;
@@ -60,6 +67,10 @@ pub struct Settings {
     pub kernel: Option<Regex>,
     /// Kernels matching this are not replayed.
     pub exclude: Option<Regex>,
+    /// Selected dispatches that run once before any is replayed.
+    pub launch_skip: u64,
+    /// Most selected dispatches replayed after the skipped ones (`None`: all).
+    pub launch_count: Option<u64>,
     /// Hardware counters to collect (empty: none).
     pub metrics: Vec<String>,
 }
@@ -98,10 +109,17 @@ impl Settings {
                 })
                 .ok()
         };
+        let launch_count = config::try_setting(config::LAUNCH_COUNT, config::launch_count)
+            .unwrap_or_else(|message| {
+                eprintln!("{TOOL}: {message}; using the default (no limit)");
+                None
+            });
         Settings {
             passes,
             kernel: pattern(config::KERNEL),
             exclude: pattern(config::EXCLUDE),
+            launch_skip: config::setting(TOOL, config::LAUNCH_SKIP, 0, config::launch_skip),
+            launch_count,
             metrics: config::var(config::METRICS)
                 .map(|m| config::metric_names(&m))
                 .unwrap_or_default(),
@@ -122,6 +140,15 @@ impl Settings {
         };
         included && !excluded
     }
+
+    /// Whether the selected dispatch numbered `index` (0-based, among the dispatches
+    /// [`selects`](Self::selects) accepts) is replayed: not among the first `launch_skip`,
+    /// and among the `launch_count` after them.
+    pub fn in_launch_range(&self, index: u64) -> bool {
+        index
+            .checked_sub(self.launch_skip)
+            .is_some_and(|after| self.launch_count.is_none_or(|count| after < count))
+    }
 }
 
 /// The tool.
@@ -131,6 +158,8 @@ pub struct Timer {
     settings: Settings,
     timing: Context,
     metrics: MetricSets,
+    /// Selected dispatches counted so far: the next one's index in the launch range.
+    selected: AtomicU64,
 }
 
 impl Timer {
@@ -140,6 +169,7 @@ impl Timer {
             metrics: MetricSets::new(settings.metrics.clone()),
             settings,
             timing: Context::started("rocprof_replay_timer", &[Service::DispatchTiming]),
+            selected: AtomicU64::new(0),
         }
     }
 
@@ -156,6 +186,19 @@ impl Timer {
     /// The timing context (started).
     pub fn timing(&self) -> &Context {
         &self.timing
+    }
+
+    /// Whether a dispatch of the kernel called `name` is replayed: it is
+    /// [selected](Settings::selects), and counted among the selected dispatches (this call
+    /// counts it) it is [in the launch range](Settings::in_launch_range). Call it once per
+    /// dispatch: concurrent calls count in whichever order they come.
+    pub fn admits(&self, name: Option<&str>) -> bool {
+        if !self.settings.selects(name) {
+            return false;
+        }
+        // One counter and nothing else published through it: any order among threads will do.
+        let index = self.selected.fetch_add(1, Ordering::Relaxed);
+        self.settings.in_launch_range(index)
     }
 }
 
@@ -177,7 +220,7 @@ impl ReplayPolicy for Timer {
     type PassState = ();
 
     fn pass_count(&self, info: &DispatchInfo) -> PassPlan<Self> {
-        if !self.settings.selects(info.kernel_name.as_deref()) {
+        if !self.admits(info.kernel_name.as_deref()) {
             return PassPlan::skip();
         }
         match self.settings.passes {
@@ -246,8 +289,30 @@ mod tests {
             passes,
             kernel: kernel.map(|k| Regex::new(k).unwrap()),
             exclude: exclude.map(|x| Regex::new(x).unwrap()),
+            launch_skip: 0,
+            launch_count: None,
             metrics: Vec::new(),
         }
+    }
+
+    /// The outcome of each dispatch of `kernels`, in turn, through the real engine.
+    fn outcomes(tool: &Timer, kernels: &[&str]) -> Vec<OutcomeKind> {
+        let mut memory = vec![0u8; 4];
+        kernels
+            .iter()
+            .map(|k| {
+                simulate(tool, &dispatch(k), &mut memory, |m| m[0] += 1)
+                    .outcome
+                    .kind
+            })
+            .collect()
+    }
+
+    /// The indices of the `Replayed` outcomes.
+    fn replayed(outcomes: &[OutcomeKind]) -> Vec<usize> {
+        (0..outcomes.len())
+            .filter(|&i| outcomes[i] == OutcomeKind::Replayed)
+            .collect()
     }
 
     #[test]
@@ -275,6 +340,60 @@ mod tests {
         let run = simulate(&tool, &dispatch("mul"), &mut memory, |m| m[0] += 1);
         assert_eq!(run.outcome.kind, OutcomeKind::Skipped);
         assert_eq!(memory[0], 2);
+    }
+
+    #[test]
+    fn the_launch_range_replays_count_selected_dispatches_after_the_skipped_ones() {
+        let tool = Timer::new(Settings {
+            launch_skip: 2,
+            launch_count: Some(3),
+            ..settings(Passes::Fixed(2), None, None)
+        });
+        let kinds = outcomes(&tool, &["k"; 10]);
+        assert_eq!(replayed(&kinds), [2, 3, 4]);
+        assert!(
+            kinds
+                .iter()
+                .all(|k| matches!(k, OutcomeKind::Replayed | OutcomeKind::Skipped)),
+            "{kinds:?}"
+        );
+    }
+
+    #[test]
+    fn only_dispatches_the_kernel_filter_selects_count_toward_the_launch_range() {
+        let tool = Timer::new(Settings {
+            launch_skip: 1,
+            launch_count: Some(2),
+            ..settings(Passes::Fixed(2), Some("^inc"), Some("slow"))
+        });
+        // Selected: 1 (skipped), 3 and 4 (replayed), 6 (past the count); 2 and 5 are
+        // excluded and 0 is not matched: none of them counts.
+        let kinds = outcomes(
+            &tool,
+            &["add", "inc", "inc_slow", "inc", "inc", "inc_slow", "inc"],
+        );
+        assert_eq!(replayed(&kinds), [3, 4]);
+    }
+
+    #[test]
+    fn without_a_launch_count_every_selected_dispatch_after_the_skipped_ones_is_replayed() {
+        let tool = Timer::new(Settings {
+            launch_skip: 3,
+            ..settings(Passes::Fixed(2), None, None)
+        });
+        assert_eq!(replayed(&outcomes(&tool, &["k"; 8])), [3, 4, 5, 6, 7]);
+        let defaults = settings(Passes::Fixed(2), None, None);
+        assert!(
+            (0..1000)
+                .chain([u64::MAX])
+                .all(|i| defaults.in_launch_range(i))
+        );
+        let last = Settings {
+            launch_skip: u64::MAX,
+            launch_count: Some(u64::MAX),
+            ..defaults
+        };
+        assert!(last.in_launch_range(u64::MAX) && !last.in_launch_range(u64::MAX - 1));
     }
 
     #[test]
