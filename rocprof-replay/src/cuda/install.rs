@@ -202,6 +202,7 @@ pub(crate) fn shutdown() {
     if let Some(be) = BACKEND.get() {
         be.active.store(false, Ordering::Release);
         wait_for_windows(be);
+        super::profiler::end_sessions();
     }
 }
 

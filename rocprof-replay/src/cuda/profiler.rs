@@ -545,6 +545,11 @@ pub(crate) struct Modes {
     /// (`ROCPROF_REPLAY_CUPTI_API=legacy`; by default where a pass measures more than
     /// [`RANGE_PROFILER_RANGES`] launches, which CUDA 13.0's range profiler does not keep).
     pub(crate) legacy: bool,
+    /// Keep one legacy Profiler API session per context across windows
+    /// (`ROCPROF_REPLAY_CUPTI_SESSION=context`, the default; `window`: a session per window).
+    /// `BeginSession` costs 64–124 ms on an H100, more than the 12 counter passes of the
+    /// 29-metric set over 8 launches cost per launch (`docs/performance.md`).
+    pub(crate) keep_session: bool,
 }
 
 /// The user ranges per pass CUDA 13.0's range profiler keeps, whatever it is configured for
@@ -560,6 +565,7 @@ impl Default for Modes {
             flush_l2: true,
             ranges: 1,
             legacy: false,
+            keep_session: true,
         }
     }
 }
@@ -615,6 +621,17 @@ impl Modes {
                  (ROCPROF_REPLAY_CUPTI_RANGE=auto is ignored)"
             );
         }
+        let keep_session = match var("ROCPROF_REPLAY_CUPTI_SESSION").trim() {
+            "" | "context" => true,
+            "window" => false,
+            other => {
+                tracing::warn!(
+                    "ROCPROF_REPLAY_CUPTI_SESSION={other:?} is neither `context` nor `window`; \
+                     one session per context"
+                );
+                true
+            }
+        };
         Modes {
             decode_each: var("ROCPROF_REPLAY_CUPTI_DECODE") != "last",
             user_range: user_range || legacy,
@@ -622,9 +639,25 @@ impl Modes {
             flush_l2: cache.trim() != "none",
             ranges,
             legacy,
+            keep_session,
+        }
+    }
+
+    /// The ranges a legacy counter data image holds for sessions measuring `ranges` launches
+    /// per pass: one window's, or [`SESSION_RANGES`] rounded down to whole windows where the
+    /// session is kept across windows.
+    pub(crate) fn image_ranges(&self, ranges: u32) -> u32 {
+        if self.legacy && self.keep_session {
+            (SESSION_RANGES / ranges).max(1) * ranges
+        } else {
+            ranges
         }
     }
 }
+
+/// The ranges one kept legacy session's counter data image holds (then the next window begins
+/// a new session): 32 windows of 8 launches.
+pub(crate) const SESSION_RANGES: u32 = 256;
 
 /// A legacy counter data image's key: device ordinal, metric names, ranges.
 type ImageKey = (u32, Vec<String>, u32);
@@ -639,6 +672,8 @@ pub(crate) struct Profiler {
     /// Pristine counter data images for the legacy API, per (device, metric names, ranges):
     /// built once by the range profiler ([`Profiler::legacy_image`]).
     images: Mutex<HashMap<ImageKey, Arc<Vec<u8>>>>,
+    /// Each context's legacy Profiler API session ([`ContextSession`]).
+    sessions: Mutex<HashMap<usize, Arc<Mutex<ContextSession>>>>,
     modes: Modes,
 }
 
@@ -677,6 +712,7 @@ impl Profiler {
             devices: Mutex::new(HashMap::new()),
             contexts: Mutex::new(HashMap::new()),
             images: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
             modes,
         }
     }
@@ -808,12 +844,16 @@ impl Profiler {
         entry.clone().map(|p| p as *mut CUpti_RangeProfiler_Object)
     }
 
-    /// Context `ctx` is being destroyed: its range profiler goes with it.
+    /// Context `ctx` is being destroyed: its range profiler and its legacy session go with it.
     pub(crate) fn forget_context(&self, ctx: usize) {
+        let Ok(f) = self.fns() else { return };
+        let session = self.sessions.lock().remove(&ctx);
+        if let (Some(session), Some(legacy)) = (session, f.legacy) {
+            session.lock().end(&f, &legacy);
+        }
         let Some(Ok(object)) = self.contexts.lock().remove(&ctx) else {
             return;
         };
-        let Ok(f) = self.fns() else { return };
         let mut p = CUpti_RangeProfiler_Disable_Params {
             structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
             pRangeProfilerObject: object as *mut CUpti_RangeProfiler_Object,
@@ -821,6 +861,21 @@ impl Profiler {
         };
         if let Err((_, m)) = f.call("cuptiRangeProfilerDisable", f.disable, &mut p) {
             tracing::debug!("{m}");
+        }
+    }
+
+    /// Ends the legacy sessions kept open between windows (the backend stops). A session a
+    /// window is configured in is left to that window.
+    pub(crate) fn end_sessions(&self) {
+        let Ok(f) = self.fns() else { return };
+        let Some(legacy) = f.legacy else { return };
+        let sessions: Vec<_> = self.sessions.lock().values().cloned().collect();
+        for session in sessions {
+            if let Some(mut s) = session.try_lock()
+                && !s.configured
+            {
+                s.end(&f, &legacy);
+            }
         }
     }
 
@@ -869,17 +924,26 @@ impl Profiler {
         }
         if self.modes.legacy {
             let legacy = f.legacy.ok_or("this CUPTI has no legacy Profiler API")?;
-            let pristine = self.legacy_image(&f, ctx, ordinal, &config, &names, ranges)?;
-            let mut image = pristine.as_ref().clone();
-            let scratch = legacy_scratch(&f, &legacy, &mut image)?;
+            let capacity = self.modes.image_ranges(ranges);
+            let pristine = self.legacy_image(&f, &legacy, ctx, ordinal, &config, &names, ranges)?;
+            let shared = self
+                .sessions
+                .lock()
+                .entry(ctx)
+                .or_insert_with(|| Arc::new(Mutex::new(ContextSession::new(ctx))))
+                .clone();
             let api = Api::Legacy(LegacySession {
                 fns: legacy,
                 ctx: ctx as CUcontext,
-                scratch,
-                begun: false,
+                shared,
+                key: (names.iter().map(|n| (*n).to_owned()).collect(), ranges),
+                pristine,
+                capacity: capacity as usize,
+                keep: self.modes.keep_session,
                 configured: false,
+                window: None,
             });
-            return Ok(Session::new(f, api, config, image, ranges, self.modes));
+            return Ok(Session::new(f, api, config, Vec::new(), ranges, self.modes));
         }
         let object = self.context(&f, ctx)?;
         let image = range_image(&f, object, &config, ranges)?;
@@ -893,15 +957,20 @@ impl Profiler {
         ))
     }
 
-    /// A pristine counter data image of `config` for `ranges` ranges that the legacy API
-    /// accepts, built once per (device, set, ranges). The legacy API would build it from NVPW's
-    /// counter data prefix (`libnvperf_host`); the range profiler's image is the same format
-    /// (`cupti_pass_cost`'s legacy modes ran on it), so the context's range profiler is enabled
-    /// for the moment of building it and disabled again before any legacy session begins, as
-    /// `cupti_pass_cost` does (whether CUPTI lets both be on at once is not known).
+    /// A pristine counter data image of `config` for sessions measuring `ranges` launches per
+    /// pass ([`Modes::image_ranges`] ranges) that the legacy API accepts, built once per
+    /// (device, set, ranges). The legacy API would build it from NVPW's counter data prefix
+    /// (`libnvperf_host`); the range profiler's image is the same format (`cupti_pass_cost`'s
+    /// legacy modes ran on it), so the context's range profiler is enabled for the moment of
+    /// building it, outside any legacy session (a kept one is ended first), and disabled again,
+    /// as `cupti_pass_cost` does (whether CUPTI lets both be on at once is not known). A
+    /// context whose session another window is configured in at that moment gives this
+    /// dispatch no counters (the reason says so).
+    #[allow(clippy::too_many_arguments)]
     fn legacy_image(
         &self,
         f: &Fns,
+        legacy: &LegacyFns,
         ctx: usize,
         ordinal: u32,
         config: &Config,
@@ -919,6 +988,19 @@ impl Profiler {
         if let Some(image) = images.get(&key) {
             return Ok(image.clone());
         }
+        let session = self.sessions.lock().get(&ctx).cloned();
+        if let Some(session) = session {
+            let mut session = session.lock();
+            if session.configured {
+                return Err(
+                    "another window of this context is collecting counters through the legacy \
+                     Profiler API, and this metric set's first counter data image must be built \
+                     outside any session"
+                        .into(),
+                );
+            }
+            session.end(f, legacy);
+        }
         let mut enable = CUpti_RangeProfiler_Enable_Params {
             structSize: CUpti_RangeProfiler_Enable_Params_SIZE_12_6,
             ctx: ctx as CUcontext,
@@ -930,7 +1012,7 @@ impl Profiler {
         if object.is_null() {
             return Err("cuptiRangeProfilerEnable returned no profiler object".into());
         }
-        let built = range_image(f, object, config, ranges);
+        let built = range_image(f, object, config, self.modes.image_ranges(ranges));
         let mut disable = CUpti_RangeProfiler_Disable_Params {
             structSize: CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE,
             pRangeProfilerObject: object,
@@ -1046,15 +1128,150 @@ enum Api {
     Legacy(LegacySession),
 }
 
-/// A legacy Profiler API session (`cuptiProfilerBeginSession` .. `EndSession`).
-struct LegacySession {
-    fns: LegacyFns,
-    ctx: CUcontext,
+/// A context's legacy Profiler API session (`cuptiProfilerBeginSession` .. `EndSession`),
+/// shared by the windows of the context one after another ([`Modes::keep_session`]): begun by
+/// the first window that collects counters there, each window configured in it
+/// (`SetConfig` .. `UnsetConfig`) and adding its ranges to its counter data image, ended when
+/// the image has no room for another window, when a window needs another metric set or
+/// launches per pass, when a window ends inside it, or when the context goes.
+pub(crate) struct ContextSession {
+    /// The context (a `CUcontext`).
+    ctx: usize,
+    /// The metric names and launches per pass the session was begun for.
+    key: Option<SessionKey>,
+    /// The counter data image CUPTI writes (its address is CUPTI's from `BeginSession` to
+    /// `EndSession`: replaced only between sessions).
+    image: Vec<u8>,
     scratch: Vec<u8>,
     /// Between `BeginSession` and `EndSession`.
     begun: bool,
-    /// Between `SetConfig` and `UnsetConfig`.
+    /// A window is between `SetConfig` and `UnsetConfig`.
     configured: bool,
+    /// Ranges in the image (after the last window's flush), and how many it holds.
+    ranges: usize,
+    capacity: usize,
+    /// Sessions begun on the context: a window reads its values only from its own.
+    generation: u64,
+    /// Windows configured on the context (their range names are unique).
+    windows: u64,
+}
+
+/// What a kept legacy session serves: metric names and launches per pass.
+type SessionKey = (Vec<String>, u32);
+
+impl ContextSession {
+    fn new(ctx: usize) -> ContextSession {
+        ContextSession {
+            ctx,
+            key: None,
+            image: Vec::new(),
+            scratch: Vec::new(),
+            begun: false,
+            configured: false,
+            ranges: 0,
+            capacity: 0,
+            generation: 0,
+            windows: 0,
+        }
+    }
+
+    fn params(&self) -> CUpti_Profiler_Context_Params {
+        CUpti_Profiler_Context_Params {
+            structSize: CUpti_Profiler_Context_Params_STRUCT_SIZE,
+            ctx: self.ctx as CUcontext,
+            ..Default::default()
+        }
+    }
+
+    /// Begins a session over a copy of `pristine` (which holds `capacity` ranges) for `key`.
+    fn begin(
+        &mut self,
+        f: &Fns,
+        legacy: &LegacyFns,
+        key: &SessionKey,
+        pristine: &[u8],
+        capacity: usize,
+    ) -> Result<(), String> {
+        self.image = pristine.to_vec();
+        self.scratch = legacy_scratch(f, legacy, &mut self.image)?;
+        self.generation += 1;
+        self.ranges = 0;
+        self.capacity = capacity;
+        self.key = Some(key.clone());
+        let per_pass = key.1 as usize;
+        let mut p = CUpti_Profiler_BeginSession_Params {
+            structSize: CUpti_Profiler_BeginSession_Params_STRUCT_SIZE,
+            ctx: self.ctx as CUcontext,
+            counterDataImageSize: self.image.len(),
+            pCounterDataImage: self.image.as_mut_ptr(),
+            counterDataScratchBufferSize: self.scratch.len(),
+            pCounterDataScratchBuffer: self.scratch.as_mut_ptr(),
+            range: CUPTI_UserRange,
+            replayMode: CUPTI_UserReplay,
+            maxRangesPerPass: per_pass,
+            maxLaunchesPerPass: per_pass,
+            ..Default::default()
+        };
+        f.call("cuptiProfilerBeginSession", legacy.begin_session, &mut p)
+            .map_err(|(status, m)| enable_reason(status, m))?;
+        self.begun = true;
+        end_sessions_at_exit();
+        Ok(())
+    }
+
+    /// Whether a window measuring the launches of `key` fits in the open session.
+    fn fits(&self, key: &SessionKey) -> bool {
+        self.begun
+            && !self.configured
+            && self.key.as_ref() == Some(key)
+            && self.ranges + key.1 as usize <= self.capacity
+    }
+
+    /// Unconfigures (`UnsetConfig`) and ends (`EndSession`) what is open.
+    fn end(&mut self, f: &Fns, legacy: &LegacyFns) {
+        if self.configured {
+            self.configured = false;
+            let mut p = self.params();
+            if let Err((_, m)) = f.call("cuptiProfilerUnsetConfig", legacy.unset_config, &mut p) {
+                tracing::debug!("{m}");
+            }
+        }
+        if self.begun {
+            self.begun = false;
+            let mut p = self.params();
+            if let Err((_, m)) = f.call("cuptiProfilerEndSession", legacy.end_session, &mut p) {
+                tracing::warn!("the legacy Profiler API session did not end: {m}");
+            }
+        }
+    }
+}
+
+/// A window's part in its context's legacy session ([`ContextSession`]).
+struct LegacySession {
+    fns: LegacyFns,
+    ctx: CUcontext,
+    shared: Arc<Mutex<ContextSession>>,
+    key: SessionKey,
+    /// The pristine counter data image a new session starts from, and its ranges.
+    pristine: Arc<Vec<u8>>,
+    capacity: usize,
+    /// The session outlives the window ([`Modes::keep_session`]).
+    keep: bool,
+    /// Between this window's `SetConfig` and `UnsetConfig`.
+    configured: bool,
+    /// This window in the session, once configured.
+    window: Option<LegacyWindow>,
+}
+
+/// Where a window's ranges are in its session's image.
+#[derive(Clone, Copy)]
+struct LegacyWindow {
+    /// The session ([`ContextSession::generation`]).
+    generation: u64,
+    /// Ranges in the image before the window's.
+    first: usize,
+    /// The window's ranges, once flushed.
+    ranges: Option<usize>,
 }
 
 impl LegacySession {
@@ -1307,57 +1524,73 @@ impl Session {
         .map_err(|(status, m)| enable_reason(status, m))
     }
 
-    /// The legacy session: begun before the first counter pass (user ranges, user replay,
-    /// one range per launch the pass measures), configured before pass 0.
+    /// The window's place in its context's legacy session, before counter pass 0: the open
+    /// session where the window fits in it, else a new one (the old one ended); then
+    /// `SetConfig` and the window's range names (unique in the session: CUPTI matches a
+    /// range's passes by name).
     fn legacy_session(&mut self, pass: u32) -> Result<(), String> {
         let f = self.fns;
-        let ranges = self.names.len();
-        let (image, image_len) = (self.image.as_mut_ptr(), self.image.len());
-        let config = self.config.clone();
         let Api::Legacy(l) = &mut self.api else {
             return Err("not a legacy Profiler API session".into());
         };
-        let t = std::time::Instant::now();
-        if !l.begun {
-            let mut p = CUpti_Profiler_BeginSession_Params {
-                structSize: CUpti_Profiler_BeginSession_Params_STRUCT_SIZE,
-                ctx: l.ctx,
-                counterDataImageSize: image_len,
-                pCounterDataImage: image,
-                counterDataScratchBufferSize: l.scratch.len(),
-                pCounterDataScratchBuffer: l.scratch.as_mut_ptr(),
-                range: CUPTI_UserRange,
-                replayMode: CUPTI_UserReplay,
-                maxRangesPerPass: ranges,
-                maxLaunchesPerPass: ranges,
-                ..Default::default()
-            };
-            let begun = f
-                .call("cuptiProfilerBeginSession", l.fns.begin_session, &mut p)
-                .map_err(|(status, m)| enable_reason(status, m));
-            self.spent[Spent::BeginSession as usize] += t.elapsed();
-            begun?;
-            l.begun = true;
+        if l.configured {
+            return Ok(());
+        }
+        if pass != 0 {
+            return Err(format!(
+                "counter pass {pass} of a window not configured in a legacy session"
+            ));
+        }
+        let shared = l.shared.clone();
+        let mut session = shared.lock();
+        if session.configured {
+            // Windows of a context collect one after another (each holds the context).
+            return Err("another window is configured in this context's legacy session".into());
         }
         let t = std::time::Instant::now();
-        if pass == 0 && !l.configured {
-            let mut p = CUpti_Profiler_SetConfig_Params {
-                structSize: CUpti_Profiler_SetConfig_Params_STRUCT_SIZE,
-                ctx: l.ctx,
-                pConfig: config.image.as_ptr(),
-                configSize: config.image.len(),
-                minNestingLevel: 1,
-                numNestingLevels: 1,
-                passIndex: 0,
-                targetNestingLevel: 1,
-                ..Default::default()
-            };
-            let set = f
-                .call("cuptiProfilerSetConfig", l.fns.set_config, &mut p)
-                .map_err(|(_, m)| m);
-            self.spent[Spent::SetConfig as usize] += t.elapsed();
-            set?;
-            l.configured = true;
+        if !session.fits(&l.key) {
+            session.end(&f, &l.fns);
+            let begun = session.begin(&f, &l.fns, &l.key, &l.pristine, l.capacity);
+            self.spent[Spent::BeginSession as usize] += t.elapsed();
+            begun?;
+        }
+        let t = std::time::Instant::now();
+        let mut p = CUpti_Profiler_SetConfig_Params {
+            structSize: CUpti_Profiler_SetConfig_Params_STRUCT_SIZE,
+            ctx: l.ctx,
+            pConfig: self.config.image.as_ptr(),
+            configSize: self.config.image.len(),
+            minNestingLevel: 1,
+            numNestingLevels: 1,
+            passIndex: 0,
+            targetNestingLevel: 1,
+            ..Default::default()
+        };
+        let set = f
+            .call("cuptiProfilerSetConfig", l.fns.set_config, &mut p)
+            .map_err(|(_, m)| m);
+        self.spent[Spent::SetConfig as usize] += t.elapsed();
+        if let Err(why) = set {
+            // Not knowing what CUPTI kept of it, the next window begins anew.
+            session.end(&f, &l.fns);
+            return Err(why);
+        }
+        session.configured = true;
+        session.windows += 1;
+        l.configured = true;
+        l.window = Some(LegacyWindow {
+            generation: session.generation,
+            first: session.ranges,
+            ranges: None,
+        });
+        if l.keep {
+            let window = session.windows;
+            self.names = (0..self.names.len() as u32)
+                .map(|r| {
+                    CString::new(format!("rocprof-replay window {window} dispatch {r}"))
+                        .unwrap_or_default()
+                })
+                .collect();
         }
         Ok(())
     }
@@ -1456,18 +1689,7 @@ impl Session {
             }
             // The legacy API writes the image once, when every pass is in.
             Api::Legacy(_) if !self.all_submitted => return,
-            Api::Legacy(l) => {
-                let mut p = CUpti_Profiler_FlushCounterData_Params {
-                    structSize: CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE,
-                    ctx: l.ctx,
-                    ..Default::default()
-                };
-                let flushed = f
-                    .call("cuptiProfilerFlushCounterData", l.fns.flush, &mut p)
-                    .map(|()| p.numRangesDropped);
-                self.end_legacy();
-                flushed
-            }
+            Api::Legacy(_) => self.end_legacy_window().map_err(|m| (CUPTI_SUCCESS, m)),
         };
         match decoded {
             Ok(0) => self.decoded = true,
@@ -1476,32 +1698,63 @@ impl Session {
         }
     }
 
-    /// Ends the legacy session, if one is begun (`UnsetConfig`, `EndSession`): the context's
-    /// profiler is free for the next window.
-    fn end_legacy(&mut self) {
+    /// After the window's last pass: `FlushCounterData` (the ranges dropped), `UnsetConfig`,
+    /// and the window's ranges counted in the image (`GetCounterDataInfo`: those past the
+    /// ones before it). The session stays open for the next window where it is kept and all
+    /// went well; otherwise it ends (`EndSession`).
+    fn end_legacy_window(&mut self) -> Result<usize, String> {
         let f = self.fns;
-        let t = std::time::Instant::now();
         let Api::Legacy(l) = &mut self.api else {
-            return;
+            return Err("not a legacy Profiler API session".into());
         };
-        let ended = l.begun || l.configured;
-        if l.configured {
-            l.configured = false;
-            let mut p = l.context_params();
+        let mut p = CUpti_Profiler_FlushCounterData_Params {
+            structSize: CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE,
+            ctx: l.ctx,
+            ..Default::default()
+        };
+        let flushed = f
+            .call("cuptiProfilerFlushCounterData", l.fns.flush, &mut p)
+            .map(|()| p.numRangesDropped)
+            .map_err(|(_, m)| m);
+        let t = std::time::Instant::now();
+        let shared = l.shared.clone();
+        let mut session = shared.lock();
+        l.configured = false;
+        if session.configured {
+            session.configured = false;
+            let mut p = session.params();
             if let Err((_, m)) = f.call("cuptiProfilerUnsetConfig", l.fns.unset_config, &mut p) {
                 tracing::debug!("{m}");
             }
         }
-        if l.begun {
-            l.begun = false;
-            let mut p = l.context_params();
-            if let Err((_, m)) = f.call("cuptiProfilerEndSession", l.fns.end_session, &mut p) {
-                tracing::warn!("the legacy Profiler API session did not end: {m}");
-            }
+        let counted = image_ranges(&f, &session.image);
+        if let (Ok(total), Some(w)) = (&counted, &mut l.window) {
+            session.ranges = *total;
+            w.ranges = Some(total.saturating_sub(w.first));
         }
-        if ended {
-            self.spent[Spent::EndSession as usize] += t.elapsed();
+        if !l.keep || flushed.is_err() || counted.is_err() {
+            session.end(&f, &l.fns);
         }
+        self.spent[Spent::EndSession as usize] += t.elapsed();
+        counted?;
+        flushed
+    }
+
+    /// A window that ends configured in its legacy session (a failure, or a window dropped
+    /// before its last pass): the session is unconfigured and ended, not knowing what CUPTI
+    /// kept of the window; the next window begins a new one.
+    fn end_legacy(&mut self) {
+        let f = self.fns;
+        let Api::Legacy(l) = &mut self.api else {
+            return;
+        };
+        if !l.configured {
+            return;
+        }
+        l.configured = false;
+        let t = std::time::Instant::now();
+        l.shared.lock().end(&f, &l.fns);
+        self.spent[Spent::EndSession as usize] += t.elapsed();
     }
 
     /// The values of counter pass `pass`, which just completed, in [`MetricSet::pass`]
@@ -1561,29 +1814,51 @@ impl Session {
         values
     }
 
-    /// `GetCounterDataInfo` (once) and the evaluation of every metric of range `range` of
-    /// the decoded image.
+    /// The evaluation of every metric of this window's `range`th range: in the decoded image
+    /// of the range profiler (`GetCounterDataInfo` once), or in the context's legacy session
+    /// image, past the ranges of the windows before this one.
     fn evaluate(&mut self, range: u32) -> Result<Vec<u64>, String> {
         let f = self.fns;
+        if let Api::Legacy(l) = &self.api {
+            let Some(LegacyWindow {
+                generation,
+                first,
+                ranges: Some(total),
+            }) = l.window
+            else {
+                return Err("the window's counter ranges were not flushed".into());
+            };
+            let session = l.shared.lock();
+            if session.generation != generation {
+                return Err(
+                    "the context's legacy Profiler API session was replaced before this \
+                     window's values were read"
+                        .into(),
+                );
+            }
+            return self.evaluate_in(&session.image, first, total, range);
+        }
         let total = match self.total_ranges {
             Some(n) => n,
             None => {
-                let mut info = CUpti_RangeProfiler_GetCounterDataInfo_Params {
-                    structSize: CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
-                    pCounterDataImage: self.image.as_ptr(),
-                    counterDataImageSize: self.image.len(),
-                    ..Default::default()
-                };
-                f.call(
-                    "cuptiRangeProfilerGetCounterDataInfo",
-                    f.data_info,
-                    &mut info,
-                )
-                .map_err(|(_, m)| m)?;
-                self.total_ranges = Some(info.numTotalRanges);
-                info.numTotalRanges
+                let n = image_ranges(&f, &self.image)?;
+                self.total_ranges = Some(n);
+                n
             }
         };
+        self.evaluate_in(&self.image, 0, total, range)
+    }
+
+    /// Every metric of range `first + range` of `image`, where this window's ranges are
+    /// `first..first + total`.
+    fn evaluate_in(
+        &self,
+        image: &[u8],
+        first: usize,
+        total: usize,
+        range: u32,
+    ) -> Result<Vec<u64>, String> {
+        let f = self.fns;
         if total == 0 {
             return Err("CUPTI recorded no range for the pass's launch".into());
         }
@@ -1609,9 +1884,9 @@ impl Session {
         let mut p = CUpti_Profiler_Host_EvaluateToGpuValues_Params {
             structSize: CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
             pHostObject: host.ptr,
-            pCounterDataImage: self.image.as_ptr(),
-            counterDataImageSize: self.image.len(),
-            rangeIndex: range as usize,
+            pCounterDataImage: image.as_ptr(),
+            counterDataImageSize: image.len(),
+            rangeIndex: first + range as usize,
             ppMetricNames: ptrs.as_mut_ptr(),
             numMetrics: ptrs.len(),
             pMetricValues: values.as_mut_ptr(),
@@ -1626,6 +1901,23 @@ impl Session {
         drop(host);
         Ok(values.into_iter().map(f64::to_bits).collect())
     }
+}
+
+/// The ranges in a decoded counter data image (`GetCounterDataInfo`).
+fn image_ranges(f: &Fns, image: &[u8]) -> Result<usize, String> {
+    let mut info = CUpti_RangeProfiler_GetCounterDataInfo_Params {
+        structSize: CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
+        pCounterDataImage: image.as_ptr(),
+        counterDataImageSize: image.len(),
+        ..Default::default()
+    };
+    f.call(
+        "cuptiRangeProfilerGetCounterDataInfo",
+        f.data_info,
+        &mut info,
+    )
+    .map_err(|(_, m)| m)?;
+    Ok(info.numTotalRanges)
 }
 
 impl Drop for Session {
@@ -1731,6 +2023,26 @@ pub(crate) fn prepare(
 /// profiler).
 pub(crate) fn ranges_per_pass() -> u32 {
     current().map_or(1, |p| if p.fns.is_ok() { p.modes.ranges } else { 1 })
+}
+
+/// See [`Profiler::end_sessions`].
+pub(crate) fn end_sessions() {
+    if let Some(p) = current() {
+        p.end_sessions();
+    }
+}
+
+/// Has the process's exit end the legacy sessions kept open ([`end_sessions`]), before the
+/// CUDA runtime's teardown (registered after it, at the first session).
+fn end_sessions_at_exit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn at_exit() {
+        let _ = std::panic::catch_unwind(end_sessions);
+    }
+    ONCE.call_once(|| {
+        // SAFETY: registering a plain extern "C" function with no captured state.
+        unsafe { libc::atexit(at_exit) };
+    });
 }
 
 /// See [`Profiler::forget_context`].

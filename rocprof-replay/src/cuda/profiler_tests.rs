@@ -64,6 +64,18 @@ pub(crate) struct FakeCupti {
     in_pass: bool,
     /// The last configuration was the legacy API's.
     legacy_image: bool,
+    /// The ranges a counter data image must be built for (`GetCounterDataSize`; 0: as
+    /// [`ranges_per_pass`](Self::ranges_per_pass)).
+    pub(crate) image_ranges: usize,
+    /// Legacy API: the ranges the session's image holds (flushed windows), and how many it
+    /// can (the last image built).
+    session_ranges: usize,
+    image_capacity: usize,
+    /// Legacy API: range names of the session's earlier windows, and of this window.
+    session_names: Vec<String>,
+    window_names: Vec<String>,
+    /// `BeginSession` calls.
+    pub(crate) sessions_begun: usize,
 }
 
 static FAKE: Mutex<Option<FakeCupti>> = Mutex::new(None);
@@ -352,6 +364,14 @@ fn pushed(name: *const c_char) -> CUptiResult {
     f.pushed = true;
     f.pushes += 1;
     f.most_pushes = f.most_pushes.max(f.pushes);
+    if f.legacy_image && f.session_names.contains(&name) {
+        // CUPTI matches a range's passes by name: an earlier window's name would merge.
+        f.bad
+            .push(format!("range {name:?} reused in a legacy session"));
+    }
+    if f.legacy_image && !f.window_names.contains(&name) {
+        f.window_names.push(name.clone());
+    }
     f.range_names.push(name);
     f.kernels_per_range.push(0);
     CUPTI_SUCCESS
@@ -365,8 +385,9 @@ fn kept_ranges() -> usize {
         return 1;
     }
     if f.legacy_image {
-        // The legacy API keeps every range (docs/performance.md).
-        return f.most_pushes;
+        // The legacy API keeps every range (docs/performance.md): the session's image holds
+        // those of every window flushed into it.
+        return f.session_ranges;
     }
     f.keep.map_or(f.most_pushes, |k| f.most_pushes.min(k))
 }
@@ -428,7 +449,13 @@ unsafe extern "C" fn data_size(
     // SAFETY: the caller's block.
     unsafe {
         let p = &mut *p;
-        let ranges = fake().ranges_per_pass.max(1);
+        let f = fake();
+        let ranges = match f.image_ranges {
+            0 => f.ranges_per_pass.max(1),
+            n => n,
+        };
+        drop(f);
+        fake().image_capacity = ranges;
         if p.maxNumOfRanges != ranges
             || p.maxNumRangeTreeNodes as usize != ranges
             || p.numMetrics == 0
@@ -524,6 +551,10 @@ unsafe extern "C" fn legacy_begin_session(
     }
     f.session = true;
     f.range = CUPTI_UserRange;
+    f.sessions_begun += 1;
+    f.session_ranges = 0;
+    f.session_names.clear();
+    f.window_names.clear();
     CUPTI_SUCCESS
 }
 unsafe extern "C" fn legacy_end_session(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
@@ -558,6 +589,9 @@ unsafe extern "C" fn legacy_set_config(p: *mut CUpti_Profiler_SetConfig_Params) 
     f.configured = true;
     f.legacy_image = true;
     f.stops = 0;
+    f.most_pushes = 0;
+    let window = std::mem::take(&mut f.window_names);
+    f.session_names.extend(window);
     CUPTI_SUCCESS
 }
 /// A legacy call `name` that takes only the context: `ok` says whether the fake's state allows
@@ -645,8 +679,12 @@ unsafe extern "C" fn legacy_flush(p: *mut CUpti_Profiler_FlushCounterData_Params
         f.bad
             .push("FlushCounterData before every pass ended".into());
     }
+    // The window's ranges join the image's; what does not fit is dropped.
+    let room = f.image_capacity.saturating_sub(f.session_ranges);
+    let kept = f.most_pushes.min(room);
+    f.session_ranges += kept;
     // SAFETY: the caller's block.
-    unsafe { (*p).numRangesDropped = 0 };
+    unsafe { (*p).numRangesDropped = f.most_pushes - kept };
     CUPTI_SUCCESS
 }
 
@@ -1155,7 +1193,12 @@ fn run_legacy(session: &mut Session, passes: u32, launches: u32) -> Vec<Result<V
 fn the_legacy_api_measures_each_launch_of_a_pass_in_a_range_of_its_own() {
     let _g = reset(2);
     fake().ranges_per_pass = 4;
-    let (p, seen) = profiler(fake_symbols(), legacy_modes(4));
+    // A session per window (ROCPROF_REPLAY_CUPTI_SESSION=window): its image holds one window.
+    let modes = Modes {
+        keep_session: false,
+        ..legacy_modes(4)
+    };
+    let (p, seen) = profiler(fake_symbols(), modes);
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
     take_log();
@@ -1211,8 +1254,8 @@ fn the_legacy_api_measures_each_launch_of_a_pass_in_a_range_of_its_own() {
         let end = [
             "FlushCounterData",
             "UnsetConfig",
-            "EndSession",
             "GetCounterDataInfo",
+            "EndSession",
             "Evaluate",
             "Evaluate",
             "Evaluate",
@@ -1230,6 +1273,7 @@ fn the_legacy_api_measures_each_launch_of_a_pass_in_a_range_of_its_own() {
 fn a_legacy_session_ended_inside_a_pass_ends_the_pass_and_the_session() {
     let _g = reset(3);
     fake().ranges_per_pass = 4;
+    fake().image_ranges = SESSION_RANGES as usize;
     let (p, seen) = profiler(fake_symbols(), legacy_modes(4));
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
@@ -1337,4 +1381,128 @@ fn past_what_the_range_profiler_keeps_the_legacy_api_is_chosen_unless_asked_othe
             .map(|(_, v)| (*v).to_owned())
     });
     assert!(m.legacy && m.user_range, "{m:?}");
+}
+
+/// Range `r` of a window: the fake's values for image range `index`.
+fn range_values(index: usize) -> Vec<f64> {
+    NAMES
+        .iter()
+        .map(|n| n.len() as f64 + 0.25 + 1000.0 * index as f64)
+        .collect()
+}
+
+fn floats(v: Result<Vec<u64>, String>) -> Vec<f64> {
+    v.unwrap().into_iter().map(f64::from_bits).collect()
+}
+
+#[test]
+fn a_kept_legacy_session_serves_window_after_window_until_its_image_is_full() {
+    let _g = reset(1);
+    fake().ranges_per_pass = 4;
+    let modes = legacy_modes(4);
+    let per_session = (modes.image_ranges(4) / 4) as usize;
+    assert_eq!(per_session, 64, "the image holds 64 windows of 4 launches");
+    fake().image_ranges = modes.image_ranges(4) as usize;
+    let (p, seen) = profiler(fake_symbols(), modes);
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    take_log();
+    for window in 0..per_session + 1 {
+        let mut s = p.prepare(CTX, 0, &set, 4).unwrap();
+        let values = run_legacy(&mut s, 1, 4);
+        // Each window's launches are its own ranges of the session's image, past the ranges
+        // of the windows before it (the first window of a new session starts at 0 again).
+        let first = (window % per_session) * 4;
+        for (r, v) in values.into_iter().enumerate() {
+            assert_eq!(
+                floats(v),
+                range_values(first + r),
+                "window {window} launch {r}"
+            );
+        }
+        drop(s);
+    }
+    let log = take_log();
+    assert_eq!(
+        (
+            count(&log, "BeginSession"),
+            count(&log, "EndSession"),
+            count(&log, "SetConfig"),
+            count(&log, "UnsetConfig"),
+        ),
+        (2, 1, per_session + 1, per_session + 1),
+        "a session for 64 windows, then a new one"
+    );
+    // The image is built once; the scratch buffer once per session.
+    assert_eq!(count(&log, "CounterDataImageInitialize"), 1);
+    assert_eq!(count(&log, "InitializeScratchBuffer"), 2);
+    let f = fake();
+    assert!(f.bad.is_empty(), "{:?}", f.bad);
+    assert_eq!(f.sessions_begun, 2);
+}
+
+#[test]
+fn a_new_metric_set_on_a_context_with_a_kept_session_ends_it_first() {
+    let _g = reset(1);
+    fake().ranges_per_pass = 4;
+    let modes = legacy_modes(4);
+    fake().image_ranges = modes.image_ranges(4) as usize;
+    let (p, seen) = profiler(fake_symbols(), modes);
+    let c = catalog(&p, &seen);
+    let first = MetricSet::new(&c, NAMES).unwrap();
+    let second = MetricSet::new(&c, &NAMES[..2]).unwrap();
+    let mut s = p.prepare(CTX, 0, &first, 4).unwrap();
+    assert!(run_legacy(&mut s, 1, 4).into_iter().all(|v| v.is_ok()));
+    drop(s);
+    take_log();
+    // The second set's image is built by the range profiler, outside any session (the fake
+    // flags a range profiler enabled inside one), and its windows get a session of their own.
+    let mut s = p.prepare(CTX, 0, &second, 4).unwrap();
+    let values = run_legacy(&mut s, 1, 4);
+    assert!(values.iter().all(Result::is_ok), "{values:?}");
+    let log = take_log();
+    let at = |name: &str| log.iter().position(|l| l == name).unwrap();
+    assert!(at("EndSession") < at("Enable"), "{log:?}");
+    assert!(at("Disable") < at("BeginSession"), "{log:?}");
+    // A window of the first set again: the second set's session does not fit it.
+    let mut s = p.prepare(CTX, 0, &first, 4).unwrap();
+    let values = run_legacy(&mut s, 1, 4);
+    assert_eq!(floats(values[3].clone()), range_values(3), "a new session");
+    let log = take_log();
+    assert_eq!(
+        (count(&log, "EndSession"), count(&log, "BeginSession")),
+        (1, 1),
+        "{log:?}"
+    );
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
+}
+
+#[test]
+fn a_kept_legacy_session_ends_with_its_context_or_the_backend() {
+    let _g = reset(1);
+    fake().ranges_per_pass = 4;
+    let modes = legacy_modes(4);
+    fake().image_ranges = modes.image_ranges(4) as usize;
+    let (p, seen) = profiler(fake_symbols(), modes);
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    let window = || {
+        let mut s = p.prepare(CTX, 0, &set, 4).unwrap();
+        assert!(run_legacy(&mut s, 1, 4).into_iter().all(|v| v.is_ok()));
+    };
+    window();
+    take_log();
+    p.forget_context(CTX);
+    assert_eq!(
+        take_log(),
+        ["EndSession"],
+        "the destroyed context's session"
+    );
+    window();
+    assert_eq!(count(&take_log(), "BeginSession"), 1, "a new session");
+    p.end_sessions();
+    assert_eq!(take_log(), ["EndSession"], "as the backend stops");
+    p.end_sessions();
+    assert!(take_log().is_empty(), "nothing left open");
+    assert!(fake().bad.is_empty(), "{:?}", fake().bad);
 }
