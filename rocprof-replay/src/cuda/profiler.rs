@@ -54,6 +54,10 @@
 //! range profiler (enabled on the context only to build it, once per set and K:
 //! [`Profiler::legacy_image`]) and is evaluated as the range profiler's is. A CUPTI without the
 //! legacy API keeps the range profiler and at most two launches per pass (a warning says so).
+//! By default one session serves the context's windows one after another
+//! ([`ContextSession`], [`Modes::keep_session`]): `BeginSession` once per [`SESSION_RANGES`]
+//! ranges, each window configured in it, its ranges named uniquely and evaluated past the
+//! earlier windows'.
 //!
 //! # Decoding
 //! `DecodeData` runs after every counter pass (it must follow a `Stop`). With
