@@ -1391,6 +1391,17 @@ fn range_values(index: usize) -> Vec<f64> {
         .collect()
 }
 
+/// A profiler measuring four launches per pass through the legacy API with the context's
+/// session kept across windows (the default), and device 0's catalog.
+fn kept_sessions() -> (Arc<Profiler>, CounterCatalog) {
+    fake().ranges_per_pass = 4;
+    let modes = legacy_modes(4);
+    fake().image_ranges = modes.image_ranges(4) as usize;
+    let (p, seen) = profiler(fake_symbols(), modes);
+    let c = catalog(&p, &seen);
+    (p, c)
+}
+
 fn floats(v: Result<Vec<u64>, String>) -> Vec<f64> {
     v.unwrap().into_iter().map(f64::from_bits).collect()
 }
@@ -1444,11 +1455,7 @@ fn a_kept_legacy_session_serves_window_after_window_until_its_image_is_full() {
 #[test]
 fn a_new_metric_set_on_a_context_with_a_kept_session_ends_it_first() {
     let _g = reset(1);
-    fake().ranges_per_pass = 4;
-    let modes = legacy_modes(4);
-    fake().image_ranges = modes.image_ranges(4) as usize;
-    let (p, seen) = profiler(fake_symbols(), modes);
-    let c = catalog(&p, &seen);
+    let (p, c) = kept_sessions();
     let first = MetricSet::new(&c, NAMES).unwrap();
     let second = MetricSet::new(&c, &NAMES[..2]).unwrap();
     let mut s = p.prepare(CTX, 0, &first, 4).unwrap();
@@ -1480,11 +1487,7 @@ fn a_new_metric_set_on_a_context_with_a_kept_session_ends_it_first() {
 #[test]
 fn a_kept_legacy_session_ends_with_its_context_or_the_backend() {
     let _g = reset(1);
-    fake().ranges_per_pass = 4;
-    let modes = legacy_modes(4);
-    fake().image_ranges = modes.image_ranges(4) as usize;
-    let (p, seen) = profiler(fake_symbols(), modes);
-    let c = catalog(&p, &seen);
+    let (p, c) = kept_sessions();
     let set = MetricSet::new(&c, NAMES).unwrap();
     let window = || {
         let mut s = p.prepare(CTX, 0, &set, 4).unwrap();
