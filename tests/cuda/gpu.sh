@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab counter-runs ce-block defer-probes (default: all but the last twenty)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab counter-runs counters-steady ce-block defer-probes (default: all but the last twenty)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -453,6 +453,39 @@ PY2
     else
       echo "cupti_pass_cost: nvcc failed"
     fi
+    ;;
+  counters-steady)
+    # The 29-metric set (12 counter passes) on the GPT-2 step's steady state: a 3-step run with
+    # the first STEADY_SKIP launches (construction and step 1) skipped and the next
+    # STEADY_COUNT replayed (--launch-skip/--launch-count), K = 8 through the legacy API with
+    # one session per context and one per window, and ncu on 50 of the same launches; each
+    # against the plain run's wall time (steady.py), with the calls that ended runs (info log).
+    step "counters-steady: the GPT-2 step's steady state, ours (K = 8) against ncu --metrics"
+    c=$out/steady; mkdir -p "$c"
+    export ROCPROF_REPLAY_TIMER_LIB=$here/librocprof_replay_timer.so
+    M29=sm__cycles_elapsed.avg,sm__cycles_active.avg,sm__inst_executed.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_atom.sum,lts__t_sectors_op_red.sum,lts__t_sector_hit_rate.pct,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__throughput.avg.pct_of_peak_sustained_active,smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct,smsp__thread_inst_executed_per_inst_executed.ratio
+    skip=${STEADY_SKIP:-2400} count=${STEADY_COUNT:-400}
+    g="python3 $here/cuda/gpt2_step.py --steps 3"
+    timed() { # name command...: the command's wall time into $c/gpt2.<name>.wall
+      local n=$1 t0 t1; shift
+      t0=$(date +%s.%N); "$@"; echo "$n: exit $?"; t1=$(date +%s.%N)
+      awk "BEGIN{print $t1 - $t0}" > "$c/gpt2.$n.wall"
+    }
+    timed plain $g --out "$c/gpt2.plain.out.json" > "$c/gpt2.plain.stdout" 2>&1
+    for s in context window; do
+      ROCPROF_REPLAY_LOG=info ROCPROF_REPLAY_CUPTI_RUN=8 ROCPROF_REPLAY_CUPTI_SESSION=$s \
+        timed $s timeout 300 "$here/rocprof-replay" run --runtime cuda --passes 1 --metrics "$M29" \
+        --launch-skip "$skip" --launch-count "$count" -q -o "$c/gpt2.$s.json" -- \
+        $g --out "$c/gpt2.$s.out.json" > "$c/gpt2.$s.stdout" 2> "$c/gpt2.$s.stderr"
+      grep -i 'panic\|error\|warn' "$c/gpt2.$s.stderr" | cut -c1-250 | sort | uniq -c | sort -rn | head -6
+      grep -o 'call=[A-Za-z0-9_]*' "$c/gpt2.$s.stderr" | sort | uniq -c | sort -rn | head -8
+    done
+    if command -v ncu >/dev/null; then
+      timed ncu timeout 240 ncu --csv --print-units base --clock-control none --cache-control all \
+        --metrics "$M29" --launch-skip "$skip" --launch-count 50 $g --out "$c/gpt2.ncu.out.json" \
+        > "$c/gpt2.ncu.csv" 2> "$c/gpt2.ncu.err"
+    fi
+    python3 "$here/cuda/steady.py" "$c"
     ;;
   counter-runs)
     # Several launches per counter pass (ROCPROF_REPLAY_CUPTI_RUN=K, opt-in): counters_check
