@@ -554,6 +554,9 @@ pub(crate) struct Modes {
     /// `BeginSession` costs 64–124 ms on an H100, more than the 12 counter passes of the
     /// 29-metric set over 8 launches cost per launch (`docs/performance.md`).
     pub(crate) keep_session: bool,
+    /// Windows one kept session serves (`ROCPROF_REPLAY_CUPTI_SESSION=N`; `None`: as many as
+    /// fit [`SESSION_RANGES`] ranges).
+    pub(crate) session_windows: Option<u32>,
 }
 
 /// The user ranges per pass CUDA 13.0's range profiler keeps, whatever it is configured for
@@ -570,6 +573,7 @@ impl Default for Modes {
             ranges: 1,
             legacy: false,
             keep_session: true,
+            session_windows: None,
         }
     }
 }
@@ -625,16 +629,21 @@ impl Modes {
                  (ROCPROF_REPLAY_CUPTI_RANGE=auto is ignored)"
             );
         }
-        let keep_session = match var("ROCPROF_REPLAY_CUPTI_SESSION").trim() {
-            "" | "context" => true,
-            "window" => false,
-            other => {
-                tracing::warn!(
-                    "ROCPROF_REPLAY_CUPTI_SESSION={other:?} is neither `context` nor `window`; \
-                     one session per context"
-                );
-                true
-            }
+        let session = var("ROCPROF_REPLAY_CUPTI_SESSION");
+        let (keep_session, session_windows) = match session.trim() {
+            "" | "context" => (true, None),
+            "window" => (false, None),
+            other => match other.parse::<u32>() {
+                Ok(n) if (1..=MAX_SESSION_WINDOWS).contains(&n) => (true, Some(n)),
+                _ => {
+                    tracing::warn!(
+                        "ROCPROF_REPLAY_CUPTI_SESSION={other:?} is neither `context`, `window` \
+                         nor a number of windows per session (1 to {MAX_SESSION_WINDOWS}); one \
+                         session per context"
+                    );
+                    (true, None)
+                }
+            },
         };
         Modes {
             decode_each: var("ROCPROF_REPLAY_CUPTI_DECODE") != "last",
@@ -644,20 +653,27 @@ impl Modes {
             ranges,
             legacy,
             keep_session,
+            session_windows,
         }
     }
 
     /// The ranges a legacy counter data image holds for sessions measuring `ranges` launches
-    /// per pass: one window's, or [`SESSION_RANGES`] rounded down to whole windows where the
-    /// session is kept across windows.
+    /// per pass: one window's, or where the session is kept across windows, those of
+    /// [`session_windows`](Self::session_windows) windows (by default [`SESSION_RANGES`]
+    /// rounded down to whole windows).
     pub(crate) fn image_ranges(&self, ranges: u32) -> u32 {
-        if self.legacy && self.keep_session {
-            (SESSION_RANGES / ranges).max(1) * ranges
-        } else {
-            ranges
+        if !(self.legacy && self.keep_session) {
+            return ranges;
         }
+        let windows = self
+            .session_windows
+            .unwrap_or((SESSION_RANGES / ranges).max(1));
+        windows.saturating_mul(ranges)
     }
 }
+
+/// Most windows one kept legacy session may serve (`ROCPROF_REPLAY_CUPTI_SESSION=N`).
+pub(crate) const MAX_SESSION_WINDOWS: u32 = 256;
 
 /// The ranges one kept legacy session's counter data image holds (then the next window begins
 /// a new session): 32 windows of 8 launches.

@@ -1509,3 +1509,29 @@ fn a_kept_legacy_session_ends_with_its_context_or_the_backend() {
     assert!(take_log().is_empty(), "nothing left open");
     assert!(fake().bad.is_empty(), "{:?}", fake().bad);
 }
+
+#[test]
+fn the_session_setting_chooses_per_window_or_windows_per_kept_session() {
+    let ranges_for = |session: &str, run: &str| {
+        let m = Modes::from_lookup(|n| match n {
+            "ROCPROF_REPLAY_CUPTI_SESSION" => Some(session.to_owned()),
+            "ROCPROF_REPLAY_CUPTI_RUN" => Some(run.to_owned()),
+            _ => None,
+        });
+        (m.keep_session, m.image_ranges(m.ranges))
+    };
+    // Kept (the default): 256 ranges in whole windows.
+    assert_eq!(ranges_for("", "8"), (true, 256));
+    assert_eq!(ranges_for("context", "12"), (true, 252));
+    assert_eq!(ranges_for("", "64"), (true, 256));
+    // A number of windows per session.
+    assert_eq!(ranges_for("8", "8"), (true, 64));
+    assert_eq!(ranges_for("1", "4"), (true, 4));
+    // A session per window: one window's ranges.
+    assert_eq!(ranges_for("window", "8"), (false, 8));
+    // Not a setting: the default, said in a warning.
+    assert_eq!(ranges_for("0", "8"), (true, 256));
+    assert_eq!(ranges_for("lots", "8"), (true, 256));
+    // The range profiler keeps its one window's image whatever is asked.
+    assert_eq!(ranges_for("8", "2"), (true, 2));
+}
