@@ -366,6 +366,53 @@ fn a_window_waits_for_work_behind_a_gate_that_opens_on_the_replay_queue() {
     );
 }
 
+#[test]
+fn a_window_that_ends_early_keeps_other_queues_out_until_its_queued_restores_are_done() {
+    let (exe, kernels) = stress_probe();
+    let records = records_path("restore-behind-run");
+    let lib = tool_lib("e2e_plan_tool");
+    let run = run_on_emu(
+        &exe,
+        &[kernels.to_str().unwrap()],
+        &[
+            ("LD_PRELOAD", lib.to_str().unwrap()),
+            ("STRESS_MODE", "restore-behind-run"),
+            // inc_in_place (not replayed) comes 100 ms into stress_replayed's window, while
+            // its first pass's on_pass sleeps: it waits behind the isolation gate.
+            ("STRESS_GO_MS", "100"),
+            ("E2E_KERNEL", "stress_replayed"),
+            ("E2E_PLAN", "exactly:4"),
+            ("E2E_AHEAD", "1"),
+            ("E2E_PASS_SLEEP_MS", "300"),
+            // The window ends early, in pass 2's on_pass, with slow restores still queued.
+            ("E2E_PANIC", "on_pass:2"),
+            ("E2E_PANIC_KERNEL", "stress_replayed"),
+            ("HSA_EMU_COPY_DELAY_MS", "150"),
+            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+            ("ROCPROF_REPLAY_LOG", "error"),
+        ],
+        DEADLINE,
+    );
+    run.assert_success();
+    assert!(
+        run.stdout()
+            .contains("RESULT stress_probe OK restore-behind-run"),
+        "a restore undid another queue's write: {}\n{}",
+        run.stdout(),
+        run.stderr()
+    );
+    let recs = read_records(&records);
+    let replayed = recs
+        .iter()
+        .find(|r| r["kernel"] == "stress_replayed")
+        .unwrap_or_else(|| panic!("no record of stress_replayed: {recs:?}"));
+    assert_eq!(
+        (replayed["outcome"].as_str(), replayed["reason"].as_str()),
+        (Some("declined"), Some("policy_panicked")),
+        "{replayed}"
+    );
+}
+
 /// The stress application with windows over runs of up to 8 dispatches (`ROCPROF_REPLAY_RUN`)
 /// and `footprint` (`None`: the default): every result one execution (checked by the
 /// application), every record replayed with every pass or declined for a reason the run path

@@ -2620,8 +2620,14 @@ impl ReplayTarget for HsaTarget {
             self.gate_open = true;
         }
         // One ordinary run needs no isolation: the other queues go on now (what it waits for
-        // may be among their later work).
-        self.open_isolation();
+        // may be among their later work) — once this window's restores queued ahead of it on
+        // the replay queue are done (a window that ends early: a policy panic, a pass not
+        // submitted). A restore rewrites the whole snapshot, module variables included, and
+        // another queue's kernel writing there meanwhile would lose its write. A restore that
+        // does not finish within the copy deadline leaves the isolation to the window's end.
+        if self.settle_restores().is_ok() {
+            self.open_isolation();
+        }
         ok
     }
 
