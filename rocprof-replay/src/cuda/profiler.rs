@@ -532,7 +532,13 @@ type ContextProfiler = Result<usize, String>;
 pub(crate) struct Modes {
     /// Decode after every counter pass (else only after the last).
     pub(crate) decode_each: bool,
-    /// One user range (push/pop) around the pass's launch (else CUPTI's auto range).
+    /// One user range (push/pop) around each launch a counter pass measures (the default), or
+    /// CUPTI's auto range (`ROCPROF_REPLAY_CUPTI_RANGE=auto`): with the range profiler a range
+    /// of every launch between `Start` and `Stop` (one launch per pass), with the legacy API a
+    /// range of each launch between `EnableProfiling` and `DisableProfiling`, which the session
+    /// calls around each launch it measures (the backend's own launches stay outside). An auto
+    /// range holds the kernel alone; a user range also counts the host time between its push
+    /// and its pop (`docs/performance.md`), which elapsed-time metrics show.
     pub(crate) user_range: bool,
     /// Have CUPTI reset the caches before each pass (CUDA 13.4+; as Nsight Compute's
     /// `--cache-control all`, its default).
@@ -603,14 +609,6 @@ impl Modes {
                 }
             },
         };
-        if ranges > 1 && !user_range {
-            tracing::warn!(
-                "ROCPROF_REPLAY_CUPTI_RUN needs user ranges (ROCPROF_REPLAY_CUPTI_RANGE=auto \
-                 makes a range of every launch, the backend's own included): one launch per \
-                 counter pass"
-            );
-        }
-        let ranges = if user_range { ranges } else { 1 };
         let legacy = match var("ROCPROF_REPLAY_CUPTI_API").trim() {
             "legacy" => true,
             "range" => false,
@@ -623,12 +621,17 @@ impl Modes {
                 ranges > RANGE_PROFILER_RANGES
             }
         };
-        if legacy && !user_range {
+        // The legacy API's auto range is delimited by enabling profiling around each launch
+        // measured (the backend's own launches stay outside); the range profiler's makes a
+        // range of every launch between Start and Stop, the backend's own included.
+        if ranges > 1 && !user_range && !legacy {
             tracing::warn!(
-                "the legacy Profiler API is used with user ranges only \
-                 (ROCPROF_REPLAY_CUPTI_RANGE=auto is ignored)"
+                "ROCPROF_REPLAY_CUPTI_RUN with the range profiler needs user ranges \
+                 (ROCPROF_REPLAY_CUPTI_RANGE=auto makes a range of every launch, the backend's \
+                 own included): one launch per counter pass"
             );
         }
+        let ranges = if user_range || legacy { ranges } else { 1 };
         let session = var("ROCPROF_REPLAY_CUPTI_SESSION");
         let (keep_session, session_windows) = match session.trim() {
             "" | "context" => (true, None),
@@ -647,7 +650,7 @@ impl Modes {
         };
         Modes {
             decode_each: var("ROCPROF_REPLAY_CUPTI_DECODE") != "last",
-            user_range: user_range || legacy,
+            user_range,
             flush_caches: cache.trim() == "all",
             flush_l2: cache.trim() != "none",
             ranges,
@@ -1211,6 +1214,7 @@ impl ContextSession {
         key: &SessionKey,
         pristine: &[u8],
         capacity: usize,
+        user_range: bool,
     ) -> Result<(), String> {
         self.image = pristine.to_vec();
         self.scratch = legacy_scratch(f, legacy, &mut self.image)?;
@@ -1226,7 +1230,11 @@ impl ContextSession {
             pCounterDataImage: self.image.as_mut_ptr(),
             counterDataScratchBufferSize: self.scratch.len(),
             pCounterDataScratchBuffer: self.scratch.as_mut_ptr(),
-            range: CUPTI_UserRange,
+            range: if user_range {
+                CUPTI_UserRange
+            } else {
+                CUPTI_AutoRange
+            },
             replayMode: CUPTI_UserReplay,
             maxRangesPerPass: per_pass,
             maxLaunchesPerPass: per_pass,
@@ -1427,6 +1435,10 @@ impl Session {
                 };
                 f.call("cuptiRangeProfilerPopRange", f.pop_range, &mut p)
             }
+            Api::Legacy(l) if !s.modes.user_range => {
+                let mut p = l.context_params();
+                f.call("cuptiProfilerDisableProfiling", l.fns.disable, &mut p)
+            }
             Api::Legacy(l) => {
                 let mut p = l.context_params();
                 f.call("cuptiProfilerPopRange", l.fns.pop_range, &mut p)
@@ -1438,7 +1450,9 @@ impl Session {
     }
 
     fn push(&mut self, range: u32) {
-        if !self.modes.user_range {
+        let legacy = matches!(self.api, Api::Legacy(_));
+        if !self.modes.user_range && !legacy {
+            // The range profiler's auto range: every launch between Start and Stop.
             return;
         }
         let Some(name) = self.names.get(range as usize) else {
@@ -1451,6 +1465,11 @@ impl Session {
         let f = self.fns;
         let name = name.as_ptr();
         match self.timed(Spent::PushRange, |s| match &s.api {
+            // The legacy API's auto range: the launch measured, profiling enabled around it.
+            Api::Legacy(l) if !s.modes.user_range => {
+                let mut p = l.context_params();
+                f.call("cuptiProfilerEnableProfiling", l.fns.enable, &mut p)
+            }
             Api::Range(object) => {
                 let mut p = CUpti_RangeProfiler_PushRange_Params {
                     structSize: CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE,
@@ -1570,7 +1589,14 @@ impl Session {
         let t = std::time::Instant::now();
         if !session.fits(&l.key) {
             session.end(&f, &l.fns);
-            let begun = session.begin(&f, &l.fns, &l.key, &l.pristine, l.capacity);
+            let begun = session.begin(
+                &f,
+                &l.fns,
+                &l.key,
+                &l.pristine,
+                l.capacity,
+                self.modes.user_range,
+            );
             self.spent[Spent::BeginSession as usize] += t.elapsed();
             begun?;
         }
@@ -1615,7 +1641,9 @@ impl Session {
         Ok(())
     }
 
-    /// `BeginPass` and `EnableProfiling` (a pass begun and not enabled is ended again).
+    /// `BeginPass` and, with user ranges, `EnableProfiling` (a pass begun and not enabled is
+    /// ended again); with the auto range profiling is enabled around each launch
+    /// ([`push`](Self::push)).
     fn legacy_begin_pass(&mut self) -> Result<(), String> {
         let f = self.fns;
         let Api::Legacy(l) = &self.api else {
@@ -1624,6 +1652,9 @@ impl Session {
         let mut p = l.context_params();
         f.call("cuptiProfilerBeginPass", l.fns.begin_pass, &mut p)
             .map_err(|(_, m)| m)?;
+        if !self.modes.user_range {
+            return Ok(());
+        }
         let mut p = l.context_params();
         if let Err((_, m)) = f.call("cuptiProfilerEnableProfiling", l.fns.enable, &mut p) {
             let mut end = CUpti_Profiler_EndPass_Params {
@@ -1673,8 +1704,13 @@ impl Session {
                 Ok(p.isAllPassSubmitted != 0)
             }
             Api::Legacy(l) => {
-                let mut p = l.context_params();
-                let disabled = f.call("cuptiProfilerDisableProfiling", l.fns.disable, &mut p);
+                // With the auto range profiling was disabled after the last launch (its pop).
+                let disabled = if self.modes.user_range {
+                    let mut p = l.context_params();
+                    f.call("cuptiProfilerDisableProfiling", l.fns.disable, &mut p)
+                } else {
+                    Ok(())
+                };
                 let mut p = CUpti_Profiler_EndPass_Params {
                     structSize: CUpti_Profiler_EndPass_Params_STRUCT_SIZE,
                     ctx: l.ctx,

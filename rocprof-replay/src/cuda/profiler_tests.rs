@@ -381,13 +381,13 @@ fn pushed(name: *const c_char) -> CUptiResult {
 /// the pass's launch, with CUPTI's auto range).
 fn kept_ranges() -> usize {
     let f = fake();
-    if f.range == CUPTI_AutoRange {
-        return 1;
-    }
     if f.legacy_image {
         // The legacy API keeps every range (docs/performance.md): the session's image holds
         // those of every window flushed into it.
         return f.session_ranges;
+    }
+    if f.range == CUPTI_AutoRange {
+        return 1;
     }
     f.keep.map_or(f.most_pushes, |k| f.most_pushes.min(k))
 }
@@ -531,7 +531,7 @@ unsafe extern "C" fn legacy_begin_session(
             || p.ctx.is_null()
             || *p.pCounterDataImage != 0xDA
             || *p.pCounterDataScratchBuffer != 0x5C
-            || p.range != CUPTI_UserRange
+            || (p.range != CUPTI_UserRange && p.range != CUPTI_AutoRange)
             || p.replayMode != CUPTI_UserReplay
             || p.maxRangesPerPass != f.ranges_per_pass.max(1)
             || p.maxLaunchesPerPass < p.maxRangesPerPass
@@ -550,7 +550,8 @@ unsafe extern "C" fn legacy_begin_session(
         f.bad.push("BeginSession inside a session".into());
     }
     f.session = true;
-    f.range = CUPTI_UserRange;
+    // SAFETY: the caller's block.
+    f.range = unsafe { (*p).range };
     f.sessions_begun += 1;
     f.session_ranges = 0;
     f.session_names.clear();
@@ -623,7 +624,10 @@ unsafe extern "C" fn legacy_begin_pass(_: *mut CUpti_Profiler_Context_Params) ->
         "BeginPass",
         |f| f.configured && !f.in_pass,
         "unconfigured or inside a pass",
-        |f| f.in_pass = true,
+        |f| {
+            f.in_pass = true;
+            f.pushes = 0;
+        },
     )
 }
 unsafe extern "C" fn legacy_enable(_: *mut CUpti_Profiler_Context_Params) -> CUptiResult {
@@ -633,7 +637,12 @@ unsafe extern "C" fn legacy_enable(_: *mut CUpti_Profiler_Context_Params) -> CUp
         "outside a pass or enabled",
         |f| {
             f.started = true;
-            f.pushes = 0;
+            // The auto range: a range of the launches while profiling is enabled.
+            if f.range == CUPTI_AutoRange {
+                f.pushes += 1;
+                f.most_pushes = f.most_pushes.max(f.pushes);
+                f.kernels_per_range.push(0);
+            }
         },
     )
 }
@@ -1370,17 +1379,91 @@ fn past_what_the_range_profiler_keeps_the_legacy_api_is_chosen_unless_asked_othe
         ("ROCPROF_REPLAY_CUPTI_API", "newest"),
     ];
     assert_eq!(modes(&bogus), (4, true));
-    // The legacy API measures user ranges: CUPTI's auto range is not taken with it.
-    let auto = [
+    // CUPTI's auto range: with the legacy API (chosen or by K) runs keep their K launches (each
+    // launch its own range, profiling enabled around it); with the range profiler one launch.
+    let with = |vars: &[(&str, &str)]| {
+        Modes::from_lookup(|n| {
+            vars.iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    };
+    let m = with(&[
         ("ROCPROF_REPLAY_CUPTI_RANGE", "auto"),
         ("ROCPROF_REPLAY_CUPTI_API", "legacy"),
-    ];
-    let m = Modes::from_lookup(|n| {
-        auto.iter()
-            .find(|(k, _)| *k == n)
-            .map(|(_, v)| (*v).to_owned())
-    });
-    assert!(m.legacy && m.user_range, "{m:?}");
+        ("ROCPROF_REPLAY_CUPTI_RUN", "4"),
+    ]);
+    assert!(m.legacy && !m.user_range && m.ranges == 4, "{m:?}");
+    let m = with(&[
+        ("ROCPROF_REPLAY_CUPTI_RANGE", "auto"),
+        ("ROCPROF_REPLAY_CUPTI_RUN", "8"),
+    ]);
+    assert!(m.legacy && !m.user_range && m.ranges == 8, "{m:?}");
+    let m = with(&[
+        ("ROCPROF_REPLAY_CUPTI_RANGE", "auto"),
+        ("ROCPROF_REPLAY_CUPTI_API", "range"),
+        ("ROCPROF_REPLAY_CUPTI_RUN", "2"),
+    ]);
+    assert!(!m.legacy && !m.user_range && m.ranges == 1, "{m:?}");
+}
+
+#[test]
+fn the_legacy_auto_range_enables_profiling_around_each_launch_and_nothing_else() {
+    let _g = reset(2);
+    fake().ranges_per_pass = 4;
+    let modes = Modes {
+        user_range: false,
+        ..legacy_modes(4)
+    };
+    fake().image_ranges = modes.image_ranges(4) as usize;
+    let (p, seen) = profiler(fake_symbols(), modes);
+    let c = catalog(&p, &seen);
+    let set = MetricSet::new(&c, NAMES).unwrap();
+    take_log();
+    for window in 0..2 {
+        let mut s = p.prepare(CTX, 0, &set, 4).unwrap();
+        let values = run_legacy(&mut s, 2, 4);
+        // Each launch its own range, after the earlier window's four.
+        for (r, v) in values.into_iter().enumerate() {
+            assert_eq!(
+                floats(v),
+                range_values(window * 4 + r),
+                "window {window} launch {r}"
+            );
+        }
+    }
+    let log = take_log();
+    assert_eq!(
+        count(&log, "PushRange") + count(&log, "PopRange"),
+        0,
+        "{log:?}"
+    );
+    assert_eq!(count(&log, "BeginSession"), 1, "kept across windows");
+    // Per pass: BeginPass, then per launch EnableProfiling, the launch, DisableProfiling (the
+    // backend's kernel between two launches outside), EndPass.
+    let pass: Vec<&str> = log
+        .iter()
+        .skip_while(|l| *l != "BeginPass")
+        .take_while(|l| *l != "EndPass")
+        .map(String::as_str)
+        .collect();
+    let launch = ["EnableProfiling", "kernel", "DisableProfiling"];
+    let want: Vec<&str> = [
+        &["BeginPass"][..],
+        &launch,
+        &["kernel"],
+        &launch,
+        &["kernel"],
+        &launch,
+        &["kernel"],
+        &launch,
+    ]
+    .concat();
+    assert_eq!(pass, want);
+    let f = fake();
+    assert_eq!(f.range, CUPTI_AutoRange, "the session's range mode");
+    assert_eq!(f.kernels_per_range, vec![1; 16], "one launch per range");
+    assert!(f.bad.is_empty(), "{:?}", f.bad);
 }
 
 /// Range `r` of a window: the fake's values for image range `index`.
