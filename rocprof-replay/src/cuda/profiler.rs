@@ -569,6 +569,9 @@ pub(crate) struct Modes {
 /// (`docs/performance.md`, "CUPTI's cost per counter pass, by API shape").
 pub(crate) const RANGE_PROFILER_RANGES: u32 = 2;
 
+/// The range profiler with user ranges, one launch per pass: what the unit tests start from
+/// (the process's modes come from [`Modes::from_lookup`], by default the legacy API's auto
+/// range).
 impl Default for Modes {
     fn default() -> Modes {
         Modes {
@@ -595,7 +598,6 @@ impl Modes {
     pub(crate) fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Modes {
         let var = |name| get(name).unwrap_or_default();
         let cache = var("ROCPROF_REPLAY_CUPTI_CACHE");
-        let user_range = var("ROCPROF_REPLAY_CUPTI_RANGE") != "auto";
         let run = var("ROCPROF_REPLAY_CUPTI_RUN");
         let ranges = match run.trim() {
             "" => 1,
@@ -609,16 +611,32 @@ impl Modes {
                 }
             },
         };
+        // The legacy API by default: its auto range brackets each kernel alone, so elapsed-time
+        // metrics agree with Nsight Compute's (docs/performance.md), and it keeps every range
+        // of a run. A CUPTI without it falls back to the range profiler (`Profiler::new`).
         let legacy = match var("ROCPROF_REPLAY_CUPTI_API").trim() {
-            "legacy" => true,
+            "legacy" | "" => true,
             "range" => false,
-            "" => ranges > RANGE_PROFILER_RANGES,
             other => {
                 tracing::warn!(
-                    "ROCPROF_REPLAY_CUPTI_API={other:?} is neither `range` nor `legacy`; \
-                     choosing by ROCPROF_REPLAY_CUPTI_RUN"
+                    "ROCPROF_REPLAY_CUPTI_API={other:?} is neither `range` nor `legacy`; the \
+                     legacy Profiler API"
                 );
-                ranges > RANGE_PROFILER_RANGES
+                true
+            }
+        };
+        // The auto range where the legacy API delimits it around each launch; the range
+        // profiler's auto range refuses user replay, so it keeps user ranges by default.
+        let user_range = match var("ROCPROF_REPLAY_CUPTI_RANGE").trim() {
+            "user" => true,
+            "auto" => false,
+            "" => !legacy,
+            other => {
+                tracing::warn!(
+                    "ROCPROF_REPLAY_CUPTI_RANGE={other:?} is neither `auto` nor `user`; the \
+                     default"
+                );
+                !legacy
             }
         };
         // The legacy API's auto range is delimited by enabling profiling around each launch
@@ -715,10 +733,13 @@ impl Profiler {
             if f.legacy.is_none() {
                 modes.legacy = false;
                 modes.ranges = modes.ranges.min(RANGE_PROFILER_RANGES);
+                // The range profiler's auto range refuses user replay.
+                modes.user_range = true;
                 tracing::warn!(
                     "this CUPTI has no legacy Profiler API (cuptiProfilerBeginSession and its \
-                     kin): counter passes go through the range profiler, at most {} launches \
-                     per pass",
+                     kin): counter passes go through the range profiler with user ranges, at \
+                     most {} launches per pass, and elapsed-time metrics count the host time \
+                     around each launch",
                     modes.ranges
                 );
             } else if modes.flush_caches {

@@ -1338,10 +1338,15 @@ fn without_the_legacy_api_a_pass_measures_what_the_range_profiler_keeps() {
     fake().ranges_per_pass = 2;
     let mut symbols = fake_symbols();
     symbols.legacy = None;
-    let (p, seen) = profiler(symbols, legacy_modes(8));
+    // The default: the legacy API's auto range, which the range profiler cannot take.
+    let modes = Modes {
+        user_range: false,
+        ..legacy_modes(8)
+    };
+    let (p, seen) = profiler(symbols, modes);
     assert_eq!(
-        (p.modes.legacy, p.modes.ranges),
-        (false, RANGE_PROFILER_RANGES)
+        (p.modes.legacy, p.modes.ranges, p.modes.user_range),
+        (false, RANGE_PROFILER_RANGES, true)
     );
     let c = catalog(&p, &seen);
     let set = MetricSet::new(&c, NAMES).unwrap();
@@ -1352,7 +1357,7 @@ fn without_the_legacy_api_a_pass_measures_what_the_range_profiler_keeps() {
 }
 
 #[test]
-fn past_what_the_range_profiler_keeps_the_legacy_api_is_chosen_unless_asked_otherwise() {
+fn the_legacy_api_with_its_auto_range_is_the_default_unless_asked_otherwise() {
     let modes = |vars: &[(&str, &str)]| {
         let vars: Vec<(String, String)> = vars
             .iter()
@@ -1361,9 +1366,15 @@ fn past_what_the_range_profiler_keeps_the_legacy_api_is_chosen_unless_asked_othe
         let m = Modes::from_lookup(|n| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()));
         (m.ranges, m.legacy)
     };
-    assert_eq!(modes(&[]), (1, false));
-    assert_eq!(modes(&[("ROCPROF_REPLAY_CUPTI_RUN", "2")]), (2, false));
+    let m = Modes::from_lookup(|_| None);
+    assert!(m.legacy && !m.user_range && m.ranges == 1, "{m:?}");
+    assert_eq!(modes(&[("ROCPROF_REPLAY_CUPTI_RUN", "2")]), (2, true));
     assert_eq!(modes(&[("ROCPROF_REPLAY_CUPTI_RUN", "3")]), (3, true));
+    // User ranges on request; the range profiler always with them.
+    let user = Modes::from_lookup(|n| (n == "ROCPROF_REPLAY_CUPTI_RANGE").then(|| "user".into()));
+    assert!(user.legacy && user.user_range, "{user:?}");
+    let range = Modes::from_lookup(|n| (n == "ROCPROF_REPLAY_CUPTI_API").then(|| "range".into()));
+    assert!(!range.legacy && range.user_range, "{range:?}");
     assert_eq!(
         modes(&[("ROCPROF_REPLAY_CUPTI_RUN", "999")]),
         (MAX_RANGES, true)
@@ -1615,6 +1626,5 @@ fn the_session_setting_chooses_per_window_or_windows_per_kept_session() {
     // Not a setting: the default, said in a warning.
     assert_eq!(ranges_for("0", "8"), (true, 256));
     assert_eq!(ranges_for("lots", "8"), (true, 256));
-    // The range profiler keeps its one window's image whatever is asked.
-    assert_eq!(ranges_for("8", "2"), (true, 2));
+    assert_eq!(ranges_for("8", "2"), (true, 16));
 }
