@@ -1,6 +1,15 @@
-//! Hardware counters on NVIDIA: CUPTI's Profiling API (the profiler host API and the range
-//! profiler, CUDA 12.6+) in *user replay*. The engine replays the launch and restores memory
-//! between passes; CUPTI configures each pass and collects.
+//! Hardware counters on NVIDIA: CUPTI's Profiling API (the profiler host API, and for the
+//! passes the legacy Profiler API or the range profiler of CUDA 12.6+) in *user replay*. The
+//! engine replays the launch and restores memory between passes; CUPTI configures each pass
+//! and collects.
+//!
+//! **The default** ([`Modes::from_lookup`]): the legacy Profiler API with CUPTI's auto range,
+//! profiling enabled right before each launch a counter pass measures and disabled right after
+//! it, so that each range holds that kernel alone (elapsed-time metrics agree with Nsight
+//! Compute's: `docs/performance.md`, "Elapsed-time metrics: the legacy API's auto range"), one
+//! session kept per context. The range profiler and user ranges below are what
+//! `ROCPROF_REPLAY_CUPTI_API=range` and `ROCPROF_REPLAY_CUPTI_RANGE=user` ask for, and the
+//! fallback of a CUPTI without the legacy API.
 //!
 //! # What happens when
 //! - **Install** ([`install`]): the Profiling API functions are looked up in the `libcupti` the
