@@ -1,4 +1,5 @@
-//! Hardware counters on a real NVIDIA GPU through CUPTI's range profiler in user replay: the
+//! Hardware counters on a real NVIDIA GPU through CUPTI in user replay (by default the legacy
+//! Profiler API's auto range; `ROCPROF_REPLAY_CUPTI_API=range` the range profiler): the
 //! command's timer tool (`ROCPROF_REPLAY_METRICS`, one ordinary pass plus the counter passes
 //! CUPTI asks for) on programs whose counters are known, which must compute exactly what
 //! they compute without it. Built without `ROCPROF_REPLAY_GPU_TESTS=1` these tests show as
@@ -86,7 +87,7 @@ fn of_kernel<'a>(recs: &'a [Value], name: &str) -> Vec<&'a Value> {
     not(gpu_tests),
     ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI 12.6+: build with ROCPROF_REPLAY_GPU_TESTS=1"
 )]
-fn counters_of_known_kernels_come_from_cuptis_range_profiler_with_one_execution() {
+fn counters_of_known_kernels_come_from_cupti_with_one_execution() {
     require_gpu();
     let exe = cuda_app("counters_check", false);
     let metrics = "dram__bytes_read.sum,sm__inst_executed.sum,sm__cycles_elapsed.avg";
@@ -123,6 +124,15 @@ fn counters_of_known_kernels_come_from_cuptis_range_profiler_with_one_execution(
         );
     }
     for r in &scales {
+        // A 5 µs kernel: about 10 000 cycles elapsed (Nsight Compute: 10 173–10 516 on an H100).
+        // The default auto range holds the kernel alone; a user range, which also counts the
+        // host time between its push and its pop, gives 300 000 and more.
+        let elapsed = value(r, "sm__cycles_elapsed.avg");
+        assert!(
+            elapsed < 100_000.0,
+            "sm__cycles_elapsed.avg {elapsed} of a 5 µs kernel (does the range hold the host \
+             time around the launch?): {r}"
+        );
         // 4 MiB scaled in place fits the L2: its DRAM reads are the buffer only because the
         // window flushed the L2 before the counter pass, as Nsight Compute does (without the
         // flush, a few hundred bytes: the restore left the data in L2).
