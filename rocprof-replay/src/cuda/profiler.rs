@@ -53,10 +53,12 @@
 //! ranges per pass whatever it is configured for: a launch whose range was not kept gets an
 //! error naming how many were.
 //!
-//! # The legacy Profiler API (K > 2)
-//! Past [`RANGE_PROFILER_RANGES`] launches per pass (or with `ROCPROF_REPLAY_CUPTI_API=legacy`)
-//! a session goes through the legacy Profiler API of `cupti_profiler_target.h`, which keeps
-//! every user range of a pass: `BeginSession` (user range, user replay, K ranges) and
+//! # The legacy Profiler API (the default)
+//! A session goes through the legacy Profiler API of `cupti_profiler_target.h` unless
+//! `ROCPROF_REPLAY_CUPTI_API=range`; it keeps every range of a pass (the range profiler keeps
+//! [`RANGE_PROFILER_RANGES`]). With user ranges (`ROCPROF_REPLAY_CUPTI_RANGE=user`; with the
+//! auto range, the default, `EnableProfiling`/`DisableProfiling` around each launch take the
+//! place of the push and pop): `BeginSession` (user range, user replay, K ranges) and
 //! `SetConfig` before counter pass 0; per pass `BeginPass`, `EnableProfiling`, a
 //! `PushRange`/`PopRange` per launch, `DisableProfiling`, `EndPass`; after the last
 //! `FlushCounterData`, `UnsetConfig`, `EndSession`. Its counter data image comes from the
@@ -541,8 +543,9 @@ type ContextProfiler = Result<usize, String>;
 pub(crate) struct Modes {
     /// Decode after every counter pass (else only after the last).
     pub(crate) decode_each: bool,
-    /// One user range (push/pop) around each launch a counter pass measures (the default), or
-    /// CUPTI's auto range (`ROCPROF_REPLAY_CUPTI_RANGE=auto`): with the range profiler a range
+    /// One user range (push/pop) around each launch a counter pass measures (the range
+    /// profiler's default, `ROCPROF_REPLAY_CUPTI_RANGE=user`), or CUPTI's auto range (the
+    /// legacy API's default, `ROCPROF_REPLAY_CUPTI_RANGE=auto`): with the range profiler a range
     /// of every launch between `Start` and `Stop` (one launch per pass), with the legacy API a
     /// range of each launch between `EnableProfiling` and `DisableProfiling`, which the session
     /// calls around each launch it measures (the backend's own launches stay outside). An auto
@@ -560,9 +563,9 @@ pub(crate) struct Modes {
     /// takes the launches that follow on its stream into its run
     /// (`docs/architecture.md`, "Counter passes over a run").
     pub(crate) ranges: u32,
-    /// Counter passes through the legacy Profiler API rather than the range profiler
-    /// (`ROCPROF_REPLAY_CUPTI_API=legacy`; by default where a pass measures more than
-    /// [`RANGE_PROFILER_RANGES`] launches, which CUDA 13.0's range profiler does not keep).
+    /// Counter passes through the legacy Profiler API (the default) rather than the range
+    /// profiler (`ROCPROF_REPLAY_CUPTI_API=range`, or a CUPTI without the legacy API), which
+    /// keeps [`RANGE_PROFILER_RANGES`] ranges per pass and has no auto range in user replay.
     pub(crate) legacy: bool,
     /// Keep one legacy Profiler API session per context across windows
     /// (`ROCPROF_REPLAY_CUPTI_SESSION=context`, the default; `window`: a session per window).
