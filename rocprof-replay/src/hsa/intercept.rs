@@ -2586,9 +2586,12 @@ impl ReplayTarget for HsaTarget {
         if self.queue.life.lock().destroyed {
             // The runtime dropped the dispatch with its queue: it does not run, and its
             // completion signal (which the application may have destroyed) is left alone.
+            // The other queues go on once this window's queued restores are done (below).
             self.ran = true;
             self.completed = true;
-            self.open_isolation();
+            if self.settle_restores().is_ok() {
+                self.open_isolation();
+            }
             return true;
         }
         if let Some(ready) = self.ready {
