@@ -312,18 +312,45 @@ fn a_copy_queued_behind_a_held_copy_does_not_stall_the_window() {
 /// later window: else `inc_in_place` ran during that window's first pass (stretched to 600 ms
 /// by the policy) and the record said `wrote_outside_footprint` (found by the interceptor
 /// fuzz target; a restore could also undo the write).
+/// The stress application in `STRESS_MODE=mode` under the e2e plan tool configured by `env`:
+/// it succeeds and says `RESULT stress_probe OK <mode>` (it checked its own results, module
+/// counter included); returns the records.
+fn probe_mode(mode: &str, env: &[(&str, &str)]) -> Vec<Value> {
+    let (exe, kernels) = stress_probe();
+    let records = records_path(mode);
+    let lib = tool_lib("e2e_plan_tool");
+    let mut all = vec![
+        ("LD_PRELOAD", lib.to_str().unwrap()),
+        ("STRESS_MODE", mode),
+        ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
+        ("ROCPROF_REPLAY_LOG", "error"),
+    ];
+    all.extend_from_slice(env);
+    let run = run_on_emu(&exe, &[kernels.to_str().unwrap()], &all, DEADLINE);
+    run.assert_success();
+    assert!(
+        run.stdout()
+            .contains(&format!("RESULT stress_probe OK {mode}")),
+        "{}\n{}",
+        run.stdout(),
+        run.stderr()
+    );
+    read_records(&records)
+}
+
+/// The record of `kernel`'s (first) dispatch.
+fn record_of<'a>(recs: &'a [Value], kernel: &str) -> &'a Value {
+    recs.iter()
+        .find(|r| r["kernel"] == kernel)
+        .unwrap_or_else(|| panic!("no record of {kernel}: {recs:?}"))
+}
+
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_window_waits_for_work_behind_a_gate_that_opens_on_the_replay_queue() {
-    let (exe, kernels) = stress_probe();
-    let records = records_path("gate-behind-run");
-    let lib = tool_lib("e2e_plan_tool");
-    let run = run_on_emu(
-        &exe,
-        &[kernels.to_str().unwrap()],
+    let recs = probe_mode(
+        "gate-behind-run",
         &[
-            ("LD_PRELOAD", lib.to_str().unwrap()),
-            ("STRESS_MODE", "gate-behind-run"),
             // The first window's ordinary run on the replay queue: 300 ms; the barrier's
             // signal 100 ms after it completed, while the next window's first pass lasts.
             ("STRESS_SLEEP_US", "300000"),
@@ -333,32 +360,15 @@ fn a_window_waits_for_work_behind_a_gate_that_opens_on_the_replay_queue() {
             ("E2E_PANIC", "on_pass:0"),
             ("E2E_PANIC_KERNEL", "stress_opted_out"),
             ("E2E_PASS_SLEEP_MS", "600"),
-            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
-            ("ROCPROF_REPLAY_LOG", "error"),
         ],
-        DEADLINE,
     );
-    run.assert_success();
-    assert!(
-        run.stdout()
-            .contains("RESULT stress_probe OK gate-behind-run"),
-        "{}\n{}",
-        run.stdout(),
-        run.stderr()
-    );
-    let recs = read_records(&records);
-    let of = |kernel: &str| {
-        recs.iter()
-            .find(|r| r["kernel"] == kernel)
-            .unwrap_or_else(|| panic!("no record of {kernel}: {recs:?}"))
-    };
-    let opted = of("stress_opted_out");
+    let opted = record_of(&recs, "stress_opted_out");
     assert_eq!(
         (opted["outcome"].as_str(), opted["reason"].as_str()),
         (Some("declined"), Some("policy_panicked")),
         "{opted}"
     );
-    let replayed = of("stress_replayed");
+    let replayed = record_of(&recs, "stress_replayed");
     assert_eq!(
         (replayed["outcome"].as_str(), replayed["passes"].as_u64()),
         (Some("replayed"), Some(3)),
@@ -366,46 +376,31 @@ fn a_window_waits_for_work_behind_a_gate_that_opens_on_the_replay_queue() {
     );
 }
 
+/// A window whose passes are queued ahead and that ends early (its policy panics in pass 2's
+/// `on_pass`) while a restore of its whole snapshot (`hit_counter` included) is still queued on
+/// the replay queue (slow copies): `inc_in_place`, not replayed, submitted to another queue
+/// during the window, must wait behind the isolation gate until that restore is done, or the
+/// restore undoes its `hit_counter += 1` (the application says `hit_counter grew by 0`; found
+/// by the interceptor fuzz target, `docs/reliability-tests.md`).
 #[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn a_window_that_ends_early_keeps_other_queues_out_until_its_queued_restores_are_done() {
-    let (exe, kernels) = stress_probe();
-    let records = records_path("restore-behind-run");
-    let lib = tool_lib("e2e_plan_tool");
-    let run = run_on_emu(
-        &exe,
-        &[kernels.to_str().unwrap()],
+    let recs = probe_mode(
+        "restore-behind-run",
         &[
-            ("LD_PRELOAD", lib.to_str().unwrap()),
-            ("STRESS_MODE", "restore-behind-run"),
-            // inc_in_place (not replayed) comes 100 ms into stress_replayed's window, while
-            // its first pass's on_pass sleeps: it waits behind the isolation gate.
+            // inc_in_place comes 100 ms into stress_replayed's window, while its first pass's
+            // on_pass sleeps: it waits behind the isolation gate.
             ("STRESS_GO_MS", "100"),
             ("E2E_KERNEL", "stress_replayed"),
             ("E2E_PLAN", "exactly:4"),
             ("E2E_AHEAD", "1"),
             ("E2E_PASS_SLEEP_MS", "300"),
-            // The window ends early, in pass 2's on_pass, with slow restores still queued.
             ("E2E_PANIC", "on_pass:2"),
             ("E2E_PANIC_KERNEL", "stress_replayed"),
             ("HSA_EMU_COPY_DELAY_MS", "150"),
-            ("ROCPROF_REPLAY_OUTPUT", records.to_str().unwrap()),
-            ("ROCPROF_REPLAY_LOG", "error"),
         ],
-        DEADLINE,
     );
-    run.assert_success();
-    assert!(
-        run.stdout()
-            .contains("RESULT stress_probe OK restore-behind-run"),
-        "a restore undid another queue's write: {}\n{}",
-        run.stdout(),
-        run.stderr()
-    );
-    let recs = read_records(&records);
-    let replayed = recs
-        .iter()
-        .find(|r| r["kernel"] == "stress_replayed")
-        .unwrap_or_else(|| panic!("no record of stress_replayed: {recs:?}"));
+    let replayed = record_of(&recs, "stress_replayed");
     assert_eq!(
         (replayed["outcome"].as_str(), replayed["reason"].as_str()),
         (Some("declined"), Some("policy_panicked")),
