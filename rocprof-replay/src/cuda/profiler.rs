@@ -712,6 +712,23 @@ pub(crate) const MAX_SESSION_WINDOWS: u32 = 256;
 /// a new session): 32 windows of 8 launches.
 pub(crate) const SESSION_RANGES: u32 = 256;
 
+/// The longest a thread waits for a context's legacy session another thread holds (its
+/// holder is inside a CUPTI call: `BeginSession`, `EndSession` and the like take well under a
+/// second).
+const SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The context's legacy session, waited for at most [`SESSION_WAIT`].
+fn lock_session(
+    session: &Mutex<ContextSession>,
+) -> Result<parking_lot::MutexGuard<'_, ContextSession>, String> {
+    session.try_lock_for(SESSION_WAIT).ok_or_else(|| {
+        format!(
+            "the context's legacy Profiler API session stayed busy for {} s",
+            SESSION_WAIT.as_secs()
+        )
+    })
+}
+
 /// A legacy counter data image's key: device ordinal, metric names, ranges.
 type ImageKey = (u32, Vec<String>, u32);
 
@@ -905,7 +922,10 @@ impl Profiler {
         let Ok(f) = self.fns() else { return };
         let session = self.sessions.lock().remove(&ctx);
         if let (Some(session), Some(legacy)) = (session, f.legacy) {
-            session.lock().end(&f, &legacy);
+            match lock_session(&session) {
+                Ok(mut s) => s.end(&f, &legacy),
+                Err(why) => tracing::warn!("{why}: not ended with its context"),
+            }
         }
         let Some(Ok(object)) = self.contexts.lock().remove(&ctx) else {
             return;
@@ -1046,7 +1066,7 @@ impl Profiler {
         }
         let session = self.sessions.lock().get(&ctx).cloned();
         if let Some(session) = session {
-            let mut session = session.lock();
+            let mut session = lock_session(&session)?;
             if session.configured {
                 return Err(
                     "another window of this context is collecting counters through the legacy \
@@ -1614,7 +1634,7 @@ impl Session {
             ));
         }
         let shared = l.shared.clone();
-        let mut session = shared.lock();
+        let mut session = lock_session(&shared)?;
         if session.configured {
             // Windows of a context collect one after another (each holds the context).
             return Err("another window is configured in this context's legacy session".into());
@@ -1807,7 +1827,7 @@ impl Session {
             .map_err(|(_, m)| m);
         let t = std::time::Instant::now();
         let shared = l.shared.clone();
-        let mut session = shared.lock();
+        let mut session = lock_session(&shared)?;
         l.configured = false;
         if session.configured {
             session.configured = false;
@@ -1842,7 +1862,10 @@ impl Session {
         }
         l.configured = false;
         let t = std::time::Instant::now();
-        l.shared.lock().end(&f, &l.fns);
+        match lock_session(&l.shared) {
+            Ok(mut session) => session.end(&f, &l.fns),
+            Err(why) => tracing::warn!("{why}: a window's configuration was left to it"),
+        }
         self.spent[Spent::EndSession as usize] += t.elapsed();
     }
 
@@ -1917,7 +1940,7 @@ impl Session {
             else {
                 return Err("the window's counter ranges were not flushed".into());
             };
-            let session = l.shared.lock();
+            let session = lock_session(&l.shared)?;
             if session.generation != generation {
                 return Err(
                     "the context's legacy Profiler API session was replaced before this \
