@@ -256,6 +256,7 @@ fn a_first_pass_waiting_for_work_ordered_behind_its_window_gives_way() {
     let other = Buffer::new(&h, 4);
     let started = Instant::now();
     let mut s = Seen::default();
+    let mut copier = None;
     first_pass_waiting_for(&h, &mut buf, |h| {
         stream_call(
             h,
@@ -266,14 +267,18 @@ fn a_first_pass_waiting_for_work_ordered_behind_its_window_gives_way() {
         );
         assert!(s.held, "{s:?}");
         // The copy runs (and sets the flag) once its stream is let go.
-        std::thread::spawn(|| {
+        copier = Some(std::thread::spawn(|| {
             let deadline = Instant::now() + Duration::from_secs(20);
             while !gpu().held(0x6000).is_empty() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(2));
             }
             unstick();
-        });
+        }));
     });
+    // Joined before the test ends: a late `unstick` would free the next test's stuck kernel.
+    if let Some(t) = copier {
+        t.join().unwrap();
+    }
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "the window waited {:?} for a first pass held up by work behind it",
@@ -383,4 +388,39 @@ fn windows_are_synchronous_once_streams_may_share_hardware_connections() {
             .all(|(_, o)| o.kind == OutcomeKind::Replayed)
     );
     assert_eq!(buf.values(), vec![2; 8]);
+}
+
+#[test]
+fn a_synchronous_windows_first_pass_waiting_for_what_its_thread_does_next_gives_way() {
+    // Windows are synchronous here (more streams than hardware connections): the launch call
+    // waits for its window. A kernel waiting for what the thread does after the call (a flag
+    // it sets) would hold the window, and with it the call, until the pass deadline (10 s),
+    // and each later pass would wait as long.
+    let h = harness(3, yielding());
+    for i in 0..7 {
+        stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6000 + 0x100 * i);
+    }
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 4);
+    gpu().stick_after_launch = Some(0x5000);
+    let mut args = buf.args();
+    let started = Instant::now();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let returned = started.elapsed();
+    // What the thread does next: the flag the kernel waits for.
+    unstick();
+    h.settle();
+    assert!(
+        returned < Duration::from_secs(5),
+        "the launch call returned after {returned:?}"
+    );
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention),
+        "{o:?}"
+    );
+    assert_eq!(o.passes, 1);
+    assert_eq!(buf.values(), vec![1; 4], "one execution");
+    assert_eq!(gpu().relaunches, 0);
 }

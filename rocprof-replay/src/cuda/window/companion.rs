@@ -59,6 +59,10 @@ pub(super) struct HandoffState {
     /// The window's first pass (the application's own execution) finished, or there is none
     /// (the launch was released as the ordinary run).
     pub(super) first_pass_over: bool,
+    /// The application thread waits inside its launch call for the window's end (a
+    /// synchronous window, [`Handoff::wait_done`]): a first pass waiting for what the thread
+    /// does after the call cannot finish until the window lets the call return.
+    pub(super) call_waits: bool,
     /// The backend's count of run-ending calls ([`Backend::breaks`]) when the launch call
     /// returned behind its gate (`None`: it has not, or not that way).
     pub(super) exit_breaks: Option<u64>,
@@ -626,13 +630,20 @@ impl Handoff {
     pub(super) fn wait_done(self: &Arc<Self>) -> usize {
         let _waiting = self.mail.waiting_in(self);
         let mut s = self.state.lock();
+        s.call_waits = true;
         while !s.done {
             if self.serve(&mut s) {
                 continue;
             }
             self.changed.wait_for(&mut s, Duration::from_secs(1));
         }
+        s.call_waits = false;
         s.wait_event
+    }
+
+    /// Whether the application thread waits inside its launch call for the window's end.
+    pub(super) fn call_waits(&self) -> bool {
+        self.state.lock().call_waits
     }
 }
 

@@ -1559,9 +1559,12 @@ impl ReplayTarget for CudaTarget<'_> {
         self.original_end = Some(end);
         // The application's own execution: where work this window holds up on another stream
         // (or a call that may load the module of a kernel about to be launched) has waited
-        // past the yield deadline, the kernel may be waiting for it.
+        // past the yield deadline, the kernel may be waiting for it. So may it wait for what
+        // the launching thread does after its call, when the call itself waits for this
+        // window (a synchronous one).
         let yield_after = self.settings().yield_after;
         let own = self.job.lane;
+        let launched = Instant::now();
         let waited = crate::engine::phases::timed(crate::engine::phases::Phase::PassWait, || {
             poll_unless(
                 deadline,
@@ -1572,6 +1575,7 @@ impl ReplayTarget for CudaTarget<'_> {
                         .lock
                         .held_up(yield_after, |lane| may_release(own, own_non_blocking, lane))
                         || BEHIND.loads_waiting_for(yield_after)
+                        || (launched.elapsed() >= yield_after && self.job.hand.call_waits())
                 },
             )
         });
