@@ -115,6 +115,22 @@ fn guarded_thread() -> bool {
     GUARD.with(|g| g.get() > 0)
 }
 
+/// An event of ours behind work a drain of a context ran out of time on
+/// ([`Ctx::stuck_drain`]): of the context's own pool (`owner` `None`), or of the context
+/// `owner`, behind its work that may reach this context's memory ([`Ctx::foreign`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StuckMarker {
+    pub(crate) event: usize,
+    pub(crate) owner: Option<usize>,
+}
+
+impl StuckMarker {
+    /// An event of the context's own pool.
+    pub(crate) fn own(event: usize) -> StuckMarker {
+        StuckMarker { event, owner: None }
+    }
+}
+
 /// Per-context state.
 pub(crate) struct Ctx {
     pub(crate) handle: usize,
@@ -148,8 +164,9 @@ pub(crate) struct Ctx {
     /// so this context's windows decline (`queue_not_drainable`) from then on.
     pub(crate) undrainable: crate::engine::agent::Undrainable,
     /// An event of ours behind the work a drain ran out of time on: while it is pending,
-    /// drains decline at once (one bounded wait for a stream that may never drain).
-    pub(crate) stuck_drain: crate::engine::agent::StuckDrain<usize>,
+    /// drains decline at once (one bounded wait for a stream, or another context's work, that
+    /// may never finish).
+    pub(crate) stuck_drain: crate::engine::agent::StuckDrain<StuckMarker>,
     /// Streams (as the application names them) that have had a stream memory wait: kernels
     /// launched into them are not replayed.
     pub(crate) waiting_streams: Mutex<HashSet<usize>>,

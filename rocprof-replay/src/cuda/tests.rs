@@ -3614,6 +3614,85 @@ fn a_drain_waits_for_another_contexts_copy_into_its_memory() {
     assert_eq!(h.be.ctx(CTX_B).private.lock().plain_events.len(), 1);
 }
 
+/// A drain deadline long enough that a decline at once cannot be mistaken for waiting it
+/// (and the thread inside its launch call not given way to before it).
+fn long_drain() -> Settings {
+    Settings {
+        drain: Duration::from_secs(2),
+        yield_after: Duration::from_secs(10),
+        ..quick()
+    }
+}
+
+/// Launches `add_one` on stream 0x5000 of `h` twice more after a drain timed out on work
+/// that never finishes: each declines `drain_timeout` without waiting the drain deadline
+/// again.
+fn later_launches_decline_at_once(h: &Harness, buf: &mut Buffer) {
+    for n in 1..=2 {
+        let mut args = buf.args();
+        let started = Instant::now();
+        h.launch(&ADD_ONE, &mut args, 0x5000);
+        h.settle();
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "launch {} waited {took:?}: the drain deadline again",
+            n + 1
+        );
+        assert_eq!(
+            h.outcomes()[n].1.kind,
+            OutcomeKind::Declined(DeclineReason::DrainTimeout)
+        );
+    }
+    assert_eq!(buf.values(), vec![3; 8], "three executions");
+}
+
+#[test]
+fn another_contexts_work_that_does_not_finish_costs_one_drain_deadline() {
+    // Context B's copy into this context's buffer never finishes: the first drain waits its
+    // deadline for it, the next ones decline at once while it runs.
+    let h = harness(3, long_drain());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let _own = h.alloc_in(CTX_B, 64);
+    gpu().stuck_streams.insert(0x7700);
+    copy_in(&h, CTX_B, buf.ptr as usize, 0x7700, || {});
+    launch_once_past_a_drain_timeout(&h, &mut buf, "a restore could undo the other's copy");
+    later_launches_decline_at_once(&h, &mut buf);
+    // The copy finishes: the next launch is replayed, and the event goes back to B.
+    gpu().stuck_streams.remove(&0x7700);
+    gpu().stuck_events.clear();
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    assert_eq!(h.outcomes()[3].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![4; 8]);
+    assert!(h.be.ctx(CTX).foreign.lock().is_empty());
+    assert_eq!(h.be.ctx(CTX_B).private.lock().plain_events.len(), 1);
+}
+
+#[test]
+fn work_left_on_a_destroyed_stream_that_does_not_finish_costs_one_drain_deadline() {
+    let h = harness(3, long_drain());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    // The application destroys a stream whose work never finishes: an event of ours behind it.
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6000);
+    gpu().stuck_streams.insert(0x6000);
+    stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING, 0x6000);
+    assert_eq!(h.be.ctx(CTX).retired.lock().len(), 1);
+    launch_once_past_a_drain_timeout(&h, &mut buf, "the destroyed stream's work still runs");
+    later_launches_decline_at_once(&h, &mut buf);
+    gpu().stuck_streams.remove(&0x6000);
+    gpu().stuck_events.clear();
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    assert_eq!(h.outcomes()[3].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![4; 8]);
+    assert!(h.be.ctx(CTX).retired.lock().is_empty());
+}
+
 #[test]
 fn another_contexts_copy_without_an_event_is_waited_for_at_submission() {
     // No event can be recorded behind B's copy into this context's buffer: the copy's exit

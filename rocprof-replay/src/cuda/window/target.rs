@@ -10,7 +10,7 @@ use rocprof_replay_sys::cuda::*;
 
 use crate::cuda::api::{Driver, error_name};
 use crate::cuda::gate::{BEHIND, Gate};
-use crate::cuda::{Backend, Ctx, warn_once};
+use crate::cuda::{Backend, Ctx, StuckMarker, warn_once};
 use crate::engine::arena;
 use crate::engine::snapshot::{
     CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Transfer,
@@ -564,9 +564,7 @@ impl<'a> CudaTarget<'a> {
             "a stream of the context did not drain within the drain deadline: its later \
              windows decline at once until that work is done"
         );
-        if let Some(old) = self.ctx.stuck_drain.remember(ev) {
-            give_event(self.ctx, old, false);
-        }
+        self.remember_stuck_marker(StuckMarker::own(ev));
     }
 
     /// Waits (copy deadline) for the restore queued last, if no pass behind it was collected
@@ -1584,9 +1582,7 @@ impl ReplayTarget for CudaTarget<'_> {
             // once while it runs, rather than each waiting the drain deadline for it.
             self.original_end = None;
             give_event(self.ctx, start, true);
-            if let Some(old) = self.ctx.stuck_drain.remember(end) {
-                give_event(self.ctx, old, false);
-            }
+            self.remember_stuck_marker(StuckMarker::own(end));
             return Err(PassError::Yielded);
         };
         if !matches!(waited, Poll::TimedOut) {
@@ -1736,9 +1732,19 @@ impl CudaTarget<'_> {
         // Work an earlier drain waited the whole deadline for, still running: this drain would
         // wait for it too. Decline at once.
         let stuck = self.ctx.stuck_drain.still_pending(
-            // SAFETY: our event, recorded behind that work.
-            |&ev| unsafe { (drv.event_query)(ev as CUevent) } == CUDA_ERROR_NOT_READY,
-            |ev| give_event(self.ctx, ev, false),
+            |m| {
+                // Another context's event is queried only while that context is listed (as
+                // in the drain below): destroyed, its work is gone.
+                let contexts = m.owner.map(|_| self.be.contexts.read());
+                if let (Some(owner), Some(c)) = (m.owner, &contexts)
+                    && !c.contains_key(&owner)
+                {
+                    return false;
+                }
+                // SAFETY: our event, recorded behind that work, of a live context.
+                unsafe { (drv.event_query)(m.event as CUevent) == CUDA_ERROR_NOT_READY }
+            },
+            |m| self.release_stuck_marker(m),
         );
         if stuck {
             tracing::debug!(
@@ -1898,13 +1904,23 @@ impl CudaTarget<'_> {
             ) {
                 Some(Poll::Done | Poll::Failed(_)) => give_event(self.ctx, ev, false),
                 waited => {
-                    let mut list = self.ctx.retired.lock();
-                    let rest: Vec<usize> = retired[i..].to_vec();
-                    list.splice(0..0, rest);
-                    return match waited {
-                        None => gave_way(),
-                        _ => Err(DeclineReason::DrainTimeout),
-                    };
+                    // Timed out, the event is remembered as the stuck drain's: the next
+                    // drains decline at once while its work runs, instead of each waiting the
+                    // drain deadline for it again.
+                    let timed_out = waited.is_some();
+                    let from = if timed_out { i + 1 } else { i };
+                    let rest: Vec<usize> = retired[from..].to_vec();
+                    self.ctx.retired.lock().splice(0..0, rest);
+                    if !timed_out {
+                        return gave_way();
+                    }
+                    tracing::warn!(
+                        "work left on a stream the application destroyed did not finish within \
+                         the drain deadline: the context's later windows decline at once until \
+                         it is done"
+                    );
+                    self.remember_stuck_marker(StuckMarker::own(ev));
+                    return Err(DeclineReason::DrainTimeout);
                 }
             }
         }
@@ -1943,20 +1959,48 @@ impl CudaTarget<'_> {
                     tracing::debug!(status = %error_name(&drv, r), "an event behind another context's work could not be queried");
                 }
                 waited => {
-                    tracing::debug!(
+                    // Timed out, the event is remembered as the stuck drain's (see above).
+                    let timed_out = waited.is_some();
+                    let from = if timed_out { i + 1 } else { i };
+                    self.ctx.foreign.lock().extend_from_slice(&foreign[from..]);
+                    if !timed_out {
+                        return gave_way();
+                    }
+                    tracing::warn!(
                         context = owner,
                         "work of another context that may write this context's memory did \
-                         not finish within the drain deadline"
+                         not finish within the drain deadline: this context's later windows \
+                         decline at once until it is done"
                     );
-                    self.ctx.foreign.lock().extend_from_slice(&foreign[i..]);
-                    return match waited {
-                        None => gave_way(),
-                        _ => Err(DeclineReason::DrainTimeout),
-                    };
+                    self.remember_stuck_marker(StuckMarker {
+                        event: ev,
+                        owner: Some(owner),
+                    });
+                    return Err(DeclineReason::DrainTimeout);
                 }
             }
         }
         Ok(())
+    }
+
+    /// Remembers `m` as the context's stuck drain, releasing the marker it replaces.
+    fn remember_stuck_marker(&self, m: StuckMarker) {
+        if let Some(old) = self.ctx.stuck_drain.remember(m) {
+            self.release_stuck_marker(old);
+        }
+    }
+
+    /// Gives a stuck drain's event back to its context's pool (another context's only while
+    /// that context is listed: destroyed, it took its events along).
+    fn release_stuck_marker(&self, m: StuckMarker) {
+        match m.owner {
+            None => give_event(self.ctx, m.event, false),
+            Some(owner) => {
+                if let Some(c) = self.be.contexts.read().get(&owner) {
+                    give_event(c, m.event, false);
+                }
+            }
+        }
     }
 
     /// [`remember_stuck`](Self::remember_stuck) once the launch was deferred: the marker
@@ -1975,9 +2019,7 @@ impl CudaTarget<'_> {
             "a stream of the context did not drain (drain deadline, or a deferred launch's \
              yield deadline): its later windows decline at once until that work is done"
         );
-        if let Some(old) = self.ctx.stuck_drain.remember(marker) {
-            give_event(self.ctx, old, false);
-        }
+        self.remember_stuck_marker(StuckMarker::own(marker));
     }
 
     /// Lets go of the context's writer. Before that, and before the window's gate opens,
