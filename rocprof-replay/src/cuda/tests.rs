@@ -40,6 +40,9 @@ struct FakeGpu {
     created_streams: HashSet<usize>,
     /// Streams with work that never finishes.
     stuck_streams: HashSet<usize>,
+    /// Each stream memory wait as it was enqueued: its stream, and whether the stream was
+    /// held by an earlier wait not yet passed then.
+    waits_enqueued: Vec<(usize, bool)>,
     /// Application streams destroyed (a query of one is a use of a freed handle: a fault).
     destroyed_streams: HashSet<usize>,
     /// Run on a thread of its own (another application thread) when the stream is queried,
@@ -663,6 +666,8 @@ unsafe extern "C" fn stream_wait_value32(
         return super::api::CUDA_ERROR_NOT_SUPPORTED;
     }
     assert_eq!(flags, super::api::CU_STREAM_WAIT_VALUE_GEQ);
+    let held = !g.held(s as usize).is_empty();
+    g.waits_enqueued.push((s as usize, held));
     g.ops.push((s as usize, Op::Wait(addr as usize, value)));
     g.gates
         .entry(s as usize)
@@ -4521,6 +4526,15 @@ fn an_asynchronous_launch_returns_before_its_window_and_later_work_waits_behind_
     assert!(matches!(ops[launch + 1], Op::Record(_, true)), "{ops:?}");
     assert!(matches!(ops[launch + 2], Op::Wait(..)), "{ops:?}");
     assert_eq!(ops[launch + 3], Op::Record(ev, true), "{ops:?}");
+    // The gate after the kernel was on the stream before the gate in front of it opened: no
+    // thread's query of the stream could see pass 1 done before the window is over.
+    let waits: Vec<bool> = gpu()
+        .waits_enqueued
+        .iter()
+        .filter(|(s, _)| *s == 0x5000)
+        .map(|&(_, held)| held)
+        .collect();
+    assert_eq!(waits, [false, true], "{ops:?}");
     assert!(every_wait_passed());
     let (taken, opened) = gate_counts(&h);
     assert_eq!(taken, opened, "every gate opened once");

@@ -815,13 +815,16 @@ pub(crate) unsafe fn exit_launch(
         // ordinary run (`hold_in_order`).
         unsafe { owner.lock.release_held() };
     }
+    // Pass 1's timing gate: start event, kernel and end event are enqueued once the end event
+    // is, and the kernel's time starts when it opens — after the gate behind the launch (an
+    // asynchronous window) is on the stream too, so that no thread's query of the stream sees
+    // pass 1 done before the window is over.
+    let mut go = go;
     match release {
         Release::Pass { end, .. } => {
             let _g = Guard::new();
             // SAFETY: our event, the application's stream, on its own thread.
             unsafe { (be.drv.event_record)(end as CUevent, stream) };
-            // Start event, kernel and end event are enqueued: the kernel's time starts now.
-            drop(go);
         }
         Release::Ordinary { reader: true } => {
             crate::engine::footprint::note_device_write(ctx.handle as u64);
@@ -848,7 +851,9 @@ pub(crate) unsafe fn exit_launch(
                 return;
             }
             Release::Pass { .. } => {
-                if let Some(gate) = hold_behind(be, &page, &hand, stream) {
+                let behind = hold_behind(be, &page, &hand, stream);
+                drop(go.take());
+                if let Some(gate) = behind {
                     // While windows may cover runs of launches, the gate after this launch
                     // opens early when the next launch joins: other streams' work is ordered
                     // behind a word of its own, which opens when the window is over.
@@ -882,6 +887,8 @@ pub(crate) unsafe fn exit_launch(
             }
         }
     }
+    // No gate behind the launch: pass 1 may start now.
+    drop(go.take());
     if held {
         hand.set_launched(result);
         let enqueued = matches!(release, Release::Pass { .. }) && result == CUDA_SUCCESS;
