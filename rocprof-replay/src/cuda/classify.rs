@@ -103,6 +103,12 @@ pub(crate) enum Api {
     /// graphs, prefetches): subscribed only while windows may cover runs of launches
     /// (`ROCPROF_REPLAY_RUN`), where it ends a run ([`Backend::breaks`]).
     RunBreak,
+    /// A call that observes whether stream work is done (`cuStreamQuery`, `cuEventQuery`,
+    /// `cuStreamSynchronize`, `cuEventSynchronize`, `cuCtxSynchronize`): while a synchronous
+    /// window holds a context (its launch call waits for it, and no gate on the stream hides
+    /// its first pass), another thread's such call waits at its entry until that window is
+    /// over. Also ends runs.
+    Observe,
 }
 
 impl Api {
@@ -208,11 +214,16 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         {
             Api::Loads
         }
-        b if b.starts_with("cuEventRecord")
+        b if b.starts_with("cuStreamQuery")
+            || b.starts_with("cuEventQuery")
             || b.starts_with("cuEventSynchronize")
-            || b.starts_with("cuStreamWaitEvent")
             || b.starts_with("cuStreamSynchronize")
-            || b.starts_with("cuCtxSynchronize")
+            || b.starts_with("cuCtxSynchronize") =>
+        {
+            Api::Observe
+        }
+        b if b.starts_with("cuEventRecord")
+            || b.starts_with("cuStreamWaitEvent")
             || b.starts_with("cuStreamBeginCapture")
             || b.starts_with("cuStreamEndCapture")
             || b.starts_with("cuMemPrefetchAsync")

@@ -149,6 +149,9 @@ pub(crate) struct Ctx {
     /// Streams created in the context so far, the backend's own included (resource
     /// callbacks): streams beyond the GPU's hardware connections share them.
     pub(crate) streams_created: AtomicU32,
+    /// Launch calls of the context waiting for their synchronous window
+    /// ([`window::wait_for_synchronous_windows`]).
+    pub(crate) sync_waits: AtomicU32,
     /// Events of ours recorded on application streams destroyed with work still pending
     /// (the work runs on): the next drain waits for them.
     pub(crate) retired: Mutex<Vec<usize>>,
@@ -237,6 +240,7 @@ impl Ctx {
             lock: AgentLock::new(),
             streams: Mutex::new(Vec::new()),
             streams_created: AtomicU32::new(0),
+            sync_waits: AtomicU32::new(0),
             retired: Mutex::new(Vec::new()),
             foreign: Mutex::new(Vec::new()),
             undrainable: crate::engine::agent::Undrainable::new(),
@@ -535,6 +539,11 @@ impl Backend {
         }
         match api {
             Api::Loads | Api::RunBreak => {}
+            Api::Observe => {
+                if enter && !guarded_thread() {
+                    window::wait_for_synchronous_windows(self);
+                }
+            }
             Api::Launch(kind) => {
                 if guarded_thread() {
                     // One of ours: a timed relaunch wants its kernel record.

@@ -424,3 +424,56 @@ fn a_synchronous_windows_first_pass_waiting_for_what_its_thread_does_next_gives_
     assert_eq!(buf.values(), vec![1; 4], "one execution");
     assert_eq!(gpu().relaunches, 0);
 }
+
+#[test]
+fn another_threads_query_does_not_see_a_synchronous_windows_first_pass_done() {
+    // Windows are synchronous here: nothing on the stream hides pass 1's completion, so
+    // another thread's `cuStreamQuery` of the stream waits at its entry until the window is
+    // over (the lock deadline is longer than the window).
+    let h = harness(
+        3,
+        Settings {
+            lock: Duration::from_secs(5),
+            ..quick()
+        },
+    );
+    for i in 0..7 {
+        stream_event(&h, CUPTI_CBID_RESOURCE_STREAM_CREATED, 0x6000 + 0x100 * i);
+    }
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    let (status, relaunched) = std::thread::scope(|s| {
+        let query = s.spawn(|| {
+            // Once pass 1 is done: the window's first relaunch is on its way.
+            let started = Instant::now();
+            while gpu().relaunches == 0 && started.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let p = [0x5000u64];
+            let mut relaunched = 0;
+            let status = h.call(
+                STREAM_QUERY,
+                c"cuStreamQuery",
+                p.as_ptr().cast(),
+                c"",
+                || {
+                    relaunched = gpu().relaunches;
+                    query_stream(0x5000)
+                },
+            );
+            (status, relaunched)
+        });
+        h.window_in_flight(&mut buf, Duration::from_millis(60));
+        query.join().unwrap()
+    });
+    h.settle();
+    gpu().slow_relaunches = None;
+    assert_eq!(
+        relaunched, 2,
+        "the query reached the driver while the window still ran its passes"
+    );
+    assert_eq!(status, CUDA_SUCCESS);
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3), "{o:?}");
+    assert_eq!(buf.values(), vec![1; 8]);
+}

@@ -1272,6 +1272,7 @@ const POOL_IMPORT: u32 = 42;
 const RANGE_EXPORT: u32 = 43;
 const MEMSET_ASYNC: u32 = 44;
 const HOST_FUNC: u32 = 45;
+const STREAM_QUERY: u32 = 46;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1399,6 +1400,7 @@ fn harness_deciding_clocked(
         ("cuMemGetHandleForAddressRange", RANGE_EXPORT),
         ("cuMemsetD32Async", MEMSET_ASYNC),
         ("cuLaunchHostFunc", HOST_FUNC),
+        ("cuStreamQuery", STREAM_QUERY),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).
@@ -4028,6 +4030,18 @@ fn callbacks_are_classified_by_name() {
         "32-bit legacy pointers are not decoded"
     );
     assert_eq!(classify("cuGraphLaunch_ptsz"), Some(Api::GraphLaunch));
+    for observe in [
+        "cuStreamQuery",
+        "cuStreamQuery_ptsz",
+        "cuEventQuery",
+        "cuStreamSynchronize_ptsz",
+        "cuEventSynchronize",
+        "cuCtxSynchronize",
+        "cuCtxSynchronize_v2",
+    ] {
+        assert_eq!(classify(observe), Some(Api::Observe), "{observe}");
+    }
+    assert_eq!(classify("cuEventRecord"), Some(Api::RunBreak));
     for loads in [
         "cuModuleLoadData",
         "cuLibraryLoadData",
@@ -4066,12 +4080,9 @@ fn callbacks_are_classified_by_name() {
     );
     // Calls that only end runs of launches (`ROCPROF_REPLAY_RUN`): subscribed only then.
     for brk in [
-        "cuCtxSynchronize",
         "cuEventRecord",
         "cuEventRecordWithFlags_ptsz",
         "cuStreamWaitEvent",
-        "cuStreamSynchronize_ptsz",
-        "cuEventSynchronize",
         "cuStreamBeginCapture_v2",
         "cuGraphInstantiateWithFlags",
         "cuMemPrefetchAsync_v2",
@@ -4085,10 +4096,19 @@ fn callbacks_are_classified_by_name() {
         ("cuCtxSynchronize", 5),
         ("cuStreamQuery", 7),
     ]);
-    assert_eq!(ids.ids().collect::<Vec<_>>(), vec![5, 300]);
+    assert_eq!(ids.ids().collect::<Vec<_>>(), vec![5, 7, 300]);
     let ids = ids.without_run_breaks();
-    assert_eq!(ids.ids().collect::<Vec<_>>(), vec![300]);
+    assert_eq!(
+        ids.ids().collect::<Vec<_>>(),
+        vec![5, 7, 300],
+        "queries and synchronizations are subscribed whether or not windows cover runs"
+    );
     assert!(ids.has_launches());
+    let ids = Ids::from_names([("cuLaunchKernel", 300), ("cuEventRecord", 5)]);
+    assert_eq!(
+        ids.without_run_breaks().ids().collect::<Vec<_>>(),
+        vec![300]
+    );
 }
 
 #[test]

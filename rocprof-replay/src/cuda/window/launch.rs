@@ -887,7 +887,10 @@ pub(crate) unsafe fn exit_launch(
             }
         }
     }
-    // No gate behind the launch: pass 1 may start now.
+    // No gate behind the launch: pass 1 may start now, and until the window is over
+    // (`wait_done` below) other threads' queries and synchronizations wait for it at their
+    // entry, as nothing on the stream hides pass 1's completion from them.
+    let _observed = SynchronousWait::new(&ctx);
     drop(go.take());
     if held {
         hand.set_launched(result);
@@ -918,6 +921,53 @@ pub(crate) unsafe fn exit_launch(
                 "the application's stream could not be ordered after a late replay pass"
             );
         }
+    }
+}
+
+/// Launch calls waiting for their synchronous window, process-wide: one load tells a call
+/// that observes stream work whether it may have to wait ([`wait_for_synchronous_windows`]).
+static SYNC_WAITS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A launch call waiting for its synchronous window: counted on its context
+/// ([`Ctx::sync_waits`]) and process-wide while it lives.
+struct SynchronousWait<'a>(&'a Ctx);
+
+impl<'a> SynchronousWait<'a> {
+    fn new(ctx: &'a Ctx) -> SynchronousWait<'a> {
+        ctx.sync_waits.fetch_add(1, Ordering::AcqRel);
+        SYNC_WAITS.fetch_add(1, Ordering::AcqRel);
+        SynchronousWait(ctx)
+    }
+}
+
+impl Drop for SynchronousWait<'_> {
+    fn drop(&mut self) {
+        self.0.sync_waits.fetch_sub(1, Ordering::AcqRel);
+        SYNC_WAITS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// At the entry of an application call that observes whether stream work is done
+/// ([`Api::Observe`](crate::cuda::classify::Api::Observe)): while a synchronous window
+/// holds a context, its first pass is done on the application's stream before its restores
+/// and later passes have run, and no gate hides that; so the call waits until no such window
+/// holds any context (each context's lock deadline, past which the window stops after its
+/// current pass). A first pass waiting for what this thread does next gives way after
+/// `ROCPROF_REPLAY_YIELD_MS` all the same: the launch call waits for its window meanwhile
+/// ([`Handoff::call_waits`]).
+pub(crate) fn wait_for_synchronous_windows(be: &Backend) {
+    if SYNC_WAITS.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let held: SmallVec<[Arc<Ctx>; 2]> = be
+        .contexts
+        .read()
+        .values()
+        .filter(|c| c.sync_waits.load(Ordering::Acquire) > 0)
+        .cloned()
+        .collect();
+    for ctx in held {
+        drop(ctx.lock.read_outside_window(be.settings.lock));
     }
 }
 

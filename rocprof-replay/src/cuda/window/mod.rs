@@ -43,6 +43,7 @@ use launch::*;
 pub(crate) use launch::{
     asynchronous_windows_from_env, enter_launch, exit_launch, order_free_after_late_copies,
     prepare_gates, prune_foreign, record_marker, retire_stream, wait_for_late_work,
+    wait_for_synchronous_windows,
 };
 use target::*;
 pub(crate) use target::{ArenaMemory, LateEvents, Poll, poll};
