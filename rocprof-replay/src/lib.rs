@@ -93,9 +93,9 @@ pub use context::{Context, LoopContexts, PassGuard, Service};
 pub use dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime};
 pub use error::Error;
 pub use policy::{
-    Consults, DeclineReason, FailureReason, FootprintKind, FootprintMode, MAX_OPEN_ENDED_PASSES,
-    MAX_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind,
-    RestoreMode, SAMPLED_EVERY, SAMPLED_TRUST_AFTER,
+    Consults, DeclineReason, FailureReason, FootprintKind, FootprintMode, HostMemory,
+    MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport,
+    ReplayPolicy, RestoreKind, RestoreMode, SAMPLED_EVERY, SAMPLED_TRUST_AFTER,
 };
 pub use rocprof_replay_macros::rocprof_tool;
 

@@ -379,6 +379,40 @@ pub trait ReplayPolicy: Send + Sync + 'static {
         let _ = info;
         FootprintMode::Auto
     }
+
+    /// What happens to a dispatch whose kernel may write memory the application's host code
+    /// can see (pinned, mapped, registered or managed memory on CUDA; fine-grained, host or
+    /// shared virtual memory on HSA), which no restore may rewrite under a host writer
+    /// (called once per dispatch that [`pass_count`](Self::pass_count) gave more than one
+    /// pass, before its window). The default, [`HostMemory::Auto`], leaves it to
+    /// `ROCPROF_REPLAY_HOST_MEMORY` (declined: `host_memory` before the window, or replay
+    /// stops after a first pass that wrote watched memory, `host_memory_written`).
+    /// [`HostMemory::Repeat`] opts this dispatch in to the reference design's behaviour: it is
+    /// replayed and its writes there are repeated once per pass (to count passes from the
+    /// kernel, say); its record says `"host_memory": "repeated"`. Memory another process or
+    /// GPU writes (`foreign_memory`) is never replayed, whatever this says. A panic here
+    /// declines the dispatch (`policy_panicked`).
+    fn host_memory(&self, info: &DispatchInfo) -> HostMemory {
+        let _ = info;
+        HostMemory::Auto
+    }
+}
+
+/// A policy's answer for a dispatch whose kernel may write host-visible memory
+/// ([`ReplayPolicy::host_memory`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostMemory {
+    /// `ROCPROF_REPLAY_HOST_MEMORY` decides (`decline` when unset).
+    #[default]
+    Auto,
+    /// Never rewrite or repeat writes to host-visible memory: the dispatch declines
+    /// (`host_memory`), or replay stops after a first pass that wrote watched host memory
+    /// (`host_memory_written`), whatever the environment says.
+    Decline,
+    /// Replay anyway, the kernel's writes to host-visible memory repeated once per pass
+    /// (recorded as `"host_memory": "repeated"`).
+    Repeat,
 }
 
 /// A pass about to run.

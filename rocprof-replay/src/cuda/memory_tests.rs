@@ -393,6 +393,101 @@ fn with_repeated_host_writes_a_kernel_given_managed_memory_is_replayed_and_recor
     );
 }
 
+/// Three passes, and the answer `host` to [`ReplayPolicy::host_memory`] for every dispatch
+/// but the `n`-th (0-based), which gets `HostMemory::Auto`; panics there when `panics`.
+struct HostOptIn {
+    host: crate::HostMemory,
+    auto_at: u64,
+    panics: bool,
+    asked: std::sync::atomic::AtomicU64,
+}
+
+impl HostOptIn {
+    fn new(host: crate::HostMemory, auto_at: u64, panics: bool) -> HostOptIn {
+        HostOptIn {
+            host,
+            auto_at,
+            panics,
+            asked: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+impl ReplayPolicy for HostOptIn {
+    type State = ();
+    type PassState = ();
+    fn pass_count(&self, _: &DispatchInfo) -> PassPlan<Self> {
+        PassPlan::exactly(3, ())
+    }
+    fn host_memory(&self, _: &DispatchInfo) -> crate::HostMemory {
+        let n = self.asked.fetch_add(1, Ordering::SeqCst);
+        assert!(!self.panics, "a policy that panics");
+        if n == self.auto_at {
+            crate::HostMemory::Auto
+        } else {
+            self.host
+        }
+    }
+}
+
+/// Launches `add_one` twice over four counters in managed memory under `policy` and
+/// `settings`: the counters after each launch and each record.
+fn managed_counters_under<P: ReplayPolicy>(
+    policy: P,
+    settings: Settings,
+) -> Vec<(Vec<u32>, OutcomeKind, bool)> {
+    let h = harness_with(policy, settings);
+    h.obtain_function(&ADD_ONE);
+    let managed = h.alloc_managed(16);
+    let mut counters = counters_at(managed, 4);
+    (0..2)
+        .map(|i| {
+            let mut args = counters.args();
+            h.launch(&ADD_ONE, &mut args, 0);
+            let o = &h.outcomes()[i].1;
+            (counters.values(), o.kind, o.host_writes_repeated)
+        })
+        .collect()
+}
+
+#[test]
+fn a_policy_opts_a_dispatch_in_to_repeated_host_writes_or_out_of_them() {
+    use crate::HostMemory::{Decline, Repeat};
+    // The policy repeats the second dispatch's host writes; the first is left to the
+    // environment, which declines.
+    let seen = managed_counters_under(HostOptIn::new(Repeat, 0, false), quick());
+    assert_eq!(
+        seen,
+        vec![
+            (vec![1; 4], declined(DeclineReason::HostMemory), false),
+            (vec![4; 4], OutcomeKind::Replayed, true),
+        ],
+        "written once, then once per pass as opted in"
+    );
+    // The environment repeats; the policy declines the second dispatch.
+    let repeat = Settings {
+        repeat_host_writes: true,
+        ..quick()
+    };
+    let seen = managed_counters_under(HostOptIn::new(Decline, 0, false), repeat);
+    assert_eq!(
+        seen,
+        vec![
+            (vec![3; 4], OutcomeKind::Replayed, true),
+            (vec![4; 4], declined(DeclineReason::HostMemory), false),
+        ]
+    );
+    // A panicking answer: each dispatch runs once.
+    let seen = managed_counters_under(HostOptIn::new(Repeat, u64::MAX, true), quick());
+    assert_eq!(
+        seen,
+        vec![
+            (vec![1; 4], declined(DeclineReason::PolicyPanicked), false),
+            (vec![2; 4], declined(DeclineReason::PolicyPanicked), false),
+        ]
+    );
+}
+
 #[test]
 fn a_kernel_given_an_ipc_import_runs_once_declined_foreign_memory() {
     let h = harness(3, quick());

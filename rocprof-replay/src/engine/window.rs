@@ -113,9 +113,9 @@ mod runs;
 #[path = "ahead.rs"]
 mod ahead;
 use crate::policy::{
-    Consults, DeclineReason, FailureReason, FootprintKind, FootprintMode, MAX_OPEN_ENDED_PASSES,
-    MAX_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport, ReplayPolicy, RestoreKind,
-    RestoreMode,
+    Consults, DeclineReason, FailureReason, FootprintKind, FootprintMode, HostMemory,
+    MAX_OPEN_ENDED_PASSES, MAX_PASSES, Outcome, OutcomeKind, Pass, PassPlan, PassReport,
+    ReplayPolicy, RestoreKind, RestoreMode,
 };
 use runs::{
     Broken, Joining, Rider, collect_riders, count_riders, end_run, follow_riders, join_run,
@@ -397,8 +397,11 @@ pub(crate) struct Decided<'p, P: ReplayPolicy> {
     decision: Option<Consults<P>>,
     state: P::State,
     set: Option<Arc<MetricSet>>,
-    /// The opt-in of `ROCPROF_REPLAY_HOST_MEMORY=repeat` applied ([`Outcome::host_writes_repeated`]).
+    /// The opt-in to repeated host writes applied before the window ([`Outcome::host_writes_repeated`]).
     host_writes_repeated: bool,
+    /// Writes to host-visible memory may be repeated once per pass: the policy's
+    /// [`host_memory`](ReplayPolicy::host_memory) or `ROCPROF_REPLAY_HOST_MEMORY=repeat`.
+    repeat_host: bool,
     /// The agent's write epoch at the decision: the tag of the fingerprints this window may
     /// leave ([carried fingerprints](crate::engine::footprint#carried-fingerprints)).
     epoch: footprint::Tag,
@@ -538,9 +541,22 @@ fn decide_inner<'p, P: ReplayPolicy>(
         ));
     }
 
+    // The policy's opt-in to repeated writes to host-visible memory, or the environment's.
+    let repeat_host = match call("host_memory", info, || policy.host_memory(info)) {
+        Some(HostMemory::Auto) => settings.repeat_host_writes,
+        Some(HostMemory::Repeat) => true,
+        Some(_) => false,
+        None => {
+            return Err(ordinary(
+                target,
+                OutcomeKind::Declined(DeclineReason::PolicyPanicked),
+                state,
+            ));
+        }
+    };
     let mut host_writes_repeated = false;
     match gate::refuses(info, target.refusal()) {
-        Some(DeclineReason::HostMemory) if settings.repeat_host_writes => {
+        Some(DeclineReason::HostMemory) if repeat_host => {
             // The explicit opt-in: replayed, its writes to host-visible memory repeated.
             host_writes_repeated = true;
         }
@@ -559,6 +575,7 @@ fn decide_inner<'p, P: ReplayPolicy>(
         state,
         set,
         host_writes_repeated,
+        repeat_host,
         epoch: footprint::tag(info.agent.0),
         asked: std::sync::OnceLock::new(),
     })
@@ -633,6 +650,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
             mut state,
             set,
             host_writes_repeated,
+            repeat_host,
             epoch,
             asked: answers,
         } = self;
@@ -777,7 +795,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 }
             }
             // The explicit opt-in covers host memory reached this way too.
-            Err(DeclineReason::HostMemory) if settings.repeat_host_writes => stored_repeats = true,
+            Err(DeclineReason::HostMemory) if repeat_host => stored_repeats = true,
             Err(reason) => {
                 tracing::debug!(
                     kernel = info.kernel(),
@@ -789,9 +807,7 @@ impl<P: ReplayPolicy> Decided<'_, P> {
                 return decline(target, reason, state);
             }
         }
-        let repeats = host_writes_repeated
-            || stored_repeats
-            || (settings.repeat_host_writes && !watch.is_empty());
+        let repeats = host_writes_repeated || stored_repeats || (repeat_host && !watch.is_empty());
         if repeats {
             watch.clear();
         }
