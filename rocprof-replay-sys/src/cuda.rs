@@ -68,6 +68,43 @@ pub type CUmemGenericAllocationHandle = u64;
 /// `CUmemAllocationHandleType`: the kind of a shareable handle.
 pub type CUmemAllocationHandleType = c_uint;
 
+/// Where a physical allocation lives, or who may access a mapping (`CUmemLocation`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CUmemLocation {
+    /// `CUmemLocationType`: a device, the host, a host NUMA node.
+    pub type_: c_uint,
+    /// The device ordinal (or NUMA node) the type names.
+    pub id: c_int,
+}
+const_assert_layout!(CUmemLocation, size = 8, align = 4);
+
+/// `CUmemAllocationProp`: what `cuMemCreate` is asked for.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUmemAllocationProp {
+    /// `CUmemAllocationType` (`CU_MEM_ALLOCATION_TYPE_PINNED`).
+    pub type_: c_uint,
+    /// The shareable handle types the allocation may be exported as.
+    pub requestedHandleTypes: CUmemAllocationHandleType,
+    /// Where the physical memory lives.
+    pub location: CUmemLocation,
+    /// Windows only; null elsewhere.
+    pub win32HandleMetaData: *mut c_void,
+    /// `allocFlags` (compression, RDMA, usage): not read.
+    pub allocFlags: [u8; 8],
+}
+const_assert_layout!(CUmemAllocationProp, size = 32, align = 8);
+
+/// `CUmemLocationType`: a device; `id` is its ordinal.
+pub const CU_MEM_LOCATION_TYPE_DEVICE: c_uint = 0x1;
+/// `CUmemLocationType`: host memory.
+pub const CU_MEM_LOCATION_TYPE_HOST: c_uint = 0x2;
+/// `CUmemLocationType`: host memory on a NUMA node; `id` is the node.
+pub const CU_MEM_LOCATION_TYPE_HOST_NUMA: c_uint = 0x3;
+/// `CUmemLocationType`: host memory on the calling thread's NUMA node.
+pub const CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: c_uint = 0x4;
+
 /// An interprocess memory handle (`CUipcMemHandle`): opaque bytes another process exported.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -653,7 +690,7 @@ pub mod params {
     }
     const_assert_layout!(cuMemRetainAllocationHandle_params, size = 16, align = 8);
 
-    /// `cuMemCreate_params` (`prop` points to a `CUmemAllocationProp`, not read).
+    /// `cuMemCreate_params` (`prop` points to a [`CUmemAllocationProp`]).
     #[repr(C)]
     #[derive(Clone, Copy, Debug)]
     pub struct cuMemCreate_params {

@@ -272,6 +272,43 @@ fn checks() -> Probe {
     });
     strukt!(p, cuMemRelease_params, "cuMemRelease_params" { handle });
     strukt!(p, cuMemCreate_params, "cuMemCreate_params" { handle, size, prop, flags });
+    p.layout(
+        "CUmemLocation",
+        size_of::<CUmemLocation>(),
+        align_of::<CUmemLocation>(),
+    );
+    p.offset("CUmemLocation", "type", offset_of!(CUmemLocation, type_));
+    p.offset("CUmemLocation", "id", offset_of!(CUmemLocation, id));
+    p.layout(
+        "CUmemAllocationProp",
+        size_of::<CUmemAllocationProp>(),
+        align_of::<CUmemAllocationProp>(),
+    );
+    p.offset(
+        "CUmemAllocationProp",
+        "type",
+        offset_of!(CUmemAllocationProp, type_),
+    );
+    p.offset(
+        "CUmemAllocationProp",
+        "requestedHandleTypes",
+        offset_of!(CUmemAllocationProp, requestedHandleTypes),
+    );
+    p.offset(
+        "CUmemAllocationProp",
+        "location",
+        offset_of!(CUmemAllocationProp, location),
+    );
+    p.offset(
+        "CUmemAllocationProp",
+        "win32HandleMetaData",
+        offset_of!(CUmemAllocationProp, win32HandleMetaData),
+    );
+    p.offset(
+        "CUmemAllocationProp",
+        "allocFlags",
+        offset_of!(CUmemAllocationProp, allocFlags),
+    );
     strukt!(p, cuMulticastCreate_params, "cuMulticastCreate_params" { mcHandle, prop });
     strukt!(p, cuMemHostAlloc_params, "cuMemHostAlloc_params" { pp, bytesize, Flags });
     strukt!(p, cuMemAllocHost_v2_params, "cuMemAllocHost_v2_params" { pp, bytesize });
@@ -351,6 +388,10 @@ fn checks() -> Probe {
         CU_EVENT_DEFAULT,
         CU_EVENT_DISABLE_TIMING,
         CU_MEMHOSTALLOC_PORTABLE,
+        CU_MEM_LOCATION_TYPE_DEVICE,
+        CU_MEM_LOCATION_TYPE_HOST,
+        CU_MEM_LOCATION_TYPE_HOST_NUMA,
+        CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT,
         CU_STREAM_CAPTURE_STATUS_NONE,
         CU_STREAM_CAPTURE_STATUS_ACTIVE,
         CU_STREAM_CAPTURE_STATUS_INVALIDATED,

@@ -43,6 +43,10 @@ pub(crate) enum Kind {
     /// A `cuMemMap` of an imported or exported handle: until `cuMemUnmap` (mappings are
     /// process-wide).
     ImportedMapping,
+    /// A `cuMemMap` of a handle whose physical memory is host memory (`cuMemCreate` with a
+    /// host location): until `cuMemUnmap`. The host reaches it only once the application
+    /// grants the CPU access, which the window cannot tell: never watched.
+    HostMapping,
 }
 
 impl Kind {

@@ -74,14 +74,32 @@ impl Backend {
                     return;
                 }
                 let ctx = self.ctx(ctx_handle);
+                // SAFETY: cuMemCreate's parameters.
+                let p = unsafe { *params.cast::<cuMemCreate_params>() };
                 if enter {
-                    // SAFETY: cuMemCreate's parameters.
-                    let p = unsafe { *params.cast::<cuMemCreate_params>() };
                     // Physical memory, device or host: relieving the arena only acts when the
                     // device is short of the request.
                     self.relieve(&ctx, p.size);
-                } else if result() == CUDA_ERROR_OUT_OF_MEMORY {
-                    self.after_oom(&ctx);
+                    return;
+                }
+                match result() {
+                    CUDA_SUCCESS if !p.handle.is_null() && !p.prop.is_null() => {
+                        // SAFETY: the allocation's properties, as the application passed them;
+                        // the driver wrote the handle.
+                        let (location, handle) = unsafe {
+                            ((*p.prop.cast::<CUmemAllocationProp>()).location, *p.handle)
+                        };
+                        if matches!(
+                            location.type_,
+                            CU_MEM_LOCATION_TYPE_HOST
+                                | CU_MEM_LOCATION_TYPE_HOST_NUMA
+                                | CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT
+                        ) {
+                            self.host_handles.lock().add(handle);
+                        }
+                    }
+                    CUDA_ERROR_OUT_OF_MEMORY => self.after_oom(&ctx),
+                    _ => {}
                 }
             }
             Api::MemFree | Api::MemFreeAsync if enter && !guarded_thread() => {
@@ -116,6 +134,15 @@ impl Backend {
                         memory::Kind::ImportedMapping,
                         ctx_handle,
                     );
+                } else if self.host_handles.lock().contains(p.handle) {
+                    // Host memory: the application's host code may write it (once it grants
+                    // the CPU access), so it is never captured, restored or watched.
+                    self.host_memory.write().insert(
+                        p.ptr as usize,
+                        p.size,
+                        memory::Kind::HostMapping,
+                        ctx_handle,
+                    );
                 } else if ctx_handle != 0 {
                     self.inventory.record(
                         p.ptr as usize,
@@ -135,6 +162,9 @@ impl Backend {
                 self.foreign_memory
                     .write()
                     .remove_range(p.ptr as usize, p.size);
+                self.host_memory
+                    .write()
+                    .remove_range(p.ptr as usize, p.size);
                 self.mappings.lock().remove(&(p.ptr as usize));
                 // A late copy of ours on the range would fault once it is unmapped.
                 if ctx_handle != 0 {
@@ -152,27 +182,33 @@ impl Backend {
                 if out.is_null() {
                     return;
                 }
-                let foreign = match api {
+                // SAFETY: the driver wrote the handle.
+                let handle = unsafe { *out };
+                let (foreign, host) = match api {
                     Api::MemRetain => {
                         // SAFETY: cuMemRetainAllocationHandle's parameters.
                         let p = unsafe { *params.cast::<cuMemRetainAllocationHandle_params>() };
-                        self.foreign_memory
-                            .read()
-                            .containing(p.addr as usize)
-                            .is_some()
+                        let at = p.addr as usize;
+                        (
+                            self.foreign_memory.read().containing(at).is_some(),
+                            self.host_memory.read().containing(at)
+                                == Some(memory::Kind::HostMapping),
+                        )
                     }
-                    _ => true,
+                    _ => (true, false),
                 };
                 if foreign {
-                    // SAFETY: the driver wrote the handle.
-                    let handle = unsafe { *out };
                     self.imported_handles.lock().add(handle);
+                }
+                if host {
+                    self.host_handles.lock().add(handle);
                 }
             }
             Api::MemRelease if enter && !guarded_thread() => {
                 // SAFETY: cuMemRelease's parameters.
                 let p = unsafe { *params.cast::<cuMemRelease_params>() };
                 self.imported_handles.lock().release(p.handle);
+                self.host_handles.lock().release(p.handle);
             }
             Api::SurfCreate => {
                 if enter || guarded_thread() || result() != CUDA_SUCCESS {

@@ -533,6 +533,79 @@ fn foreign_memory_declines_even_where_host_writes_may_be_repeated() {
     assert_eq!(h.last_kind(), declined(DeclineReason::ForeignMemory));
 }
 
+/// `cuMemCreate` of `size` bytes at `location` (a `CU_MEM_LOCATION_TYPE_*`, device 0), the
+/// driver answering with `handle`.
+fn mem_create_at(h: &Harness, size: usize, location: u32, handle: u64) -> u64 {
+    let mut out: CUmemGenericAllocationHandle = 0;
+    let prop = CUmemAllocationProp {
+        type_: 1,
+        requestedHandleTypes: 0,
+        location: CUmemLocation {
+            type_: location,
+            id: 0,
+        },
+        win32HandleMetaData: std::ptr::null_mut(),
+        allocFlags: [0; 8],
+    };
+    let params = cuMemCreate_params {
+        handle: &mut out,
+        size,
+        prop: (&prop as *const CUmemAllocationProp).cast(),
+        flags: 0,
+    };
+    h.call(
+        MEM_CREATE,
+        c"cuMemCreate",
+        (&params as *const cuMemCreate_params).cast(),
+        c"",
+        || {
+            out = handle;
+            CUDA_SUCCESS
+        },
+    );
+    out
+}
+
+#[test]
+fn a_mapping_of_host_located_physical_memory_is_host_memory() {
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    // Physical memory in host RAM (CUDA 12.2+), mapped into the device's address space: the
+    // application's host code may write it once it grants the CPU access.
+    let host = mem_create_at(&h, 256, CU_MEM_LOCATION_TYPE_HOST_NUMA, 0x5151);
+    let mapped = h.map_handle(256, host);
+    assert_eq!(h.be.inventory.origin_of(mapped), None, "never captured");
+    let mut counters = counters_at(mapped + 16, 4);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(counters.values(), vec![1; 4], "incremented once");
+    assert_eq!(h.last_kind(), declined(DeclineReason::HostMemory));
+    // A handle retained from that mapping is host memory too, wherever it is mapped again.
+    let retained = h.get_handle(MEM_RETAIN, c"cuMemRetainAllocationHandle", 0x5152, mapped);
+    h.unmap(mapped, 256);
+    assert!(
+        h.be.host_memory.read().is_empty(),
+        "forgotten at cuMemUnmap"
+    );
+    let again = h.map_handle(256, retained);
+    let mut counters = counters_at(again, 4);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.last_kind(), declined(DeclineReason::HostMemory));
+    h.unmap(again, 256);
+    h.release(retained);
+    h.release(host);
+    // Device-located physical memory is the context's own: captured and replayed.
+    let device = mem_create_at(&h, 256, CU_MEM_LOCATION_TYPE_DEVICE, 0x5151);
+    let mapped = h.map_handle(256, device);
+    assert!(h.be.inventory.origin_of(mapped).is_some());
+    let mut counters = counters_at(mapped, 4);
+    let mut args = counters.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert_eq!(h.last_kind(), OutcomeKind::Replayed);
+    assert_eq!(counters.values(), vec![1; 4]);
+}
+
 #[test]
 fn a_mapping_of_an_imported_handle_is_foreign_memory_and_an_own_mapping_the_contexts() {
     let h = harness(3, quick());

@@ -319,6 +319,9 @@ pub(crate) struct Backend {
     pub(crate) surfaces: RwLock<HashMap<u64, usize>>,
     /// Virtual-memory handles whose mappings are foreign memory (imported, or exported).
     pub(crate) imported_handles: Mutex<memory::ImportedHandles>,
+    /// Virtual-memory handles whose physical memory is host memory (`cuMemCreate` with a
+    /// host location, or retained from a mapping of one): their mappings are host memory.
+    pub(crate) host_handles: Mutex<memory::ImportedHandles>,
     /// The context's own virtual-memory mappings: address -> (handle, size), to find a
     /// handle's mappings when it is exported.
     pub(crate) mappings: Mutex<HashMap<usize, (u64, usize)>>,
@@ -360,6 +363,7 @@ impl Backend {
             foreign_memory: RwLock::new(memory::Ranges::default()),
             surfaces: RwLock::new(HashMap::new()),
             imported_handles: Mutex::new(memory::ImportedHandles::default()),
+            host_handles: Mutex::new(memory::ImportedHandles::default()),
             mappings: Mutex::new(HashMap::new()),
             next_dispatch: AtomicU64::new(1),
             asynchronous: window::asynchronous_windows_from_env(),
