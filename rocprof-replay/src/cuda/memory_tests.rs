@@ -536,7 +536,6 @@ fn foreign_memory_declines_even_where_host_writes_may_be_repeated() {
 /// `cuMemCreate` of `size` bytes at `location` (a `CU_MEM_LOCATION_TYPE_*`, device 0), the
 /// driver answering with `handle`.
 fn mem_create_at(h: &Harness, size: usize, location: u32, handle: u64) -> u64 {
-    let mut out: CUmemGenericAllocationHandle = 0;
     let prop = CUmemAllocationProp {
         type_: 1,
         requestedHandleTypes: 0,
@@ -547,23 +546,7 @@ fn mem_create_at(h: &Harness, size: usize, location: u32, handle: u64) -> u64 {
         win32HandleMetaData: std::ptr::null_mut(),
         allocFlags: [0; 8],
     };
-    let params = cuMemCreate_params {
-        handle: &mut out,
-        size,
-        prop: (&prop as *const CUmemAllocationProp).cast(),
-        flags: 0,
-    };
-    h.call(
-        MEM_CREATE,
-        c"cuMemCreate",
-        (&params as *const cuMemCreate_params).cast(),
-        c"",
-        || {
-            out = handle;
-            CUDA_SUCCESS
-        },
-    );
-    out
+    mem_create_as(h, size, &prop, handle, CUDA_SUCCESS)
 }
 
 #[test]

@@ -284,14 +284,7 @@ fn a_first_pass_waiting_for_work_ordered_behind_its_window_gives_way() {
         "the window waited {:?} for a first pass held up by work behind it",
         started.elapsed()
     );
-    let o = &h.outcomes()[0].1;
-    assert_eq!(
-        o.kind,
-        OutcomeKind::Declined(DeclineReason::LockContention),
-        "{o:?}"
-    );
-    assert_eq!(o.passes, 1);
-    assert_eq!(buf.values(), vec![1; 4], "one execution");
+    gave_way_after_the_first_pass(&h, &buf);
     assert!(!h.be.ctx(CTX).lock.held_up(Duration::ZERO, |_| true));
 }
 
@@ -414,15 +407,7 @@ fn a_synchronous_windows_first_pass_waiting_for_what_its_thread_does_next_gives_
         returned < Duration::from_secs(5),
         "the launch call returned after {returned:?}"
     );
-    let o = &h.outcomes()[0].1;
-    assert_eq!(
-        o.kind,
-        OutcomeKind::Declined(DeclineReason::LockContention),
-        "{o:?}"
-    );
-    assert_eq!(o.passes, 1);
-    assert_eq!(buf.values(), vec![1; 4], "one execution");
-    assert_eq!(gpu().relaunches, 0);
+    gave_way_after_the_first_pass(&h, &buf);
 }
 
 #[test]

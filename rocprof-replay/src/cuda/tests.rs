@@ -2275,6 +2275,20 @@ fn copy_on(h: &Harness, stream: usize, body: fn()) {
     );
 }
 
+/// The first window of `h` gave way during its first pass: `lock_contention` after one
+/// pass, `buf` (four words) written once, nothing relaunched.
+fn gave_way_after_the_first_pass(h: &Harness, buf: &Buffer) {
+    let o = &h.outcomes()[0].1;
+    assert_eq!(
+        o.kind,
+        OutcomeKind::Declined(DeclineReason::LockContention),
+        "{o:?}"
+    );
+    assert_eq!(o.passes, 1);
+    assert_eq!(buf.values(), vec![1; 4], "one execution");
+    assert_eq!(gpu().relaunches, 0);
+}
+
 fn yielding() -> Settings {
     Settings {
         pass: Duration::from_secs(10),
@@ -2293,15 +2307,7 @@ fn a_first_pass_waiting_for_the_applications_copy_on_another_stream_gives_way() 
     let mut buf = Buffer::new(&h, 4);
     let took = first_pass_waiting_for(&h, &mut buf, |h| copy_on(h, 0x6000, unstick));
     assert!(took < Duration::from_secs(5), "the copy waited {took:?}");
-    let o = &h.outcomes()[0].1;
-    assert_eq!(
-        o.kind,
-        OutcomeKind::Declined(DeclineReason::LockContention),
-        "{o:?}"
-    );
-    assert_eq!(o.passes, 1);
-    assert_eq!(buf.values(), vec![1; 4], "one execution");
-    assert_eq!(gpu().relaunches, 0);
+    gave_way_after_the_first_pass(&h, &buf);
 }
 
 #[test]
@@ -3654,6 +3660,17 @@ fn later_launches_decline_at_once(h: &Harness, buf: &mut Buffer) {
     assert_eq!(buf.values(), vec![3; 8], "three executions");
 }
 
+/// The stuck work on `stream` finishes: the fourth launch over `buf` is replayed.
+fn once_stream_finishes_the_next_launch_replays(h: &Harness, buf: &mut Buffer, stream: usize) {
+    gpu().stuck_streams.remove(&stream);
+    gpu().stuck_events.clear();
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0x5000);
+    h.settle();
+    assert_eq!(h.outcomes()[3].1.kind, OutcomeKind::Replayed);
+    assert_eq!(buf.values(), vec![4; 8]);
+}
+
 #[test]
 fn another_contexts_work_that_does_not_finish_costs_one_drain_deadline() {
     // Context B's copy into this context's buffer never finishes: the first drain waits its
@@ -3667,13 +3684,7 @@ fn another_contexts_work_that_does_not_finish_costs_one_drain_deadline() {
     launch_once_past_a_drain_timeout(&h, &mut buf, "a restore could undo the other's copy");
     later_launches_decline_at_once(&h, &mut buf);
     // The copy finishes: the next launch is replayed, and the event goes back to B.
-    gpu().stuck_streams.remove(&0x7700);
-    gpu().stuck_events.clear();
-    let mut args = buf.args();
-    h.launch(&ADD_ONE, &mut args, 0x5000);
-    h.settle();
-    assert_eq!(h.outcomes()[3].1.kind, OutcomeKind::Replayed);
-    assert_eq!(buf.values(), vec![4; 8]);
+    once_stream_finishes_the_next_launch_replays(&h, &mut buf, 0x7700);
     assert!(h.be.ctx(CTX).foreign.lock().is_empty());
     assert_eq!(h.be.ctx(CTX_B).private.lock().plain_events.len(), 1);
 }
@@ -3690,13 +3701,7 @@ fn work_left_on_a_destroyed_stream_that_does_not_finish_costs_one_drain_deadline
     assert_eq!(h.be.ctx(CTX).retired.lock().len(), 1);
     launch_once_past_a_drain_timeout(&h, &mut buf, "the destroyed stream's work still runs");
     later_launches_decline_at_once(&h, &mut buf);
-    gpu().stuck_streams.remove(&0x6000);
-    gpu().stuck_events.clear();
-    let mut args = buf.args();
-    h.launch(&ADD_ONE, &mut args, 0x5000);
-    h.settle();
-    assert_eq!(h.outcomes()[3].1.kind, OutcomeKind::Replayed);
-    assert_eq!(buf.values(), vec![4; 8]);
+    once_stream_finishes_the_next_launch_replays(&h, &mut buf, 0x6000);
     assert!(h.be.ctx(CTX).retired.lock().is_empty());
 }
 
@@ -4159,11 +4164,23 @@ fn an_application_allocation_short_of_memory_during_a_window_waits_and_gets_the_
 
 /// `cuMemCreate` of `size` bytes (PyTorch's expandable segments), answered `result`.
 fn mem_create(h: &Harness, size: usize, result: CUresult) {
-    let mut handle: CUmemGenericAllocationHandle = 0;
+    mem_create_as(h, size, std::ptr::null(), 0, result);
+}
+
+/// `cuMemCreate` of `size` bytes with the properties at `prop`, the driver answering `result`
+/// and the handle `handle`; returns the handle the application got.
+fn mem_create_as(
+    h: &Harness,
+    size: usize,
+    prop: *const CUmemAllocationProp,
+    handle: u64,
+    result: CUresult,
+) -> u64 {
+    let mut out: CUmemGenericAllocationHandle = 0;
     let params = cuMemCreate_params {
-        handle: &mut handle,
+        handle: &mut out,
         size,
-        prop: std::ptr::null(),
+        prop: prop.cast(),
         flags: 0,
     };
     h.call(
@@ -4171,8 +4188,12 @@ fn mem_create(h: &Harness, size: usize, result: CUresult) {
         c"cuMemCreate",
         (&params as *const cuMemCreate_params).cast(),
         c"",
-        || result,
+        || {
+            out = handle;
+            result
+        },
     );
+    out
 }
 
 #[test]
