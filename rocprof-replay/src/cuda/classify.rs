@@ -107,8 +107,9 @@ pub(crate) enum Api {
     /// `cuStreamSynchronize`, `cuEventSynchronize`, `cuCtxSynchronize`): while a synchronous
     /// window holds a context (its launch call waits for it, and no gate on the stream hides
     /// its first pass), another thread's such call waits at its entry until that window is
-    /// over. Also ends runs.
-    Observe,
+    /// over. `wait`: a synchronization, which also ends runs ([`Api::RunBreak`]); a query
+    /// does not (it neither orders nor waits for work).
+    Observe { wait: bool },
 }
 
 impl Api {
@@ -214,13 +215,14 @@ pub(crate) fn classify(name: &str) -> Option<Api> {
         {
             Api::Loads
         }
-        b if b.starts_with("cuStreamQuery")
-            || b.starts_with("cuEventQuery")
-            || b.starts_with("cuEventSynchronize")
+        b if b.starts_with("cuStreamQuery") || b.starts_with("cuEventQuery") => {
+            Api::Observe { wait: false }
+        }
+        b if b.starts_with("cuEventSynchronize")
             || b.starts_with("cuStreamSynchronize")
             || b.starts_with("cuCtxSynchronize") =>
         {
-            Api::Observe
+            Api::Observe { wait: true }
         }
         b if b.starts_with("cuEventRecord")
             || b.starts_with("cuStreamWaitEvent")

@@ -513,10 +513,15 @@ impl Backend {
             return;
         }
         let call = cb.correlationId;
-        // While windows may cover runs: every call of the application but function lookups,
-        // launches included (a launch joins a run only when it is the one call since the run's
+        // While windows may cover runs: every call of the application but function lookups
+        // and queries, launches included (a launch joins a run only when it is the one call since the run's
         // last launch returned). Otherwise nothing is counted: no shared counter on every call.
-        if self.settings.run > 1 && enter && !api.may_load() && !guarded_thread() {
+        if self.settings.run > 1
+            && enter
+            && !api.may_load()
+            && api != (Api::Observe { wait: false })
+            && !guarded_thread()
+        {
             let step = if matches!(api, Api::Launch(_)) {
                 1
             } else {
@@ -543,7 +548,7 @@ impl Backend {
         }
         match api {
             Api::Loads | Api::RunBreak => {}
-            Api::Observe => {
+            Api::Observe { .. } => {
                 if enter && !guarded_thread() {
                     window::wait_for_synchronous_windows(self);
                 }

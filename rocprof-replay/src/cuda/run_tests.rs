@@ -147,6 +147,32 @@ fn a_call_between_two_launches_ends_the_run() {
 }
 
 #[test]
+fn a_query_between_two_launches_does_not_end_the_run() {
+    // A query neither orders nor waits for work (it is subscribed for synchronous windows,
+    // not to end runs): the next launch may still join the window of the one before.
+    let h = engine_harness(3, runs(8));
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 64);
+    gpu().slow_relaunches = Some(Duration::from_millis(5));
+    for _ in 0..3 {
+        let mut args = buf.args();
+        h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+        let p = [0x6000u64];
+        h.call(
+            STREAM_QUERY,
+            c"cuStreamQuery",
+            p.as_ptr().cast(),
+            c"",
+            || query_stream(0x6000),
+        );
+    }
+    h.settle();
+    assert_eq!(buf.values(), vec![3; 64]);
+    let runs: Vec<u32> = h.outcomes().iter().map(|(_, o)| o.run).collect();
+    assert!(runs.iter().any(|&r| r > 1), "no run formed: {runs:?}");
+}
+
+#[test]
 fn passes_queued_ahead_run_back_to_back_and_leave_one_execution() {
     for (ahead, restore) in [
         (true, RestoreMode::Auto),

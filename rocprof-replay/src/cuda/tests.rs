@@ -4035,16 +4035,20 @@ fn callbacks_are_classified_by_name() {
         "32-bit legacy pointers are not decoded"
     );
     assert_eq!(classify("cuGraphLaunch_ptsz"), Some(Api::GraphLaunch));
-    for observe in [
-        "cuStreamQuery",
-        "cuStreamQuery_ptsz",
-        "cuEventQuery",
+    for query in ["cuStreamQuery", "cuStreamQuery_ptsz", "cuEventQuery"] {
+        assert_eq!(
+            classify(query),
+            Some(Api::Observe { wait: false }),
+            "{query}"
+        );
+    }
+    for sync in [
         "cuStreamSynchronize_ptsz",
         "cuEventSynchronize",
         "cuCtxSynchronize",
         "cuCtxSynchronize_v2",
     ] {
-        assert_eq!(classify(observe), Some(Api::Observe), "{observe}");
+        assert_eq!(classify(sync), Some(Api::Observe { wait: true }), "{sync}");
     }
     assert_eq!(classify("cuEventRecord"), Some(Api::RunBreak));
     for loads in [
