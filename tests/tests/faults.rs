@@ -1099,6 +1099,36 @@ fn a_queue_that_never_drains_costs_one_drain_deadline_not_one_per_dispatch() {
 
 #[test]
 #[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
+fn a_copy_that_never_completes_costs_one_drain_deadline_not_one_per_dispatch() {
+    // An asynchronous copy into the GPU's memory waits for a signal the application sets only
+    // after three dispatches: the first window waits the drain deadline for it, the next ones
+    // decline at once while it is still listed; once it is done, replay resumes.
+    let c = cell("stuck-copy", &[("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "1000")]);
+    let incs = c.of("inc_in_place");
+    assert_eq!(
+        incs.len(),
+        6,
+        "warm-up, three while stuck, one after, the frame's: {incs:?}"
+    );
+    for (i, r) in incs[1..4].iter().enumerate() {
+        Cell::assert_outcome(r, "declined", Some("drain_timeout"));
+        let window_ns = r["window_ns"].as_u64().unwrap_or(0);
+        if i == 0 {
+            assert!(window_ns >= 1_000_000_000, "the first waited: {r}");
+        } else {
+            assert!(
+                window_ns < 500_000_000,
+                "dispatch {} waited for the same stuck copy again: {r}",
+                i + 1
+            );
+        }
+    }
+    Cell::assert_outcome(incs[4], "replayed", None);
+    c.assert_frame(3);
+}
+
+#[test]
+#[cfg_attr(not(have_hsa_headers), ignore = "needs apt install libhsa-runtime-dev")]
 fn the_application_reads_dispatch_times_of_a_replayed_dispatch() {
     let c = cell("dispatch-time", &[]);
     assert!(

@@ -158,6 +158,9 @@ impl<'a> Fence<'a> {
 pub(crate) struct CopyFence {
     inflight: Mutex<Vec<InflightCopy>>,
     retired: Condvar,
+    /// Copies a drain ran out of time on (ids; locked under `inflight`): while one is still
+    /// listed, later drains decline at once instead of each waiting the drain deadline for it.
+    stuck: Mutex<SmallVec<[u64; 2]>>,
 }
 
 /// One listed copy: what it signals and what it waits for (signal handles).
@@ -186,9 +189,18 @@ impl CopyFence {
     /// (directly or through other listed copies): it cannot run during the window, copies
     /// queued behind it on the runtime's in-order copy engines cannot either (their own
     /// dependencies say nothing about that), and neither could the snapshot's own copies.
-    /// `Err(TimedOut)` when `deadline` passes first.
+    /// `Err(TimedOut)` when `deadline` passes first: the copies still runnable then are
+    /// remembered, and while one of them is listed later calls return `Err(Stuck)` at once
+    /// (a copy that never completes costs one drain deadline, not one per dispatch).
     pub(crate) fn wait_idle(&self, replayed: hsa_signal_t, deadline: Instant) -> Result<(), Busy> {
         let mut list = self.inflight.lock();
+        {
+            let mut stuck = self.stuck.lock();
+            stuck.retain(|id| list.iter().any(|c| c.id == *id));
+            if !stuck.is_empty() {
+                return Err(Busy::Stuck);
+            }
+        }
         loop {
             let (runnable, held) = classify(&list, replayed);
             if held {
@@ -201,7 +213,10 @@ impl CopyFence {
                 let (runnable, held) = classify(&list, replayed);
                 return match (runnable, held) {
                     (_, true) => Err(Busy::Held),
-                    (true, false) => Err(Busy::TimedOut),
+                    (true, false) => {
+                        *self.stuck.lock() = runnable_ids(&list, replayed);
+                        Err(Busy::TimedOut)
+                    }
                     (false, false) => Ok(()),
                 };
             }
@@ -216,12 +231,32 @@ pub(crate) enum Busy {
     Held,
     /// Runnable copies outlived the deadline.
     TimedOut,
+    /// Copies an earlier call timed out on still run (answered at once).
+    Stuck,
 }
 
 /// (Whether some copy in `list` may run while the dispatch that signals `replayed` is held
 /// back, whether some copy waits for it.) A copy waits for it when it depends on its signal
 /// directly or through other listed copies.
 fn classify(list: &[InflightCopy], replayed: hsa_signal_t) -> (bool, bool) {
+    let held = held_signals(list, replayed);
+    let waits = |c: &InflightCopy| c.deps.iter().any(|d| held.contains(d));
+    (list.iter().any(|c| !waits(c)), list.iter().any(waits))
+}
+
+/// The ids of the copies in `list` that may run while the dispatch that signals `replayed`
+/// is held back.
+fn runnable_ids(list: &[InflightCopy], replayed: hsa_signal_t) -> SmallVec<[u64; 2]> {
+    let held = held_signals(list, replayed);
+    list.iter()
+        .filter(|c| !c.deps.iter().any(|d| held.contains(d)))
+        .map(|c| c.id)
+        .collect()
+}
+
+/// `replayed` and the completion signals of the copies in `list` that wait for it, directly
+/// or through other listed copies.
+fn held_signals(list: &[InflightCopy], replayed: hsa_signal_t) -> SmallVec<[u64; 4]> {
     let mut held: SmallVec<[u64; 4]> = SmallVec::new();
     if replayed.handle != 0 {
         held.push(replayed.handle);
@@ -237,8 +272,7 @@ fn classify(list: &[InflightCopy], replayed: hsa_signal_t) -> (bool, bool) {
             break;
         }
     }
-    let waits = |c: &InflightCopy| c.deps.iter().any(|d| held.contains(d));
-    (list.iter().any(|c| !waits(c)), list.iter().any(waits))
+    held
 }
 
 /// Whether some copy in `list` may still run while the dispatch that signals `replayed` is
@@ -670,5 +704,29 @@ mod tests {
         fence.add(copy(1, &[]));
         let deadline = Instant::now() + std::time::Duration::from_millis(10);
         assert_eq!(fence.wait_idle(REPLAYED, deadline), Err(Busy::TimedOut));
+    }
+
+    #[test]
+    fn a_copy_a_drain_timed_out_on_is_answered_at_once_until_it_retires() {
+        let fence = CopyFence::default();
+        fence.add(copy(1, &[]));
+        // Copy 2 waits for the replayed dispatch: not what the drain timed out on.
+        fence.add(copy(2, &[100]));
+        fence.retire(2);
+        let deadline = Instant::now() + std::time::Duration::from_millis(10);
+        assert_eq!(fence.wait_idle(REPLAYED, deadline), Err(Busy::TimedOut));
+        // Not a speed check: the next call would otherwise wait its whole 30 s deadline.
+        let start = Instant::now();
+        let long = start + std::time::Duration::from_secs(30);
+        assert_eq!(fence.wait_idle(REPLAYED, long), Err(Busy::Stuck));
+        assert!(start.elapsed() < std::time::Duration::from_secs(15));
+        // A copy listed later is waited for as usual once the stuck one retired.
+        fence.add(copy(3, &[]));
+        fence.retire(1);
+        let short = Instant::now() + std::time::Duration::from_millis(10);
+        assert_eq!(fence.wait_idle(REPLAYED, short), Err(Busy::TimedOut));
+        fence.retire(3);
+        assert_eq!(fence.wait_idle(REPLAYED, long), Ok(()));
+        assert!(fence.stuck.lock().is_empty());
     }
 }

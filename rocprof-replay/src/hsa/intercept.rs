@@ -2414,7 +2414,15 @@ impl ReplayTarget for HsaTarget {
             Err(Busy::Held) => Err(DeclineReason::CopyWaitsForDispatch),
             Err(Busy::TimedOut) => {
                 tracing::warn!(
-                    "asynchronous copies touching the agent outlived the drain deadline"
+                    "asynchronous copies touching the agent outlived the drain deadline: the \
+                     agent's later windows decline at once until they are done"
+                );
+                Err(DeclineReason::DrainTimeout)
+            }
+            Err(Busy::Stuck) => {
+                tracing::debug!(
+                    "asynchronous copies an earlier drain timed out on still run: declined \
+                     without waiting again"
                 );
                 Err(DeclineReason::DrainTimeout)
             }
