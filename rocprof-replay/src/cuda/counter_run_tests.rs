@@ -176,6 +176,37 @@ fn a_counter_run_measures_each_launch_in_a_range_of_its_own_in_every_counter_pas
 }
 
 #[test]
+fn a_query_between_launches_of_a_counter_run_neither_waits_nor_ends_the_run() {
+    let (_cupti, _p, h) = setup(3, 4, None);
+    h.obtain_function(&ADD_ONE_COUNTED);
+    let mut buf = Buffer::new(&h, 16);
+    let other = Buffer::new(&h, 4);
+    let mut queried = Vec::new();
+    for _ in 0..4 {
+        let mut args = buf.args();
+        h.launch_returning(&ADD_ONE_COUNTED, &mut args, 0x5000, c"_Z7add_onePji");
+        // PyTorch's allocator queries events between launches.
+        let p = [0x6000u64];
+        h.call(
+            STREAM_QUERY,
+            c"cuStreamQuery",
+            p.as_ptr().cast(),
+            c"",
+            || {
+                queried.push(h.outcomes().len());
+                query_stream(0x6000)
+            },
+        );
+    }
+    assert_eq!(queried, vec![0; 4], "a query waited for the run to end");
+    assert_eq!(h.fill_async(other.ptr, 7, 4, 0x6000), CUDA_SUCCESS);
+    h.settle();
+    assert_eq!(buf.values(), vec![4; 16]);
+    let runs: Vec<u32> = h.outcomes().iter().map(|(_, o)| o.run).collect();
+    assert_eq!(runs, vec![4; 4], "one run of four launches");
+}
+
+#[test]
 fn launches_past_what_cupti_keeps_in_a_pass_are_not_collected_and_memory_is_one_execution() {
     // CUDA 13.0's range profiler keeps two user ranges per pass.
     let (_cupti, _p, h) = setup(2, 4, Some(2));

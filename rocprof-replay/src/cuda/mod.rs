@@ -532,7 +532,13 @@ impl Backend {
         // While a counter run of this thread is open, its calls other than launches (which
         // may join the run, or wait for their own window) wait here, serving the run's
         // profiler calls ([`window::wait_while_held`]): one atomic load otherwise.
-        if enter && !matches!(api, Api::Launch(_)) && !guarded_thread() {
+        // (Queries pass: they neither order nor wait for work, and one between the run's
+        // launches would hold the next launch out of the run until the window gave up waiting
+        // for it.)
+        if enter
+            && !matches!(api, Api::Launch(_) | Api::Observe { wait: false })
+            && !guarded_thread()
+        {
             window::wait_while_held(&self.settings, &|| function_name(cb));
         }
         if api.may_load() && !guarded_thread() {
