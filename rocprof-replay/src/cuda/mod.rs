@@ -514,8 +514,9 @@ impl Backend {
         }
         let call = cb.correlationId;
         // While windows may cover runs: every call of the application but function lookups
-        // and queries, launches included (a launch joins a run only when it is the one call since the run's
-        // last launch returned). Otherwise nothing is counted: no shared counter on every call.
+        // and queries, launches included (a launch joins a run only when it is the one call
+        // since the run's last launch returned). Otherwise nothing is counted: no shared
+        // counter on every call.
         if self.settings.run > 1
             && enter
             && !api.may_load()
