@@ -10,6 +10,7 @@
 //! | IPC import | `cuIpcOpenMemHandle` | another process owns and writes it | `foreign_memory` |
 //! | IPC export | `cuIpcGetMemHandle`, `cuMemPoolExportPointer` of the context's own allocation, or `cuMemGetHandleForAddressRange` of a range of it (moved out of the inventory, whole) | another process or device may open and write it | `foreign_memory` |
 //! | pool import | `cuMemPoolImportPointer` | another process owns and writes it | `foreign_memory` |
+//! | mapping of host-located physical memory | `cuMemMap` of a handle `cuMemCreate` made with a host location, or `cuMemRetainAllocationHandle` of such a mapping | host threads may write it once the application grants the CPU access | `host_memory` |
 //! | mapping of an imported or exported handle | `cuMemMap` of a handle from `cuMemImportFromShareableHandle`, `cuMulticastCreate`, or `cuMemRetainAllocationHandle` of such a mapping; a mapping of a handle `cuMemExportToShareableHandle` exported (before or after the export) | another process or GPU writes it | `foreign_memory` |
 //!
 //! Allocations of another context of the process (peer access) are in the inventory, under
