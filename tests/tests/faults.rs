@@ -1070,10 +1070,14 @@ fn a_queue_that_never_drains_costs_one_drain_deadline_not_one_per_dispatch() {
     // dispatches on queue 1 (a communication kernel waiting for its peers looks the same to a
     // drain). The first window waits the drain deadline for it; the next ones know it is
     // still stuck and decline at once; once it is done, replay resumes.
-    let c = cell(
-        "stuck-queue",
-        &[("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "1000")],
-    );
+    one_drain_deadline_for("stuck-queue", "queue");
+}
+
+/// Runs `scenario` (work that does not finish until after three dispatches on queue 1) with a
+/// 1 s drain deadline: the first of those declines `drain_timeout` after the deadline, the next
+/// two at once (the stuck `what` is remembered), and replay resumes once the work is done.
+fn one_drain_deadline_for(scenario: &str, what: &str) {
+    let c = cell(scenario, &[("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "1000")]);
     let incs = c.of("inc_in_place");
     assert_eq!(
         incs.len(),
@@ -1088,7 +1092,7 @@ fn a_queue_that_never_drains_costs_one_drain_deadline_not_one_per_dispatch() {
         } else {
             assert!(
                 window_ns < 500_000_000,
-                "dispatch {} waited for the same stuck queue again: {r}",
+                "dispatch {} waited for the same stuck {what} again: {r}",
                 i + 1
             );
         }
@@ -1103,28 +1107,7 @@ fn a_copy_that_never_completes_costs_one_drain_deadline_not_one_per_dispatch() {
     // An asynchronous copy into the GPU's memory waits for a signal the application sets only
     // after three dispatches: the first window waits the drain deadline for it, the next ones
     // decline at once while it is still listed; once it is done, replay resumes.
-    let c = cell("stuck-copy", &[("ROCPROF_REPLAY_DRAIN_TIMEOUT_MS", "1000")]);
-    let incs = c.of("inc_in_place");
-    assert_eq!(
-        incs.len(),
-        6,
-        "warm-up, three while stuck, one after, the frame's: {incs:?}"
-    );
-    for (i, r) in incs[1..4].iter().enumerate() {
-        Cell::assert_outcome(r, "declined", Some("drain_timeout"));
-        let window_ns = r["window_ns"].as_u64().unwrap_or(0);
-        if i == 0 {
-            assert!(window_ns >= 1_000_000_000, "the first waited: {r}");
-        } else {
-            assert!(
-                window_ns < 500_000_000,
-                "dispatch {} waited for the same stuck copy again: {r}",
-                i + 1
-            );
-        }
-    }
-    Cell::assert_outcome(incs[4], "replayed", None);
-    c.assert_frame(3);
+    one_drain_deadline_for("stuck-copy", "copy");
 }
 
 #[test]

@@ -186,17 +186,7 @@ fn a_query_between_launches_of_a_counter_run_neither_waits_nor_ends_the_run() {
         let mut args = buf.args();
         h.launch_returning(&ADD_ONE_COUNTED, &mut args, 0x5000, c"_Z7add_onePji");
         // PyTorch's allocator queries events between launches.
-        let p = [0x6000u64];
-        h.call(
-            STREAM_QUERY,
-            c"cuStreamQuery",
-            p.as_ptr().cast(),
-            c"",
-            || {
-                queried.push(h.outcomes().len());
-                query_stream(0x6000)
-            },
-        );
+        h.query(0x6000, || queried.push(h.outcomes().len()));
     }
     assert_eq!(queried, vec![0; 4], "a query waited for the run to end");
     assert_eq!(h.fill_async(other.ptr, 7, 4, 0x6000), CUDA_SUCCESS);

@@ -434,18 +434,8 @@ fn another_threads_query_does_not_see_a_synchronous_windows_first_pass_done() {
             while gpu().relaunches == 0 && started.elapsed() < Duration::from_secs(5) {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            let p = [0x5000u64];
             let mut relaunched = 0;
-            let status = h.call(
-                STREAM_QUERY,
-                c"cuStreamQuery",
-                p.as_ptr().cast(),
-                c"",
-                || {
-                    relaunched = gpu().relaunches;
-                    query_stream(0x5000)
-                },
-            );
+            let status = h.query(0x5000, || relaunched = gpu().relaunches);
             (status, relaunched)
         });
         h.window_in_flight(&mut buf, Duration::from_millis(60));

@@ -157,14 +157,7 @@ fn a_query_between_two_launches_does_not_end_the_run() {
     for _ in 0..3 {
         let mut args = buf.args();
         h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
-        let p = [0x6000u64];
-        h.call(
-            STREAM_QUERY,
-            c"cuStreamQuery",
-            p.as_ptr().cast(),
-            c"",
-            || query_stream(0x6000),
-        );
+        h.query(0x6000, || {});
     }
     h.settle();
     assert_eq!(buf.values(), vec![3; 64]);

@@ -1472,6 +1472,21 @@ impl Harness {
         self.call_in(CTX, cbid, name, params, symbol, body)
     }
 
+    /// The application's `cuStreamQuery(stream)`; its driver part runs `body` first.
+    fn query(&self, stream: usize, body: impl FnOnce()) -> CUresult {
+        let p = [stream as u64];
+        self.call(
+            STREAM_QUERY,
+            c"cuStreamQuery",
+            p.as_ptr().cast(),
+            c"",
+            || {
+                body();
+                query_stream(stream)
+            },
+        )
+    }
+
     /// `cuMemsetD32Async(ptr, value, n, stream)` as the application calls it: a fill that
     /// writes `n` words at `ptr` on `stream`.
     fn fill_async(&self, ptr: u64, value: u64, n: u64, stream: u64) -> CUresult {
