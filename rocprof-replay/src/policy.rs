@@ -383,8 +383,8 @@ pub trait ReplayPolicy: Send + Sync + 'static {
     /// What happens to a dispatch whose kernel may write memory the application's host code
     /// can see (pinned, mapped, registered or managed memory on CUDA; fine-grained, host or
     /// shared virtual memory on HSA), which no restore may rewrite under a host writer
-    /// (called once per dispatch that [`pass_count`](Self::pass_count) gave more than one
-    /// pass, before its window). The default, [`HostMemory::Auto`], leaves it to
+    /// (called once per dispatch whose plan gives it a window — more than one pass from
+    /// [`pass_count`](Self::pass_count), or counter passes — before that window). The default, [`HostMemory::Auto`], leaves it to
     /// `ROCPROF_REPLAY_HOST_MEMORY` (declined: `host_memory` before the window, or replay
     /// stops after a first pass that wrote watched memory, `host_memory_written`).
     /// [`HostMemory::Repeat`] opts this dispatch in to the reference design's behaviour: it is
