@@ -2,7 +2,7 @@
 # Everything the CUDA backend needs a GPU for, in one go, on a machine without a Rust
 # toolchain: run from a directory holding what `tests/cuda/stage.sh` staged.
 #
-#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab counter-runs counters-steady ce-block defer-probes (default: all but the last twenty)
+#   bash gpu.sh <out-dir> [steps...]     steps: env diag probe replay promise writeset async cupti libs models gpt2 bench counters counters-gpt2 counters-cost counters-api counters-probes counters-launch record-kinds flush-cost gate-order crash gpt2-sampled gpt2-verified gpt2-all gpt2-kernel gpt2-40 gpt2-medium gpt2-expandable launch-runs defer-ab counter-runs counters-steady ce-block defer-probes retval-probe (default: all but the last twenty-one)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1; shift
@@ -452,6 +452,19 @@ PY2
       probe legacy4 PROBE=worker-callback PROBE_CB=launch
     else
       echo "cupti_pass_cost: nvcc failed"
+    fi
+    ;;
+  retval-probe)
+    # Whether CUPTI hands a return value written by an exit callback back to the application
+    # (issue 13: an allocation failing for lack of memory while the snapshot arena holds device
+    # memory is to be retried inside the callback). Standalone: retval_probe.cu.
+    step "retval-probe: a written functionReturnValue, seen by the application?"
+    c=$out/retval; mkdir -p "$c"
+    if cupti_nvcc "$c/retval_probe" "$here/cuda/apps/retval_probe.cu"; then
+      timeout 60 "$c/retval_probe" 2>&1 | tee "$c/retval.txt"
+      echo "retval_probe: exit ${PIPESTATUS[0]}"
+    else
+      echo "retval_probe: nvcc failed"
     fi
     ;;
   counters-steady)
