@@ -1083,6 +1083,32 @@ pub type cuCtxGetDevice_fn = unsafe extern "C" fn(device: *mut CUdevice) -> CUre
 pub type cuMemGetInfo_fn = unsafe extern "C" fn(free: *mut usize, total: *mut usize) -> CUresult;
 /// `cuMemAlloc_v2`.
 pub type cuMemAlloc_fn = unsafe extern "C" fn(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult;
+/// `cuMemAllocPitch_v2`.
+pub type cuMemAllocPitch_fn = unsafe extern "C" fn(
+    dptr: *mut CUdeviceptr,
+    pPitch: *mut usize,
+    WidthInBytes: usize,
+    Height: usize,
+    ElementSizeBytes: c_uint,
+) -> CUresult;
+/// `cuMemAllocAsync` (the stream's meaning of 0 is the legacy default stream; the `_ptsz`
+/// entry point's is the thread's own).
+pub type cuMemAllocAsync_fn =
+    unsafe extern "C" fn(dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream) -> CUresult;
+/// `cuMemAllocFromPoolAsync`.
+pub type cuMemAllocFromPoolAsync_fn = unsafe extern "C" fn(
+    dptr: *mut CUdeviceptr,
+    bytesize: usize,
+    pool: CUmemoryPool,
+    hStream: CUstream,
+) -> CUresult;
+/// `cuMemCreate` (`prop` points to a [`CUmemAllocationProp`]).
+pub type cuMemCreate_fn = unsafe extern "C" fn(
+    handle: *mut CUmemGenericAllocationHandle,
+    size: usize,
+    prop: *const c_void,
+    flags: u64,
+) -> CUresult;
 /// `cuMemFree_v2`.
 pub type cuMemFree_fn = unsafe extern "C" fn(dptr: CUdeviceptr) -> CUresult;
 /// `cuMemHostAlloc`.

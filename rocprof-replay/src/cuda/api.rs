@@ -22,6 +22,13 @@ pub(crate) struct Driver {
     pub(crate) ctx_get_device: cuCtxGetDevice_fn,
     pub(crate) mem_get_info: cuMemGetInfo_fn,
     pub(crate) mem_alloc: cuMemAlloc_fn,
+    /// `cuMemAllocPitch_v2`, `cuMemAllocAsync`, `cuMemAllocFromPoolAsync` and `cuMemCreate`:
+    /// with `mem_alloc`, what an application allocation that failed for lack of memory is made
+    /// again with once the snapshot arena is released (`None`: that kind is not retried).
+    pub(crate) mem_alloc_pitch: Option<cuMemAllocPitch_fn>,
+    pub(crate) mem_alloc_async: Option<cuMemAllocAsync_fn>,
+    pub(crate) mem_alloc_from_pool_async: Option<cuMemAllocFromPoolAsync_fn>,
+    pub(crate) mem_create: Option<cuMemCreate_fn>,
     pub(crate) mem_free: cuMemFree_fn,
     pub(crate) mem_host_alloc: cuMemHostAlloc_fn,
     pub(crate) mem_free_host: cuMemFreeHost_fn,
@@ -314,6 +321,12 @@ pub(crate) fn load_driver() -> Result<Driver, LoadError> {
             ctx_get_device: r.get("cuCtxGetDevice", "cuCtxGetDevice")?,
             mem_get_info: r.get("cuMemGetInfo", "cuMemGetInfo_v2")?,
             mem_alloc: r.get("cuMemAlloc", "cuMemAlloc_v2")?,
+            mem_alloc_pitch: r.get("cuMemAllocPitch", "cuMemAllocPitch_v2").ok(),
+            mem_alloc_async: r.get("cuMemAllocAsync", "cuMemAllocAsync").ok(),
+            mem_alloc_from_pool_async: r
+                .get("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync")
+                .ok(),
+            mem_create: r.get("cuMemCreate", "cuMemCreate").ok(),
             mem_free: r.get("cuMemFree", "cuMemFree_v2")?,
             mem_host_alloc: r.get("cuMemHostAlloc", "cuMemHostAlloc")?,
             mem_free_host: r.get("cuMemFreeHost", "cuMemFreeHost")?,

@@ -37,7 +37,12 @@ impl Backend {
                     self.relieve(&ctx, size);
                     return;
                 }
-                match result() {
+                let status = match result() {
+                    // SAFETY: `cb` is this allocation call's exit callback.
+                    CUDA_ERROR_OUT_OF_MEMORY => unsafe { self.after_oom(&ctx, api, cb) },
+                    status => status,
+                };
+                match status {
                     CUDA_SUCCESS if !out.is_null() => {
                         // SAFETY: the driver wrote the new address.
                         let base = unsafe { *out } as usize;
@@ -65,7 +70,6 @@ impl Backend {
                             window::prepare_gates(self, &ctx);
                         }
                     }
-                    CUDA_ERROR_OUT_OF_MEMORY => self.after_oom(&ctx),
                     _ => {}
                 }
             }
@@ -82,7 +86,12 @@ impl Backend {
                     self.relieve(&ctx, p.size);
                     return;
                 }
-                match result() {
+                let status = match result() {
+                    // SAFETY: `cb` is cuMemCreate's exit callback.
+                    CUDA_ERROR_OUT_OF_MEMORY => unsafe { self.after_oom(&ctx, api, cb) },
+                    status => status,
+                };
+                match status {
                     CUDA_SUCCESS if !p.handle.is_null() && !p.prop.is_null() => {
                         // SAFETY: the allocation's properties, as the application passed them;
                         // the driver wrote the handle.
@@ -98,7 +107,6 @@ impl Backend {
                             self.host_handles.lock().add(handle);
                         }
                     }
-                    CUDA_ERROR_OUT_OF_MEMORY => self.after_oom(&ctx),
                     _ => {}
                 }
             }
@@ -417,21 +425,120 @@ impl Backend {
         }
     }
 
-    /// After an application allocation failed for lack of memory.
-    fn after_oom(&self, ctx: &Ctx) {
-        let Some(mut arena) = ctx.arena.try_lock() else {
-            return;
-        };
+    /// After an application allocation failed for lack of memory: releases the snapshot arena
+    /// (once a window that uses it has ended: the reader side, bounded by the lock deadline)
+    /// and, where it held device memory, makes the allocation again with the application's own
+    /// arguments. Returns the status the application gets: written into the call's
+    /// `functionReturnValue`, which CUPTI hands back to the caller, so the retry's success is
+    /// the application's (`gpu.sh retval-probe` checks that on a GPU, for the driver's and the
+    /// runtime's allocations).
+    ///
+    /// # Safety
+    /// `cb` is the exit callback's data of allocation call `api` (its parameters, its return
+    /// value).
+    unsafe fn after_oom(&self, ctx: &Ctx, api: Api, cb: &CUpti_CallbackData) -> CUresult {
         let mem = window::ArenaMemory { drv: &self.drv };
         let _g = Guard::new();
-        // As in `relieve`: the application's thread.
-        let freed = self.drv.relaxed(|| arena.release_now(&mem));
-        if freed > 0 {
-            tracing::warn!(
+        let in_window = ctx.arena.lock().in_window();
+        let held = in_window.then(|| ctx.lock.read_outside_window(self.settings.lock));
+        // As in `relieve`: the application's thread, inside its allocation call.
+        let freed = self.drv.relaxed(|| ctx.arena.lock().release_now(&mem));
+        drop(held);
+        if freed == 0 {
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        // SAFETY: caller contract.
+        let retried = unsafe { self.retry_allocation(api, cb) };
+        let status = retried.unwrap_or(CUDA_ERROR_OUT_OF_MEMORY);
+        if let Some(status) = retried
+            && !cb.functionReturnValue.is_null()
+        {
+            // SAFETY: CUPTI's pointer to the call's CUresult, valid in its exit callback.
+            unsafe { *cb.functionReturnValue.cast::<CUresult>() = status };
+        }
+        match retried {
+            Some(CUDA_SUCCESS) => tracing::warn!(
                 bytes = freed,
+                call = %function_name(cb),
                 "an application allocation failed while the snapshot arena held device memory; \
-                 the arena is released (a retry finds the memory)"
-            );
+                 the arena was released and the allocation made again, successfully"
+            ),
+            Some(r) => tracing::warn!(
+                bytes = freed,
+                call = %function_name(cb),
+                status = %api::error_name(&self.drv, r),
+                "an application allocation failed while the snapshot arena held device memory; \
+                 the arena was released and the allocation made again, which failed too"
+            ),
+            None => tracing::warn!(
+                bytes = freed,
+                call = %function_name(cb),
+                "an application allocation failed while the snapshot arena held device memory; \
+                 the arena was released (this call is not made again: a retry finds the memory)"
+            ),
+        }
+        status
+    }
+
+    /// Makes the failed allocation `api` again with the parameters of its exit callback `cb`
+    /// (the out-parameters are the application's, written on success). `None` where that
+    /// entry point is not retried: managed memory, an entry point the driver does not offer,
+    /// or an asynchronous allocation on a capturing stream (the retry would add to the graph).
+    ///
+    /// # Safety
+    /// As [`after_oom`](Self::after_oom).
+    unsafe fn retry_allocation(&self, api: Api, cb: &CUpti_CallbackData) -> Option<CUresult> {
+        let params = cb.functionParams;
+        let ptsz = function_name(cb).ends_with("_ptsz");
+        // The `_ptsz` entry points' stream 0 is the thread's own default stream.
+        let stream = |s: CUstream| {
+            if ptsz && s.is_null() {
+                CU_STREAM_PER_THREAD as CUstream
+            } else {
+                s
+            }
+        };
+        let capturing = |s: CUstream| {
+            let mut status: CUstreamCaptureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+            // SAFETY: a plain out-parameter; `s` is the application's stream of this call.
+            let r = unsafe { (self.drv.stream_is_capturing)(s, &mut status) };
+            r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE
+        };
+        // SAFETY (each arm): caller contract — `params` are that entry point's parameters,
+        // whose out-pointers the application handed the driver.
+        unsafe {
+            match api {
+                Api::MemAlloc => {
+                    let p = *params.cast::<cuMemAlloc_v2_params>();
+                    Some((self.drv.mem_alloc)(p.dptr, p.bytesize))
+                }
+                Api::MemAllocPitch => {
+                    let p = *params.cast::<cuMemAllocPitch_v2_params>();
+                    let f = self.drv.mem_alloc_pitch?;
+                    Some(f(
+                        p.dptr,
+                        p.pPitch,
+                        p.WidthInBytes,
+                        p.Height,
+                        p.ElementSizeBytes,
+                    ))
+                }
+                Api::MemAllocAsync => {
+                    let p = *params.cast::<cuMemAllocAsync_params>();
+                    let (f, s) = (self.drv.mem_alloc_async?, stream(p.hStream));
+                    (!capturing(s)).then(|| f(p.dptr, p.bytesize, s))
+                }
+                Api::MemAllocFromPoolAsync => {
+                    let p = *params.cast::<cuMemAllocFromPoolAsync_params>();
+                    let (f, s) = (self.drv.mem_alloc_from_pool_async?, stream(p.hStream));
+                    (!capturing(s)).then(|| f(p.dptr, p.bytesize, p.pool, s))
+                }
+                Api::MemCreate => {
+                    let p = *params.cast::<cuMemCreate_params>();
+                    Some((self.drv.mem_create?)(p.handle, p.size, p.prop, p.flags))
+                }
+                _ => None,
+            }
         }
     }
 }

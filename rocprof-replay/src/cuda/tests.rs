@@ -38,6 +38,10 @@ struct FakeGpu {
     app: HashSet<usize>,
     /// Streams made by `cuStreamCreate` (the backend's own).
     created_streams: HashSet<usize>,
+    /// The allocations made through the fake's `cuMemAllocAsync`, `cuMemAllocFromPoolAsync`,
+    /// `cuMemAllocPitch` and `cuMemCreate` (only the backend calls them: retries), with the
+    /// stream each was given (0 where none).
+    allocations_made: Vec<(&'static str, usize)>,
     /// Streams with work that never finishes.
     stuck_streams: HashSet<usize>,
     /// Each stream memory wait as it was enqueued: its stream, and whether the stream was
@@ -240,6 +244,49 @@ unsafe extern "C" fn mem_alloc(p: *mut CUdeviceptr, size: usize) -> CUresult {
     check_capture(&mut gpu(), "cuMemAlloc");
     // SAFETY: out-parameter.
     unsafe { *p = fake_alloc(size) as CUdeviceptr };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn mem_alloc_pitch(
+    p: *mut CUdeviceptr,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+    _: c_uint,
+) -> CUresult {
+    let padded = width.next_multiple_of(512);
+    gpu().allocations_made.push(("cuMemAllocPitch", 0));
+    // SAFETY: out-parameters.
+    unsafe { (*p, *pitch) = (fake_alloc(padded * height) as CUdeviceptr, padded) };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn mem_alloc_async(p: *mut CUdeviceptr, size: usize, s: CUstream) -> CUresult {
+    gpu().allocations_made.push(("cuMemAllocAsync", s as usize));
+    // SAFETY: out-parameter.
+    unsafe { *p = fake_alloc(size) as CUdeviceptr };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn mem_alloc_from_pool_async(
+    p: *mut CUdeviceptr,
+    size: usize,
+    _: CUmemoryPool,
+    s: CUstream,
+) -> CUresult {
+    gpu()
+        .allocations_made
+        .push(("cuMemAllocFromPoolAsync", s as usize));
+    // SAFETY: out-parameter.
+    unsafe { *p = fake_alloc(size) as CUdeviceptr };
+    CUDA_SUCCESS
+}
+unsafe extern "C" fn fake_mem_create(
+    h: *mut CUmemGenericAllocationHandle,
+    _: usize,
+    _: *const c_void,
+    _: u64,
+) -> CUresult {
+    gpu().allocations_made.push(("cuMemCreate", 0));
+    // SAFETY: out-parameter.
+    unsafe { *h = handle() as CUmemGenericAllocationHandle };
     CUDA_SUCCESS
 }
 unsafe extern "C" fn mem_free(p: CUdeviceptr) -> CUresult {
@@ -1178,6 +1225,10 @@ fn fake_driver() -> Driver {
         ctx_get_device,
         mem_get_info,
         mem_alloc,
+        mem_alloc_pitch: Some(mem_alloc_pitch),
+        mem_alloc_async: Some(mem_alloc_async),
+        mem_alloc_from_pool_async: Some(mem_alloc_from_pool_async),
+        mem_create: Some(fake_mem_create),
         mem_free,
         mem_host_alloc,
         mem_free_host,
@@ -1273,6 +1324,8 @@ const RANGE_EXPORT: u32 = 43;
 const MEMSET_ASYNC: u32 = 44;
 const HOST_FUNC: u32 = 45;
 const STREAM_QUERY: u32 = 46;
+const ALLOC_ASYNC_PTSZ: u32 = 47;
+const ALLOC_PITCH: u32 = 48;
 const CTX: usize = 0xc0_0000;
 
 /// Replays with a fixed number of passes (0: skip). (No timing context: contexts are
@@ -1401,6 +1454,8 @@ fn harness_deciding_clocked(
         ("cuMemsetD32Async", MEMSET_ASYNC),
         ("cuLaunchHostFunc", HOST_FUNC),
         ("cuStreamQuery", STREAM_QUERY),
+        ("cuMemAllocAsync_ptsz", ALLOC_ASYNC_PTSZ),
+        ("cuMemAllocPitch_v2", ALLOC_PITCH),
     ]);
     let mut backend = Backend::new(fake_driver(), decider, inventory, settings, ids);
     // The asynchronous path is what these tests exercise (the default on a GPU as well).
@@ -4135,27 +4190,168 @@ fn callbacks_are_classified_by_name() {
     );
 }
 
-#[test]
-fn an_application_allocation_failing_for_memory_releases_an_idle_arena() {
-    let h = harness(2, quick());
-    let mut buf = Buffer::new(&h, 4);
-    let mut args = buf.args();
-    h.launch(&ADD_ONE, &mut args, 0);
-    let ctx = h.be.ctx(CTX);
-    assert!(ctx.arena.lock().device_bytes() > 0, "kept between windows");
+/// The application's `cuMemAlloc_v2` of `size` bytes, the driver failing it for lack of
+/// memory: the status and the address the application got.
+fn failing_alloc(h: &Harness, size: usize) -> (CUresult, usize) {
     let mut out: CUdeviceptr = 0;
     let params = cuMemAlloc_v2_params {
         dptr: &mut out,
-        bytesize: 1024,
+        bytesize: size,
     };
-    h.call(
+    let r = h.call(
         ALLOC,
         c"cuMemAlloc_v2",
         (&params as *const cuMemAlloc_v2_params).cast(),
         c"",
         || CUDA_ERROR_OUT_OF_MEMORY,
     );
-    assert_eq!(ctx.arena.lock().device_bytes(), 0);
+    (r, out as usize)
+}
+
+/// A harness whose context's arena holds device memory between windows (one was replayed).
+fn harness_with_an_idle_arena() -> (Harness, Buffer) {
+    let h = harness(2, quick());
+    let mut buf = Buffer::new(&h, 4);
+    let mut args = buf.args();
+    h.launch(&ADD_ONE, &mut args, 0);
+    assert!(
+        h.be.ctx(CTX).arena.lock().device_bytes() > 0,
+        "kept between windows"
+    );
+    (h, buf)
+}
+
+#[test]
+fn an_application_allocation_failing_for_memory_releases_an_idle_arena_and_is_made_again() {
+    let (h, _buf) = harness_with_an_idle_arena();
+    let (r, p) = failing_alloc(&h, 1024);
+    assert_eq!(h.be.ctx(CTX).arena.lock().device_bytes(), 0);
+    assert_eq!(r, CUDA_SUCCESS, "the retry's status is the application's");
+    assert!(
+        gpu().memory.get(&p).is_some_and(|b| b.len() == 1024),
+        "the application got the retry's memory"
+    );
+    assert!(
+        h.be.inventory.origin_of(p).is_some(),
+        "the retried allocation is the application's, in the inventory"
+    );
+}
+
+#[test]
+fn an_allocation_failing_for_memory_with_an_empty_arena_fails_as_it_did() {
+    let h = harness(2, quick());
+    assert_eq!(h.be.ctx(CTX).arena.lock().device_bytes(), 0);
+    let before = gpu().memory.len();
+    let (r, p) = failing_alloc(&h, 1024);
+    assert_eq!(r, CUDA_ERROR_OUT_OF_MEMORY, "nothing was freed: no retry");
+    assert_eq!(p, 0);
+    assert_eq!(gpu().memory.len(), before, "nothing was allocated");
+}
+
+#[test]
+fn an_allocation_failing_for_memory_during_a_window_waits_for_it_and_is_made_again() {
+    // The device said it had room (no shortfall was foreseen at the call's entry), yet the
+    // driver failed the allocation (fragmentation, another process): the call waits for the
+    // window, which holds the arena, and then gets the memory the arena released.
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    h.window_in_flight(&mut buf, Duration::from_millis(60));
+    let ctx = h.be.ctx(CTX);
+    assert!(ctx.arena.lock().in_window(), "the window uses the arena");
+    let (r, p) = failing_alloc(&h, 4096);
+    assert_eq!(r, CUDA_SUCCESS);
+    assert!(gpu().memory.contains_key(&p));
+    assert_eq!(
+        ctx.arena.lock().device_bytes(),
+        0,
+        "released after the window"
+    );
+    h.settle();
+    let o = &h.outcomes()[0].1;
+    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
+    assert_eq!(buf.values(), vec![1; 8]);
+}
+
+#[test]
+fn each_allocation_entry_point_failing_for_memory_is_made_again_with_its_own_arguments() {
+    let (h, _buf) = harness_with_an_idle_arena();
+    // cuMemAllocAsync_ptsz on stream 0: the thread's own default stream.
+    let mut out: CUdeviceptr = 0;
+    let params = cuMemAllocAsync_params {
+        dptr: &mut out,
+        bytesize: 256,
+        hStream: std::ptr::null_mut(),
+    };
+    let r = h.call(
+        ALLOC_ASYNC_PTSZ,
+        c"cuMemAllocAsync_ptsz",
+        (&params as *const cuMemAllocAsync_params).cast(),
+        c"",
+        || CUDA_ERROR_OUT_OF_MEMORY,
+    );
+    assert_eq!(r, CUDA_SUCCESS);
+    assert_ne!(out, 0);
+    assert_eq!(
+        gpu().allocations_made,
+        vec![("cuMemAllocAsync", CU_STREAM_PER_THREAD)],
+        "made again on the stream the application meant"
+    );
+    // cuMemAllocPitch_v2: the pitch is the retry's.
+    let (h, _buf) = {
+        drop(h);
+        harness_with_an_idle_arena()
+    };
+    let (mut out, mut pitch): (CUdeviceptr, usize) = (0, 0);
+    let params = cuMemAllocPitch_v2_params {
+        dptr: &mut out,
+        pPitch: &mut pitch,
+        WidthInBytes: 100,
+        Height: 3,
+        ElementSizeBytes: 4,
+    };
+    let r = h.call(
+        ALLOC_PITCH,
+        c"cuMemAllocPitch_v2",
+        (&params as *const cuMemAllocPitch_v2_params).cast(),
+        c"",
+        || CUDA_ERROR_OUT_OF_MEMORY,
+    );
+    assert_eq!((r, pitch), (CUDA_SUCCESS, 512));
+    assert_eq!(
+        h.be.inventory.origin_of(out as usize).map(|_| ()),
+        Some(()),
+        "recorded with the pitch the retry gave"
+    );
+    assert_eq!(gpu().allocations_made, vec![("cuMemAllocPitch", 0)]);
+}
+
+#[test]
+fn an_asynchronous_allocation_failing_for_memory_on_a_capturing_stream_is_not_made_again() {
+    // A retry there would add a node to the application's graph.
+    let (h, _buf) = harness_with_an_idle_arena();
+    gpu().capturing = true;
+    let mut out: CUdeviceptr = 0;
+    let params = cuMemAllocAsync_params {
+        dptr: &mut out,
+        bytesize: 256,
+        hStream: 0x5000 as CUstream,
+    };
+    let r = h.call(
+        ALLOC_ASYNC_PTSZ,
+        c"cuMemAllocAsync_ptsz",
+        (&params as *const cuMemAllocAsync_params).cast(),
+        c"",
+        || CUDA_ERROR_OUT_OF_MEMORY,
+    );
+    gpu().capturing = false;
+    assert_eq!((r, out), (CUDA_ERROR_OUT_OF_MEMORY, 0));
+    assert!(gpu().allocations_made.is_empty());
+    assert_eq!(
+        h.be.ctx(CTX).arena.lock().device_bytes(),
+        0,
+        "the arena is released all the same"
+    );
 }
 
 #[test]
@@ -4223,8 +4419,10 @@ fn physical_memory_of_the_virtual_memory_api_failing_for_memory_releases_an_idle
     h.launch(&ADD_ONE, &mut args, 0);
     let ctx = h.be.ctx(CTX);
     assert!(ctx.arena.lock().device_bytes() > 0, "kept between windows");
-    mem_create(&h, 2 << 20, CUDA_ERROR_OUT_OF_MEMORY);
+    let handle = mem_create_as(&h, 2 << 20, std::ptr::null(), 0, CUDA_ERROR_OUT_OF_MEMORY);
     assert_eq!(ctx.arena.lock().device_bytes(), 0, "released for the retry");
+    assert_ne!(handle, 0, "the application got the retry's handle");
+    assert_eq!(gpu().allocations_made, vec![("cuMemCreate", 0)]);
 }
 
 #[test]
