@@ -504,7 +504,7 @@ impl Backend {
             let r = unsafe { (self.drv.stream_is_capturing)(s, &mut status) };
             r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE
         };
-        // SAFETY (each arm): caller contract — `params` are that entry point's parameters,
+        // SAFETY: caller contract — in each arm `params` are that entry point's parameters,
         // whose out-pointers the application handed the driver.
         unsafe {
             match api {
