@@ -382,6 +382,8 @@ impl Backend {
             let arena = ctx.arena.lock();
             (arena.short_for(&mem, request), arena.in_window())
         };
+        // Other contexts' arenas on the device, where they hold memory the request needs.
+        self.release_other_arenas(ctx, Some(request));
         if !short {
             return;
         }
@@ -442,8 +444,11 @@ impl Backend {
         let in_window = ctx.arena.lock().in_window();
         let held = in_window.then(|| ctx.lock.read_outside_window(self.settings.lock));
         // As in `relieve`: the application's thread, inside its allocation call.
-        let freed = self.drv.relaxed(|| ctx.arena.lock().release_now(&mem));
+        let mut freed = self.drv.relaxed(|| ctx.arena.lock().release_now(&mem));
         drop(held);
+        if freed == 0 {
+            freed = self.release_other_arenas(ctx, None);
+        }
         if freed == 0 {
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -478,6 +483,65 @@ impl Backend {
             ),
         }
         status
+    }
+
+    /// Releases the idle snapshot arenas of the process's other contexts on `ctx`'s device,
+    /// each freed with its own context current (and `ctx` current again after): an allocation
+    /// in one context can be short of memory another context's arena holds. With `request`,
+    /// only where an allocation of that many bytes would leave less than the reserve free
+    /// (asked of the driver only when another context's arena holds device memory: nothing
+    /// otherwise); without, whatever the device has free (the allocation failed). An arena a
+    /// window uses keeps its memory (no wait for another context's window); a context whose
+    /// device is not known yet (it never launched) holds no arena. Returns the device bytes
+    /// released.
+    fn release_other_arenas(&self, ctx: &Ctx, request: Option<usize>) -> usize {
+        let holding = |o: &Ctx| o.arena.try_lock().is_some_and(|a| a.device_bytes() > 0);
+        let candidates: Vec<Arc<Ctx>> = self
+            .contexts
+            .read()
+            .values()
+            .filter(|o| o.handle != ctx.handle && holding(o))
+            .cloned()
+            .collect();
+        if candidates.is_empty() {
+            return 0;
+        }
+        let mem = window::ArenaMemory { drv: &self.drv };
+        let _g = Guard::new();
+        if request.is_some_and(|r| !crate::engine::arena::device_short(&mem, r)) {
+            return 0;
+        }
+        let device = self.ordinal(ctx);
+        let others = candidates
+            .into_iter()
+            .filter(|o| o.ordinal.load(Ordering::Relaxed) == device);
+        let mut freed = 0;
+        for other in others {
+            let Some(mut arena) = other.arena.try_lock() else {
+                continue;
+            };
+            if arena.device_bytes() == 0 || arena.in_window() {
+                continue;
+            }
+            // SAFETY: a live context of the process (its destruction removes it from the
+            // map under the write lock, and its arena with it); `ctx` is made current again
+            // below.
+            if unsafe { (self.drv.ctx_set_current)(other.handle as CUcontext) } != CUDA_SUCCESS {
+                continue;
+            }
+            let released = self.drv.relaxed(|| arena.release_now(&mem));
+            // SAFETY: the application's context of this call, current when the call began.
+            unsafe { (self.drv.ctx_set_current)(ctx.handle as CUcontext) };
+            if released > 0 {
+                tracing::info!(
+                    bytes = released,
+                    "another context's snapshot arena on the device was released for an \
+                     application allocation"
+                );
+            }
+            freed += released;
+        }
+        freed
     }
 
     /// Makes the failed allocation `api` again with the parameters of its exit callback `cb`

@@ -42,6 +42,8 @@ struct FakeGpu {
     /// `cuMemAllocPitch` and `cuMemCreate` (only the backend calls them: retries), with the
     /// stream each was given (0 where none).
     allocations_made: Vec<(&'static str, usize)>,
+    /// Every `cuCtxSetCurrent`'s context, in order.
+    contexts_made_current: Vec<usize>,
     /// Streams with work that never finishes.
     stuck_streams: HashSet<usize>,
     /// Each stream memory wait as it was enqueued: its stream, and whether the stream was
@@ -217,7 +219,8 @@ unsafe extern "C" fn get_error_name(_: CUresult, p: *mut *const c_char) -> CUres
     unsafe { *p = c"FAKE_ERROR".as_ptr() };
     CUDA_SUCCESS
 }
-unsafe extern "C" fn ctx_set_current(_: CUcontext) -> CUresult {
+unsafe extern "C" fn ctx_set_current(c: CUcontext) -> CUresult {
+    gpu().contexts_made_current.push(c as usize);
     CUDA_SUCCESS
 }
 unsafe extern "C" fn ctx_get_device(d: *mut CUdevice) -> CUresult {
@@ -4193,12 +4196,18 @@ fn callbacks_are_classified_by_name() {
 /// The application's `cuMemAlloc_v2` of `size` bytes, the driver failing it for lack of
 /// memory: the status and the address the application got.
 fn failing_alloc(h: &Harness, size: usize) -> (CUresult, usize) {
+    failing_alloc_in(h, CTX, size)
+}
+
+/// [`failing_alloc`] with context `ctx` current.
+fn failing_alloc_in(h: &Harness, ctx: usize, size: usize) -> (CUresult, usize) {
     let mut out: CUdeviceptr = 0;
     let params = cuMemAlloc_v2_params {
         dptr: &mut out,
         bytesize: size,
     };
-    let r = h.call(
+    let r = h.call_in(
+        ctx,
         ALLOC,
         c"cuMemAlloc_v2",
         (&params as *const cuMemAlloc_v2_params).cast(),
@@ -4235,6 +4244,73 @@ fn an_application_allocation_failing_for_memory_releases_an_idle_arena_and_is_ma
         h.be.inventory.origin_of(p).is_some(),
         "the retried allocation is the application's, in the inventory"
     );
+}
+
+/// Another context of the process, on the same device as [`CTX`] unless a test says so.
+const OTHER_CTX: usize = 0xc1_0000;
+
+#[test]
+fn an_allocation_failing_for_memory_releases_another_contexts_idle_arena_on_its_device() {
+    let (h, _buf) = harness_with_an_idle_arena();
+    gpu().contexts_made_current.clear();
+    let (r, p) = failing_alloc_in(&h, OTHER_CTX, 1024);
+    assert_eq!(
+        r, CUDA_SUCCESS,
+        "made again once the other arena was released"
+    );
+    assert!(gpu().memory.contains_key(&p));
+    assert_eq!(h.be.ctx(CTX).arena.lock().device_bytes(), 0);
+    assert_eq!(
+        gpu().contexts_made_current,
+        vec![CTX, OTHER_CTX],
+        "freed with its own context current, then the caller's current again"
+    );
+}
+
+#[test]
+fn an_allocation_short_of_memory_releases_another_contexts_idle_arena_before_it_is_made() {
+    let (h, _buf) = harness_with_an_idle_arena();
+    // Plenty free: another context's allocation leaves the arena alone.
+    h.alloc_in(OTHER_CTX, 4096);
+    assert!(h.be.ctx(CTX).arena.lock().device_bytes() > 0);
+    // Nearly full: the allocation would eat into the reserve.
+    gpu().device_free = 1 << 20;
+    h.alloc_in(OTHER_CTX, 4096);
+    assert_eq!(h.be.ctx(CTX).arena.lock().device_bytes(), 0);
+}
+
+#[test]
+fn another_devices_arena_and_one_a_window_uses_are_left_alone() {
+    let (h, _buf) = harness_with_an_idle_arena();
+    let ctx = h.be.ctx(CTX);
+    // The first context is on another device.
+    ctx.ordinal.store(1, Ordering::Relaxed);
+    let (r, _) = failing_alloc_in(&h, OTHER_CTX, 1024);
+    assert_eq!(r, CUDA_ERROR_OUT_OF_MEMORY);
+    assert!(
+        ctx.arena.lock().device_bytes() > 0,
+        "another device's memory"
+    );
+    drop(h);
+    // Same device, but a window uses the arena.
+    let h = harness(3, quick());
+    h.obtain_function(&ADD_ONE);
+    let mut buf = Buffer::new(&h, 8);
+    h.window_in_flight(&mut buf, Duration::from_millis(60));
+    let ctx = h.be.ctx(CTX);
+    assert!(ctx.arena.lock().in_window());
+    let (r, _) = failing_alloc_in(&h, OTHER_CTX, 1024);
+    assert_eq!(
+        r, CUDA_ERROR_OUT_OF_MEMORY,
+        "no wait for another context's window"
+    );
+    assert!(
+        ctx.arena.lock().in_window(),
+        "returned while the window ran"
+    );
+    h.settle();
+    assert!(ctx.arena.lock().device_bytes() > 0);
+    assert_eq!(buf.values(), vec![1; 8]);
 }
 
 #[test]

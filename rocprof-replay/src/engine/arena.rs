@@ -46,6 +46,14 @@ pub(crate) trait Memory {
     }
 }
 
+/// Whether an allocation of `request` bytes would leave the device with less than the reserve
+/// free (whoever holds the memory; `false` where the device does not say).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn device_short(mem: &dyn Memory, request: usize) -> bool {
+    mem.device_info()
+        .is_some_and(|(free, total)| free < request.saturating_add(mem.reserve(total)))
+}
+
 /// Device memory the arena leaves free for the application: the larger of 1 GiB and 5% of the
 /// device.
 pub(crate) fn reserve(total: usize) -> usize {
@@ -222,10 +230,7 @@ impl Arena {
     /// it, once no window uses it).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn short_for(&self, mem: &dyn Memory, request: usize) -> bool {
-        self.device_bytes() > 0
-            && mem
-                .device_info()
-                .is_some_and(|(free, total)| free < request.saturating_add(mem.reserve(total)))
+        self.device_bytes() > 0 && device_short(mem, request)
     }
 
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
