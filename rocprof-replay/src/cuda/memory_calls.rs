@@ -529,6 +529,11 @@ impl Backend {
             if unsafe { (self.drv.ctx_set_current)(other.handle as CUcontext) } != CUDA_SUCCESS {
                 continue;
             }
+            // A free may synchronise: with another window's gate closed it waits for that
+            // window (bounded by its deadlines; its companion thread opens the gate and waits
+            // for nothing of this thread, whose own counter run, if any, ended at the call's
+            // entry). Unlike the arena's trim after a window, which can wait for a quiet
+            // moment, the application's allocation needs the memory now.
             let released = self.drv.relaxed(|| arena.release_now(&mem));
             // SAFETY: the application's context of this call, current when the call began.
             unsafe { (self.drv.ctx_set_current)(ctx.handle as CUcontext) };
