@@ -4324,29 +4324,42 @@ fn an_allocation_failing_for_memory_with_an_empty_arena_fails_as_it_did() {
     assert_eq!(gpu().memory.len(), before, "nothing was allocated");
 }
 
-#[test]
-fn an_allocation_failing_for_memory_during_a_window_waits_for_it_and_is_made_again() {
-    // The device said it had room (no shortfall was foreseen at the call's entry), yet the
-    // driver failed the allocation (fragmentation, another process): the call waits for the
-    // window, which holds the arena, and then gets the memory the arena released.
+/// While a window of three passes uses the context's arena (its relaunches take 60 ms),
+/// `allocate` makes the application's allocation call; then checks that the call found the
+/// arena released (so it waited for the window, which ends as it would have) and returns.
+fn allocating_during_a_window_that_uses_the_arena(allocate: impl FnOnce(&Harness)) {
     let h = harness(3, quick());
     h.obtain_function(&ADD_ONE);
     let mut buf = Buffer::new(&h, 8);
     h.window_in_flight(&mut buf, Duration::from_millis(60));
     let ctx = h.be.ctx(CTX);
-    assert!(ctx.arena.lock().in_window(), "the window uses the arena");
-    let (r, p) = failing_alloc(&h, 4096);
-    assert_eq!(r, CUDA_SUCCESS);
-    assert!(gpu().memory.contains_key(&p));
+    {
+        let arena = ctx.arena.lock();
+        assert!(arena.in_window(), "the window uses the arena");
+        assert!(arena.device_bytes() > 0);
+    }
+    allocate(&h);
     assert_eq!(
         ctx.arena.lock().device_bytes(),
         0,
-        "released after the window"
+        "the call waited for the window and the arena was released for it"
     );
     h.settle();
     let o = &h.outcomes()[0].1;
     assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
     assert_eq!(buf.values(), vec![1; 8]);
+}
+
+#[test]
+fn an_allocation_failing_for_memory_during_a_window_waits_for_it_and_is_made_again() {
+    // The device said it had room (no shortfall was foreseen at the call's entry), yet the
+    // driver failed the allocation (fragmentation, another process): the call waits for the
+    // window, which holds the arena, and then gets the memory the arena released.
+    allocating_during_a_window_that_uses_the_arena(|h| {
+        let (r, p) = failing_alloc(h, 4096);
+        assert_eq!(r, CUDA_SUCCESS);
+        assert!(gpu().memory.contains_key(&p));
+    });
 }
 
 #[test]
@@ -4432,25 +4445,11 @@ fn an_asynchronous_allocation_failing_for_memory_on_a_capturing_stream_is_not_ma
 
 #[test]
 fn an_application_allocation_short_of_memory_during_a_window_waits_and_gets_the_arenas_memory() {
-    let h = harness(3, quick());
-    h.obtain_function(&ADD_ONE);
-    let mut buf = Buffer::new(&h, 8);
-    h.window_in_flight(&mut buf, Duration::from_millis(60));
-    let ctx = h.be.ctx(CTX);
-    assert!(ctx.arena.lock().in_window(), "the window uses the arena");
-    assert!(ctx.arena.lock().device_bytes() > 0);
-    // The device is now nearly full: the allocation would eat into the reserve.
-    gpu().device_free = 1 << 20;
-    let _p = h.alloc(4096);
-    assert_eq!(
-        ctx.arena.lock().device_bytes(),
-        0,
-        "the allocation waited for the window and the arena was released for it"
-    );
-    h.settle();
-    let o = &h.outcomes()[0].1;
-    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
-    assert_eq!(buf.values(), vec![1; 8]);
+    allocating_during_a_window_that_uses_the_arena(|h| {
+        // The device is now nearly full: the allocation would eat into the reserve.
+        gpu().device_free = 1 << 20;
+        h.alloc(4096);
+    });
 }
 
 /// `cuMemCreate` of `size` bytes (PyTorch's expandable segments), answered `result`.
@@ -4503,25 +4502,11 @@ fn physical_memory_of_the_virtual_memory_api_failing_for_memory_releases_an_idle
 
 #[test]
 fn physical_memory_of_the_virtual_memory_api_short_of_memory_gets_the_arenas_memory() {
-    let h = harness(3, quick());
-    h.obtain_function(&ADD_ONE);
-    let mut buf = Buffer::new(&h, 8);
-    h.window_in_flight(&mut buf, Duration::from_millis(60));
-    let ctx = h.be.ctx(CTX);
-    assert!(ctx.arena.lock().in_window(), "the window uses the arena");
-    assert!(ctx.arena.lock().device_bytes() > 0);
-    // The device is now nearly full: the physical allocation would eat into the reserve.
-    gpu().device_free = 1 << 20;
-    mem_create(&h, 2 << 20, CUDA_SUCCESS);
-    assert_eq!(
-        ctx.arena.lock().device_bytes(),
-        0,
-        "the creation waited for the window and the arena was released for it"
-    );
-    h.settle();
-    let o = &h.outcomes()[0].1;
-    assert_eq!((o.kind, o.passes), (OutcomeKind::Replayed, 3));
-    assert_eq!(buf.values(), vec![1; 8]);
+    allocating_during_a_window_that_uses_the_arena(|h| {
+        // The device is now nearly full: the physical allocation would eat into the reserve.
+        gpu().device_free = 1 << 20;
+        mem_create(h, 2 << 20, CUDA_SUCCESS);
+    });
 }
 
 #[test]
