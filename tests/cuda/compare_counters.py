@@ -2,6 +2,7 @@
 """Compares hardware counters collected by rocprof-replay with Nsight Compute's.
 
     compare_counters.py --ours ours.json --ncu run1.csv [run2.csv] [--out table.md] [--first N]
+                        [--kernels K]
 
 `ours.json`: a `rocprof-replay run ... -o ours.json` report (its `dispatches` carry
 `metrics`, with `gpu_value` on CUDA). `run*.csv`: `ncu --csv --print-units base
@@ -12,7 +13,12 @@ Dispatches are paired per kernel name in launch order (the k-th launch of a kern
 k-th result of it); a kernel launched a different number of times in the two (a graph's
 kernels, which ncu profiles one by one and rocprof-replay does not replay) is compared on its
 mean. Prints one row per (kernel, metric): ours, ncu run 1, ncu run 2, |ours - ncu1| / ncu1,
-and ncu's own spread |ncu2 - ncu1| / ncu1. Exit status 0 whatever the figures.
+and ncu's own spread |ncu2 - ncu1| / ncu1, then per metric the worst of each and a verdict
+against the targets: deterministic metrics (instruction counts, `launch__*`) within 1% of
+ncu, the others within ncu's own run-to-run spread (a verdict needs two ncu runs).
+`--kernels K` keeps the first K distinct kernels (in our launch order). With `--out` the
+rows go to the file and stdout gets the summary only. Exit status 0 whatever the figures.
+`--self-test` checks the pairing and the verdicts on made-up data.
 """
 import argparse
 import csv
@@ -63,7 +69,8 @@ def read_ncu(path):
 
 def read_ours(path, first=None):
     """{kernel: [ {metric: value}, ... ]} in dispatch order (dispatches with values), of the
-    first `first` dispatches only when given (to match `ncu --launch-count`)."""
+    first `first` dispatches that were not skipped only when given (to match
+    `ncu --launch-skip S --launch-count N`)."""
     try:
         report = json.load(open(path))
     except (OSError, ValueError) as e:
@@ -72,6 +79,9 @@ def read_ours(path, first=None):
     out = defaultdict(list)
     absent = defaultdict(int)
     dispatches = sorted(report.get("dispatches", []), key=lambda d: d.get("dispatch_id", 0))
+    # Launches outside --launch-skip / --launch-count ran once, `skipped`: ncu's
+    # --launch-skip leaves the same ones out.
+    dispatches = [d for d in dispatches if d.get("outcome") != "skipped"]
     if first is not None:
         dispatches = dispatches[:first]
     for d in dispatches:
@@ -122,42 +132,104 @@ def pairs(ours, ncu1, ncu2):
     return rows
 
 
+def deterministic(metric):
+    """Metrics whose value does not depend on timing or cache state: held to 1%."""
+    return (metric.startswith("launch__")
+            or metric in ("sm__inst_executed.sum", "smsp__inst_executed.sum")
+            or metric.startswith("smsp__sass_thread_inst_executed_op_"))
+
+
+def first_kernels(ours, k):
+    """The first `k` distinct kernels of `ours` (insertion order: our launch order)."""
+    return set(list(ours)[:k]) if k else set(ours)
+
+
+def report(ours, absent, ncu1, ncu2, kernels=None):
+    """(rows table, summary) as markdown lines."""
+    keep = first_kernels(ours, kernels)
+    ours = {k: v for k, v in ours.items() if k in keep}
+    if kernels:
+        ncu1 = {k: v for k, v in ncu1.items() if k in keep}
+        ncu2 = {k: v for k, v in ncu2.items() if k in keep}
+    rows = pairs(ours, ncu1, ncu2)
+    table = ["| kernel | launch | metric | ours | ncu 1 | ncu 2 | ours vs ncu 1 | ncu spread |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    worst = defaultdict(lambda: [None, None])
+    for kernel, m, o, n1, n2, how in rows:
+        d, s = rel(o, n1), rel(n2, n1)
+        short = kernel if len(kernel) <= 40 else kernel[:37] + "..."
+        table.append(f"| `{short}` | {how} | {m} | {fmt(o)} | {fmt(n1)} | {fmt(n2)} | {pct(d)} | {pct(s)} |")
+        w = worst[m]
+        if d is not None:
+            w[0] = d if w[0] is None else max(w[0], d)
+        if s is not None:
+            w[1] = s if w[1] is None else max(w[1], s)
+    summary = [f"{len(ours)} kernels of ours, {sum(map(len, ours.values()))} launches with values"
+               f" compared ({len(rows)} rows)", "",
+               "| metric | worst ours vs ncu 1 | worst ncu run-to-run | target | met |",
+               "|---|---:|---:|---|---|"]
+    for m, (d, s) in sorted(worst.items()):
+        if deterministic(m):
+            target, met = "1%", ("-" if d is None else ("yes" if d <= 0.01 else "no"))
+        else:
+            target = "ncu spread"
+            met = "-" if d is None or s is None else ("yes" if d <= s else "no")
+        summary.append(f"| {m} | {pct(d)} | {pct(s)} | {target} | {met} |")
+    if absent:
+        summary += ["", "Dispatches without values (reason: count):"]
+        summary += [f"- {r}: {n}" for r, n in sorted(absent.items())]
+    if not ours:
+        summary += ["", "rocprof-replay produced no counter values (see its stderr)."]
+    if not ncu1:
+        summary += ["", "Nsight Compute produced no values (see its log)."]
+    return table, summary
+
+
+def self_test():
+    ours = {"a": [{"sm__inst_executed.sum": 100.0, "dram__bytes_read.sum": 10.0}],
+            "b": [{"sm__inst_executed.sum": 7.0}, {"sm__inst_executed.sum": 7.0}],
+            "c": [{"sm__inst_executed.sum": 1.0}]}
+    ncu1 = {"a": [{"sm__inst_executed.sum": 100.5, "dram__bytes_read.sum": 11.0}],
+            "b": [{"sm__inst_executed.sum": 7.0}], "c": [{"sm__inst_executed.sum": 2.0}]}
+    ncu2 = {"a": [{"sm__inst_executed.sum": 100.5, "dram__bytes_read.sum": 12.0}],
+            "b": [{"sm__inst_executed.sum": 7.0}], "c": [{"sm__inst_executed.sum": 2.0}]}
+    table, summary = report(ours, {}, ncu1, ncu2, kernels=2)
+    text = "\n".join(table + summary)
+    assert "`c`" not in text, "only the first two kernels"
+    assert "| `b` | mean 2/1 |" in text, "a kernel launched a different number of times: means"
+    rows = {l.split("|")[1].strip(): l for l in summary if l.startswith("| ") and "__" in l}
+    assert rows["sm__inst_executed.sum"].rstrip().endswith("| 1% | yes |"), rows
+    assert rows["dram__bytes_read.sum"].rstrip().endswith("| ncu spread | yes |"), rows
+    _, summary = report(ours, {}, ncu1, ncu2, kernels=3)
+    rows = {l.split("|")[1].strip(): l for l in summary if l.startswith("| ") and "__" in l}
+    assert rows["sm__inst_executed.sum"].rstrip().endswith("| 1% | no |"), rows
+    _, summary = report(ours, {}, ncu1, {}, kernels=1)
+    rows = {l.split("|")[1].strip(): l for l in summary if l.startswith("| ") and "__" in l}
+    assert rows["dram__bytes_read.sum"].rstrip().endswith("| ncu spread | - |"), rows
+    print("compare_counters self-test: ok")
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", required=True)
     ap.add_argument("--ncu", nargs="+", required=True)
     ap.add_argument("--out")
     ap.add_argument("--first", type=int, help="only our first N dispatches (ncu --launch-count N)")
+    ap.add_argument("--kernels", type=int, help="only the first K distinct kernels")
     a = ap.parse_args()
     ours, absent = read_ours(a.ours, a.first)
     ncu1 = read_ncu(a.ncu[0])
     ncu2 = read_ncu(a.ncu[1]) if len(a.ncu) > 1 else {}
-    rows = pairs(ours, ncu1, ncu2)
-    lines = ["| kernel | launch | metric | ours | ncu 1 | ncu 2 | ours vs ncu 1 | ncu spread |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
-    worst = defaultdict(lambda: [0.0, 0.0])
-    for kernel, m, o, n1, n2, how in rows:
-        d, s = rel(o, n1), rel(n2, n1)
-        short = kernel if len(kernel) <= 40 else kernel[:37] + "..."
-        lines.append(f"| `{short}` | {how} | {m} | {fmt(o)} | {fmt(n1)} | {fmt(n2)} | {pct(d)} | {pct(s)} |")
-        if d is not None:
-            worst[m][0] = max(worst[m][0], d)
-        if s is not None:
-            worst[m][1] = max(worst[m][1], s)
-    lines += ["", "| metric | worst ours vs ncu 1 | worst ncu run-to-run |", "|---|---:|---:|"]
-    for m, (d, s) in sorted(worst.items()):
-        lines.append(f"| {m} | {pct(d)} | {pct(s)} |")
-    if absent:
-        lines += ["", "Dispatches without values (reason: count):"]
-        lines += [f"- {r}: {n}" for r, n in sorted(absent.items())]
-    if not ours:
-        lines += ["", "rocprof-replay produced no counter values (see its stderr)."]
-    if not ncu1:
-        lines += ["", "Nsight Compute produced no values (see its log)."]
-    text = "\n".join(lines) + "\n"
-    print(text)
+    table, summary = report(ours, absent, ncu1, ncu2, a.kernels)
     if a.out:
-        open(a.out, "w").write(text)
+        # The file first: stdout may be a pipe that closes early.
+        open(a.out, "w").write("\n".join(table + [""] + summary) + "\n")
+        print("\n".join(summary))
+    else:
+        print("\n".join(table + [""] + summary))
 
 
 if __name__ == "__main__":

@@ -472,7 +472,8 @@ PY2
     # the first STEADY_SKIP launches (construction and step 1) skipped and the next
     # STEADY_COUNT replayed (--launch-skip/--launch-count), K = 8 through the legacy API with
     # one session per context and one per window, and ncu on 50 of the same launches; each
-    # against the plain run's wall time (steady.py), with the calls that ended runs (info log).
+    # against the plain run's wall time (steady.py), with the calls that ended runs (info log);
+    # then ten kernels of those 50 launches compared with two ncu runs (compare.gpt2.md).
     step "counters-steady: the GPT-2 step's steady state, ours (K = 8) against ncu --metrics"
     c=$out/steady; mkdir -p "$c"
     export ROCPROF_REPLAY_TIMER_LIB=$here/librocprof_replay_timer.so
@@ -494,11 +495,22 @@ PY2
       grep -o 'call=[A-Za-z0-9_]*' "$c/gpt2.$s.stderr" | sort | uniq -c | sort -rn | head -8
     done
     if command -v ncu >/dev/null; then
-      timed ncu timeout 240 ncu --csv --print-units base --clock-control none --cache-control all \
-        --metrics "$M29" --launch-skip "$skip" --launch-count 50 $g --out "$c/gpt2.ncu.out.json" \
-        > "$c/gpt2.ncu.csv" 2> "$c/gpt2.ncu.err"
+      timed ncu timeout 240 ncu --csv --print-units base --print-kernel-base mangled \
+        --clock-control none --cache-control all --metrics "$M29" --launch-skip "$skip" \
+        --launch-count 50 $g --out "$c/gpt2.ncu.out.json" > "$c/gpt2.ncu.csv" 2> "$c/gpt2.ncu.err"
+      # A second ncu run for its own run-to-run spread (STEADY_NCU_RUNS=1 leaves it out).
+      if [ "${STEADY_NCU_RUNS:-2}" -ge 2 ]; then
+        timeout 240 ncu --csv --print-units base --print-kernel-base mangled \
+          --clock-control none --cache-control all --metrics "$M29" --launch-skip "$skip" \
+          --launch-count 50 $g --out "$c/gpt2.ncu2.out.json" > "$c/gpt2.ncu2.csv" 2> "$c/gpt2.ncu2.err"
+        echo "ncu run 2: exit $?"
+      fi
     fi
     python3 "$here/cuda/steady.py" "$c"
+    # Agreement on ten kernels of the steady step (the same 50 launches in both tools).
+    ncu_csvs=$(ls "$c"/gpt2.ncu.csv "$c"/gpt2.ncu2.csv 2>/dev/null)
+    [ -n "$ncu_csvs" ] && python3 "$here/cuda/compare_counters.py" --ours "$c/gpt2.context.json" \
+      --ncu $ncu_csvs --first 50 --kernels 10 --out "$c/compare.gpt2.md"
     ;;
   counter-runs)
     # Several launches per counter pass (ROCPROF_REPLAY_CUPTI_RUN=K, opt-in): counters_check
