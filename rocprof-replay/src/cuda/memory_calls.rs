@@ -30,10 +30,10 @@ impl Backend {
                 if guarded_thread() || ctx_handle == 0 {
                     return;
                 }
-                // SAFETY: the parameters of this allocation entry point.
-                let (out, size) = unsafe { allocation_of(api, params, !enter) };
                 let ctx = self.ctx(ctx_handle);
                 if enter {
+                    // SAFETY: the parameters of this allocation entry point.
+                    let (_, size) = unsafe { allocation_of(api, params, false) };
                     self.relieve(&ctx, size);
                     return;
                 }
@@ -42,6 +42,9 @@ impl Backend {
                     CUDA_ERROR_OUT_OF_MEMORY => unsafe { self.after_oom(&ctx, api, cb) },
                     status => status,
                 };
+                // Read after a retry, which writes the out-parameters (the pitch too).
+                // SAFETY: the parameters of this allocation entry point, at its exit.
+                let (out, size) = unsafe { allocation_of(api, params, true) };
                 match status {
                     CUDA_SUCCESS if !out.is_null() => {
                         // SAFETY: the driver wrote the new address.

@@ -4386,12 +4386,12 @@ fn each_allocation_entry_point_failing_for_memory_is_made_again_with_its_own_arg
         vec![("cuMemAllocAsync", CU_STREAM_PER_THREAD)],
         "made again on the stream the application meant"
     );
-    // cuMemAllocPitch_v2: the pitch is the retry's.
+    // cuMemAllocPitch_v2: the pitch is the retry's (the application's variable held junk).
     let (h, _buf) = {
         drop(h);
         harness_with_an_idle_arena()
     };
-    let (mut out, mut pitch): (CUdeviceptr, usize) = (0, 0);
+    let (mut out, mut pitch): (CUdeviceptr, usize) = (0, 1 << 40);
     let params = cuMemAllocPitch_v2_params {
         dptr: &mut out,
         pPitch: &mut pitch,
@@ -4407,10 +4407,10 @@ fn each_allocation_entry_point_failing_for_memory_is_made_again_with_its_own_arg
         || CUDA_ERROR_OUT_OF_MEMORY,
     );
     assert_eq!((r, pitch), (CUDA_SUCCESS, 512));
-    assert_eq!(
-        h.be.inventory.origin_of(out as usize).map(|_| ()),
-        Some(()),
-        "recorded with the pitch the retry gave"
+    let end = out as usize + 512 * 3;
+    assert!(
+        h.be.inventory.origin_of(end - 1).is_some() && h.be.inventory.origin_of(end).is_none(),
+        "recorded with the pitch the retry gave: 3 rows of 512 bytes"
     );
     assert_eq!(gpu().allocations_made, vec![("cuMemAllocPitch", 0)]);
 }
