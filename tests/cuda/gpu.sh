@@ -656,8 +656,16 @@ PY
       g="python3 $here/cuda/gpt2_step.py --steps 1"
       t0=$(now); $g --out "$c/gpt2.plain.json" > "$c/gpt2.plain.log" 2>&1; t1=$(now)
       plain=$(awk "BEGIN{print $t1 - $t0}")
-      t0=$(now); OURS_TIMEOUT=330 ours gpt2 "$M8" $g --out "$c/gpt2.ours.out.json"; t1=$(now)
+      # With counter runs (ROCPROF_REPLAY_CUPTI_RUN=K), the info log names the calls that
+      # ended runs: tallied below, to see what keeps the cold step's runs short.
+      log=${ROCPROF_REPLAY_LOG:-}
+      [ "${ROCPROF_REPLAY_CUPTI_RUN:-1}" -gt 1 ] && log=info
+      t0=$(now)
+      ROCPROF_REPLAY_LOG=$log OURS_TIMEOUT=${GPT2_OURS_TIMEOUT:-330} ours gpt2 "$M8" $g \
+        --out "$c/gpt2.ours.out.json"
+      t1=$(now)
       oursw=$(awk "BEGIN{print $t1 - $t0}")
+      grep -o 'call=[A-Za-z0-9_ ]*' "$c/ours-pass.gpt2.stderr" | sort | uniq -c | sort -rn | head -12
       t0=$(now); NCU_TIMEOUT=200 ncus gpt2 "$M8" 1 --launch-count "$N" $g --out "$c/gpt2.ncu.out.json"
       t1=$(now); ncuw=$(awk "BEGIN{print $t1 - $t0}")
       compare gpt2 --first "$N"
