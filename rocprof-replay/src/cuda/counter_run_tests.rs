@@ -307,3 +307,92 @@ fn a_held_call_goes_on_when_the_runs_first_pass_waits_for_it_and_the_window_give
     assert_eq!(buf.values(), vec![1; 4], "one execution");
     assert!(fake::fake().bad.is_empty(), "{:?}", fake::fake().bad);
 }
+
+#[test]
+fn an_allocation_between_launches_of_a_counter_run_neither_waits_nor_ends_the_run() {
+    let (_cupti, _p, h) = setup(3, 4, None);
+    h.obtain_function(&ADD_ONE_COUNTED);
+    let mut first = Buffer::new(&h, 16);
+    let other = Buffer::new(&h, 4);
+    let mut args = first.args();
+    h.launch_returning(&ADD_ONE_COUNTED, &mut args, 0x5000, c"_Z7add_onePji");
+    let mut fresh = Buffer::new(&h, 16);
+    assert_eq!(
+        h.outcomes().len(),
+        0,
+        "the allocation waited for the run to end"
+    );
+    for buf in [&mut fresh, &mut first] {
+        let mut args = buf.args();
+        h.launch_returning(&ADD_ONE_COUNTED, &mut args, 0x5000, c"_Z7add_onePji");
+    }
+    assert_eq!(h.fill_async(other.ptr, 7, 4, 0x6000), CUDA_SUCCESS);
+    h.settle();
+    assert_eq!(first.values(), vec![2; 16], "one execution of each launch");
+    assert_eq!(fresh.values(), vec![1; 16], "one execution of each launch");
+    let outcomes = h.outcomes();
+    let runs: Vec<u32> = outcomes.iter().map(|(_, o)| o.run).collect();
+    assert_eq!(runs, vec![3; 3], "one run of three launches: {outcomes:?}");
+    assert_eq!(ranges_of(&outcomes), vec![Some(0), Some(1), Some(2)]);
+}
+
+#[test]
+fn an_allocation_short_of_memory_or_failing_ends_the_counter_run_holding_its_thread() {
+    // The allocation needs the memory the run's window holds: the run ends first (the call
+    // serves its profiler calls), then the arena is released for it — no wait for a window
+    // that needs the waiting thread.
+    for failing in [false, true] {
+        let (_cupti, _p, h) = setup(3, 4, None);
+        h.obtain_function(&ADD_ONE_COUNTED);
+        let mut buf = Buffer::new(&h, 16);
+        for _ in 0..2 {
+            let mut args = buf.args();
+            h.launch_returning(&ADD_ONE_COUNTED, &mut args, 0x5000, c"_Z7add_onePji");
+        }
+        let ctx = h.be.ctx(CTX);
+        assert!(ctx.arena.lock().device_bytes() > 0);
+        if failing {
+            // Room at the entry (the call passes the run by), then the driver fails it.
+            let (r, p) = failing_alloc(&h, 4096);
+            assert_eq!((r, gpu().memory.contains_key(&p)), (CUDA_SUCCESS, true));
+        } else {
+            gpu().device_free = 1 << 20;
+            h.alloc(4096);
+        }
+        assert_eq!(
+            h.outcomes().len(),
+            2,
+            "the run ended before the call returned"
+        );
+        assert_eq!(
+            ctx.arena.lock().device_bytes(),
+            0,
+            "released for the allocation"
+        );
+        h.settle();
+        assert_eq!(buf.values(), vec![2; 16]);
+        let outcomes = h.outcomes();
+        let runs: Vec<u32> = outcomes.iter().map(|(_, o)| o.run).collect();
+        assert_eq!(runs, vec![2; 2], "failing={failing}");
+        assert!(
+            outcomes
+                .iter()
+                .all(|(_, o)| o.kind == OutcomeKind::Replayed && o.passes == 4),
+            "failing={failing}: every counter pass ran: {outcomes:?}"
+        );
+        assert_eq!(
+            ranges_of(&outcomes),
+            vec![Some(0), Some(1)],
+            "failing={failing}"
+        );
+        // The waiting call served the run's profiler calls: none was given back to the
+        // replay thread (where CUPTI's calls may never return).
+        let f = fake::fake();
+        let on_replay_thread = f
+            .call_threads
+            .iter()
+            .filter(|t| *t == "rocprof-replay-cuda")
+            .count();
+        assert_eq!(on_replay_thread, 0, "failing={failing}: {:?}", f.log);
+    }
+}

@@ -376,6 +376,40 @@ impl Backend {
         }
     }
 
+    /// Whether `api` is a plain device allocation (`cuMemAlloc`, `cuMemAllocPitch`) in
+    /// context `ctx_handle` that its context's arena leaves room for (nothing to release or
+    /// wait for: see [`relieve`](Self::relieve)).
+    ///
+    /// # Safety
+    /// `params` are the parameters of `api`'s enter callback.
+    pub(super) unsafe fn allocation_finds_room(
+        &self,
+        api: Api,
+        ctx_handle: usize,
+        params: *const c_void,
+    ) -> bool {
+        if !matches!(api, Api::MemAlloc | Api::MemAllocPitch) || ctx_handle == 0 {
+            return false;
+        }
+        // SAFETY: caller contract.
+        let (_, size) = unsafe { allocation_of(api, params, false) };
+        let mem = window::ArenaMemory { drv: &self.drv };
+        let _g = Guard::new();
+        !self.ctx(ctx_handle).arena.lock().short_for(&mem, size)
+    }
+
+    /// An allocation that passed its thread's run by at its entry
+    /// ([`allocation_finds_room`](Self::allocation_finds_room)) and must wait for a window
+    /// after all: it ends the run now (counted as a call between launches, so the run stops
+    /// waiting for a next launch) and, while a counter run holds the thread, waits for it,
+    /// serving its profiler calls — the window it would otherwise wait for needs them.
+    fn end_own_run(&self, call: &dyn Fn() -> String) {
+        if self.settings.run > 1 {
+            self.breaks.fetch_add(OTHER_CALL, Ordering::AcqRel);
+        }
+        window::wait_while_held(&self.settings, call);
+    }
+
     /// Before an application allocation: releases an idle arena that would leave the
     /// allocation short of memory.
     fn relieve(&self, ctx: &Ctx, request: usize) {
@@ -395,6 +429,10 @@ impl Backend {
         // so that it finds the memory the window held.
         let waited = in_window;
         if waited {
+            // The thread's own counter run first (an allocation that found room when its call
+            // began passed it by, and memory may have run short since): its window needs this
+            // thread to serve its profiler calls before it can end.
+            self.end_own_run(&|| "an allocation short of memory".into());
             ctx.lock.hold_outside_window(self.settings.lock);
         }
         // On the application's thread, inside its allocation call (which may be captured).
@@ -442,6 +480,9 @@ impl Backend {
     /// `cb` is the exit callback's data of allocation call `api` (its parameters, its return
     /// value).
     unsafe fn after_oom(&self, ctx: &Ctx, api: Api, cb: &CUpti_CallbackData) -> CUresult {
+        // A counter run holding this thread ends first (the allocation may have passed it by
+        // at its entry): waiting below for a window that needs this thread would not end.
+        self.end_own_run(&|| function_name(cb));
         let mem = window::ArenaMemory { drv: &self.drv };
         let _g = Guard::new();
         let in_window = ctx.arena.lock().in_window();

@@ -513,14 +513,24 @@ impl Backend {
             return;
         }
         let call = cb.correlationId;
-        // While windows may cover runs: every call of the application but function lookups
-        // and queries, launches included (a launch joins a run only when it is the one call
-        // since the run's last launch returned). Otherwise nothing is counted: no shared
-        // counter on every call.
+        // A plain device allocation that finds room (nothing to release for it) orders no
+        // work and writes nothing a window holds: it neither ends a run nor waits for a held
+        // counter run (the next launch may still join; the new memory its arguments name is
+        // captured when it joins).
+        // SAFETY: `params` are this allocation call's.
+        let keeps_runs = enter
+            && self.settings.run > 1
+            && !guarded_thread()
+            && unsafe { self.allocation_finds_room(api, ctx_handle, params) };
+        // While windows may cover runs: every call of the application but function lookups,
+        // queries and allocations that find room, launches included (a launch joins a run
+        // only when it is the one call since the run's last launch returned). Otherwise
+        // nothing is counted: no shared counter on every call.
         if self.settings.run > 1
             && enter
             && !api.may_load()
             && api != (Api::Observe { wait: false })
+            && !keeps_runs
             && !guarded_thread()
         {
             let step = if matches!(api, Api::Launch(_)) {
@@ -538,6 +548,7 @@ impl Backend {
         // for it.)
         if enter
             && !matches!(api, Api::Launch(_) | Api::Observe { wait: false })
+            && !keeps_runs
             && !guarded_thread()
         {
             window::wait_while_held(&self.settings, &|| function_name(cb));

@@ -207,3 +207,33 @@ fn passes_queued_ahead_run_back_to_back_and_leave_one_execution() {
         }
     }
 }
+
+#[test]
+fn an_allocation_between_two_launches_does_not_end_the_run_and_its_memory_is_captured() {
+    // A plain device allocation orders no work and writes nothing a window holds: the next
+    // launch may still join, and the new memory it names is captured when it joins, so every
+    // later pass starts from what its first pass had.
+    let h = engine_harness(3, runs(8));
+    h.obtain_function(&ADD_ONE);
+    let mut first = Buffer::new(&h, 64);
+    gpu().slow_relaunches = Some(Duration::from_millis(5));
+    let mut args = first.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let mut fresh = Buffer::new(&h, 64);
+    let mut args = fresh.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    let mut args = first.args();
+    h.launch_returning(&ADD_ONE, &mut args, 0x5000, c"_Z7add_onePji");
+    h.settle();
+    assert_eq!(first.values(), vec![2; 64], "one execution of each launch");
+    assert_eq!(fresh.values(), vec![1; 64], "one execution of each launch");
+    let outcomes = h.outcomes();
+    assert!(
+        outcomes
+            .iter()
+            .all(|(_, o)| o.kind == OutcomeKind::Replayed && o.passes == 3),
+        "{outcomes:?}"
+    );
+    let runs: Vec<u32> = outcomes.iter().map(|(_, o)| o.run).collect();
+    assert_eq!(runs, vec![3; 3], "the allocation did not end the run");
+}
