@@ -517,7 +517,7 @@ impl Backend {
         // work and writes nothing a window holds: it neither ends a run nor waits for a held
         // counter run (the next launch may still join; the new memory its arguments name is
         // captured when it joins).
-        // SAFETY: `params` are this allocation call's.
+        // SAFETY: `params` are `api`'s own, at its enter callback when `enter`.
         let keeps_runs = enter
             && self.settings.run > 1
             && !guarded_thread()
