@@ -580,6 +580,9 @@ mod tests {
 
     /// A page-aligned private mapping of `pages` pages for one test (no other test uses its
     /// addresses, so the process-wide attribute table is not shared between tests).
+    /// `pages` granules of a mapping of their own, with an unused granule on either side: the
+    /// attribute ranges are process-wide, and two tests' pages mapped back to back would merge
+    /// their neighbouring ranges.
     struct Pages {
         base: usize,
         size: usize,
@@ -588,8 +591,11 @@ mod tests {
     impl Pages {
         fn new(pages: usize) -> Pages {
             let size = pages * GRANULE;
-            let base = registry::map_anonymous(size, false).expect("mmap");
-            Pages { base, size }
+            let mapped = registry::map_anonymous(size + 2 * GRANULE, false).expect("mmap");
+            Pages {
+                base: mapped + GRANULE,
+                size,
+            }
         }
 
         fn at(&self, page: usize) -> *mut c_void {
@@ -600,7 +606,7 @@ mod tests {
     impl Drop for Pages {
         fn drop(&mut self) {
             forget(self.base, self.size);
-            registry::unmap(self.base, self.size);
+            registry::unmap(self.base - GRANULE, self.size + 2 * GRANULE);
         }
     }
 
