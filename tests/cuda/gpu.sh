@@ -105,6 +105,15 @@ for s in $steps; do
     done
     head -1 "$out/gpu/contexts_unload.summary" 2>/dev/null
     ;;
+  oom)
+    step "allocations needing the snapshot arena's memory (issue 13: the OOM retry)"
+    timeout 300 "$here/gpu" --include-ignored --test-threads=1 --nocapture \
+      allocations_needing_the_arenas_memory 2>&1 | tail -40
+    for f in oom_retry.plain oom_retry; do
+      echo "--- $f"; grep -E '^(device|case|pitch|check|RESULT|cuda error)' "$out/gpu/$f.stdout" 2>/dev/null
+      grep -E 'arena|made again' "$out/gpu/$f.stderr" 2>/dev/null | cut -c1-300 | head -12
+    done
+    ;;
   writeset)
     step "write-set restore through the compare kernel (issue 14 items 1, 4)"
     exe=$out/compare_kernel

@@ -413,6 +413,69 @@ fn memory_the_window_cannot_restore_is_never_captured_and_its_kernels_run_once()
     }
 }
 
+/// `oom_retry.cu` without the tool and under a 3-pass tool: after a kernel whose 2 GiB buffer
+/// the tool snapshots in device memory, the application allocates all it could have without a
+/// tool (`cudaMalloc`, `cudaMallocAsync`, a `cudaMallocPitch` whose entry understates its size,
+/// and a `cudaMalloc` from another thread while a kernel's window runs). Every allocation
+/// succeeds both ways and the buffer ends with one execution per launch (the program checks:
+/// `RESULT OK`); under the tool the log shows the arena given back: released before a call
+/// that would not fit, and after the pitched call failed for memory, the call made again.
+#[test]
+#[cfg_attr(
+    not(gpu_tests),
+    ignore = "needs an NVIDIA GPU, the CUDA toolkit and CUPTI: build with ROCPROF_REPLAY_GPU_TESTS=1"
+)]
+fn allocations_needing_the_arenas_memory_get_it_back() {
+    require_gpu();
+    let exe = cuda_app("oom_retry", false);
+    let plain = run(
+        &exe,
+        &[],
+        &[],
+        &["LD_PRELOAD", "CUDA_INJECTION64_PATH"],
+        DEADLINE,
+    );
+    save("oom_retry.plain", &plain);
+    plain.assert_success("oom_retry without the tool");
+    assert!(plain.stdout().contains("RESULT OK"), "{}", plain.stdout());
+
+    let rec = records_path("oom_retry");
+    let rec_s = rec.to_str().unwrap().to_string();
+    let tool = cuda_tool().to_str().unwrap().to_string();
+    let mut env = tool_env(&rec_s, "3");
+    env.push(("CUDA_INJECTION64_PATH", &tool));
+    env.push(("ROCPROF_REPLAY_LOG", "info"));
+    let r = run(&exe, &[], &env, &["LD_PRELOAD"], DEADLINE);
+    save("oom_retry", &r);
+    r.assert_success("oom_retry under the tool");
+    let (out, err) = (r.stdout(), r.stderr());
+    assert!(out.contains("RESULT OK"), "{out}\n{}", tail(&err, 6000));
+    let released = err
+        .matches("snapshot arena released for an application allocation")
+        .count();
+    let retried = err
+        .matches("the arena was released and the allocation made again, successfully")
+        .count();
+    println!("oom_retry: released before the call {released}, made again after it {retried}");
+    assert!(
+        released >= 1,
+        "the arena held device memory an allocation needed: {}",
+        tail(&err, 6000)
+    );
+    assert!(
+        retried >= 1,
+        "the pitched allocation failed for memory and was made again: {}",
+        tail(&err, 6000)
+    );
+    let recs = records(&rec);
+    let replayed = recs
+        .iter()
+        .filter(|r| r["kernel"].as_str().is_some_and(|k| k.contains("add_one")))
+        .filter(|r| r["outcome"] == "replayed")
+        .count();
+    assert!(replayed >= 1, "the buffer's kernel was replayed: {recs:?}");
+}
+
 /// Launches of `contexts_unload.cu`, by kernel: each gives exactly one record.
 const CONTEXTS_UNLOAD_LAUNCHES: [(&str, usize); 4] = [
     // two_contexts: two threads at once, then one thread switching contexts.
