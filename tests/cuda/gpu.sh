@@ -483,6 +483,7 @@ PY2
     # one session per context and one per window, and ncu on 50 of the same launches; each
     # against the plain run's wall time (steady.py), with the calls that ended runs (info log);
     # then ten kernels of those 50 launches compared with two ncu runs (compare.gpt2.md).
+    # STEADY_SESSIONS=context runs ours with one session per context only.
     step "counters-steady: the GPT-2 step's steady state, ours (K = 8) against ncu --metrics"
     c=$out/steady; mkdir -p "$c"
     export ROCPROF_REPLAY_TIMER_LIB=$here/librocprof_replay_timer.so
@@ -495,7 +496,7 @@ PY2
       awk "BEGIN{print $t1 - $t0}" > "$c/gpt2.$n.wall"
     }
     timed plain $g --out "$c/gpt2.plain.out.json" > "$c/gpt2.plain.stdout" 2>&1
-    for s in context window; do
+    for s in ${STEADY_SESSIONS:-context window}; do
       ROCPROF_REPLAY_LOG=info ROCPROF_REPLAY_CUPTI_RUN=8 ROCPROF_REPLAY_CUPTI_SESSION=$s \
         timed $s timeout 300 "$here/rocprof-replay" run --runtime cuda --passes 1 --metrics "$M29" \
         --launch-skip "$skip" --launch-count "$count" -q -o "$c/gpt2.$s.json" -- \
