@@ -114,6 +114,44 @@ for s in $steps; do
       grep -E 'arena|made again' "$out/gpu/$f.stderr" 2>/dev/null | cut -c1-300 | head -12
     done
     ;;
+  tiny-dram)
+    # Where the tiny kernels' dram__bytes_read differs (ours 0-1 024 B, ncu 3 840-4 096 B on the
+    # cold GPT-2 step): a kernel whose only memory access is 4 bytes, under ncu with its cache
+    # control on (all) and off (none), and under ours with our L2 flush (l2), CUPTI's cache
+    # control where it has one (all) and neither (none). If ncu's `all` counts kilobytes that
+    # `none` does not, they are the kernel's instruction and constant fetches, which only a
+    # flush of the SMs' own caches brings back to DRAM (ours evicts the L2 alone).
+    step "tiny-dram: DRAM bytes of a kernel reading 4 bytes, ncu's cache control against our L2 flush"
+    exe=$out/short_kernel
+    nvcc -O2 -std=c++17 -arch=native -o "$exe" "$here/cuda/apps/short_kernel.cu"
+    m=dram__bytes_read.sum,lts__t_sectors_op_read.sum,sm__inst_executed.sum
+    for cache in all none; do
+      LAUNCHES=5 timeout 100 ncu --clock-control none --cache-control $cache --metrics $m \
+        --print-units base --csv "$exe" > "$out/tiny.ncu-$cache.csv" 2> "$out/tiny.ncu-$cache.err"
+      echo "ncu --cache-control $cache: exit $?"
+    done
+    for cache in l2 all none; do
+      LAUNCHES=5 ROCPROF_REPLAY_CUPTI_CACHE=$cache timeout 100 "$here/rocprof-replay" run \
+        --runtime cuda --passes 1 --metrics $m -q -o "$out/tiny.ours-$cache.json" -- "$exe" \
+        > "$out/tiny.ours-$cache.stdout" 2> "$out/tiny.ours-$cache.stderr"
+      echo "ours, CUPTI_CACHE=$cache: exit $?"
+    done
+    HERE=$here/cuda python3 - "$out" <<'PY'
+import os, statistics, sys
+sys.path.insert(0, os.environ["HERE"])
+from compare_counters import read_ncu, read_ours
+o = sys.argv[1]
+def show(label, runs):
+    vals = [r for k in runs for r in runs[k]]
+    keys = sorted({m for r in vals for m in r})
+    print(f"{label}: {len(vals)} launches, " + ", ".join(
+        f"{m} median {statistics.median([r[m] for r in vals if m in r]):.0f}" for m in keys))
+for c in ("all", "none"):
+    show(f"ncu --cache-control {c}", read_ncu(f"{o}/tiny.ncu-{c}.csv"))
+for c in ("l2", "all", "none"):
+    show(f"ours CUPTI_CACHE={c}", read_ours(f"{o}/tiny.ours-{c}.json")[0])
+PY
+    ;;
   writeset)
     step "write-set restore through the compare kernel (issue 14 items 1, 4)"
     exe=$out/compare_kernel
