@@ -5,6 +5,7 @@
 pub(crate) mod agent;
 pub(crate) mod arena;
 pub(crate) mod device_compare;
+pub(crate) mod drain;
 pub(crate) mod footprint;
 pub(crate) mod gate;
 pub(crate) mod inventory;

@@ -22,6 +22,7 @@ use super::copies::Busy;
 use super::gates::{self, ReplayQueue, barrier_and};
 use super::{ACTIVE, ArenaMemory, BACKEND, Backend, Gpu, QueueState, kernel_args};
 use crate::dispatch::{AgentId, DispatchId, DispatchInfo, QueueId, Runtime, blocks_of};
+use crate::engine::drain::{DrainLimits, DrainWait};
 use crate::engine::gate;
 use crate::engine::phases::{self, Phase};
 use crate::engine::snapshot::{
@@ -1384,70 +1385,6 @@ enum Waited {
     HeldUp,
 }
 
-/// How a drain's wait ended ([`DrainLimits::wait`]).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum DrainWait {
-    Done,
-    /// Past the yield deadline, with the waited-for work possibly waiting for what the window
-    /// holds.
-    GaveWay,
-    /// Past the drain deadline.
-    TimedOut,
-}
-
-impl DrainWait {
-    /// The decline for a wait that did not end: `what` names the work, for the log.
-    fn decline(self, what: &str) -> DeclineReason {
-        if self == DrainWait::GaveWay {
-            tracing::info!(
-                waited_for = what,
-                "the drain waited past the yield deadline for work that may be waiting for this \
-                 dispatch (held behind its gate): the dispatch runs once (ROCPROF_REPLAY_YIELD_MS)"
-            );
-            DeclineReason::LockContention
-        } else {
-            DeclineReason::DrainTimeout
-        }
-    }
-}
-
-/// The deadlines of one drain, from its start.
-#[derive(Clone, Copy)]
-struct DrainLimits {
-    started: Instant,
-    drain: Duration,
-    yield_after: Duration,
-}
-
-impl DrainLimits {
-    /// Waits in slices (`wait_for(slice)`: a bounded wait, `true` once the work is done) until
-    /// the work is done ([`DrainWait::Done`]), the drain deadline passed
-    /// ([`DrainWait::TimedOut`]), or the yield deadline passed and `may_wait_for_us` says the
-    /// work may be waiting for what the window holds ([`DrainWait::GaveWay`]).
-    fn wait(
-        &self,
-        mut wait_for: impl FnMut(Duration) -> bool,
-        mut may_wait_for_us: impl FnMut() -> bool,
-    ) -> DrainWait {
-        // Slices short enough to notice the yield deadline soon after it passed.
-        let slice =
-            (self.yield_after / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
-        loop {
-            let left = (self.started + self.drain).saturating_duration_since(Instant::now());
-            if wait_for(left.min(slice)) {
-                return DrainWait::Done;
-            }
-            let waited = self.started.elapsed();
-            if waited >= self.drain {
-                return DrainWait::TimedOut;
-            }
-            if waited >= self.yield_after && may_wait_for_us() {
-                return DrainWait::GaveWay;
-            }
-        }
-    }
-}
-
 /// Creates a signal of ours with value 1.
 fn new_signal(be: &Backend) -> Option<hsa_signal_t> {
     let mut s = hsa_signal_t::default();
@@ -2338,7 +2275,7 @@ impl ReplayTarget for HsaTarget {
             );
             if waited != DrainWait::Done {
                 self.remember_stuck(self.queue.clone(), self.ready_after);
-                return Err(waited.decline("its own queue's earlier work"));
+                return waited.declined("its own queue's earlier work");
             }
             // Resolved because the queue was destroyed (`QueueState::retire_destroyed`): the
             // dispatch was dropped with it.
@@ -2367,7 +2304,7 @@ impl ReplayTarget for HsaTarget {
                     );
                 }
                 if waited != DrainWait::Done {
-                    return Err(waited.decline("an ordinary run on a queue of ours"));
+                    return waited.declined("an ordinary run on a queue of ours");
                 }
             }
         }
@@ -2400,7 +2337,7 @@ impl ReplayTarget for HsaTarget {
             );
             if waited != DrainWait::Done {
                 self.remember_stuck(other.clone(), *n);
-                return Err(waited.decline("another queue's earlier work"));
+                return waited.declined("another queue's earlier work");
             }
         }
         // Asynchronous copies already submitted (new ones wait for the window to end).

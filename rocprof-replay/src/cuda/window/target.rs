@@ -12,6 +12,7 @@ use crate::cuda::api::{Driver, error_name};
 use crate::cuda::gate::{BEHIND, Gate};
 use crate::cuda::{Backend, Ctx, StuckMarker, warn_once};
 use crate::engine::arena;
+use crate::engine::drain::{DrainLimits, DrainWait};
 use crate::engine::snapshot::{
     CopyError, DeviceMemory, DiffError, Direction, DirtyRanges, Staging, Transfer,
 };
@@ -291,10 +292,10 @@ pub(super) struct CudaTarget<'a> {
 /// answers at once).
 const DEFER_GRACE: Duration = Duration::from_secs(1);
 
-/// A drain's state while it may defer the launch ([`CudaTarget::drain`]): when it started,
+/// A drain's state while it may defer the launch ([`CudaTarget::drain`]): its deadlines,
 /// whether it asked, and the deferred launch.
 struct Draining {
-    started: Instant,
+    limits: DrainLimits,
     asked: std::cell::Cell<bool>,
     deferred: std::cell::RefCell<Option<Deferred>>,
     own_non_blocking: std::cell::Cell<Option<bool>>,
@@ -1393,7 +1394,7 @@ impl ReplayTarget for CudaTarget<'_> {
 
     fn drain(&mut self) -> Result<(), DeclineReason> {
         let d = Draining {
-            started: Instant::now(),
+            limits: DrainLimits::new(self.settings().drain, self.settings().yield_after),
             asked: std::cell::Cell::new(false),
             deferred: std::cell::RefCell::new(None),
             own_non_blocking: std::cell::Cell::new(None),
@@ -1727,7 +1728,7 @@ impl CudaTarget<'_> {
     /// other than the one waited for, past the yield deadline, makes it give way: the work
     /// waited for may be waiting for that work (`lock_contention`).
     fn drain_with(&self, d: &Draining) -> Result<(), DeclineReason> {
-        let deadline = Instant::now() + self.settings().drain;
+        let deadline = d.limits.deadline();
         let drv = *self.drv();
         // Work an earlier drain waited the whole deadline for, still running: this drain would
         // wait for it too. Decline at once.
@@ -1756,7 +1757,7 @@ impl CudaTarget<'_> {
         // Called between the polls of work on `on` (`None`: not one stream's): defers the
         // launch once, and says whether to give way.
         let defer = || {
-            if !d.asked.get() && d.started.elapsed() >= self.settings().defer_after {
+            if !d.asked.get() && d.limits.started.elapsed() >= self.settings().defer_after {
                 d.asked.set(true);
                 if let Some((deferred, non_blocking)) = self.try_defer() {
                     d.own_non_blocking.set(Some(non_blocking));
@@ -1771,26 +1772,26 @@ impl CudaTarget<'_> {
         }
         let stop = |on: Option<u64>| -> bool {
             defer();
-            let yield_after = self.settings().yield_after;
             // Deferred, the launch itself waits behind the window's gate (its call returned):
             // work drained on another stream may be waiting for it (a kernel spinning on a
             // flag this very launch sets), as it may for the thread inside its call.
-            if d.is_deferred() && on != Some(self.job.lane) && d.started.elapsed() >= yield_after {
+            if d.limits
+                .give_way(|| d.is_deferred() && on != Some(self.job.lane))
+            {
                 return true;
             }
+            // Work the window holds up (the agent lock's readers) that has waited past the
+            // yield deadline, from whenever it began to wait.
             self.ctx
                 .lock
-                .held_up(yield_after, |lane| on.is_none() || lane != on)
+                .held_up(d.limits.yield_after, |lane| on.is_none() || lane != on)
         };
         let gave_way = || {
-            tracing::info!(
-                kernel = self.job.info.kernel(),
-                dispatch = %self.job.info.dispatch_id,
-                "work the window holds up waited past the yield deadline while the drain waited \
-                 (the work drained may be waiting for it): the dispatch runs once \
-                 (ROCPROF_REPLAY_YIELD_MS)"
-            );
-            Err(DeclineReason::LockContention)
+            DrainWait::GaveWay.declined(&format!(
+                "earlier work of the context (kernel {}, dispatch {})",
+                self.job.info.kernel(),
+                self.job.info.dispatch_id
+            ))
         };
         let own = self.job.launch.app_stream() as usize;
         if self.job.before != 0 {
