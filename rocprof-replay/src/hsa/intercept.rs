@@ -2247,12 +2247,7 @@ impl ReplayTarget for HsaTarget {
         // The dispatch waits behind its gate while the drain waits: work drained on another
         // queue (or an ordinary run on ours) may be waiting for it, as it may for work that
         // waits for the window. Past the yield deadline such a wait gives way.
-        let started = Instant::now();
-        let limits = DrainLimits {
-            started,
-            drain,
-            yield_after: self.be.settings().yield_after,
-        };
+        let limits = DrainLimits::new(drain, self.be.settings().yield_after);
         // Everything before the dispatch on its own queue: the ready barrier resolved. That
         // work cannot wait for this dispatch (it is ahead of it on its queue), but it may wait
         // for a dispatch of another queue that waits for this window.
