@@ -35,9 +35,9 @@ impl DrainWait {
             DrainWait::GaveWay => {
                 tracing::info!(
                     waited_for = what,
-                    "the drain waited past the yield deadline for work that may be waiting for \
-                     this dispatch (held behind its gate): the dispatch runs once \
-                     (ROCPROF_REPLAY_YIELD_MS)"
+                    "the drain gave way: the work it waits for may be waiting for this \
+                     dispatch (held behind its gate), and the yield deadline passed: the \
+                     dispatch runs once (ROCPROF_REPLAY_YIELD_MS)"
                 );
                 Err(DeclineReason::LockContention)
             }
