@@ -377,8 +377,10 @@ impl Backend {
     }
 
     /// Whether `api` is a plain device allocation (`cuMemAlloc`, `cuMemAllocPitch`) in
-    /// context `ctx_handle` that its context's arena leaves room for (nothing to release or
-    /// wait for: see [`relieve`](Self::relieve)).
+    /// context `ctx_handle` that the snapshot arenas leave room for: nothing to release or
+    /// wait for ([`relieve`](Self::relieve)) — no arena of the process holds device memory,
+    /// or the device keeps its reserve after the allocation. Another context's arena counts
+    /// too: `relieve` would free it, on this thread, while a counter run may hold it.
     ///
     /// # Safety
     /// `params` are the parameters of `api`'s enter callback.
@@ -393,9 +395,17 @@ impl Backend {
         }
         // SAFETY: caller contract.
         let (_, size) = unsafe { allocation_of(api, params, false) };
+        let ctx = self.ctx(ctx_handle);
+        let holding = ctx.arena.lock().device_bytes() > 0
+            || self.contexts.read().values().any(|o| {
+                o.handle != ctx.handle && o.arena.try_lock().is_some_and(|a| a.device_bytes() > 0)
+            });
+        if !holding {
+            return true;
+        }
         let mem = window::ArenaMemory { drv: &self.drv };
         let _g = Guard::new();
-        !self.ctx(ctx_handle).arena.lock().short_for(&mem, size)
+        !crate::engine::arena::device_short(&mem, size)
     }
 
     /// An allocation that passed its thread's run by at its entry

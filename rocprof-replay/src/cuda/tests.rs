@@ -4279,6 +4279,46 @@ fn an_allocation_short_of_memory_releases_another_contexts_idle_arena_before_it_
     assert_eq!(h.be.ctx(CTX).arena.lock().device_bytes(), 0);
 }
 
+/// Whether a `cuMemAlloc` of `size` bytes in `ctx` finds room (its enter callback's view).
+fn finds_room(h: &Harness, ctx: usize, size: usize) -> bool {
+    let mut out: CUdeviceptr = 0;
+    let params = cuMemAlloc_v2_params {
+        dptr: &mut out,
+        bytesize: size,
+    };
+    // SAFETY: cuMemAlloc's parameters, as its enter callback gets them.
+    unsafe {
+        h.be.allocation_finds_room(
+            Api::MemAlloc,
+            ctx,
+            (&params as *const cuMemAlloc_v2_params).cast(),
+        )
+    }
+}
+
+#[test]
+fn an_allocation_finds_room_only_where_no_arena_of_the_process_would_be_released_for_it() {
+    let (h, _buf) = harness_with_an_idle_arena();
+    assert!(finds_room(&h, CTX, 4096), "plenty free");
+    assert!(finds_room(&h, OTHER_CTX, 4096), "plenty free");
+    gpu().device_free = 1 << 20;
+    assert!(
+        !finds_room(&h, CTX, 4096),
+        "its own arena would be released"
+    );
+    // The other context's allocation would release this context's arena (`relieve`): it
+    // must not pass a counter run holding its thread by.
+    assert!(
+        !finds_room(&h, OTHER_CTX, 4096),
+        "another context's arena would be released"
+    );
+    // Nothing held anywhere: nothing to release, whatever the device has free.
+    h.alloc_in(OTHER_CTX, 4096);
+    assert_eq!(h.be.ctx(CTX).arena.lock().device_bytes(), 0);
+    assert!(finds_room(&h, CTX, 4096));
+    assert!(finds_room(&h, OTHER_CTX, 4096));
+}
+
 #[test]
 fn another_devices_arena_and_one_a_window_uses_are_left_alone() {
     let (h, _buf) = harness_with_an_idle_arena();
